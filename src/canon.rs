@@ -1,0 +1,251 @@
+//! Canonical bytes and digests: the one place that decides what "the same JSON" means.
+//!
+//! Every hashed thing in stateval (events, requests, dataset lines, manifests) is first
+//! turned into RFC 8785 (JCS) canonical bytes, then hashed with blake3 in derive-key
+//! mode. Each use has its own derive-key context so a digest of one kind can never be
+//! passed off as another. Digests are written `blake3:<64 hex>`.
+//!
+//! The I-JSON guard refuses integers outside ±(2^53−1) *before* hashing: JCS serialises
+//! numbers as IEEE doubles, so a larger integer would be silently rounded and two
+//! different inputs could share one digest.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde_json::Value;
+
+/// Largest integer an IEEE double holds exactly (I-JSON, RFC 7493 §2.2).
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// Derive-key contexts, one per kind of digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Context {
+    /// An event-log line without its `hash` field.
+    Event,
+    /// A compiled model request, as the replay provider sees it.
+    Request,
+    /// Any input artefact: a dataset line, a profile, a tool manifest, a recording.
+    Content,
+}
+
+impl Context {
+    fn key(self) -> &'static str {
+        match self {
+            Context::Event => "stateval event v1",
+            Context::Request => "stateval request v1",
+            Context::Content => "stateval content v1",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CanonError {
+    #[error("integer {value} at {pointer} is outside ±(2^53−1) and cannot be represented exactly (I-JSON)")]
+    UnsafeInteger { pointer: String, value: String },
+    #[error("cannot canonicalise: {0}")]
+    Serialize(String),
+}
+
+/// A blake3 digest, displayed as `blake3:<hex>`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Digest(pub [u8; 32]);
+
+impl Digest {
+    pub fn to_hex(&self) -> String {
+        blake3::Hash::from_bytes(self.0).to_hex().to_string()
+    }
+}
+
+impl fmt::Display for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "blake3:{}", blake3::Hash::from_bytes(self.0).to_hex())
+    }
+}
+
+impl fmt::Debug for Digest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("not a digest: expected \"blake3:\" followed by 64 hex digits")]
+pub struct DigestParseError;
+
+impl FromStr for Digest {
+    type Err = DigestParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let hex = s.strip_prefix("blake3:").ok_or(DigestParseError)?;
+        if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(DigestParseError);
+        }
+        blake3::Hash::from_hex(hex).map(|h| Digest(*h.as_bytes())).map_err(|_| DigestParseError)
+    }
+}
+
+impl serde::Serialize for Digest {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Digest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Digest raw bytes under a context.
+pub fn digest(context: Context, bytes: &[u8]) -> Digest {
+    let mut hasher = blake3::Hasher::new_derive_key(context.key());
+    hasher.update(bytes);
+    Digest(*hasher.finalize().as_bytes())
+}
+
+/// Refuse integers an IEEE double cannot hold exactly; report where the first one is.
+pub fn check_ijson(value: &Value) -> Result<(), CanonError> {
+    fn walk(value: &Value, pointer: &mut String) -> Result<(), CanonError> {
+        match value {
+            Value::Number(n) => {
+                let unsafe_int = match (n.as_u64(), n.as_i64()) {
+                    (Some(u), _) => u > MAX_SAFE_INTEGER,
+                    (None, Some(i)) => i.unsigned_abs() > MAX_SAFE_INTEGER,
+                    _ => false,
+                };
+                if unsafe_int {
+                    let at = if pointer.is_empty() { "/".to_string() } else { pointer.clone() };
+                    return Err(CanonError::UnsafeInteger { pointer: at, value: n.to_string() });
+                }
+                Ok(())
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    let len = pointer.len();
+                    pointer.push('/');
+                    pointer.push_str(&i.to_string());
+                    walk(item, pointer)?;
+                    pointer.truncate(len);
+                }
+                Ok(())
+            }
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let len = pointer.len();
+                    pointer.push('/');
+                    pointer.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                    walk(v, pointer)?;
+                    pointer.truncate(len);
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+    walk(value, &mut String::new())
+}
+
+/// Append the RFC 8785 canonical bytes of `value` to `out`, after the I-JSON guard.
+pub fn write_canonical(out: &mut Vec<u8>, value: &Value) -> Result<(), CanonError> {
+    check_ijson(value)?;
+    serde_json_canonicalizer::to_writer(value, out).map_err(|e| CanonError::Serialize(e.to_string()))
+}
+
+/// The RFC 8785 canonical bytes of `value`.
+pub fn to_canonical(value: &Value) -> Result<Vec<u8>, CanonError> {
+    let mut out = Vec::with_capacity(128);
+    write_canonical(&mut out, value)?;
+    Ok(out)
+}
+
+/// The canonical text of `value` (always valid UTF-8).
+pub fn to_canonical_string(value: &Value) -> Result<String, CanonError> {
+    to_canonical(value).map(|b| String::from_utf8(b).expect("JCS output is UTF-8"))
+}
+
+/// Digest of the canonical bytes of `value`.
+pub fn canonical_digest(context: Context, value: &Value) -> Result<Digest, CanonError> {
+    Ok(digest(context, &to_canonical(value)?))
+}
+
+/// Equality as JCS sees it: key order never matters and numbers compare by value, so
+/// `1` equals `1.0` (both canonicalise to `1`).
+pub fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(i), Some(j)) => i == j,
+            _ => match (x.as_u64(), y.as_u64()) {
+                (Some(i), Some(j)) => i == j,
+                _ => x.as_f64() == y.as_f64(),
+            },
+        },
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_eq(a, b)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_form_sorts_keys_and_drops_whitespace() {
+        let v: Value = serde_json::from_str(r#"{ "b": 1, "a": [true, null, "x"] }"#).unwrap();
+        assert_eq!(to_canonical_string(&v).unwrap(), r#"{"a":[true,null,"x"],"b":1}"#);
+    }
+
+    #[test]
+    fn canonical_numbers_follow_ecmascript() {
+        let v = json!([1.0, 1e21, 0.000001, 1e-7, -0.0, 123.456]);
+        assert_eq!(to_canonical_string(&v).unwrap(), "[1,1e+21,0.000001,1e-7,0,123.456]");
+    }
+
+    #[test]
+    fn integers_beyond_two_to_the_53_are_refused_with_their_place() {
+        let v = json!({"a": [1, 9007199254740992u64]});
+        let err = to_canonical(&v).unwrap_err();
+        assert_eq!(err, CanonError::UnsafeInteger { pointer: "/a/1".into(), value: "9007199254740992".into() });
+        assert!(to_canonical(&json!(9007199254740991u64)).is_ok());
+        assert!(to_canonical(&json!(-9007199254740991i64)).is_ok());
+        assert!(to_canonical(&json!(-9007199254740992i64)).is_err());
+    }
+
+    #[test]
+    fn digests_round_trip_through_text() {
+        let d = digest(Context::Event, b"x");
+        let text = d.to_string();
+        assert!(text.starts_with("blake3:") && text.len() == 7 + 64);
+        assert_eq!(text.parse::<Digest>().unwrap(), d);
+        assert!("blake3:XYZ".parse::<Digest>().is_err());
+        assert!(text.to_uppercase().parse::<Digest>().is_err());
+    }
+
+    #[test]
+    fn contexts_separate_digests_of_the_same_bytes() {
+        assert_ne!(digest(Context::Event, b"x"), digest(Context::Request, b"x"));
+        assert_ne!(digest(Context::Request, b"x"), digest(Context::Content, b"x"));
+    }
+
+    #[test]
+    fn json_eq_ignores_key_order_and_number_spelling() {
+        let a: Value = serde_json::from_str(r#"{"a":1,"b":{"c":[1.0,2]}}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"b":{"c":[1,2.0]},"a":1.0}"#).unwrap();
+        assert!(json_eq(&a, &b));
+        assert!(!json_eq(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
+        assert!(!json_eq(&json!("1"), &json!(1)));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn canonical_form_is_idempotent(s in "[ -~]{0,40}", n in -1_000_000i64..1_000_000, f in -1e6f64..1e6) {
+            let v = json!({"s": s, "n": n, "f": f, "nested": {"z": [n, f], "a": s}});
+            let once = to_canonical(&v).unwrap();
+            let reparsed: Value = serde_json::from_slice(&once).unwrap();
+            proptest::prop_assert_eq!(to_canonical(&reparsed).unwrap(), once);
+        }
+    }
+}

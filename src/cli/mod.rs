@@ -1,0 +1,116 @@
+//! Command-line interface: clap definitions and one file per subcommand.
+
+mod reindex;
+mod run;
+mod schema;
+mod validate;
+mod verify;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Everything passed.
+    Pass = 0,
+    /// A gate or a check failed.
+    Fail = 1,
+    /// Invalid input or usage.
+    Invalid = 2,
+    /// A bug or an environment failure (disk, store).
+    Internal = 3,
+}
+
+/// An error already phrased for the user, with its exit code.
+#[derive(Debug)]
+pub struct CliError {
+    pub exit: Exit,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn invalid(message: impl Into<String>) -> Self {
+        CliError { exit: Exit::Invalid, message: message.into() }
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        CliError { exit: Exit::Internal, message: message.into() }
+    }
+}
+
+impl From<stateval::runner::RunnerError> for CliError {
+    fn from(e: stateval::runner::RunnerError) -> Self {
+        use stateval::runner::RunnerError as E;
+        let exit = match &e {
+            E::Input(_) => Exit::Invalid,
+            E::Interrupted => Exit::Fail,
+            _ => Exit::Internal,
+        };
+        CliError { exit, message: e.to_string() }
+    }
+}
+
+/// Deterministic evaluation of stateful LLM agents: replay recorded runs into a
+/// hash-chained event log, grade what the agent observably did, gate CI per tag.
+#[derive(Parser)]
+#[command(name = "stateval", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a pipeline: replay every case, grade it, apply the gates, write reports.
+    Run(run::Args),
+    /// Validate pipelines, datasets, recordings, tool manifests and event logs.
+    Validate(validate::Args),
+    /// Verify event logs: canonical form and hash chain; names the first bad event.
+    Verify(verify::Args),
+    /// Print the JSON Schema of an input format (case, recording, tools, pipeline, event).
+    Schema(schema::Args),
+    /// Rebuild the run catalog from the log files alone.
+    Reindex(reindex::Args),
+}
+
+/// The pipeline `stateval run` uses when none is given.
+pub const DEFAULT_PIPELINE: &str = "pipeline/ci.toml";
+
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { Exit::Invalid as u8 } else { 0 });
+        }
+    };
+    let result = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Validate(args) => validate::run(args),
+        Command::Verify(args) => verify::run(args),
+        Command::Schema(args) => schema::run(args),
+        Command::Reindex(args) => reindex::run(args),
+    };
+    match result {
+        Ok(exit) => ExitCode::from(exit as u8),
+        Err(e) => {
+            for line in e.message.lines() {
+                eprintln!("error: {line}");
+            }
+            ExitCode::from(e.exit as u8)
+        }
+    }
+}
+
+/// Print one line on stdout. A closed pipe (`stateval verify … | head`) ends the
+/// process quietly instead of panicking; everything durable was written before output.
+pub fn out(text: impl std::fmt::Display) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = writeln!(stdout, "{text}")
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(0);
+    }
+}

@@ -1,0 +1,246 @@
+//! Datasets: JSONL files of cases, loaded whole and validated before anything runs.
+//!
+//! Each line is parsed strictly (duplicate keys refused), checked against the case
+//! schema, typed, and cross-checked against the pipeline: the agent profile exists,
+//! recordings exist and are valid, matchers compile, targets are known, ids are unique
+//! across every dataset of the pipeline. Every error names file, line and column.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::canon::{self, Context, Digest};
+use crate::diag::{InputError, line_col, locate, parse_json_strict};
+use crate::grade::{Assertion, Matcher};
+use crate::pipeline::Pipeline;
+use crate::replay::Recording;
+use crate::schemas::CASE_SCHEMA;
+
+/// A validated case, ready to run.
+#[derive(Debug)]
+pub struct Case {
+    pub id: String,
+    pub description: Option<String>,
+    pub tags: Vec<String>,
+    pub agent: String,
+    pub turns: Vec<String>,
+    /// One per recorded run.
+    pub recordings: Vec<Arc<Recording>>,
+    pub expect: Vec<Assertion>,
+    /// Dataset name (`examples/treasury`).
+    pub dataset: String,
+    pub path: PathBuf,
+    pub line: usize,
+    /// Digest of the canonical case line.
+    pub digest: Digest,
+}
+
+impl Case {
+    pub fn source(&self) -> String {
+        format!("{}:{}", self.path.display(), self.line)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCase {
+    id: String,
+    description: Option<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    agent: String,
+    turns: Vec<String>,
+    recordings: Vec<Value>,
+    #[serde(default)]
+    expect: Vec<RawAssertion>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAssertion {
+    target: String,
+    matcher: Value,
+    description: Option<String>,
+}
+
+/// Loads datasets for one pipeline, sharing recordings between cases.
+pub struct Loader<'p> {
+    pipeline: &'p Pipeline,
+    recordings: BTreeMap<PathBuf, Arc<Recording>>,
+    ids: BTreeMap<String, String>,
+    pub cases: Vec<Case>,
+    pub errors: Vec<InputError>,
+}
+
+/// Stop collecting after this many errors: past it, more lines add noise, not help.
+const MAX_ERRORS: usize = 20;
+
+impl<'p> Loader<'p> {
+    pub fn new(pipeline: &'p Pipeline) -> Self {
+        Loader { pipeline, recordings: BTreeMap::new(), ids: BTreeMap::new(), cases: Vec::new(), errors: Vec::new() }
+    }
+
+    /// The dataset files of the pipeline, sorted, deduplicated. A pattern that matches
+    /// nothing is an error: a typo must not silently shrink the suite.
+    pub fn dataset_files(&mut self) -> Vec<PathBuf> {
+        let mut files = Vec::new();
+        for pattern in &self.pipeline.pipeline.datasets {
+            let full = self.pipeline.resolve(pattern);
+            let matched: Vec<PathBuf> = match glob::glob(&full.to_string_lossy()) {
+                Ok(paths) => paths.filter_map(Result::ok).filter(|p| p.is_file()).collect(),
+                Err(e) => {
+                    self.errors
+                        .push(InputError::file(&self.pipeline.path, format!("bad dataset pattern \"{pattern}\": {e}")));
+                    continue;
+                }
+            };
+            if matched.is_empty() {
+                self.errors.push(InputError::file(
+                    &self.pipeline.path,
+                    format!("dataset pattern \"{pattern}\" matches no file"),
+                ));
+            }
+            files.extend(matched);
+        }
+        files.sort();
+        files.dedup();
+        files
+    }
+
+    /// Load every dataset of the pipeline.
+    pub fn load_all(mut self) -> Result<Vec<Case>, Vec<InputError>> {
+        for file in self.dataset_files() {
+            self.load_file(&file);
+            if self.errors.len() >= MAX_ERRORS {
+                break;
+            }
+        }
+        if self.errors.is_empty() { Ok(self.cases) } else { Err(self.errors) }
+    }
+
+    pub fn load_file(&mut self, path: &Path) {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                self.errors.push(InputError::file(path, format!("cannot read dataset: {e}")));
+                return;
+            }
+        };
+        let dataset = dataset_name(&self.pipeline.base, path);
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            match self.load_line(path, &dataset, i + 1, line) {
+                Ok(case) => self.cases.push(case),
+                Err(e) => self.errors.push(e),
+            }
+            if self.errors.len() >= MAX_ERRORS {
+                return;
+            }
+        }
+    }
+
+    fn load_line(&mut self, path: &Path, dataset: &str, line_no: usize, line: &str) -> Result<Case, InputError> {
+        let at = |pointer: &str, message: String| {
+            InputError::new(path, line_no, line_col(line, locate(line, pointer)).1, message)
+        };
+        let value = parse_json_strict(line).map_err(|(_, col, msg)| InputError::new(path, line_no, col, msg))?;
+        if let Some(v) = CASE_SCHEMA.check(&value) {
+            return Err(at(&v.pointer, v.message));
+        }
+        let digest = canon::canonical_digest(Context::Content, &value).map_err(|e| at("", e.to_string()))?;
+        let raw: RawCase = serde_json::from_value(value).map_err(|e| at("", e.to_string()))?;
+
+        let here = format!("{}:{line_no}", path.display());
+        if let Some(first) = self.ids.get(&raw.id) {
+            return Err(at("/id", format!("duplicate case id \"{}\" (first defined at {first})", raw.id)));
+        }
+        if !self.pipeline.agents.contains_key(&raw.agent) {
+            let known: Vec<&str> = self.pipeline.agents.keys().map(String::as_str).collect();
+            return Err(at(
+                "/agent",
+                format!("unknown agent profile \"{}\" (the pipeline defines: {})", raw.agent, known.join(", ")),
+            ));
+        }
+
+        let mut recordings = Vec::new();
+        for (i, r) in raw.recordings.iter().enumerate() {
+            let pointer = format!("/recordings/{i}");
+            let recording = match r {
+                Value::String(rel) => self.recording(rel).map_err(|e| match e {
+                    RecordingError::Missing(m) => at(&pointer, m),
+                    RecordingError::Invalid(e) => e,
+                })?,
+                Value::Object(obj) => {
+                    let responses = obj.get("responses").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+                    let rec = Recording::inline(responses, line, &pointer)
+                        .map_err(|(col, m)| InputError::new(path, line_no, line_col(line, col).1, m))?;
+                    Arc::new(rec)
+                }
+                _ => return Err(at(&pointer, "a recording is a path or {\"responses\": [...]}".into())),
+            };
+            recordings.push(recording);
+        }
+
+        let mut expect = Vec::new();
+        for (i, a) in raw.expect.into_iter().enumerate() {
+            crate::extract::check_target(&a.target).map_err(|m| at(&format!("/expect/{i}/target"), m))?;
+            let matcher = Matcher::compile(&a.matcher)
+                .map_err(|e| at(&format!("/expect/{i}/matcher{}", e.pointer), e.message))?;
+            expect.push(Assertion { target: a.target, matcher, spec: a.matcher, description: a.description });
+        }
+
+        self.ids.insert(raw.id.clone(), here);
+        Ok(Case {
+            id: raw.id,
+            description: raw.description,
+            tags: raw.tags,
+            agent: raw.agent,
+            turns: raw.turns,
+            recordings,
+            expect,
+            dataset: dataset.to_string(),
+            path: path.to_path_buf(),
+            line: line_no,
+            digest,
+        })
+    }
+
+    fn recording(&mut self, rel: &str) -> Result<Arc<Recording>, RecordingError> {
+        let full = self.pipeline.resolve(rel);
+        if let Some(r) = self.recordings.get(&full) {
+            return Ok(r.clone());
+        }
+        if !full.is_file() {
+            return Err(RecordingError::Missing(format!(
+                "recording \"{rel}\" not found (looked in {})",
+                full.display()
+            )));
+        }
+        let display = full.to_string_lossy().trim_start_matches("./").to_string();
+        let rec = Arc::new(Recording::load(&full, &display).map_err(RecordingError::Invalid)?);
+        self.recordings.insert(full, rec.clone());
+        Ok(rec)
+    }
+}
+
+enum RecordingError {
+    Missing(String),
+    Invalid(InputError),
+}
+
+/// `datasets/examples/treasury.jsonl` → `examples/treasury`.
+pub fn dataset_name(base: &Path, path: &Path) -> String {
+    let rel = path.strip_prefix(base).unwrap_or(path);
+    let rel = rel.strip_prefix("datasets").unwrap_or(rel);
+    let name = rel.with_extension("");
+    name.components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .filter(|s| s != "." && !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("/")
+}

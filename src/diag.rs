@@ -1,0 +1,388 @@
+//! Input diagnostics: errors that name their place (`file:line:column: message`).
+//!
+//! Every input stateval reads — dataset lines, recordings, manifests, pipelines — is
+//! parsed strictly (duplicate keys are errors, not "last one wins"), validated against
+//! its JSON Schema, and every error is mapped back to the line and column of the value
+//! it is about, so a user can jump straight to it.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+/// An error in an input file, at a 1-based line and column.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}:{line}:{column}: {message}", path.display())]
+pub struct InputError {
+    pub path: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl InputError {
+    pub fn new(path: &Path, line: usize, column: usize, message: impl Into<String>) -> Self {
+        InputError { path: path.to_path_buf(), line, column, message: message.into() }
+    }
+
+    /// An error about a whole file (it is missing, unreadable, empty).
+    pub fn file(path: &Path, message: impl Into<String>) -> Self {
+        Self::new(path, 1, 1, message)
+    }
+}
+
+/// 1-based line and column (in characters) of byte `offset` in `text`.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..floor_char_boundary(text, offset)];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+fn floor_char_boundary(text: &str, mut i: usize) -> usize {
+    while i > 0 && !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Parse JSON text, refusing duplicate object keys. Errors carry the 1-based line and
+/// column that serde_json reports.
+pub fn parse_json_strict(text: &str) -> Result<Value, (usize, usize, String)> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let parsed = StrictValue::deserialize(&mut de).and_then(|v| de.end().map(|()| v.0));
+    parsed.map_err(|e| {
+        let message = strip_position(&e.to_string());
+        (e.line().max(1), e.column().max(1), message)
+    })
+}
+
+/// serde_json appends " at line L column C"; we print the place ourselves.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+struct StrictValue(Value);
+
+impl<'de> Deserialize<'de> for StrictValue {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(StrictValue)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        serde_json::Number::from_f64(v).map(Value::Number).ok_or_else(|| E::custom("number is not finite"))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(StrictValue(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                return Err(de::Error::custom(format!("duplicate key \"{key}\"")));
+            }
+            let StrictValue(v) = map.next_value()?;
+            out.insert(key, v);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// Byte offset in `text` (one JSON document) of what JSON Pointer `pointer` names: the
+/// key of an object member, the start of an array element; for a missing member, its
+/// parent. Used to turn schema and matcher errors, which know a pointer, into a column.
+pub fn locate(text: &str, pointer: &str) -> usize {
+    let segments: Vec<String> = pointer.split('/').skip(1).map(|s| s.replace("~1", "/").replace("~0", "~")).collect();
+    let mut scanner = Scanner { bytes: text.as_bytes(), pos: 0 };
+    scanner.skip_ws();
+    let mut best = scanner.pos;
+    for segment in &segments {
+        match scanner.descend(segment) {
+            Some(pos) => best = pos,
+            None => break,
+        }
+    }
+    best
+}
+
+struct Scanner<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Scanner<'_> {
+    fn skip_ws(&mut self) {
+        while self.pos < self.bytes.len() && self.bytes[self.pos].is_ascii_whitespace() {
+            self.pos += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// With `pos` at a container, move to the start of member `segment`.
+    fn descend(&mut self, segment: &str) -> Option<usize> {
+        match self.peek()? {
+            b'{' => {
+                self.pos += 1;
+                loop {
+                    self.skip_ws();
+                    if self.peek()? != b'"' {
+                        return None;
+                    }
+                    let key_start = self.pos;
+                    let key = self.string()?;
+                    self.skip_ws();
+                    if self.peek()? != b':' {
+                        return None;
+                    }
+                    self.pos += 1;
+                    self.skip_ws();
+                    if key == segment {
+                        return Some(key_start);
+                    }
+                    self.skip_value()?;
+                    self.skip_ws();
+                    match self.peek()? {
+                        b',' => self.pos += 1,
+                        _ => return None,
+                    }
+                }
+            }
+            b'[' => {
+                let index: usize = segment.parse().ok()?;
+                self.pos += 1;
+                for _ in 0..index {
+                    self.skip_ws();
+                    self.skip_value()?;
+                    self.skip_ws();
+                    if self.peek()? != b',' {
+                        return None;
+                    }
+                    self.pos += 1;
+                }
+                self.skip_ws();
+                Some(self.pos)
+            }
+            _ => None,
+        }
+    }
+
+    /// Read a JSON string at `pos` and decode it (escapes included).
+    fn string(&mut self) -> Option<String> {
+        let start = self.pos;
+        self.pos += 1;
+        while self.pos < self.bytes.len() {
+            match self.bytes[self.pos] {
+                b'\\' => self.pos += 2,
+                b'"' => {
+                    self.pos += 1;
+                    let raw = std::str::from_utf8(&self.bytes[start..self.pos]).ok()?;
+                    return serde_json::from_str(raw).ok();
+                }
+                _ => self.pos += 1,
+            }
+        }
+        None
+    }
+
+    fn skip_value(&mut self) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.string().map(|_| ()),
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                while self.pos < self.bytes.len() {
+                    match self.bytes[self.pos] {
+                        b'"' => {
+                            self.string()?;
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                self.pos += 1;
+                                return Some(());
+                            }
+                        }
+                        _ => {}
+                    }
+                    self.pos += 1;
+                }
+                None
+            }
+            _ => {
+                while self.pos < self.bytes.len() && !matches!(self.bytes[self.pos], b',' | b'}' | b']') {
+                    self.pos += 1;
+                }
+                Some(())
+            }
+        }
+    }
+}
+
+/// The closest of `candidates` to `word`, when it is close enough to be a likely typo.
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (levenshtein(word, c), c))
+        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// A compiled JSON Schema for one of stateval's input formats, with errors mapped to
+/// messages a person can act on.
+pub struct InputSchema {
+    schema: Value,
+    validator: jsonschema::Validator,
+}
+
+/// One schema violation: where (JSON Pointer) and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub pointer: String,
+    pub message: String,
+}
+
+impl InputSchema {
+    /// Compile one of the built-in schemas. They are part of the binary and tested, so
+    /// a failure here is a bug, not an input error.
+    pub fn builtin(text: &str) -> Self {
+        let schema: Value = serde_json::from_str(text).expect("built-in schema is valid JSON");
+        let validator = jsonschema::validator_for(&schema).expect("built-in schema compiles");
+        InputSchema { schema, validator }
+    }
+
+    /// The first violation of `instance`, if any, phrased for people.
+    pub fn check(&self, instance: &Value) -> Option<Violation> {
+        let error = self.validator.iter_errors(instance).next()?;
+        let pointer = error.instance_path().as_str().to_string();
+        let message = match error.kind() {
+            jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } => {
+                let field = unexpected.first().cloned().unwrap_or_default();
+                let allowed = self.allowed_properties(error.schema_path().as_str());
+                let hint = did_you_mean(&field, allowed.iter().map(String::as_str))
+                    .map(|s| format!(" (did you mean \"{s}\"?)"))
+                    .unwrap_or_default();
+                return Some(Violation {
+                    pointer: format!("{pointer}/{}", field.replace('~', "~0").replace('/', "~1")),
+                    message: format!("unknown field \"{field}\"{hint}"),
+                });
+            }
+            _ => error.to_string(),
+        };
+        let place = if pointer.is_empty() { String::new() } else { format!("{pointer}: ") };
+        Some(Violation { message: format!("{place}{message}"), pointer })
+    }
+
+    /// Property names allowed beside an `additionalProperties` keyword.
+    fn allowed_properties(&self, schema_path: &str) -> Vec<String> {
+        let parent = schema_path.strip_suffix("/additionalProperties").unwrap_or(schema_path);
+        self.schema
+            .pointer(parent)
+            .and_then(|s| s.get("properties"))
+            .and_then(Value::as_object)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicate_keys_are_refused_with_their_place() {
+        let (line, col, msg) = parse_json_strict(r#"{"a": 1, "b": {"c": 1, "c": 2}}"#).unwrap_err();
+        assert_eq!(line, 1);
+        assert!(col > 20, "{col}");
+        assert_eq!(msg, "duplicate key \"c\"");
+    }
+
+    #[test]
+    fn malformed_json_reports_line_and_column() {
+        let (line, col, _) = parse_json_strict("{\"a\": [1, 2,, 3]}").unwrap_err();
+        assert_eq!((line, col), (1, 13));
+    }
+
+    #[test]
+    fn locate_finds_nested_values_by_pointer() {
+        let text = r#"{"id": "x", "expect": [{"target": "a"}, {"target": "b", "matcher": {"regex": "("}}]}"#;
+        let at = locate(text, "/expect/1/matcher/regex");
+        assert_eq!(&text[at..at + 11], "\"regex\": \"(");
+        let element = locate(text, "/expect/1");
+        assert_eq!(&text[element..element + 10], "{\"target\":");
+        // a missing member points at its parent
+        let parent = locate(text, "/expect/1/nope");
+        assert_eq!(&text[parent..parent + 1], "{");
+    }
+
+    #[test]
+    fn line_col_counts_characters_not_bytes() {
+        assert_eq!(line_col("é\nab", 4), (2, 2));
+        assert_eq!(line_col("ééx", 4), (1, 3));
+    }
+
+    #[test]
+    fn did_you_mean_suggests_only_close_words() {
+        assert_eq!(did_you_mean("expct", ["expect", "id", "tags"]), Some("expect"));
+        assert_eq!(did_you_mean("zzzzzz", ["expect", "id"]), None);
+    }
+}

@@ -1,0 +1,154 @@
+//! State as projections: folds over events. Memory and the fixture sandbox are never
+//! stored anywhere else; extractors, `show` and tests all rebuild them from here.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::{Event, Kind};
+
+/// One memory entry as the fold sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryEntry {
+    pub value: Value,
+    pub confidence: Option<f64>,
+    /// seq of the `memory_written` event that holds this value.
+    pub source: u64,
+    pub turn: Option<u32>,
+    /// Values this entry replaced, oldest first (supersession keeps history).
+    pub superseded: Vec<Value>,
+}
+
+/// tier → key → entry.
+pub type Memory = BTreeMap<String, BTreeMap<String, MemoryEntry>>;
+
+/// Memory after every event with `turn <= at_turn` (all events when `None`).
+pub fn memory_at(events: &[Event], at_turn: Option<u32>) -> Memory {
+    let mut memory = Memory::new();
+    for e in events {
+        if let (Some(limit), Some(turn)) = (at_turn, e.turn)
+            && turn > limit
+        {
+            break;
+        }
+        apply_memory(&mut memory, e);
+    }
+    memory
+}
+
+/// Apply one event to a memory projection (no-op for other kinds).
+pub fn apply_memory(memory: &mut Memory, e: &Event) {
+    let (Some(tier), Some(key)) = (e.str("tier"), e.str("key")) else {
+        return;
+    };
+    match e.kind {
+        Kind::MemoryWritten => {
+            let slot = memory.entry(tier.to_string()).or_default();
+            let mut superseded = Vec::new();
+            if let Some(old) = slot.remove(key) {
+                superseded = old.superseded;
+                superseded.push(old.value);
+            }
+            slot.insert(
+                key.to_string(),
+                MemoryEntry {
+                    value: e.get("value").clone(),
+                    confidence: e.get("confidence").as_f64(),
+                    source: e.seq,
+                    turn: e.turn,
+                    superseded,
+                },
+            );
+        }
+        Kind::MemoryExpired => {
+            if let Some(slot) = memory.get_mut(tier) {
+                slot.remove(key);
+                if slot.is_empty() {
+                    memory.remove(tier);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Memory as plain JSON: `{tier: {key: value}}`.
+pub fn memory_values(memory: &Memory) -> Value {
+    Value::Object(
+        memory
+            .iter()
+            .map(|(tier, keys)| {
+                let inner = keys.iter().map(|(k, e)| (k.clone(), e.value.clone())).collect();
+                (tier.clone(), Value::Object(inner))
+            })
+            .collect(),
+    )
+}
+
+/// Fixture sandbox state after every event with `turn <= at_turn`: the initial state
+/// from `run_started.sandbox`, then each `tool_executed.effect` (RFC 6902 JSON Patch)
+/// in order. An effect that does not apply is an error naming its event.
+pub fn sandbox_at(events: &[Event], at_turn: Option<u32>) -> Result<Value, String> {
+    let mut state = json!({});
+    for e in events {
+        if let (Some(limit), Some(turn)) = (at_turn, e.turn)
+            && turn > limit
+        {
+            break;
+        }
+        match e.kind {
+            Kind::RunStarted => state = e.get("sandbox").clone(),
+            Kind::ToolExecuted => {
+                let effect = e.get("effect");
+                if effect.is_null() {
+                    continue;
+                }
+                let patch: json_patch::Patch = serde_json::from_value(effect.clone())
+                    .map_err(|err| format!("event seq {}: effect is not a JSON Patch: {err}", e.seq))?;
+                json_patch::patch(&mut state, &patch)
+                    .map_err(|err| format!("event seq {}: effect does not apply: {err}", e.seq))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::writer::LogWriter;
+
+    fn log(events: &[(Option<u32>, Kind, Value)]) -> Vec<Event> {
+        let mut w = LogWriter::new(Vec::new());
+        events.iter().map(|(turn, k, d)| w.append(*turn, 0, *k, d.clone()).unwrap()).collect()
+    }
+
+    #[test]
+    fn memory_folds_writes_supersession_and_expiry_per_turn() {
+        let events = log(&[
+            (Some(0), Kind::MemoryWritten, json!({"tier": "semantic", "key": "payee", "value": "alice"})),
+            (Some(1), Kind::MemoryWritten, json!({"tier": "semantic", "key": "payee", "value": "bob"})),
+            (Some(1), Kind::MemoryWritten, json!({"tier": "episodic", "key": "note", "value": 1})),
+            (Some(2), Kind::MemoryExpired, json!({"tier": "episodic", "key": "note"})),
+        ]);
+        let at0 = memory_at(&events, Some(0));
+        assert_eq!(memory_values(&at0), json!({"semantic": {"payee": "alice"}}));
+        let at1 = memory_at(&events, Some(1));
+        assert_eq!(memory_values(&at1), json!({"episodic": {"note": 1}, "semantic": {"payee": "bob"}}));
+        assert_eq!(at1["semantic"]["payee"].superseded, vec![json!("alice")]);
+        assert_eq!(memory_values(&memory_at(&events, None)), json!({"semantic": {"payee": "bob"}}));
+    }
+
+    #[test]
+    fn sandbox_state_is_the_initial_state_patched_by_tool_effects() {
+        let events = log(&[
+            (None, Kind::RunStarted, json!({"sandbox": {"ledger": []}})),
+            (Some(0), Kind::ToolExecuted, json!({"effect": [{"op": "add", "path": "/ledger/-", "value": 100}]})),
+            (Some(1), Kind::ToolExecuted, json!({"effect": null})),
+            (Some(2), Kind::ToolExecuted, json!({"effect": [{"op": "add", "path": "/ledger/-", "value": 5}]})),
+        ]);
+        assert_eq!(sandbox_at(&events, Some(1)).unwrap(), json!({"ledger": [100]}));
+        assert_eq!(sandbox_at(&events, None).unwrap(), json!({"ledger": [100, 5]}));
+    }
+}

@@ -1,0 +1,93 @@
+//! Event kinds (DESIGN.md §3). The `data` fields of each kind are the contract that
+//! extractors and folds read; they are documented on each variant.
+
+use std::fmt;
+use std::str::FromStr;
+
+macro_rules! kinds {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal,)*) => {
+        /// What happened. Serialised in snake_case.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Kind { $($(#[$doc])* $variant,)* }
+
+        impl Kind {
+            pub const ALL: &'static [Kind] = &[$(Kind::$variant,)*];
+            pub fn as_str(self) -> &'static str {
+                match self { $(Kind::$variant => $name,)* }
+            }
+        }
+
+        impl FromStr for Kind {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($name => Ok(Kind::$variant),)*
+                    other => Err(format!("unknown event kind \"{other}\"")),
+                }
+            }
+        }
+    };
+}
+
+kinds! {
+    /// `case`, `run` (index k), `agent`, `dataset_line`, `profile`, `tools`, `recording`
+    /// (content digests), `sandbox` (the initial fixture state), `dataset`.
+    RunStarted = "run_started",
+    /// `turn`, `input` (the user message).
+    TurnStarted = "turn_started",
+    /// `budget`, `total`, `sections` {system, memory, history, tools}, `dropped`.
+    ContextCompiled = "context_compiled",
+    /// `request_hash`, `position`, `response` {content, tool_calls[{id,name,args}],
+    /// confidence?}, `usage` {input_tokens, output_tokens}, `latency_ms`.
+    ModelCalled = "model_called",
+    /// `call_id`, `tool`, `args`.
+    ToolProposed = "tool_proposed",
+    /// `call_id`, `tool`, `verdict` (allow | deny | escalate), `rule`, `reason`.
+    PolicyDecided = "policy_decided",
+    /// `call_id`, `route`.
+    ApprovalRequested = "approval_requested",
+    /// `call_id`, `approved`, `by`.
+    ApprovalResolved = "approval_resolved",
+    /// `call_id`, `tool`, `args`, `result`, `is_error`, `fault`, `duration_ms`,
+    /// `deduplicated`, `effect` (JSON Patch applied to the fixture state, or null).
+    ToolExecuted = "tool_executed",
+    /// `tier`, `key`, `value`, `confidence`, `supersedes`, `source` (seq).
+    MemoryWritten = "memory_written",
+    /// `tier`, `key`, `value` (what expired), `source` (seq of the write).
+    MemoryExpired = "memory_expired",
+    /// `tier`, `key`, `value` (null when absent), `source`.
+    MemoryRead = "memory_read",
+    /// `from`, `to`, `allowed`, `payload_hash`, `taint`.
+    Handoff = "handoff",
+    /// `class`, `severity`, `source` (seq), `detail`.
+    SecurityFlagged = "security_flagged",
+    /// `position`, `recorded_request_hash`, `actual_request_hash`.
+    ReplayDiverged = "replay_diverged",
+    /// `kind`, `message`.
+    Error = "error",
+    /// `turn`, `response`.
+    TurnCompleted = "turn_completed",
+    /// `status` (completed | failed | budget_exhausted | replay_exhausted |
+    /// replay_diverged), `turns`, `tokens`.
+    RunCompleted = "run_completed",
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_round_trips_through_its_name() {
+        for k in Kind::ALL {
+            assert_eq!(k.as_str().parse::<Kind>().unwrap(), *k);
+        }
+        assert_eq!(Kind::ALL.len(), 18);
+        assert!("tool_exec".parse::<Kind>().is_err());
+    }
+}

@@ -1,0 +1,117 @@
+//! The event log: the source of truth for everything a run did.
+//!
+//! One file per (case, recorded run), one RFC 8785 canonical JSON object per line:
+//! `{"data":…,"hash":…,"kind":…,"prev":…,"seq":…,"t":…,"turn":…}`. `hash` is blake3
+//! (context `"stateval event v1"`) over the canonical bytes of the event without its
+//! `hash` field, and `prev` is the previous line's hash, so any edit, deletion,
+//! reordering or insertion breaks verification at that event (see [`verify`]).
+//!
+//! State — memory, sandbox state — is never stored beside the log: it is a fold over
+//! events ([`fold`]), used alike by extractors, `stateval show` and the runtime's tests.
+
+pub mod fold;
+pub mod kind;
+pub mod reader;
+pub mod verify;
+pub mod writer;
+
+use serde_json::Value;
+
+use crate::canon::{self, CanonError, Context, Digest};
+pub use kind::Kind;
+
+/// One verified or freshly written event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub seq: u64,
+    /// User-turn index; `None` before the first turn and after the last.
+    pub turn: Option<u32>,
+    /// Virtual time in ms; never wall-clock.
+    pub t: u64,
+    pub kind: Kind,
+    pub data: Value,
+    pub prev: Option<Digest>,
+    pub hash: Digest,
+}
+
+/// The fields an event is hashed over, borrowed so the writer and the verifier share
+/// one encoder and cannot disagree about the byte layout.
+pub(crate) struct Unhashed<'a> {
+    pub seq: u64,
+    pub turn: Option<u32>,
+    pub t: u64,
+    pub kind: Kind,
+    pub data: &'a Value,
+    pub prev: Option<&'a Digest>,
+}
+
+impl Unhashed<'_> {
+    /// Canonical line bytes (no trailing newline) and the event's hash.
+    ///
+    /// JCS orders keys by UTF-16 code units: `data < hash < kind < prev < seq < t <
+    /// turn`. Encoding the envelope by hand in that order canonicalises `data` once
+    /// instead of twice (with and without `hash`), which is most of the writer's cost.
+    pub fn encode(&self) -> Result<(Vec<u8>, Digest), CanonError> {
+        let mut data = Vec::with_capacity(256);
+        canon::write_canonical(&mut data, self.data)?;
+        let tail = self.tail();
+
+        let mut unhashed = Vec::with_capacity(data.len() + tail.len() + 16);
+        unhashed.extend_from_slice(b"{\"data\":");
+        unhashed.extend_from_slice(&data);
+        unhashed.extend_from_slice(&tail);
+        let hash = canon::digest(Context::Event, &unhashed);
+
+        let mut line = Vec::with_capacity(unhashed.len() + 84);
+        line.extend_from_slice(b"{\"data\":");
+        line.extend_from_slice(&data);
+        line.extend_from_slice(b",\"hash\":\"");
+        line.extend_from_slice(hash.to_string().as_bytes());
+        line.push(b'"');
+        line.extend_from_slice(&tail);
+        Ok((line, hash))
+    }
+
+    /// `,"kind":…,"prev":…,"seq":…,"t":…,"turn":…}` — all plain ASCII, canonical as is.
+    fn tail(&self) -> Vec<u8> {
+        let prev = match self.prev {
+            Some(d) => format!("\"{d}\""),
+            None => "null".to_string(),
+        };
+        let turn = match self.turn {
+            Some(t) => t.to_string(),
+            None => "null".to_string(),
+        };
+        format!(
+            ",\"kind\":\"{}\",\"prev\":{prev},\"seq\":{},\"t\":{},\"turn\":{turn}}}",
+            self.kind.as_str(),
+            self.seq,
+            self.t
+        )
+        .into_bytes()
+    }
+}
+
+impl Event {
+    /// The event as a JSON object (for reports, `show` and golden diffs).
+    pub fn to_value(&self) -> Value {
+        serde_json::json!({
+            "seq": self.seq,
+            "turn": self.turn,
+            "t": self.t,
+            "kind": self.kind.as_str(),
+            "data": self.data,
+            "prev": self.prev.map(|d| d.to_string()),
+            "hash": self.hash.to_string(),
+        })
+    }
+
+    /// Field of `data`, or `Value::Null`.
+    pub fn get(&self, field: &str) -> &Value {
+        self.data.get(field).unwrap_or(&Value::Null)
+    }
+
+    pub fn str(&self, field: &str) -> Option<&str> {
+        self.data.get(field).and_then(Value::as_str)
+    }
+}

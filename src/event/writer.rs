@@ -1,0 +1,107 @@
+//! The log writer: one per run, appending canonical hash-chained lines.
+//!
+//! Lines are buffered in memory and written whole at turn boundaries ([`LogWriter::flush`]),
+//! never from a half-full buffer, so a process killed mid-run leaves only complete lines
+//! and a prefix that verifies. [`LogWriter::finish`] flushes and fsyncs.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::{Event, Kind, Unhashed};
+use crate::canon::{CanonError, Digest};
+
+/// Where log bytes go: a file (fsync'd at the end) or memory (tests, benchmarks).
+pub trait Sink: Write {
+    fn sync(&mut self) -> io::Result<()>;
+}
+
+impl Sink for File {
+    fn sync(&mut self) -> io::Result<()> {
+        self.sync_all()
+    }
+}
+
+impl Sink for Vec<u8> {
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Discards bytes but still canonicalises and hashes (used when only the head matters).
+impl Sink for io::Sink {
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error("event {seq} ({kind}): {source}")]
+    Canon { seq: u64, kind: Kind, source: CanonError },
+    #[error("writing the event log: {0}")]
+    Io(#[from] io::Error),
+}
+
+pub struct LogWriter<S: Sink> {
+    sink: S,
+    pending: Vec<u8>,
+    seq: u64,
+    prev: Option<Digest>,
+}
+
+impl LogWriter<File> {
+    /// Create (truncate) the log file at `path`, creating parent directories.
+    pub fn create(path: &Path) -> io::Result<Self> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        Ok(Self::new(File::create(path)?))
+    }
+}
+
+impl<S: Sink> LogWriter<S> {
+    pub fn new(sink: S) -> Self {
+        LogWriter { sink, pending: Vec::with_capacity(16 * 1024), seq: 0, prev: None }
+    }
+
+    /// Append one event; returns it with its hash. Nothing reaches the sink until
+    /// [`flush`](Self::flush).
+    pub fn append(&mut self, turn: Option<u32>, t: u64, kind: Kind, data: Value) -> Result<Event, WriteError> {
+        let seq = self.seq;
+        let unhashed = Unhashed { seq, turn, t, kind, data: &data, prev: self.prev.as_ref() };
+        let (line, hash) = unhashed.encode().map_err(|source| WriteError::Canon { seq, kind, source })?;
+        self.pending.extend_from_slice(&line);
+        self.pending.push(b'\n');
+        let event = Event { seq, turn, t, kind, data, prev: self.prev, hash };
+        self.seq += 1;
+        self.prev = Some(hash);
+        Ok(event)
+    }
+
+    /// Write every buffered line. Called at turn boundaries.
+    pub fn flush(&mut self) -> io::Result<()> {
+        if !self.pending.is_empty() {
+            self.sink.write_all(&self.pending)?;
+            self.pending.clear();
+        }
+        self.sink.flush()
+    }
+
+    /// Flush, fsync, and return the sink and the log's head (last hash).
+    pub fn finish(mut self) -> io::Result<(S, Option<Digest>)> {
+        self.flush()?;
+        self.sink.sync()?;
+        Ok((self.sink, self.prev))
+    }
+
+    pub fn head(&self) -> Option<Digest> {
+        self.prev
+    }
+
+    pub fn events_written(&self) -> u64 {
+        self.seq
+    }
+}

@@ -1,0 +1,192 @@
+//! Extractors: pure functions from a run's events to the values assertions target.
+//!
+//! Tool calls are what was *executed* (`tool_executed`), in log order: graders judge
+//! what the agent observably did, never what it proposed or narrated. Each root is
+//! computed on demand, so a 300-turn run pays only for the targets it asserts.
+//!
+//! | target | value |
+//! |---|---|
+//! | `final_response` | response of the last completed turn |
+//! | `turns[i].input` / `turns[i].response` | user input / final response of turn i |
+//! | `tool_calls[i]` (`.name`, `.args`, `.result`, `.is_error`) | i-th executed call |
+//! | `tool_results[i]` | its result |
+//! | `tool_sequence` | names of executed calls, in order |
+//! | `tools.proposed` | names of proposed calls, in order (executed or not) |
+//! | `memory.<tier>.<key>` | final memory (a fold over the log) |
+//! | `memory_at[<turn>].<tier>.<key>` | memory at the end of turn n |
+//! | `policy.verdicts` | `[{turn, call_id, tool, verdict, rule}]` |
+//! | `policy.denials` / `policy.escalations` | counts |
+//! | `policy.verdict_at_turn[<n>]` | strongest verdict of turn n (deny > escalate > allow) |
+//! | `context.max_total` / `context.budget_exceeded` | over `context_compiled` events (0/1) |
+//! | `security.flags` | `[{class, severity, detail}]`; `security.flag_count` |
+//! | `sandbox.<path>` | final fixture state |
+//! | `usage.input_tokens` / `usage.output_tokens` / `usage.model_calls` | summed usage |
+//! | `status` / `events.count` / `replay.divergences` | run status, event count, divergences |
+
+pub mod path;
+
+use serde_json::{Map, Value, json};
+
+use crate::event::fold;
+use crate::event::{Event, Kind};
+use path::Segment;
+
+/// Root names an assertion may target.
+pub const ROOTS: &[&str] = &[
+    "final_response",
+    "turns",
+    "tool_calls",
+    "tool_results",
+    "tool_sequence",
+    "tools",
+    "memory",
+    "memory_at",
+    "policy",
+    "context",
+    "security",
+    "sandbox",
+    "usage",
+    "status",
+    "events",
+    "replay",
+];
+
+/// Load-time check: the target parses and starts with a known root.
+pub fn check_target(target: &str) -> Result<(), String> {
+    let segments = path::parse(target)?;
+    let Some(Segment::Key(root)) = segments.first() else {
+        return Err(format!("malformed target \"{target}\""));
+    };
+    if ROOTS.contains(&root.as_str()) {
+        return Ok(());
+    }
+    let hint = crate::diag::did_you_mean(root, ROOTS.iter().copied())
+        .map(|s| format!(" (did you mean \"{s}\"?)"))
+        .unwrap_or_default();
+    Err(format!("unknown target \"{root}\"{hint}"))
+}
+
+/// The value at `target` in a run's events, or `None` when it has none.
+pub fn resolve(target: &str, events: &[Event]) -> Option<Value> {
+    let segments = path::parse(target).ok()?;
+    let Some(Segment::Key(head)) = segments.first() else {
+        return None;
+    };
+    let (root_value, rest) = match head.as_str() {
+        "memory_at" => {
+            let Some(Segment::Index(turn)) = segments.get(1) else {
+                return None;
+            };
+            let turn = u32::try_from(*turn).ok()?;
+            (fold::memory_values(&fold::memory_at(events, Some(turn))), &segments[2..])
+        }
+        other => (root(other, events)?, &segments[1..]),
+    };
+    path::walk(&root_value, rest).cloned()
+}
+
+fn root(name: &str, events: &[Event]) -> Option<Value> {
+    let of = |kind: Kind| events.iter().filter(move |e| e.kind == kind);
+    Some(match name {
+        "final_response" => of(Kind::TurnCompleted).next_back()?.get("response").clone(),
+        "turns" => turns(events),
+        "tool_calls" => Value::Array(
+            of(Kind::ToolExecuted)
+                .map(|e| {
+                    json!({"name": e.get("tool"), "args": e.get("args"), "result": e.get("result"),
+                           "is_error": e.get("is_error"), "turn": e.turn})
+                })
+                .collect(),
+        ),
+        "tool_results" => Value::Array(of(Kind::ToolExecuted).map(|e| e.get("result").clone()).collect()),
+        "tool_sequence" => Value::Array(of(Kind::ToolExecuted).map(|e| e.get("tool").clone()).collect()),
+        "tools" => json!({"proposed": of(Kind::ToolProposed).map(|e| e.get("tool").clone()).collect::<Vec<_>>()}),
+        "memory" => fold::memory_values(&fold::memory_at(events, None)),
+        "policy" => policy(events),
+        "context" => {
+            let compiled: Vec<&Event> = of(Kind::ContextCompiled).collect();
+            let max_total = compiled.iter().filter_map(|e| e.get("total").as_u64()).max().unwrap_or(0);
+            let exceeded = compiled
+                .iter()
+                .any(|e| matches!((e.get("total").as_u64(), e.get("budget").as_u64()), (Some(t), Some(b)) if t > b));
+            json!({"max_total": max_total, "budget_exceeded": u8::from(exceeded), "compilations": compiled.len()})
+        }
+        "security" => {
+            let flags: Vec<Value> = of(Kind::SecurityFlagged)
+                .map(|e| json!({"class": e.get("class"), "severity": e.get("severity"), "detail": e.get("detail"), "turn": e.turn}))
+                .collect();
+            json!({"flag_count": flags.len(), "flags": flags})
+        }
+        "sandbox" => fold::sandbox_at(events, None).ok()?,
+        "usage" => {
+            let (mut input, mut output, mut calls) = (0u64, 0u64, 0u64);
+            for e in of(Kind::ModelCalled) {
+                input += e.get("usage").get("input_tokens").and_then(Value::as_u64).unwrap_or(0);
+                output += e.get("usage").get("output_tokens").and_then(Value::as_u64).unwrap_or(0);
+                calls += 1;
+            }
+            json!({"input_tokens": input, "output_tokens": output, "total_tokens": input + output, "model_calls": calls})
+        }
+        "status" => of(Kind::RunCompleted).next_back()?.get("status").clone(),
+        "events" => json!({"count": events.len()}),
+        "replay" => json!({"divergences": of(Kind::ReplayDiverged).count()}),
+        _ => return None,
+    })
+}
+
+fn turns(events: &[Event]) -> Value {
+    let mut turns: Vec<Map<String, Value>> = Vec::new();
+    for e in events {
+        let Some(t) = e.turn.map(|t| t as usize) else { continue };
+        match e.kind {
+            Kind::TurnStarted | Kind::TurnCompleted => {
+                if turns.len() <= t {
+                    turns.resize_with(t + 1, Map::new);
+                }
+                let (field, value) = if e.kind == Kind::TurnStarted {
+                    ("input", e.get("input"))
+                } else {
+                    ("response", e.get("response"))
+                };
+                turns[t].insert(field.into(), value.clone());
+            }
+            _ => {}
+        }
+    }
+    Value::Array(turns.into_iter().map(Value::Object).collect())
+}
+
+fn policy(events: &[Event]) -> Value {
+    let mut verdicts = Vec::new();
+    let (mut denials, mut escalations) = (0u64, 0u64);
+    let mut per_turn: Vec<Option<&str>> = Vec::new();
+    let rank = |v: &str| match v {
+        "deny" => 2,
+        "escalate" => 1,
+        _ => 0,
+    };
+    for e in events.iter().filter(|e| e.kind == Kind::PolicyDecided) {
+        let verdict = e.str("verdict").unwrap_or("");
+        match verdict {
+            "deny" => denials += 1,
+            "escalate" => escalations += 1,
+            _ => {}
+        }
+        if let Some(t) = e.turn.map(|t| t as usize) {
+            if per_turn.len() <= t {
+                per_turn.resize(t + 1, None);
+            }
+            if per_turn[t].is_none_or(|old| rank(verdict) > rank(old)) {
+                per_turn[t] = Some(verdict);
+            }
+        }
+        verdicts.push(json!({"turn": e.turn, "call_id": e.get("call_id"), "tool": e.get("tool"),
+                             "verdict": verdict, "rule": e.get("rule")}));
+    }
+    json!({
+        "verdicts": verdicts,
+        "denials": denials,
+        "escalations": escalations,
+        "verdict_at_turn": per_turn.into_iter().map(|v| v.map_or(Value::Null, |s| Value::String(s.into()))).collect::<Vec<_>>(),
+    })
+}

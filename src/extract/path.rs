@@ -1,0 +1,104 @@
+//! Target paths: `memory_at[3].semantic.user.email`, `tool_calls[0].args.to`.
+//!
+//! Memory keys may themselves contain dots (`user.email`), so walking an object takes
+//! the longest run of the remaining segments that is a key of that object.
+
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+/// Split a target into segments; an error says what is malformed.
+pub fn parse(target: &str) -> Result<Vec<Segment>, String> {
+    let mut out = Vec::new();
+    for part in target.split('.') {
+        let (key, mut rest) = match part.find('[') {
+            Some(i) => (&part[..i], &part[i..]),
+            None => (part, ""),
+        };
+        if key.is_empty() && (out.is_empty() || rest.is_empty()) {
+            return Err(format!("malformed target \"{target}\": empty segment"));
+        }
+        if !key.is_empty() {
+            out.push(Segment::Key(key.to_string()));
+        }
+        while !rest.is_empty() {
+            let close = rest.find(']').ok_or_else(|| format!("malformed target \"{target}\": missing ']'"))?;
+            let index = rest[1..close]
+                .parse::<usize>()
+                .map_err(|_| format!("malformed target \"{target}\": index \"{}\" is not a number", &rest[1..close]))?;
+            out.push(Segment::Index(index));
+            rest = &rest[close + 1..];
+            if !rest.is_empty() && !rest.starts_with('[') {
+                return Err(format!("malformed target \"{target}\": unexpected \"{rest}\""));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Walk `segments` into `value`.
+pub fn walk<'v>(mut value: &'v Value, segments: &[Segment]) -> Option<&'v Value> {
+    let mut i = 0;
+    while i < segments.len() {
+        match (&segments[i], value) {
+            (Segment::Index(n), Value::Array(items)) => {
+                value = items.get(*n)?;
+                i += 1;
+            }
+            (Segment::Key(_), Value::Object(map)) => {
+                // longest run of keys first: "user.email" before "user"
+                let run = segments[i..].iter().take_while(|s| matches!(s, Segment::Key(_))).count();
+                let (taken, next) = (1..=run).rev().find_map(|n| {
+                    let key = segments[i..i + n]
+                        .iter()
+                        .map(|s| match s {
+                            Segment::Key(k) => k.as_str(),
+                            Segment::Index(_) => "",
+                        })
+                        .collect::<Vec<_>>()
+                        .join(".");
+                    map.get(&key).map(|v| (n, v))
+                })?;
+                value = next;
+                i += taken;
+            }
+            _ => return None,
+        }
+    }
+    Some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn targets_parse_into_keys_and_indices() {
+        assert_eq!(
+            parse("memory_at[3].semantic.user").unwrap(),
+            vec![
+                Segment::Key("memory_at".into()),
+                Segment::Index(3),
+                Segment::Key("semantic".into()),
+                Segment::Key("user".into())
+            ]
+        );
+        assert!(parse("a..b").is_err());
+        assert!(parse("a[x]").is_err());
+        assert!(parse("a[1").is_err());
+    }
+
+    #[test]
+    fn dotted_keys_resolve_by_longest_match() {
+        let v = json!({"semantic": {"user.email": "a@x", "user": {"name": "n"}}});
+        let get = |t: &str| walk(&v, &parse(t).unwrap()).cloned();
+        assert_eq!(get("semantic.user.email"), Some(json!("a@x")));
+        assert_eq!(get("semantic.user.name"), Some(json!("n")));
+        assert_eq!(get("semantic.nope"), None);
+    }
+}

@@ -1,0 +1,492 @@
+//! Per-tag gates: does a set of case outcomes meet the bounds the pipeline set?
+//!
+//! A gate is a scope (`default` = every case, or one tag) plus bounds: a minimum pass
+//! rate, a minimum number of cases, and optionally a minimum for the lower end of a 95 %
+//! Wilson score interval on the pass rate. The Wilson bound is there for small suites:
+//! 3/3 passing is a 100 % pass rate but weak evidence (lower bound 43.9 %), so a gate
+//! can demand that the *evidence* for a high pass rate is strong, not just the rate.
+//!
+//! `evaluate` is pure: outcomes in, decisions out. The run fails (exit 1) when any
+//! returned gate failed; deciding that and printing it belong to the caller.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::runner::outcome::{CaseOutcome, GateOutcome};
+
+/// The scope name of the gate that covers every case.
+pub const DEFAULT_SCOPE: &str = "default";
+
+/// z for a two-sided 95 % interval: the 97.5th percentile of the standard normal.
+const Z_95: f64 = 1.959_963_984_540_054;
+
+/// The `[gates]` section of a pipeline.
+///
+/// ```toml
+/// [gates]
+/// default = { min_pass_rate = 1.0 }
+/// tags.long-horizon = { min_pass_rate = 0.95, min_cases = 3 }
+/// ```
+///
+/// With neither `default` nor any tag set, an implicit `default = { min_pass_rate = 1.0 }`
+/// applies: an unconfigured suite is green only when every case passes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatesConfig {
+    /// Bounds over every case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<GateSpec>,
+    /// Bounds over the cases carrying each tag (a case counts toward every tag it has).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, GateSpec>,
+}
+
+/// The bounds of one gate; every bound that is set must hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateSpec {
+    /// Passed cases / cases must be at least this (0..=1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_pass_rate: Option<f64>,
+    /// The scope must hold at least this many cases (guards against a filter or a
+    /// renamed tag silently emptying a gate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_cases: Option<usize>,
+    /// The lower end of the 95 % Wilson score interval on the pass rate must be at
+    /// least this (0..=1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_pass_rate_lower_bound: Option<f64>,
+}
+
+/// A `[gates]` section that is well-formed TOML but means nothing sensible.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{key}: {problem}")]
+pub struct GateConfigError {
+    /// The dotted key at fault (`gates.tags.security.min_pass_rate`).
+    pub key: String,
+    pub problem: String,
+}
+
+impl GatesConfig {
+    /// Rejects rates outside 0..=1 (and NaN), gates that set no bound, and a tag named
+    /// `default` (its results would be indistinguishable from the default gate's).
+    pub fn validate(&self) -> Result<(), GateConfigError> {
+        if let Some(spec) = &self.default {
+            spec.validate("gates.default")?;
+        }
+        for (tag, spec) in &self.tags {
+            let key = format!("gates.tags.{tag}");
+            if tag == DEFAULT_SCOPE {
+                return Err(GateConfigError {
+                    key,
+                    problem: "a tag gate cannot be named `default`; use gates.default".into(),
+                });
+            }
+            spec.validate(&key)?;
+        }
+        Ok(())
+    }
+}
+
+impl GateSpec {
+    fn validate(&self, key: &str) -> Result<(), GateConfigError> {
+        if self.min_pass_rate.is_none() && self.min_cases.is_none() && self.min_pass_rate_lower_bound.is_none() {
+            return Err(GateConfigError {
+                key: key.to_string(),
+                problem: "sets no bound (min_pass_rate, min_cases or min_pass_rate_lower_bound)".into(),
+            });
+        }
+        for (name, value) in
+            [("min_pass_rate", self.min_pass_rate), ("min_pass_rate_lower_bound", self.min_pass_rate_lower_bound)]
+        {
+            if let Some(rate) = value
+                && !(0.0..=1.0).contains(&rate)
+            {
+                return Err(GateConfigError {
+                    key: format!("{key}.{name}"),
+                    problem: format!("{rate} is outside 0..=1"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decides every configured gate over `cases`: `default` first, then tags in name order.
+///
+/// Edge rules: a gate whose scope holds no case passes unless `min_cases` demands more
+/// (its `pass_rate` is then reported as 1.0, vacuously); rate bounds are checked only
+/// over a non-empty scope.
+pub fn evaluate(config: &GatesConfig, cases: &[CaseOutcome]) -> Vec<GateOutcome> {
+    let implicit_default = GateSpec { min_pass_rate: Some(1.0), ..GateSpec::default() };
+    let default = match (&config.default, config.tags.is_empty()) {
+        (Some(spec), _) => Some(spec),
+        (None, true) => Some(&implicit_default),
+        (None, false) => None,
+    };
+
+    let mut out = Vec::with_capacity(config.tags.len() + 1);
+    if let Some(spec) = default {
+        out.push(decide(DEFAULT_SCOPE, spec, cases.iter()));
+    }
+    for (tag, spec) in &config.tags {
+        let tagged = cases.iter().filter(|c| c.tags.iter().any(|t| t == tag));
+        out.push(decide(tag, spec, tagged));
+    }
+    out
+}
+
+/// The lower end of the Wilson score interval for `passed` successes in `n` trials, at
+/// confidence given by `z`:
+/// `(p + z²/2n − z·√(p(1−p)/n + z²/4n²)) / (1 + z²/n)` with `p = passed/n`.
+/// 0 when `n` is 0 (no evidence).
+fn wilson_lower_bound(passed: usize, n: usize, z: f64) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    let n = n as f64;
+    let p = passed as f64 / n;
+    let z2 = z * z;
+    let centre = p + z2 / (2.0 * n);
+    let margin = z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    ((centre - margin) / (1.0 + z2 / n)).clamp(0.0, 1.0)
+}
+
+fn decide<'a>(scope: &str, spec: &GateSpec, cases: impl Iterator<Item = &'a CaseOutcome>) -> GateOutcome {
+    let (mut total, mut passed) = (0usize, 0usize);
+    for case in cases {
+        total += 1;
+        passed += usize::from(case.passed);
+    }
+    let pass_rate = if total == 0 { 1.0 } else { passed as f64 / total as f64 };
+
+    // Each bound contributes a phrase either to what held or to what fell short.
+    let mut held = Vec::new();
+    let mut short = Vec::new();
+    if let Some(min) = spec.min_cases {
+        let phrase = format!("min_cases {min}");
+        if total < min {
+            short.push(format!("below {phrase}"));
+        } else {
+            held.push(phrase);
+        }
+    }
+    if total > 0 {
+        if let Some(min) = spec.min_pass_rate {
+            let phrase = format!("min_pass_rate {}", bound_percent(min));
+            if pass_rate < min {
+                short.push(format!("below {phrase}"));
+            } else {
+                held.push(phrase);
+            }
+        }
+        if let Some(min) = spec.min_pass_rate_lower_bound {
+            let lower = wilson_lower_bound(passed, total, Z_95);
+            let phrase = format!("min_pass_rate_lower_bound {}", bound_percent(min));
+            let observed = format!("Wilson 95 % lower bound {}", floor_percent(lower));
+            if lower < min {
+                short.push(format!("{observed} below {phrase}"));
+            } else {
+                held.push(format!("{phrase} ({observed})"));
+            }
+        }
+    }
+
+    let counts = if total == 0 {
+        format!("{scope}: 0 cases")
+    } else {
+        format!("{scope}: {passed}/{total} passed ({})", floor_percent(pass_rate))
+    };
+    let reason = match (short.is_empty(), held.is_empty()) {
+        (false, _) => format!("{counts}, {}", short.join(", ")),
+        (true, false) if total > 0 => format!("{counts}, meets {}", held.join(", ")),
+        (true, _) => format!("{counts}, nothing to gate"),
+    };
+    GateOutcome {
+        scope: scope.to_string(),
+        cases: total,
+        passed_cases: passed,
+        pass_rate,
+        passed: short.is_empty(),
+        reason,
+    }
+}
+
+/// A measured rate as a percentage with one decimal, rounded *down*, so that a rate
+/// just under a bound never prints as equal to it (9995/10000 is 99.9 %, not 100.0 %).
+/// The tiny epsilon absorbs binary error in exact rates (0.95 * 1000 = 949.999…).
+fn floor_percent(rate: f64) -> String {
+    let tenths = (rate * 1000.0 + 1e-9).floor() / 10.0;
+    format!("{tenths:.1} %")
+}
+
+/// A configured bound as a percentage with one decimal.
+fn bound_percent(rate: f64) -> String {
+    format!("{:.1} %", rate * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(id: &str, tags: &[&str], passed: bool) -> CaseOutcome {
+        CaseOutcome {
+            dataset: "examples/treasury".into(),
+            id: id.into(),
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            agent: "treasury".into(),
+            source: format!("datasets/examples/treasury.jsonl:{}", id.len()),
+            runs: Vec::new(),
+            blocks: Vec::new(),
+            passed,
+        }
+    }
+
+    /// `n` cases tagged `tag`, of which the first `passed` pass.
+    fn cases(tag: &str, passed: usize, n: usize) -> Vec<CaseOutcome> {
+        (0..n).map(|i| case(&format!("{tag}-{i}"), &[tag], i < passed)).collect()
+    }
+
+    fn spec(rate: Option<f64>, min_cases: Option<usize>, lower: Option<f64>) -> GateSpec {
+        GateSpec { min_pass_rate: rate, min_cases, min_pass_rate_lower_bound: lower }
+    }
+
+    #[derive(Deserialize)]
+    struct Pipeline {
+        gates: GatesConfig,
+    }
+
+    #[test]
+    fn the_gates_section_of_a_pipeline_deserialises() -> Result<(), Box<dyn std::error::Error>> {
+        let toml = "[gates]\ndefault = { min_pass_rate = 1.0 }\n\
+                    tags.long-horizon = { min_pass_rate = 0.95, min_cases = 3 }\n\
+                    tags.security = { min_pass_rate_lower_bound = 0.8 }\n";
+        let parsed: Pipeline = toml::from_str(toml)?;
+        assert_eq!(parsed.gates.default, Some(spec(Some(1.0), None, None)));
+        assert_eq!(parsed.gates.tags.get("long-horizon"), Some(&spec(Some(0.95), Some(3), None)));
+        assert_eq!(parsed.gates.tags.get("security"), Some(&spec(None, None, Some(0.8))));
+        assert_eq!(parsed.gates.validate(), Ok(()));
+        Ok(())
+    }
+
+    #[test]
+    fn a_misspelt_bound_is_a_deserialisation_error() {
+        let toml = "[gates]\ndefault = { min_passrate = 1.0 }\n";
+        let err = toml::from_str::<Pipeline>(toml).err().map(|e| e.to_string());
+        let err = err.unwrap_or_default();
+        assert!(err.contains("unknown field `min_passrate`"), "{err}");
+    }
+
+    #[test]
+    fn a_rate_outside_zero_to_one_is_rejected_naming_its_key() {
+        let mut config = GatesConfig::default();
+        config.tags.insert("security".into(), spec(Some(1.5), None, None));
+        let err = config.validate().map_err(|e| e.to_string());
+        assert_eq!(err, Err("gates.tags.security.min_pass_rate: 1.5 is outside 0..=1".into()));
+
+        let config = GatesConfig { default: Some(spec(None, None, Some(-0.1))), tags: BTreeMap::new() };
+        let err = config.validate().map_err(|e| e.to_string());
+        assert_eq!(err, Err("gates.default.min_pass_rate_lower_bound: -0.1 is outside 0..=1".into()));
+    }
+
+    #[test]
+    fn a_nan_rate_is_rejected() {
+        let config = GatesConfig { default: Some(spec(Some(f64::NAN), None, None)), tags: BTreeMap::new() };
+        let err = config.validate().map_err(|e| e.to_string());
+        assert_eq!(err, Err("gates.default.min_pass_rate: NaN is outside 0..=1".into()));
+    }
+
+    #[test]
+    fn a_gate_without_bounds_and_a_tag_named_default_are_rejected() {
+        let mut config = GatesConfig::default();
+        config.tags.insert("security".into(), GateSpec::default());
+        let err = config.validate().map_err(|e| e.key);
+        assert_eq!(err, Err("gates.tags.security".into()));
+
+        let mut config = GatesConfig::default();
+        config.tags.insert("default".into(), spec(Some(1.0), None, None));
+        let err = config.validate().map_err(|e| e.key);
+        assert_eq!(err, Err("gates.tags.default".into()));
+    }
+
+    #[test]
+    fn no_gates_configured_means_every_case_must_pass() {
+        let mut all = cases("security", 10, 10);
+        let outcomes = evaluate(&GatesConfig::default(), &all);
+        assert_eq!(outcomes.len(), 1);
+        assert_eq!(outcomes[0].scope, "default");
+        assert!(outcomes[0].passed, "{}", outcomes[0].reason);
+
+        all[3].passed = false;
+        let outcomes = evaluate(&GatesConfig::default(), &all);
+        assert!(!outcomes[0].passed);
+        assert_eq!(outcomes[0].reason, "default: 9/10 passed (90.0 %), below min_pass_rate 100.0 %");
+    }
+
+    #[test]
+    fn a_failing_tag_gate_names_its_numbers_in_one_line() {
+        let mut config = GatesConfig::default();
+        config.tags.insert("security".into(), spec(Some(1.0), None, None));
+        let outcomes = evaluate(&config, &cases("security", 9, 10));
+        // Tags configured and no default: no implicit default gate.
+        assert_eq!(outcomes.len(), 1);
+        let gate = &outcomes[0];
+        assert_eq!((gate.scope.as_str(), gate.cases, gate.passed_cases, gate.passed), ("security", 10, 9, false));
+        assert_eq!(gate.pass_rate, 0.9);
+        assert_eq!(gate.reason, "security: 9/10 passed (90.0 %), below min_pass_rate 100.0 %");
+    }
+
+    #[test]
+    fn default_comes_first_then_tags_in_name_order() {
+        let mut config = GatesConfig { default: Some(spec(Some(0.5), None, None)), tags: BTreeMap::new() };
+        for tag in ["zeta", "alpha", "mid"] {
+            config.tags.insert(tag.into(), spec(Some(0.5), None, None));
+        }
+        let scopes: Vec<String> = evaluate(&config, &[]).into_iter().map(|g| g.scope).collect();
+        assert_eq!(scopes, ["default", "alpha", "mid", "zeta"]);
+    }
+
+    #[test]
+    fn a_case_counts_toward_every_tag_it_has() {
+        let all =
+            vec![case("a", &["security", "long-horizon"], false), case("b", &["security"], true), case("c", &[], true)];
+        let mut config = GatesConfig { default: Some(spec(Some(0.0), None, None)), tags: BTreeMap::new() };
+        config.tags.insert("security".into(), spec(Some(0.5), None, None));
+        config.tags.insert("long-horizon".into(), spec(Some(0.5), None, None));
+        let got: Vec<(String, usize, usize, bool)> =
+            evaluate(&config, &all).into_iter().map(|g| (g.scope, g.cases, g.passed_cases, g.passed)).collect();
+        assert_eq!(
+            got,
+            [
+                ("default".to_string(), 3, 2, true),
+                ("long-horizon".to_string(), 1, 0, false),
+                ("security".to_string(), 2, 1, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_tag_listed_twice_on_a_case_counts_once() {
+        let all = vec![case("a", &["security", "security"], true)];
+        let mut config = GatesConfig::default();
+        config.tags.insert("security".into(), spec(Some(1.0), None, None));
+        assert_eq!(evaluate(&config, &all)[0].cases, 1);
+    }
+
+    #[test]
+    fn an_empty_tag_gate_passes_unless_min_cases_demands_more() {
+        let mut config = GatesConfig::default();
+        config.tags.insert("ghost".into(), spec(Some(1.0), None, Some(0.9)));
+        config.tags.insert("required".into(), spec(Some(1.0), Some(3), None));
+        let outcomes = evaluate(&config, &cases("security", 2, 2));
+
+        let ghost = &outcomes[0];
+        assert!(ghost.passed, "{}", ghost.reason);
+        assert_eq!(ghost.pass_rate, 1.0);
+        assert_eq!(ghost.reason, "ghost: 0 cases, nothing to gate");
+
+        let required = &outcomes[1];
+        assert!(!required.passed);
+        assert_eq!(required.reason, "required: 0 cases, below min_cases 3");
+    }
+
+    #[test]
+    fn too_few_cases_fail_min_cases_even_when_all_pass() {
+        let mut config = GatesConfig::default();
+        config.tags.insert("long-horizon".into(), spec(Some(0.95), Some(3), None));
+        let gate = &evaluate(&config, &cases("long-horizon", 2, 2))[0];
+        assert!(!gate.passed);
+        assert_eq!(gate.reason, "long-horizon: 2/2 passed (100.0 %), below min_cases 3");
+    }
+
+    #[test]
+    fn a_passing_gate_says_which_bounds_held() {
+        let mut config = GatesConfig::default();
+        config.tags.insert("long-horizon".into(), spec(Some(0.95), Some(3), None));
+        let gate = &evaluate(&config, &cases("long-horizon", 3, 3))[0];
+        assert!(gate.passed);
+        assert_eq!(gate.reason, "long-horizon: 3/3 passed (100.0 %), meets min_cases 3, min_pass_rate 95.0 %");
+    }
+
+    #[test]
+    fn a_rate_exactly_at_the_bound_passes() {
+        // 19/20 = 0.95 exactly; the nearest double of both sides is the same.
+        let mut config = GatesConfig::default();
+        config.tags.insert("t".into(), spec(Some(0.95), None, None));
+        let gate = &evaluate(&config, &cases("t", 19, 20))[0];
+        assert!(gate.passed, "{}", gate.reason);
+        assert_eq!(gate.reason, "t: 19/20 passed (95.0 %), meets min_pass_rate 95.0 %");
+    }
+
+    #[test]
+    fn a_rate_just_below_the_bound_never_prints_as_equal_to_it() {
+        // 9995/10000 = 99.95 %, shown rounded down as 99.9 %, not rounded up to 100.0 %.
+        let gate = &evaluate(&GatesConfig::default(), &cases("t", 9995, 10_000))[0];
+        assert!(!gate.passed);
+        assert_eq!(gate.reason, "default: 9995/10000 passed (99.9 %), below min_pass_rate 100.0 %");
+    }
+
+    #[test]
+    fn the_wilson_lower_bound_of_ten_out_of_ten_is_n_over_n_plus_z_squared() {
+        // p = 1 collapses the formula to n / (n + z²) = 10 / (10 + 3.8415) = 0.72246.
+        let lower = wilson_lower_bound(10, 10, Z_95);
+        assert!((lower - 0.722_46).abs() < 1e-5, "{lower}");
+    }
+
+    #[test]
+    fn the_wilson_lower_bound_of_nine_out_of_ten_is_about_sixty_percent() {
+        // p = .9, z²/2n = .19207, z·√(.009 + .0096) = 1.96 · .13638 = .26730,
+        // (.9 + .19207 − .26730) / (1 + .38415) = .82478 / 1.38415 = .59587.
+        let lower = wilson_lower_bound(9, 10, Z_95);
+        assert!((lower - 0.595_87).abs() < 1e-4, "{lower}");
+    }
+
+    #[test]
+    fn the_wilson_lower_bound_of_no_trials_is_zero_and_of_no_passes_is_zero() {
+        assert_eq!(wilson_lower_bound(0, 0, Z_95), 0.0);
+        // p = 0: centre z²/2n equals the margin √(z²/4n²) = z/2n·z, so the bound is 0.
+        assert!(wilson_lower_bound(0, 10, Z_95).abs() < 1e-12);
+    }
+
+    #[test]
+    fn three_of_three_passing_is_too_little_evidence_for_an_eighty_percent_lower_bound() {
+        // 3 / (3 + 3.8415) = 0.43849: a 100 % rate, but a lower bound of 43.8 %.
+        let mut config = GatesConfig::default();
+        config.tags.insert("security".into(), spec(Some(1.0), None, Some(0.8)));
+        let gate = &evaluate(&config, &cases("security", 3, 3))[0];
+        assert!(!gate.passed);
+        assert_eq!(
+            gate.reason,
+            "security: 3/3 passed (100.0 %), Wilson 95 % lower bound 43.8 % below \
+             min_pass_rate_lower_bound 80.0 %"
+        );
+    }
+
+    #[test]
+    fn forty_of_forty_passing_meets_a_ninety_percent_lower_bound() {
+        // 40 / (40 + 3.8415) = 0.91238 ≥ 0.9.
+        let mut config = GatesConfig::default();
+        config.tags.insert("security".into(), spec(None, None, Some(0.9)));
+        let gate = &evaluate(&config, &cases("security", 40, 40))[0];
+        assert!(gate.passed, "{}", gate.reason);
+        assert_eq!(
+            gate.reason,
+            "security: 40/40 passed (100.0 %), meets min_pass_rate_lower_bound 90.0 % \
+             (Wilson 95 % lower bound 91.2 %)"
+        );
+    }
+
+    #[test]
+    fn every_bound_that_falls_short_is_named() {
+        let mut config = GatesConfig::default();
+        config.tags.insert("security".into(), spec(Some(1.0), Some(5), Some(0.5)));
+        let gate = &evaluate(&config, &cases("security", 1, 2))[0];
+        // 1/2: Wilson lower = (.5 + .96 − 1.96·√(.125 + .24)) / 2.92 = (1.46 − 1.1842) / 2.92 = .0945.
+        assert_eq!(
+            gate.reason,
+            "security: 1/2 passed (50.0 %), below min_cases 5, below min_pass_rate 100.0 %, \
+             Wilson 95 % lower bound 9.4 % below min_pass_rate_lower_bound 50.0 %"
+        );
+    }
+}

@@ -1,0 +1,41 @@
+//! Grading: assertions (`{"target", "matcher"}`) applied to extracted values.
+//!
+//! The one assertion grammar lives here; extractors produce values, matchers judge them,
+//! and the result is a [`Check`] per assertion per run.
+
+pub mod contains;
+pub mod matcher;
+
+use serde_json::Value;
+
+use crate::event::Event;
+use crate::runner::outcome::Check;
+pub use matcher::Matcher;
+
+/// A compiled assertion from a case's `expect`.
+#[derive(Debug)]
+pub struct Assertion {
+    pub target: String,
+    pub matcher: Matcher,
+    /// The matcher as written, for reports.
+    pub spec: Value,
+    pub description: Option<String>,
+}
+
+/// Apply every assertion to one run's events.
+pub fn grade(assertions: &[Assertion], events: &[Event]) -> Vec<Check> {
+    assertions
+        .iter()
+        .map(|a| {
+            let actual = crate::extract::resolve(&a.target, events);
+            let outcome = a.matcher.apply(actual.as_ref());
+            Check {
+                name: a.target.clone(),
+                passed: outcome.passed,
+                reason: outcome.reason,
+                expected: Some(a.spec.clone()),
+                actual,
+            }
+        })
+        .collect()
+}

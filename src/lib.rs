@@ -1,0 +1,37 @@
+//! stateval: deterministic, event-sourced evaluation of stateful LLM agents.
+//!
+//! Datasets flow through a replay provider and fixture sandboxes into an append-only,
+//! canonical, hash-chained event log; pure extractors and graders judge the log; gates
+//! and reporters turn verdicts into CI results. See DESIGN.md for the map.
+#![forbid(unsafe_code)]
+
+/// Canonical bytes (RFC 8785), the I-JSON guard and blake3 digests.
+pub mod canon;
+/// JSONL datasets: case model, loading and validation.
+pub mod dataset;
+/// Input diagnostics: strict JSON, schema checks, file:line:column errors.
+pub mod diag;
+/// The event log: envelope, kinds, writer, reader, verification, folds.
+pub mod event;
+/// Extractors: pure functions from a run's events to target values.
+pub mod extract;
+/// Per-tag gates over case verdicts.
+pub mod gate;
+/// Matchers and assertion grading: the one assertion grammar.
+pub mod grade;
+/// Pipeline definitions (TOML) and agent profiles.
+pub mod pipeline;
+/// The replay provider: recorded model responses, divergence and miss detection.
+pub mod replay;
+/// Reporters: pretty, JSON, JUnit, TAP, Markdown.
+pub mod report;
+/// The runner: cases × recorded runs → logs → verdicts.
+pub mod runner;
+/// The built-in agent loop: context, policy, approvals, memory, taint.
+pub mod runtime;
+/// Fixture tool sandboxes.
+pub mod sandbox;
+/// The JSON Schemas of inputs and logs.
+pub mod schemas;
+/// The run catalog (sled) behind the `Store` trait.
+pub mod store;

@@ -1,0 +1,154 @@
+//! The replay provider: recorded model responses served by position.
+//!
+//! Replay never reaches anything live. The n-th model call of a run gets the n-th
+//! recorded response. When a response carries the `request_hash` of the request it was
+//! recorded for (or a turn/step), and the request the agent actually compiled differs,
+//! the provider reports a divergence; what a divergence does (fail or warn) is the
+//! pipeline's decision, not the provider's. A call past the end is a replay miss.
+
+pub mod recording;
+
+use crate::canon::Digest;
+pub use recording::{ModelResponse, RecordedResponse, Recording, ToolCall, Usage};
+
+/// What the agent asks for: where in the run it is and the digest of what it compiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelRequest {
+    pub turn: u32,
+    pub step: u32,
+    pub hash: Digest,
+}
+
+/// The recorded request does not match the actual one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divergence {
+    pub position: usize,
+    pub recorded_hash: Option<Digest>,
+    pub actual_hash: Digest,
+    pub reason: String,
+}
+
+/// A request after the recording ran out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "replay miss: model call at position {position} (turn {turn}, step {step}) but the recording ends after {recorded} response(s)"
+)]
+pub struct ReplayMiss {
+    pub position: usize,
+    pub turn: u32,
+    pub step: u32,
+    pub recorded: usize,
+}
+
+/// A served response.
+#[derive(Debug)]
+pub struct Replayed<'a> {
+    pub position: usize,
+    pub recorded: &'a RecordedResponse,
+    pub divergence: Option<Divergence>,
+}
+
+/// How the runtime asks for model output. The replay provider is the only one today;
+/// an external agent will later sit behind this same seam.
+pub trait ModelProvider {
+    fn complete(&mut self, request: &ModelRequest) -> Result<Replayed<'_>, ReplayMiss>;
+}
+
+pub struct ReplayProvider<'r> {
+    recording: &'r Recording,
+    position: usize,
+}
+
+impl<'r> ReplayProvider<'r> {
+    pub fn new(recording: &'r Recording) -> Self {
+        ReplayProvider { recording, position: 0 }
+    }
+
+    pub fn position(&self) -> usize {
+        self.position
+    }
+}
+
+impl ModelProvider for ReplayProvider<'_> {
+    fn complete(&mut self, request: &ModelRequest) -> Result<Replayed<'_>, ReplayMiss> {
+        let position = self.position;
+        let recorded = self.recording.responses.get(position).ok_or(ReplayMiss {
+            position,
+            turn: request.turn,
+            step: request.step,
+            recorded: self.recording.responses.len(),
+        })?;
+        self.position += 1;
+        let mut reasons = Vec::new();
+        if let Some(hash) = recorded.request_hash
+            && hash != request.hash
+        {
+            reasons.push(format!("request hash {} differs from the recorded {hash}", request.hash));
+        }
+        if recorded.turn.is_some_and(|t| t != request.turn) || recorded.step.is_some_and(|s| s != request.step) {
+            reasons.push(format!(
+                "recorded for turn {} step {}, requested at turn {} step {}",
+                opt(recorded.turn),
+                opt(recorded.step),
+                request.turn,
+                request.step
+            ));
+        }
+        let divergence = (!reasons.is_empty()).then(|| Divergence {
+            position,
+            recorded_hash: recorded.request_hash,
+            actual_hash: request.hash,
+            reason: reasons.join("; "),
+        });
+        Ok(Replayed { position, recorded, divergence })
+    }
+}
+
+fn opt(v: Option<u32>) -> String {
+    v.map_or_else(|| "?".into(), |v| v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canon::{Context, digest};
+
+    fn rec(hashes: &[Option<Digest>]) -> Recording {
+        let responses = hashes
+            .iter()
+            .map(|h| RecordedResponse {
+                turn: None,
+                step: None,
+                request_hash: *h,
+                response: ModelResponse::default(),
+                usage: Usage::default(),
+                latency_ms: 0,
+            })
+            .collect();
+        Recording { responses, digest: digest(Context::Content, b""), source: "test".into() }
+    }
+
+    #[test]
+    fn responses_are_served_by_position_and_a_miss_names_it() {
+        let r = rec(&[None, None]);
+        let mut p = ReplayProvider::new(&r);
+        let req = ModelRequest { turn: 0, step: 0, hash: digest(Context::Request, b"x") };
+        assert_eq!(p.complete(&req).unwrap().position, 0);
+        assert_eq!(p.complete(&req).unwrap().position, 1);
+        let miss = p.complete(&req).unwrap_err();
+        assert_eq!(miss.position, 2);
+        assert!(miss.to_string().contains("position 2"));
+    }
+
+    #[test]
+    fn a_different_request_hash_is_a_divergence() {
+        let recorded = digest(Context::Request, b"recorded");
+        let r = rec(&[Some(recorded), Some(recorded)]);
+        let mut p = ReplayProvider::new(&r);
+        let same = ModelRequest { turn: 0, step: 0, hash: recorded };
+        assert!(p.complete(&same).unwrap().divergence.is_none());
+        let other = ModelRequest { turn: 0, step: 1, hash: digest(Context::Request, b"other") };
+        let d = p.complete(&other).unwrap().divergence.unwrap();
+        assert_eq!((d.position, d.recorded_hash), (1, Some(recorded)));
+    }
+}

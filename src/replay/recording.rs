@@ -1,0 +1,150 @@
+//! Recordings: recorded model responses, one per model call, in call order.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::canon::{self, Context, Digest};
+use crate::diag::{InputError, locate, parse_json_strict};
+use crate::schemas::RECORDING_SCHEMA;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    pub id: Option<String>,
+    pub name: String,
+    #[serde(default = "empty_object")]
+    pub args: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelResponse {
+    #[serde(default)]
+    pub content: String,
+    #[serde(default)]
+    pub tool_calls: Vec<ToolCall>,
+    /// The agent's own confidence in this answer (predictability metrics).
+    pub confidence: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedResponse {
+    pub turn: Option<u32>,
+    pub step: Option<u32>,
+    pub request_hash: Option<Digest>,
+    pub response: ModelResponse,
+    #[serde(default)]
+    pub usage: Usage,
+    #[serde(default)]
+    pub latency_ms: u64,
+}
+
+/// One recorded run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recording {
+    pub responses: Vec<RecordedResponse>,
+    /// Content digest over the canonical responses.
+    pub digest: Digest,
+    /// Where it came from: a path, or `inline`.
+    pub source: String,
+}
+
+impl Recording {
+    /// Read a JSONL recording file; every line is parsed strictly and schema-checked.
+    pub fn load(path: &Path, display: &str) -> Result<Recording, InputError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| InputError::file(Path::new(display), format!("cannot read recording: {e}")))?;
+        let display_path = Path::new(display);
+        let mut values = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let value =
+                parse_json_strict(line).map_err(|(_, col, msg)| InputError::new(display_path, i + 1, col, msg))?;
+            values.push(check_line(&value, line).map_err(|(col, msg)| InputError::new(display_path, i + 1, col, msg))?);
+        }
+        Ok(Self::from_values(values, display.to_string()))
+    }
+
+    /// An inline recording (`{"responses": [...]}` in a dataset line). Errors give a
+    /// column in `line_text`, the dataset line; `pointer` is where the object sits.
+    pub fn inline(responses: &[Value], line_text: &str, pointer: &str) -> Result<Recording, (usize, String)> {
+        let mut out = Vec::new();
+        for (i, value) in responses.iter().enumerate() {
+            let here = format!("{pointer}/responses/{i}");
+            let parsed: RecordedResponse = serde_json::from_value(value.clone())
+                .map_err(|e| (locate(line_text, &here), format!("recording response {i}: {e}")))?;
+            out.push(parsed);
+        }
+        Ok(Self::from_values(out, "inline".into()))
+    }
+
+    fn from_values(responses: Vec<RecordedResponse>, source: String) -> Recording {
+        let as_json = serde_json::to_value(&responses).unwrap_or(Value::Null);
+        let digest = canon::canonical_digest(Context::Content, &as_json)
+            .unwrap_or_else(|_| canon::digest(Context::Content, source.as_bytes()));
+        Recording { responses, digest, source }
+    }
+}
+
+/// Schema-check and type one recording line; errors carry a 1-based column.
+fn check_line(value: &Value, line: &str) -> Result<RecordedResponse, (usize, String)> {
+    if let Some(v) = RECORDING_SCHEMA.check(value) {
+        let col = crate::diag::line_col(line, locate(line, &v.pointer)).1;
+        return Err((col, v.message));
+    }
+    canon::check_ijson(value).map_err(|e| (1, e.to_string()))?;
+    serde_json::from_value(value.clone()).map_err(|e| (1, e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recording_line_with_an_unknown_field_names_its_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        std::fs::write(
+            &path,
+            "{\"response\":{\"content\":\"hi\"}}\n{\"response\":{\"content\":\"x\"},\"latncy_ms\":3}\n",
+        )
+        .unwrap();
+        let err = Recording::load(&path, "r.jsonl").unwrap_err();
+        assert_eq!((err.line, err.column), (2, 29), "{err}");
+        assert!(err.message.contains("did you mean \"latency_ms\""), "{err}");
+    }
+
+    #[test]
+    fn a_valid_recording_loads_in_order_with_a_stable_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        std::fs::write(
+            &path,
+            "{\"response\":{\"content\":\"a\"}}\n\n{\"response\":{\"tool_calls\":[{\"name\":\"t\"}]}}\n",
+        )
+        .unwrap();
+        let a = Recording::load(&path, "r.jsonl").unwrap();
+        let b = Recording::load(&path, "r.jsonl").unwrap();
+        assert_eq!(a.responses.len(), 2);
+        assert_eq!(a.responses[1].response.tool_calls[0].args, serde_json::json!({}));
+        assert_eq!(a.digest, b.digest);
+    }
+}

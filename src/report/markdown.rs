@@ -1,0 +1,273 @@
+//! The Markdown summary, sized for a pull-request comment: the verdict first, then the
+//! gates, the failing cases with their first reason, a count of the passing ones, and
+//! any suite extras that are flat objects of numbers (reliability cards and the like),
+//! one two-column table each. Other extras are named and left to the JSON report.
+//!
+//! Escaping targets GitHub-flavoured Markdown inside table cells. Identifiers (case
+//! ids, datasets, gate scopes, extra keys) are code spans, fenced with more backticks
+//! than they contain. Free text (reasons) is backslash-escaped wherever it could start
+//! markup (`*`, `_`, `[`, `<`, `&`, …), and line breaks become `<br>`. In both, `|` is
+//! `\|`, which GFM tables unescape before inline parsing (even inside code spans).
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::report::gate_detail;
+use crate::runner::outcome::SuiteOutcome;
+
+/// Decimal places for non-integer numbers in extras tables (fixed, so bytes are stable).
+const EXTRA_DECIMALS: usize = 3;
+
+/// `outcome` as a Markdown summary.
+pub fn render(outcome: &SuiteOutcome) -> String {
+    let mut out = String::new();
+    let (icon, verdict) = if outcome.passed { ("✅", "passed") } else { ("❌", "failed") };
+    let failed_gates = outcome.gates.iter().filter(|g| !g.passed).count();
+    // `fmt::Write` into a `String` cannot fail; the results are ignored for that reason.
+    let _ = writeln!(out, "## {icon} stateval {}: {verdict}\n", code(&outcome.pipeline));
+    let _ = writeln!(
+        out,
+        "{} of {} cases passed · {} of {} gates failed · run {}\n",
+        outcome.passed_cases(),
+        outcome.cases.len(),
+        failed_gates,
+        outcome.gates.len(),
+        code(&outcome.run_id)
+    );
+
+    if !outcome.gates.is_empty() {
+        out.push_str("### Gates\n\n");
+        out.push_str("| Gate | Result | Cases | Passed | Pass rate | Reason |\n");
+        out.push_str("| --- | --- | ---: | ---: | ---: | --- |\n");
+        for gate in &outcome.gates {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} |",
+                code(&gate.scope),
+                if gate.passed { "✅ pass" } else { "❌ fail" },
+                gate.cases,
+                gate.passed_cases,
+                rate(gate.passed_cases, gate.cases),
+                text(gate_detail(gate))
+            );
+        }
+        out.push('\n');
+    }
+
+    let failing: Vec<_> = outcome.cases.iter().filter(|c| !c.passed).collect();
+    if !failing.is_empty() {
+        let _ = writeln!(out, "### Failing cases ({})\n", failing.len());
+        out.push_str("| Dataset | Case | First reason |\n");
+        out.push_str("| --- | --- | --- |\n");
+        for case in failing {
+            let reason = case.failure().unwrap_or_else(|| "case failed without a recorded reason".into());
+            let _ = writeln!(out, "| {} | {} | {} |", code(&case.dataset), code(&case.id), text(&reason));
+        }
+        out.push('\n');
+    }
+
+    let passing = outcome.passed_cases();
+    let _ = writeln!(out, "{passing} {} passed.", if passing == 1 { "case" } else { "cases" });
+
+    render_extras(&mut out, &outcome.extras);
+    out
+}
+
+/// One table per extra that is an object whose values are all numbers; the names of
+/// the rest, so nothing disappears silently. Keys are sorted here, not trusted to the
+/// map, so the order holds even if serde_json's `preserve_order` is ever enabled.
+fn render_extras(out: &mut String, extras: &serde_json::Map<String, Value>) {
+    let mut names: Vec<&String> = extras.keys().collect();
+    names.sort();
+    let mut other = Vec::new();
+    let mut heading = false;
+    for name in names {
+        let table = match extras.get(name) {
+            Some(Value::Object(fields)) if fields.values().all(Value::is_number) => fields,
+            _ => {
+                other.push(code(name));
+                continue;
+            }
+        };
+        if !heading {
+            out.push_str("\n### Extras\n");
+            heading = true;
+        }
+        let _ = writeln!(out, "\n#### {}\n", code(name));
+        out.push_str("| Metric | Value |\n| --- | ---: |\n");
+        let mut keys: Vec<&String> = table.keys().collect();
+        keys.sort();
+        for key in keys {
+            if let Some(value) = table.get(key) {
+                let _ = writeln!(out, "| {} | {} |", code(key), number(value));
+            }
+        }
+    }
+    if !other.is_empty() {
+        let _ = writeln!(out, "\nOther extras (see the JSON report): {}.", other.join(", "));
+    }
+}
+
+/// Integers exactly; other numbers with [`EXTRA_DECIMALS`] places.
+fn number(value: &Value) -> String {
+    if let Some(i) = value.as_i64() {
+        i.to_string()
+    } else if let Some(u) = value.as_u64() {
+        u.to_string()
+    } else if let Some(f) = value.as_f64() {
+        format!("{f:.EXTRA_DECIMALS$}")
+    } else {
+        String::new()
+    }
+}
+
+/// A pass rate from counts, rounded down to 0.1 % (exact integer arithmetic, so a
+/// rate just under 100 % never shows as 100.0 %); `–` for an empty gate.
+fn rate(passed: usize, cases: usize) -> String {
+    if cases == 0 {
+        return "–".into();
+    }
+    let permille = passed.saturating_mul(1000) / cases;
+    format!("{}.{} %", permille / 10, permille % 10)
+}
+
+/// An identifier as a code span that survives any content: the fence is one backtick
+/// longer than the longest run inside, padded when the content touches a backtick or
+/// a space, line breaks become spaces (as code spans would render them anyway).
+fn code(raw: &str) -> String {
+    let content: String = raw
+        .chars()
+        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+        .filter(|c| !c.is_control())
+        .collect::<String>()
+        .replace('|', "\\|");
+    if content.is_empty() {
+        return String::new();
+    }
+    let mut longest = 0;
+    let mut run = 0;
+    for c in content.chars() {
+        run = if c == '`' { run + 1 } else { 0 };
+        longest = longest.max(run);
+    }
+    let fence = "`".repeat(longest + 1);
+    let pad = content.starts_with(['`', ' ']) || content.ends_with(['`', ' ']);
+    let space = if pad { " " } else { "" };
+    format!("{fence}{space}{content}{space}{fence}")
+}
+
+/// Free text for a table cell: markup characters backslash-escaped, line breaks as
+/// `<br>`, other control characters dropped.
+fn text(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' => {
+                if chars.peek() != Some(&'\n') {
+                    out.push_str("<br>");
+                }
+            }
+            '\n' => out.push_str("<br>"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '<' | '>' | '|' | '&' | '~' | '!' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+
+    #[test]
+    fn the_markdown_summary_is_pinned() {
+        insta::assert_snapshot!("markdown", render(&fixture::suite()));
+    }
+
+    #[test]
+    fn the_summary_opens_with_the_verdict() {
+        let mut outcome = fixture::suite();
+        assert!(render(&outcome).starts_with("## ❌ stateval `ci`: failed\n"));
+        outcome.passed = true;
+        assert!(render(&outcome).starts_with("## ✅ stateval `ci`: passed\n"));
+    }
+
+    #[test]
+    fn every_table_row_has_as_many_cells_as_its_header() {
+        // Count unescaped pipes: a `|` leaking from a case id or reason adds a cell.
+        let rendered = render(&fixture::suite());
+        let mut expected = None;
+        for line in rendered.lines() {
+            if !line.starts_with('|') {
+                expected = None;
+                continue;
+            }
+            let mut pipes = 0;
+            let mut escaped = false;
+            for c in line.chars() {
+                match (escaped, c) {
+                    (false, '\\') => escaped = true,
+                    (false, '|') => pipes += 1,
+                    _ => escaped = false,
+                }
+            }
+            let want = *expected.get_or_insert(pipes);
+            assert_eq!(pipes, want, "{line}");
+        }
+    }
+
+    #[test]
+    fn a_code_span_fence_outgrows_the_backticks_inside() {
+        assert_eq!(code("plain"), "`plain`");
+        assert_eq!(code("a`b"), "``a`b``");
+        assert_eq!(code("``x"), "``` ``x ```");
+        assert_eq!(code("a|b"), "`a\\|b`");
+        assert_eq!(code("two\nlines"), "`two lines`");
+    }
+
+    #[test]
+    fn free_text_escapes_markup_and_keeps_line_breaks_visible() {
+        assert_eq!(text("a|b"), "a\\|b");
+        assert_eq!(text("`x` *y* <b>&amp;"), "\\`x\\` \\*y\\* \\<b\\>\\&amp;");
+        assert_eq!(text("one\ntwo\r\nthree"), "one<br>two<br>three");
+        assert_eq!(text("esc\u{1b}[0m"), "esc\\[0m");
+    }
+
+    #[test]
+    fn rates_round_down_from_counts() {
+        assert_eq!(rate(1, 3), "33.3 %");
+        assert_eq!(rate(2, 3), "66.6 %");
+        assert_eq!(rate(9995, 10_000), "99.9 %");
+        assert_eq!(rate(0, 0), "–");
+    }
+
+    #[test]
+    fn extras_that_are_objects_of_numbers_become_tables_and_others_are_named() {
+        let rendered = render(&fixture::suite());
+        assert!(
+            rendered.contains(
+                "#### `reliability`\n\n| Metric | Value |\n| --- | ---: |\n\
+             | `pass_at_1` | 0.333 |\n| `pass_hat_k` | 0.000 |\n| `runs` | 4 |\n\
+             | `` tool\\|calls` `` | 12.500 |\n"
+            ),
+            "{rendered}"
+        );
+        assert!(rendered.ends_with("\nOther extras (see the JSON report): `notes`.\n"));
+    }
+
+    #[test]
+    fn no_extras_means_no_extras_section() {
+        let mut outcome = fixture::suite();
+        outcome.extras.clear();
+        let rendered = render(&outcome);
+        assert!(!rendered.contains("Extras"), "{rendered}");
+        assert!(rendered.ends_with("1 case passed.\n"), "{rendered}");
+    }
+}

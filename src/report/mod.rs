@@ -1,0 +1,370 @@
+//! Reporters: each one a consumer of the runner's result stream, none aware of another.
+//!
+//! The stream has two parts, both defined in [`crate::runner::outcome`]: a
+//! [`CaseOutcome`](crate::runner::outcome::CaseOutcome) as each case finishes (only the
+//! live terminal progress in [`pretty`] consumes those), then the whole
+//! [`SuiteOutcome`] once every case and gate is decided. Every reporter is a pure
+//! `render(&SuiteOutcome) -> text`; this module only maps the `[report]` section to
+//! files and writes them atomically, so adding a format touches no other reporter.
+//!
+//! Determinism: the same `SuiteOutcome` renders to the same bytes. No reporter reads
+//! the clock, every map is ordered, and every float is printed with fixed precision.
+
+pub mod json;
+pub mod junit;
+pub mod markdown;
+pub mod pretty;
+pub mod tap;
+
+#[cfg(test)]
+mod fixture;
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::runner::outcome::{GateOutcome, SuiteOutcome};
+pub use tap::TapVersion;
+
+/// The `[report]` section of a pipeline: which report files to write, relative to the
+/// pipeline's base directory.
+///
+/// ```toml
+/// [report]
+/// junit = "reports/junit.xml"
+/// tap = "reports/results.tap"
+/// tap_version = 14
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub junit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tap: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub markdown: Option<String>,
+    /// 13 (the default: what most harnesses read) or 14.
+    #[serde(default = "default_tap_version")]
+    pub tap_version: u8,
+}
+
+fn default_tap_version() -> u8 {
+    13
+}
+
+impl Default for ReportConfig {
+    fn default() -> Self {
+        ReportConfig { junit: None, tap: None, json: None, markdown: None, tap_version: default_tap_version() }
+    }
+}
+
+/// A `[report]` section that parses but cannot be honoured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {problem}")]
+pub struct ReportConfigError {
+    /// The dotted key at fault (`report.tap_version`).
+    pub key: String,
+    pub problem: String,
+}
+
+/// A file format [`write_reports`] can write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Junit,
+    Tap(TapVersion),
+    Markdown,
+}
+
+impl Format {
+    /// The `[report]` key that configures this format.
+    pub fn key(self) -> &'static str {
+        match self {
+            Format::Json => "json",
+            Format::Junit => "junit",
+            Format::Tap(_) => "tap",
+            Format::Markdown => "markdown",
+        }
+    }
+
+    /// Renders `outcome` in this format.
+    pub fn render(self, outcome: &SuiteOutcome) -> Result<String, String> {
+        match self {
+            Format::Json => json::render(outcome).map_err(|e| e.to_string()),
+            Format::Junit => junit::render(outcome).map_err(|e| e.to_string()),
+            Format::Tap(version) => Ok(tap::render(outcome, version)),
+            Format::Markdown => Ok(markdown::render(outcome)),
+        }
+    }
+}
+
+impl ReportConfig {
+    /// Checks `tap_version`, and that no two formats write the same path (the second
+    /// would silently replace the first).
+    pub fn validate(&self) -> Result<(), ReportConfigError> {
+        self.outputs().map(|_| ())
+    }
+
+    /// The configured formats with their paths, in a fixed order (json, junit, tap,
+    /// markdown).
+    pub fn outputs(&self) -> Result<Vec<(Format, &str)>, ReportConfigError> {
+        let version = TapVersion::try_from(self.tap_version)
+            .map_err(|problem| ReportConfigError { key: "report.tap_version".into(), problem })?;
+        let candidates = [
+            (Format::Json, &self.json),
+            (Format::Junit, &self.junit),
+            (Format::Tap(version), &self.tap),
+            (Format::Markdown, &self.markdown),
+        ];
+        let mut outputs: Vec<(Format, &str)> = Vec::new();
+        for (format, path) in candidates {
+            let Some(path) = path.as_deref() else {
+                continue;
+            };
+            if path.is_empty() {
+                return Err(ReportConfigError {
+                    key: format!("report.{}", format.key()),
+                    problem: "the path is empty".into(),
+                });
+            }
+            if let Some((earlier, _)) = outputs.iter().find(|(_, p)| Path::new(p) == Path::new(path)) {
+                return Err(ReportConfigError {
+                    key: format!("report.{}", format.key()),
+                    problem: format!("{path:?} is already written by report.{}", earlier.key()),
+                });
+            }
+            outputs.push((format, path));
+        }
+        Ok(outputs)
+    }
+}
+
+/// Why a report could not be written: a config error names its key, every other
+/// variant the path it was writing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Config(#[from] ReportConfigError),
+    #[error("{}: cannot render the {format} report: {message}", path.display())]
+    Render { path: PathBuf, format: &'static str, message: String },
+    #[error("{}: cannot {action}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        action: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{}: not a file path", path.display())]
+    NotAFile { path: PathBuf },
+}
+
+/// Writes every report configured in `config`, resolving relative paths against
+/// `base`, and returns the paths written (json, junit, tap, markdown order).
+///
+/// Each file is written atomically: a reader (a CI uploader, a later step) sees the
+/// previous file or the complete new one, never a half-written report.
+pub fn write_reports(outcome: &SuiteOutcome, config: &ReportConfig, base: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    let outputs = config.outputs()?;
+    let mut written = Vec::with_capacity(outputs.len());
+    for (format, relative) in outputs {
+        let path = base.join(relative);
+        let text = format.render(outcome).map_err(|message| ReportError::Render {
+            path: path.clone(),
+            format: format.key(),
+            message,
+        })?;
+        write_atomically(&path, text.as_bytes())?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// A gate's reason without the leading `scope: ` that gates write, for reporters that
+/// print the scope themselves (`FAIL gate security: 9/10 passed …`).
+fn gate_detail(gate: &GateOutcome) -> &str {
+    gate.reason.strip_prefix(gate.scope.as_str()).and_then(|rest| rest.strip_prefix(": ")).unwrap_or(&gate.reason)
+}
+
+/// Writes `bytes` to a temporary file beside `path`, syncs it, then renames it over
+/// `path` (a rename within one directory is atomic). Parent directories are created.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    let io_error = |path: &Path, action, source| ReportError::Io { path: path.to_path_buf(), action, source };
+    let Some(name) = path.file_name() else {
+        return Err(ReportError::NotAFile { path: path.to_path_buf() });
+    };
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    fs::create_dir_all(dir).map_err(|e| io_error(dir, "create the directory", e))?;
+
+    // Hidden, and unique per process, so concurrent runs never share a temporary file.
+    let tmp = dir.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
+    let result = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .and_then(|mut file| {
+            file.write_all(bytes)?;
+            file.sync_all()
+        })
+        .map_err(|e| io_error(path, "write", e))
+        .and_then(|()| fs::rename(&tmp, path).map_err(|e| io_error(path, "replace", e)));
+    if result.is_err() {
+        // Best effort: the error that matters is the one returned.
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct Pipeline {
+        report: ReportConfig,
+    }
+
+    fn parse(toml: &str) -> Result<ReportConfig, String> {
+        toml::from_str::<Pipeline>(toml).map(|p| p.report).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_report_section_of_a_pipeline_deserialises_with_tap_13_by_default() {
+        let config = parse(
+            "[report]\njunit = \"reports/junit.xml\"\ntap = \"reports/results.tap\"\n\
+             json = \"reports/report.json\"\nmarkdown = \"reports/summary.md\"\n",
+        );
+        assert_eq!(
+            config,
+            Ok(ReportConfig {
+                junit: Some("reports/junit.xml".into()),
+                tap: Some("reports/results.tap".into()),
+                json: Some("reports/report.json".into()),
+                markdown: Some("reports/summary.md".into()),
+                tap_version: 13,
+            })
+        );
+    }
+
+    #[test]
+    fn an_unknown_report_key_is_rejected() {
+        let err = parse("[report]\nxml = \"x.xml\"\n").err().unwrap_or_default();
+        assert!(err.contains("unknown field `xml`"), "{err}");
+    }
+
+    #[test]
+    fn tap_version_must_be_13_or_14() {
+        let config = parse("[report]\ntap = \"r.tap\"\ntap_version = 14\n");
+        assert_eq!(config.map(|c| c.validate()), Ok(Ok(())));
+        let config = ReportConfig { tap_version: 12, ..ReportConfig::default() };
+        assert_eq!(
+            config.validate().map_err(|e| e.to_string()),
+            Err("report.tap_version: 12 is not a supported TAP version (13 or 14)".into())
+        );
+    }
+
+    #[test]
+    fn two_formats_writing_one_path_are_rejected() {
+        let config = ReportConfig {
+            junit: Some("reports/out".into()),
+            markdown: Some("reports/out".into()),
+            ..ReportConfig::default()
+        };
+        assert_eq!(
+            config.validate().map_err(|e| e.to_string()),
+            Err("report.markdown: \"reports/out\" is already written by report.junit".into())
+        );
+    }
+
+    #[test]
+    fn reports_are_written_under_base_creating_directories() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let outcome = fixture::suite();
+        let config = ReportConfig {
+            junit: Some("reports/ci/junit.xml".into()),
+            tap: Some("reports/results.tap".into()),
+            json: Some("report.json".into()),
+            markdown: Some("reports/summary.md".into()),
+            tap_version: 14,
+        };
+        let written = write_reports(&outcome, &config, dir.path())?;
+        let expected: Vec<PathBuf> =
+            ["report.json", "reports/ci/junit.xml", "reports/results.tap", "reports/summary.md"]
+                .iter()
+                .map(|p| dir.path().join(p))
+                .collect();
+        assert_eq!(written, expected);
+
+        assert_eq!(fs::read_to_string(&expected[0])?, json::render(&outcome)?);
+        assert_eq!(fs::read_to_string(&expected[1])?, junit::render(&outcome)?);
+        assert_eq!(fs::read_to_string(&expected[2])?, tap::render(&outcome, TapVersion::V14));
+        assert_eq!(fs::read_to_string(&expected[3])?, markdown::render(&outcome));
+
+        // No temporary file is left beside any report.
+        for sub in ["", "reports", "reports/ci"] {
+            for entry in fs::read_dir(dir.path().join(sub))? {
+                let name = entry?.file_name().to_string_lossy().into_owned();
+                assert!(!name.ends_with(".tmp"), "left behind: {sub}/{name}");
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn writing_the_same_outcome_twice_gives_identical_bytes() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let config = ReportConfig {
+            junit: Some("junit.xml".into()),
+            tap: Some("results.tap".into()),
+            json: Some("report.json".into()),
+            markdown: Some("summary.md".into()),
+            tap_version: 13,
+        };
+        let first: Vec<Vec<u8>> =
+            write_reports(&fixture::suite(), &config, dir.path())?.iter().map(fs::read).collect::<Result<_, _>>()?;
+        let second: Vec<Vec<u8>> =
+            write_reports(&fixture::suite(), &config, dir.path())?.iter().map(fs::read).collect::<Result<_, _>>()?;
+        assert_eq!(first.len(), 4);
+        assert_eq!(first, second);
+        Ok(())
+    }
+
+    #[test]
+    fn an_unwritable_report_error_names_the_path() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        // A file where a directory is needed.
+        fs::write(dir.path().join("reports"), b"not a directory")?;
+        let config = ReportConfig { junit: Some("reports/junit.xml".into()), ..ReportConfig::default() };
+        let err =
+            write_reports(&fixture::suite(), &config, dir.path()).err().map(|e| e.to_string()).unwrap_or_default();
+        let reports = dir.path().join("reports");
+        assert!(err.starts_with(&format!("{}: cannot create the directory", reports.display())), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_report_path_without_a_file_name_is_refused() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let config = ReportConfig { json: Some("reports/..".into()), ..ReportConfig::default() };
+        let err = write_reports(&fixture::suite(), &config, dir.path()).err();
+        assert!(matches!(err, Some(ReportError::NotAFile { .. })), "{err:?}");
+        Ok(())
+    }
+
+    #[test]
+    fn no_configured_report_writes_nothing() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let written = write_reports(&fixture::suite(), &ReportConfig::default(), dir.path())?;
+        assert!(written.is_empty());
+        assert_eq!(fs::read_dir(dir.path())?.count(), 0);
+        Ok(())
+    }
+}

@@ -1,0 +1,250 @@
+//! Terminal output: a live progress bar on stderr while cases run, and a summary at
+//! the end (failing cases with every reason, warnings, gates, verdict).
+//!
+//! Colour is the caller's choice ([`ColorChoice`]), so tests can pin both forms; the
+//! CLI passes [`stdout_color_choice`], which is anstream's rule: colour only on a
+//! terminal, never with `NO_COLOR` set (and `CLICOLOR`/`CLICOLOR_FORCE` honoured).
+//! Text from datasets is shown with control characters spelt out, so a case id or a
+//! reason can neither inject escape sequences into the terminal nor break a line.
+
+use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anstream::AutoStream;
+pub use anstream::ColorChoice;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::report::gate_detail;
+use crate::runner::outcome::{CaseOutcome, SuiteOutcome};
+
+const RED: &str = "\x1b[31m";
+const GREEN: &str = "\x1b[32m";
+const YELLOW: &str = "\x1b[33m";
+const BOLD: &str = "\x1b[1m";
+const RESET: &str = "\x1b[0m";
+
+/// Live progress over the cases of a run, fed one [`CaseOutcome`] at a time.
+///
+/// Safe to share between the runner's tasks (`&self` methods, atomic counters).
+#[derive(Debug)]
+pub struct Progress {
+    bar: ProgressBar,
+    passed: AtomicUsize,
+    failed: AtomicUsize,
+}
+
+impl Progress {
+    /// A bar over `total` cases on stderr, hidden when stderr is not a terminal (CI
+    /// logs get the summary only, not a redraw per case).
+    pub fn new(total: usize) -> Self {
+        Self::for_stderr(total, io::stderr().is_terminal())
+    }
+
+    fn for_stderr(total: usize, stderr_is_terminal: bool) -> Self {
+        let target = if stderr_is_terminal { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        Self::with_target(total, target)
+    }
+
+    /// A progress that counts but never draws.
+    pub fn hidden(total: usize) -> Self {
+        Self::with_target(total, ProgressDrawTarget::hidden())
+    }
+
+    fn with_target(total: usize, target: ProgressDrawTarget) -> Self {
+        let bar = ProgressBar::with_draw_target(Some(total as u64), target);
+        // No colour in the template: the bar needs none, and so NO_COLOR holds here too.
+        let style = ProgressStyle::with_template("{pos:>5}/{len} [{bar:30}] {msg}")
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+        bar.set_style(style);
+        Progress { bar, passed: AtomicUsize::new(0), failed: AtomicUsize::new(0) }
+    }
+
+    /// Records a finished case: advances the bar and prints a failing case above it.
+    pub fn case_done(&self, case: &CaseOutcome) {
+        if case.passed {
+            self.passed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            self.bar.println(format!("FAIL {} :: {}", visible(&case.dataset), visible(&case.id)));
+        }
+        self.bar.set_message(format!("{} passed, {} failed", self.passed(), self.failed()));
+        self.bar.inc(1);
+    }
+
+    pub fn passed(&self) -> usize {
+        self.passed.load(Ordering::Relaxed)
+    }
+
+    pub fn failed(&self) -> usize {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Whether anything is drawn.
+    pub fn is_hidden(&self) -> bool {
+        self.bar.is_hidden()
+    }
+
+    /// Removes the bar, before the summary is printed.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// anstream's decision for stdout: colour on a terminal unless `NO_COLOR` is set.
+pub fn stdout_color_choice() -> ColorChoice {
+    AutoStream::choice(&io::stdout())
+}
+
+/// Writes the end-of-run summary to `out`, coloured per `color`.
+///
+/// `ColorChoice::Auto` on a `dyn Write` cannot see a terminal and so means no colour;
+/// pass [`stdout_color_choice`] for the real decision.
+pub fn write_summary(outcome: &SuiteOutcome, out: &mut dyn Write, color: ColorChoice) -> io::Result<()> {
+    // Rendered into memory first: anstream's streams only wrap `'static` writers, and
+    // one write of the finished summary keeps it from interleaving with other output.
+    let mut buffer = AutoStream::new(Vec::new(), color);
+    render_summary(outcome, &mut buffer)?;
+    out.write_all(&buffer.into_inner())?;
+    out.flush()
+}
+
+fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write) -> io::Result<()> {
+    let mut listed = false;
+    for case in outcome.cases.iter().filter(|c| !c.passed) {
+        listed = true;
+        writeln!(out, "{RED}{BOLD}FAIL{RESET} {} :: {}", visible(&case.dataset), visible(&case.id))?;
+        let mut reasons = case.failures();
+        if reasons.is_empty() {
+            reasons.push("case failed without a recorded reason".into());
+        }
+        for reason in reasons {
+            writeln!(out, "     {}", visible(&reason))?;
+        }
+    }
+    for case in &outcome.cases {
+        for run in &case.runs {
+            for warning in &run.warnings {
+                listed = true;
+                writeln!(
+                    out,
+                    "{YELLOW}WARN{RESET} {} :: {}: run {}: {}",
+                    visible(&case.dataset),
+                    visible(&case.id),
+                    run.index,
+                    visible(warning)
+                )?;
+            }
+        }
+    }
+    if listed {
+        writeln!(out)?;
+    }
+
+    for gate in &outcome.gates {
+        let status = if gate.passed { format!("{GREEN}PASS{RESET}") } else { format!("{RED}FAIL{RESET}") };
+        writeln!(out, "{status} gate {}: {}", visible(&gate.scope), visible(gate_detail(gate)))?;
+    }
+
+    let failed_gates = outcome.gates.iter().filter(|g| !g.passed).count();
+    let verdict =
+        if outcome.passed { format!("{GREEN}{BOLD}PASSED{RESET}") } else { format!("{RED}{BOLD}FAILED{RESET}") };
+    writeln!(
+        out,
+        "{verdict} {}: {}/{} cases passed, {}/{} gates failed (run {})",
+        visible(&outcome.pipeline),
+        outcome.passed_cases(),
+        outcome.cases.len(),
+        failed_gates,
+        outcome.gates.len(),
+        visible(&outcome.run_id)
+    )
+}
+
+/// `text` with control characters, and the bidirectional overrides that can make a
+/// terminal show text in another order than it is ("Trojan Source"), spelt out.
+fn visible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+                out.push_str(&c.escape_unicode().to_string());
+            }
+            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+
+    fn summary(color: ColorChoice) -> String {
+        let mut bytes = Vec::new();
+        let result = write_summary(&fixture::suite(), &mut bytes, color);
+        assert!(result.is_ok(), "{result:?}");
+        String::from_utf8(bytes).unwrap_or_else(|e| panic!("summary is not UTF-8: {e}"))
+    }
+
+    #[test]
+    fn the_uncoloured_summary_is_pinned_and_has_no_escape_sequence() {
+        let text = summary(ColorChoice::Never);
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+        insta::assert_snapshot!("pretty", text);
+    }
+
+    #[test]
+    fn the_coloured_summary_is_the_uncoloured_one_plus_our_own_styles() {
+        let coloured = summary(ColorChoice::Always);
+        assert!(coloured.contains(&format!("{RED}{BOLD}FAIL{RESET}")), "{coloured:?}");
+        let mut stripped = coloured;
+        for style in [RED, GREEN, YELLOW, BOLD, RESET] {
+            stripped = stripped.replace(style, "");
+        }
+        assert_eq!(stripped, summary(ColorChoice::Never));
+    }
+
+    #[test]
+    fn auto_colour_on_a_plain_writer_means_no_colour() {
+        assert_eq!(summary(ColorChoice::Auto), summary(ColorChoice::Never));
+    }
+
+    #[test]
+    fn an_escape_sequence_in_a_reason_is_shown_not_obeyed() {
+        // The fixture's second reason carries ESC[31m: it must reach the terminal as
+        // text even when our own colours are on.
+        let coloured = summary(ColorChoice::Always);
+        assert!(coloured.contains("found:\\nline two \\u{1b}[31mred\\u{1b}[0m"), "{coloured:?}");
+        assert_eq!(visible("a\u{202e}b"), "a\\u{202e}b");
+    }
+
+    #[test]
+    fn the_stdout_colour_choice_is_always_decided() {
+        assert_ne!(stdout_color_choice(), ColorChoice::Auto);
+    }
+
+    #[test]
+    fn progress_counts_passed_and_failed_cases() {
+        let outcome = fixture::suite();
+        let progress = Progress::hidden(outcome.cases.len());
+        assert!(progress.is_hidden());
+        for case in &outcome.cases {
+            progress.case_done(case);
+        }
+        assert_eq!((progress.passed(), progress.failed()), (1, 2));
+        progress.finish();
+    }
+
+    #[test]
+    fn progress_is_hidden_when_stderr_is_not_a_terminal() {
+        let progress = Progress::for_stderr(3, false);
+        assert!(progress.is_hidden());
+        progress.finish();
+    }
+}

@@ -1,0 +1,399 @@
+//! The TAP report (Test Anything Protocol, versions 13 and 14), for `prove`-style
+//! harnesses and CI plugins that read TAP.
+//!
+//! One test point per case (`ok 3 - examples/treasury :: case-id`), in outcome order.
+//! A failing case is followed by an indented YAML diagnostics block: the first reason
+//! as `message`, `severity`, every reason under `failures`, and per run its log, head
+//! and status. Gates and the verdict close the stream as comment lines.
+//!
+//! Quoting: case ids and reasons are arbitrary text. In a description `\` and `#` are
+//! backslash-escaped (an unescaped `# TODO` would turn a failure into a pass) and
+//! control characters are spelt out; every YAML string is double-quoted with escapes
+//! limited to the set both YAML 1.2 and Perl's TAP::Parser YAMLish reader decode
+//! (`\"`, `\\`, `\n`, `\r`, `\t`, `\xHH`), so no text can end or restructure a block.
+//! Versions 13 and 14 differ here only in the version line: the output uses nothing
+//! (subtests, pragmas) whose syntax changed.
+
+use std::fmt::Write as _;
+
+use crate::report::gate_detail;
+use crate::runner::outcome::{CaseOutcome, RunResult, SuiteOutcome};
+
+/// The TAP version to declare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TapVersion {
+    V13,
+    V14,
+}
+
+impl TapVersion {
+    pub fn number(self) -> u8 {
+        match self {
+            TapVersion::V13 => 13,
+            TapVersion::V14 => 14,
+        }
+    }
+}
+
+impl TryFrom<u8> for TapVersion {
+    type Error = String;
+
+    fn try_from(number: u8) -> Result<Self, Self::Error> {
+        match number {
+            13 => Ok(TapVersion::V13),
+            14 => Ok(TapVersion::V14),
+            other => Err(format!("{other} is not a supported TAP version (13 or 14)")),
+        }
+    }
+}
+
+/// `outcome` as a TAP stream of the given version.
+pub fn render(outcome: &SuiteOutcome, version: TapVersion) -> String {
+    let mut out = String::new();
+    // `fmt::Write` into a `String` cannot fail; the results are ignored for that reason.
+    let _ = writeln!(out, "TAP version {}", version.number());
+    if outcome.cases.is_empty() {
+        out.push_str("1..0 # SKIP no cases\n");
+    } else {
+        let _ = writeln!(out, "1..{}", outcome.cases.len());
+    }
+    for (number, case) in (1..).zip(&outcome.cases) {
+        test_point(&mut out, number, case);
+    }
+    for gate in &outcome.gates {
+        let verdict = if gate.passed { "PASS" } else { "FAIL" };
+        let _ = writeln!(out, "# gate {}: {verdict} - {}", comment_text(&gate.scope), comment_text(gate_detail(gate)));
+    }
+    let failed_gates: Vec<&str> = outcome.gates.iter().filter(|g| !g.passed).map(|g| g.scope.as_str()).collect();
+    let _ = writeln!(
+        out,
+        "# verdict: {} - {}/{} cases passed, {}",
+        if outcome.passed { "PASS" } else { "FAIL" },
+        outcome.passed_cases(),
+        outcome.cases.len(),
+        if failed_gates.is_empty() {
+            "every gate passed".to_string()
+        } else {
+            comment_text(&format!("gates failed: {}", failed_gates.join(", ")))
+        }
+    );
+    out
+}
+
+fn test_point(out: &mut String, number: usize, case: &CaseOutcome) {
+    let _ = writeln!(
+        out,
+        "{} {number} - {} :: {}",
+        if case.passed { "ok" } else { "not ok" },
+        description_text(&case.dataset),
+        description_text(&case.id)
+    );
+    if case.passed {
+        for run in &case.runs {
+            for warning in &run.warnings {
+                let _ = writeln!(out, "# warning: run {}: {}", run.index, comment_text(warning));
+            }
+        }
+        return;
+    }
+
+    out.push_str("  ---\n");
+    let message = case.failure().unwrap_or_else(|| "case failed without a recorded reason".into());
+    let _ = writeln!(out, "  message: {}", yaml_string(&message));
+    out.push_str("  severity: fail\n");
+    let _ = writeln!(out, "  source: {}", yaml_string(&case.source));
+    let failures = case.failures();
+    if !failures.is_empty() {
+        out.push_str("  failures:\n");
+        for failure in &failures {
+            let _ = writeln!(out, "    - {}", yaml_list_item(failure));
+        }
+    }
+    if !case.runs.is_empty() {
+        out.push_str("  runs:\n");
+        for run in &case.runs {
+            run_diagnostics(out, run);
+        }
+    }
+    out.push_str("  ...\n");
+}
+
+fn run_diagnostics(out: &mut String, run: &RunResult) {
+    let _ = writeln!(out, "    - index: {}", run.index);
+    let _ = writeln!(out, "      passed: {}", run.passed);
+    let _ = writeln!(out, "      status: {}", yaml_string(&run.status));
+    let _ = writeln!(out, "      events: {}", run.events);
+    let _ = writeln!(out, "      log: {}", yaml_string(&run.log));
+    match &run.head {
+        Some(head) => {
+            let _ = writeln!(out, "      head: {}", yaml_string(head));
+        }
+        None => out.push_str("      head: ~\n"),
+    }
+    if let Some(error) = &run.error {
+        let _ = writeln!(out, "      error: {}", yaml_string(error));
+    }
+    if !run.warnings.is_empty() {
+        out.push_str("      warnings:\n");
+        for warning in &run.warnings {
+            let _ = writeln!(out, "        - {}", yaml_list_item(warning));
+        }
+    }
+}
+
+/// A YAML double-quoted scalar that any YAML 1.1/1.2 reader and TAP::Parser's
+/// YAMLish reader decode back to `text`. Characters YAML forbids raw (C0 and C1
+/// controls, DEL) are `\xHH`; everything else printable passes through as UTF-8.
+fn yaml_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                // C0, DEL and C1 are all below U+0100: two hex digits suffice.
+                let _ = write!(out, "\\x{:02x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A string as a YAML list item (after `- `). TAP::Parser's YAMLish reader (3.44)
+/// takes an item whose first word ends in `:` (`- "stability.passed: 0/1"`) for an
+/// inline mapping and then dies on the quote, so that one colon is written as the
+/// equivalent escape `\x3a`. Every YAML reader decodes both forms to the same text.
+fn yaml_list_item(text: &str) -> String {
+    let mut quoted = yaml_string(text);
+    // The reader's pattern is `- \S+\s*:(\s|$)`: a colon ending the first word, or
+    // standing alone after it and followed by a space or the end.
+    let first_word_end = quoted.find(char::is_whitespace).unwrap_or(quoted.len());
+    let colon = if quoted[..first_word_end].ends_with(':') {
+        Some(first_word_end - 1)
+    } else {
+        let rest = &quoted[first_word_end..];
+        let gap = rest.len() - rest.trim_start().len();
+        let after = &rest[gap..];
+        (gap > 0 && after.starts_with(':') && after[1..].chars().next().is_none_or(char::is_whitespace))
+            .then_some(first_word_end + gap)
+    };
+    if let Some(at) = colon {
+        quoted.replace_range(at..at + 1, "\\x3a");
+    }
+    quoted
+}
+
+/// Text for a test point description: one line, `\` and `#` escaped so no directive
+/// (`# SKIP`, `# TODO`) can be smuggled in by a case id.
+fn description_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '#' => out.push_str("\\#"),
+            c => push_visible(&mut out, c),
+        }
+    }
+    out
+}
+
+/// Text for a comment line: one line, controls spelt out.
+fn comment_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        push_visible(&mut out, c);
+    }
+    out
+}
+
+fn push_visible(out: &mut String, c: char) {
+    match c {
+        '\n' => out.push_str("\\n"),
+        '\r' => out.push_str("\\r"),
+        '\t' => out.push_str("\\t"),
+        c if c.is_control() => {
+            let _ = write!(out, "\\x{:02x}", u32::from(c));
+        }
+        c => out.push(c),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+
+    use serde_json::Value;
+
+    use super::*;
+    use crate::report::fixture;
+
+    /// Parses `tap` with Perl's TAP::Parser and returns what it understood as JSON.
+    /// Fails the test (never skips it) when perl or TAP::Parser is missing: CI must
+    /// have them (Debian's `perl` package ships TAP::Parser and JSON::PP).
+    fn tap_parser(tap: &str) -> Value {
+        const SCRIPT: &str = r#"
+            use strict; use warnings;
+            use TAP::Parser; use JSON::PP;
+            binmode STDIN, ':encoding(UTF-8)';
+            my $tap = do { local $/; <STDIN> };
+            my $parser = TAP::Parser->new({ tap => $tap });
+            my (@descriptions, @yaml, @comments);
+            while (my $result = $parser->next) {
+                push @descriptions, $result->description if $result->is_test;
+                push @yaml, $result->data if $result->is_yaml;
+                push @comments, $result->comment if $result->is_comment;
+            }
+            print JSON::PP->new->utf8->canonical->encode({
+                version => 0 + $parser->version,
+                plan => $parser->plan,
+                good_plan => $parser->good_plan ? JSON::PP::true : JSON::PP::false,
+                tests_run => $parser->tests_run,
+                passed => scalar($parser->passed),
+                failed => scalar($parser->failed),
+                todo => scalar($parser->todo),
+                skipped => scalar($parser->skipped),
+                parse_errors => [$parser->parse_errors],
+                descriptions => \@descriptions,
+                yaml => \@yaml,
+                comments => \@comments,
+            });
+        "#;
+        let child = Command::new("perl")
+            .args(["-e", SCRIPT])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = child.unwrap_or_else(|e| panic!("cannot run perl: {e}"));
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(tap.as_bytes()).unwrap_or_else(|e| panic!("cannot feed perl: {e}"));
+        }
+        let output = child.wait_with_output().unwrap_or_else(|e| panic!("perl failed: {e}"));
+        assert!(output.status.success(), "perl TAP::Parser failed: {}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("perl said: {e}"))
+    }
+
+    /// What both versions must parse to: the plan, 1 pass, 2 real failures (not
+    /// TODO: the tricky id's `# TODO` is escaped), the YAML decoded exactly.
+    fn assert_parsed_like_the_fixture(parsed: &Value) {
+        assert_eq!(parsed["plan"], "1..3");
+        assert_eq!(parsed["good_plan"], true);
+        assert_eq!(parsed["tests_run"], 3);
+        assert_eq!(parsed["passed"], 1);
+        assert_eq!(parsed["failed"], 2);
+        assert_eq!(parsed["todo"], 0);
+        assert_eq!(parsed["skipped"], 0);
+
+        assert_eq!(parsed["descriptions"][1], "- examples/treasury :: redirect \"attack\": \\# TODO \\#1 | <b>&co `x`");
+
+        let yaml = &parsed["yaml"];
+        assert_eq!(yaml.as_array().map(Vec::len), Some(2), "{yaml}");
+        let tricky = &yaml[0];
+        assert_eq!(tricky["message"], format!("run 0: policy.denials: {}", fixture::FIRST_REASON));
+        assert_eq!(tricky["severity"], "fail");
+        assert_eq!(
+            tricky["failures"],
+            serde_json::json!([
+                format!("run 0: policy.denials: {}", fixture::FIRST_REASON),
+                format!("run 1: memory.semantic.payee: {}", fixture::SECOND_REASON),
+            ])
+        );
+        assert_eq!(tricky["runs"][1]["head"], "blake3:1f3a91c1d");
+        assert_eq!(tricky["runs"][1]["status"], "completed");
+        assert_eq!(tricky["runs"][1]["log"], ".stateval/runs/r1/case/1.jsonl");
+
+        let miss = &yaml[1];
+        assert_eq!(miss["failures"][1], "stability.passed: only 0/1 runs completed");
+        assert_eq!(miss["message"], format!("run 0: {}", fixture::REPLAY_MISS));
+        assert_eq!(miss["runs"][0]["head"], Value::Null);
+        assert_eq!(miss["runs"][0]["error"], fixture::REPLAY_MISS);
+        assert_eq!(miss["runs"][0]["status"], "replay_exhausted");
+
+        let comments: Vec<&str> =
+            parsed["comments"].as_array().map(|c| c.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        assert!(
+            comments.contains(
+                &"gate security: FAIL - 0/2 passed (0.0 %), below min_cases 3, \
+                  below min_pass_rate 95.0 %"
+            ),
+            "{comments:?}"
+        );
+    }
+
+    #[test]
+    fn tap_13_is_read_by_perls_tap_parser_without_errors() {
+        let parsed = tap_parser(&render(&fixture::suite(), TapVersion::V13));
+        assert_eq!(parsed["version"], 13);
+        assert_eq!(parsed["parse_errors"], serde_json::json!([]));
+        assert_parsed_like_the_fixture(&parsed);
+    }
+
+    #[test]
+    fn tap_14_is_read_by_perls_tap_parser_apart_from_the_version_it_may_not_know() {
+        // TAP::Parser 3.44 (Debian 12's perl) knows versions up to 13: it reports
+        // exactly one parse error for the version line, then parses the rest as 13.
+        // A newer parser that knows 14 reports none. Anything else is our fault.
+        let parsed = tap_parser(&render(&fixture::suite(), TapVersion::V14));
+        let errors = parsed["parse_errors"].as_array().cloned().unwrap_or_default();
+        let only_unknown_version = errors
+            .iter()
+            .all(|e| e.as_str().is_some_and(|e| e.starts_with("TAP specified version 14 but we don't know")));
+        assert!(errors.len() <= 1 && only_unknown_version, "{errors:?}");
+        assert_parsed_like_the_fixture(&parsed);
+    }
+
+    #[test]
+    fn an_empty_suite_is_a_skipped_plan() {
+        let mut outcome = fixture::suite();
+        outcome.cases.clear();
+        let parsed = tap_parser(&render(&outcome, TapVersion::V13));
+        assert_eq!(parsed["plan"], "1..0");
+        assert_eq!(parsed["good_plan"], true);
+        assert_eq!(parsed["parse_errors"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn yaml_strings_escape_quotes_backslashes_and_controls() {
+        assert_eq!(yaml_string("a\"b\\c"), r#""a\"b\\c""#);
+        assert_eq!(yaml_string("x\ny\tz\r"), r#""x\ny\tz\r""#);
+        assert_eq!(yaml_string("\u{1b}[0m\u{7f}\u{85}"), r#""\x1b[0m\x7f\x85""#);
+        assert_eq!(yaml_string("key: #1 ≥ 2"), "\"key: #1 ≥ 2\"");
+    }
+
+    #[test]
+    fn a_list_item_never_looks_like_an_inline_mapping_to_yamlish() {
+        assert_eq!(yaml_list_item("a.b: c"), r#""a.b\x3a c""#);
+        assert_eq!(yaml_list_item("word : c"), r#""word \x3a c""#);
+        // Left alone: a colon inside the first word, after the second, or glued on.
+        assert_eq!(yaml_list_item("a:b c: d"), r#""a:b c: d""#);
+        assert_eq!(yaml_list_item("run 0: x"), r#""run 0: x""#);
+        assert_eq!(yaml_list_item("word :x"), r#""word :x""#);
+        assert_eq!(yaml_list_item("a.b:"), r#""a.b:""#);
+    }
+
+    #[test]
+    fn a_description_cannot_carry_a_directive_or_a_line_break() {
+        assert_eq!(description_text("a # SKIP\nok 2"), "a \\# SKIP\\nok 2");
+        assert_eq!(description_text("back\\slash"), "back\\\\slash");
+    }
+
+    #[test]
+    fn tap_13_is_pinned() {
+        insta::assert_snapshot!("tap13", render(&fixture::suite(), TapVersion::V13));
+    }
+
+    #[test]
+    fn tap_14_differs_from_13_only_in_the_version_line() {
+        let v13 = render(&fixture::suite(), TapVersion::V13);
+        let v14 = render(&fixture::suite(), TapVersion::V14);
+        assert!(v14.starts_with("TAP version 14\n"));
+        assert_eq!(v13.replacen("TAP version 13\n", "TAP version 14\n", 1), v14);
+    }
+}

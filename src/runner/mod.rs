@@ -1,0 +1,313 @@
+//! The runner: every case × recorded run → an event log → checks → a case verdict.
+//!
+//! [`Plan::load`] reads and validates every input before anything runs. [`execute`]
+//! runs cases with bounded concurrency (each case's runs in order, on one worker),
+//! grades each as it finishes, records it in the store, and returns outcomes in dataset
+//! order so every report is byte-stable however the workers interleaved.
+
+pub mod outcome;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::canon::{self, Context, Digest};
+use crate::dataset::{Case, Loader};
+use crate::diag::InputError;
+use crate::event::writer::{Sink, WriteError};
+use crate::pipeline::Pipeline;
+use crate::runtime::{BuiltinAgent, Recorder, RunInput, RunStatus};
+use crate::sandbox::Manifest;
+use crate::store::{Layout, LogRecord, RunRecord, Store, StoreError, VerdictRecord};
+use outcome::{CaseOutcome, RunResult, SuiteOutcome};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Input(Vec<InputError>),
+    #[error("writing {path}: {source}")]
+    Log { path: PathBuf, source: WriteError },
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("interrupted: the store was flushed; logs written so far verify up to their last complete turn")]
+    Interrupted,
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Selection of cases within a pipeline.
+#[derive(Debug, Default, Clone)]
+pub struct Selection {
+    /// Glob over case ids (`transfer-*`).
+    pub filter: Option<glob::Pattern>,
+    /// Keep cases carrying any of these tags.
+    pub tags: Vec<String>,
+}
+
+impl Selection {
+    fn keeps(&self, case: &Case) -> bool {
+        self.filter.as_ref().is_none_or(|p| p.matches(&case.id))
+            && (self.tags.is_empty() || case.tags.iter().any(|t| self.tags.contains(t)))
+    }
+}
+
+/// Everything a run needs, validated.
+pub struct Plan {
+    pub pipeline: Pipeline,
+    pub cases: Vec<Case>,
+    /// Agent profile name → its manifest and profile digest.
+    pub agents: BTreeMap<String, (Arc<Manifest>, Digest)>,
+    /// Content-derived: the same inputs give the same id.
+    pub run_id: String,
+}
+
+impl Plan {
+    pub fn load(pipeline_path: &Path, selection: &Selection) -> Result<Plan, RunnerError> {
+        let pipeline = Pipeline::load(pipeline_path).map_err(|e| RunnerError::Input(vec![e]))?;
+        let mut agents = BTreeMap::new();
+        let mut errors = Vec::new();
+        for (name, profile) in &pipeline.agents {
+            let manifest = match &profile.tools {
+                Some(rel) => {
+                    let full = pipeline.resolve(rel);
+                    let shown = full.to_string_lossy().trim_start_matches("./").to_string();
+                    match Manifest::load(&full, &shown) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            errors.push(e);
+                            continue;
+                        }
+                    }
+                }
+                None => Manifest::empty(),
+            };
+            let profile_json = serde_json::to_value(profile).map_err(|e| RunnerError::Internal(e.to_string()))?;
+            let digest = canon::canonical_digest(Context::Content, &profile_json)
+                .map_err(|e| RunnerError::Internal(e.to_string()))?;
+            agents.insert(name.clone(), (Arc::new(manifest), digest));
+        }
+        let cases = match Loader::new(&pipeline).load_all() {
+            Ok(cases) => cases,
+            Err(mut e) => {
+                errors.append(&mut e);
+                Vec::new()
+            }
+        };
+        if !errors.is_empty() {
+            return Err(RunnerError::Input(errors));
+        }
+        let cases: Vec<Case> = cases.into_iter().filter(|c| selection.keeps(c)).collect();
+        let run_id = run_id(&pipeline, &cases, &agents);
+        Ok(Plan { pipeline, cases, agents, run_id })
+    }
+
+    pub fn layout(&self) -> Layout {
+        Layout::new(&self.pipeline.store_dir())
+    }
+}
+
+/// Digest over everything that decides a run's logs.
+fn run_id(pipeline: &Pipeline, cases: &[Case], agents: &BTreeMap<String, (Arc<Manifest>, Digest)>) -> String {
+    let mut hasher = Vec::new();
+    hasher.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
+    hasher.extend_from_slice(pipeline.text.as_bytes());
+    for (name, (manifest, profile)) in agents {
+        hasher.extend_from_slice(name.as_bytes());
+        hasher.extend_from_slice(&profile.0);
+        if let Some(d) = manifest.digest {
+            hasher.extend_from_slice(&d.0);
+        }
+    }
+    for case in cases {
+        hasher.extend_from_slice(&case.digest.0);
+        for r in &case.recordings {
+            hasher.extend_from_slice(&r.digest.0);
+        }
+    }
+    let digest = canon::digest(Context::Content, &hasher);
+    format!("r-{}", &digest.to_hex()[..16])
+}
+
+/// Options for [`execute`].
+pub struct Options {
+    pub jobs: usize,
+}
+
+/// Run every case of the plan. `progress` sees each case as it finishes (in completion
+/// order); the returned outcome lists cases in dataset order.
+pub fn execute(
+    plan: Arc<Plan>,
+    store: Arc<dyn Store>,
+    options: &Options,
+    progress: &mut dyn FnMut(&CaseOutcome),
+) -> Result<SuiteOutcome, RunnerError> {
+    let layout = plan.layout();
+    let run_dir = layout.run_dir(&plan.run_id);
+    // The same inputs give the same run id: a rerun replaces the earlier one whole.
+    if run_dir.exists() {
+        std::fs::remove_dir_all(&run_dir)?;
+    }
+    std::fs::create_dir_all(&run_dir)?;
+    let run = RunRecord {
+        run_id: plan.run_id.clone(),
+        pipeline: plan.pipeline.pipeline.name.clone(),
+        cases: plan.cases.len(),
+        passed: None,
+    };
+    std::fs::write(
+        layout.meta_path(&plan.run_id),
+        serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?,
+    )?;
+    store.put_run(&run)?;
+    let verdicts = Arc::new(Mutex::new(std::fs::File::create(layout.verdicts_path(&plan.run_id))?));
+
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(options.jobs.max(1)).build()?;
+    let mut outcomes: Vec<Option<CaseOutcome>> = (0..plan.cases.len()).map(|_| None).collect();
+    runtime.block_on(async {
+        let mut pending = tokio::task::JoinSet::new();
+        let mut next = 0usize;
+        let interrupt = tokio::signal::ctrl_c();
+        tokio::pin!(interrupt);
+        loop {
+            while pending.len() < options.jobs.max(1) && next < plan.cases.len() {
+                let (plan, store, verdicts) = (plan.clone(), store.clone(), verdicts.clone());
+                let index = next;
+                pending.spawn_blocking(move || (index, run_case(&plan, index, store.as_ref(), &verdicts)));
+                next += 1;
+            }
+            if pending.is_empty() {
+                return Ok(());
+            }
+            tokio::select! {
+                joined = pending.join_next() => {
+                    let Some(joined) = joined else { continue };
+                    let (index, result) = joined.map_err(|e| RunnerError::Internal(format!("a case worker panicked: {e}")))?;
+                    let outcome = result?;
+                    progress(&outcome);
+                    outcomes[index] = Some(outcome);
+                }
+                _ = &mut interrupt => {
+                    store.flush()?;
+                    return Err(RunnerError::Interrupted);
+                }
+            }
+        }
+    })?;
+
+    let cases: Vec<CaseOutcome> = outcomes.into_iter().flatten().collect();
+    let gates = crate::gate::evaluate(&plan.pipeline.gates, &cases);
+    let passed = gates.iter().all(|g| g.passed);
+    let done = RunRecord { passed: Some(passed), ..run };
+    std::fs::write(
+        layout.meta_path(&plan.run_id),
+        serde_json::to_vec_pretty(&done).map_err(|e| RunnerError::Internal(e.to_string()))?,
+    )?;
+    store.put_run(&done)?;
+    store.flush()?;
+    Ok(SuiteOutcome {
+        pipeline: plan.pipeline.pipeline.name.clone(),
+        run_id: plan.run_id.clone(),
+        cases,
+        gates,
+        passed,
+        extras: Default::default(),
+    })
+}
+
+/// Run all recorded runs of one case, grade them, record them.
+fn run_case(
+    plan: &Plan,
+    index: usize,
+    store: &dyn Store,
+    verdicts: &Mutex<std::fs::File>,
+) -> Result<CaseOutcome, RunnerError> {
+    let case = &plan.cases[index];
+    let layout = plan.layout();
+    let profile = &plan.pipeline.agents[&case.agent];
+    let (manifest, profile_digest) = &plan.agents[&case.agent];
+    let mut runs = Vec::new();
+    for (k, recording) in case.recordings.iter().enumerate() {
+        let path = layout.log_path(&plan.run_id, &case.id, k);
+        let log_error = |source: WriteError| RunnerError::Log { path: path.clone(), source };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = std::fs::File::create(&path)?;
+        let mut rec = Recorder::new(Box::new(file) as Box<dyn Sink + Send>);
+        let input = RunInput {
+            case,
+            run_index: k,
+            agent: &case.agent,
+            profile,
+            profile_digest: *profile_digest,
+            manifest,
+            recording,
+            on_divergence: plan.pipeline.replay.on_divergence,
+        };
+        let summary = BuiltinAgent.run_replay(&input, &mut rec).map_err(log_error)?;
+        let events = rec.finish().map_err(log_error)?;
+        let checks = crate::grade::grade(&case.expect, &events);
+        let passed = summary.status == RunStatus::Completed && checks.iter().all(|c| c.passed);
+        let head = events.last().map(|e| e.hash.to_string());
+        let shown = display_path(&path);
+        store.put_log(&LogRecord {
+            run_id: plan.run_id.clone(),
+            case: case.id.clone(),
+            k,
+            path: shown.clone(),
+            head: head.clone(),
+            events: events.len() as u64,
+            complete: true,
+            turn_offsets: Vec::new(),
+        })?;
+        runs.push(RunResult {
+            index: k,
+            log: shown,
+            head,
+            events: events.len() as u64,
+            status: summary.status.as_str().to_string(),
+            checks,
+            error: summary.error,
+            warnings: summary.warnings,
+            passed,
+        });
+    }
+    let passed = runs.iter().all(|r| r.passed);
+    {
+        let mut file = verdicts.lock().map_err(|_| RunnerError::Internal("verdict file lock poisoned".into()))?;
+        for r in &runs {
+            let v = VerdictRecord {
+                run_id: plan.run_id.clone(),
+                case: case.id.clone(),
+                dataset: case.dataset.clone(),
+                k: r.index,
+                passed: r.passed,
+                status: r.status.clone(),
+            };
+            store.put_verdict(&v)?;
+            let line = serde_json::to_string(&v).map_err(|e| RunnerError::Internal(e.to_string()))?;
+            writeln!(file, "{line}")?;
+        }
+    }
+    Ok(CaseOutcome {
+        dataset: case.dataset.clone(),
+        id: case.id.clone(),
+        tags: case.tags.clone(),
+        agent: case.agent.clone(),
+        source: case.source(),
+        runs,
+        blocks: Vec::new(),
+        passed,
+    })
+}
+
+/// Paths in reports are relative and use `/`, so reports are identical across
+/// checkouts and platforms.
+fn display_path(path: &Path) -> String {
+    let s = path.to_string_lossy().replace('\\', "/");
+    s.strip_prefix("./").map(str::to_string).unwrap_or(s)
+}

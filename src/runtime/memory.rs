@@ -1,0 +1,68 @@
+//! Built-in memory tools: `memory_write` and `memory_read`.
+//!
+//! Memory is written only through these tools, so every write is a proposal that passes
+//! policy like any other call. The runtime's view of memory is the fold
+//! ([`crate::event::fold`]) of the events it has emitted, never a second copy.
+
+use serde_json::{Value, json};
+
+use crate::pipeline::SafetyClass;
+
+pub const WRITE: &str = "memory_write";
+pub const READ: &str = "memory_read";
+
+/// Memory tiers, from most to least volatile.
+pub const TIERS: [&str; 4] = ["working", "episodic", "semantic", "procedural"];
+
+pub fn is_builtin(tool: &str) -> bool {
+    tool == WRITE || tool == READ
+}
+
+/// Policy class of a built-in: writes change state, reads do not.
+pub fn class(tool: &str) -> SafetyClass {
+    if tool == WRITE { SafetyClass::Write } else { SafetyClass::Read }
+}
+
+/// Tool descriptions the model sees beside the manifest's tools.
+pub fn tool_descriptions() -> Value {
+    json!([
+        {"name": WRITE, "description": "Store a value in memory.",
+         "input_schema": {"type": "object", "required": ["tier", "key", "value"],
+                          "properties": {"tier": {"enum": TIERS}, "key": {"type": "string"},
+                                         "value": {}, "confidence": {"type": "number"}}}},
+        {"name": READ, "description": "Read a value from memory.",
+         "input_schema": {"type": "object", "required": ["tier", "key"],
+                          "properties": {"tier": {"enum": TIERS}, "key": {"type": "string"}}}}
+    ])
+}
+
+/// A parsed memory call.
+pub enum MemoryCall<'a> {
+    Write { tier: &'a str, key: &'a str, value: &'a Value, confidence: Option<f64> },
+    Read { tier: &'a str, key: &'a str },
+}
+
+/// Parse a call's arguments; an error is returned to the model as an error result.
+pub fn parse<'a>(tool: &str, args: &'a Value) -> Result<MemoryCall<'a>, String> {
+    let tier = args.get("tier").and_then(Value::as_str).ok_or("missing string argument \"tier\"")?;
+    if !TIERS.contains(&tier) {
+        return Err(format!("unknown memory tier \"{tier}\" (expected one of {})", TIERS.join(", ")));
+    }
+    let key = args
+        .get("key")
+        .and_then(Value::as_str)
+        .filter(|k| !k.is_empty())
+        .ok_or("missing non-empty string argument \"key\"")?;
+    if tool == WRITE {
+        let value = args.get("value").ok_or("missing argument \"value\"")?;
+        let confidence = match args.get("confidence") {
+            None | Some(Value::Null) => None,
+            Some(c) => {
+                Some(c.as_f64().filter(|c| (0.0..=1.0).contains(c)).ok_or("confidence must be a number in 0..=1")?)
+            }
+        };
+        Ok(MemoryCall::Write { tier, key, value, confidence })
+    } else {
+        Ok(MemoryCall::Read { tier, key })
+    }
+}

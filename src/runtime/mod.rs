@@ -1,0 +1,427 @@
+//! The built-in runtime: the reference agent loop (DESIGN.md §5).
+//!
+//! Per user turn: compile the context → ask the provider → for each proposed call:
+//! policy (deny > escalate > allow) → approval if escalated → execution (built-in
+//! memory tools or the fixture sandbox) → taint bookkeeping → until the model answers
+//! without tool calls. Every transition is an event; the runtime keeps no state that is
+//! not also a fold over what it has emitted.
+
+pub mod context;
+pub mod memory;
+pub mod policy;
+pub mod recorder;
+pub mod taint;
+
+use serde_json::{Value, json};
+
+use crate::canon::{self, Digest};
+use crate::dataset::Case;
+use crate::event::fold::{self, Memory};
+use crate::event::{Kind, writer::WriteError};
+use crate::pipeline::{AgentProfile, ApprovalAnswer, OnDivergence, SafetyClass, Verdict};
+use crate::replay::{ModelProvider, ModelRequest, Recording, ReplayProvider};
+use crate::sandbox::{Manifest, Sandbox, Trust};
+use context::{Conversation, approx_tokens};
+pub use recorder::Recorder;
+
+/// Everything one run of one case needs. Borrowed: the runner owns the inputs.
+pub struct RunInput<'a> {
+    pub case: &'a Case,
+    pub run_index: usize,
+    pub agent: &'a str,
+    pub profile: &'a AgentProfile,
+    pub profile_digest: Digest,
+    pub manifest: &'a Manifest,
+    pub recording: &'a Recording,
+    pub on_divergence: OnDivergence,
+}
+
+/// How a run ended (`run_completed.status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    Completed,
+    Failed,
+    BudgetExhausted,
+    ReplayExhausted,
+    ReplayDiverged,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::BudgetExhausted => "budget_exhausted",
+            RunStatus::ReplayExhausted => "replay_exhausted",
+            RunStatus::ReplayDiverged => "replay_diverged",
+        }
+    }
+}
+
+/// What the runner needs besides the events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSummary {
+    pub status: RunStatus,
+    /// Why the run itself failed (replay miss, divergence under `fail`, step limit).
+    pub error: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+/// The seam every agent implementation plugs into: it reads the case, asks the
+/// provider, and records every transition. Graders never see anything else.
+pub trait Agent {
+    fn run(
+        &self,
+        input: &RunInput<'_>,
+        provider: &mut dyn ModelProvider,
+        rec: &mut Recorder,
+    ) -> Result<RunSummary, WriteError>;
+}
+
+/// The reference agent.
+pub struct BuiltinAgent;
+
+impl BuiltinAgent {
+    /// Run with the replay provider over the input's recording.
+    pub fn run_replay(&self, input: &RunInput<'_>, rec: &mut Recorder) -> Result<RunSummary, WriteError> {
+        let mut provider = ReplayProvider::new(input.recording);
+        self.run(input, &mut provider, rec)
+    }
+}
+
+impl Agent for BuiltinAgent {
+    fn run(
+        &self,
+        input: &RunInput<'_>,
+        provider: &mut dyn ModelProvider,
+        rec: &mut Recorder,
+    ) -> Result<RunSummary, WriteError> {
+        Loop::new(input, provider, rec)?.run()
+    }
+}
+
+struct Loop<'a, 'p> {
+    input: &'a RunInput<'a>,
+    provider: &'p mut dyn ModelProvider,
+    rec: &'p mut Recorder,
+    sandbox: Sandbox<'a>,
+    conversation: Conversation,
+    memory: Memory,
+    taint: taint::Taint,
+    system: Vec<u8>,
+    tools: Vec<u8>,
+    tool_tokens: u64,
+    system_tokens: u64,
+    tokens_used: u64,
+    warnings: Vec<String>,
+}
+
+/// A way the run stops early.
+struct Stop {
+    status: RunStatus,
+    error: String,
+}
+
+impl<'a, 'p> Loop<'a, 'p> {
+    fn new(
+        input: &'a RunInput<'a>,
+        provider: &'p mut dyn ModelProvider,
+        rec: &'p mut Recorder,
+    ) -> Result<Self, WriteError> {
+        let canonical = |v: &Value| {
+            canon::to_canonical(v).map_err(|source| WriteError::Canon { seq: 0, kind: Kind::RunStarted, source })
+        };
+        let mut tools: Vec<Value> = input
+            .manifest
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+            .collect();
+        if let Value::Array(builtins) = memory::tool_descriptions() {
+            tools.extend(builtins);
+        }
+        let tools_value = Value::Array(tools);
+        let system = canonical(&json!(input.profile.system))?;
+        let tools = canonical(&tools_value)?;
+        Ok(Loop {
+            input,
+            provider,
+            rec,
+            sandbox: Sandbox::new(input.manifest),
+            conversation: Conversation::default(),
+            memory: Memory::new(),
+            taint: taint::Taint::default(),
+            system_tokens: approx_tokens(&input.profile.system),
+            tool_tokens: approx_tokens(std::str::from_utf8(&tools).unwrap_or_default()),
+            system,
+            tools,
+            tokens_used: 0,
+            warnings: Vec::new(),
+        })
+    }
+
+    fn run(mut self) -> Result<RunSummary, WriteError> {
+        let case = self.input.case;
+        self.rec.emit(
+            Kind::RunStarted,
+            json!({
+                "case": case.id,
+                "dataset": case.dataset,
+                "run": self.input.run_index,
+                "agent": self.input.agent,
+                "dataset_line": case.digest.to_string(),
+                "profile": self.input.profile_digest.to_string(),
+                "tools": self.input.manifest.digest.map(|d| d.to_string()),
+                "recording": self.input.recording.digest.to_string(),
+                "sandbox": self.sandbox.state(),
+            }),
+        )?;
+        let mut outcome = None;
+        for (turn, text) in case.turns.iter().enumerate() {
+            let turn = u32::try_from(turn).unwrap_or(u32::MAX);
+            self.rec.set_turn(Some(turn));
+            self.rec.emit(Kind::TurnStarted, json!({"turn": turn, "input": text}))?;
+            self.expire_memory(turn)?;
+            self.conversation.user(text).map_err(|source| WriteError::Canon {
+                seq: self.rec.next_seq(),
+                kind: Kind::TurnStarted,
+                source,
+            })?;
+            if let Err(stop) = self.turn(turn)? {
+                outcome = Some(stop);
+                break;
+            }
+            self.rec.flush()?;
+        }
+        self.rec.set_turn(None);
+        let (status, error) = match outcome {
+            None => (RunStatus::Completed, None),
+            Some(stop) => {
+                let kind = match stop.status {
+                    RunStatus::ReplayExhausted => "replay_miss",
+                    RunStatus::ReplayDiverged => "replay_diverged",
+                    _ => "run_failed",
+                };
+                self.rec.emit(Kind::Error, json!({"kind": kind, "message": stop.error}))?;
+                (stop.status, Some(stop.error))
+            }
+        };
+        self.rec.emit(
+            Kind::RunCompleted,
+            json!({"status": status.as_str(), "turns": case.turns.len(), "tokens": self.tokens_used}),
+        )?;
+        Ok(RunSummary { status, error, warnings: self.warnings })
+    }
+
+    /// One user turn: model calls until an answer without tool calls.
+    fn turn(&mut self, turn: u32) -> Result<Result<(), Stop>, WriteError> {
+        for step in 0..self.input.profile.max_steps_per_turn {
+            let memory_view = fold::memory_values(&self.memory);
+            self.compile_context(&memory_view)?;
+            let hash = self
+                .conversation
+                .request_digest(&self.system, &self.tools, &memory_view)
+                .map_err(|source| WriteError::Canon { seq: self.rec.next_seq(), kind: Kind::ModelCalled, source })?;
+            let request = ModelRequest { turn, step, hash };
+            let replayed = match self.provider.complete(&request) {
+                Ok(r) => r,
+                Err(miss) => return Ok(Err(Stop { status: RunStatus::ReplayExhausted, error: miss.to_string() })),
+            };
+            let position = replayed.position;
+            let recorded = replayed.recorded.clone();
+            if let Some(d) = replayed.divergence {
+                self.rec.emit(
+                    Kind::ReplayDiverged,
+                    json!({"position": d.position, "recorded_request_hash": d.recorded_hash.map(|h| h.to_string()),
+                           "actual_request_hash": d.actual_hash.to_string(), "reason": d.reason}),
+                )?;
+                let message = format!("replay diverged at position {}: {}", d.position, d.reason);
+                match self.input.on_divergence {
+                    OnDivergence::Fail => return Ok(Err(Stop { status: RunStatus::ReplayDiverged, error: message })),
+                    OnDivergence::Warn => self.warnings.push(message),
+                }
+            }
+            self.rec.advance(recorded.latency_ms);
+            self.tokens_used += recorded.usage.input_tokens + recorded.usage.output_tokens;
+            let calls: Vec<(String, String, Value)> = recorded
+                .response
+                .tool_calls
+                .iter()
+                .enumerate()
+                .map(|(j, c)| {
+                    let id = c.id.clone().unwrap_or_else(|| format!("call-{turn}-{step}-{j}"));
+                    (id, c.name.clone(), c.args.clone())
+                })
+                .collect();
+            let mut response = json!({
+                "content": recorded.response.content,
+                "tool_calls": calls.iter().map(|(id, name, args)| json!({"id": id, "name": name, "args": args})).collect::<Vec<_>>(),
+            });
+            if let Some(c) = recorded.response.confidence {
+                response["confidence"] = json!(c);
+            }
+            self.rec.emit(
+                Kind::ModelCalled,
+                json!({"request_hash": hash.to_string(), "position": position, "response": response,
+                       "usage": {"input_tokens": recorded.usage.input_tokens, "output_tokens": recorded.usage.output_tokens},
+                       "latency_ms": recorded.latency_ms}),
+            )?;
+            let mut assistant = json!({"role": "assistant", "content": recorded.response.content});
+            if !calls.is_empty() {
+                assistant["tool_calls"] = response["tool_calls"].clone();
+            }
+            self.push_message(assistant)?;
+            if calls.is_empty() {
+                self.rec.emit(Kind::TurnCompleted, json!({"turn": turn, "response": recorded.response.content}))?;
+                return Ok(Ok(()));
+            }
+            for (call_id, tool, args) in calls {
+                let result = self.call(&call_id, &tool, &args)?;
+                self.push_message(json!({"role": "tool", "call_id": call_id, "content": result}))?;
+            }
+        }
+        let limit = self.input.profile.max_steps_per_turn;
+        Ok(Err(Stop {
+            status: RunStatus::Failed,
+            error: format!("turn {turn}: the model was still calling tools after {limit} steps (max_steps_per_turn)"),
+        }))
+    }
+
+    fn push_message(&mut self, message: Value) -> Result<(), WriteError> {
+        let seq = self.rec.next_seq();
+        self.conversation.push(message).map_err(|source| WriteError::Canon { seq, kind: Kind::ModelCalled, source })
+    }
+
+    /// One `context_compiled` event per model call. Nothing is dropped yet: the whole
+    /// conversation is sent, and the event records whether that exceeded the budget.
+    fn compile_context(&mut self, memory_view: &Value) -> Result<(), WriteError> {
+        let memory_tokens = approx_tokens(&memory_view.to_string());
+        let history = self.conversation.history_tokens();
+        let total = self.system_tokens + memory_tokens + history + self.tool_tokens;
+        self.rec.emit(
+            Kind::ContextCompiled,
+            json!({"budget": self.input.profile.context.budget_tokens, "total": total,
+                   "sections": {"system": self.system_tokens, "memory": memory_tokens, "history": history, "tools": self.tool_tokens},
+                   "messages": self.conversation.len(), "dropped": []}),
+        )?;
+        Ok(())
+    }
+
+    /// Propose, decide, maybe approve, execute. Returns what the model sees as the result.
+    fn call(&mut self, call_id: &str, tool: &str, args: &Value) -> Result<Value, WriteError> {
+        self.rec.emit(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
+        let spec = self.input.manifest.tool(tool);
+        let class = if memory::is_builtin(tool) {
+            memory::class(tool)
+        } else {
+            spec.map_or(SafetyClass::Read, |s| s.safety_class())
+        };
+        let args_tainted = self.taint.touches(args);
+        let decision = policy::decide(&self.input.profile.policy, &policy::Proposal { tool, class, args_tainted });
+        self.rec.emit(
+            Kind::PolicyDecided,
+            json!({"call_id": call_id, "tool": tool, "verdict": decision.verdict.as_str(), "rule": decision.rule,
+                   "reason": decision.reason, "args_tainted": args_tainted}),
+        )?;
+        let allowed = match decision.verdict {
+            Verdict::Allow => true,
+            Verdict::Deny => false,
+            Verdict::Escalate => self.approve(call_id, tool, class)?,
+        };
+        if !allowed {
+            return Ok(json!({"error": format!("denied by policy ({}): {}", decision.rule, decision.reason)}));
+        }
+        if memory::is_builtin(tool) {
+            return self.memory_call(call_id, tool, args);
+        }
+        let execution = self.sandbox.execute(tool, args);
+        let seq = self.rec.emit(
+            Kind::ToolExecuted,
+            json!({"call_id": call_id, "tool": tool, "args": args, "result": execution.result,
+                   "is_error": execution.is_error, "fault": null, "duration_ms": 0, "deduplicated": false,
+                   "effect": execution.effect}),
+        )?;
+        if spec.is_some_and(|s| s.trust == Trust::Untrusted) {
+            self.taint.absorb(&execution.result, seq);
+        }
+        Ok(execution.result)
+    }
+
+    fn approve(&mut self, call_id: &str, tool: &str, class: SafetyClass) -> Result<bool, WriteError> {
+        let approvals = &self.input.profile.approvals;
+        let (answer, by) = match approvals
+            .get(tool)
+            .map(|a| (a, tool))
+            .or_else(|| approvals.get(class.as_str()).map(|a| (a, class.as_str())))
+        {
+            Some((answer, key)) => (*answer, format!("profile:{key}")),
+            None => (ApprovalAnswer::Deny, "default-deny".to_string()),
+        };
+        self.rec.emit(Kind::ApprovalRequested, json!({"call_id": call_id, "tool": tool, "route": "profile"}))?;
+        let approved = answer == ApprovalAnswer::Approve;
+        self.rec.emit(Kind::ApprovalResolved, json!({"call_id": call_id, "approved": approved, "by": by}))?;
+        Ok(approved)
+    }
+
+    fn memory_call(&mut self, call_id: &str, tool: &str, args: &Value) -> Result<Value, WriteError> {
+        let parsed = memory::parse(tool, args);
+        let (result, is_error) = match &parsed {
+            Err(message) => (json!({"error": message}), true),
+            Ok(memory::MemoryCall::Write { .. }) => (json!({"ok": true}), false),
+            Ok(memory::MemoryCall::Read { tier, key }) => {
+                let value = self.memory.get(*tier).and_then(|m| m.get(*key)).map_or(Value::Null, |e| e.value.clone());
+                (json!({"value": value}), false)
+            }
+        };
+        let executed = self.rec.emit(
+            Kind::ToolExecuted,
+            json!({"call_id": call_id, "tool": tool, "args": args, "result": result, "is_error": is_error,
+                   "fault": null, "duration_ms": 0, "deduplicated": false, "effect": null}),
+        )?;
+        match parsed {
+            Ok(memory::MemoryCall::Write { tier, key, value, confidence }) => {
+                let supersedes = self.memory.get(tier).and_then(|m| m.get(key)).map(|e| e.source);
+                let seq = self.rec.emit(
+                    Kind::MemoryWritten,
+                    json!({"tier": tier, "key": key, "value": value, "confidence": confidence,
+                           "supersedes": supersedes, "source": executed}),
+                )?;
+                fold::apply_memory(&mut self.memory, self.rec.event(seq));
+            }
+            Ok(memory::MemoryCall::Read { tier, key }) => {
+                let entry = self.memory.get(tier).and_then(|m| m.get(key));
+                self.rec.emit(
+                    Kind::MemoryRead,
+                    json!({"tier": tier, "key": key, "value": entry.map_or(Value::Null, |e| e.value.clone()),
+                           "source": entry.map(|e| e.source)}),
+                )?;
+            }
+            Err(_) => {}
+        }
+        Ok(result)
+    }
+
+    /// Episodic entries older than the profile's TTL (in turns) expire at turn start.
+    fn expire_memory(&mut self, turn: u32) -> Result<(), WriteError> {
+        let Some(ttl) = self.input.profile.memory.episodic_ttl_turns else {
+            return Ok(());
+        };
+        let expired: Vec<(String, Value, u64)> = self
+            .memory
+            .get("episodic")
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, e)| e.turn.is_some_and(|t| t + ttl <= turn))
+                    .map(|(k, e)| (k.clone(), e.value.clone(), e.source))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (key, value, source) in expired {
+            let seq = self
+                .rec
+                .emit(Kind::MemoryExpired, json!({"tier": "episodic", "key": key, "value": value, "source": source}))?;
+            fold::apply_memory(&mut self.memory, self.rec.event(seq));
+        }
+        Ok(())
+    }
+}

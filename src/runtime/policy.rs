@@ -1,0 +1,112 @@
+//! Policy: priority-ordered rules over every proposal (tool calls and memory writes).
+//!
+//! Every rule that matches a call votes; the strongest verdict wins (deny beats
+//! escalate beats allow), and among the rules with that verdict the highest `priority`
+//! (then the earliest in the file) is the one reported. No matching rule: allow, by the
+//! rule named `default`.
+
+use crate::pipeline::{PolicyRule, RuleWhen, SafetyClass, Verdict};
+
+/// What policy knows about a proposal.
+pub struct Proposal<'a> {
+    pub tool: &'a str,
+    pub class: SafetyClass,
+    /// Some argument carries content from an untrusted tool result.
+    pub args_tainted: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub rule: String,
+    pub reason: String,
+}
+
+pub fn decide(rules: &[PolicyRule], p: &Proposal<'_>) -> Decision {
+    let matching = rules.iter().enumerate().filter(|(_, r)| {
+        r.tool.as_deref().is_none_or(|t| t == "*" || t == p.tool)
+            && r.safety_class.is_none_or(|c| c == p.class)
+            && match r.when {
+                RuleWhen::Always => true,
+                RuleWhen::ArgsTainted => p.args_tainted,
+            }
+    });
+    // strongest verdict, then highest priority, then earliest in the file
+    let winner =
+        matching.max_by(|(i, a), (j, b)| a.verdict.cmp(&b.verdict).then(a.priority.cmp(&b.priority)).then(j.cmp(i)));
+    match winner {
+        Some((_, rule)) => Decision {
+            verdict: rule.verdict,
+            rule: rule.id.clone(),
+            reason: rule.reason.clone().unwrap_or_else(|| describe(rule, p)),
+        },
+        None => Decision { verdict: Verdict::Allow, rule: "default".into(), reason: "no rule matched".into() },
+    }
+}
+
+fn describe(rule: &PolicyRule, p: &Proposal<'_>) -> String {
+    let mut why = vec![format!("tool {}", p.tool)];
+    if rule.safety_class.is_some() {
+        why.push(format!("safety class {}", p.class.as_str()));
+    }
+    if rule.when == RuleWhen::ArgsTainted {
+        why.push("arguments carry untrusted content".into());
+    }
+    format!("{} ({})", rule.verdict.as_str(), why.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(
+        id: &str,
+        tool: Option<&str>,
+        class: Option<SafetyClass>,
+        when: RuleWhen,
+        verdict: Verdict,
+        priority: i64,
+    ) -> PolicyRule {
+        PolicyRule {
+            id: id.into(),
+            tool: tool.map(Into::into),
+            safety_class: class,
+            when,
+            verdict,
+            priority,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn deny_beats_escalate_beats_allow_whatever_the_order() {
+        let rules = vec![
+            rule("allow-all", None, None, RuleWhen::Always, Verdict::Allow, 10),
+            rule("escalate-fin", None, Some(SafetyClass::Financial), RuleWhen::Always, Verdict::Escalate, 0),
+            rule("deny-tainted", Some("transfer"), None, RuleWhen::ArgsTainted, Verdict::Deny, -5),
+        ];
+        let p = |tainted| Proposal { tool: "transfer", class: SafetyClass::Financial, args_tainted: tainted };
+        assert_eq!(decide(&rules, &p(false)).rule, "escalate-fin");
+        assert_eq!(decide(&rules, &p(true)).verdict, Verdict::Deny);
+        let read = Proposal { tool: "get_balance", class: SafetyClass::Read, args_tainted: false };
+        assert_eq!(decide(&rules, &read).rule, "allow-all");
+    }
+
+    #[test]
+    fn priority_then_file_order_picks_the_reported_rule() {
+        let rules = vec![
+            rule("first", None, None, RuleWhen::Always, Verdict::Deny, 0),
+            rule("second", None, None, RuleWhen::Always, Verdict::Deny, 0),
+            rule("urgent", None, None, RuleWhen::Always, Verdict::Deny, 5),
+        ];
+        let p = Proposal { tool: "x", class: SafetyClass::Read, args_tainted: false };
+        assert_eq!(decide(&rules, &p).rule, "urgent");
+        assert_eq!(decide(&rules[..2], &p).rule, "first");
+    }
+
+    #[test]
+    fn no_matching_rule_allows_by_default() {
+        let d = decide(&[], &Proposal { tool: "x", class: SafetyClass::Write, args_tainted: true });
+        assert_eq!((d.verdict, d.rule.as_str()), (Verdict::Allow, "default"));
+    }
+}

@@ -1,0 +1,70 @@
+//! The runtime's side of the event log: a writer plus the events written so far, the
+//! current turn and the virtual clock.
+
+use serde_json::Value;
+
+use crate::event::writer::{LogWriter, Sink, WriteError};
+use crate::event::{Event, Kind};
+
+impl Sink for Box<dyn Sink + Send> {
+    fn sync(&mut self) -> std::io::Result<()> {
+        (**self).sync()
+    }
+}
+
+pub struct Recorder {
+    writer: LogWriter<Box<dyn Sink + Send>>,
+    events: Vec<Event>,
+    turn: Option<u32>,
+    /// Virtual milliseconds: advanced by recorded latencies and injected delays only.
+    clock: u64,
+}
+
+impl Recorder {
+    pub fn new(sink: Box<dyn Sink + Send>) -> Self {
+        Recorder { writer: LogWriter::new(sink), events: Vec::new(), turn: None, clock: 0 }
+    }
+
+    /// Append an event at the current turn and virtual time; returns its seq.
+    pub fn emit(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
+        let event = self.writer.append(self.turn, self.clock, kind, data)?;
+        let seq = event.seq;
+        self.events.push(event);
+        Ok(seq)
+    }
+
+    pub fn event(&self, seq: u64) -> &Event {
+        &self.events[seq as usize]
+    }
+
+    pub fn next_seq(&self) -> u64 {
+        self.events.len() as u64
+    }
+
+    pub fn set_turn(&mut self, turn: Option<u32>) {
+        self.turn = turn;
+    }
+
+    pub fn advance(&mut self, ms: u64) {
+        self.clock += ms;
+    }
+
+    pub fn now(&self) -> u64 {
+        self.clock
+    }
+
+    /// Write buffered lines (turn boundary).
+    pub fn flush(&mut self) -> Result<(), WriteError> {
+        Ok(self.writer.flush()?)
+    }
+
+    /// Flush and fsync; returns the events.
+    pub fn finish(self) -> Result<Vec<Event>, WriteError> {
+        self.writer.finish()?;
+        Ok(self.events)
+    }
+
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+}

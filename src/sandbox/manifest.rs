@@ -1,0 +1,148 @@
+//! The fixture tool manifest (`fixtures/tools/*.json`).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::canon::{self, Context, Digest};
+use crate::diag::{InputError, line_col, locate, parse_json_strict};
+use crate::pipeline::SafetyClass;
+use crate::schemas::TOOLS_SCHEMA;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trust {
+    #[default]
+    Trusted,
+    /// Results may carry attacker-controlled content (fetched pages, inbound mail).
+    Untrusted,
+}
+
+/// What a call returns and does.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outcome {
+    #[serde(default)]
+    pub result: Value,
+    #[serde(default)]
+    pub is_error: bool,
+    /// RFC 6902 patch on the fixture state; `{"$arg": "/ptr"}` values are substituted.
+    pub effect: Option<Vec<Value>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyedResponse {
+    pub args: Value,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Option<Value>,
+    pub safety_class: Option<SafetyClass>,
+    #[serde(default)]
+    pub trust: Trust,
+    #[serde(default)]
+    pub idempotent: bool,
+    #[serde(default)]
+    pub responses: Vec<KeyedResponse>,
+    pub default: Option<Outcome>,
+    /// `input_schema`, compiled once by [`Manifest::compile`].
+    #[serde(skip)]
+    pub validator: Option<Arc<jsonschema::Validator>>,
+}
+
+impl ToolSpec {
+    pub fn safety_class(&self) -> SafetyClass {
+        self.safety_class.unwrap_or(SafetyClass::Read)
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub description: Option<String>,
+    #[serde(default)]
+    pub state: Value,
+    pub tools: Vec<ToolSpec>,
+    #[serde(skip)]
+    pub digest: Option<Digest>,
+}
+
+impl Manifest {
+    pub fn empty() -> Manifest {
+        Manifest { description: None, state: Value::Object(Default::default()), tools: Vec::new(), digest: None }
+    }
+
+    pub fn load(path: &Path, display: &str) -> Result<Manifest, InputError> {
+        let shown = Path::new(display);
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| InputError::file(shown, format!("cannot read tool manifest: {e}")))?;
+        let value = parse_json_strict(&text).map_err(|(l, c, m)| InputError::new(shown, l, c, m))?;
+        let at = |pointer: &str, message: String| {
+            let (l, c) = line_col(&text, locate(&text, pointer));
+            InputError::new(shown, l, c, message)
+        };
+        if let Some(v) = TOOLS_SCHEMA.check(&value) {
+            return Err(at(&v.pointer, v.message));
+        }
+        canon::check_ijson(&value).map_err(|e| InputError::file(shown, e.to_string()))?;
+        let mut manifest: Manifest =
+            serde_json::from_value(value.clone()).map_err(|e| InputError::file(shown, e.to_string()))?;
+        if manifest.state.is_null() {
+            manifest.state = Value::Object(Default::default());
+        }
+        for (i, tool) in manifest.tools.iter().enumerate() {
+            if manifest.tools[..i].iter().any(|t| t.name == tool.name) {
+                return Err(at(&format!("/tools/{i}/name"), format!("duplicate tool name \"{}\"", tool.name)));
+            }
+            if let Some(schema) = &tool.input_schema
+                && let Err(e) = jsonschema::meta::validate(schema)
+            {
+                return Err(at(&format!("/tools/{i}/input_schema"), format!("malformed JSON Schema: {e}")));
+            }
+            for (j, r) in tool.responses.iter().enumerate() {
+                if let Some(effect) = &r.outcome.effect {
+                    check_patch(effect).map_err(|m| at(&format!("/tools/{i}/responses/{j}/effect"), m))?;
+                }
+            }
+            if let Some(effect) = tool.default.as_ref().and_then(|d| d.effect.as_ref()) {
+                check_patch(effect).map_err(|m| at(&format!("/tools/{i}/default/effect"), m))?;
+            }
+        }
+        manifest.compile().map_err(|(i, m)| at(&format!("/tools/{i}/input_schema"), m))?;
+        manifest.digest = Some(
+            canon::canonical_digest(Context::Content, &value).map_err(|e| InputError::file(shown, e.to_string()))?,
+        );
+        Ok(manifest)
+    }
+
+    /// Compile every tool's input schema; an error names the tool's index.
+    pub fn compile(&mut self) -> Result<(), (usize, String)> {
+        for (i, tool) in self.tools.iter_mut().enumerate() {
+            if let Some(schema) = &tool.input_schema {
+                let validator =
+                    jsonschema::validator_for(schema).map_err(|e| (i, format!("malformed JSON Schema: {e}")))?;
+                tool.validator = Some(Arc::new(validator));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+}
+
+fn check_patch(effect: &[Value]) -> Result<(), String> {
+    serde_json::from_value::<json_patch::Patch>(Value::Array(effect.to_vec()))
+        .map(|_| ())
+        .map_err(|e| format!("effect is not an RFC 6902 JSON Patch: {e}"))
+}
