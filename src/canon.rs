@@ -8,6 +8,13 @@
 //! The I-JSON guard refuses integers outside ±(2^53−1) *before* hashing: JCS serialises
 //! numbers as IEEE doubles, so a larger integer would be silently rounded and two
 //! different inputs could share one digest.
+//!
+//! The JCS writer is our own: every event passes through it, and a general-purpose
+//! canonicaliser that buffers and re-sorts each object was most of the pipeline's time.
+//! serde_json's map is a `BTreeMap`, already in code-point order, which equals JCS's
+//! UTF-16 order unless a key holds a character at or above U+E000 (then that object is
+//! re-sorted). Numbers use ryu-js, the ECMAScript `Number::toString` algorithm JCS
+//! prescribes. A property test checks the writer against a reference implementation.
 
 use std::fmt;
 use std::str::FromStr;
@@ -148,7 +155,98 @@ pub fn check_ijson(value: &Value) -> Result<(), CanonError> {
 /// Append the RFC 8785 canonical bytes of `value` to `out`, after the I-JSON guard.
 pub fn write_canonical(out: &mut Vec<u8>, value: &Value) -> Result<(), CanonError> {
     check_ijson(value)?;
-    serde_json_canonicalizer::to_writer(value, out).map_err(|e| CanonError::Serialize(e.to_string()))
+    write_value(out, value);
+    Ok(())
+}
+
+fn write_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => write_number(out, n),
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            let mut first = true;
+            let mut member = |out: &mut Vec<u8>, k: &str, v: &Value| {
+                if !std::mem::take(&mut first) {
+                    out.push(b',');
+                }
+                write_string(out, k);
+                out.push(b':');
+                write_value(out, v);
+            };
+            if map.keys().any(|k| k.chars().any(|c| c >= '\u{E000}')) {
+                let mut members: Vec<(&String, &Value)> = map.iter().collect();
+                members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+                for (k, v) in members {
+                    member(out, k, v);
+                }
+            } else {
+                for (k, v) in map {
+                    member(out, k, v);
+                }
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+fn write_number(out: &mut Vec<u8>, n: &serde_json::Number) {
+    if let Some(u) = n.as_u64() {
+        out.extend_from_slice(u.to_string().as_bytes());
+    } else if let Some(i) = n.as_i64() {
+        out.extend_from_slice(i.to_string().as_bytes());
+    } else if let Some(f) = n.as_f64() {
+        // ECMAScript prints -0 as "0"; ryu-js does the rest of Number::toString
+        let f = if f == 0.0 { 0.0 } else { f };
+        out.extend_from_slice(ryu_js::Buffer::new().format(f).as_bytes());
+    }
+}
+
+/// JSON string escaping as ECMAScript `JSON.stringify` does it (RFC 8785 §3.2.2.2):
+/// `"` and `\\`, the five short control escapes, other controls as lowercase `\u00xx`,
+/// everything else (including U+007F and U+2028) as is.
+fn write_string(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if escape.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[(b >> 4) as usize]);
+            out.push(HEX[(b & 0xf) as usize]);
+        } else {
+            out.extend_from_slice(escape);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
 }
 
 /// The RFC 8785 canonical bytes of `value`.
@@ -239,7 +337,46 @@ mod tests {
         assert!(!json_eq(&json!("1"), &json!(1)));
     }
 
+    #[test]
+    fn strings_escape_as_ecmascript_json_stringify() {
+        let v = json!("q\"b\\n\n\u{1}\u{7f}\u{2028}é");
+        assert_eq!(to_canonical_string(&v).unwrap(), "\"q\\\"b\\\\n\\n\\u0001\u{7f}\u{2028}é\"");
+    }
+
+    #[test]
+    fn keys_sort_by_utf16_code_units_not_code_points() {
+        // U+1F600 is a surrogate pair (0xD83D…) in UTF-16 and sorts before U+E000
+        let v = json!({"\u{E000}": 1, "\u{1F600}": 2, "a": 3});
+        assert_eq!(to_canonical_string(&v).unwrap(), "{\"a\":3,\"\u{1F600}\":2,\"\u{E000}\":1}");
+    }
+
+    fn arbitrary_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-9007199254740991i64..=9007199254740991).prop_map(|i| json!(i)),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| json!(f)),
+            "\\PC{0,12}".prop_map(Value::String),
+            "[\u{0}-\u{1f}\"\\\\a\u{e000}\u{1f600}]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map("\\PC{0,6}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
     proptest::proptest! {
+        #[test]
+        fn our_jcs_writer_agrees_with_a_reference_implementation(v in arbitrary_json()) {
+            let ours = to_canonical(&v).unwrap();
+            let reference = serde_json_canonicalizer::to_vec(&v).unwrap();
+            proptest::prop_assert_eq!(String::from_utf8(ours).unwrap(), String::from_utf8(reference).unwrap());
+        }
+
         #[test]
         fn canonical_form_is_idempotent(s in "[ -~]{0,40}", n in -1_000_000i64..1_000_000, f in -1e6f64..1e6) {
             let v = json!({"s": s, "n": n, "f": f, "nested": {"z": [n, f], "a": s}});

@@ -35,3 +35,5 @@ pub mod sandbox;
 pub mod schemas;
 /// The run catalog (sled) behind the `Store` trait.
 pub mod store;
+/// Deterministic synthetic suites for benchmarks and stress tests.
+pub mod synth;

@@ -54,9 +54,11 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let plan = Arc::new(plan);
 
     let total = plan.cases.len();
+    let selective = selection.filter.is_some() || !selection.tags.is_empty();
     let progress = report::pretty::Progress::new(total);
-    let outcome =
-        runner::execute(plan.clone(), Arc::new(store), &Options { jobs }, &mut |case| progress.case_done(case));
+    let outcome = runner::execute(plan.clone(), Arc::new(store), &Options { jobs, selective }, &mut |case| {
+        progress.case_done(case)
+    });
     progress.finish();
     let outcome = match outcome {
         Ok(o) => o,
@@ -81,10 +83,19 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
 
 /// Reports from an earlier run must not stand in for a run that did not happen: when
 /// the inputs are invalid or the run is interrupted, the configured report files go.
+/// The pipeline itself may be the invalid input, so its `[report]` table is read
+/// leniently, as plain TOML.
 fn remove_stale_reports(pipeline: &std::path::Path) {
-    if let Ok(p) = Pipeline::load(pipeline) {
-        for rel in [&p.report.junit, &p.report.tap, &p.report.json, &p.report.markdown].into_iter().flatten() {
-            let _ = std::fs::remove_file(p.base.join(rel));
+    let Ok(text) = std::fs::read_to_string(pipeline) else { return };
+    let Ok(value) = toml::from_str::<toml::Table>(&text) else { return };
+    let base = match Pipeline::parse(pipeline, &text) {
+        Ok(p) => p.base,
+        Err(_) => stateval::pipeline::default_base(pipeline),
+    };
+    let Some(report) = value.get("report").and_then(toml::Value::as_table) else { return };
+    for key in ["junit", "tap", "json", "markdown"] {
+        if let Some(rel) = report.get(key).and_then(toml::Value::as_str) {
+            let _ = std::fs::remove_file(base.join(rel));
         }
     }
 }

@@ -33,6 +33,8 @@ pub struct Case {
     /// Dataset name (`examples/treasury`).
     pub dataset: String,
     pub path: PathBuf,
+    /// `path` relative to the pipeline's base, for reports.
+    pub display_path: String,
     pub line: usize,
     /// Digest of the canonical case line.
     pub digest: Digest,
@@ -40,7 +42,7 @@ pub struct Case {
 
 impl Case {
     pub fn source(&self) -> String {
-        format!("{}:{}", self.path.display(), self.line)
+        format!("{}:{}", self.display_path, self.line)
     }
 }
 
@@ -205,6 +207,7 @@ impl<'p> Loader<'p> {
             expect,
             dataset: dataset.to_string(),
             path: path.to_path_buf(),
+            display_path: self.pipeline.display(path),
             line: line_no,
             digest,
         })

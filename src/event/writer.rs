@@ -50,6 +50,8 @@ pub struct LogWriter<S: Sink> {
     pending: Vec<u8>,
     seq: u64,
     prev: Option<Digest>,
+    /// Bytes appended so far (flushed or pending): the offset of the next line.
+    offset: u64,
 }
 
 impl LogWriter<File> {
@@ -64,7 +66,7 @@ impl LogWriter<File> {
 
 impl<S: Sink> LogWriter<S> {
     pub fn new(sink: S) -> Self {
-        LogWriter { sink, pending: Vec::with_capacity(16 * 1024), seq: 0, prev: None }
+        LogWriter { sink, pending: Vec::with_capacity(16 * 1024), seq: 0, prev: None, offset: 0 }
     }
 
     /// Append one event; returns it with its hash. Nothing reaches the sink until
@@ -75,6 +77,7 @@ impl<S: Sink> LogWriter<S> {
         let (line, hash) = unhashed.encode().map_err(|source| WriteError::Canon { seq, kind, source })?;
         self.pending.extend_from_slice(&line);
         self.pending.push(b'\n');
+        self.offset += line.len() as u64 + 1;
         let event = Event { seq, turn, t, kind, data, prev: self.prev, hash };
         self.seq += 1;
         self.prev = Some(hash);
@@ -103,5 +106,10 @@ impl<S: Sink> LogWriter<S> {
 
     pub fn events_written(&self) -> u64 {
         self.seq
+    }
+
+    /// Byte offset at which the next event's line will start.
+    pub fn offset(&self) -> u64 {
+        self.offset
     }
 }

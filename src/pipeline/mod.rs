@@ -131,11 +131,19 @@ impl Pipeline {
     pub fn resolve(&self, relative: &str) -> PathBuf {
         self.base.join(relative)
     }
+
+    /// A path as reports show it: relative to the base, with `/` separators, so the
+    /// same project gives the same reports wherever it is checked out.
+    pub fn display(&self, path: &Path) -> String {
+        let rel = path.strip_prefix(&self.base).unwrap_or(path);
+        let text = rel.to_string_lossy().replace('\\', "/");
+        text.strip_prefix("./").map(str::to_string).unwrap_or(text)
+    }
 }
 
 /// Pipelines conventionally live in `<project>/pipeline/*.toml` and name paths relative
 /// to the project; anywhere else, paths are relative to the file's own directory.
-fn default_base(path: &Path) -> PathBuf {
+pub fn default_base(path: &Path) -> PathBuf {
     let dir = path.parent().unwrap_or(Path::new(""));
     let base = if dir.file_name().is_some_and(|n| n == "pipeline") {
         dir.parent().unwrap_or(Path::new("")).to_path_buf()

@@ -134,6 +134,9 @@ fn run_id(pipeline: &Pipeline, cases: &[Case], agents: &BTreeMap<String, (Arc<Ma
 /// Options for [`execute`].
 pub struct Options {
     pub jobs: usize,
+    /// Only some cases were selected (`--filter`, `--tag`): tag gates without a
+    /// selected case are left out instead of failing on `min_cases`.
+    pub selective: bool,
 }
 
 /// Run every case of the plan. `progress` sees each case as it finishes (in completion
@@ -199,7 +202,12 @@ pub fn execute(
     })?;
 
     let cases: Vec<CaseOutcome> = outcomes.into_iter().flatten().collect();
-    let gates = crate::gate::evaluate(&plan.pipeline.gates, &cases);
+    rewrite_verdicts_in_order(&layout, &plan.run_id, &cases)?;
+    let mut gates = crate::gate::evaluate(&plan.pipeline.gates, &cases);
+    if options.selective {
+        // a selection leaves some tags without cases: those gates are not this run's to judge
+        gates.retain(|g| g.scope == crate::gate::DEFAULT_SCOPE || g.cases > 0);
+    }
     let passed = gates.iter().all(|g| g.passed);
     let done = RunRecord { passed: Some(passed), ..run };
     std::fs::write(
@@ -216,6 +224,32 @@ pub fn execute(
         passed,
         extras: Default::default(),
     })
+}
+
+/// During the run, verdict lines are appended as cases finish (so a killed run keeps
+/// what it graded); at the end the file is rewritten in dataset order, atomically, so
+/// it is byte-identical however the workers interleaved.
+fn rewrite_verdicts_in_order(layout: &Layout, run_id: &str, cases: &[CaseOutcome]) -> Result<(), RunnerError> {
+    let mut text = String::new();
+    for case in cases {
+        for r in &case.runs {
+            let v = VerdictRecord {
+                run_id: run_id.to_string(),
+                case: case.id.clone(),
+                dataset: case.dataset.clone(),
+                k: r.index,
+                passed: r.passed,
+                status: r.status.clone(),
+            };
+            text.push_str(&serde_json::to_string(&v).map_err(|e| RunnerError::Internal(e.to_string()))?);
+            text.push('\n');
+        }
+    }
+    let path = layout.verdicts_path(run_id);
+    let tmp = path.with_extension("jsonl.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(())
 }
 
 /// Run all recorded runs of one case, grade them, record them.
@@ -249,20 +283,20 @@ fn run_case(
             on_divergence: plan.pipeline.replay.on_divergence,
         };
         let summary = BuiltinAgent.run_replay(&input, &mut rec).map_err(log_error)?;
-        let events = rec.finish().map_err(log_error)?;
+        let (events, turn_offsets) = rec.finish().map_err(log_error)?;
         let checks = crate::grade::grade(&case.expect, &events);
         let passed = summary.status == RunStatus::Completed && checks.iter().all(|c| c.passed);
         let head = events.last().map(|e| e.hash.to_string());
-        let shown = display_path(&path);
+        let shown = plan.pipeline.display(&path);
         store.put_log(&LogRecord {
             run_id: plan.run_id.clone(),
             case: case.id.clone(),
             k,
-            path: shown.clone(),
+            path: Layout::log_rel(&plan.run_id, &case.id, k),
             head: head.clone(),
             events: events.len() as u64,
             complete: true,
-            turn_offsets: Vec::new(),
+            turn_offsets,
         })?;
         runs.push(RunResult {
             index: k,
@@ -303,11 +337,4 @@ fn run_case(
         blocks: Vec::new(),
         passed,
     })
-}
-
-/// Paths in reports are relative and use `/`, so reports are identical across
-/// checkouts and platforms.
-fn display_path(path: &Path) -> String {
-    let s = path.to_string_lossy().replace('\\', "/");
-    s.strip_prefix("./").map(str::to_string).unwrap_or(s)
 }

@@ -193,7 +193,7 @@ impl<'a, 'p> Loop<'a, 'p> {
             }
             self.rec.flush()?;
         }
-        self.rec.set_turn(None);
+        // the error belongs to the turn it happened in; run_completed to no turn
         let (status, error) = match outcome {
             None => (RunStatus::Completed, None),
             Some(stop) => {
@@ -206,6 +206,7 @@ impl<'a, 'p> Loop<'a, 'p> {
                 (stop.status, Some(stop.error))
             }
         };
+        self.rec.set_turn(None);
         self.rec.emit(
             Kind::RunCompleted,
             json!({"status": status.as_str(), "turns": case.turns.len(), "tokens": self.tokens_used}),

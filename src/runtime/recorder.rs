@@ -18,15 +18,20 @@ pub struct Recorder {
     turn: Option<u32>,
     /// Virtual milliseconds: advanced by recorded latencies and injected delays only.
     clock: u64,
+    /// Byte offset of each `turn_started` line, by turn (the store's seek index).
+    turn_offsets: Vec<u64>,
 }
 
 impl Recorder {
     pub fn new(sink: Box<dyn Sink + Send>) -> Self {
-        Recorder { writer: LogWriter::new(sink), events: Vec::new(), turn: None, clock: 0 }
+        Recorder { writer: LogWriter::new(sink), events: Vec::new(), turn: None, clock: 0, turn_offsets: Vec::new() }
     }
 
     /// Append an event at the current turn and virtual time; returns its seq.
     pub fn emit(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
+        if kind == Kind::TurnStarted {
+            self.turn_offsets.push(self.writer.offset());
+        }
         let event = self.writer.append(self.turn, self.clock, kind, data)?;
         let seq = event.seq;
         self.events.push(event);
@@ -58,13 +63,17 @@ impl Recorder {
         Ok(self.writer.flush()?)
     }
 
-    /// Flush and fsync; returns the events.
-    pub fn finish(self) -> Result<Vec<Event>, WriteError> {
+    /// Flush and fsync; returns the events and the turn offsets.
+    pub fn finish(self) -> Result<(Vec<Event>, Vec<u64>), WriteError> {
         self.writer.finish()?;
-        Ok(self.events)
+        Ok((self.events, self.turn_offsets))
     }
 
     pub fn events(&self) -> &[Event] {
         &self.events
+    }
+
+    pub fn turn_offsets(&self) -> &[u64] {
+        &self.turn_offsets
     }
 }

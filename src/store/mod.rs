@@ -40,6 +40,7 @@ pub struct LogRecord {
     pub run_id: String,
     pub case: String,
     pub k: usize,
+    /// Relative to the store directory (`runs/<run-id>/<case>/<k>.jsonl`).
     pub path: String,
     pub head: Option<String>,
     pub events: u64,
@@ -89,7 +90,11 @@ impl Layout {
         self.root.join("runs").join(run_id)
     }
     pub fn log_path(&self, run_id: &str, case: &str, k: usize) -> PathBuf {
-        self.run_dir(run_id).join(case).join(format!("{k}.jsonl"))
+        self.root.join(Self::log_rel(run_id, case, k))
+    }
+    /// A log's path relative to the store root, as the catalog records it.
+    pub fn log_rel(run_id: &str, case: &str, k: usize) -> String {
+        format!("runs/{run_id}/{case}/{k}.jsonl")
     }
     pub fn verdicts_path(&self, run_id: &str) -> PathBuf {
         self.run_dir(run_id).join("verdicts.jsonl")
@@ -101,7 +106,8 @@ impl Layout {
 
 /// Index one log file: verify it and record its head, length and turn offsets. A log
 /// that does not verify is indexed up to its valid prefix and reported.
-pub fn index_log(run_id: &str, case: &str, k: usize, path: &Path) -> Result<LogRecord, String> {
+pub fn index_log(layout: &Layout, run_id: &str, case: &str, k: usize) -> Result<LogRecord, String> {
+    let path = &layout.log_path(run_id, case, k);
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let valid = match crate::event::verify::verify_bytes(&bytes) {
         Ok(v) => v,
@@ -123,7 +129,7 @@ pub fn index_log(run_id: &str, case: &str, k: usize, path: &Path) -> Result<LogR
         run_id: run_id.to_string(),
         case: case.to_string(),
         k,
-        path: path.to_string_lossy().into_owned(),
+        path: Layout::log_rel(run_id, case, k),
         head: valid.head.map(|h| h.to_string()),
         events: valid.events.len() as u64,
         complete: valid.complete,
@@ -177,8 +183,8 @@ pub fn reindex(store: &dyn Store, layout: &Layout) -> Result<ReindexSummary, Sto
                 })
                 .collect();
             logs.sort();
-            for (k, path) in logs {
-                match index_log(&run_id, &case, k, &path) {
+            for (k, _) in logs {
+                match index_log(layout, &run_id, &case, k) {
                     Ok(record) => {
                         summary.logs += 1;
                         summary.incomplete_logs += usize::from(!record.complete);

@@ -1,0 +1,388 @@
+//! Invalid input end to end: every broken input is refused before anything runs, with
+//! `error: PATH:LINE:COL: message` naming the exact line and a sensible column, exit 2,
+//! no report file (stale ones from an earlier green run removed), nothing claiming
+//! success, and the store left as it was. Also `stateval schema` and `stateval validate`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
+
+use common::{CI_REPORTS, Project, column_of, parse_located_error};
+use serde_json::Value;
+
+const TREASURY: &str = "datasets/examples/treasury.jsonl";
+const PAY_ALICE: &str = "fixtures/recordings/pay-alice.jsonl";
+
+/// A project after a green run of ci.toml, with its reports in place; returns the
+/// store's run files so a refused run can be shown to leave them alone.
+fn green() -> (Project, BTreeMap<String, Vec<u8>>) {
+    let p = Project::new();
+    p.stateval(&["run"]).expect_code(0);
+    for r in CI_REPORTS {
+        assert!(p.exists(r), "the green run wrote {r}");
+    }
+    let runs = p.snapshot(".stateval/runs");
+    (p, runs)
+}
+
+/// What a refused input must look like.
+struct Expected<'a> {
+    path: &'a str,
+    line: usize,
+    columns: RangeInclusive<usize>,
+    /// Substrings of the message.
+    says: &'a [&'a str],
+}
+
+/// `stateval run` on the broken copy: exit 2, exactly one located error, nothing on
+/// stdout, no report, the store's run files untouched.
+#[track_caller]
+fn refused(p: &Project, before: &BTreeMap<String, Vec<u8>>, expected: &Expected<'_>) {
+    let out = p.stateval(&["run"]);
+    out.expect_code(2);
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one error for one defect: {}", out.stderr);
+    let (path, line, column, message) = parse_located_error(lines[0]);
+    assert_eq!((path.as_str(), line), (expected.path, expected.line), "{}", lines[0]);
+    assert!(expected.columns.contains(&column), "column {column} not in {:?}: {}", expected.columns, lines[0]);
+    for s in expected.says {
+        assert!(message.contains(s), "message lacks {s:?}: {message}");
+    }
+    assert_eq!(out.stdout, "", "nothing claims success on stdout");
+    assert!(!out.stderr.contains("PASS") && !out.stderr.contains("report:"), "{}", out.stderr);
+    let left: Vec<&str> = CI_REPORTS.iter().copied().filter(|r| p.exists(r)).collect();
+    assert!(left.is_empty(), "stale reports from the green run survived a refused run: {left:?}");
+    let after = p.snapshot(".stateval/runs");
+    assert_eq!(common::differing(before, &after), Vec::<String>::new(), "nothing ran, nothing was written");
+}
+
+/// Columns `from..=to` of `needle` in `line` (1-based, inclusive).
+fn span(line: &str, needle: &str) -> RangeInclusive<usize> {
+    let start = column_of(line, needle);
+    start..=start + needle.chars().count() - 1
+}
+
+#[test]
+fn a_malformed_jsonl_line_is_refused_at_the_missing_comma() {
+    let (p, runs) = green();
+    let line = p.edit_line(TREASURY, 3, r#""tags":["memory"],"agent""#, r#""tags":["memory"] "agent""#);
+    // the parser stops at the space where the comma should be or at the next key
+    let at = column_of(&line, r#"] "agent""#) + 1;
+    refused(&p, &runs, &Expected { path: TREASURY, line: 3, columns: at..=at + 1, says: &["expected `,` or `}`"] });
+}
+
+#[test]
+fn an_unknown_case_key_is_refused_at_the_key_and_suggests_the_right_one() {
+    let (p, runs) = green();
+    let line = p.edit_line(TREASURY, 2, r#""expect":"#, r#""expct":"#);
+    refused(
+        &p,
+        &runs,
+        &Expected {
+            path: TREASURY,
+            line: 2,
+            columns: span(&line, r#""expct""#),
+            says: &[r#"unknown field "expct""#, r#"did you mean "expect""#],
+        },
+    );
+}
+
+#[test]
+fn a_duplicate_case_id_is_refused_naming_the_first_definition() {
+    let (p, runs) = green();
+    let line = p.edit_line(TREASURY, 5, r#""id":"invoice-clean-paid""#, r#""id":"balance-check""#);
+    refused(
+        &p,
+        &runs,
+        &Expected {
+            path: TREASURY,
+            line: 5,
+            columns: span(&line, r#""id":"balance-check""#),
+            says: &[r#"duplicate case id "balance-check""#, "first defined at datasets/examples/treasury.jsonl:1"],
+        },
+    );
+}
+
+#[test]
+fn a_case_id_duplicated_across_datasets_is_refused_naming_the_other_file() {
+    let (p, runs) = green();
+    let line = p.edit_line(TREASURY, 7, r#""id":"greeting-inline""#, r#""id":"greeting-support""#);
+    refused(
+        &p,
+        &runs,
+        &Expected {
+            path: TREASURY,
+            line: 7,
+            columns: span(&line, r#""id":"greeting-support""#),
+            says: &[r#"duplicate case id "greeting-support""#, "first defined at datasets/examples/support.jsonl:4"],
+        },
+    );
+}
+
+#[test]
+fn a_bad_regex_in_a_matcher_is_refused_at_the_matcher() {
+    let (p, runs) = green();
+    let line = p.edit_line(TREASURY, 2, r#""Shall I send \\$100\\?$""#, r#""Shall I send (\\$100\\?$""#);
+    refused(
+        &p,
+        &runs,
+        &Expected {
+            path: TREASURY,
+            line: 2,
+            columns: span(&line, r#"{"regex":"Shall I send (\\$100\\?$"}"#),
+            says: &["invalid regex", "unclosed group"],
+        },
+    );
+}
+
+#[test]
+fn a_malformed_json_schema_in_a_schema_matcher_is_refused_at_the_schema() {
+    let (p, runs) = green();
+    let line = p.edit_line(TREASURY, 4, r#"{"schema":{"minimum":1}}"#, r#"{"schema":{"minimum":"one"}}"#);
+    refused(
+        &p,
+        &runs,
+        &Expected {
+            path: TREASURY,
+            line: 4,
+            columns: span(&line, r#"{"schema":{"minimum":"one"}}"#),
+            says: &["malformed JSON Schema", "\"one\""],
+        },
+    );
+}
+
+#[test]
+fn a_missing_recording_file_is_refused_at_its_path_in_the_case() {
+    let (p, runs) = green();
+    std::fs::remove_file(p.join(PAY_ALICE)).expect("remove the recording");
+    let line = p.line(TREASURY, 2);
+    refused(
+        &p,
+        &runs,
+        &Expected {
+            path: TREASURY,
+            line: 2,
+            columns: span(&line, r#""fixtures/recordings/pay-alice.jsonl""#),
+            says: &[r#"recording "fixtures/recordings/pay-alice.jsonl" not found"#],
+        },
+    );
+}
+
+#[test]
+fn a_recording_line_with_an_unknown_field_is_refused_at_its_own_file_and_line() {
+    let (p, runs) = green();
+    let line = p.edit_line(PAY_ALICE, 2, r#""latency_ms":460"#, r#""latncy_ms":460"#);
+    refused(
+        &p,
+        &runs,
+        &Expected {
+            path: PAY_ALICE,
+            line: 2,
+            columns: span(&line, r#""latncy_ms""#),
+            says: &[r#"unknown field "latncy_ms""#, r#"did you mean "latency_ms""#],
+        },
+    );
+}
+
+#[test]
+fn a_recording_line_with_a_wrong_type_is_refused_at_its_own_file_and_line() {
+    let (p, runs) = green();
+    let line = p.edit_line(PAY_ALICE, 2, r#""latency_ms":460"#, r#""latency_ms":"slow""#);
+    refused(
+        &p,
+        &runs,
+        &Expected {
+            path: PAY_ALICE,
+            line: 2,
+            columns: span(&line, r#""latency_ms":"slow""#),
+            says: &["latency_ms", "integer"],
+        },
+    );
+}
+
+#[test]
+fn a_pipeline_with_an_unknown_key_is_refused_at_the_key_and_leaves_no_stale_report() {
+    let (p, runs) = green();
+    p.edit_line("pipeline/ci.toml", 5, r#"goldens = "goldens""#, "goldens = \"goldens\"\nstorre = \"x\"");
+    refused(
+        &p,
+        &runs,
+        &Expected {
+            path: "pipeline/ci.toml",
+            line: 6,
+            columns: 1..=1,
+            says: &[r#"unknown field "storre""#, r#"did you mean "store""#],
+        },
+    );
+}
+
+#[test]
+fn a_pipeline_with_an_unknown_agent_key_is_refused_at_the_key_and_leaves_no_stale_report() {
+    let (p, runs) = green();
+    let text = p.read("pipeline/ci.toml");
+    assert_eq!(text.lines().nth(20), Some(r#"approvals = { financial = "approve" }"#), "fixture changed");
+    p.edit_line("pipeline/ci.toml", 21, "approvals", "polcy = []\napprovals");
+    refused(
+        &p,
+        &runs,
+        &Expected {
+            path: "pipeline/ci.toml",
+            line: 21,
+            columns: 1..=1,
+            says: &["agents.treasury", r#"unknown field "polcy""#, r#"did you mean "policy""#],
+        },
+    );
+}
+
+// ---------------------------------------------------------------------------------
+// stateval schema
+
+fn printed_schema(p: &Project, name: &str) -> Value {
+    let out = p.stateval(&["schema", name]);
+    out.expect_code(0);
+    assert_eq!(out.stderr, "", "{name}");
+    let schema: Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("schema {name} is JSON: {e}"));
+    assert!(jsonschema::meta::is_valid(&schema), "schema {name} is a valid JSON Schema");
+    schema
+}
+
+#[track_caller]
+fn assert_accepts(schema: &Value, name: &str, what: &str, instance: &Value) {
+    let validator = jsonschema::validator_for(schema).expect("compiles");
+    let errors: Vec<String> = validator.iter_errors(instance).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "schema {name} rejects {what}: {errors:?}");
+}
+
+fn jsonl(p: &Project, rel: &str) -> Vec<Value> {
+    p.read(rel).lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect("JSON line")).collect()
+}
+
+#[test]
+fn every_schema_prints_as_a_valid_json_schema_that_accepts_the_shipped_inputs() {
+    let p = Project::new();
+    p.stateval(&["run"]).expect_code(0);
+
+    let case = printed_schema(&p, "case");
+    let mut lines = 0;
+    for file in p.files_under("datasets") {
+        for (i, v) in jsonl(&p, &file).iter().enumerate() {
+            assert_accepts(&case, "case", &format!("{file}:{}", i + 1), v);
+            lines += 1;
+        }
+    }
+    assert_eq!(lines, 11 + 5);
+
+    let recording = printed_schema(&p, "recording");
+    for file in p.files_under("fixtures/recordings") {
+        for (i, v) in jsonl(&p, &file).iter().enumerate() {
+            assert_accepts(&recording, "recording", &format!("{file}:{}", i + 1), v);
+        }
+    }
+
+    let tools = printed_schema(&p, "tools");
+    for file in p.files_under("fixtures/tools") {
+        assert_accepts(&tools, "tools", &file, &p.json(&file));
+    }
+
+    let pipeline = printed_schema(&p, "pipeline");
+    for file in p.files_under("pipeline") {
+        let v: Value = toml::from_str(&p.read(&file)).expect("TOML");
+        assert_accepts(&pipeline, "pipeline", &file, &v);
+    }
+
+    let event = printed_schema(&p, "event");
+    let logs = p.log_files();
+    assert_eq!(logs.len(), 13);
+    for log in &logs {
+        for (i, v) in jsonl(&p, log).iter().enumerate() {
+            assert_accepts(&event, "event", &format!("{log}:{}", i + 1), v);
+        }
+    }
+}
+
+#[test]
+fn printed_schemas_reject_what_the_loaders_reject() {
+    let p = Project::new();
+    let case = jsonschema::validator_for(&printed_schema(&p, "case")).expect("compiles");
+    let mut bad: Value = serde_json::from_str(&p.line(TREASURY, 2)).expect("JSON");
+    bad["expct"] = bad["expect"].take();
+    bad.as_object_mut().expect("object").remove("expect");
+    assert!(!case.is_valid(&bad));
+
+    let recording = jsonschema::validator_for(&printed_schema(&p, "recording")).expect("compiles");
+    let mut bad: Value = serde_json::from_str(&p.line(PAY_ALICE, 2)).expect("JSON");
+    bad["latency_ms"] = "slow".into();
+    assert!(!recording.is_valid(&bad));
+
+    let pipeline = jsonschema::validator_for(&printed_schema(&p, "pipeline")).expect("compiles");
+    let mut bad: Value = toml::from_str(&p.read("pipeline/ci.toml")).expect("TOML");
+    bad["pipeline"]["storre"] = "x".into();
+    assert!(!pipeline.is_valid(&bad));
+}
+
+#[test]
+fn an_unknown_schema_name_exits_2_listing_the_known_ones() {
+    let p = Project::new();
+    let out = p.stateval(&["schema", "nope"]);
+    out.expect_code(2);
+    assert_eq!(out.stdout, "");
+    assert_eq!(out.stderr, "error: unknown schema \"nope\" (known: case, recording, tools, pipeline, event)\n");
+}
+
+// ---------------------------------------------------------------------------------
+// stateval validate
+
+#[test]
+fn validate_accepts_the_ci_pipeline_with_everything_it_references() {
+    let p = Project::new();
+    for args in [&["validate", "pipeline/ci.toml"][..], &["validate"][..]] {
+        let out = p.stateval(args);
+        out.expect_code(0);
+        assert_eq!(out.stdout, "ok pipeline/ci.toml: pipeline \"ci\", 11 cases\n", "{args:?}");
+        assert_eq!(out.stderr, "", "{args:?}");
+    }
+    let out = p.stateval(&["validate", TREASURY, PAY_ALICE, "fixtures/tools/treasury.json"]);
+    out.expect_code(0);
+    assert_eq!(
+        out.stdout,
+        format!(
+            "ok {TREASURY}: dataset, 7 cases\nok {PAY_ALICE}: recording, 4 responses\nok fixtures/tools/treasury.json: tool manifest, 5 tools\n"
+        )
+    );
+    assert!(!p.exists(".stateval") && !p.exists("reports"), "validate runs nothing and writes nothing");
+}
+
+#[test]
+fn validate_refuses_a_broken_dataset_with_its_location_and_exit_2() {
+    let p = Project::new();
+    let line = p.edit_line(TREASURY, 2, r#""expect":"#, r#""expct":"#);
+    let col = column_of(&line, r#""expct""#);
+    for args in [&["validate"][..], &["validate", TREASURY][..]] {
+        let out = p.stateval(args);
+        out.expect_code(2);
+        assert_eq!(out.stdout, "", "{args:?}");
+        assert_eq!(
+            out.stderr,
+            format!("error: {TREASURY}:2:{col}: unknown field \"expct\" (did you mean \"expect\"?)\n"),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn validate_checks_event_logs_and_refuses_a_tampered_one() {
+    let p = Project::new();
+    p.stateval(&["run"]).expect_code(0);
+    let log = p.log_files().into_iter().find(|l| l.ends_with("/balance-check/0.jsonl")).expect("a log");
+    let out = p.stateval(&["validate", &log]);
+    out.expect_code(0);
+    assert_eq!(out.stdout, format!("ok {log}: event log, 11 events\n"));
+
+    let mut lines = common::lines_of(&p.read_bytes(&log));
+    lines.swap(4, 5);
+    p.write("tampered.jsonl", lines.concat());
+    let out = p.stateval(&["validate", "tampered.jsonl"]);
+    out.expect_code(2);
+    assert!(out.stderr.starts_with("error: tampered.jsonl:5: event seq 4: "), "{}", out.stderr);
+}
