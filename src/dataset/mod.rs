@@ -28,7 +28,7 @@ pub struct Case {
     pub agent: String,
     pub turns: Vec<String>,
     /// One per recorded run.
-    pub recordings: Vec<Arc<Recording>>,
+    pub recordings: Vec<RecordingRef>,
     pub expect: Vec<Assertion>,
     /// Dataset name (`examples/treasury`).
     pub dataset: String,
@@ -38,6 +38,31 @@ pub struct Case {
     pub line: usize,
     /// Digest of the canonical case line.
     pub digest: Digest,
+}
+
+/// A validated recording: inline ones are kept (they are part of the dataset line);
+/// files are re-read when their case runs, so memory does not grow with the suite.
+#[derive(Debug, Clone)]
+pub enum RecordingRef {
+    Inline(Arc<Recording>),
+    File { path: PathBuf, display: String, digest: Digest, responses: usize },
+}
+
+impl RecordingRef {
+    pub fn digest(&self) -> Digest {
+        match self {
+            RecordingRef::Inline(r) => r.digest,
+            RecordingRef::File { digest, .. } => *digest,
+        }
+    }
+
+    /// The recording itself (re-read from disk for files).
+    pub fn load(&self) -> Result<Arc<Recording>, String> {
+        match self {
+            RecordingRef::Inline(r) => Ok(r.clone()),
+            RecordingRef::File { path, display, digest, .. } => Recording::reload(path, display, *digest).map(Arc::new),
+        }
+    }
 }
 
 impl Case {
@@ -71,8 +96,11 @@ struct RawAssertion {
 /// Loads datasets for one pipeline, sharing recordings between cases.
 pub struct Loader<'p> {
     pipeline: &'p Pipeline,
-    recordings: BTreeMap<PathBuf, Arc<Recording>>,
+    recordings: BTreeMap<PathBuf, RecordingRef>,
     ids: BTreeMap<String, String>,
+    /// Compiled matchers by canonical spec: suites repeat the same regexes and schemas
+    /// across thousands of cases, and a compiled one costs kilobytes.
+    matchers: BTreeMap<Vec<u8>, Arc<Matcher>>,
     pub cases: Vec<Case>,
     pub errors: Vec<InputError>,
 }
@@ -82,7 +110,14 @@ const MAX_ERRORS: usize = 20;
 
 impl<'p> Loader<'p> {
     pub fn new(pipeline: &'p Pipeline) -> Self {
-        Loader { pipeline, recordings: BTreeMap::new(), ids: BTreeMap::new(), cases: Vec::new(), errors: Vec::new() }
+        Loader {
+            pipeline,
+            recordings: BTreeMap::new(),
+            ids: BTreeMap::new(),
+            matchers: BTreeMap::new(),
+            cases: Vec::new(),
+            errors: Vec::new(),
+        }
     }
 
     /// The dataset files of the pipeline, sorted, deduplicated. A pattern that matches
@@ -181,7 +216,7 @@ impl<'p> Loader<'p> {
                     let responses = obj.get("responses").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
                     let rec = Recording::inline(responses, line, &pointer)
                         .map_err(|(col, m)| InputError::new(path, line_no, line_col(line, col).1, m))?;
-                    Arc::new(rec)
+                    RecordingRef::Inline(Arc::new(rec))
                 }
                 _ => return Err(at(&pointer, "a recording is a path or {\"responses\": [...]}".into())),
             };
@@ -191,8 +226,19 @@ impl<'p> Loader<'p> {
         let mut expect = Vec::new();
         for (i, a) in raw.expect.into_iter().enumerate() {
             crate::extract::check_target(&a.target).map_err(|m| at(&format!("/expect/{i}/target"), m))?;
-            let matcher = Matcher::compile(&a.matcher)
-                .map_err(|e| at(&format!("/expect/{i}/matcher{}", e.pointer), e.message))?;
+            let key =
+                canon::to_canonical(&a.matcher).map_err(|e| at(&format!("/expect/{i}/matcher"), e.to_string()))?;
+            let matcher = match self.matchers.get(&key) {
+                Some(m) => m.clone(),
+                None => {
+                    let m = Arc::new(
+                        Matcher::compile(&a.matcher)
+                            .map_err(|e| at(&format!("/expect/{i}/matcher{}", e.pointer), e.message))?,
+                    );
+                    self.matchers.insert(key, m.clone());
+                    m
+                }
+            };
             expect.push(Assertion { target: a.target, matcher, spec: a.matcher, description: a.description });
         }
 
@@ -213,7 +259,7 @@ impl<'p> Loader<'p> {
         })
     }
 
-    fn recording(&mut self, rel: &str) -> Result<Arc<Recording>, RecordingError> {
+    fn recording(&mut self, rel: &str) -> Result<RecordingRef, RecordingError> {
         let full = self.pipeline.resolve(rel);
         if let Some(r) = self.recordings.get(&full) {
             return Ok(r.clone());
@@ -225,9 +271,11 @@ impl<'p> Loader<'p> {
             )));
         }
         let display = full.to_string_lossy().trim_start_matches("./").to_string();
-        let rec = Arc::new(Recording::load(&full, &display).map_err(RecordingError::Invalid)?);
-        self.recordings.insert(full, rec.clone());
-        Ok(rec)
+        let rec = Recording::load(&full, &display).map_err(RecordingError::Invalid)?;
+        let reference =
+            RecordingRef::File { path: full.clone(), display, digest: rec.digest, responses: rec.responses.len() };
+        self.recordings.insert(full, reference.clone());
+        Ok(reference)
     }
 }
 

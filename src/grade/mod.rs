@@ -16,7 +16,8 @@ pub use matcher::Matcher;
 #[derive(Debug)]
 pub struct Assertion {
     pub target: String,
-    pub matcher: Matcher,
+    /// Shared between cases that write the same matcher (see the dataset loader).
+    pub matcher: std::sync::Arc<Matcher>,
     /// The matcher as written, for reports.
     pub spec: Value,
     pub description: Option<String>,
@@ -29,13 +30,11 @@ pub fn grade(assertions: &[Assertion], events: &[Event]) -> Vec<Check> {
         .map(|a| {
             let actual = crate::extract::resolve(&a.target, events);
             let outcome = a.matcher.apply(actual.as_ref());
-            Check {
-                name: a.target.clone(),
-                passed: outcome.passed,
-                reason: outcome.reason,
-                expected: Some(a.spec.clone()),
-                actual,
-            }
+            // A passing check's reason already says what held; its values are kept
+            // only on failure, where a reader needs them (and the suite's memory does
+            // not grow with every passing value).
+            let (expected, actual) = if outcome.passed { (None, None) } else { (Some(a.spec.clone()), actual) };
+            Check { name: a.target.clone(), passed: outcome.passed, reason: outcome.reason, expected, actual }
         })
         .collect()
 }

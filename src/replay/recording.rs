@@ -96,6 +96,27 @@ impl Recording {
         Ok(Self::from_values(out, "inline".into()))
     }
 
+    /// Re-read a file that [`Recording::load`] already validated (the runner loads each
+    /// recording only while its case runs, so memory does not grow with the suite). The
+    /// content must still have the digest it had at validation.
+    pub fn reload(path: &Path, display: &str, expected: Digest) -> Result<Recording, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{display}: cannot read recording: {e}"))?;
+        let mut responses = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let parsed: RecordedResponse = serde_json::from_str(line)
+                .map_err(|e| format!("{display}:{}: changed since validation: {e}", i + 1))?;
+            responses.push(parsed);
+        }
+        let recording = Self::from_values(responses, display.to_string());
+        if recording.digest != expected {
+            return Err(format!("{display}: recording changed on disk after the run was validated"));
+        }
+        Ok(recording)
+    }
+
     fn from_values(responses: Vec<RecordedResponse>, source: String) -> Recording {
         let as_json = serde_json::to_value(&responses).unwrap_or(Value::Null);
         let digest = canon::canonical_digest(Context::Content, &as_json)

@@ -124,7 +124,7 @@ fn run_id(pipeline: &Pipeline, cases: &[Case], agents: &BTreeMap<String, (Arc<Ma
     for case in cases {
         hasher.extend_from_slice(&case.digest.0);
         for r in &case.recordings {
-            hasher.extend_from_slice(&r.digest.0);
+            hasher.extend_from_slice(&r.digest().0);
         }
     }
     let digest = canon::digest(Context::Content, &hasher);
@@ -264,7 +264,8 @@ fn run_case(
     let profile = &plan.pipeline.agents[&case.agent];
     let (manifest, profile_digest) = &plan.agents[&case.agent];
     let mut runs = Vec::new();
-    for (k, recording) in case.recordings.iter().enumerate() {
+    for (k, reference) in case.recordings.iter().enumerate() {
+        let recording = reference.load().map_err(|e| RunnerError::Input(vec![InputError::file(&case.path, e)]))?;
         let path = layout.log_path(&plan.run_id, &case.id, k);
         let log_error = |source: WriteError| RunnerError::Log { path: path.clone(), source };
         if let Some(dir) = path.parent() {
@@ -279,7 +280,7 @@ fn run_case(
             profile,
             profile_digest: *profile_digest,
             manifest,
-            recording,
+            recording: &recording,
             on_divergence: plan.pipeline.replay.on_divergence,
         };
         let summary = BuiltinAgent.run_replay(&input, &mut rec).map_err(log_error)?;
