@@ -1,5 +1,6 @@
 //! Command-line interface: clap definitions and one file per subcommand.
 
+mod metric;
 mod reindex;
 mod run;
 mod schema;
@@ -72,6 +73,8 @@ enum Command {
     Schema(schema::Args),
     /// Rebuild the run catalog from the log files alone.
     Reindex(reindex::Args),
+    /// Grade one metric over JSON input (METRICS.md §9), without running anything.
+    Metric(metric::Args),
 }
 
 /// The pipeline `stateval run` uses when none is given.
@@ -91,6 +94,7 @@ pub fn main() -> ExitCode {
         Command::Verify(args) => verify::run(args),
         Command::Schema(args) => schema::run(args),
         Command::Reindex(args) => reindex::run(args),
+        Command::Metric(args) => metric::run(args),
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),

@@ -1,0 +1,114 @@
+//! `stateval metric NAME`: one metric over JSON input (METRICS.md §9).
+//!
+//! Reads one JSON document from `--input` or stdin and prints one JSON object. With
+//! `--batch` the input is JSONL and each line gets its output line, in order; a bad line
+//! prints `{"error": "..."}` there, the others still run, and the exit code is 2.
+
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use super::{CliError, Exit};
+use stateval::diag::parse_json_strict;
+use stateval::metrics::cli::{METRIC_NAMES, run as run_metric};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The metric: stability, stability-across, reliability, pass-k, recommend-runs,
+    /// confidence-band, trajectory, trajectory-axes, golden-path, recovery, narrative,
+    /// agent-reliability.
+    name: String,
+    /// Input file; `-` or absent reads stdin.
+    #[arg(long, short)]
+    input: Option<PathBuf>,
+    /// The input is JSONL: grade each line, print one output line each.
+    #[arg(long)]
+    batch: bool,
+}
+
+pub fn run(args: Args) -> Result<Exit, CliError> {
+    if !METRIC_NAMES.contains(&args.name.as_str()) {
+        return Err(CliError::invalid(format!(
+            "unknown metric \"{}\" (known: {})",
+            args.name,
+            METRIC_NAMES.join(", ")
+        )));
+    }
+    let source = match &args.input {
+        Some(p) if p.as_os_str() != "-" => p.display().to_string(),
+        _ => "<stdin>".to_string(),
+    };
+    let reader: Box<dyn BufRead> = match &args.input {
+        Some(p) if p.as_os_str() != "-" => Box::new(std::io::BufReader::new(
+            std::fs::File::open(p).map_err(|e| CliError::invalid(format!("{source}: {e}")))?,
+        )),
+        _ => Box::new(std::io::stdin().lock()),
+    };
+    if args.batch { batch(&args.name, &source, reader) } else { single(&args.name, &source, reader) }
+}
+
+fn single(name: &str, source: &str, mut reader: Box<dyn BufRead>) -> Result<Exit, CliError> {
+    let mut text = String::new();
+    reader.read_to_string(&mut text).map_err(|e| CliError::invalid(format!("{source}: {e}")))?;
+    let output = grade(name, &text).map_err(|e| CliError::invalid(e.at(source, None)))?;
+    super::out(output);
+    Ok(Exit::Pass)
+}
+
+fn batch(name: &str, source: &str, reader: Box<dyn BufRead>) -> Result<Exit, CliError> {
+    let mut exit = Exit::Pass;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for (i, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| CliError::invalid(format!("{source}:{}: {e}", i + 1)))?;
+        let printed = match grade(name, &line) {
+            Ok(output) => output.to_string(),
+            Err(e) => {
+                exit = Exit::Invalid;
+                json!({ "error": e.at(source, Some(i + 1)) }).to_string()
+            }
+        };
+        if let Err(e) = writeln!(out, "{printed}") {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                return Ok(exit);
+            }
+            return Err(CliError::internal(e.to_string()));
+        }
+    }
+    out.flush().map_err(|e| CliError::internal(e.to_string()))?;
+    if exit == Exit::Invalid {
+        eprintln!("error: some input lines were invalid; their output lines carry {{\"error\": …}}");
+    }
+    Ok(exit)
+}
+
+/// Why a document could not be graded: a JSON syntax error has a place in the text.
+struct GradeError {
+    place: Option<(usize, usize)>,
+    message: String,
+}
+
+impl GradeError {
+    /// `source:line:col: message`; in a batch the line is the input line and the
+    /// column the one inside it.
+    fn at(&self, source: &str, batch_line: Option<usize>) -> String {
+        match (self.place, batch_line) {
+            (Some((_, col)), Some(line)) | (Some((line, col)), None) => {
+                format!("{source}:{line}:{col}: {}", self.message)
+            }
+            (None, Some(line)) => format!("{source}:{line}: {}", self.message),
+            (None, None) => format!("{source}: {}", self.message),
+        }
+    }
+}
+
+/// Parse one document and grade it.
+fn grade(name: &str, text: &str) -> Result<Value, GradeError> {
+    if text.trim().is_empty() {
+        return Err(GradeError { place: None, message: "empty input: expected one JSON document".into() });
+    }
+    let input =
+        parse_json_strict(text).map_err(|(line, col, message)| GradeError { place: Some((line, col)), message })?;
+    run_metric(name, &input).map_err(|e| GradeError { place: None, message: e.to_string() })
+}

@@ -1,0 +1,129 @@
+//! A dataset case's metric blocks, dispatched by key (`trajectory`, `trajectory_axes`,
+//! `golden_path`, `stability`, `reliability`, `recovery`, `narrative`).
+//!
+//! The dataset loader calls [`MetricBlock::from_key`] for each key of a case, refuses the
+//! case when a block errors or when the case has fewer runs than [`MetricBlock::min_runs`],
+//! and the runner later calls [`MetricBlock::evaluate`] with every run's trace envelope.
+
+use serde_json::Value;
+
+use super::MetricError;
+use super::axes::AxesBlock;
+use super::gate::{BlockOutcome, CaseBlock};
+use super::golden_path::GoldenPath;
+use super::narrative::NarrativeBlock;
+use super::recovery::RecoveryBlock;
+use super::reliability::ReliabilityBlock;
+use super::stability::StabilityBlock;
+use super::trajectory::TrajectoryBlock;
+
+/// Dataset keys that hold metric blocks, in the order reports list them.
+pub const BLOCK_KEYS: [&str; 7] =
+    ["trajectory", "trajectory_axes", "golden_path", "stability", "reliability", "recovery", "narrative"];
+
+/// One parsed metric block of a case.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MetricBlock {
+    Trajectory(TrajectoryBlock),
+    TrajectoryAxes(AxesBlock),
+    GoldenPath(GoldenPath),
+    Stability(StabilityBlock),
+    Reliability(ReliabilityBlock),
+    Recovery(RecoveryBlock),
+    Narrative(NarrativeBlock),
+}
+
+fn parse<B: CaseBlock>(block: &Value, wrap: fn(B) -> MetricBlock) -> Result<MetricBlock, MetricError> {
+    B::from_block(block).map(wrap).map_err(|e| e.under(&format!("/{}", B::KEY)))
+}
+
+impl MetricBlock {
+    /// Parse the block under dataset key `key`; `None` when `key` is not a metric block.
+    /// Error pointers are placed under `/<key>`, relative to the case object.
+    pub fn from_key(key: &str, block: &Value) -> Option<Result<Self, MetricError>> {
+        Some(match key {
+            "trajectory" => parse(block, MetricBlock::Trajectory),
+            "trajectory_axes" => parse(block, MetricBlock::TrajectoryAxes),
+            "golden_path" => parse(block, MetricBlock::GoldenPath),
+            "stability" => parse(block, MetricBlock::Stability),
+            "reliability" => parse(block, MetricBlock::Reliability),
+            "recovery" => parse(block, MetricBlock::Recovery),
+            "narrative" => parse(block, MetricBlock::Narrative),
+            _ => return None,
+        })
+    }
+
+    /// The block's dataset key.
+    pub fn key(&self) -> &'static str {
+        match self {
+            MetricBlock::Trajectory(_) => TrajectoryBlock::KEY,
+            MetricBlock::TrajectoryAxes(_) => AxesBlock::KEY,
+            MetricBlock::GoldenPath(_) => GoldenPath::KEY,
+            MetricBlock::Stability(_) => StabilityBlock::KEY,
+            MetricBlock::Reliability(_) => ReliabilityBlock::KEY,
+            MetricBlock::Recovery(_) => RecoveryBlock::KEY,
+            MetricBlock::Narrative(_) => NarrativeBlock::KEY,
+        }
+    }
+
+    /// Fewest runs the case needs for this block (a load error below it).
+    pub fn min_runs(&self) -> usize {
+        match self {
+            MetricBlock::Trajectory(b) => b.min_runs(),
+            MetricBlock::TrajectoryAxes(b) => b.min_runs(),
+            MetricBlock::GoldenPath(b) => b.min_runs(),
+            MetricBlock::Stability(b) => b.min_runs(),
+            MetricBlock::Reliability(b) => b.min_runs(),
+            MetricBlock::Recovery(b) => b.min_runs(),
+            MetricBlock::Narrative(b) => b.min_runs(),
+        }
+    }
+
+    /// Grade the case's runs (see each block type for the envelope fields it reads;
+    /// `reliability` reads each run's `passed` verdict).
+    pub fn evaluate(&self, runs: &[Value]) -> Result<BlockOutcome, MetricError> {
+        match self {
+            MetricBlock::Trajectory(b) => b.evaluate(runs),
+            MetricBlock::TrajectoryAxes(b) => b.evaluate(runs),
+            MetricBlock::GoldenPath(b) => b.evaluate(runs),
+            MetricBlock::Stability(b) => b.evaluate(runs),
+            MetricBlock::Reliability(b) => b.evaluate(runs),
+            MetricBlock::Recovery(b) => b.evaluate(runs),
+            MetricBlock::Narrative(b) => b.evaluate(runs),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_block_key_parses_its_default_shape() {
+        let minimal = |key: &str| match key {
+            "trajectory" | "golden_path" => json!({"calls": []}),
+            _ => json!({}),
+        };
+        for key in BLOCK_KEYS {
+            let block = MetricBlock::from_key(key, &minimal(key)).unwrap().unwrap();
+            assert_eq!(block.key(), key);
+        }
+        assert!(MetricBlock::from_key("expect", &json!([])).is_none());
+    }
+
+    #[test]
+    fn block_errors_are_placed_under_the_block_key() {
+        let err = MetricBlock::from_key("trajectory", &json!({"calls": [{"name": "a", "args": {"exactt": 1}}]}))
+            .unwrap()
+            .unwrap_err();
+        assert!(err.to_string().starts_with("/trajectory/calls/0/args: unknown args shape \"exactt\""), "{err}");
+    }
+
+    #[test]
+    fn only_stability_needs_two_runs_by_default() {
+        let stability = MetricBlock::from_key("stability", &json!({})).unwrap().unwrap();
+        let narrative = MetricBlock::from_key("narrative", &json!({})).unwrap().unwrap();
+        assert_eq!((stability.min_runs(), narrative.min_runs()), (2, 1));
+    }
+}

@@ -1,0 +1,373 @@
+//! Trajectory validation: did the agent make the calls the case expects (METRICS.md §3)?
+//!
+//! An expected trace is a mode plus an ordered list of expected calls, each pinning a
+//! tool name and an [`ArgsShape`]. The modes come from agent-evaluation practice
+//! (mcptest-core's trajectory matchers, LangSmith's trajectory evaluators): `strict`
+//! one-for-one, `subsequence` in order with extras allowed, `unordered`/`superset` as a
+//! lower bound, `subset` as the over-call detector.
+//!
+//! Design choice: the three order-free modes use a **maximum bipartite matching**
+//! ([`max_matching`]), so when any valid assignment of calls exists it is found. A
+//! first-fit scan false-fails as soon as argument shapes overlap (`any` grabbing the one
+//! call an `exact` shape needed); that is a defect, not a convention. Every mismatch says
+//! which expected call, which recorded call it was compared with, and JSON-Pointer diffs.
+
+pub mod args;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use self::args::{ArgsShape, Diff};
+use super::gate::{BlockOutcome, Bound, CaseBlock, flag, run_outcome};
+use super::trace::{ToolCall, read_tool_calls};
+use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
+use crate::grade::contains::max_matching;
+
+/// How recorded calls must relate to the expected ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// One-for-one, same length, every position matches (alias `exact_sequence`).
+    Strict,
+    /// Every expected call appears, in order, among the recorded calls.
+    Subsequence,
+    /// Every expected call matched to a distinct recorded call, any order; extras allowed.
+    Unordered,
+    /// Same outcome as `unordered`: the reference is a lower bound.
+    Superset,
+    /// Every recorded call matched to a distinct expected call; calling fewer is fine.
+    Subset,
+}
+
+impl Mode {
+    /// Read a mode name; `pointer` names the `mode` value.
+    pub fn parse(value: &Value, pointer: &str) -> Result<Self, MetricError> {
+        let name = value.as_str().ok_or_else(|| MetricError::WrongType {
+            pointer: pointer.into(),
+            expected: "a mode name",
+            found: type_name(value),
+        })?;
+        match name {
+            "strict" | "exact_sequence" => Ok(Mode::Strict),
+            "subsequence" => Ok(Mode::Subsequence),
+            "unordered" => Ok(Mode::Unordered),
+            "superset" => Ok(Mode::Superset),
+            "subset" => Ok(Mode::Subset),
+            other => Err(MetricError::UnknownMode { pointer: pointer.into(), mode: other.into() }),
+        }
+    }
+}
+
+/// One expected call: a name (compared with the recorded name without its `<server>__`
+/// wire prefix, or with the full recorded name) and an args shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpectedCall {
+    pub name: String,
+    pub args: ArgsShape,
+}
+
+impl ExpectedCall {
+    /// Does `call` satisfy this expectation?
+    pub fn matches(&self, call: &ToolCall) -> bool {
+        call.is_named(&self.name) && self.args.matches(&call.args)
+    }
+
+    /// Read `{"name", "args"?}` or a bare name string (args `any`).
+    pub fn parse(value: &Value, pointer: &str) -> Result<Self, MetricError> {
+        if let Value::String(name) = value {
+            return Ok(ExpectedCall { name: name.clone(), args: ArgsShape::Any });
+        }
+        let object = expect_object(value, pointer)?;
+        reject_unknown_keys(object, pointer, &["name", "args"])?;
+        let name = match object.get("name") {
+            Some(Value::String(name)) => name.clone(),
+            Some(other) => {
+                return Err(MetricError::WrongType {
+                    pointer: pointer_join(pointer, "name"),
+                    expected: "a tool name",
+                    found: type_name(other),
+                });
+            }
+            None => {
+                return Err(MetricError::Missing { pointer: pointer.into(), field: "name" });
+            }
+        };
+        let args = ArgsShape::parse(object.get("args"), &pointer_join(pointer, "args"))?;
+        Ok(ExpectedCall { name, args })
+    }
+}
+
+/// An expected trace: the `trajectory` block, `{"mode"?, "calls": [...]}`. The mode
+/// defaults to `strict`, the least permissive reading of "these calls".
+///
+/// Input per run: a trace envelope; only `tool_calls` (or `trace.tool_calls`) is read.
+/// Default gate `trajectory.passed ≥ 1`, held in every run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpectedTrace {
+    pub mode: Mode,
+    pub calls: Vec<ExpectedCall>,
+}
+
+/// The dataset `trajectory` block is an expected trace.
+pub type TrajectoryBlock = ExpectedTrace;
+
+const TRAJECTORY_KEYS: &[&str] = &["mode", "calls"];
+
+impl ExpectedTrace {
+    /// Read `{"mode"?, "calls"}`; `pointer` names the object.
+    pub fn parse(value: &Value, pointer: &str) -> Result<Self, MetricError> {
+        let object = expect_object(value, pointer)?;
+        reject_unknown_keys(object, pointer, TRAJECTORY_KEYS)?;
+        let mode = match object.get("mode") {
+            None => Mode::Strict,
+            Some(m) => Mode::parse(m, &pointer_join(pointer, "mode"))?,
+        };
+        let calls_at = pointer_join(pointer, "calls");
+        let calls = match object.get("calls") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ExpectedCall::parse(c, &pointer_join(&calls_at, i)))
+                .collect::<Result<_, _>>()?,
+            Some(other) => {
+                return Err(MetricError::WrongType {
+                    pointer: calls_at,
+                    expected: "an array of expected calls",
+                    found: type_name(other),
+                });
+            }
+            None => {
+                return Err(MetricError::Missing { pointer: pointer.into(), field: "calls" });
+            }
+        };
+        Ok(ExpectedTrace { mode, calls })
+    }
+}
+
+/// Why one expected (or recorded) call was not accounted for.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Mismatch {
+    /// Index into the expected calls; the number of expected calls for a strict extra call
+    /// or a subset over-call.
+    pub expected_index: usize,
+    /// Index into the recorded `tool_calls` of the call it was compared with; `None` when
+    /// the trace ran out or no recorded call has the expected name.
+    pub actual_index: Option<usize>,
+    pub expected_name: Option<String>,
+    pub actual_name: Option<String>,
+    /// Args differences against the compared call (empty when the names differ).
+    pub diffs: Vec<Diff>,
+    /// One line.
+    pub reason: String,
+}
+
+/// The outcome of validating one trace against an expected trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrajectoryReport {
+    pub mode: Mode,
+    /// Every expected call is accounted for as the mode requires (1/0 as a target).
+    pub passed: bool,
+    /// `mismatches.len()`.
+    pub mismatch_count: usize,
+    pub mismatches: Vec<Mismatch>,
+}
+
+impl TrajectoryReport {
+    /// `passed (strict)` or `1 mismatch (strict): expected call 1 (open) …`.
+    pub fn summary(&self) -> String {
+        let mode =
+            serde_json::to_value(self.mode).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        match self.mismatches.first() {
+            None => format!("passed ({mode})"),
+            Some(first) => format!("{} mismatch(es) ({mode}): {}", self.mismatch_count, first.reason),
+        }
+    }
+
+    /// `trajectory.passed` (1/0) and `trajectory.mismatch_count`.
+    pub fn targets(&self) -> BTreeMap<String, Value> {
+        BTreeMap::from([
+            ("trajectory.passed".into(), flag(self.passed)),
+            ("trajectory.mismatch_count".into(), Value::from(self.mismatch_count)),
+        ])
+    }
+}
+
+/// Validate recorded `calls` against `expected`.
+pub fn validate(expected: &ExpectedTrace, calls: &[ToolCall]) -> TrajectoryReport {
+    let exp = &expected.calls;
+    let mismatches = match expected.mode {
+        // An empty reference pins nothing, even in strict mode; subset is the exception.
+        _ if exp.is_empty() && expected.mode != Mode::Subset => Vec::new(),
+        Mode::Strict => strict(exp, calls),
+        Mode::Subsequence => subsequence(exp, calls),
+        Mode::Unordered | Mode::Superset => unordered(exp, calls),
+        Mode::Subset => subset(exp, calls),
+    };
+    TrajectoryReport {
+        mode: expected.mode,
+        passed: mismatches.is_empty(),
+        mismatch_count: mismatches.len(),
+        mismatches,
+    }
+}
+
+/// `expected call 1 (open) vs recorded call 1 (open): /id: expected 8, got 7`.
+fn compared(i: usize, e: &ExpectedCall, call: &ToolCall) -> Mismatch {
+    let names_agree = call.is_named(&e.name);
+    let diffs = if names_agree { e.args.diffs(&call.args) } else { Vec::new() };
+    let why = if !names_agree {
+        format!("expected a call to {}, recorded {}", e.name, call.name)
+    } else {
+        let more = if diffs.len() > 1 { format!(" (+{} more)", diffs.len() - 1) } else { String::new() };
+        match diffs.first() {
+            Some(d) => format!("args differ at {d}{more}"),
+            None => "args do not fit the expected shape".to_string(),
+        }
+    };
+    Mismatch {
+        expected_index: i,
+        actual_index: Some(call.index),
+        expected_name: Some(e.name.clone()),
+        actual_name: Some(call.name.clone()),
+        diffs,
+        reason: format!("expected call {i} ({}) vs recorded call {} ({}): {why}", e.name, call.index, call.name),
+    }
+}
+
+fn missing(i: usize, e: &ExpectedCall, why: &str) -> Mismatch {
+    Mismatch {
+        expected_index: i,
+        actual_index: None,
+        expected_name: Some(e.name.clone()),
+        actual_name: None,
+        diffs: Vec::new(),
+        reason: format!("expected call {i} ({}): {why}", e.name),
+    }
+}
+
+fn strict(exp: &[ExpectedCall], calls: &[ToolCall]) -> Vec<Mismatch> {
+    let mut out = Vec::new();
+    for (i, e) in exp.iter().enumerate() {
+        match calls.get(i) {
+            Some(call) if e.matches(call) => {}
+            Some(call) => out.push(compared(i, e, call)),
+            None => out.push(missing(i, e, "the trace ran out")),
+        }
+    }
+    for call in calls.iter().skip(exp.len()) {
+        out.push(Mismatch {
+            expected_index: exp.len(),
+            actual_index: Some(call.index),
+            expected_name: None,
+            actual_name: Some(call.name.clone()),
+            diffs: Vec::new(),
+            reason: format!(
+                "recorded call {} ({}) is an extra call after the {} expected",
+                call.index,
+                call.name,
+                exp.len()
+            ),
+        });
+    }
+    out
+}
+
+/// Greedy earliest placement is optimal for "is a subsequence"; an expected call that
+/// cannot be placed is reported and skipped, so later ones are still checked.
+fn subsequence(exp: &[ExpectedCall], calls: &[ToolCall]) -> Vec<Mismatch> {
+    let mut out = Vec::new();
+    let mut cursor = 0;
+    for (i, e) in exp.iter().enumerate() {
+        match (cursor..calls.len()).find(|&j| e.matches(&calls[j])) {
+            Some(j) => cursor = j + 1,
+            None => match calls[cursor.min(calls.len())..].iter().find(|c| c.is_named(&e.name)) {
+                Some(nearest) => {
+                    let mut m = compared(i, e, nearest);
+                    m.reason = format!("not found in order; nearest {}", m.reason);
+                    out.push(m);
+                }
+                None => out.push(missing(i, e, "no later recorded call has this name")),
+            },
+        }
+    }
+    out
+}
+
+fn unordered(exp: &[ExpectedCall], calls: &[ToolCall]) -> Vec<Mismatch> {
+    let assignment = max_matching(exp.len(), calls.len(), |i, j| exp[i].matches(&calls[j]));
+    let mut taken = vec![false; calls.len()];
+    for j in assignment.iter().flatten() {
+        taken[*j] = true;
+    }
+    let mut out = Vec::new();
+    for (i, e) in exp.iter().enumerate().filter(|(i, _)| assignment[*i].is_none()) {
+        // Compare with a free call of that name when there is one: it is the likely intent.
+        let same_name = |c: &&ToolCall| c.is_named(&e.name);
+        let nearest = calls.iter().enumerate().find(|(j, c)| !taken[*j] && same_name(c)).map(|(_, c)| c);
+        match nearest.or_else(|| calls.iter().find(same_name)) {
+            Some(call) => {
+                let mut m = compared(i, e, call);
+                m.reason = format!("no distinct recorded call fits; nearest {}", m.reason);
+                out.push(m);
+            }
+            None => out.push(missing(i, e, "no recorded call has this name")),
+        }
+    }
+    out
+}
+
+fn subset(exp: &[ExpectedCall], calls: &[ToolCall]) -> Vec<Mismatch> {
+    let assignment = max_matching(calls.len(), exp.len(), |j, i| exp[i].matches(&calls[j]));
+    calls
+        .iter()
+        .zip(&assignment)
+        .filter(|(_, a)| a.is_none())
+        .map(|(call, _)| {
+            let nearest = exp.iter().enumerate().find(|(_, e)| call.is_named(&e.name));
+            let (diffs, hint) = match nearest {
+                Some((i, e)) => {
+                    let m = compared(i, e, call);
+                    (m.diffs, format!("; nearest {}", m.reason))
+                }
+                None => (Vec::new(), String::new()),
+            };
+            Mismatch {
+                expected_index: exp.len(),
+                actual_index: Some(call.index),
+                expected_name: None,
+                actual_name: Some(call.name.clone()),
+                diffs,
+                reason: format!(
+                    "recorded call {} ({}) is an over-call: no distinct expected call fits it{hint}",
+                    call.index, call.name
+                ),
+            }
+        })
+        .collect()
+}
+
+impl CaseBlock for ExpectedTrace {
+    const KEY: &'static str = "trajectory";
+
+    fn from_block(block: &Value) -> Result<Self, MetricError> {
+        ExpectedTrace::parse(block, "")
+    }
+
+    fn evaluate(&self, runs: &[Value]) -> Result<BlockOutcome, MetricError> {
+        let outcomes = runs
+            .iter()
+            .enumerate()
+            .map(|(run, envelope)| {
+                let report = validate(self, &read_tool_calls(envelope));
+                let detail = report.mismatches.first().map(|m| m.reason.clone());
+                run_outcome(run, report.targets(), &[("trajectory.passed", Bound::AtLeast(1.0))], detail.as_deref())
+            })
+            .collect();
+        Ok(BlockOutcome::per_run(Self::KEY, outcomes))
+    }
+}
+
+#[cfg(test)]
+mod tests;
