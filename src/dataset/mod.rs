@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::canon::{self, Context, Digest};
 use crate::diag::{InputError, line_col, locate, parse_json_strict};
 use crate::grade::{Assertion, Matcher};
+use crate::metrics::block::{BLOCK_KEYS, MetricBlock};
 use crate::pipeline::Pipeline;
 use crate::replay::Recording;
 use crate::schemas::CASE_SCHEMA;
@@ -30,6 +31,11 @@ pub struct Case {
     /// One per recorded run.
     pub recordings: Vec<RecordingRef>,
     pub expect: Vec<Assertion>,
+    /// Metric blocks, graded over every run of the case.
+    pub blocks: Vec<MetricBlock>,
+    /// Assertions inside the blocks (`stability.expect`), compiled.
+    pub block_expect: Vec<Assertion>,
+    pub perturbation: Option<Perturbation>,
     /// Dataset name (`examples/treasury`).
     pub dataset: String,
     pub path: PathBuf,
@@ -83,6 +89,38 @@ struct RawCase {
     recordings: Vec<Value>,
     #[serde(default)]
     expect: Vec<RawAssertion>,
+    trajectory: Option<Value>,
+    trajectory_axes: Option<Value>,
+    golden_path: Option<Value>,
+    stability: Option<Value>,
+    reliability: Option<Value>,
+    recovery: Option<Value>,
+    narrative: Option<Value>,
+    perturbation: Option<Perturbation>,
+}
+
+/// A perturbed variant of another case (METRICS.md §6 robustness).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Perturbation {
+    pub kind: String,
+    pub of: String,
+}
+
+impl RawCase {
+    /// The metric blocks present, in [`BLOCK_KEYS`] order.
+    fn blocks(&self) -> Vec<(&'static str, &Value)> {
+        let all = [
+            &self.trajectory,
+            &self.trajectory_axes,
+            &self.golden_path,
+            &self.stability,
+            &self.reliability,
+            &self.recovery,
+            &self.narrative,
+        ];
+        BLOCK_KEYS.iter().zip(all).filter_map(|(k, v)| v.as_ref().map(|v| (*k, v))).collect()
+    }
 }
 
 #[derive(Deserialize)]
@@ -223,22 +261,45 @@ impl<'p> Loader<'p> {
             recordings.push(recording);
         }
 
+        let mut blocks = Vec::new();
+        let mut block_expect = Vec::new();
+        for (key, spec) in raw.blocks() {
+            let block = match MetricBlock::from_key(key, spec) {
+                Some(Ok(block)) => block,
+                Some(Err(e)) => return Err(at(e.pointer().unwrap_or(&format!("/{key}")), e.to_string())),
+                None => continue,
+            };
+            if block.min_runs() > recordings.len() {
+                return Err(at(
+                    &format!("/{key}"),
+                    format!(
+                        "the {key} block needs at least {} recorded runs; this case has {}",
+                        block.min_runs(),
+                        recordings.len()
+                    ),
+                ));
+            }
+            // block-level assertions (shape-checked by the block) use the one grammar
+            for (i, a) in spec.get("expect").and_then(Value::as_array).into_iter().flatten().enumerate() {
+                let place = format!("/{key}/expect/{i}");
+                let (Some(target), Some(matcher)) = (a.get("target").and_then(Value::as_str), a.get("matcher")) else {
+                    continue;
+                };
+                let compiled = self.matcher(matcher).map_err(|(ptr, m)| at(&format!("{place}/matcher{ptr}"), m))?;
+                block_expect.push(Assertion {
+                    target: target.to_string(),
+                    matcher: compiled,
+                    spec: matcher.clone(),
+                    description: None,
+                });
+            }
+            blocks.push(block);
+        }
+
         let mut expect = Vec::new();
         for (i, a) in raw.expect.into_iter().enumerate() {
-            crate::extract::check_target(&a.target).map_err(|m| at(&format!("/expect/{i}/target"), m))?;
-            let key =
-                canon::to_canonical(&a.matcher).map_err(|e| at(&format!("/expect/{i}/matcher"), e.to_string()))?;
-            let matcher = match self.matchers.get(&key) {
-                Some(m) => m.clone(),
-                None => {
-                    let m = Arc::new(
-                        Matcher::compile(&a.matcher)
-                            .map_err(|e| at(&format!("/expect/{i}/matcher{}", e.pointer), e.message))?,
-                    );
-                    self.matchers.insert(key, m.clone());
-                    m
-                }
-            };
+            check_case_target(&a.target, &blocks).map_err(|m| at(&format!("/expect/{i}/target"), m))?;
+            let matcher = self.matcher(&a.matcher).map_err(|(ptr, m)| at(&format!("/expect/{i}/matcher{ptr}"), m))?;
             expect.push(Assertion { target: a.target, matcher, spec: a.matcher, description: a.description });
         }
 
@@ -251,12 +312,26 @@ impl<'p> Loader<'p> {
             turns: raw.turns,
             recordings,
             expect,
+            blocks,
+            block_expect,
+            perturbation: raw.perturbation,
             dataset: dataset.to_string(),
             path: path.to_path_buf(),
             display_path: self.pipeline.display(path),
             line: line_no,
             digest,
         })
+    }
+
+    /// Compile a matcher once per distinct spec; errors are (pointer within it, message).
+    fn matcher(&mut self, spec: &Value) -> Result<Arc<Matcher>, (String, String)> {
+        let key = canon::to_canonical(spec).map_err(|e| (String::new(), e.to_string()))?;
+        if let Some(m) = self.matchers.get(&key) {
+            return Ok(m.clone());
+        }
+        let m = Arc::new(Matcher::compile(spec).map_err(|e| (e.pointer, e.message))?);
+        self.matchers.insert(key, m.clone());
+        Ok(m)
     }
 
     fn recording(&mut self, rel: &str) -> Result<RecordingRef, RecordingError> {
@@ -277,6 +352,30 @@ impl<'p> Loader<'p> {
         self.recordings.insert(full, reference.clone());
         Ok(reference)
     }
+}
+
+/// Target roots the metric blocks expose, by block key.
+pub fn block_root(key: &str) -> &'static str {
+    match key {
+        "trajectory" | "trajectory_axes" => "trajectory",
+        "golden_path" => "golden_path",
+        "stability" => "stability",
+        "reliability" => "reliability",
+        "recovery" => "recovery",
+        _ => "narrative",
+    }
+}
+
+/// A case's `expect` may target extracted values and the targets of its own blocks.
+fn check_case_target(target: &str, blocks: &[MetricBlock]) -> Result<(), String> {
+    let root = target.split(['.', '[']).next().unwrap_or_default();
+    if blocks.iter().any(|b| block_root(b.key()) == root) {
+        return Ok(());
+    }
+    if BLOCK_KEYS.iter().any(|k| block_root(k) == root) && !crate::extract::ROOTS.contains(&root) {
+        return Err(format!("target \"{target}\" needs a {root} block in this case"));
+    }
+    crate::extract::check_target(target)
 }
 
 enum RecordingError {

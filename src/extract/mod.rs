@@ -23,6 +23,7 @@
 //! | `usage.input_tokens` / `usage.output_tokens` / `usage.model_calls` | summed usage |
 //! | `status` / `events.count` / `replay.divergences` | run status, event count, divergences |
 
+pub mod envelope;
 pub mod path;
 
 use serde_json::{Map, Value, json};

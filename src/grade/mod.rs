@@ -24,9 +24,9 @@ pub struct Assertion {
 }
 
 /// Apply every assertion to one run's events.
-pub fn grade(assertions: &[Assertion], events: &[Event]) -> Vec<Check> {
+pub fn grade<'a>(assertions: impl IntoIterator<Item = &'a Assertion>, events: &[Event]) -> Vec<Check> {
     assertions
-        .iter()
+        .into_iter()
         .map(|a| {
             let actual = crate::extract::resolve(&a.target, events);
             let outcome = a.matcher.apply(actual.as_ref());

@@ -16,11 +16,13 @@ use crate::canon::{self, Context, Digest};
 use crate::dataset::{Case, Loader};
 use crate::diag::InputError;
 use crate::event::writer::{Sink, WriteError};
+use crate::grade::Assertion;
 use crate::pipeline::Pipeline;
 use crate::runtime::{BuiltinAgent, Recorder, RunInput, RunStatus};
 use crate::sandbox::Manifest;
 use crate::store::{Layout, LogRecord, RunRecord, Store, StoreError, VerdictRecord};
-use outcome::{CaseOutcome, RunResult, SuiteOutcome};
+use outcome::{CaseOutcome, Check, RunResult, SuiteOutcome};
+use serde_json::{Value, json};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunnerError {
@@ -263,7 +265,10 @@ fn run_case(
     let layout = plan.layout();
     let profile = &plan.pipeline.agents[&case.agent];
     let (manifest, profile_digest) = &plan.agents[&case.agent];
+    let (metric_expect, log_expect): (Vec<&Assertion>, Vec<&Assertion>) =
+        case.expect.iter().partition(|a| targets_a_block(case, &a.target));
     let mut runs = Vec::new();
+    let mut envelopes = Vec::new();
     for (k, reference) in case.recordings.iter().enumerate() {
         let recording = reference.load().map_err(|e| RunnerError::Input(vec![InputError::file(&case.path, e)]))?;
         let path = layout.log_path(&plan.run_id, &case.id, k);
@@ -285,8 +290,11 @@ fn run_case(
         };
         let summary = BuiltinAgent.run_replay(&input, &mut rec).map_err(log_error)?;
         let (events, turn_offsets) = rec.finish().map_err(log_error)?;
-        let checks = crate::grade::grade(&case.expect, &events);
+        let checks = crate::grade::grade(log_expect.iter().copied(), &events);
         let passed = summary.status == RunStatus::Completed && checks.iter().all(|c| c.passed);
+        if !case.blocks.is_empty() {
+            envelopes.push(crate::extract::envelope::envelope(&events, passed));
+        }
         let head = events.last().map(|e| e.hash.to_string());
         let shown = plan.pipeline.display(&path);
         store.put_log(&LogRecord {
@@ -311,7 +319,8 @@ fn run_case(
             passed,
         });
     }
-    let passed = runs.iter().all(|r| r.passed);
+    let blocks = grade_blocks(case, &envelopes, &metric_expect, &mut runs);
+    let passed = runs.iter().all(|r| r.passed) && blocks.iter().all(|c| c.passed);
     {
         let mut file = verdicts.lock().map_err(|_| RunnerError::Internal("verdict file lock poisoned".into()))?;
         for r in &runs {
@@ -335,7 +344,79 @@ fn run_case(
         agent: case.agent.clone(),
         source: case.source(),
         runs,
-        blocks: Vec::new(),
+        blocks,
         passed,
     })
+}
+
+/// Does `target` name a value of one of the case's metric blocks?
+fn targets_a_block(case: &Case, target: &str) -> bool {
+    let root = target.split(['.', '[']).next().unwrap_or_default();
+    case.blocks.iter().any(|b| crate::dataset::block_root(b.key()) == root)
+}
+
+/// Evaluate every metric block over every run, grade the assertions that target block
+/// values (per run: `expect` on a per-run target is checked in each run), and return one
+/// check per block plus one per block-level assertion.
+fn grade_blocks(case: &Case, envelopes: &[Value], metric_expect: &[&Assertion], runs: &mut [RunResult]) -> Vec<Check> {
+    if case.blocks.is_empty() {
+        return Vec::new();
+    }
+    let mut checks = Vec::new();
+    let mut across = BTreeMap::new();
+    let mut per_run: Vec<BTreeMap<String, Value>> = vec![BTreeMap::new(); runs.len()];
+    for block in &case.blocks {
+        let key = block.key();
+        match block.evaluate(envelopes) {
+            Ok(outcome) => {
+                across.extend(outcome.targets.clone());
+                for r in &outcome.runs {
+                    if let Some(slot) = per_run.get_mut(r.run) {
+                        slot.extend(r.targets.clone());
+                    }
+                }
+                let actual = if outcome.runs.is_empty() {
+                    json!(outcome.targets)
+                } else {
+                    Value::Array(outcome.runs.iter().map(|r| json!(r.targets)).collect())
+                };
+                let reason = if outcome.passed {
+                    format!("held in all {} runs", envelopes.len())
+                } else {
+                    outcome.messages().join("; ")
+                };
+                checks.push(Check {
+                    name: key.to_string(),
+                    passed: outcome.passed,
+                    reason,
+                    expected: None,
+                    actual: Some(actual),
+                });
+            }
+            Err(e) => checks.push(Check {
+                name: key.to_string(),
+                passed: false,
+                reason: format!("cannot evaluate: {e}"),
+                expected: None,
+                actual: None,
+            }),
+        }
+    }
+    for a in &case.block_expect {
+        checks.push(check_value(a, across.get(&a.target)));
+    }
+    for (run, targets) in runs.iter_mut().zip(&per_run) {
+        for a in metric_expect {
+            let check = check_value(a, targets.get(&a.target).or_else(|| across.get(&a.target)));
+            run.passed &= check.passed;
+            run.checks.push(check);
+        }
+    }
+    checks
+}
+
+fn check_value(a: &Assertion, value: Option<&Value>) -> Check {
+    let outcome = a.matcher.apply(value);
+    let (expected, actual) = if outcome.passed { (None, None) } else { (Some(a.spec.clone()), value.cloned()) };
+    Check { name: a.target.clone(), passed: outcome.passed, reason: outcome.reason, expected, actual }
 }

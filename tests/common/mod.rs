@@ -74,7 +74,23 @@ impl Default for Project {
 
 impl Project {
     /// A fresh copy of `pipeline/`, `datasets/` and `fixtures/`.
+    /// A copy of the project holding only the core suites these end-to-end tests were
+    /// written against (`CORE_DATASETS`), so their exact counts do not move whenever an
+    /// example dataset is added; new example files are tested by their own test files.
     pub fn new() -> Self {
+        let project = Self::full();
+        for entry in files_in(&project.path().join("datasets")) {
+            let rel =
+                entry.strip_prefix(project.path()).expect("inside the project").to_string_lossy().replace('\\', "/");
+            if !CORE_DATASETS.contains(&rel.as_str()) {
+                std::fs::remove_file(&entry).unwrap_or_else(|e| panic!("{}: {e}", entry.display()));
+            }
+        }
+        project
+    }
+
+    /// A copy of the whole project: every pipeline, dataset and fixture.
+    pub fn full() -> Self {
         let project = Self::empty();
         let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
         for dir in ["pipeline", "datasets", "fixtures"] {
@@ -221,6 +237,25 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
+}
+
+/// The dataset files `Project::new` keeps.
+pub const CORE_DATASETS: [&str; 3] =
+    ["datasets/examples/support.jsonl", "datasets/examples/treasury.jsonl", "datasets/failing/mixed.jsonl"];
+
+/// Every file under `dir`, recursively, sorted.
+pub fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("read a directory entry").path();
+        if path.is_dir() {
+            out.extend(files_in(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
 }
 
 pub fn copy_dir(from: &Path, to: &Path) {

@@ -1,0 +1,37 @@
+//! The trace envelope of METRICS.md §1, built from a run's events, for metric blocks.
+//!
+//! `tool_calls` are the executed calls (as everywhere in grading), `conversation.turns`
+//! the model responses that carry text, `conversation.tokens.total` the summed usage.
+
+use serde_json::{Value, json};
+
+use crate::event::{Event, Kind};
+
+/// The envelope of one run; `passed` is the run's verdict, set by the runner.
+pub fn envelope(events: &[Event], passed: bool) -> Value {
+    let mut tool_calls = Vec::new();
+    let mut turns = Vec::new();
+    let mut tokens = 0u64;
+    let mut final_response = Value::Null;
+    for e in events {
+        match e.kind {
+            Kind::ToolExecuted => tool_calls.push(json!({"name": e.get("tool"), "args": e.get("args")})),
+            Kind::ModelCalled => {
+                let usage = e.get("usage");
+                tokens += usage.get("input_tokens").and_then(Value::as_u64).unwrap_or(0)
+                    + usage.get("output_tokens").and_then(Value::as_u64).unwrap_or(0);
+                if let Some(text) = e.get("response").get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                    turns.push(json!({"role": "assistant", "content": text}));
+                }
+            }
+            Kind::TurnCompleted => final_response = e.get("response").clone(),
+            _ => {}
+        }
+    }
+    json!({
+        "tool_calls": tool_calls,
+        "conversation": {"turns": turns, "tokens": {"total": tokens}},
+        "final_response": final_response,
+        "passed": passed,
+    })
+}
