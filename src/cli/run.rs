@@ -76,7 +76,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .map_err(|e| CliError::internal(e.to_string()))?;
     drop(stdout);
     for path in written {
-        super::out(format!("report: {}", path.display()));
+        super::out(format!("report: {}", plan.pipeline.display(&path)));
     }
     Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
 }
