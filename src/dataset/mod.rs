@@ -36,6 +36,10 @@ pub struct Case {
     /// Assertions inside the blocks (`stability.expect`), compiled.
     pub block_expect: Vec<Assertion>,
     pub perturbation: Option<Perturbation>,
+    /// Column of `perturbation.of` in the case line, for errors found across cases.
+    pub perturbation_column: usize,
+    /// Tools the case needs; others are flagged by the data-minimisation detector.
+    pub allowed_tools: Option<Vec<String>>,
     /// Dataset name (`examples/treasury`).
     pub dataset: String,
     pub path: PathBuf,
@@ -97,6 +101,7 @@ struct RawCase {
     recovery: Option<Value>,
     narrative: Option<Value>,
     perturbation: Option<Perturbation>,
+    allowed_tools: Option<Vec<String>>,
 }
 
 /// A perturbed variant of another case (METRICS.md §6 robustness).
@@ -193,7 +198,25 @@ impl<'p> Loader<'p> {
                 break;
             }
         }
+        self.check_perturbations();
         if self.errors.is_empty() { Ok(self.cases) } else { Err(self.errors) }
+    }
+
+    /// A perturbed case names a baseline case of the same agent (METRICS.md §6).
+    fn check_perturbations(&mut self) {
+        let agents: BTreeMap<&str, &str> = self.cases.iter().map(|c| (c.id.as_str(), c.agent.as_str())).collect();
+        for case in &self.cases {
+            let Some(p) = &case.perturbation else { continue };
+            let problem = match agents.get(p.of.as_str()) {
+                None => format!("perturbation.of names no case: \"{}\"", p.of),
+                Some(agent) if *agent != case.agent => {
+                    format!("perturbation.of names \"{}\", a case of agent {agent}, not {}", p.of, case.agent)
+                }
+                Some(_) if p.of == case.id => "a case cannot be a perturbation of itself".to_string(),
+                Some(_) => continue,
+            };
+            self.errors.push(InputError::new(&case.path, case.line, case.perturbation_column, problem));
+        }
     }
 
     pub fn load_file(&mut self, path: &Path) {
@@ -314,7 +337,9 @@ impl<'p> Loader<'p> {
             expect,
             blocks,
             block_expect,
+            perturbation_column: line_col(line, locate(line, "/perturbation/of")).1,
             perturbation: raw.perturbation,
+            allowed_tools: raw.allowed_tools,
             dataset: dataset.to_string(),
             path: path.to_path_buf(),
             display_path: self.pipeline.display(path),

@@ -40,6 +40,10 @@ pub struct GatesConfig {
     /// Bounds over the cases carrying each tag (a case counts toward every tag it has).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tags: BTreeMap<String, GateSpec>,
+    /// Minimums for reliability-card targets (`reliability.overall = 0.7`), applied to
+    /// the card of every agent profile that has one. An undefined (`null`) value fails.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reliability: BTreeMap<String, f64>,
 }
 
 /// The bounds of one gate; every bound that is set must hold.
@@ -85,8 +89,49 @@ impl GatesConfig {
             }
             spec.validate(&key)?;
         }
+        let known = crate::metrics::dimensions::target_names();
+        for (target, min) in &self.reliability {
+            let key = format!("gates.reliability.\"{target}\"");
+            if !known.contains(target) {
+                return Err(GateConfigError {
+                    key,
+                    problem: format!("not a reliability-card target (known: {})", known.join(", ")),
+                });
+            }
+            if !(0.0..=1.0).contains(min) {
+                return Err(GateConfigError { key, problem: format!("{min} is outside 0..=1") });
+            }
+        }
         Ok(())
     }
+}
+
+/// Hold every agent's reliability card (`agent` → target → value) to the configured
+/// minimums; one outcome per (agent, target), in name order.
+pub fn evaluate_cards(
+    config: &GatesConfig,
+    cards: &BTreeMap<String, BTreeMap<String, Option<f64>>>,
+) -> Vec<GateOutcome> {
+    let mut out = Vec::new();
+    for (agent, card) in cards {
+        for (target, min) in &config.reliability {
+            let value = card.get(target).copied().flatten();
+            let (passed, reason) = match value {
+                Some(v) if v >= *min => (true, format!("{target} = {v:.3}, meets the minimum {min:.3}")),
+                Some(v) => (false, format!("{target} = {v:.3}, below the minimum {min:.3}")),
+                None => (false, format!("{target} is undefined for this agent, so the minimum {min:.3} cannot hold")),
+            };
+            out.push(GateOutcome {
+                scope: format!("reliability:{agent}:{target}"),
+                cases: 0,
+                passed_cases: 0,
+                pass_rate: value.unwrap_or(0.0),
+                passed,
+                reason,
+            });
+        }
+    }
+    out
 }
 
 impl GateSpec {
@@ -285,14 +330,22 @@ mod tests {
         let err = config.validate().map_err(|e| e.to_string());
         assert_eq!(err, Err("gates.tags.security.min_pass_rate: 1.5 is outside 0..=1".into()));
 
-        let config = GatesConfig { default: Some(spec(None, None, Some(-0.1))), tags: BTreeMap::new() };
+        let config = GatesConfig {
+            default: Some(spec(None, None, Some(-0.1))),
+            tags: BTreeMap::new(),
+            reliability: BTreeMap::new(),
+        };
         let err = config.validate().map_err(|e| e.to_string());
         assert_eq!(err, Err("gates.default.min_pass_rate_lower_bound: -0.1 is outside 0..=1".into()));
     }
 
     #[test]
     fn a_nan_rate_is_rejected() {
-        let config = GatesConfig { default: Some(spec(Some(f64::NAN), None, None)), tags: BTreeMap::new() };
+        let config = GatesConfig {
+            default: Some(spec(Some(f64::NAN), None, None)),
+            tags: BTreeMap::new(),
+            reliability: BTreeMap::new(),
+        };
         let err = config.validate().map_err(|e| e.to_string());
         assert_eq!(err, Err("gates.default.min_pass_rate: NaN is outside 0..=1".into()));
     }
@@ -339,7 +392,11 @@ mod tests {
 
     #[test]
     fn default_comes_first_then_tags_in_name_order() {
-        let mut config = GatesConfig { default: Some(spec(Some(0.5), None, None)), tags: BTreeMap::new() };
+        let mut config = GatesConfig {
+            default: Some(spec(Some(0.5), None, None)),
+            tags: BTreeMap::new(),
+            reliability: BTreeMap::new(),
+        };
         for tag in ["zeta", "alpha", "mid"] {
             config.tags.insert(tag.into(), spec(Some(0.5), None, None));
         }
@@ -351,7 +408,11 @@ mod tests {
     fn a_case_counts_toward_every_tag_it_has() {
         let all =
             vec![case("a", &["security", "long-horizon"], false), case("b", &["security"], true), case("c", &[], true)];
-        let mut config = GatesConfig { default: Some(spec(Some(0.0), None, None)), tags: BTreeMap::new() };
+        let mut config = GatesConfig {
+            default: Some(spec(Some(0.0), None, None)),
+            tags: BTreeMap::new(),
+            reliability: BTreeMap::new(),
+        };
         config.tags.insert("security".into(), spec(Some(0.5), None, None));
         config.tags.insert("long-horizon".into(), spec(Some(0.5), None, None));
         let got: Vec<(String, usize, usize, bool)> =

@@ -104,11 +104,11 @@ impl Pipeline {
         };
         pipeline.gates.validate().map_err(|e| {
             let (line, col) = locate_toml(text, "/gates");
-            InputError::new(path, line, col, format!("gates.{e}"))
+            InputError::new(path, line, col, e.to_string())
         })?;
         pipeline.report.validate().map_err(|e| {
             let (line, col) = locate_toml(text, "/report");
-            InputError::new(path, line, col, format!("report.{e}"))
+            InputError::new(path, line, col, e.to_string())
         })?;
         for (name, agent) in &pipeline.agents {
             agent.validate().map_err(|m| {

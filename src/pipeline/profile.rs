@@ -90,6 +90,58 @@ pub struct MemoryConfig {
     pub episodic_ttl_turns: Option<u32>,
 }
 
+/// The deterministic safety detectors of a profile (see `runtime::detectors`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SafetyConfig {
+    /// Look for emails, phone and card numbers in replies and outbound arguments.
+    #[serde(default = "yes")]
+    pub pii: bool,
+    /// More PII regexes (account ids, national ids, …).
+    #[serde(default)]
+    pub pii_patterns: Vec<String>,
+    /// Regexes of matches that are not exposure (your own domain, test cards).
+    #[serde(default)]
+    pub pii_allow: Vec<String>,
+    /// Safety classes whose execution is a destructive operation.
+    #[serde(default = "privileged")]
+    pub destructive_classes: Vec<SafetyClass>,
+    /// Regexes of tool names that are destructive whatever their class.
+    #[serde(default)]
+    pub destructive_tools: Vec<String>,
+    /// Calls of one tool allowed in one turn; none: unlimited.
+    pub max_calls_per_tool_per_turn: Option<u32>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn privileged() -> Vec<SafetyClass> {
+    vec![SafetyClass::Privileged]
+}
+
+impl Default for SafetyConfig {
+    fn default() -> Self {
+        SafetyConfig {
+            pii: true,
+            pii_patterns: Vec::new(),
+            pii_allow: Vec::new(),
+            destructive_classes: privileged(),
+            destructive_tools: Vec::new(),
+            max_calls_per_tool_per_turn: None,
+        }
+    }
+}
+
+/// Token prices for the cost resource of the reliability card (any currency).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    pub input_per_1k_tokens: f64,
+    pub output_per_1k_tokens: f64,
+}
+
 /// Model calls allowed within one user turn before the run fails: a loop guard, so a
 /// recording that never stops calling tools cannot spin forever.
 pub const DEFAULT_MAX_STEPS_PER_TURN: u32 = 32;
@@ -117,10 +169,28 @@ pub struct AgentProfile {
     /// Anything escalated without an answer is denied.
     #[serde(default)]
     pub approvals: BTreeMap<String, ApprovalAnswer>,
+    #[serde(default)]
+    pub safety: SafetyConfig,
+    pub price: Option<Price>,
 }
 
 impl AgentProfile {
     pub fn validate(&self) -> Result<(), String> {
+        let s = &self.safety;
+        for (key, patterns) in [
+            ("pii_patterns", &s.pii_patterns),
+            ("pii_allow", &s.pii_allow),
+            ("destructive_tools", &s.destructive_tools),
+        ] {
+            for (i, p) in patterns.iter().enumerate() {
+                regex::Regex::new(p).map_err(|e| {
+                    format!(
+                        "safety.{key}[{i}]: invalid regex: {}",
+                        e.to_string().lines().last().unwrap_or_default().trim()
+                    )
+                })?;
+            }
+        }
         let mut seen = BTreeSet::new();
         for (i, rule) in self.policy.iter().enumerate() {
             if !seen.insert(rule.id.as_str()) {

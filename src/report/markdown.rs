@@ -16,9 +16,6 @@ use serde_json::Value;
 use crate::report::gate_detail;
 use crate::runner::outcome::SuiteOutcome;
 
-/// Decimal places for non-integer numbers in extras tables (fixed, so bytes are stable).
-const EXTRA_DECIMALS: usize = 3;
-
 /// `outcome` as a Markdown summary.
 pub fn render(outcome: &SuiteOutcome) -> String {
     let mut out = String::new();
@@ -84,7 +81,8 @@ fn render_extras(out: &mut String, extras: &serde_json::Map<String, Value>) {
     let mut heading = false;
     for name in names {
         let table = match extras.get(name) {
-            Some(Value::Object(fields)) if fields.values().all(Value::is_number) => fields,
+            // null is an undefined metric (METRICS.md §6), shown as n/a, never as 0
+            Some(Value::Object(fields)) if fields.values().all(|v| v.is_number() || v.is_null()) => fields,
             _ => {
                 other.push(code(name));
                 continue;
@@ -100,25 +98,12 @@ fn render_extras(out: &mut String, extras: &serde_json::Map<String, Value>) {
         keys.sort();
         for key in keys {
             if let Some(value) = table.get(key) {
-                let _ = writeln!(out, "| {} | {} |", code(key), number(value));
+                let _ = writeln!(out, "| {} | {} |", code(key), crate::report::metric_value(value));
             }
         }
     }
     if !other.is_empty() {
         let _ = writeln!(out, "\nOther extras (see the JSON report): {}.", other.join(", "));
-    }
-}
-
-/// Integers exactly; other numbers with [`EXTRA_DECIMALS`] places.
-fn number(value: &Value) -> String {
-    if let Some(i) = value.as_i64() {
-        i.to_string()
-    } else if let Some(u) = value.as_u64() {
-        u.to_string()
-    } else if let Some(f) = value.as_f64() {
-        format!("{f:.EXTRA_DECIMALS$}")
-    } else {
-        String::new()
     }
 }
 

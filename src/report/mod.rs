@@ -223,6 +223,44 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
     result
 }
 
+/// Decimal places for metric values in extras (fixed, so report bytes are stable and
+/// the Markdown and terminal outputs show the same numbers).
+const EXTRA_DECIMALS: usize = 3;
+
+/// A metric value as reports print it: integers exactly, other numbers with
+/// [`EXTRA_DECIMALS`] places, `null` (undefined, METRICS.md §6) as `n/a`.
+pub fn metric_value(value: &serde_json::Value) -> String {
+    if let Some(i) = value.as_i64() {
+        i.to_string()
+    } else if let Some(u) = value.as_u64() {
+        u.to_string()
+    } else if let Some(f) = value.as_f64() {
+        format!("{f:.EXTRA_DECIMALS$}")
+    } else {
+        "n/a".to_string()
+    }
+}
+
+/// The extras that are flat objects of metric values (reliability cards), sorted by
+/// name and key.
+pub fn metric_extras(
+    extras: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<(&String, Vec<(&String, &serde_json::Value)>)> {
+    let mut out: Vec<_> = extras
+        .iter()
+        .filter_map(|(name, v)| {
+            let fields = v.as_object()?;
+            fields.values().all(|v| v.is_number() || v.is_null()).then(|| {
+                let mut fields: Vec<_> = fields.iter().collect();
+                fields.sort_by(|a, b| a.0.cmp(b.0));
+                (name, fields)
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(b.0));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

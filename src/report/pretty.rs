@@ -141,6 +141,13 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write) -> io::Result<()
         writeln!(out)?;
     }
 
+    for (name, fields) in crate::report::metric_extras(&outcome.extras) {
+        writeln!(out, "{BOLD}{}{RESET}", visible(name))?;
+        for (key, value) in fields {
+            writeln!(out, "  {:<40} {:>8}", visible(key), crate::report::metric_value(value))?;
+        }
+    }
+
     for gate in &outcome.gates {
         let status = if gate.passed { format!("{GREEN}PASS{RESET}") } else { format!("{RED}FAIL{RESET}") };
         writeln!(out, "{status} gate {}: {}", visible(&gate.scope), visible(gate_detail(gate)))?;

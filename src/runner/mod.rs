@@ -5,6 +5,7 @@
 //! grades each as it finishes, records it in the store, and returns outcomes in dataset
 //! order so every report is byte-stable however the workers interleaved.
 
+pub mod cards;
 pub mod outcome;
 
 use std::collections::BTreeMap;
@@ -17,7 +18,9 @@ use crate::dataset::{Case, Loader};
 use crate::diag::InputError;
 use crate::event::writer::{Sink, WriteError};
 use crate::grade::Assertion;
+use crate::metrics::dimensions as cards_api;
 use crate::pipeline::Pipeline;
+use crate::runtime::detectors::Detectors;
 use crate::runtime::{BuiltinAgent, Recorder, RunInput, RunStatus};
 use crate::sandbox::Manifest;
 use crate::store::{Layout, LogRecord, RunRecord, Store, StoreError, VerdictRecord};
@@ -172,6 +175,7 @@ pub fn execute(
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(options.jobs.max(1)).build()?;
     let mut outcomes: Vec<Option<CaseOutcome>> = (0..plan.cases.len()).map(|_| None).collect();
+    let mut card_runs: Vec<Vec<cards_api::Run>> = vec![Vec::new(); plan.cases.len()];
     runtime.block_on(async {
         let mut pending = tokio::task::JoinSet::new();
         let mut next = 0usize;
@@ -191,9 +195,10 @@ pub fn execute(
                 joined = pending.join_next() => {
                     let Some(joined) = joined else { continue };
                     let (index, result) = joined.map_err(|e| RunnerError::Internal(format!("a case worker panicked: {e}")))?;
-                    let outcome = result?;
+                    let (card_inputs, outcome) = result?;
                     progress(&outcome);
                     outcomes[index] = Some(outcome);
+                    card_runs[index] = card_inputs;
                 }
                 _ = &mut interrupt => {
                     store.flush()?;
@@ -210,6 +215,15 @@ pub fn execute(
         // a selection leaves some tags without cases: those gates are not this run's to judge
         gates.retain(|g| g.scope == crate::gate::DEFAULT_SCOPE || g.cases > 0);
     }
+    let case_refs: Vec<&Case> = plan.cases.iter().collect();
+    let mut extras = serde_json::Map::new();
+    let mut card_targets = BTreeMap::new();
+    for (agent, report) in cards::cards(&case_refs, &card_runs) {
+        let targets = report.targets();
+        extras.insert(format!("reliability.{agent}"), json!(targets));
+        card_targets.insert(agent, targets);
+    }
+    gates.extend(crate::gate::evaluate_cards(&plan.pipeline.gates, &card_targets));
     let passed = gates.iter().all(|g| g.passed);
     let done = RunRecord { passed: Some(passed), ..run };
     std::fs::write(
@@ -224,7 +238,7 @@ pub fn execute(
         cases,
         gates,
         passed,
-        extras: Default::default(),
+        extras,
     })
 }
 
@@ -260,7 +274,7 @@ fn run_case(
     index: usize,
     store: &dyn Store,
     verdicts: &Mutex<std::fs::File>,
-) -> Result<CaseOutcome, RunnerError> {
+) -> Result<(Vec<cards_api::Run>, CaseOutcome), RunnerError> {
     let case = &plan.cases[index];
     let layout = plan.layout();
     let profile = &plan.pipeline.agents[&case.agent];
@@ -269,6 +283,7 @@ fn run_case(
         case.expect.iter().partition(|a| targets_a_block(case, &a.target));
     let mut runs = Vec::new();
     let mut envelopes = Vec::new();
+    let mut card_runs = Vec::new();
     for (k, reference) in case.recordings.iter().enumerate() {
         let recording = reference.load().map_err(|e| RunnerError::Input(vec![InputError::file(&case.path, e)]))?;
         let path = layout.log_path(&plan.run_id, &case.id, k);
@@ -277,7 +292,8 @@ fn run_case(
             std::fs::create_dir_all(dir)?;
         }
         let file = std::fs::File::create(&path)?;
-        let mut rec = Recorder::new(Box::new(file) as Box<dyn Sink + Send>);
+        let detectors = Detectors::new(&profile.safety, manifest, case.allowed_tools.as_deref());
+        let mut rec = Recorder::new(Box::new(file) as Box<dyn Sink + Send>).with_detectors(detectors);
         let input = RunInput {
             case,
             run_index: k,
@@ -294,6 +310,9 @@ fn run_case(
         let passed = summary.status == RunStatus::Completed && checks.iter().all(|c| c.passed);
         if !case.blocks.is_empty() {
             envelopes.push(crate::extract::envelope::envelope(&events, passed));
+        }
+        if cards::feeds_card(case) {
+            card_runs.push(cards::card_run(&events, passed, profile.price));
         }
         let head = events.last().map(|e| e.hash.to_string());
         let shown = plan.pipeline.display(&path);
@@ -320,6 +339,9 @@ fn run_case(
         });
     }
     let blocks = grade_blocks(case, &envelopes, &metric_expect, &mut runs);
+    // a run's success on the card is its final verdict, block assertions included
+    let card_inputs: Vec<cards_api::Run> =
+        card_runs.into_iter().zip(&runs).map(|(card, r)| cards_api::Run { success: r.passed, ..card }).collect();
     let passed = runs.iter().all(|r| r.passed) && blocks.iter().all(|c| c.passed);
     {
         let mut file = verdicts.lock().map_err(|_| RunnerError::Internal("verdict file lock poisoned".into()))?;
@@ -337,16 +359,19 @@ fn run_case(
             writeln!(file, "{line}")?;
         }
     }
-    Ok(CaseOutcome {
-        dataset: case.dataset.clone(),
-        id: case.id.clone(),
-        tags: case.tags.clone(),
-        agent: case.agent.clone(),
-        source: case.source(),
-        runs,
-        blocks,
-        passed,
-    })
+    Ok((
+        card_inputs,
+        CaseOutcome {
+            dataset: case.dataset.clone(),
+            id: case.id.clone(),
+            tags: case.tags.clone(),
+            agent: case.agent.clone(),
+            source: case.source(),
+            runs,
+            blocks,
+            passed,
+        },
+    ))
 }
 
 /// Does `target` name a value of one of the case's metric blocks?

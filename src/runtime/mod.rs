@@ -7,6 +7,7 @@
 //! not also a fold over what it has emitted.
 
 pub mod context;
+pub mod detectors;
 pub mod memory;
 pub mod policy;
 pub mod recorder;

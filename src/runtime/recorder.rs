@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use crate::event::writer::{LogWriter, Sink, WriteError};
 use crate::event::{Event, Kind};
+use crate::runtime::detectors::Detectors;
 
 impl Sink for Box<dyn Sink + Send> {
     fn sync(&mut self) -> std::io::Result<()> {
@@ -20,11 +21,27 @@ pub struct Recorder {
     clock: u64,
     /// Byte offset of each `turn_started` line, by turn (the store's seek index).
     turn_offsets: Vec<u64>,
+    /// Safety detectors that watch every event written.
+    detectors: Option<Detectors>,
 }
 
 impl Recorder {
     pub fn new(sink: Box<dyn Sink + Send>) -> Self {
-        Recorder { writer: LogWriter::new(sink), events: Vec::new(), turn: None, clock: 0, turn_offsets: Vec::new() }
+        Recorder {
+            writer: LogWriter::new(sink),
+            events: Vec::new(),
+            turn: None,
+            clock: 0,
+            turn_offsets: Vec::new(),
+            detectors: None,
+        }
+    }
+
+    /// Watch every event with the profile's safety detectors; each finding is written as
+    /// a `security_flagged` event right after the event it is about.
+    pub fn with_detectors(mut self, detectors: Detectors) -> Self {
+        self.detectors = Some(detectors);
+        self
     }
 
     /// Append an event at the current turn and virtual time; returns its seq.
@@ -34,7 +51,12 @@ impl Recorder {
         }
         let event = self.writer.append(self.turn, self.clock, kind, data)?;
         let seq = event.seq;
+        let findings = self.detectors.as_mut().map(|d| d.observe(&event)).unwrap_or_default();
         self.events.push(event);
+        for finding in findings {
+            let flagged = self.writer.append(self.turn, self.clock, Kind::SecurityFlagged, finding)?;
+            self.events.push(flagged);
+        }
         Ok(seq)
     }
 

@@ -302,6 +302,12 @@ pub fn evaluate(input: &serde_json::Value) -> Result<Report, DimensionsError> {
 
 /// Scores typed tasks, for the runner. See the module doc for how out-of-range values
 /// are treated; this never fails and never panics.
+/// Every target a reliability card exposes (`consistency.outcome`, …,
+/// `reliability.overall`), for validating gate configuration.
+pub fn target_names() -> Vec<String> {
+    evaluate_tasks(&[], &Perturbed::default(), Variant::CameraReady).targets().into_keys().collect()
+}
+
 pub fn evaluate_tasks(tasks: &[Task], perturbed: &Perturbed, variant: Variant) -> Report {
     let consistency = consistency::score(tasks, variant);
     let predictability = predictability::score(tasks);

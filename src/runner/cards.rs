@@ -1,0 +1,86 @@
+//! Reliability cards (METRICS.md §6) for each agent profile, from the runs of its cases.
+//!
+//! Inputs come from the event log of each run: success is the run's verdict, confidence
+//! the last confidence the model reported, actions the executed tool names, and the
+//! resources virtual time, model calls, actions, errors (error results and `error`
+//! events), mean model latency and — when the profile has a price table — token cost.
+//! Safety violations are the `security_flagged` events and their severities. Cases
+//! declaring a `perturbation` feed robustness only.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::dataset::Case;
+use crate::event::{Event, Kind};
+use crate::metrics::dimensions::{Perturbed, PerturbedTask, Report, Run, Severity, Task, Variant, evaluate_tasks};
+use crate::pipeline::profile::Price;
+
+/// Card inputs of one run.
+pub fn card_run(events: &[Event], success: bool, price: Option<Price>) -> Run {
+    let mut run = Run { success, ..Run::default() };
+    let (mut latency_sum, mut input, mut output) = (0.0, 0u64, 0u64);
+    for e in events {
+        match e.kind {
+            Kind::ModelCalled => {
+                run.model_calls += 1;
+                latency_sum += e.get("latency_ms").as_f64().unwrap_or(0.0);
+                input += e.get("usage").get("input_tokens").and_then(Value::as_u64).unwrap_or(0);
+                output += e.get("usage").get("output_tokens").and_then(Value::as_u64).unwrap_or(0);
+                if let Some(c) = e.get("response").get("confidence").and_then(Value::as_f64) {
+                    run.confidence = Some(c);
+                }
+            }
+            Kind::ToolExecuted => {
+                run.actions.push(e.str("tool").unwrap_or_default().to_string());
+                run.errors += u64::from(e.get("is_error").as_bool().unwrap_or(false));
+            }
+            Kind::Error => run.errors += 1,
+            Kind::SecurityFlagged => run.violations.push(Severity::from_label(e.str("severity").unwrap_or_default())),
+            _ => {}
+        }
+    }
+    run.time = events.last().map_or(0.0, |e| e.t as f64);
+    if run.model_calls > 0 {
+        run.latency = latency_sum / run.model_calls as f64;
+    }
+    if let Some(p) = price {
+        run.cost = input as f64 / 1000.0 * p.input_per_1k_tokens + output as f64 / 1000.0 * p.output_per_1k_tokens;
+    }
+    run
+}
+
+/// Does this case feed a card? Only cases with several runs or a perturbation do, so a
+/// suite without them holds no card inputs at all.
+pub fn feeds_card(case: &Case) -> bool {
+    case.recordings.len() >= 2 || case.perturbation.is_some()
+}
+
+/// One card per agent that has a task with at least two runs.
+pub fn cards(cases: &[&Case], runs: &[Vec<Run>]) -> BTreeMap<String, Report> {
+    let mut by_agent: BTreeMap<&str, (Vec<Task>, Perturbed)> = BTreeMap::new();
+    for (case, runs) in cases.iter().zip(runs) {
+        if runs.is_empty() {
+            continue;
+        }
+        let (tasks, perturbed) = by_agent.entry(case.agent.as_str()).or_default();
+        match &case.perturbation {
+            None => tasks.push(Task { id: case.id.clone(), runs: runs.clone() }),
+            Some(p) => {
+                let list = match p.kind.as_str() {
+                    "fault" => &mut perturbed.fault,
+                    "structural" => &mut perturbed.structural,
+                    _ => &mut perturbed.prompt,
+                };
+                list.push(PerturbedTask { of: p.of.clone(), runs: runs.clone() });
+            }
+        }
+    }
+    by_agent
+        .into_iter()
+        .filter(|(_, (tasks, _))| tasks.iter().any(|t| t.runs.len() >= 2))
+        .map(|(agent, (tasks, perturbed))| {
+            (agent.to_string(), evaluate_tasks(&tasks, &perturbed, Variant::CameraReady))
+        })
+        .collect()
+}
