@@ -67,5 +67,42 @@ fn event_log(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, event_log, whole_pipeline);
+/// The 300-turn long-horizon case: replay, log, grade (issue target: under 100 ms).
+fn long_horizon_300(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    for sub in ["pipeline", "datasets/lh", "fixtures/tools", "fixtures/recordings"] {
+        std::fs::create_dir_all(root.join(sub)).expect("mkdir");
+    }
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::copy(repo.join("fixtures/tools/support.json"), root.join("fixtures/tools/support.json"))
+        .expect("manifest");
+    let (case, recording) = stateval::synth::long_horizon(300);
+    std::fs::write(root.join("datasets/lh/suite.jsonl"), format!("{case}\n")).expect("dataset");
+    std::fs::write(root.join("fixtures/recordings/long-horizon-300.jsonl"), recording).expect("recording");
+    std::fs::write(
+        root.join("pipeline/lh.toml"),
+        format!(
+            "[pipeline]\nname = \"lh\"\ndatasets = [\"datasets/lh/*.jsonl\"]\n\n[agents.longhaul]\nsystem = \"s\"\n\
+             tools = \"fixtures/tools/support.json\"\ncontext = {{ budget_tokens = {} }}\nmemory = {{ episodic_ttl_turns = 5 }}\n",
+            stateval::synth::LONG_HORIZON_BUDGET
+        ),
+    )
+    .expect("pipeline");
+    let plan = Arc::new(Plan::load(&root.join("pipeline/lh.toml"), &Selection::default()).expect("plan"));
+    let store: Arc<dyn stateval::store::Store> = Arc::new(SledStore::open(&plan.layout().catalog()).expect("store"));
+    let mut group = c.benchmark_group("long_horizon");
+    group.sample_size(20);
+    group.bench_function("300 turns: replay, log, grade", |b| {
+        b.iter(|| {
+            let outcome =
+                runner::execute(plan.clone(), store.clone(), &Options { jobs: 1, selective: false }, &mut |_| {})
+                    .expect("run");
+            assert!(outcome.passed);
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, event_log, long_horizon_300, whole_pipeline);
 criterion_main!(benches);

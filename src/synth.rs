@@ -132,3 +132,102 @@ pub fn write_suite(dir: &Path, spec: &SynthSpec) -> io::Result<PathBuf> {
     std::fs::write(dir.join("datasets/synth/suite.jsonl"), dataset)?;
     Ok(dir.join("pipeline/synth.toml"))
 }
+
+/// The long-horizon regression suite (`datasets/long_horizon/`): one case of `turns`
+/// user turns for the `longhaul` profile. Facts are planted at turn 0 and read back at
+/// the last turn, a preference is superseded half-way, episodic notes expire, and the
+/// conversation outgrows the context budget so history is dropped while memory holds.
+/// Returns the dataset line and the recording (JSONL).
+pub fn long_horizon(turns: usize) -> (String, String) {
+    assert!(turns >= 10, "a long-horizon case needs room for its plan");
+    let id = format!("long-horizon-{turns}");
+    let recording_path = format!("fixtures/recordings/{id}.jsonl");
+    let last = turns - 1;
+    let half = turns / 2;
+    let mut inputs = Vec::with_capacity(turns);
+    let mut rec = String::new();
+    let mut executed = 0usize; // index of the next tool_calls[i]
+    let mut read_index = 0usize;
+    let line = |turn: usize, step: usize, response: serde_json::Value, rec: &mut String| {
+        let _ = writeln!(rec, "{}", json!({"turn": turn, "step": step, "response": response, "latency_ms": 200}));
+    };
+    let write = |tier: &str, key: &str, value: &str| json!({"name": "memory_write", "args": {"tier": tier, "key": key, "value": value}});
+    for turn in 0..turns {
+        let (input, calls, answer) = if turn == 0 {
+            (
+                "I'm Priya; my account number is AC-7731. Please remember both.".to_string(),
+                vec![write("semantic", "user.name", "Priya"), write("semantic", "user.account", "AC-7731")],
+                "Noted, Priya: account AC-7731.".to_string(),
+            )
+        } else if turn == 1 {
+            (
+                "Please contact me by email.".to_string(),
+                vec![write("semantic", "contact.preference", "email")],
+                "Email it is.".to_string(),
+            )
+        } else if turn == half {
+            (
+                "Change of plan: contact me by phone from now on.".to_string(),
+                vec![write("semantic", "contact.preference", "phone")],
+                "Updated: phone from now on.".to_string(),
+            )
+        } else if turn == last {
+            read_index = executed;
+            (
+                "What is my account number, and how should you contact me?".to_string(),
+                vec![
+                    json!({"name": "memory_read", "args": {"tier": "semantic", "key": "user.account"}}),
+                    json!({"name": "memory_read", "args": {"tier": "semantic", "key": "contact.preference"}}),
+                ],
+                "Your account number is AC-7731, and we will contact you by phone.".to_string(),
+            )
+        } else if turn % 7 == 2 {
+            let topic = WORDS[turn % WORDS.len()];
+            (
+                format!("Turn {turn}: let's talk about the {topic} for a moment."),
+                vec![write("episodic", "current_topic", topic)],
+                format!("Sure, the {topic}."),
+            )
+        } else {
+            let topic = WORDS[turn % WORDS.len()];
+            (
+                format!("Turn {turn}: what do the docs say about the {topic} process? Please be thorough."),
+                vec![json!({"name": "search_docs", "args": {"query": format!("{topic} process")}})],
+                format!("The docs describe the {topic} process step by step; nothing unusual applies to your account."),
+            )
+        };
+        executed += calls.len();
+        inputs.push(input);
+        line(turn, 0, json!({"content": "", "tool_calls": calls}), &mut rec);
+        line(turn, 1, json!({"content": answer}), &mut rec);
+    }
+    let case = json!({
+        "id": id,
+        "description": format!("{turns} user turns: facts planted at turn 0 are read back at turn {last}; the contact preference is superseded at turn {half}; episodic notes expire; the history outgrows the context budget."),
+        "tags": ["long-horizon", "memory"],
+        "agent": "longhaul",
+        "turns": inputs,
+        "recordings": [recording_path],
+        "expect": [
+            {"target": "memory.semantic.user.account", "matcher": {"exact": "AC-7731"}},
+            {"target": "memory.semantic.contact.preference", "matcher": {"exact": "phone"}},
+            {"target": format!("memory_at[{}].semantic.contact.preference", half - 1), "matcher": {"exact": "email"}},
+            {"target": format!("tool_calls[{read_index}].result"), "matcher": {"exact": {"value": "AC-7731"}}},
+            {"target": format!("tool_calls[{}].result", read_index + 1), "matcher": {"exact": {"value": "phone"}}},
+            {"target": format!("turns[{last}].response"), "matcher": {"all_of": [{"contains": "AC-7731"}, {"contains": "phone"}]}},
+            {"target": "context.budget_exceeded", "matcher": {"exact": 0}},
+            {"target": "context.max_total", "matcher": {"schema": {"maximum": LONG_HORIZON_BUDGET}}},
+            {"target": "memory", "matcher": {"not": {"contains": {"episodic": {"current_topic": WORDS[2 % WORDS.len()]}}}}},
+            {"target": format!("memory_at[{}].episodic.current_topic", 2), "matcher": {"exact": WORDS[2 % WORDS.len()]}},
+            {"target": "status", "matcher": {"exact": "completed"}}
+        ]
+    });
+    (case.to_string(), rec)
+}
+
+/// The `longhaul` profile's context budget (tokens); small enough that every
+/// long-horizon case outgrows it and must drop history.
+pub const LONG_HORIZON_BUDGET: u64 = 1600;
+
+/// Turn counts of the committed long-horizon suite.
+pub const LONG_HORIZON_TURNS: [usize; 3] = [50, 120, 300];

@@ -81,7 +81,13 @@ pub enum ApprovalAnswer {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContextConfig {
+    /// The effective budget for the whole request.
     pub budget_tokens: Option<u64>,
+    /// Caps per section; history also gets at most what the others leave.
+    pub system: Option<u64>,
+    pub memory: Option<u64>,
+    pub tools: Option<u64>,
+    pub history: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

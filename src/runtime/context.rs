@@ -7,6 +7,13 @@
 //! Token counts are a deterministic approximation: ⌈characters / 4⌉ per text, the
 //! common rule of thumb for English with BPE tokenisers. They are for budgets and
 //! reports, not billing.
+//!
+//! The compiler fits four sections into the effective budget: system, memory and tools
+//! are sent whole (each may have its own cap; exceeding it is recorded, never hidden);
+//! history gets what remains and loses its **oldest** messages first. Messages are
+//! dropped in *units*: an assistant message that called tools together with every tool
+//! result answering it, so the model never sees a result without its call or a call
+//! without its result. The current user message is always kept.
 
 use serde_json::{Value, json};
 
@@ -22,6 +29,17 @@ pub fn approx_tokens(text: &str) -> u64 {
 pub struct Message {
     canonical: Vec<u8>,
     pub tokens: u64,
+    /// Index of the first message of this message's unit (see the module doc).
+    unit_start: usize,
+}
+
+/// What the compiler kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// First history message sent.
+    pub start: usize,
+    /// Tokens of the messages sent.
+    pub tokens: u64,
 }
 
 #[derive(Default)]
@@ -34,8 +52,36 @@ impl Conversation {
         let canonical = canon::to_canonical(&message)?;
         // token estimate over the message text as sent
         let tokens = approx_tokens(std::str::from_utf8(&canonical).unwrap_or_default());
-        self.messages.push(Message { canonical, tokens });
+        // a tool result belongs to the unit of the assistant message that called it
+        let index = self.messages.len();
+        let unit_start = match message.get("role").and_then(Value::as_str) {
+            Some("tool") => self.messages.last().map_or(index, |m| m.unit_start),
+            _ => index,
+        };
+        self.messages.push(Message { canonical, tokens, unit_start });
         Ok(())
+    }
+
+    /// The newest whole units that fit in `budget` tokens (all of them when `None`);
+    /// the last unit (the current exchange) is kept even when it alone is too big.
+    pub fn window(&self, budget: Option<u64>) -> Window {
+        let total = self.history_tokens();
+        let Some(budget) = budget.filter(|b| *b < total) else {
+            return Window { start: 0, tokens: total };
+        };
+        let mut start = self.messages.len();
+        let mut tokens = 0u64;
+        while start > 0 {
+            let unit_start = self.messages[start - 1].unit_start;
+            let unit: u64 = self.messages[unit_start..start].iter().map(|m| m.tokens).sum();
+            let first_unit = start == self.messages.len();
+            if !first_unit && tokens + unit > budget {
+                break;
+            }
+            tokens += unit;
+            start = unit_start;
+        }
+        Window { start, tokens }
     }
 
     pub fn user(&mut self, content: &str) -> Result<(), CanonError> {
@@ -55,18 +101,20 @@ impl Conversation {
     }
 
     /// Digest of the request built from the system prompt, tool list and memory
-    /// (pre-canonicalised by the caller) and every message.
+    /// (pre-canonicalised by the caller) and the messages from `start` on.
     pub fn request_digest(
         &self,
         system_canonical: &[u8],
         tools_canonical: &[u8],
         memory: &Value,
+        start: usize,
     ) -> Result<Digest, CanonError> {
-        let mut buf = Vec::with_capacity(1024 + self.messages.iter().map(|m| m.canonical.len() + 1).sum::<usize>());
+        let sent = &self.messages[start.min(self.messages.len())..];
+        let mut buf = Vec::with_capacity(1024 + sent.iter().map(|m| m.canonical.len() + 1).sum::<usize>());
         buf.extend_from_slice(b"{\"memory\":");
         canon::write_canonical(&mut buf, memory)?;
         buf.extend_from_slice(b",\"messages\":[");
-        for (i, m) in self.messages.iter().enumerate() {
+        for (i, m) in sent.iter().enumerate() {
             if i > 0 {
                 buf.push(b',');
             }
@@ -100,9 +148,53 @@ mod tests {
                          {"role": "assistant", "content": "", "tool_calls": [{"name": "t", "args": {"a": 2, "b": 1}}]}]
         });
         assert_eq!(
-            c.request_digest(&system, &tools, &memory).unwrap(),
+            c.request_digest(&system, &tools, &memory, 0).unwrap(),
             canon::canonical_digest(Context::Request, &whole).unwrap()
         );
+    }
+
+    fn conversation(messages: &[Value]) -> Conversation {
+        let mut c = Conversation::default();
+        for m in messages {
+            c.push(m.clone()).unwrap();
+        }
+        c
+    }
+
+    #[test]
+    fn the_oldest_history_goes_first_and_the_current_exchange_always_stays() {
+        let c = conversation(&[
+            json!({"role": "user", "content": "a".repeat(400)}),
+            json!({"role": "assistant", "content": "b".repeat(400)}),
+            json!({"role": "user", "content": "c".repeat(40)}),
+        ]);
+        let all = c.history_tokens();
+        assert_eq!(c.window(None), Window { start: 0, tokens: all });
+        assert_eq!(c.window(Some(all)).start, 0, "a fitting history is sent whole");
+        let last = c.messages[2].tokens;
+        assert_eq!(c.window(Some(last + 10)), Window { start: 2, tokens: last });
+        // even a budget smaller than the current message keeps it
+        assert_eq!(c.window(Some(1)).start, 2);
+    }
+
+    #[test]
+    fn a_tool_round_trip_is_dropped_or_kept_whole() {
+        let c = conversation(&[
+            json!({"role": "user", "content": "q"}),
+            json!({"role": "assistant", "content": "", "tool_calls": [{"name": "t"}, {"name": "u"}]}),
+            json!({"role": "tool", "call_id": "1", "content": "x".repeat(200)}),
+            json!({"role": "tool", "call_id": "2", "content": "y"}),
+            json!({"role": "assistant", "content": "done"}),
+        ]);
+        let tail = c.messages[4].tokens;
+        let unit: u64 = c.messages[1..4].iter().map(|m| m.tokens).sum();
+        // room for the last message and part of the round trip: the round trip goes whole
+        assert_eq!(c.window(Some(tail + unit - 1)).start, 4);
+        assert_eq!(c.window(Some(tail + unit)).start, 1);
+        // never a result without its call
+        for budget in 0..c.history_tokens() + 5 {
+            assert!(![2, 3].contains(&c.window(Some(budget)).start), "budget {budget}");
+        }
     }
 
     #[test]

@@ -219,10 +219,10 @@ impl<'a, 'p> Loop<'a, 'p> {
     fn turn(&mut self, turn: u32) -> Result<Result<(), Stop>, WriteError> {
         for step in 0..self.input.profile.max_steps_per_turn {
             let memory_view = fold::memory_values(&self.memory);
-            self.compile_context(&memory_view)?;
+            let window = self.compile_context(&memory_view)?;
             let hash = self
                 .conversation
-                .request_digest(&self.system, &self.tools, &memory_view)
+                .request_digest(&self.system, &self.tools, &memory_view, window.start)
                 .map_err(|source| WriteError::Canon { seq: self.rec.next_seq(), kind: Kind::ModelCalled, source })?;
             let request = ModelRequest { turn, step, hash };
             let replayed = match self.provider.complete(&request) {
@@ -294,19 +294,38 @@ impl<'a, 'p> Loop<'a, 'p> {
         self.conversation.push(message).map_err(|source| WriteError::Canon { seq, kind: Kind::ModelCalled, source })
     }
 
-    /// One `context_compiled` event per model call. Nothing is dropped yet: the whole
-    /// conversation is sent, and the event records whether that exceeded the budget.
-    fn compile_context(&mut self, memory_view: &Value) -> Result<(), WriteError> {
+    /// Fit the sections into the effective budget (see `context`): one
+    /// `context_compiled` event per model call, recording every section's tokens, the
+    /// messages sent and dropped, and each section cap that was exceeded.
+    fn compile_context(&mut self, memory_view: &Value) -> Result<context::Window, WriteError> {
+        let config = &self.input.profile.context;
         let memory_tokens = approx_tokens(&memory_view.to_string());
-        let history = self.conversation.history_tokens();
-        let total = self.system_tokens + memory_tokens + history + self.tool_tokens;
+        let fixed = self.system_tokens + memory_tokens + self.tool_tokens;
+        let history_budget = match (config.budget_tokens, config.history) {
+            (Some(total), Some(cap)) => Some(total.saturating_sub(fixed).min(cap)),
+            (Some(total), None) => Some(total.saturating_sub(fixed)),
+            (None, cap) => cap,
+        };
+        let window = self.conversation.window(history_budget);
+        let total = fixed + window.tokens;
+        let mut over = Vec::new();
+        for (name, tokens, cap) in [
+            ("system", self.system_tokens, config.system),
+            ("memory", memory_tokens, config.memory),
+            ("tools", self.tool_tokens, config.tools),
+        ] {
+            if cap.is_some_and(|c| tokens > c) {
+                over.push(name);
+            }
+        }
         self.rec.emit(
             Kind::ContextCompiled,
-            json!({"budget": self.input.profile.context.budget_tokens, "total": total,
-                   "sections": {"system": self.system_tokens, "memory": memory_tokens, "history": history, "tools": self.tool_tokens},
-                   "messages": self.conversation.len(), "dropped": []}),
+            json!({"budget": config.budget_tokens, "total": total,
+                   "sections": {"system": self.system_tokens, "memory": memory_tokens, "history": window.tokens, "tools": self.tool_tokens},
+                   "messages": self.conversation.len() - window.start, "dropped": window.start,
+                   "over_section_budget": over}),
         )?;
-        Ok(())
+        Ok(window)
     }
 
     /// Propose, decide, maybe approve, execute. Returns what the model sees as the result.

@@ -86,6 +86,14 @@ impl Project {
                 std::fs::remove_file(&entry).unwrap_or_else(|e| panic!("{}: {e}", entry.display()));
             }
         }
+        // ci.toml also gates and globs suites outside the core: drop exactly those lines
+        let ci = project.read("pipeline/ci.toml");
+        let mut core = ci.clone();
+        for (line, replacement) in CI_NON_CORE_LINES {
+            assert!(core.contains(line), "pipeline/ci.toml no longer has {line:?}: update CI_NON_CORE_LINES");
+            core = core.replace(line, replacement);
+        }
+        project.write("pipeline/ci.toml", core);
         project
     }
 
@@ -238,6 +246,17 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// Lines of pipeline/ci.toml about suites outside the core, and what the core copy has
+/// instead.
+const CI_NON_CORE_LINES: [(&str, &str); 3] = [
+    (
+        r#"datasets = ["datasets/examples/*.jsonl", "datasets/long_horizon/*.jsonl"]"#,
+        r#"datasets = ["datasets/examples/*.jsonl"]"#,
+    ),
+    ("tags.long-horizon = { min_pass_rate = 1.0, min_cases = 3 }\n", ""),
+    ("reliability = { \"reliability.overall\" = 0.9, \"consistency.outcome\" = 0.9 }\n", ""),
+];
 
 /// The dataset files `Project::new` keeps.
 pub const CORE_DATASETS: [&str; 3] =
