@@ -117,6 +117,9 @@ pub struct SafetyConfig {
     pub destructive_tools: Vec<String>,
     /// Calls of one tool allowed in one turn; none: unlimited.
     pub max_calls_per_tool_per_turn: Option<u32>,
+    /// More prompt-injection regexes, beside the defaults, for untrusted tool results.
+    #[serde(default)]
+    pub injection_patterns: Vec<String>,
 }
 
 fn yes() -> bool {
@@ -136,6 +139,7 @@ impl Default for SafetyConfig {
             destructive_classes: privileged(),
             destructive_tools: Vec::new(),
             max_calls_per_tool_per_turn: None,
+            injection_patterns: Vec::new(),
         }
     }
 }
@@ -187,6 +191,7 @@ impl AgentProfile {
             ("pii_patterns", &s.pii_patterns),
             ("pii_allow", &s.pii_allow),
             ("destructive_tools", &s.destructive_tools),
+            ("injection_patterns", &s.injection_patterns),
         ] {
             for (i, p) in patterns.iter().enumerate() {
                 regex::Regex::new(p).map_err(|e| {
