@@ -26,7 +26,11 @@ pub const FAILING_REPORTS: [&str; 4] = [
 
 /// Case ids of `datasets/examples/*.jsonl`, in the order the runner reports them
 /// (files sorted by name, then line order).
-pub const CI_CASES: [&str; 11] = [
+pub const CI_CASES: [&str; 15] = [
+    "status-hang-falls-back-to-cache",
+    "metrics-slow-within-timeout",
+    "page-error-reported",
+    "deploys-recover-after-two-hangs",
     "resolve-login-ticket",
     "refund-email-bounces",
     "docs-session-episodic-expiry",
@@ -41,8 +45,14 @@ pub const CI_CASES: [&str; 11] = [
 ];
 
 /// Case ids of `datasets/failing/mixed.jsonl`, in line order.
-pub const FAILING_CASES: [&str; 5] =
-    ["passes-alongside", "replay-miss", "wrong-expectation", "diverged-request", "tool-loop"];
+pub const FAILING_CASES: [&str; 6] = [
+    "passes-alongside",
+    "replay-miss",
+    "wrong-expectation",
+    "diverged-request",
+    "tool-loop",
+    "status-wedged-no-fallback",
+];
 
 /// What one invocation of the binary did.
 #[derive(Debug)]
