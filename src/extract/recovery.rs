@@ -18,6 +18,17 @@
 //! [`score_recovery`](crate::metrics::recovery::score_recovery) through
 //! [`RecoveryMarks::report`], exactly as the `recovery` block computes them, so an
 //! `expect` on `recovery.time_to_recovery_ms` and the block always agree.
+//!
+//! | target | value |
+//! |---|---|
+//! | `recovery.call_start_ms` / `.detected_ms` / `.recovered_ms` | the marks (virtual ms) |
+//! | `recovery.timeout_budget_ms` | the per-call timeout of the faulted call |
+//! | `recovery.detections` / `recovery.fault_fired` | timeouts in the run / 0 or 1 |
+//! | `recovery.time_to_detection_ms` / `.time_to_recovery_ms` | mark − call start |
+//! | `recovery.user_visible_hang_ms` / `.recovered` / `.clean_timeout` | as in METRICS.md §4 |
+//!
+//! Absent marks and times are absent, not null; without a faulted call only
+//! `detections` and `fault_fired` exist.
 
 use serde_json::{Map, Value, json};
 
