@@ -271,7 +271,7 @@ fn every_schema_prints_as_a_valid_json_schema_that_accepts_the_shipped_inputs() 
             lines += 1;
         }
     }
-    assert_eq!(lines, 11 + 5);
+    assert_eq!(lines, 15 + 6);
 
     let recording = printed_schema(&p, "recording");
     for file in p.files_under("fixtures/recordings") {
@@ -293,7 +293,7 @@ fn every_schema_prints_as_a_valid_json_schema_that_accepts_the_shipped_inputs() 
 
     let event = printed_schema(&p, "event");
     let logs = p.log_files();
-    assert_eq!(logs.len(), 13);
+    assert_eq!(logs.len(), 17);
     for log in &logs {
         for (i, v) in jsonl(&p, log).iter().enumerate() {
             assert_accepts(&event, "event", &format!("{log}:{}", i + 1), v);
@@ -339,7 +339,7 @@ fn validate_accepts_the_ci_pipeline_with_everything_it_references() {
     for args in [&["validate", "pipeline/ci.toml"][..], &["validate"][..]] {
         let out = p.stateval(args);
         out.expect_code(0);
-        assert_eq!(out.stdout, "ok pipeline/ci.toml: pipeline \"ci\", 11 cases\n", "{args:?}");
+        assert_eq!(out.stdout, "ok pipeline/ci.toml: pipeline \"ci\", 15 cases\n", "{args:?}");
         assert_eq!(out.stderr, "", "{args:?}");
     }
     let out = p.stateval(&["validate", TREASURY, PAY_ALICE, "fixtures/tools/treasury.json"]);

@@ -29,9 +29,9 @@ fn the_ci_pipeline_gives_byte_identical_logs_and_reports_in_two_copies_and_on_a_
     let (a, b) = (Project::new(), Project::new());
     a.stateval(&["run", "--jobs", "1"]).expect_code(0);
     let first = logs_and_reports(&a, &CI_REPORTS);
-    // 11 cases, two of them with 2 recorded runs → 13 logs, plus 4 reports
-    assert_eq!(a.log_files().len(), 13, "{:#?}", a.log_files());
-    assert_eq!(first.len(), 17);
+    // 15 cases, two of them with 2 recorded runs → 17 logs, plus 4 reports
+    assert_eq!(a.log_files().len(), 17, "{:#?}", a.log_files());
+    assert_eq!(first.len(), 21);
 
     b.stateval(&["run", "--jobs", "4"]).expect_code(0);
     assert_same("two copies (--jobs 1 vs --jobs 4)", &first, &logs_and_reports(&b, &CI_REPORTS));
@@ -46,7 +46,7 @@ fn the_failing_pipeline_gives_byte_identical_logs_and_reports_in_two_copies_and_
     let (a, b) = (Project::new(), Project::new());
     a.stateval(&["run", "pipeline/failing.toml", "--jobs", "1"]).expect_code(1);
     let first = logs_and_reports(&a, &FAILING_REPORTS);
-    assert_eq!(a.log_files().len(), 5, "{:#?}", a.log_files());
+    assert_eq!(a.log_files().len(), 6, "{:#?}", a.log_files());
 
     b.stateval(&["run", "pipeline/failing.toml", "--jobs", "4"]).expect_code(1);
     assert_same("two copies (--jobs 1 vs --jobs 4)", &first, &logs_and_reports(&b, &FAILING_REPORTS));
@@ -64,8 +64,8 @@ fn every_file_under_the_runs_directory_is_byte_identical_however_the_workers_int
     a.stateval(&["run", "--jobs", "1"]).expect_code(0);
     b.stateval(&["run", "--jobs", "4"]).expect_code(0);
     let (sa, sb) = (a.snapshot(".stateval/runs"), b.snapshot(".stateval/runs"));
-    // 13 logs + run.json + verdicts.jsonl
-    assert_eq!(sa.len(), 15, "{:#?}", sa.keys());
+    // 17 logs + run.json + verdicts.jsonl
+    assert_eq!(sa.len(), 19, "{:#?}", sa.keys());
     assert_same("every file under .stateval/runs (--jobs 1 vs --jobs 4)", &sa, &sb);
 }
 
@@ -116,27 +116,34 @@ fn attr<'a>(node: roxmltree::Node<'a, '_>, name: &str) -> &'a str {
 }
 
 #[test]
-fn junit_of_the_ci_pipeline_parses_with_eleven_tests_no_failures_and_dataset_classnames() {
+fn junit_of_the_ci_pipeline_parses_with_fifteen_tests_no_failures_and_dataset_classnames() {
     let p = Project::new();
     p.stateval(&["run"]).expect_code(0);
     let xml = p.read("reports/junit.xml");
     let doc = roxmltree::Document::parse(&xml).expect("JUnit XML parses");
     let root = doc.root_element();
     assert_eq!(root.tag_name().name(), "testsuites");
-    assert_eq!((attr(root, "tests"), attr(root, "failures"), attr(root, "errors")), ("11", "0", "0"));
+    assert_eq!((attr(root, "tests"), attr(root, "failures"), attr(root, "errors")), ("15", "0", "0"));
 
     let suites: Vec<(&str, &str, &str)> = root
         .children()
         .filter(|n| n.has_tag_name("testsuite"))
         .map(|s| (attr(s, "name"), attr(s, "tests"), attr(s, "failures")))
         .collect();
-    assert_eq!(suites, [("examples/support", "4", "0"), ("examples/treasury", "7", "0")]);
+    assert_eq!(
+        suites,
+        [("examples/recovery", "4", "0"), ("examples/support", "4", "0"), ("examples/treasury", "7", "0")]
+    );
 
     let cases = junit_cases(&xml);
     let names: Vec<&str> = cases.iter().map(|c| c.1.as_str()).collect();
     assert_eq!(names, CI_CASES);
     for (classname, name, failure, _) in &cases {
-        let expected = if CI_CASES[..4].contains(&name.as_str()) { "examples/support" } else { "examples/treasury" };
+        let expected = match CI_CASES.iter().position(|c| c == name) {
+            Some(0..4) => "examples/recovery",
+            Some(4..8) => "examples/support",
+            _ => "examples/treasury",
+        };
         assert_eq!(classname, expected, "classname of {name}");
         assert_eq!(failure, &None, "{name} passed and must carry no <failure>");
     }
@@ -164,19 +171,19 @@ fn junit_heads_are_the_last_hashes_of_the_logs_on_disk() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 13, "one head per log");
+    assert_eq!(checked, 17, "one head per log");
 }
 
 #[test]
-fn junit_of_the_failing_pipeline_has_four_failures_carrying_the_graders_reasons() {
+fn junit_of_the_failing_pipeline_has_five_failures_carrying_the_graders_reasons() {
     let p = Project::new();
     p.stateval(&["run", "pipeline/failing.toml"]).expect_code(1);
     let xml = p.read("reports/failing/junit.xml");
     let doc = roxmltree::Document::parse(&xml).expect("JUnit XML parses");
     let root = doc.root_element();
-    assert_eq!((attr(root, "tests"), attr(root, "failures"), attr(root, "errors")), ("5", "4", "0"));
+    assert_eq!((attr(root, "tests"), attr(root, "failures"), attr(root, "errors")), ("6", "5", "0"));
     let suite = root.children().find(|n| n.has_tag_name("testsuite")).expect("a testsuite");
-    assert_eq!((attr(suite, "name"), attr(suite, "tests"), attr(suite, "failures")), ("failing/mixed", "5", "4"));
+    assert_eq!((attr(suite, "name"), attr(suite, "tests"), attr(suite, "failures")), ("failing/mixed", "6", "5"));
 
     let cases = junit_cases(&xml);
     let names: Vec<&str> = cases.iter().map(|c| c.1.as_str()).collect();
@@ -200,6 +207,8 @@ fn junit_of_the_failing_pipeline_has_four_failures_carrying_the_graders_reasons(
     assert!(message.contains("replay diverged at position 0"), "{message}");
     let message = by_name["tool-loop"].0.expect("tool-loop fails");
     assert!(message.contains("after 3 steps") && message.contains("max_steps_per_turn"), "{message}");
+    let message = by_name["status-wedged-no-fallback"].0.expect("status-wedged-no-fallback fails");
+    assert_eq!(message, "run 0: recovery.recovered: expected exactly 1, got 0");
 }
 
 // ---------------------------------------------------------------------------------
@@ -262,37 +271,39 @@ fn parse_tap(project: &Project, rel: &str) -> Tap {
 }
 
 #[test]
-fn tap_of_the_ci_pipeline_passes_tap_parser_with_a_good_plan_and_eleven_passes() {
+fn tap_of_the_ci_pipeline_passes_tap_parser_with_a_good_plan_and_fifteen_passes() {
     let p = Project::new();
     p.stateval(&["run"]).expect_code(0);
     let tap = parse_tap(&p, "reports/results.tap");
     assert_eq!(tap.parse_errors, Vec::<String>::new());
-    assert_eq!(tap.summary, "version=13 good_plan=1 planned=11 run=11 passed=11 failed=0 parse_errors=0");
+    assert_eq!(tap.summary, "version=13 good_plan=1 planned=15 run=15 passed=15 failed=0 parse_errors=0");
     let described: Vec<String> = tap.tests.iter().map(|t| format!("{} {} {}", t.0, t.1, t.2)).collect();
-    assert_eq!(described[0], "1 true - examples/support :: resolve-login-ticket");
-    assert_eq!(described[10], "11 true - examples/treasury :: greeting-inline");
+    assert_eq!(described[0], "1 true - examples/recovery :: status-hang-falls-back-to-cache");
+    assert_eq!(described[4], "5 true - examples/support :: resolve-login-ticket");
+    assert_eq!(described[14], "15 true - examples/treasury :: greeting-inline");
     assert!(tap.yaml.is_empty(), "no diagnostics for passing tests: {:?}", tap.yaml);
 }
 
 #[test]
-fn tap_of_the_failing_pipeline_passes_tap_parser_with_one_pass_four_failures_and_yaml_reasons() {
+fn tap_of_the_failing_pipeline_passes_tap_parser_with_one_pass_five_failures_and_yaml_reasons() {
     let p = Project::new();
     p.stateval(&["run", "pipeline/failing.toml"]).expect_code(1);
     let tap = parse_tap(&p, "reports/failing/results.tap");
     assert_eq!(tap.parse_errors, Vec::<String>::new());
-    assert_eq!(tap.summary, "version=13 good_plan=1 planned=5 run=5 passed=1 failed=4 parse_errors=0");
+    assert_eq!(tap.summary, "version=13 good_plan=1 planned=6 run=6 passed=1 failed=5 parse_errors=0");
     let oks: Vec<(u32, bool)> = tap.tests.iter().map(|t| (t.0, t.1)).collect();
-    assert_eq!(oks, [(1, true), (2, false), (3, false), (4, false), (5, false)]);
+    assert_eq!(oks, [(1, true), (2, false), (3, false), (4, false), (5, false), (6, false)]);
     for (t, id) in tap.tests.iter().zip(FAILING_CASES) {
         assert_eq!(t.2, format!("- failing/mixed :: {id}"));
     }
     // the YAML diagnostics parse, one block per failing test, with the grader's reason
     let numbers: Vec<u32> = tap.yaml.iter().map(|y| y.0).collect();
-    assert_eq!(numbers, [2, 3, 4, 5]);
+    assert_eq!(numbers, [2, 3, 4, 5, 6]);
     assert!(tap.yaml[0].1.contains("replay miss") && tap.yaml[0].1.contains("position 1"), "{:?}", tap.yaml[0]);
     assert!(tap.yaml[1].1.contains("final_response") && tap.yaml[1].1.contains("$9,999"), "{:?}", tap.yaml[1]);
     assert!(tap.yaml[2].1.contains("replay diverged at position 0"), "{:?}", tap.yaml[2]);
     assert!(tap.yaml[3].1.contains("max_steps_per_turn"), "{:?}", tap.yaml[3]);
+    assert!(tap.yaml[4].1.contains("recovery.recovered"), "{:?}", tap.yaml[4]);
 }
 
 // ---------------------------------------------------------------------------------
@@ -309,7 +320,7 @@ fn a_replay_miss_fails_its_case_while_the_other_cases_run_and_are_reported() {
     out.expect_code(1);
     let report = p.json("reports/failing/report.json");
     let ids: Vec<&str> = report["cases"].as_array().expect("cases").iter().map(|c| c["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, FAILING_CASES, "all 5 cases are reported, in dataset order");
+    assert_eq!(ids, FAILING_CASES, "all 6 cases are reported, in dataset order");
     assert_eq!(report["passed"], false);
 
     let miss = case(&report, "replay-miss");
@@ -331,10 +342,10 @@ fn a_replay_miss_fails_its_case_while_the_other_cases_run_and_are_reported() {
     assert_eq!(gates.len(), 1);
     assert_eq!(
         (&gates[0]["scope"], &gates[0]["cases"], &gates[0]["passed_cases"]),
-        (&"default".into(), &5.into(), &1.into())
+        (&"default".into(), &6.into(), &1.into())
     );
     assert_eq!(gates[0]["passed"], false);
-    assert!(out.stdout.contains("FAILED failing: 1/5 cases passed"), "{}", out.stdout);
+    assert!(out.stdout.contains("FAILED failing: 1/6 cases passed"), "{}", out.stdout);
 }
 
 #[test]
@@ -384,7 +395,7 @@ fn filter_keeps_only_cases_whose_id_matches_the_glob() {
     p.stateval(&["run", "pipeline/failing.toml", "--filter", "*e*"]).expect_code(1);
     assert_eq!(
         reported_ids(&p, "reports/failing/report.json"),
-        ["passes-alongside", "replay-miss", "wrong-expectation", "diverged-request"]
+        ["passes-alongside", "replay-miss", "wrong-expectation", "diverged-request", "status-wedged-no-fallback"]
     );
 }
 
@@ -442,6 +453,6 @@ fn verdicts_file_has_one_line_per_recorded_run() {
     p.stateval(&["run"]).expect_code(0);
     let run_id = p.json("reports/report.json")["run_id"].as_str().expect("run_id").to_string();
     let verdicts = p.read_bytes(format!(".stateval/runs/{run_id}/verdicts.jsonl"));
-    // 9 cases with one run + 2 cases with two runs
-    assert_eq!(lines_of(&verdicts).len(), 13);
+    // 13 cases with one run + 2 cases with two runs
+    assert_eq!(lines_of(&verdicts).len(), 17);
 }

@@ -204,10 +204,10 @@ fn synth_events_per_run_matches_the_events_a_run_writes() {
 fn reindex_counts_every_run_log_and_verdict_of_both_pipelines() {
     let p = Project::new();
     p.stateval(&["run"]).expect_code(0);
-    assert_eq!(reindex(&p, "pipeline/ci.toml"), (1, 13, 0, 13));
+    assert_eq!(reindex(&p, "pipeline/ci.toml"), (1, 17, 0, 17));
     p.stateval(&["run", "pipeline/failing.toml"]).expect_code(1);
     // both pipelines share the `.stateval` store
-    assert_eq!(reindex(&p, "pipeline/ci.toml"), (2, 18, 0, 18));
+    assert_eq!(reindex(&p, "pipeline/ci.toml"), (2, 23, 0, 23));
 }
 
 #[test]
@@ -216,21 +216,21 @@ fn reindex_rebuilds_a_lost_catalog_from_the_log_files() {
     p.stateval(&["run"]).expect_code(0);
     let run_id = p.run_ids().pop().expect("a run");
     std::fs::remove_dir_all(p.join(".stateval/catalog")).expect("lose the catalog");
-    assert_eq!(reindex(&p, "pipeline/ci.toml"), (1, 13, 0, 13));
+    assert_eq!(reindex(&p, "pipeline/ci.toml"), (1, 17, 0, 17));
 
     let store = open_catalog(&p);
     let runs = store.runs().expect("runs");
     assert_eq!(runs.len(), 1);
     assert_eq!(
         (runs[0].run_id.as_str(), runs[0].pipeline.as_str(), runs[0].cases, runs[0].passed),
-        (run_id.as_str(), "ci", 11, Some(true))
+        (run_id.as_str(), "ci", 15, Some(true))
     );
     let logs = store.logs(&run_id).expect("logs");
     let catalogued: BTreeSet<PathBuf> = logs.iter().map(|r| in_store(&p, &r.path)).collect();
     let on_disk: BTreeSet<PathBuf> = p.log_files().iter().map(|l| canonical(&p, l)).collect();
     assert_eq!(catalogued, on_disk);
     let verdicts = store.verdicts(&run_id).expect("verdicts");
-    assert_eq!(verdicts.len(), 13);
+    assert_eq!(verdicts.len(), 17);
     assert!(verdicts.iter().all(|v| v.passed && v.status == "completed"), "{verdicts:#?}");
 }
 
@@ -266,7 +266,7 @@ fn reindex_reproduces_the_catalog_the_run_recorded() {
         let store = open_catalog(&p);
         (store.runs().expect("runs"), store.logs(&run_id).expect("logs"), store.verdicts(&run_id).expect("verdicts"))
     };
-    assert_eq!(logs.len(), 13);
+    assert_eq!(logs.len(), 17);
 
     reindex(&p, "pipeline/ci.toml");
     let store = open_catalog(&p);

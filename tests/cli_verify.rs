@@ -55,7 +55,7 @@ fn every_log_of_both_pipelines_verifies_with_the_heads_and_counts_of_the_reports
     p.stateval(&["run"]).expect_code(0);
     p.stateval(&["run", "pipeline/failing.toml"]).expect_code(1);
     let logs = p.log_files();
-    assert_eq!(logs.len(), 13 + 5, "{logs:#?}");
+    assert_eq!(logs.len(), 17 + 6, "{logs:#?}");
 
     let mut args = vec!["verify"];
     args.extend(logs.iter().map(String::as_str));
@@ -214,7 +214,7 @@ fn the_failing_pipeline_logs_end_with_their_run_status() {
         .collect();
     let expected: Vec<(String, String)> = FAILING_CASES
         .iter()
-        .zip(["completed", "replay_exhausted", "completed", "replay_diverged", "failed"])
+        .zip(["completed", "replay_exhausted", "completed", "replay_diverged", "failed", "completed"])
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
     assert_eq!(statuses, expected);

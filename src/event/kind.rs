@@ -48,8 +48,11 @@ kinds! {
     ApprovalRequested = "approval_requested",
     /// `call_id`, `approved`, `by`.
     ApprovalResolved = "approval_resolved",
-    /// `call_id`, `tool`, `args`, `result`, `is_error`, `fault`, `duration_ms`,
-    /// `deduplicated`, `effect` (JSON Patch applied to the fixture state, or null).
+    /// `call_id`, `tool`, `args`, `result`, `is_error`, `fault` (null, or `timeout`,
+    /// `slow`, `error` when an injected fault fired), `duration_ms` (virtual), `deduplicated`,
+    /// `effect` (JSON Patch applied to the fixture state, or null). A faulted call also
+    /// carries `injected` (the declaration, as spelled: `wedged`, `recover-after:2`) and
+    /// `timeout_ms` (the per-call timeout in force).
     ToolExecuted = "tool_executed",
     /// `tier`, `key`, `value`, `confidence`, `supersedes`, `source` (seq).
     MemoryWritten = "memory_written",

@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `final_response` | response of the last completed turn |
 //! | `turns[i].input` / `turns[i].response` | user input / final response of turn i |
-//! | `tool_calls[i]` (`.name`, `.args`, `.result`, `.is_error`) | i-th executed call |
+//! | `tool_calls[i]` (`.name`, `.args`, `.result`, `.is_error`, `.fault`) | i-th executed call |
 //! | `tool_results[i]` | its result |
 //! | `tool_sequence` | names of executed calls, in order |
 //! | `tools.proposed` | names of proposed calls, in order (executed or not) |
@@ -22,9 +22,13 @@
 //! | `sandbox.<path>` | final fixture state |
 //! | `usage.input_tokens` / `usage.output_tokens` / `usage.model_calls` | summed usage |
 //! | `status` / `events.count` / `replay.divergences` | run status, event count, divergences |
+//! | `recovery.*` | fault marks and the times derived from them (see [`recovery`]) |
 
 pub mod envelope;
 pub mod path;
+pub mod recovery;
+
+pub use recovery::recovery_input;
 
 use serde_json::{Map, Value, json};
 
@@ -50,6 +54,7 @@ pub const ROOTS: &[&str] = &[
     "status",
     "events",
     "replay",
+    "recovery",
 ];
 
 /// Load-time check: the target parses and starts with a known root.
@@ -95,7 +100,7 @@ fn root(name: &str, events: &[Event]) -> Option<Value> {
             of(Kind::ToolExecuted)
                 .map(|e| {
                     json!({"name": e.get("tool"), "args": e.get("args"), "result": e.get("result"),
-                           "is_error": e.get("is_error"), "turn": e.turn})
+                           "is_error": e.get("is_error"), "fault": e.get("fault"), "turn": e.turn})
                 })
                 .collect(),
         ),
@@ -131,6 +136,7 @@ fn root(name: &str, events: &[Event]) -> Option<Value> {
         "status" => of(Kind::RunCompleted).next_back()?.get("status").clone(),
         "events" => json!({"count": events.len()}),
         "replay" => json!({"divergences": of(Kind::ReplayDiverged).count()}),
+        "recovery" => recovery::root(events),
         _ => return None,
     })
 }

@@ -15,7 +15,11 @@ use serde_json::Value;
 use crate::diag::{InputError, line_col};
 use crate::gate::GatesConfig;
 use crate::report::ReportConfig;
-pub use profile::{AgentProfile, ApprovalAnswer, PolicyRule, RuleWhen, SafetyClass, Verdict};
+use crate::sandbox::{Manifest, fault};
+pub use profile::{
+    AgentProfile, ApprovalAnswer, DEFAULT_TOOL_TIMEOUT_MS, MAX_TOOL_TIMEOUT_MS, PolicyRule, RuleWhen, SafetyClass,
+    Verdict,
+};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -78,11 +82,39 @@ pub struct ReplayConfig {
 }
 
 impl Pipeline {
-    /// Read, schema-check and parse a pipeline file.
+    /// Read, schema-check and parse a pipeline file, and check the faults its profiles
+    /// inject against the tool manifests they name.
     pub fn load(path: &Path) -> Result<Pipeline, InputError> {
         let text =
             std::fs::read_to_string(path).map_err(|e| InputError::file(path, format!("cannot read pipeline: {e}")))?;
-        Self::parse(path, &text)
+        let pipeline = Self::parse(path, &text)?;
+        pipeline.check_fault_targets()?;
+        Ok(pipeline)
+    }
+
+    /// A profile's fault that names a tool (or server) its manifest does not have could
+    /// never fire: a load error in the pipeline, at the name. Manifests are read only for
+    /// profiles that declare faults; a manifest that does not load is left for the
+    /// runner to report with its own location.
+    fn check_fault_targets(&self) -> Result<(), InputError> {
+        for (name, agent) in self.agents.iter().filter(|(_, a)| !a.faults.is_empty()) {
+            let manifest = match &agent.tools {
+                Some(rel) => {
+                    let full = self.resolve(rel);
+                    match Manifest::load(&full, &full.to_string_lossy()) {
+                        Ok(m) => m,
+                        Err(_) => continue,
+                    }
+                }
+                None => Manifest::empty(),
+            };
+            if let Err(e) = fault::check_targets(&agent.faults, &manifest.tools, manifest.server.as_deref()) {
+                let pointer = format!("/agents/{name}/faults/{}/{}", e.index, e.field);
+                let (line, col) = locate_toml_value(&self.text, &pointer, &e.name);
+                return Err(InputError::new(&self.path, line, col, format!("{}{}", dotted(&pointer), e.message)));
+            }
+        }
+        Ok(())
     }
 
     pub fn parse(path: &Path, text: &str) -> Result<Pipeline, InputError> {
@@ -91,6 +123,15 @@ impl Pipeline {
             InputError::new(path, line, col, e.message().to_string())
         };
         let value: Value = toml::from_str(text).map_err(toml_error)?;
+        // before the schema, whose "does not match" would hide what is wrong with a fault
+        for (name, agent) in value.get("agents").and_then(Value::as_object).into_iter().flatten() {
+            if let Some((pointer, message)) = agent.get("faults").and_then(fault::check_spellings) {
+                let pointer = format!("/agents/{name}/faults{pointer}");
+                let spelling = value.pointer(&pointer).and_then(Value::as_str).unwrap_or_default();
+                let (line, col) = locate_toml_value(text, &pointer, spelling);
+                return Err(InputError::new(path, line, col, format!("{}{message}", dotted(&pointer))));
+            }
+        }
         if let Some(v) = crate::schemas::PIPELINE_SCHEMA.check(&value) {
             let (line, col) = locate_toml(text, &v.pointer);
             return Err(InputError::new(path, line, col, format!("{}{}", dotted(&v.pointer), v.message)));
@@ -189,6 +230,23 @@ fn locate_toml(text: &str, pointer: &str) -> (usize, usize) {
     (line_idx + 1, col)
 }
 
+/// Like [`locate_toml`], then on to the quoted `value` at or after that line when it is
+/// there: the column of the very name or spelling an error is about.
+fn locate_toml_value(text: &str, pointer: &str, value: &str) -> (usize, usize) {
+    let (line, col) = locate_toml(text, pointer);
+    if value.is_empty() {
+        return (line, col);
+    }
+    let quoted = [format!("\"{value}\""), format!("'{value}'")];
+    text.lines()
+        .enumerate()
+        .skip(line - 1)
+        .find_map(|(i, l)| {
+            quoted.iter().filter_map(|q| l.find(q.as_str())).min().map(|at| (i + 1, l[..at].chars().count() + 1))
+        })
+        .unwrap_or((line, col))
+}
+
 fn find_key(line: &str, key: &str) -> Option<usize> {
     let trimmed = line.trim_start();
     if trimmed.starts_with('#') {
@@ -229,6 +287,77 @@ mod tests {
         let err = Pipeline::parse(Path::new("p.toml"), &text).unwrap_err();
         assert_eq!(err.line, 5, "{err}");
         assert!(err.message.starts_with("replay.on_divergence: "), "{err}");
+    }
+
+    #[test]
+    fn a_misspelt_fault_names_its_line_and_the_column_of_the_spelling() {
+        let text = format!(
+            "{MINIMAL}\n[agents.ops]\nfaults = [\n  {{ tool = \"a\", fault = \"hang\" }},\n  {{ tool = \"b\", fault = \"slow\" }},\n]\n"
+        );
+        let err = Pipeline::parse(Path::new("p.toml"), &text).unwrap_err();
+        // line 8 is the second declaration; column 25 is its "slow"
+        assert_eq!((err.line, err.column), (8, 25), "{err}");
+        assert_eq!(
+            err.message,
+            "agents.ops.faults[1].fault: fault \"slow\" needs a number: \"slow:<n>\" (expected hang, wedged, slow:<ms>, recover-after:<n> or error)"
+        );
+        let text = format!("{MINIMAL}[agents.ops]\nfaults = [{{ fault = \"hang\" }}]\n");
+        let err = Pipeline::parse(Path::new("p.toml"), &text).unwrap_err();
+        assert!(err.message.starts_with("agents.ops.faults[0]: a fault targets a tool, a server, or both"), "{err}");
+    }
+
+    #[test]
+    fn a_profile_fault_naming_a_tool_its_manifest_lacks_is_a_load_error_in_the_pipeline() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("ops.json"),
+            r#"{"server": "api", "tools": [{"name": "get_status", "description": "d"}]}"#,
+        )
+        .unwrap();
+        let pipeline = |faults: &str| {
+            let path = dir.path().join("p.toml");
+            let text = format!("{MINIMAL}[agents.ops]\ntools = \"ops.json\"\nfaults = [{faults}]\n");
+            std::fs::write(&path, text).unwrap();
+            Pipeline::load(&path)
+        };
+        assert!(pipeline(r#"{ tool = "get_status", server = "api", fault = "wedged" }"#).is_ok());
+        let err = pipeline(r#"{ tool = "get_statuss", fault = "hang" }"#).unwrap_err();
+        assert_eq!((err.line, err.column), (6, 20), "{err}");
+        assert_eq!(
+            err.message,
+            "agents.ops.faults[0].tool: fault names tool \"get_statuss\", which the manifest does not have (did you mean \"get_status\"?)"
+        );
+        let err = pipeline(r#"{ server = "mail", fault = "error" }"#).unwrap_err();
+        assert_eq!(
+            err.message,
+            "agents.ops.faults[0].server: fault names server \"mail\", but its tools are served by \"api\""
+        );
+    }
+
+    #[test]
+    fn the_tool_timeout_must_be_positive_and_at_most_a_day() {
+        for bad in ["0", "86400001"] {
+            let text = format!("{MINIMAL}[agents.ops]\ntool_timeout_ms = {bad}\n");
+            let err = Pipeline::parse(Path::new("p.toml"), &text).unwrap_err();
+            assert!(err.message.starts_with("agents.ops.tool_timeout_ms: "), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_fault_grammar_is_the_same_in_the_pipeline_and_manifest_schemas() {
+        let defs = |text: &str| serde_json::from_str::<Value>(text).unwrap()["$defs"]["fault"].clone();
+        let tools = defs(include_str!("../../schemas/tools.json"));
+        assert_eq!(defs(include_str!("../../schemas/pipeline.json")), tools);
+        let max = &serde_json::from_str::<Value>(include_str!("../../schemas/pipeline.json")).unwrap()["$defs"]["agent"]
+            ["properties"]["tool_timeout_ms"]["maximum"];
+        assert_eq!(max, &serde_json::json!(MAX_TOOL_TIMEOUT_MS));
+        // the schema's pattern accepts exactly what the parser accepts
+        let pattern = regex::Regex::new(tools["properties"]["fault"]["pattern"].as_str().unwrap()).unwrap();
+        for spelling in
+            ["hang", "wedged", "error", "slow:0", "slow:250", "recover-after:2", "slow", "slow:+1", "Hang", "hang "]
+        {
+            assert_eq!(pattern.is_match(spelling), spelling.parse::<crate::sandbox::Fault>().is_ok(), "{spelling:?}");
+        }
     }
 
     #[test]

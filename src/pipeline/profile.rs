@@ -4,6 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::sandbox::FaultDecl;
+
 /// Consequence class of a tool, from its manifest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -160,6 +162,16 @@ fn default_max_steps() -> u32 {
     DEFAULT_MAX_STEPS_PER_TURN
 }
 
+/// Virtual milliseconds a tool call may take before it times out, when the profile does
+/// not say. 30 s is the order of the request timeouts real tool clients ship with, so
+/// an injected hang costs about what it would cost a user in production; it is also a
+/// round number, easy to spot in a log's virtual clock.
+pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 30_000;
+
+/// The longest `tool_timeout_ms` accepted: a day. Anything longer is a typo, and the
+/// bound keeps a run's virtual clock far inside the integers an event log may hold.
+pub const MAX_TOOL_TIMEOUT_MS: u64 = 86_400_000;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentProfile {
@@ -182,9 +194,22 @@ pub struct AgentProfile {
     #[serde(default)]
     pub safety: SafetyConfig,
     pub price: Option<Price>,
+    /// Per-call timeout in virtual ms; [`DEFAULT_TOOL_TIMEOUT_MS`] when absent. (Absent
+    /// and default fields are not serialised, so profiles without faults keep the digest
+    /// they had before faults existed.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_timeout_ms: Option<u64>,
+    /// Faults this profile injects, consulted before the manifest's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<FaultDecl>,
 }
 
 impl AgentProfile {
+    /// The per-call timeout in force.
+    pub fn timeout_ms(&self) -> u64 {
+        self.tool_timeout_ms.unwrap_or(DEFAULT_TOOL_TIMEOUT_MS)
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         let s = &self.safety;
         for (key, patterns) in [
@@ -209,5 +234,29 @@ impl AgentProfile {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(toml_text: &str) -> AgentProfile {
+        toml::from_str(toml_text).unwrap()
+    }
+
+    #[test]
+    fn the_timeout_defaults_to_thirty_seconds() {
+        assert_eq!(profile("").timeout_ms(), 30_000);
+        assert_eq!(profile("tool_timeout_ms = 5000").timeout_ms(), 5000);
+    }
+
+    #[test]
+    fn a_profile_without_faults_serialises_as_it_did_before_faults_existed() {
+        // the profile digest (run_started.profile) of existing suites must not move
+        let value = serde_json::to_value(profile("system = \"s\"")).unwrap();
+        assert!(value.get("faults").is_none() && value.get("tool_timeout_ms").is_none(), "{value}");
+        let value = serde_json::to_value(profile("faults = [{ tool = \"a\", fault = \"slow:5\" }]")).unwrap();
+        assert_eq!(value["faults"], serde_json::json!([{"tool": "a", "fault": "slow:5"}]));
     }
 }

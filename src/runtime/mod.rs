@@ -2,8 +2,9 @@
 //!
 //! Per user turn: compile the context → ask the provider → for each proposed call:
 //! policy (deny > escalate > allow) → approval if escalated → execution (built-in
-//! memory tools or the fixture sandbox) → taint bookkeeping → until the model answers
-//! without tool calls. Every transition is an event; the runtime keeps no state that is
+//! memory tools or the fixture sandbox, where declared faults may time a call out, delay
+//! it or fail it, in virtual time) → taint bookkeeping → until the model answers without
+//! tool calls. Every transition is an event; the runtime keeps no state that is
 //! not also a fold over what it has emitted.
 
 pub mod context;
@@ -21,7 +22,7 @@ use crate::event::fold::{self, Memory};
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::{AgentProfile, ApprovalAnswer, OnDivergence, SafetyClass, Verdict};
 use crate::replay::{ModelProvider, ModelRequest, Recording, ReplayProvider};
-use crate::sandbox::{Manifest, Sandbox, Trust};
+use crate::sandbox::{FaultKind, Manifest, Sandbox, Trust};
 use context::{Conversation, approx_tokens};
 pub use recorder::Recorder;
 
@@ -148,7 +149,7 @@ impl<'a, 'p> Loop<'a, 'p> {
             input,
             provider,
             rec,
-            sandbox: Sandbox::new(input.manifest),
+            sandbox: Sandbox::with_faults(input.manifest, &input.profile.faults, input.profile.timeout_ms()),
             conversation: Conversation::default(),
             memory: Memory::new(),
             taint: taint::Taint::default(),
@@ -355,14 +356,22 @@ impl<'a, 'p> Loop<'a, 'p> {
         if memory::is_builtin(tool) {
             return self.memory_call(call_id, tool, args);
         }
-        let execution = self.sandbox.execute(tool, args);
-        let seq = self.rec.emit(
-            Kind::ToolExecuted,
-            json!({"call_id": call_id, "tool": tool, "args": args, "result": execution.result,
-                   "is_error": execution.is_error, "fault": null, "duration_ms": 0, "deduplicated": false,
-                   "effect": execution.effect}),
-        )?;
-        if spec.is_some_and(|s| s.trust == Trust::Untrusted) {
+        let execution = self.sandbox.call(tool, args);
+        // virtual time: a hang costs the timeout, and nothing sleeps
+        self.rec.advance(execution.duration_ms);
+        let mut data = json!({"call_id": call_id, "tool": tool, "args": args, "result": execution.result,
+                              "is_error": execution.is_error, "fault": null, "duration_ms": execution.duration_ms,
+                              "deduplicated": false, "effect": execution.effect});
+        // only faulted calls carry fault details, so logs without faults keep their bytes
+        if let Some(injection) = &execution.fault {
+            data["fault"] = json!(injection.kind.as_str());
+            data["injected"] = json!(injection.declared.to_string());
+            data["timeout_ms"] = json!(injection.timeout_ms);
+        }
+        let seq = self.rec.emit(Kind::ToolExecuted, data)?;
+        // a timeout or an injected error is our own text, not the tool's content
+        let answered = execution.fault.as_ref().is_none_or(|f| f.kind == FaultKind::Slow);
+        if answered && spec.is_some_and(|s| s.trust == Trust::Untrusted) {
             self.taint.absorb(&execution.result, seq);
         }
         Ok(execution.result)
@@ -446,3 +455,6 @@ impl<'a, 'p> Loop<'a, 'p> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

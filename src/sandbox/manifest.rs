@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::fault::{self, FaultDecl};
 use crate::canon::{self, Context, Digest};
 use crate::diag::{InputError, line_col, locate, parse_json_strict};
 use crate::pipeline::SafetyClass;
@@ -71,14 +72,26 @@ pub struct Manifest {
     pub description: Option<String>,
     #[serde(default)]
     pub state: Value,
+    /// The server that answers this manifest's tools, for faults that target a server.
+    pub server: Option<String>,
     pub tools: Vec<ToolSpec>,
+    /// Faults injected into calls to these tools (see [`super::fault`]).
+    #[serde(default)]
+    pub faults: Vec<FaultDecl>,
     #[serde(skip)]
     pub digest: Option<Digest>,
 }
 
 impl Manifest {
     pub fn empty() -> Manifest {
-        Manifest { description: None, state: Value::Object(Default::default()), tools: Vec::new(), digest: None }
+        Manifest {
+            description: None,
+            state: Value::Object(Default::default()),
+            server: None,
+            tools: Vec::new(),
+            faults: Vec::new(),
+            digest: None,
+        }
     }
 
     pub fn load(path: &Path, display: &str) -> Result<Manifest, InputError> {
@@ -90,6 +103,10 @@ impl Manifest {
             let (l, c) = line_col(&text, locate(&text, pointer));
             InputError::new(shown, l, c, message)
         };
+        // before the schema, whose "does not match" would hide what is wrong with a fault
+        if let Some((pointer, message)) = value.get("faults").and_then(fault::check_spellings) {
+            return Err(at(&format!("/faults{pointer}"), message));
+        }
         if let Some(v) = TOOLS_SCHEMA.check(&value) {
             return Err(at(&v.pointer, v.message));
         }
@@ -117,6 +134,8 @@ impl Manifest {
                 check_patch(effect).map_err(|m| at(&format!("/tools/{i}/default/effect"), m))?;
             }
         }
+        fault::check_targets(&manifest.faults, &manifest.tools, manifest.server.as_deref())
+            .map_err(|e| at(&format!("/faults/{}/{}", e.index, e.field), e.message))?;
         manifest.compile().map_err(|(i, m)| at(&format!("/tools/{i}/input_schema"), m))?;
         manifest.digest = Some(
             canon::canonical_digest(Context::Content, &value).map_err(|e| InputError::file(shown, e.to_string()))?,
@@ -145,4 +164,72 @@ fn check_patch(effect: &[Value]) -> Result<(), String> {
     serde_json::from_value::<json_patch::Patch>(Value::Array(effect.to_vec()))
         .map(|_| ())
         .map_err(|e| format!("effect is not an RFC 6902 JSON Patch: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOOLS: &str =
+        r#""tools": [{"name": "get_status", "description": "d"}, {"name": "page", "description": "d"}]"#;
+
+    fn load(text: &str) -> Result<Manifest, InputError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ops.json");
+        std::fs::write(&path, text).unwrap();
+        Manifest::load(&path, "fixtures/tools/ops.json")
+    }
+
+    #[test]
+    fn faults_and_a_server_load_with_the_manifest() {
+        let m = load(&format!(
+            "{{\"server\": \"api\", {TOOLS},\n \"faults\": [{{\"tool\": \"get_status\", \"fault\": \"recover-after:2\"}}, {{\"server\": \"api\", \"fault\": \"slow:10\"}}]}}"
+        ))
+        .unwrap();
+        assert_eq!(m.server.as_deref(), Some("api"));
+        let spelled: Vec<String> = m.faults.iter().map(|f| f.fault.to_string()).collect();
+        assert_eq!(spelled, ["recover-after:2", "slow:10"]);
+    }
+
+    #[test]
+    fn a_misspelt_fault_is_a_load_error_at_its_value() {
+        let err = load(&format!("{{{TOOLS},\n \"faults\": [\n  {{\"tool\": \"page\", \"fault\": \"hangs\"}}]}}"))
+            .unwrap_err();
+        // line 3, at the "fault" member of the declaration
+        assert_eq!((err.line, err.column), (3, 20), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "fixtures/tools/ops.json:3:20: unknown fault \"hangs\" (did you mean \"hang\"?): expected hang, wedged, slow:<ms>, recover-after:<n> or error"
+        );
+    }
+
+    #[test]
+    fn slow_without_a_number_is_a_load_error() {
+        let err =
+            load(&format!("{{{TOOLS}, \"faults\": [{{\"tool\": \"page\", \"fault\": \"slow:\"}}]}}")).unwrap_err();
+        assert!(err.message.contains("the delay in milliseconds must be a whole number"), "{err}");
+    }
+
+    #[test]
+    fn a_fault_naming_a_tool_the_manifest_does_not_have_is_a_load_error_at_the_name() {
+        let err =
+            load(&format!("{{{TOOLS},\n\"faults\": [{{\"tool\": \"get_stats\", \"fault\": \"hang\"}}]}}")).unwrap_err();
+        assert_eq!((err.line, err.column), (2, 13), "{err}");
+        assert_eq!(
+            err.message,
+            "fault names tool \"get_stats\", which the manifest does not have (did you mean \"get_status\"?)"
+        );
+        let err =
+            load(&format!("{{{TOOLS}, \"faults\": [{{\"server\": \"api\", \"fault\": \"hang\"}}]}}")).unwrap_err();
+        assert_eq!(err.message, "fault names server \"api\", but it declares no \"server\"");
+    }
+
+    #[test]
+    fn a_fault_without_a_target_or_with_an_unknown_key_is_a_load_error() {
+        let err = load(&format!("{{{TOOLS}, \"faults\": [{{\"fault\": \"hang\"}}]}}")).unwrap_err();
+        assert!(err.message.contains("a tool, a server, or both"), "{err}");
+        let err = load(&format!("{{{TOOLS}, \"faults\": [{{\"tool\": \"page\", \"fault\": \"hang\", \"tol\": 1}}]}}"))
+            .unwrap_err();
+        assert!(err.message.contains("unknown field \"tol\""), "{err}");
+    }
 }

@@ -6,12 +6,19 @@
 //! result, as a real tool would return. Fixture state (a ledger, a file tree) changes
 //! only through a response's `effect`, a JSON Patch recorded in `tool_executed`, so the
 //! state is always the fold [`crate::event::fold::sandbox_at`] of the log.
+//!
+//! Declared faults ([`fault`]) sit in front of the fixtures: a call may time out, answer
+//! late or fail before (or instead of) reaching its fixture response. Their time is
+//! virtual: an [`Execution`] says how long the call took, and the runtime advances its
+//! clock by that much.
 
+pub mod fault;
 pub mod manifest;
 
 use serde_json::{Value, json};
 
 use crate::canon::json_eq;
+pub use fault::{Fault, FaultDecl, FaultKind, Injection, Injector};
 pub use manifest::{Manifest, Outcome, ToolSpec, Trust};
 
 /// The result of executing one call.
@@ -21,16 +28,32 @@ pub struct Execution {
     pub is_error: bool,
     /// The patch that was applied (arguments substituted), or `None`.
     pub effect: Option<Value>,
+    /// The fault that fired on this call, if any.
+    pub fault: Option<Injection>,
+    /// Virtual milliseconds the call took (0 unless a fault delayed it).
+    pub duration_ms: u64,
 }
 
 pub struct Sandbox<'m> {
     manifest: &'m Manifest,
     state: Value,
+    faults: Injector,
 }
 
 impl<'m> Sandbox<'m> {
+    /// A sandbox without faults.
     pub fn new(manifest: &'m Manifest) -> Self {
-        Sandbox { manifest, state: manifest.state.clone() }
+        Sandbox { manifest, state: manifest.state.clone(), faults: Injector::default() }
+    }
+
+    /// A sandbox that injects the manifest's faults and `profile_faults` (consulted
+    /// first), timing calls out after `timeout_ms` of virtual time.
+    pub fn with_faults(manifest: &'m Manifest, profile_faults: &[FaultDecl], timeout_ms: u64) -> Self {
+        Sandbox {
+            manifest,
+            state: manifest.state.clone(),
+            faults: Injector::new(profile_faults, &manifest.faults, timeout_ms),
+        }
     }
 
     pub fn state(&self) -> &Value {
@@ -41,7 +64,25 @@ impl<'m> Sandbox<'m> {
         self.manifest
     }
 
-    /// Execute a call against the fixtures.
+    /// Make a call: faults first, then the fixtures. A timeout or an injected error never
+    /// reaches the fixture, so it has no effect on the state.
+    pub fn call(&mut self, tool: &str, args: &Value) -> Execution {
+        let served = self.manifest.tool(tool).is_some();
+        let injection = if served { self.faults.inject(tool, self.manifest.server.as_deref()) } else { None };
+        let Some(injection) = injection else {
+            return self.execute(tool, args);
+        };
+        let mut execution = match injection.kind {
+            FaultKind::Timeout => error(format!("timed out after {} ms", injection.duration_ms)),
+            FaultKind::Error => error(format!("{tool} failed (injected fault)")),
+            FaultKind::Slow => self.execute(tool, args),
+        };
+        execution.duration_ms = injection.duration_ms;
+        execution.fault = Some(injection);
+        execution
+    }
+
+    /// Execute a call against the fixtures, with no fault.
     pub fn execute(&mut self, tool: &str, args: &Value) -> Execution {
         let Some(spec) = self.manifest.tool(tool) else {
             return error(format!("unknown tool \"{tool}\""));
@@ -67,12 +108,12 @@ impl<'m> Sandbox<'m> {
                 Err(e) => return error(format!("{tool}: fixture effect does not apply: {e}")),
             }
         }
-        Execution { result: outcome.result.clone(), is_error: outcome.is_error, effect }
+        Execution { result: outcome.result.clone(), is_error: outcome.is_error, effect, fault: None, duration_ms: 0 }
     }
 }
 
 fn error(message: String) -> Execution {
-    Execution { result: json!({ "error": message }), is_error: true, effect: None }
+    Execution { result: json!({ "error": message }), is_error: true, effect: None, fault: None, duration_ms: 0 }
 }
 
 /// Replace every `{"$arg": "/pointer"}` with that argument (null when absent).
@@ -125,6 +166,54 @@ mod tests {
         let e = s.execute("transfer", &json!({"to": "al", "amount": 100}));
         assert_eq!(s.state(), &json!({"ledger": [{"to": "al", "amount": 100}]}));
         assert_eq!(e.effect.unwrap()[0]["value"], json!({"to": "al", "amount": 100}));
+    }
+
+    fn faulty(faults: Value) -> Manifest {
+        let mut m = manifest();
+        m.server = Some("bank".into());
+        m.faults = serde_json::from_value(faults).unwrap();
+        m
+    }
+
+    #[test]
+    fn a_timed_out_call_never_reaches_its_fixture_so_the_state_is_unchanged() {
+        let m = faulty(json!([{"tool": "transfer", "fault": "hang"}]));
+        let mut s = Sandbox::with_faults(&m, &[], 5000);
+        let e = s.call("transfer", &json!({"to": "al", "amount": 100}));
+        assert_eq!((e.result, e.is_error, e.duration_ms), (json!({"error": "timed out after 5000 ms"}), true, 5000));
+        assert_eq!(e.fault.map(|f| (f.kind, f.timeout_ms)), Some((FaultKind::Timeout, 5000)));
+        assert_eq!((e.effect, s.state()), (None, &json!({"ledger": []})));
+    }
+
+    #[test]
+    fn a_slow_call_answers_from_its_fixture_late_with_its_effect() {
+        let m = faulty(json!([{"server": "bank", "fault": "slow:1200"}]));
+        let mut s = Sandbox::with_faults(&m, &[], 5000);
+        let e = s.call("transfer", &json!({"to": "al", "amount": 1}));
+        assert_eq!((e.result, e.is_error, e.duration_ms), (json!({"ok": true}), false, 1200));
+        assert_eq!(e.fault.map(|f| f.kind), Some(FaultKind::Slow));
+        assert_eq!(s.state(), &json!({"ledger": [{"to": "al", "amount": 1}]}));
+    }
+
+    #[test]
+    fn an_injected_error_fails_at_once_without_effect() {
+        let m = faulty(json!([]));
+        let profile: Vec<FaultDecl> = serde_json::from_value(json!([{"tool": "transfer", "fault": "error"}])).unwrap();
+        let mut s = Sandbox::with_faults(&m, &profile, 5000);
+        let e = s.call("transfer", &json!({"to": "al", "amount": 1}));
+        assert_eq!(
+            (e.result, e.is_error, e.duration_ms),
+            (json!({"error": "transfer failed (injected fault)"}), true, 0)
+        );
+        assert_eq!(s.state(), &json!({"ledger": []}));
+    }
+
+    #[test]
+    fn a_server_fault_leaves_calls_to_tools_the_manifest_does_not_serve_alone() {
+        let m = faulty(json!([{"server": "bank", "fault": "hang"}]));
+        let mut s = Sandbox::with_faults(&m, &[], 5000);
+        let e = s.call("nope", &json!({}));
+        assert_eq!((e.fault, e.result), (None, json!({"error": "unknown tool \"nope\""})));
     }
 
     #[test]

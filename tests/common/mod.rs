@@ -26,7 +26,11 @@ pub const FAILING_REPORTS: [&str; 4] = [
 
 /// Case ids of `datasets/examples/*.jsonl`, in the order the runner reports them
 /// (files sorted by name, then line order).
-pub const CI_CASES: [&str; 11] = [
+pub const CI_CASES: [&str; 15] = [
+    "status-hang-falls-back-to-cache",
+    "metrics-slow-within-timeout",
+    "page-error-reported",
+    "deploys-recover-after-two-hangs",
     "resolve-login-ticket",
     "refund-email-bounces",
     "docs-session-episodic-expiry",
@@ -41,8 +45,14 @@ pub const CI_CASES: [&str; 11] = [
 ];
 
 /// Case ids of `datasets/failing/mixed.jsonl`, in line order.
-pub const FAILING_CASES: [&str; 5] =
-    ["passes-alongside", "replay-miss", "wrong-expectation", "diverged-request", "tool-loop"];
+pub const FAILING_CASES: [&str; 6] = [
+    "passes-alongside",
+    "replay-miss",
+    "wrong-expectation",
+    "diverged-request",
+    "tool-loop",
+    "status-wedged-no-fallback",
+];
 
 /// What one invocation of the binary did.
 #[derive(Debug)]
@@ -259,8 +269,12 @@ const CI_NON_CORE_LINES: [(&str, &str); 3] = [
 ];
 
 /// The dataset files `Project::new` keeps.
-pub const CORE_DATASETS: [&str; 3] =
-    ["datasets/examples/support.jsonl", "datasets/examples/treasury.jsonl", "datasets/failing/mixed.jsonl"];
+pub const CORE_DATASETS: [&str; 4] = [
+    "datasets/examples/recovery.jsonl",
+    "datasets/examples/support.jsonl",
+    "datasets/examples/treasury.jsonl",
+    "datasets/failing/mixed.jsonl",
+];
 
 /// Every file under `dir`, recursively, sorted.
 pub fn files_in(dir: &Path) -> Vec<PathBuf> {

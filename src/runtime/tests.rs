@@ -1,0 +1,148 @@
+//! The runtime with injected faults: virtual time, the recorded fault fields, and the
+//! same bytes for the same inputs.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::canon::Digest;
+use crate::dataset::RecordingRef;
+use crate::event::Event;
+
+fn manifest(faults: Value) -> Manifest {
+    let mut m: Manifest = serde_json::from_value(json!({
+        "server": "status-api",
+        "tools": [
+            {"name": "status", "description": "Live status.", "default": {"result": {"state": "up"}}},
+            {"name": "cached", "description": "Cached status.", "default": {"result": {"state": "up", "age_s": 60}}}
+        ],
+        "faults": faults
+    }))
+    .unwrap();
+    m.compile().unwrap();
+    m
+}
+
+/// Responses as a recording: each `(tool or None for a final answer, latency)`.
+fn recording(steps: &[(Option<&str>, u64)]) -> Recording {
+    let responses: Vec<Value> = steps
+        .iter()
+        .map(|(tool, latency)| match tool {
+            Some(name) => json!({"response": {"tool_calls": [{"name": name}]}, "latency_ms": latency}),
+            None => json!({"response": {"content": "Done."}, "latency_ms": latency}),
+        })
+        .collect();
+    Recording::inline(&responses, "", "").unwrap()
+}
+
+fn run(profile_toml: &str, manifest: &Manifest, recording: &Recording) -> Vec<Event> {
+    let profile: AgentProfile = toml::from_str(profile_toml).unwrap();
+    let case = Case {
+        id: "c".into(),
+        description: None,
+        tags: Vec::new(),
+        agent: "ops".into(),
+        turns: vec!["Is it up?".into()],
+        recordings: vec![RecordingRef::Inline(Arc::new(recording.clone()))],
+        expect: Vec::new(),
+        blocks: Vec::new(),
+        block_expect: Vec::new(),
+        perturbation: None,
+        perturbation_column: 0,
+        allowed_tools: None,
+        dataset: "d".into(),
+        path: PathBuf::from("d.jsonl"),
+        display_path: "d.jsonl".into(),
+        line: 1,
+        digest: Digest([0; 32]),
+    };
+    let input = RunInput {
+        case: &case,
+        run_index: 0,
+        agent: "ops",
+        profile: &profile,
+        profile_digest: Digest([0; 32]),
+        manifest,
+        recording,
+        on_divergence: OnDivergence::Fail,
+    };
+    let mut rec = Recorder::new(Box::new(Vec::<u8>::new()));
+    let summary = BuiltinAgent.run_replay(&input, &mut rec).unwrap();
+    assert_eq!(summary.status, RunStatus::Completed, "{summary:?}");
+    rec.finish().unwrap().0
+}
+
+fn of(events: &[Event], kind: Kind) -> Vec<&Event> {
+    events.iter().filter(|e| e.kind == kind).collect()
+}
+
+#[test]
+fn a_hang_advances_the_virtual_clock_by_the_timeout_and_records_a_timeout() {
+    // proposed at 100 (model latency), timed out at 100 + 5000, answered 50 later
+    let m = manifest(json!([{"tool": "status", "fault": "hang"}]));
+    let events = run("tool_timeout_ms = 5000", &m, &recording(&[(Some("status"), 100), (None, 50)]));
+    assert_eq!(of(&events, Kind::ToolProposed)[0].t, 100);
+    let executed = of(&events, Kind::ToolExecuted)[0];
+    assert_eq!(executed.t, 5100);
+    assert_eq!(
+        executed.data,
+        json!({"call_id": "call-0-0-0", "tool": "status", "args": {}, "result": {"error": "timed out after 5000 ms"},
+               "is_error": true, "fault": "timeout", "injected": "hang", "timeout_ms": 5000, "duration_ms": 5000,
+               "deduplicated": false, "effect": null})
+    );
+    assert_eq!(of(&events, Kind::TurnCompleted)[0].t, 5150);
+}
+
+#[test]
+fn without_a_profile_timeout_a_hang_costs_the_default_thirty_seconds() {
+    let m = manifest(json!([{"tool": "status", "fault": "wedged"}]));
+    let events = run("", &m, &recording(&[(Some("status"), 0), (None, 0)]));
+    let executed = of(&events, Kind::ToolExecuted)[0];
+    assert_eq!((executed.t, executed.str("injected")), (30_000, Some("wedged")));
+}
+
+#[test]
+fn slow_and_error_faults_record_their_kind_and_duration() {
+    // slow:700 answers at 700 with the fixture's result; error answers at once
+    let m = manifest(json!([{"tool": "status", "fault": "slow:700"}, {"tool": "cached", "fault": "error"}]));
+    let events = run("", &m, &recording(&[(Some("status"), 0), (Some("cached"), 0), (None, 0)]));
+    let executed = of(&events, Kind::ToolExecuted);
+    let fields = |e: &Event| (e.t, e.get("fault").clone(), e.get("duration_ms").clone(), e.get("is_error").clone());
+    assert_eq!(fields(executed[0]), (700, json!("slow"), json!(700), json!(false)));
+    assert_eq!(executed[0].get("result"), &json!({"state": "up"}));
+    assert_eq!(fields(executed[1]), (700, json!("error"), json!(0), json!(true)));
+}
+
+#[test]
+fn a_profile_fault_counts_its_own_calls_per_run() {
+    // recover-after:1 from the profile: the first call hangs, the second runs; a new run
+    // counts from zero again
+    let m = manifest(json!([]));
+    let profile = "tool_timeout_ms = 1000\nfaults = [{ tool = \"status\", fault = \"recover-after:1\" }]";
+    let rec = recording(&[(Some("status"), 0), (Some("status"), 0), (None, 0)]);
+    for _ in 0..2 {
+        let events = run(profile, &m, &rec);
+        let faults: Vec<&Value> = of(&events, Kind::ToolExecuted).iter().map(|e| e.get("fault")).collect();
+        assert_eq!(faults, [&json!("timeout"), &Value::Null]);
+    }
+}
+
+#[test]
+fn unfaulted_calls_keep_a_null_fault_and_no_fault_details() {
+    let m = manifest(json!([{"tool": "status", "fault": "hang"}]));
+    let events = run("", &m, &recording(&[(Some("cached"), 10), (None, 0)]));
+    let executed = of(&events, Kind::ToolExecuted)[0];
+    assert_eq!((executed.t, executed.get("fault"), executed.get("duration_ms")), (10, &Value::Null, &json!(0)));
+    assert!(executed.data.get("injected").is_none() && executed.data.get("timeout_ms").is_none());
+}
+
+#[test]
+fn the_same_inputs_give_the_same_log_head() {
+    let m =
+        manifest(json!([{"server": "status-api", "fault": "recover-after:2"}, {"tool": "cached", "fault": "slow:9"}]));
+    let rec = recording(&[(Some("status"), 3), (Some("cached"), 5), (Some("status"), 7), (None, 1)]);
+    let head = |events: Vec<Event>| events.last().map(|e| e.hash);
+    assert_eq!(head(run("tool_timeout_ms = 10", &m, &rec)), head(run("tool_timeout_ms = 10", &m, &rec)));
+}
