@@ -1,7 +1,8 @@
 //! The trace envelope of METRICS.md §1, built from a run's events, for metric blocks.
 //!
 //! `tool_calls` are the executed calls (as everywhere in grading), `conversation.turns`
-//! the model responses that carry text, `conversation.tokens.total` the summed usage.
+//! the model responses that carry text, `conversation.tokens.total` the summed usage,
+//! and `recovery` the fault and recovery marks of [`super::recovery_input`].
 
 use serde_json::{Value, json};
 
@@ -28,10 +29,12 @@ pub fn envelope(events: &[Event], passed: bool) -> Value {
             _ => {}
         }
     }
+    let recovery = super::recovery_input(events).get("recovery").cloned().unwrap_or(Value::Null);
     json!({
         "tool_calls": tool_calls,
         "conversation": {"turns": turns, "tokens": {"total": tokens}},
         "final_response": final_response,
         "passed": passed,
+        "recovery": recovery,
     })
 }
