@@ -34,6 +34,9 @@
 //! with an `error` event of kind `import_warning` at the place it concerns, so nothing
 //! is dropped silently.
 
+pub mod anthropic;
+pub mod openai;
+pub mod openai_responses;
 pub mod source;
 pub mod trace;
 pub mod writer;
