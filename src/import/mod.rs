@@ -37,6 +37,7 @@
 pub mod anthropic;
 pub mod openai;
 pub mod openai_responses;
+pub mod otel;
 pub mod source;
 pub mod trace;
 pub mod writer;
