@@ -35,6 +35,9 @@
 //! is dropped silently.
 
 pub mod anthropic;
+pub mod detect;
+pub mod envelope;
+pub mod mcp;
 pub mod openai;
 pub mod openai_responses;
 pub mod otel;
@@ -43,7 +46,7 @@ pub mod trace;
 pub mod writer;
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::diag::InputError;
@@ -107,4 +110,22 @@ pub enum ImportError {
     /// `auto` could not tell the format.
     #[error("{}: {message}", path.display())]
     Detect { path: PathBuf, message: String },
+}
+
+/// Parse `text` (read from `path`) as `format`, or detect the format when `None`.
+pub fn import(path: &Path, text: &str, format: Option<Format>) -> Result<Trace, ImportError> {
+    let source = Source::parse(path, text)?;
+    let format = match format {
+        Some(f) => f,
+        None => detect::detect(&source)?,
+    };
+    let trace = match format {
+        Format::OpenAi => openai::parse(&source)?,
+        Format::OpenAiResponses => openai_responses::parse(&source)?,
+        Format::Anthropic => anthropic::parse(&source)?,
+        Format::Otel => otel::parse(&source)?,
+        Format::Mcp => mcp::parse(&source)?,
+        Format::Envelope => envelope::parse(&source)?,
+    };
+    Ok(trace)
 }
