@@ -2,6 +2,7 @@
 
 mod import;
 mod metric;
+mod reconstruct;
 mod reindex;
 mod run;
 mod schema;
@@ -79,6 +80,8 @@ enum Command {
     Metric(metric::Args),
     /// Import a foreign trace (OpenAI, Anthropic, OTel GenAI, MCP, envelope) as an event log.
     Import(import::Args),
+    /// Turn a trace into a dataset case, recording, fixtures and golden; replay it once.
+    Reconstruct(reconstruct::Args),
     /// Show an event log as a timeline, and the state folded at a turn.
     Show(show::Args),
 }
@@ -102,6 +105,7 @@ pub fn main() -> ExitCode {
         Command::Reindex(args) => reindex::run(args),
         Command::Metric(args) => metric::run(args),
         Command::Import(args) => import::run(args),
+        Command::Reconstruct(args) => reconstruct::run(args),
         Command::Show(args) => show::run(args),
     };
     match result {

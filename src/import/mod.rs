@@ -41,6 +41,7 @@ pub mod mcp;
 pub mod openai;
 pub mod openai_responses;
 pub mod otel;
+pub mod reconstruct;
 pub mod source;
 pub mod trace;
 pub mod writer;
