@@ -51,7 +51,16 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
         &Ptr::new(0, ""),
         "MCP logs carry tool calls only: the user's messages and the model's text are marked absent",
     ));
-    // JSON-RPC id → (method, where the request is, call id for tools/call)
+    let calls = src.records().iter().any(|(_, _, r)| {
+        let one = |m: &Value| m.get("method").and_then(Value::as_str) == Some("tools/call");
+        one(r) || r.as_array().is_some_and(|batch| batch.iter().any(one))
+    });
+    if !calls {
+        return Err(src.error(0, "", "the log has no tools/call request: there is no tool call to import"));
+    }
+    // the one turn MCP can show: its input is not in the protocol
+    b.user(Content::Absent, Default::default(), None, &Ptr::new(0, ""));
+    // JSON-RPC id → (method, where the request is)
     let mut pending: BTreeMap<String, (String, Ptr)> = BTreeMap::new();
     let mut messages = Vec::new();
     for (doc, pointer, record) in src.records() {
