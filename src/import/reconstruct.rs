@@ -220,6 +220,7 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
     // tool → [(args, outcome, seq)], in call order
     let mut recorded: BTreeMap<String, Vec<(Value, Value, u64)>> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
+    let (mut unknown_error, mut absent_result) = (Vec::new(), Vec::new());
     for e in calls {
         let tool = e.str("tool").unwrap_or_default().to_string();
         if BUILTIN_TOOLS.contains(&tool.as_str()) {
@@ -242,13 +243,10 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
         };
         let is_error = e.get("is_error").as_bool();
         if is_error.is_none() {
-            notes.push(format!(
-                "event seq {}: the trace does not say whether {tool} failed; the fixture says it did not",
-                e.seq
-            ));
+            unknown_error.push(format!("{tool} (seq {})", e.seq));
         }
         if e.get("result").is_null() && super::writer::is_absent(&e.data, "/result") {
-            notes.push(format!("event seq {}: the result of {tool} was not captured; the fixture returns null", e.seq));
+            absent_result.push(format!("{tool} (seq {})", e.seq));
         }
         let outcome = json!({"result": e.get("result"), "is_error": is_error.unwrap_or(false)});
         let list = recorded.entry(tool.clone()).or_default();
@@ -264,6 +262,18 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
             Some(_) => {}
             None => list.push((args, outcome, e.seq)),
         }
+    }
+    if !unknown_error.is_empty() {
+        notes.push(format!(
+            "the trace does not say whether these calls failed: {}; their fixtures say they did not",
+            unknown_error.join(", ")
+        ));
+    }
+    if !absent_result.is_empty() {
+        notes.push(format!(
+            "the trace did not capture the results of: {}; their fixtures return null",
+            absent_result.join(", ")
+        ));
     }
     let mut manifest = opts.base_manifest.clone().unwrap_or_else(|| {
         json!({"description": format!("Fixture tool responses of incident {}, from {}", opts.id, opts.source), "tools": []})
