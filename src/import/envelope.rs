@@ -21,8 +21,9 @@
 use serde_json::{Value, json};
 
 use super::Format;
+use super::builder::Builder;
 use super::source::Source;
-use super::trace::{Args, Builder, Call, Content, ErrorKind, Outcome, Ptr, Step, Trace, provenance, str_field};
+use super::trace::{Args, Call, Content, ErrorKind, Outcome, Ptr, Step, Trace, provenance, str_field};
 use crate::diag::{InputError, did_you_mean};
 
 const READS: &str = "stateval trace envelope (METRICS.md §1), with optional call fields id, turn, result, is_error";

@@ -24,8 +24,9 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::Format;
+use super::builder::Builder;
 use super::source::Source;
-use super::trace::{Args, Builder, Call, Content, DeclaredTool, ErrorKind, Outcome, Ptr, Step, Trace, str_field};
+use super::trace::{Args, Call, Content, DeclaredTool, ErrorKind, Outcome, Ptr, Step, Trace, str_field};
 use crate::diag::InputError;
 
 const READS: &str =

@@ -35,6 +35,7 @@
 //! is dropped silently.
 
 pub mod anthropic;
+pub mod builder;
 pub mod detect;
 pub mod envelope;
 pub mod mcp;

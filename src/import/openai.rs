@@ -18,10 +18,9 @@
 use serde_json::{Map, Value, json};
 
 use super::Format;
+use super::builder::Builder;
 use super::source::Source;
-use super::trace::{
-    Args, Builder, Call, Content, DeclaredTool, Outcome, Ptr, Step, Trace, Usage, provenance, str_field,
-};
+use super::trace::{Args, Call, Content, DeclaredTool, Outcome, Ptr, Step, Trace, Usage, provenance, str_field};
 use crate::diag::{InputError, did_you_mean};
 
 const READS: &str =

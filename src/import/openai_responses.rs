@@ -22,10 +22,11 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::Format;
+use super::builder::Builder;
 use super::openai::text_of;
 use super::source::Source;
 use super::trace::{
-    Args, Builder, Call, Content, DeclaredTool, ErrorKind, Outcome, Ptr, Step, Trace, Usage, provenance, str_field,
+    Args, Call, Content, DeclaredTool, ErrorKind, Outcome, Ptr, Step, Trace, Usage, provenance, str_field,
 };
 use crate::diag::{InputError, did_you_mean};
 

@@ -238,7 +238,8 @@ pub fn is_absent(data: &Value, pointer: &str) -> bool {
 mod tests {
     use super::*;
     use crate::event::verify::verify_bytes;
-    use crate::import::trace::{Builder, Outcome, Ptr};
+    use crate::import::builder::Builder;
+    use crate::import::trace::{Outcome, Ptr};
     use crate::import::{Format, Source};
     use serde_json::Map;
     use std::path::Path;
