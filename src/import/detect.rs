@@ -16,6 +16,13 @@ use super::{Format, ImportError};
 
 /// The format of `src`, or an error saying why it cannot be told.
 pub fn detect(src: &Source) -> Result<Format, ImportError> {
+    let first = src.docs.first().map(|d| &d.value);
+    if first.is_some_and(|v| v.get("hash").is_some() && v.get("seq").is_some() && v.get("kind").is_some()) {
+        return Err(ImportError::Detect {
+            path: src.path.clone(),
+            message: "this is already a stateval event log: verify, show or reconstruct it directly".into(),
+        });
+    }
     let found: Vec<Format> = Format::ALL.into_iter().filter(|f| evidence(src, *f)).collect();
     let fail = |message: String| ImportError::Detect { path: src.path.clone(), message };
     match found.as_slice() {
@@ -152,6 +159,8 @@ mod tests {
             detect_text(r#"[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]"#).unwrap_err();
         assert!(err.to_string().contains("ambiguous"), "{err}");
         assert!(err.to_string().contains("openai-responses"), "{err}");
+        let log = detect_text(r#"{"data":{},"hash":"h","kind":"run_started","prev":null,"seq":0,"t":0,"turn":null}"#);
+        assert!(log.unwrap_err().to_string().contains("already a stateval event log"));
         let err = detect_text(r#"{"hello":"world"}"#).unwrap_err();
         assert!(err.to_string().contains("unknown format"), "{err}");
         assert!(err.to_string().contains("envelope"), "{err}");

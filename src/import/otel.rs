@@ -450,4 +450,59 @@ mod tests {
         let err = parse(&src).unwrap_err();
         assert!(err.message.contains("unknown role \"human\""), "{err}");
     }
+
+    #[test]
+    fn event_form_span_events_and_tool_spans_rebuild_the_same_conversation() {
+        let event = |name: &str, t: u64, attrs: Vec<Value>| json!({"name": name, "timeUnixNano": t.to_string(), "attributes": attrs});
+        let calls = r#"[{"id":"c1","type":"function","function":{"name":"lookup","arguments":"{\"sku\":\"A1\"}"}}]"#;
+        let mut first = span("a", 1_000, vec![attr("gen_ai.operation.name", "chat")]);
+        first["events"] = json!([
+            event("gen_ai.user.message", 1_000, vec![attr("content", "is A1 in stock?")]),
+            event("gen_ai.choice", 1_500, vec![attr("message", &format!("{{\"tool_calls\":{calls}}}"))]),
+        ]);
+        let mut second = span("c", 5_000_000, vec![attr("gen_ai.operation.name", "chat")]);
+        second["events"] = json!([
+            event("gen_ai.user.message", 5_000_000, vec![attr("content", "is A1 in stock?")]),
+            event("gen_ai.assistant.message", 5_000_001, vec![attr("tool_calls", calls)]),
+            event("gen_ai.tool.message", 5_000_002, vec![attr("content", "3 left"), attr("id", "c1")]),
+            event("gen_ai.choice", 5_000_003, vec![attr("message", "{\"content\":\"Yes, 3 left.\"}")]),
+        ]);
+        let tool = span(
+            "b",
+            2_000_000,
+            vec![attr("gen_ai.operation.name", "execute_tool"), attr("gen_ai.tool.call.id", "c1")],
+        );
+        let src_text = otlp(vec![first, tool, second]);
+        let trace = parse(&Source::parse(Path::new("otel.json"), &src_text).unwrap()).unwrap();
+        assert!(trace.reads.contains("v1.28–v1.36"), "{}", trace.reads);
+        assert_eq!(trace.turns.len(), 1);
+        let call = trace.calls().next().unwrap();
+        assert_eq!(call.args, Args::Json { value: json!({"sku": "A1"}), raw: Some("{\"sku\":\"A1\"}".into()) });
+        let outcome = call.outcome.as_ref().unwrap();
+        assert_eq!((outcome.result.clone(), outcome.is_error), (Some(json!("3 left")), Some(false)));
+        assert_eq!(trace.turns[0].steps[1].content, Content::Text("Yes, 3 left.".into()));
+    }
+
+    #[test]
+    fn without_captured_content_the_calls_come_from_execute_tool_spans_and_text_is_absent() {
+        let text = otlp(vec![
+            span("a", 1_000_000, vec![attr("gen_ai.operation.name", "chat")]),
+            span(
+                "b",
+                3_000_000,
+                vec![
+                    attr("gen_ai.operation.name", "execute_tool"),
+                    attr("gen_ai.tool.name", "ping"),
+                    attr("gen_ai.tool.call.id", "x1"),
+                ],
+            ),
+            span("c", 5_000_000, vec![attr("gen_ai.operation.name", "chat")]),
+        ]);
+        let trace = parse(&Source::parse(Path::new("otel.json"), &text).unwrap()).unwrap();
+        assert_eq!(trace.turns[0].input, Content::Absent);
+        let steps = &trace.turns[0].steps;
+        assert_eq!((steps[0].content.clone(), steps[0].calls[0].name.as_str()), (Content::Absent, "ping"));
+        assert_eq!(steps[0].calls[0].args, Args::Absent);
+        assert_eq!(trace.warnings[0].code, "content_not_captured");
+    }
 }
