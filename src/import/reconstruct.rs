@@ -6,10 +6,12 @@
 //! `incident`, an exact `tool_sequence` expectation), the recording (each
 //! `model_called` response with its `turn` / `step`, usage and latency), and a tool
 //! manifest whose `responses` are keyed by the recorded arguments with the recorded
-//! results (`is_error` kept). Gaps a replay needs filled are filled visibly and listed
-//! in [`Incident::notes`]: an absent user input becomes a marked placeholder, a turn
-//! that ended on tool calls gets an empty closing answer, a call seen twice with the
-//! same arguments but different results keeps the first.
+//! results (`is_error` kept); a tool the profile's manifest lacks gets the description
+//! the trace declared but not its input schema (that was the production contract, not
+//! today's, and a call failing it would change the replay). Gaps a replay needs filled
+//! are filled visibly and listed in [`Incident::notes`]: an absent user input becomes a
+//! marked placeholder, a turn that ended on tool calls gets an empty closing answer, a
+//! call seen twice with the same arguments but different results keeps the first.
 //!
 //! [`first_divergence`] is the minimal comparison reconstruction needs, behind the one
 //! function the golden diff (`golden/`) will later replace: it compares the two logs'
