@@ -19,6 +19,8 @@ pub mod extract;
 pub mod gate;
 /// Matchers and assertion grading: the one assertion grammar.
 pub mod grade;
+/// Foreign traces (OpenAI, Anthropic, OTel GenAI, MCP, envelope) → event logs and incident cases.
+pub mod import;
 /// Metrics of METRICS.md: pure functions over JSON values, dataset blocks, `stateval metric`.
 pub mod metrics;
 /// Pipeline definitions (TOML) and agent profiles.

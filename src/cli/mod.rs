@@ -1,9 +1,12 @@
 //! Command-line interface: clap definitions and one file per subcommand.
 
+mod import;
 mod metric;
+mod reconstruct;
 mod reindex;
 mod run;
 mod schema;
+mod show;
 mod validate;
 mod verify;
 
@@ -75,6 +78,12 @@ enum Command {
     Reindex(reindex::Args),
     /// Grade one metric over JSON input (METRICS.md §9), without running anything.
     Metric(metric::Args),
+    /// Import a foreign trace (OpenAI, Anthropic, OTel GenAI, MCP, envelope) as an event log.
+    Import(import::Args),
+    /// Turn a trace into a dataset case, recording, fixtures and golden; replay it once.
+    Reconstruct(reconstruct::Args),
+    /// Show an event log as a timeline, and the state folded at a turn.
+    Show(show::Args),
 }
 
 /// The pipeline `stateval run` uses when none is given.
@@ -95,6 +104,9 @@ pub fn main() -> ExitCode {
         Command::Schema(args) => schema::run(args),
         Command::Reindex(args) => reindex::run(args),
         Command::Metric(args) => metric::run(args),
+        Command::Import(args) => import::run(args),
+        Command::Reconstruct(args) => reconstruct::run(args),
+        Command::Show(args) => show::run(args),
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),

@@ -1,5 +1,7 @@
 //! Event kinds (DESIGN.md §3). The `data` fields of each kind are the contract that
-//! extractors and folds read; they are documented on each variant.
+//! extractors and folds read; they are documented on each variant. Imported logs
+//! (`import::writer`) add `source` (the original ids) and `absent` (JSON Pointers of
+//! fields the source did not capture, which are null) to the events they write.
 
 use std::fmt;
 use std::str::FromStr;
@@ -66,12 +68,14 @@ kinds! {
     SecurityFlagged = "security_flagged",
     /// `position`, `recorded_request_hash`, `actual_request_hash`.
     ReplayDiverged = "replay_diverged",
-    /// `kind`, `message`.
+    /// `kind`, `message`. `stateval import` writes `kind: "import_warning"` with `code`
+    /// and `at` (file:line:column) for what it imported but not fully.
     Error = "error",
     /// `turn`, `response`.
     TurnCompleted = "turn_completed",
     /// `status` (completed | failed | budget_exhausted | replay_exhausted |
-    /// replay_diverged), `turns`, `tokens`.
+    /// replay_diverged, or imported for a log written by `stateval import`), `turns`,
+    /// `tokens`.
     RunCompleted = "run_completed",
 }
 

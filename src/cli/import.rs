@@ -1,0 +1,109 @@
+//! `stateval import [--from FORMAT] FILE [-o LOG]`: a foreign trace → a canonical event log.
+//!
+//! The log goes to stdout, or to LOG with `-o` (written whole, then renamed into
+//! place, so a failed import never leaves half a log). A summary and every import
+//! warning go to stderr. Exit 0 when the trace was imported (warnings included), 2
+//! when it could not be: unreadable, not the format, or inconsistent (the error names
+//! `file:line:column`).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::{CliError, Exit};
+use stateval::event::{Event, Kind};
+use stateval::import::writer::{self, WARNING_KIND};
+use stateval::import::{self, Format, ImportError, Trace};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Trace file: JSON or JSONL.
+    file: PathBuf,
+    /// Format of FILE: openai, openai-responses, anthropic, otel, mcp, envelope, or auto
+    /// (told from the content; an ambiguous or unknown file is an error).
+    #[arg(long = "from", value_name = "FORMAT", default_value = "auto")]
+    from: String,
+    /// Write the event log to this file instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "LOG")]
+    output: Option<PathBuf>,
+}
+
+/// An imported trace: the intermediate, the log bytes and its events.
+pub struct Imported {
+    pub trace: Trace,
+    pub bytes: Vec<u8>,
+    pub events: Vec<Event>,
+}
+
+pub fn run(args: Args) -> Result<Exit, CliError> {
+    let format = parse_format(&args.from)?;
+    let imported = import_file(&args.file, format)?;
+    match &args.output {
+        Some(path) => write_atomically(path, &imported.bytes)?,
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            if let Err(e) = stdout.write_all(&imported.bytes).and_then(|()| stdout.flush())
+                && e.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                return Err(CliError::internal(format!("writing the log to stdout: {e}")));
+            }
+        }
+    }
+    report(&args.file, &imported, args.output.as_deref());
+    Ok(Exit::Pass)
+}
+
+/// `auto` → `None`.
+pub fn parse_format(from: &str) -> Result<Option<Format>, CliError> {
+    if from == "auto" {
+        return Ok(None);
+    }
+    from.parse::<Format>().map(Some).map_err(|e| CliError::invalid(format!("--from: {e}")))
+}
+
+/// Read and import `path`, and write it as an event log in memory.
+pub fn import_file(path: &Path, format: Option<Format>) -> Result<Imported, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::invalid(format!("{}: cannot read the trace: {e}", path.display())))?;
+    let trace = import::import(path, &text, format).map_err(|e| match e {
+        ImportError::Input(e) => CliError::invalid(e.to_string()),
+        e @ ImportError::Detect { .. } => CliError::invalid(e.to_string()),
+    })?;
+    let case = path.file_stem().map_or_else(|| "trace".to_string(), |s| s.to_string_lossy().into_owned());
+    let shown = path.to_string_lossy().replace('\\', "/");
+    let (bytes, events) = writer::write(&trace, &case, &shown, &text)
+        .map_err(|e| CliError::invalid(format!("{}: the trace cannot be written as a log: {e}", path.display())))?;
+    Ok(Imported { trace, bytes, events })
+}
+
+/// Write `bytes` to `path` through a temporary file in the same directory.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
+    let fail = |e: std::io::Error| CliError::internal(format!("{}: {e}", path.display()));
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(fail)
+}
+
+/// The summary and the warnings, on stderr.
+fn report(file: &Path, imported: &Imported, output: Option<&Path>) {
+    let events = &imported.events;
+    let calls = events.iter().filter(|e| e.kind == Kind::ToolExecuted).count();
+    let warnings: Vec<&Event> = events.iter().filter(|e| e.str("kind") == Some(WARNING_KIND)).collect();
+    for w in &warnings {
+        let at = w.str("at").map(|a| format!("{a}: ")).unwrap_or_default();
+        eprintln!("warning: {at}{} [{}]", w.str("message").unwrap_or_default(), w.str("code").unwrap_or_default());
+    }
+    let to = output.map_or_else(|| "stdout".to_string(), |p| p.display().to_string());
+    eprintln!(
+        "imported {} ({}) → {to}: {} events, {} turns, {calls} tool calls, {} warnings",
+        file.display(),
+        imported.trace.format,
+        events.len(),
+        imported.trace.turns.len(),
+        warnings.len()
+    );
+}

@@ -1,0 +1,235 @@
+//! Model Context Protocol JSON-RPC logs.
+//!
+//! Reads JSON-RPC 2.0 messages as an MCP client and server exchange them (the stdio
+//! transport writes one per line; a JSON array of messages and JSON-RPC batches are
+//! accepted too), per the MCP specification (2024-11-05 through 2025-06-18):
+//! - `tools/call` requests (`params.name`, `params.arguments`) paired with their
+//!   responses by JSON-RPC `id`: a `result` (`content`, `structuredContent`, `isError`)
+//!   is the call's result — `isError: true` is a **tool error**, the tool ran and
+//!   failed — while a JSON-RPC `error` (`code`, `message`) is a **protocol error**: the
+//!   call never reached the tool. Both are `tool_executed` with `is_error: true`,
+//!   told apart by `error_kind` ("tool" / "protocol");
+//! - `tools/list` results declare the tools (name, description, input schema);
+//!   `initialize` gives the protocol version and server; every other request and
+//!   notification is counted in `run_started.source.other_messages`, and a
+//!   `notifications/cancelled` of a pending call is a warning.
+//!
+//! MCP does not carry the user's messages or the model's text: the import is one turn
+//! whose input is absent, one model response per `tools/call` (its text absent), in
+//! log order. A response whose id matches no request, or a request id used twice, is an
+//! error: the result could not be attributed.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::Format;
+use super::builder::Builder;
+use super::source::Source;
+use super::trace::{Args, Call, Content, DeclaredTool, ErrorKind, Outcome, Ptr, Step, Trace, str_field};
+use crate::diag::InputError;
+
+const READS: &str =
+    "MCP JSON-RPC 2.0 messages (specification 2024-11-05 to 2025-06-18): tools/call, tools/list, initialize";
+
+/// The canonical text of a JSON-RPC id (so `1` and `"1"` stay distinct).
+fn id_key(id: &Value) -> String {
+    id.to_string()
+}
+
+/// The call id in the log: the JSON-RPC id's value as text.
+fn id_text(id: &Value) -> String {
+    match id {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+pub fn parse(src: &Source) -> Result<Trace, InputError> {
+    let mut b = Builder::new(src, Format::Mcp, READS);
+    b.warn_trace(b.warning(
+        "conversation_absent",
+        &Ptr::new(0, ""),
+        "MCP logs carry tool calls only: the user's messages and the model's text are marked absent",
+    ));
+    let calls = src.records().iter().any(|(_, _, r)| {
+        let one = |m: &Value| m.get("method").and_then(Value::as_str) == Some("tools/call");
+        one(r) || r.as_array().is_some_and(|batch| batch.iter().any(one))
+    });
+    if !calls {
+        return Err(src.error(0, "", "the log has no tools/call request: there is no tool call to import"));
+    }
+    // the one turn MCP can show: its input is not in the protocol
+    b.user(Content::Absent, Default::default(), None, &Ptr::new(0, ""));
+    // JSON-RPC id → (method, where the request is)
+    let mut pending: BTreeMap<String, (String, Ptr)> = BTreeMap::new();
+    let mut messages = Vec::new();
+    for (doc, pointer, record) in src.records() {
+        match record {
+            Value::Array(batch) => {
+                messages.extend(batch.iter().enumerate().map(|(i, m)| (Ptr::new(doc, format!("{pointer}/{i}")), m)))
+            }
+            other => messages.push((Ptr::new(doc, pointer), other)),
+        }
+    }
+    for (at, message) in messages {
+        if message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(b.error(&at, "not a JSON-RPC 2.0 message (\"jsonrpc\": \"2.0\" is missing)"));
+        }
+        let method = str_field(message, "method");
+        let id = message.get("id").filter(|v| !v.is_null());
+        match (method, id) {
+            (Some(method), Some(id)) => request(&mut b, &mut pending, &at, method, id, message)?,
+            (Some(method), None) => {
+                if method == "notifications/cancelled"
+                    && let Some(request_id) = message.pointer("/params/requestId")
+                    && pending.get(&id_key(request_id)).is_some_and(|(m, _)| m == "tools/call")
+                {
+                    let reason = message.pointer("/params/reason").and_then(Value::as_str).unwrap_or("no reason given");
+                    let w = b.warning(
+                        "call_cancelled",
+                        &at,
+                        format!("tools/call {} was cancelled by the client ({reason})", id_text(request_id)),
+                    );
+                    b.warn(w);
+                }
+                b.count_other(method);
+            }
+            (None, Some(id)) => response(&mut b, &mut pending, &at, id, message)?,
+            (None, None) => return Err(b.error(&at, "JSON-RPC message with neither \"method\" nor \"id\"")),
+        }
+    }
+    b.finish()
+}
+
+fn request(
+    b: &mut Builder,
+    pending: &mut BTreeMap<String, (String, Ptr)>,
+    at: &Ptr,
+    method: &str,
+    id: &Value,
+    message: &Value,
+) -> Result<(), InputError> {
+    let key = id_key(id);
+    if let Some((first_method, first)) = pending.get(&key) {
+        let first = b.src().at(first.doc, &first.pointer);
+        return Err(b.error(
+            &at.join("/id"),
+            format!("duplicate JSON-RPC request id {key}: {first_method} at {first} is still waiting for its response"),
+        ));
+    }
+    pending.insert(key, (method.to_string(), at.clone()));
+    if method != "tools/call" {
+        b.count_other(method);
+        return Ok(());
+    }
+    let name = message
+        .pointer("/params/name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| b.error(&at.join("/params"), "tools/call has no \"params.name\""))?;
+    let args =
+        message.pointer("/params/arguments").map_or(Args::Json { value: json!({}), raw: None }, Args::from_value);
+    let mut call = Call::new(Some(id_text(id)), name, args, at.clone());
+    call.source.insert("jsonrpc_id".into(), id.clone());
+    let mut step = Step::new(Content::Absent, at.clone());
+    step.calls.push(call);
+    b.step(step)
+}
+
+fn response(
+    b: &mut Builder,
+    pending: &mut BTreeMap<String, (String, Ptr)>,
+    at: &Ptr,
+    id: &Value,
+    message: &Value,
+) -> Result<(), InputError> {
+    let Some((method, _)) = pending.remove(&id_key(id)) else {
+        return Err(b.error(
+            &at.join("/id"),
+            format!("response id {} has no request before it (it cannot be attributed)", id_key(id)),
+        ));
+    };
+    let result = message.get("result");
+    let error = message.get("error");
+    match method.as_str() {
+        "tools/call" => {
+            let outcome = match (result, error) {
+                (_, Some(error)) => Outcome {
+                    result: Some(error.clone()),
+                    is_error: Some(true),
+                    error_kind: Some(ErrorKind::Protocol),
+                    ..Outcome::default()
+                },
+                (Some(result), None) => {
+                    let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
+                    Outcome {
+                        result: Some(result.clone()),
+                        is_error: Some(is_error),
+                        error_kind: is_error.then_some(ErrorKind::Tool),
+                        ..Outcome::default()
+                    }
+                }
+                (None, None) => return Err(b.error(at, "JSON-RPC response with neither \"result\" nor \"error\"")),
+            };
+            b.result(&id_text(id), outcome, &at.join("/id"))
+        }
+        "tools/list" => {
+            for t in result.and_then(|r| r.get("tools")).and_then(Value::as_array).into_iter().flatten() {
+                if let Some(name) = str_field(t, "name") {
+                    b.tool(DeclaredTool {
+                        name: name.to_string(),
+                        description: str_field(t, "description").map(str::to_string),
+                        input_schema: t.get("inputSchema").cloned(),
+                    });
+                }
+            }
+            Ok(())
+        }
+        "initialize" => {
+            if let Some(r) = result {
+                b.meta("protocol_version", r.get("protocolVersion").cloned().unwrap_or(Value::Null));
+                b.meta("server", r.get("serverInfo").cloned().unwrap_or(Value::Null));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn parse_text(text: &str) -> Result<Trace, InputError> {
+        let src = Source::parse(Path::new("mcp.jsonl"), text)?;
+        parse(&src)
+    }
+
+    const CALL: &str =
+        r#"{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"a"}}}"#;
+
+    #[test]
+    fn tool_errors_and_protocol_errors_are_told_apart() {
+        let text = [
+            CALL.replace("ID", "1"),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"denied"}],"isError":true}}"#.into(),
+            CALL.replace("ID", "2"),
+            r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"Unknown tool"}}"#.into(),
+        ]
+        .join("\n");
+        let trace = parse_text(&text).unwrap();
+        let kinds: Vec<_> = trace.calls().map(|c| c.outcome.as_ref().unwrap().error_kind).collect();
+        assert_eq!(kinds, [Some(ErrorKind::Tool), Some(ErrorKind::Protocol)]);
+    }
+
+    #[test]
+    fn an_orphan_response_and_a_reused_pending_id_are_errors_with_their_line() {
+        let orphan = parse_text(&format!("{}\n{}", CALL.replace("ID", "1"), r#"{"jsonrpc":"2.0","id":9,"result":{}}"#))
+            .unwrap_err();
+        assert_eq!(orphan.line, 2, "{orphan}");
+        assert!(orphan.message.contains("no request before it"), "{orphan}");
+        let dup = parse_text(&format!("{}\n{}", CALL.replace("ID", "1"), CALL.replace("ID", "1"))).unwrap_err();
+        assert!(dup.message.contains("duplicate JSON-RPC request id 1"), "{dup}");
+    }
+}

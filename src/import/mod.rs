@@ -1,0 +1,133 @@
+//! Foreign traces → one intermediate → a canonical event log (DESIGN.md §1, §9).
+//!
+//! Each supported format has its own parser, one file each, and every parser produces
+//! the same intermediate, [`trace::Trace`]: user turns, the model's responses in each
+//! turn (its text and its tool calls in the order the model emitted them), and each
+//! call's result. One writer ([`writer`]) turns the intermediate into an event log
+//! through [`crate::event::writer`], so an imported log verifies like any run's.
+//!
+//! | `--from` | parser | what it reads |
+//! |---|---|---|
+//! | `openai` | [`openai`] | Chat Completions message lists (`[...]`, `{"messages": [...]}`, or JSONL) |
+//! | `openai-responses` | [`openai_responses`] | Responses API items (`[...]`, `{"input", "output"}`, or JSONL) |
+//! | `anthropic` | [`anthropic`] | Messages API (`tool_use` / `tool_result` blocks) |
+//! | `otel` | [`otel`] | OpenTelemetry GenAI spans in OTLP/JSON: semconv v1.37+ attributes, v1.28–v1.36 events |
+//! | `mcp` | [`mcp`] | MCP JSON-RPC logs: `tools/call` request/response pairs |
+//! | `envelope` | [`envelope`] | the trace envelope of METRICS.md §1 |
+//! | `auto` | [`detect`] | one of the above, told from the content |
+//!
+//! **Faithful, never guessed.** Original ids are kept as provenance (`source` in each
+//! event's data); arguments sent as JSON strings are parsed and, when they do not
+//! parse, kept as the raw text with the parse error beside them; content the source
+//! did not capture is `null` and named in the event's `absent` list (JSON Pointers
+//! into `data`), never turned into an empty string. An empty string means the source
+//! said there was no text (a response that only called tools).
+//!
+//! **Errors or warnings.** Input that cannot be read as the format without guessing
+//! — JSON that does not parse or is truncated, an unknown role, a tool result without
+//! its call, a duplicate call id or result, a duplicate JSON key — is an error naming
+//! `file:line:column` (exit 2): importing it anyway would put a result under the wrong
+//! call or a message in the wrong turn. What can be kept but not fully — a call whose
+//! result was never captured, a turn that ends without the model's answer, arguments
+//! that are not JSON, content parts stateval does not model (images, reasoning,
+//! server-side tools), MCP traffic that is not a tool call — is imported and marked
+//! with an `error` event of kind `import_warning` at the place it concerns, so nothing
+//! is dropped silently.
+
+pub mod anthropic;
+pub mod builder;
+pub mod detect;
+pub mod envelope;
+pub mod mcp;
+pub mod openai;
+pub mod openai_responses;
+pub mod otel;
+pub mod reconstruct;
+pub mod source;
+pub mod trace;
+pub mod writer;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use crate::diag::InputError;
+pub use source::Source;
+pub use trace::Trace;
+
+/// A foreign trace format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Format {
+    OpenAi,
+    OpenAiResponses,
+    Anthropic,
+    Otel,
+    Mcp,
+    Envelope,
+}
+
+impl Format {
+    pub const ALL: [Format; 6] =
+        [Format::OpenAi, Format::OpenAiResponses, Format::Anthropic, Format::Otel, Format::Mcp, Format::Envelope];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::OpenAi => "openai",
+            Format::OpenAiResponses => "openai-responses",
+            Format::Anthropic => "anthropic",
+            Format::Otel => "otel",
+            Format::Mcp => "mcp",
+            Format::Envelope => "envelope",
+        }
+    }
+
+    /// `openai, openai-responses, …` for messages.
+    pub fn list() -> String {
+        Format::ALL.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s)
+            .ok_or_else(|| format!("unknown format \"{s}\" (expected one of: {}, auto)", Format::list()))
+    }
+}
+
+/// Why a file could not be imported.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImportError {
+    /// The content is not valid for the format, at a place in the file.
+    #[error("{0}")]
+    Input(#[from] InputError),
+    /// `auto` could not tell the format.
+    #[error("{}: {message}", path.display())]
+    Detect { path: PathBuf, message: String },
+}
+
+/// Parse `text` (read from `path`) as `format`, or detect the format when `None`.
+pub fn import(path: &Path, text: &str, format: Option<Format>) -> Result<Trace, ImportError> {
+    let source = Source::parse(path, text)?;
+    let format = match format {
+        Some(f) => f,
+        None => detect::detect(&source)?,
+    };
+    let trace = match format {
+        Format::OpenAi => openai::parse(&source)?,
+        Format::OpenAiResponses => openai_responses::parse(&source)?,
+        Format::Anthropic => anthropic::parse(&source)?,
+        Format::Otel => otel::parse(&source)?,
+        Format::Mcp => mcp::parse(&source)?,
+        Format::Envelope => envelope::parse(&source)?,
+    };
+    Ok(trace)
+}

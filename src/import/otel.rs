@@ -1,0 +1,508 @@
+//! OpenTelemetry GenAI spans in OTLP/JSON.
+//!
+//! **Supported semantic-convention versions** (GenAI conventions are still
+//! "Development" stability, so the versions are named exactly):
+//!
+//! - **Attribute form, semconv v1.37.0 and later.** Inference spans
+//!   (`gen_ai.operation.name` = `chat`, `text_completion` or `generate_content`) carry
+//!   `gen_ai.input.messages`, `gen_ai.output.messages` and `gen_ai.system_instructions`
+//!   — a JSON string or a structured value — shaped as the v1.37.0 JSON schemas define
+//!   them: messages `{role, parts}` with `text`, `tool_call {id, name, arguments}` and
+//!   `tool_call_response {id, response}` parts (other part types — reasoning, blob,
+//!   file, uri, server tool calls — are warned about, not imported). The same
+//!   attributes on a `gen_ai.client.inference.operation.details` event are read too.
+//!   `execute_tool` spans give each call's outcome: `gen_ai.tool.call.id`,
+//!   `gen_ai.tool.name`, span status `ERROR` or `error.type` for a failed call, and the
+//!   opt-in `gen_ai.tool.call.arguments` / `gen_ai.tool.call.result` when present.
+//! - **Event form, semconv v1.28.0 to v1.36.0** (deprecated in v1.37.0). The events
+//!   `gen_ai.system.message`, `gen_ai.user.message`, `gen_ai.assistant.message`
+//!   (`content`, `tool_calls [{id, type, function {name, arguments}}]`),
+//!   `gen_ai.tool.message` (`content`, `id`) and `gen_ai.choice` (`index`,
+//!   `finish_reason`, `message`), either as OTLP log records (`resourceLogs`, the name
+//!   in `eventName` or the `event.name` attribute, the fields in the `body`) tied to
+//!   their inference span by `spanId`, or as span events on the inference span with the
+//!   body's fields as attributes.
+//! - Token usage from `gen_ai.usage.input_tokens` / `output_tokens` (and the older
+//!   `prompt_tokens` / `completion_tokens`); ids from `gen_ai.response.id`,
+//!   `gen_ai.conversation.id`, trace and span ids.
+//! - Not read: the pre-v1.28 `gen_ai.content.prompt` / `gen_ai.content.completion`
+//!   span events (a warning says so), and OTLP protobuf (export as OTLP/JSON).
+//!
+//! **Reconstruction.** Inference spans are taken in start-time order. Each one's input
+//! messages are the history the model saw: the messages beyond what the previous span
+//! saw and answered are new (user messages open turns, tool messages are results);
+//! when a span's input does not extend the previous history, the messages after its
+//! last assistant message are taken as new, with a warning. Each span's output is one
+//! model response. When message content was not captured (content capture off, the
+//! instrumentations' default), inputs and texts are absent and each response's calls
+//! come from the `execute_tool` spans that ran before the next inference span.
+
+pub mod messages;
+pub mod otlp;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use super::Format;
+use super::builder::Builder;
+use super::source::Source;
+use super::trace::{Args, Call, Content, ErrorKind, Outcome, Ptr, Step, Trace, Usage, provenance};
+use crate::diag::InputError;
+use messages::{DETAILS_EVENT, Forms, MESSAGE_EVENTS, Msg, Part, read_chat};
+use otlp::{Record, Span};
+
+const INFERENCE: [&str; 3] = ["chat", "text_completion", "generate_content"];
+
+pub fn parse(src: &Source) -> Result<Trace, InputError> {
+    let data = otlp::collect(src)?;
+    let mut b = Builder::new(src, Format::Otel, "");
+    let mut spans: Vec<&Span> = data.spans.iter().collect();
+    spans.sort_by_key(|s| s.start);
+    let t0 = spans.iter().map(|s| s.start).chain(data.logs.iter().map(|l| l.time)).filter(|t| *t > 0).min();
+    let ms = |ns: u64| t0.map(|t0| ns.saturating_sub(t0) / 1_000_000);
+
+    let mut trace_ids: Vec<&str> = Vec::new();
+    let (mut inference, mut tools) = (Vec::new(), Vec::new());
+    for span in &spans {
+        if !span.trace_id.is_empty() && !trace_ids.contains(&span.trace_id.as_str()) {
+            trace_ids.push(&span.trace_id);
+        }
+        match span.attr_str("gen_ai.operation.name") {
+            Some(op) if INFERENCE.contains(&op) => inference.push(*span),
+            Some("execute_tool") => tools.push(*span),
+            Some(op) => b.count_other(&format!("span:{op}")),
+            None => b.count_other("span:other"),
+        }
+    }
+    b.meta("trace_ids", json!(trace_ids));
+    b.meta("schema_urls", if data.schema_urls.is_empty() { Value::Null } else { json!(data.schema_urls) });
+    let first_attr = |key: &str| spans.iter().find_map(|s| s.attr(key)).cloned().unwrap_or(Value::Null);
+    b.meta("conversation_id", first_attr("gen_ai.conversation.id"));
+    b.meta("provider", spans.iter().find_map(|s| s.attr("gen_ai.provider.name").or(s.attr("gen_ai.system"))).cloned());
+
+    let logs = attach_logs(&mut b, &data.logs, &inference);
+    let mut forms = Forms::default();
+    let mut chats = Vec::new();
+    for span in &inference {
+        let mut events: Vec<&Record> = span.events.iter().collect();
+        events.extend(logs.get(span.span_id.as_str()).into_iter().flatten());
+        events.sort_by_key(|e| e.time);
+        chats.push(read_chat(&mut b, span, &events, &mut forms)?);
+    }
+    b.set_reads(reads(&forms));
+    if !forms.attributes && !forms.events {
+        let w = b.warning(
+            "content_not_captured",
+            &Ptr::new(0, ""),
+            "no inference span carries gen_ai.input.messages / gen_ai.output.messages or message events (content \
+             capture was off): user input and model text are marked absent",
+        );
+        b.warn_trace(w);
+    }
+
+    let mut results: BTreeMap<String, (Value, Ptr)> = BTreeMap::new();
+    let mut used_tools = vec![false; tools.len()];
+    let mut seen: Vec<Msg> = Vec::new();
+    for (i, chat) in chats.iter().enumerate() {
+        let span = chat.span;
+        if let Some(system) = &chat.system
+            && !b.has_system(system)
+        {
+            b.system(system.clone());
+        }
+        if let Some(input) = &chat.input {
+            let new = new_messages(&mut b, &seen, input, span);
+            for msg in new {
+                input_message(&mut b, msg, span, ms(span.start), &mut results)?;
+            }
+        }
+        let mut step = match chat.output.as_deref() {
+            Some([first, rest @ ..]) => {
+                if !rest.is_empty() {
+                    let w = b.warning(
+                        "choices_ignored",
+                        &rest[0].at,
+                        format!("only the first of {} output messages is imported", rest.len() + 1),
+                    );
+                    b.warn(w);
+                }
+                output_step(&mut b, first)
+            }
+            Some([]) | None => {
+                // content not captured: the calls are the execute_tool spans that ran
+                // before the next inference span
+                let until = chats.get(i + 1).map_or(u64::MAX, |c| c.span.start);
+                let mut step = Step::new(Content::Absent, span.at.clone());
+                for (k, tool) in tools.iter().enumerate() {
+                    if !used_tools[k] && tool.start >= span.start && tool.start < until {
+                        used_tools[k] = true;
+                        step.calls.push(call_from_tool_span(tool, true));
+                    }
+                }
+                step
+            }
+        };
+        step.t = ms(span.end);
+        step.latency_ms = Some(span.end.saturating_sub(span.start) / 1_000_000);
+        step.usage = usage(span);
+        step.source = provenance([
+            ("span_id", Some(json!(span.span_id))),
+            ("response_id", span.attr("gen_ai.response.id").cloned()),
+            ("model", span.attr("gen_ai.response.model").or(span.attr("gen_ai.request.model")).cloned()),
+            ("finish_reasons", span.attr("gen_ai.response.finish_reasons").cloned()),
+        ]);
+        if span.error {
+            step.source.insert("status_error".into(), json!(span.status_message.clone().unwrap_or_default()));
+        }
+        b.step(step)?;
+        if let Some(input) = &chat.input {
+            seen = input.clone();
+        }
+        seen.extend(chat.output.iter().flat_map(|o| o.first().cloned()));
+    }
+    outcomes(&mut b, &tools, &used_tools, results, &ms)?;
+    b.finish()
+}
+
+fn reads(forms: &Forms) -> String {
+    let form = match (forms.attributes, forms.events) {
+        (true, true) => "semconv v1.37+ attribute form and v1.28–v1.36 event form",
+        (true, false) => "semconv v1.37+ attribute form (gen_ai.input.messages / gen_ai.output.messages)",
+        (false, true) => "semconv v1.28–v1.36 event form (gen_ai.*.message / gen_ai.choice events)",
+        (false, false) => "no message content captured",
+    };
+    format!("OpenTelemetry GenAI spans in OTLP/JSON: {form}, execute_tool spans")
+}
+
+/// Log records by the inference span they belong to: by `spanId`, else by time.
+fn attach_logs<'d>(b: &mut Builder, logs: &'d [Record], inference: &[&Span]) -> BTreeMap<String, Vec<&'d Record>> {
+    let mut by_span: BTreeMap<String, Vec<&Record>> = BTreeMap::new();
+    for log in logs {
+        let relevant = MESSAGE_EVENTS.contains(&log.name.as_str()) || log.name == DETAILS_EVENT;
+        if !relevant {
+            b.count_other(&format!("log:{}", if log.name.is_empty() { "unnamed" } else { &log.name }));
+            continue;
+        }
+        let owner = match &log.span_id {
+            Some(id) => inference.iter().find(|s| &s.span_id == id),
+            None => inference.iter().find(|s| s.start <= log.time && log.time <= s.end),
+        };
+        match owner {
+            Some(span) => by_span.entry(span.span_id.clone()).or_default().push(log),
+            None => {
+                let w = b.warning(
+                    "event_unattached",
+                    &log.at,
+                    format!("{} belongs to no inference span in this file: not imported", log.name),
+                );
+                b.warn_trace(w);
+            }
+        }
+    }
+    by_span
+}
+
+/// The messages of this span's input the conversation has not seen yet.
+fn new_messages<'m>(b: &mut Builder, seen: &[Msg], input: &'m [Msg], span: &Span) -> &'m [Msg] {
+    if input.len() >= seen.len() && seen.iter().zip(input).all(|(a, c)| a.same(c)) {
+        return &input[seen.len()..];
+    }
+    let from = input.iter().rposition(|m| m.role == "assistant").map_or(0, |i| i + 1);
+    if !seen.is_empty() {
+        let w = b.warning(
+            "history_rewritten",
+            &span.at,
+            format!(
+                "span {}: its input does not extend the history of the previous inference span; the {} message(s) \
+                 after its last assistant message are taken as new",
+                span.span_id,
+                input.len() - from
+            ),
+        );
+        b.warn_trace(w);
+    }
+    &input[from..]
+}
+
+fn input_message(
+    b: &mut Builder,
+    msg: &Msg,
+    span: &Span,
+    t: Option<u64>,
+    results: &mut BTreeMap<String, (Value, Ptr)>,
+) -> Result<(), InputError> {
+    other_parts(b, msg);
+    match msg.role.as_str() {
+        "system" => {
+            if let Content::Text(text) = msg.text()
+                && !b.has_system(&text)
+            {
+                b.system(text);
+            }
+        }
+        "user" => b.user(msg.text(), provenance([("span_id", Some(json!(span.span_id)))]), t, &msg.at),
+        "assistant" => {
+            // history the file has no inference span for
+            let mut step = output_step(b, msg);
+            step.source.insert("from_history_of_span".into(), json!(span.span_id));
+            b.step(step)?;
+        }
+        _ => {
+            for part in &msg.parts {
+                if let Part::ToolResult { id, response } = part {
+                    let Some(id) = id else {
+                        return Err(b.error(&msg.at, "a tool_call_response without an id cannot be attributed"));
+                    };
+                    if results.contains_key(id) {
+                        return Err(b.error(&msg.at, format!("duplicate result for tool call \"{id}\"")));
+                    }
+                    results.insert(id.clone(), (response.clone(), msg.at.clone()));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn other_parts(b: &mut Builder, msg: &Msg) {
+    for part in &msg.parts {
+        if let Part::Other(kind) = part {
+            let w = b.warning("unsupported_part", &msg.at, format!("a \"{kind}\" message part is not imported"));
+            b.warn(w);
+        }
+    }
+}
+
+/// An assistant message → one model response.
+fn output_step(b: &mut Builder, msg: &Msg) -> Step {
+    let mut step = Step::new(msg.text(), msg.at.clone());
+    for part in &msg.parts {
+        if let Part::ToolCall { id, name, args } = part {
+            step.calls.push(Call::new(id.clone(), name.clone(), args.clone(), msg.at.clone()));
+        }
+    }
+    if msg.parts.iter().any(|p| matches!(p, Part::Other(_) | Part::ToolResult { .. })) {
+        let w =
+            b.warning("unsupported_part", &msg.at, "a model output part other than text or tool_call is not imported");
+        step.warnings.push(w);
+    }
+    step
+}
+
+fn call_from_tool_span(tool: &Span, with_id: bool) -> Call {
+    let id = if with_id { tool.attr_str("gen_ai.tool.call.id").map(str::to_string) } else { None };
+    let args = tool.attr("gen_ai.tool.call.arguments").map_or(Args::Absent, Args::from_value);
+    Call::new(id, tool_name(tool), args, tool.at.clone())
+}
+
+fn tool_name(tool: &Span) -> String {
+    tool.attr_str("gen_ai.tool.name")
+        .map(str::to_string)
+        .unwrap_or_else(|| tool.name.strip_prefix("execute_tool ").unwrap_or(&tool.name).to_string())
+}
+
+fn usage(span: &Span) -> Option<Usage> {
+    let get = |a: &str, b: &str| span.attr(a).or(span.attr(b)).and_then(super::trace::as_u64_lenient);
+    let input = get("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens");
+    let output = get("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens");
+    (input.is_some() || output.is_some())
+        .then(|| Usage { input_tokens: input.unwrap_or(0), output_tokens: output.unwrap_or(0) })
+}
+
+/// Attribute results (tool messages) and `execute_tool` spans to the calls.
+fn outcomes(
+    b: &mut Builder,
+    tools: &[&Span],
+    used: &[bool],
+    mut results: BTreeMap<String, (Value, Ptr)>,
+    ms: &dyn Fn(u64) -> Option<u64>,
+) -> Result<(), InputError> {
+    let mut spans_by_call: BTreeMap<String, &Span> = BTreeMap::new();
+    for (k, tool) in tools.iter().enumerate() {
+        let id = tool.attr_str("gen_ai.tool.call.id").map(str::to_string);
+        let name = tool_name(tool);
+        let target = match id {
+            Some(id) if b.has_call(&id) => Some(id),
+            Some(_) => None,
+            None => b.unresolved_call_named(&name, |id| spans_by_call.contains_key(id)),
+        };
+        match target {
+            Some(id) => {
+                spans_by_call.insert(id, tool);
+            }
+            None if used[k] => {}
+            None => {
+                let w = b.warning(
+                    "tool_span_unmatched",
+                    &tool.at,
+                    format!("execute_tool span for {name} matches no tool call the model emitted: not imported"),
+                );
+                b.warn_trace(w);
+            }
+        }
+    }
+    let mut ids: Vec<String> = results.keys().chain(spans_by_call.keys()).cloned().collect();
+    ids.sort();
+    ids.dedup();
+    for id in ids {
+        let message = results.remove(&id);
+        let span = spans_by_call.get(&id).copied();
+        let at = message.as_ref().map(|(_, at)| at.clone()).or(span.map(|s| s.at.clone())).unwrap_or_default();
+        let failed = span.map(|s| s.error || s.attr("error.type").is_some());
+        let mut source = Map::new();
+        if let Some(s) = span {
+            source.insert("tool_span_id".into(), json!(s.span_id));
+            if let Some(t) = s.attr("error.type") {
+                source.insert("error_type".into(), t.clone());
+            }
+        }
+        let result = message.map(|(v, _)| v).or_else(|| span.and_then(|s| s.attr("gen_ai.tool.call.result").cloned()));
+        let outcome = Outcome {
+            result,
+            is_error: failed,
+            error_kind: failed.filter(|f| *f).map(|_| ErrorKind::Tool),
+            duration_ms: span.map(|s| s.end.saturating_sub(s.start) / 1_000_000),
+            t: span.and_then(|s| ms(s.end)),
+            source,
+        };
+        b.result(&id, outcome, &at)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn attr(key: &str, value: &str) -> Value {
+        json!({"key": key, "value": {"stringValue": value}})
+    }
+
+    fn span(id: &str, start: u64, attrs: Vec<Value>) -> Value {
+        json!({"traceId": "t1", "spanId": id, "name": "s", "startTimeUnixNano": start.to_string(),
+               "endTimeUnixNano": (start + 1_000_000).to_string(), "attributes": attrs})
+    }
+
+    fn otlp(spans: Vec<Value>) -> String {
+        json!({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}).to_string()
+    }
+
+    #[test]
+    fn attribute_form_spans_rebuild_turns_and_tool_spans_give_outcomes() {
+        let input1 = r#"[{"role":"user","parts":[{"type":"text","content":"lock door"}]}]"#;
+        let output1 = r#"[{"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"lock","arguments":{"door":"front"}}]}]"#;
+        let input2 = r#"[{"role":"user","parts":[{"type":"text","content":"lock door"}]},
+            {"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"lock","arguments":{"door":"front"}}]},
+            {"role":"tool","parts":[{"type":"tool_call_response","id":"c1","response":"jammed"}]}]"#;
+        let output2 = r#"[{"role":"assistant","parts":[{"type":"text","content":"It is jammed."}]}]"#;
+        let text = otlp(vec![
+            span(
+                "a",
+                1_000_000_000,
+                vec![
+                    attr("gen_ai.operation.name", "chat"),
+                    attr("gen_ai.input.messages", input1),
+                    attr("gen_ai.output.messages", output1),
+                ],
+            ),
+            span(
+                "b",
+                1_002_000_000,
+                vec![
+                    attr("gen_ai.operation.name", "execute_tool"),
+                    attr("gen_ai.tool.name", "lock"),
+                    attr("gen_ai.tool.call.id", "c1"),
+                    attr("error.type", "JammedError"),
+                ],
+            ),
+            span(
+                "c",
+                1_004_000_000,
+                vec![
+                    attr("gen_ai.operation.name", "chat"),
+                    attr("gen_ai.input.messages", input2),
+                    attr("gen_ai.output.messages", output2),
+                ],
+            ),
+        ]);
+        let src = Source::parse(Path::new("otel.json"), &text).unwrap();
+        let trace = parse(&src).unwrap();
+        assert_eq!(trace.turns.len(), 1);
+        assert_eq!(trace.turns[0].steps.len(), 2);
+        let outcome = trace.calls().next().unwrap().outcome.clone().unwrap();
+        assert_eq!((outcome.result, outcome.is_error), (Some(json!("jammed")), Some(true)));
+        assert!(trace.reads.contains("v1.37"), "{}", trace.reads);
+    }
+
+    #[test]
+    fn an_unknown_role_in_input_messages_is_an_error() {
+        let text = otlp(vec![span(
+            "a",
+            1,
+            vec![
+                attr("gen_ai.operation.name", "chat"),
+                attr("gen_ai.input.messages", r#"[{"role":"human","parts":[]}]"#),
+            ],
+        )]);
+        let src = Source::parse(Path::new("otel.json"), &text).unwrap();
+        let err = parse(&src).unwrap_err();
+        assert!(err.message.contains("unknown role \"human\""), "{err}");
+    }
+
+    #[test]
+    fn event_form_span_events_and_tool_spans_rebuild_the_same_conversation() {
+        let event = |name: &str, t: u64, attrs: Vec<Value>| json!({"name": name, "timeUnixNano": t.to_string(), "attributes": attrs});
+        let calls = r#"[{"id":"c1","type":"function","function":{"name":"lookup","arguments":"{\"sku\":\"A1\"}"}}]"#;
+        let mut first = span("a", 1_000, vec![attr("gen_ai.operation.name", "chat")]);
+        first["events"] = json!([
+            event("gen_ai.user.message", 1_000, vec![attr("content", "is A1 in stock?")]),
+            event("gen_ai.choice", 1_500, vec![attr("message", &format!("{{\"tool_calls\":{calls}}}"))]),
+        ]);
+        let mut second = span("c", 5_000_000, vec![attr("gen_ai.operation.name", "chat")]);
+        second["events"] = json!([
+            event("gen_ai.user.message", 5_000_000, vec![attr("content", "is A1 in stock?")]),
+            event("gen_ai.assistant.message", 5_000_001, vec![attr("tool_calls", calls)]),
+            event("gen_ai.tool.message", 5_000_002, vec![attr("content", "3 left"), attr("id", "c1")]),
+            event("gen_ai.choice", 5_000_003, vec![attr("message", "{\"content\":\"Yes, 3 left.\"}")]),
+        ]);
+        let tool = span(
+            "b",
+            2_000_000,
+            vec![attr("gen_ai.operation.name", "execute_tool"), attr("gen_ai.tool.call.id", "c1")],
+        );
+        let src_text = otlp(vec![first, tool, second]);
+        let trace = parse(&Source::parse(Path::new("otel.json"), &src_text).unwrap()).unwrap();
+        assert!(trace.reads.contains("v1.28–v1.36"), "{}", trace.reads);
+        assert_eq!(trace.turns.len(), 1);
+        let call = trace.calls().next().unwrap();
+        assert_eq!(call.args, Args::Json { value: json!({"sku": "A1"}), raw: Some("{\"sku\":\"A1\"}".into()) });
+        let outcome = call.outcome.as_ref().unwrap();
+        assert_eq!((outcome.result.clone(), outcome.is_error), (Some(json!("3 left")), Some(false)));
+        assert_eq!(trace.turns[0].steps[1].content, Content::Text("Yes, 3 left.".into()));
+    }
+
+    #[test]
+    fn without_captured_content_the_calls_come_from_execute_tool_spans_and_text_is_absent() {
+        let text = otlp(vec![
+            span("a", 1_000_000, vec![attr("gen_ai.operation.name", "chat")]),
+            span(
+                "b",
+                3_000_000,
+                vec![
+                    attr("gen_ai.operation.name", "execute_tool"),
+                    attr("gen_ai.tool.name", "ping"),
+                    attr("gen_ai.tool.call.id", "x1"),
+                ],
+            ),
+            span("c", 5_000_000, vec![attr("gen_ai.operation.name", "chat")]),
+        ]);
+        let trace = parse(&Source::parse(Path::new("otel.json"), &text).unwrap()).unwrap();
+        assert_eq!(trace.turns[0].input, Content::Absent);
+        let steps = &trace.turns[0].steps;
+        assert_eq!((steps[0].content.clone(), steps[0].calls[0].name.as_str()), (Content::Absent, "ping"));
+        assert_eq!(steps[0].calls[0].args, Args::Absent);
+        assert_eq!(trace.warnings[0].code, "content_not_captured");
+    }
+}

@@ -1,0 +1,520 @@
+//! Incident reconstruction: an event log → a dataset case, a recording and fixture tool
+//! responses that replay it, and the first divergence between a replay and the trace.
+//!
+//! [`build`] is pure: it reads the trace's events (an imported log, or any run's log)
+//! and returns what `stateval reconstruct` writes — the case (the user turns, tag
+//! `incident`, an exact `tool_sequence` expectation), the recording (each
+//! `model_called` response with its `turn` / `step`, usage and latency), and a tool
+//! manifest whose `responses` are keyed by the recorded arguments with the recorded
+//! results (`is_error` kept); a tool the profile's manifest lacks gets the description
+//! the trace declared but not its input schema (that was the production contract, not
+//! today's, and a call failing it would change the replay). Gaps a replay needs filled
+//! are filled visibly and listed in [`Incident::notes`]: an absent user input becomes a
+//! marked placeholder, a turn that ended on tool calls gets an empty closing answer, a
+//! call seen twice with the same arguments but different results keeps the first.
+//!
+//! [`first_divergence`] is the minimal comparison reconstruction needs, behind the one
+//! function the golden diff (`golden/`) will later replace: it compares the two logs'
+//! *path-deciding* events in order — turn starts, executed tools (name and canonical
+//! arguments), denials, refused approvals, replay divergences and errors — and names
+//! the first event where they differ. Model calls and context events are left out:
+//! the recording replays the model verbatim, so only the agent's handling of it can
+//! differ, and that shows in the events compared.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde_json::{Map, Value, json};
+
+use super::writer::WARNING_KIND;
+use crate::canon::json_eq;
+use crate::event::{Event, Kind};
+
+/// The turn input written when the trace did not capture the user's message.
+pub const ABSENT_INPUT: &str = "[stateval: the source trace did not capture this user message]";
+
+/// Tool names a manifest accepts (schemas/tools.json).
+fn valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// Tools the built-in runtime answers itself: never put in a fixture manifest.
+const BUILTIN_TOOLS: [&str; 2] = [crate::runtime::memory::WRITE, crate::runtime::memory::READ];
+
+/// What a reconstruction writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Incident {
+    /// The dataset case (one JSONL line).
+    pub case: Value,
+    /// The recording, one line per model call.
+    pub recording: Vec<Value>,
+    /// The fixture tool manifest.
+    pub manifest: Value,
+    /// Every gap that was filled or choice that was made, for the user.
+    pub notes: Vec<String>,
+    /// The tool sequence of the trace, in order.
+    pub tool_sequence: Vec<String>,
+}
+
+/// Inputs to [`build`] besides the events.
+pub struct Options<'a> {
+    pub id: &'a str,
+    pub agent: &'a str,
+    /// The recording's path as the case names it (relative to the pipeline's base).
+    pub recording_path: &'a str,
+    /// Where the trace came from, for descriptions.
+    pub source: &'a str,
+    /// The agent profile's own manifest (as JSON), when it has one: its tool specs,
+    /// state and defaults are kept, and the recorded responses come first.
+    pub base_manifest: Option<Value>,
+}
+
+/// Build the case, recording and manifest that replay `events`. An error names the
+/// event that cannot be replayed.
+pub fn build(events: &[Event], opts: &Options) -> Result<Incident, String> {
+    let mut notes = Vec::new();
+    let mut turns: Vec<String> = Vec::new();
+    let mut recording: Vec<Value> = Vec::new();
+    // per turn: the steps recorded and whether the last one called tools
+    let mut steps: Vec<(u32, bool)> = Vec::new();
+    let mut calls: Vec<&Event> = Vec::new();
+    for e in events {
+        match e.kind {
+            Kind::TurnStarted => {
+                match e.get("input") {
+                    Value::String(s) => turns.push(s.clone()),
+                    _ => {
+                        notes.push(format!(
+                            "turn {}: the user message was not captured; the case uses the placeholder {ABSENT_INPUT:?}",
+                            turns.len()
+                        ));
+                        turns.push(ABSENT_INPUT.to_string());
+                    }
+                }
+                steps.push((0, false));
+            }
+            Kind::ModelCalled => {
+                let Some((step, last_called)) = steps.last_mut() else {
+                    return Err(format!("event seq {}: a model call before any turn cannot be replayed", e.seq));
+                };
+                let turn = turns.len() - 1;
+                let line = recorded_response(e, turn, *step, &mut notes)?;
+                *last_called = line["response"]["tool_calls"].as_array().is_some_and(|c| !c.is_empty());
+                if !*last_called && events_after_in_turn(events, e) {
+                    notes.push(format!(
+                        "turn {turn}: the model answered at step {step} and was called again in the same turn; the \
+                         replay ends the turn at that answer and will diverge there"
+                    ));
+                }
+                recording.push(line);
+                *step += 1;
+            }
+            Kind::ToolExecuted => calls.push(e),
+            _ => {}
+        }
+    }
+    if turns.is_empty() {
+        return Err("the trace has no turn_started event: there is no user turn to replay".into());
+    }
+    // every turn must end with an answer, or the next turn's responses replay out of place
+    let mut closed = Vec::with_capacity(recording.len() + steps.len());
+    let mut by_turn: BTreeMap<u64, Vec<Value>> = BTreeMap::new();
+    for line in recording {
+        by_turn.entry(line["turn"].as_u64().unwrap_or(0)).or_default().push(line);
+    }
+    for (turn, (step, last_called)) in steps.iter().enumerate() {
+        closed.extend(by_turn.remove(&(turn as u64)).unwrap_or_default());
+        if *step == 0 || *last_called {
+            notes.push(format!(
+                "turn {turn}: the trace has no model answer after {}; the recording closes the turn with an empty \
+                 answer so later turns replay in place",
+                if *step == 0 { "the user message" } else { "the last tool call" }
+            ));
+            closed.push(json!({"turn": turn, "step": step, "response": {"content": ""}}));
+        }
+    }
+    let tool_sequence: Vec<String> = calls.iter().filter_map(|e| e.str("tool").map(str::to_string)).collect();
+    let manifest = manifest(events, &calls, opts, &mut notes)?;
+    let case = json!({
+        "id": opts.id,
+        "description": format!("Incident reconstructed from {} by stateval reconstruct", opts.source),
+        "tags": ["incident"],
+        "agent": opts.agent,
+        "turns": turns,
+        "recordings": [opts.recording_path],
+        "expect": [{"target": "tool_sequence", "matcher": {"exact": tool_sequence},
+                    "description": "the incident's tool sequence, as the trace recorded it"}],
+    });
+    Ok(Incident { case, recording: closed, manifest, notes, tool_sequence })
+}
+
+/// Does another model call follow `e` in its turn?
+fn events_after_in_turn(events: &[Event], e: &Event) -> bool {
+    events
+        .iter()
+        .skip_while(|n| n.seq <= e.seq)
+        .take_while(|n| n.kind != Kind::TurnStarted)
+        .any(|n| n.kind == Kind::ModelCalled && n.turn == e.turn)
+}
+
+/// One recording line from a `model_called` event.
+fn recorded_response(e: &Event, turn: usize, step: u32, notes: &mut Vec<String>) -> Result<Value, String> {
+    let response = e.get("response");
+    let content = match response.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let mut calls = Vec::new();
+    for (j, call) in response.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        let name = call.get("name").and_then(Value::as_str).unwrap_or_default();
+        if !valid_tool_name(name) {
+            return Err(format!(
+                "event seq {}: tool name {name:?} cannot be a fixture tool (letters, digits, '_', '.', '-', at most 64)",
+                e.seq
+            ));
+        }
+        let args = match call.get("args") {
+            Some(Value::Object(map)) => Value::Object(map.clone()),
+            None | Some(Value::Null) => {
+                notes.push(format!("event seq {}: the arguments of {name} were not captured; replayed as {{}}", e.seq));
+                json!({})
+            }
+            Some(other) => {
+                return Err(format!(
+                    "event seq {}: the arguments of {name} are not a JSON object ({}); a recording replays object \
+                     arguments only",
+                    e.seq,
+                    truncate(&other.to_string())
+                ));
+            }
+        };
+        let mut line = json!({"name": name, "args": args});
+        if let Some(id) = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            line["id"] = json!(id);
+        } else {
+            line["id"] = json!(format!("call-{turn}-{step}-{j}"));
+        }
+        calls.push(line);
+    }
+    let mut out = json!({"turn": turn, "step": step, "response": {"content": content}});
+    if !calls.is_empty() {
+        out["response"]["tool_calls"] = Value::Array(calls);
+    }
+    if let Some(usage) = e.get("usage").as_object() {
+        let get = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+        out["usage"] = json!({"input_tokens": get("input_tokens"), "output_tokens": get("output_tokens")});
+    }
+    if let Some(ms) = e.get("latency_ms").as_u64() {
+        out["latency_ms"] = json!(ms);
+    }
+    Ok(out)
+}
+
+/// The fixture manifest: recorded outcomes keyed by arguments, on top of the profile's.
+fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<String>) -> Result<Value, String> {
+    let declared: BTreeMap<&str, &Value> = events
+        .first()
+        .and_then(|e| e.get("declared_tools").as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|t| Some((t.get("name")?.as_str()?, t)))
+        .collect();
+    // tool → [(args, outcome, seq)], in call order
+    let mut recorded: BTreeMap<String, Vec<(Value, Value, u64)>> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    let (mut unknown_error, mut absent_result) = (Vec::new(), Vec::new());
+    for e in calls {
+        let tool = e.str("tool").unwrap_or_default().to_string();
+        if BUILTIN_TOOLS.contains(&tool.as_str()) {
+            continue;
+        }
+        if !valid_tool_name(&tool) {
+            return Err(format!("event seq {}: tool name {tool:?} cannot be a fixture tool", e.seq));
+        }
+        let args = match e.get("args") {
+            Value::Null => json!({}),
+            Value::Object(m) => Value::Object(m.clone()),
+            other => {
+                return Err(format!(
+                    "event seq {}: the arguments of {tool} are not a JSON object ({}); fixtures are keyed by object \
+                     arguments",
+                    e.seq,
+                    truncate(&other.to_string())
+                ));
+            }
+        };
+        let is_error = e.get("is_error").as_bool();
+        if is_error.is_none() {
+            unknown_error.push(format!("{tool} (seq {})", e.seq));
+        }
+        if e.get("result").is_null() && super::writer::is_absent(&e.data, "/result") {
+            absent_result.push(format!("{tool} (seq {})", e.seq));
+        }
+        let outcome = json!({"result": e.get("result"), "is_error": is_error.unwrap_or(false)});
+        let list = recorded.entry(tool.clone()).or_default();
+        if !order.contains(&tool) {
+            order.push(tool.clone());
+        }
+        match list.iter().find(|(a, _, _)| json_eq(a, &args)) {
+            Some((_, first, first_seq)) if !json_eq(first, &outcome) => notes.push(format!(
+                "event seq {}: {tool} was called again with the arguments of seq {first_seq} but got a different \
+                 result; the fixture keys results by arguments and answers both with the first",
+                e.seq
+            )),
+            Some(_) => {}
+            None => list.push((args, outcome, e.seq)),
+        }
+    }
+    if !unknown_error.is_empty() {
+        notes.push(format!(
+            "the trace does not say whether these calls failed: {}; their fixtures say they did not",
+            unknown_error.join(", ")
+        ));
+    }
+    if !absent_result.is_empty() {
+        notes.push(format!(
+            "the trace did not capture the results of: {}; their fixtures return null",
+            absent_result.join(", ")
+        ));
+    }
+    let mut manifest = opts.base_manifest.clone().unwrap_or_else(|| {
+        json!({"description": format!("Fixture tool responses of incident {}, from {}", opts.id, opts.source), "tools": []})
+    });
+    let tools = manifest
+        .get_mut("tools")
+        .and_then(Value::as_array_mut)
+        .ok_or("the profile's tool manifest has no tools array")?;
+    for name in order {
+        let responses: Vec<Value> = recorded[&name]
+            .iter()
+            .map(|(args, outcome, _)| {
+                let mut r = Map::new();
+                r.insert("args".into(), args.clone());
+                r.insert("result".into(), outcome["result"].clone());
+                r.insert("is_error".into(), outcome["is_error"].clone());
+                Value::Object(r)
+            })
+            .collect();
+        match tools.iter_mut().find(|t| t.get("name").and_then(Value::as_str) == Some(name.as_str())) {
+            Some(spec) => {
+                // recorded answers first (the sandbox takes the first match), then the
+                // profile's own for arguments the trace never used
+                let own: Vec<Value> = spec
+                    .get("responses")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| !responses.iter().any(|n| json_eq(&n["args"], r.get("args").unwrap_or(&Value::Null))))
+                    .cloned()
+                    .collect();
+                spec["responses"] = Value::Array(responses.into_iter().chain(own).collect());
+            }
+            None => {
+                if opts.base_manifest.is_some() {
+                    notes.push(format!(
+                        "tool {name} is not in the profile's manifest; it is added with the recorded responses"
+                    ));
+                }
+                let description = declared
+                    .get(name.as_str())
+                    .and_then(|t| t.get("description"))
+                    .and_then(Value::as_str)
+                    .map_or_else(|| format!("Imported from {}", opts.source), str::to_string);
+                tools.push(json!({"name": name, "description": description, "responses": responses}));
+            }
+        }
+    }
+    Ok(manifest)
+}
+
+fn truncate(text: &str) -> String {
+    match text.char_indices().nth(60) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
+/// One side of a divergence: an event of one of the two logs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Marker {
+    pub seq: u64,
+    pub turn: Option<u32>,
+    pub kind: Kind,
+    /// What the event says, briefly (`tool_executed transfer {"to":"bob"}`).
+    pub summary: String,
+}
+
+impl fmt::Display for Marker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let turn = self.turn.map_or_else(|| "-".to_string(), |t| t.to_string());
+        write!(f, "seq {} (turn {turn}, {}): {}", self.seq, self.kind, self.summary)
+    }
+}
+
+/// Where a replay first left the trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Divergence {
+    /// The trace's event at that point (`None`: the trace had ended).
+    pub expected: Option<Marker>,
+    /// The replay's event at that point (`None`: the replay had ended).
+    pub actual: Option<Marker>,
+    pub reason: String,
+}
+
+impl fmt::Display for Divergence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let side =
+            |m: &Option<Marker>| m.as_ref().map_or_else(|| "nothing (the log had ended)".into(), |m| m.to_string());
+        write!(f, "{}\n  trace:  {}\n  replay: {}", self.reason, side(&self.expected), side(&self.actual))
+    }
+}
+
+/// Does this event decide or reveal the path the agent took?
+fn compared(e: &Event) -> bool {
+    match e.kind {
+        Kind::TurnStarted | Kind::ToolExecuted | Kind::ReplayDiverged => true,
+        Kind::PolicyDecided => e.str("verdict") == Some("deny"),
+        Kind::ApprovalResolved => e.get("approved") == &Value::Bool(false),
+        Kind::Error => e.str("kind") != Some(WARNING_KIND),
+        _ => false,
+    }
+}
+
+fn marker(e: &Event) -> Marker {
+    let summary = match e.kind {
+        Kind::TurnStarted => format!("turn {}", e.turn.map_or_else(|| "?".into(), |t| t.to_string())),
+        Kind::ToolExecuted => format!("{} {}", e.str("tool").unwrap_or("?"), truncate(&e.get("args").to_string())),
+        Kind::PolicyDecided => {
+            format!("{} denied by rule {}", e.str("tool").unwrap_or("?"), e.get("rule"))
+        }
+        Kind::ApprovalResolved => format!("approval refused by {}", e.str("by").unwrap_or("?")),
+        Kind::ReplayDiverged => e.str("reason").unwrap_or("").to_string(),
+        Kind::Error => format!("{}: {}", e.str("kind").unwrap_or("error"), truncate(e.str("message").unwrap_or(""))),
+        _ => String::new(),
+    };
+    Marker { seq: e.seq, turn: e.turn, kind: e.kind, summary }
+}
+
+/// The first path-deciding event where `actual` (a replay) leaves `expected` (the
+/// trace), or `None` when they agree: same turns, same tools with canonically equal
+/// arguments in the same order, and no denial, refusal, divergence or error on one side
+/// only.
+pub fn first_divergence(expected: &[Event], actual: &[Event]) -> Option<Divergence> {
+    let exp: Vec<&Event> = expected.iter().filter(|e| compared(e)).collect();
+    let act: Vec<&Event> = actual.iter().filter(|e| compared(e)).collect();
+    for i in 0..exp.len().max(act.len()) {
+        let (e, a) = (exp.get(i).copied(), act.get(i).copied());
+        let reason = match (e, a) {
+            (Some(e), Some(a)) if e.kind != a.kind => {
+                format!("the replay has {} where the trace has {}", a.kind, e.kind)
+            }
+            (Some(e), Some(a)) if e.kind == Kind::ToolExecuted && e.str("tool") != a.str("tool") => format!(
+                "the replay called {} where the trace called {}",
+                a.str("tool").unwrap_or("?"),
+                e.str("tool").unwrap_or("?")
+            ),
+            (Some(e), Some(a)) if e.kind == Kind::ToolExecuted && !json_eq(e.get("args"), a.get("args")) => {
+                format!("{} was called with different arguments", e.str("tool").unwrap_or("?"))
+            }
+            (Some(_), Some(_)) => continue,
+            (Some(e), None) => format!("the replay ended before the trace's {}", e.kind),
+            (None, Some(a)) => format!("the replay goes on past the trace with {}", a.kind),
+            (None, None) => continue,
+        };
+        return Some(Divergence { expected: e.map(marker), actual: a.map(marker), reason });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::writer::LogWriter;
+
+    fn log(events: &[(Option<u32>, Kind, Value)]) -> Vec<Event> {
+        let mut w = LogWriter::new(Vec::new());
+        events.iter().map(|(turn, k, d)| w.append(*turn, 0, *k, d.clone()).unwrap()).collect()
+    }
+
+    fn trace() -> Vec<Event> {
+        log(&[
+            (None, Kind::RunStarted, json!({"declared_tools": [{"name": "lookup", "description": "Find a payee"}]})),
+            (Some(0), Kind::TurnStarted, json!({"turn": 0, "input": "pay bob"})),
+            (
+                Some(0),
+                Kind::ModelCalled,
+                json!({"response": {"content": "", "tool_calls": [
+                {"id": "c1", "name": "lookup", "args": {"who": "bob"}}, {"id": "c2", "name": "pay", "args": {"to": "bob"}}]}}),
+            ),
+            (
+                Some(0),
+                Kind::ToolExecuted,
+                json!({"tool": "lookup", "args": {"who": "bob"}, "result": {"ok": 1}, "is_error": false}),
+            ),
+            (
+                Some(0),
+                Kind::ToolExecuted,
+                json!({"tool": "pay", "args": {"to": "bob"}, "result": "limit", "is_error": true}),
+            ),
+            (Some(0), Kind::Error, json!({"kind": WARNING_KIND, "message": "turn 0 ends without a model answer"})),
+            (Some(1), Kind::TurnStarted, json!({"turn": 1, "input": null, "absent": ["/input"]})),
+            (Some(1), Kind::ModelCalled, json!({"response": {"content": "Done.", "tool_calls": []}})),
+            (None, Kind::RunCompleted, json!({"status": "imported"})),
+        ])
+    }
+
+    fn opts() -> Options<'static> {
+        Options { id: "inc-1", agent: "incident", recording_path: "r.jsonl", source: "t.json", base_manifest: None }
+    }
+
+    #[test]
+    fn a_trace_becomes_a_case_a_recording_closed_per_turn_and_keyed_fixtures() {
+        let incident = build(&trace(), &opts()).unwrap();
+        assert_eq!(incident.case["turns"], json!(["pay bob", ABSENT_INPUT]));
+        assert_eq!(incident.tool_sequence, ["lookup", "pay"]);
+        // turn 0 ended on tool calls: an empty answer closes it before turn 1's response
+        let positions: Vec<(u64, u64)> =
+            incident.recording.iter().map(|l| (l["turn"].as_u64().unwrap(), l["step"].as_u64().unwrap())).collect();
+        assert_eq!(positions, [(0, 0), (0, 1), (1, 0)]);
+        let pay = &incident.manifest["tools"][1];
+        assert_eq!(pay["responses"][0], json!({"args": {"to": "bob"}, "result": "limit", "is_error": true}));
+        assert_eq!(incident.manifest["tools"][0]["description"], json!("Find a payee"));
+        assert!(incident.notes.iter().any(|n| n.contains("placeholder")), "{:?}", incident.notes);
+    }
+
+    #[test]
+    fn identical_paths_do_not_diverge_and_a_denial_is_named_where_it_happens() {
+        let t = trace();
+        assert_eq!(first_divergence(&t, &t), None);
+        let replay = log(&[
+            (None, Kind::RunStarted, json!({})),
+            (Some(0), Kind::TurnStarted, json!({"turn": 0})),
+            (Some(0), Kind::ToolExecuted, json!({"tool": "lookup", "args": {"who": "bob"}})),
+            (Some(0), Kind::PolicyDecided, json!({"tool": "pay", "verdict": "deny", "rule": "limits"})),
+        ]);
+        let d = first_divergence(&t, &replay).unwrap();
+        let actual = d.actual.unwrap();
+        assert_eq!((actual.seq, actual.turn, actual.kind), (3, Some(0), Kind::PolicyDecided));
+        assert_eq!(d.expected.unwrap().seq, 4);
+        assert!(d.reason.contains("policy_decided"), "{}", d.reason);
+    }
+
+    #[test]
+    fn different_arguments_are_a_divergence_but_key_order_is_not() {
+        let a = log(&[(Some(0), Kind::ToolExecuted, json!({"tool": "f", "args": {"a": 1, "b": 2}}))]);
+        let b = log(&[(Some(0), Kind::ToolExecuted, json!({"tool": "f", "args": {"b": 2, "a": 1.0}}))]);
+        let c = log(&[(Some(0), Kind::ToolExecuted, json!({"tool": "f", "args": {"a": 2, "b": 2}}))]);
+        assert_eq!(first_divergence(&a, &b), None);
+        assert!(first_divergence(&a, &c).unwrap().reason.contains("different arguments"));
+    }
+
+    #[test]
+    fn arguments_that_are_not_an_object_cannot_be_replayed() {
+        let t = log(&[
+            (Some(0), Kind::TurnStarted, json!({"input": "x"})),
+            (Some(0), Kind::ModelCalled, json!({"response": {"tool_calls": [{"name": "f", "args": "{oops"}]}})),
+        ]);
+        let err = build(&t, &opts()).unwrap_err();
+        assert!(err.contains("event seq 1") && err.contains("not a JSON object"), "{err}");
+    }
+}
