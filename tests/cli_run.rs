@@ -456,3 +456,24 @@ fn verdicts_file_has_one_line_per_recorded_run() {
     // 13 cases with one run + 2 cases with two runs
     assert_eq!(lines_of(&verdicts).len(), 17);
 }
+
+#[test]
+fn under_on_divergence_warn_a_diverged_request_is_reported_and_the_run_goes_on() {
+    let p = Project::new();
+    let toml = p.read("pipeline/failing.toml").replace(r#"on_divergence = "fail""#, r#"on_divergence = "warn""#);
+    p.write("pipeline/failing.toml", &toml);
+    p.stateval(&["run", "pipeline/failing.toml", "--filter", "diverged-request"]).expect_code(0);
+    let report = p.json("reports/failing/report.json");
+    let run = &report["cases"][0]["runs"][0];
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["passed"], true);
+    let warning = run["warnings"][0].as_str().expect("a warning");
+    assert!(warning.starts_with("replay diverged at position 0: request hash blake3:"), "{warning}");
+    let log = p.log_files().into_iter().find(|l| l.contains("diverged-request")).unwrap();
+    let kinds: Vec<String> =
+        common::events_of(&p.read_bytes(&log)).iter().map(|e| e["kind"].as_str().unwrap().to_string()).collect();
+    assert!(
+        kinds.contains(&"replay_diverged".to_string()) && kinds.contains(&"turn_completed".to_string()),
+        "{kinds:?}"
+    );
+}
