@@ -73,6 +73,19 @@ pub struct PolicyRule {
     pub reason: Option<String>,
 }
 
+/// What happens to a tool the poisoning checks flag.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PoisonedTools {
+    /// Not offered to the model; a call to it is denied.
+    #[default]
+    Refuse,
+    /// Offered and callable, but its effects are not applied.
+    ReadOnly,
+    /// Flagged only (to measure what the mitigation prevents).
+    Allow,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalAnswer {
@@ -122,6 +135,10 @@ pub struct SafetyConfig {
     /// More prompt-injection regexes, beside the defaults, for untrusted tool results.
     #[serde(default)]
     pub injection_patterns: Vec<String>,
+}
+
+fn is_refuse(p: &PoisonedTools) -> bool {
+    *p == PoisonedTools::Refuse
 }
 
 fn yes() -> bool {
@@ -193,6 +210,9 @@ pub struct AgentProfile {
     pub approvals: BTreeMap<String, ApprovalAnswer>,
     #[serde(default)]
     pub safety: SafetyConfig,
+    /// What happens to tools the poisoning checks flag.
+    #[serde(default, skip_serializing_if = "is_refuse")]
+    pub poisoned_tools: PoisonedTools,
     pub price: Option<Price>,
     /// Per-call timeout in virtual ms; [`DEFAULT_TOOL_TIMEOUT_MS`] when absent. (Absent
     /// and default fields are not serialised, so profiles without faults keep the digest

@@ -139,8 +139,8 @@ fn run_id(pipeline: &Pipeline, cases: &[Case], agents: &BTreeMap<String, (Arc<Ma
 /// Options for [`execute`].
 pub struct Options {
     pub jobs: usize,
-    /// Only some cases were selected (`--filter`, `--tag`): tag gates without a
-    /// selected case are left out instead of failing on `min_cases`.
+    /// Only some cases were selected (`--filter`, `--tag`): `min_cases` bounds are not
+    /// applied, and tag gates without a selected case are left out.
     pub selective: bool,
 }
 
@@ -210,11 +210,17 @@ pub fn execute(
 
     let cases: Vec<CaseOutcome> = outcomes.into_iter().flatten().collect();
     rewrite_verdicts_in_order(&layout, &plan.run_id, &cases)?;
-    let mut gates = crate::gate::evaluate(&plan.pipeline.gates, &cases);
-    if options.selective {
-        // a selection leaves some tags without cases: those gates are not this run's to judge
+    let mut gates = if options.selective {
+        // a selection judges pass rates, not suite sizes: min_cases is the full run's
+        // guard, and tags the selection left without cases are not this run's to judge
+        let mut config = plan.pipeline.gates.clone();
+        config.default.iter_mut().chain(config.tags.values_mut()).for_each(|g| g.min_cases = None);
+        let mut gates = crate::gate::evaluate(&config, &cases);
         gates.retain(|g| g.scope == crate::gate::DEFAULT_SCOPE || g.cases > 0);
-    }
+        gates
+    } else {
+        crate::gate::evaluate(&plan.pipeline.gates, &cases)
+    };
     let case_refs: Vec<&Case> = plan.cases.iter().collect();
     let mut extras = serde_json::Map::new();
     let mut card_targets = BTreeMap::new();

@@ -9,6 +9,7 @@
 
 pub mod context;
 pub mod detectors;
+pub mod idempotency;
 pub mod memory;
 pub mod policy;
 pub mod recorder;
@@ -20,6 +21,7 @@ use crate::canon::{self, Digest};
 use crate::dataset::Case;
 use crate::event::fold::{self, Memory};
 use crate::event::{Kind, writer::WriteError};
+use crate::pipeline::profile::PoisonedTools;
 use crate::pipeline::{AgentProfile, ApprovalAnswer, OnDivergence, SafetyClass, Verdict};
 use crate::replay::{ModelProvider, ModelRequest, Recording, ReplayProvider};
 use crate::sandbox::{FaultKind, Manifest, Sandbox, Trust};
@@ -110,6 +112,10 @@ struct Loop<'a, 'p> {
     conversation: Conversation,
     memory: Memory,
     taint: taint::Taint,
+    idempotency: idempotency::IdempotencyStore,
+    /// Tools the poisoning checks flagged, and those refused under the profile.
+    poisoned: Vec<crate::sandbox::poisoning::Finding>,
+    refused: Vec<String>,
     system: Vec<u8>,
     tools: Vec<u8>,
     tool_tokens: u64,
@@ -133,10 +139,17 @@ impl<'a, 'p> Loop<'a, 'p> {
         let canonical = |v: &Value| {
             canon::to_canonical(v).map_err(|source| WriteError::Canon { seq: 0, kind: Kind::RunStarted, source })
         };
+        let poisoned = crate::sandbox::poisoning::scan(input.manifest, &[memory::WRITE, memory::READ]);
+        let refused: Vec<String> = match input.profile.poisoned_tools {
+            PoisonedTools::Refuse => poisoned.iter().map(|f| f.tool.clone()).collect(),
+            _ => Vec::new(),
+        };
+        // a refused tool is never offered to the model
         let mut tools: Vec<Value> = input
             .manifest
             .tools
             .iter()
+            .filter(|t| !refused.contains(&t.name))
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
             .collect();
         if let Value::Array(builtins) = memory::tool_descriptions() {
@@ -149,10 +162,20 @@ impl<'a, 'p> Loop<'a, 'p> {
             input,
             provider,
             rec,
-            sandbox: Sandbox::with_faults(input.manifest, &input.profile.faults, input.profile.timeout_ms()),
+            sandbox: {
+                let mut sandbox =
+                    Sandbox::with_faults(input.manifest, &input.profile.faults, input.profile.timeout_ms());
+                if input.profile.poisoned_tools == PoisonedTools::ReadOnly {
+                    poisoned.iter().for_each(|f| sandbox.set_read_only(&f.tool));
+                }
+                sandbox
+            },
+            poisoned,
+            refused,
             conversation: Conversation::default(),
             memory: Memory::new(),
             taint: taint::Taint::default(),
+            idempotency: idempotency::IdempotencyStore::default(),
             system_tokens: approx_tokens(&input.profile.system),
             tool_tokens: approx_tokens(std::str::from_utf8(&tools).unwrap_or_default()),
             system,
@@ -178,6 +201,23 @@ impl<'a, 'p> Loop<'a, 'p> {
                 "sandbox": self.sandbox.state(),
             }),
         )?;
+        let action = match self.input.profile.poisoned_tools {
+            PoisonedTools::Refuse => "refused",
+            PoisonedTools::ReadOnly => "downgraded to read-only",
+            PoisonedTools::Allow => "allowed (poisoned_tools = \"allow\")",
+        };
+        for finding in std::mem::take(&mut self.poisoned) {
+            // whatever a poisoned description says is attacker content: it taints like
+            // an untrusted result, so an argument lifted from it meets the taint rules
+            if let Some(spec) = self.input.manifest.tool(&finding.tool) {
+                self.taint.absorb(&json!(spec.description), 0);
+            }
+            self.rec.emit(
+                Kind::SecurityFlagged,
+                json!({"class": "tool_poisoning", "severity": "high", "source": 0, "tool": finding.tool,
+                       "detail": format!("tool {}: {}; {action}", finding.tool, finding.detail)}),
+            )?;
+        }
         let mut outcome = None;
         for (turn, text) in case.turns.iter().enumerate() {
             let turn = u32::try_from(turn).unwrap_or(u32::MAX);
@@ -339,7 +379,15 @@ impl<'a, 'p> Loop<'a, 'p> {
             spec.map_or(SafetyClass::Read, |s| s.safety_class())
         };
         let args_tainted = self.taint.touches(args);
-        let decision = policy::decide(&self.input.profile.policy, &policy::Proposal { tool, class, args_tainted });
+        let decision = if self.refused.iter().any(|r| r == tool) {
+            policy::Decision {
+                verdict: Verdict::Deny,
+                rule: "poisoned-tool".into(),
+                reason: "the tool failed the manifest poisoning checks and is refused".into(),
+            }
+        } else {
+            policy::decide(&self.input.profile.policy, &policy::Proposal { tool, class, args_tainted })
+        };
         self.rec.emit(
             Kind::PolicyDecided,
             json!({"call_id": call_id, "tool": tool, "verdict": decision.verdict.as_str(), "rule": decision.rule,
@@ -356,7 +404,27 @@ impl<'a, 'p> Loop<'a, 'p> {
         if memory::is_builtin(tool) {
             return self.memory_call(call_id, tool, args);
         }
-        let execution = self.sandbox.call(tool, args);
+        let idempotent = spec.is_some_and(|s| s.idempotent);
+        let (key, fixture_args) = if idempotent {
+            let scope = format!("{}/{}", self.input.case.id, self.input.run_index);
+            let (key, rest) = idempotency::key_and_args(&scope, self.rec.turn().unwrap_or(0), tool, args);
+            (Some(key), rest)
+        } else {
+            (None, args.clone())
+        };
+        if let Some(key) = &key
+            && let Some((result, first)) = self.idempotency.replay(key).cloned()
+        {
+            // the operation already happened: its result again, and no second effect
+            self.rec.emit(
+                Kind::ToolExecuted,
+                json!({"call_id": call_id, "tool": tool, "args": args, "result": result, "is_error": false,
+                       "fault": null, "duration_ms": 0, "deduplicated": true, "effect": null,
+                       "idempotency_key": key, "first_execution": first}),
+            )?;
+            return Ok(result);
+        }
+        let execution = self.sandbox.call(tool, &fixture_args);
         // virtual time: a hang costs the timeout, and nothing sleeps
         self.rec.advance(execution.duration_ms);
         let mut data = json!({"call_id": call_id, "tool": tool, "args": args, "result": execution.result,
@@ -368,7 +436,15 @@ impl<'a, 'p> Loop<'a, 'p> {
             data["injected"] = json!(injection.declared.to_string());
             data["timeout_ms"] = json!(injection.timeout_ms);
         }
+        if let Some(key) = &key {
+            data["idempotency_key"] = json!(key);
+        }
         let seq = self.rec.emit(Kind::ToolExecuted, data)?;
+        if let Some(key) = key
+            && !execution.is_error
+        {
+            self.idempotency.record(key, execution.result.clone(), seq);
+        }
         // a timeout or an injected error is our own text, not the tool's content
         let answered = execution.fault.as_ref().is_none_or(|f| f.kind == FaultKind::Slow);
         if answered && spec.is_some_and(|s| s.trust == Trust::Untrusted) {

@@ -68,6 +68,10 @@ impl Recorder {
         self.events.len() as u64
     }
 
+    pub fn turn(&self) -> Option<u32> {
+        self.turn
+    }
+
     pub fn set_turn(&mut self, turn: Option<u32>) {
         self.turn = turn;
     }

@@ -14,6 +14,7 @@
 
 pub mod fault;
 pub mod manifest;
+pub mod poisoning;
 
 use serde_json::{Value, json};
 
@@ -38,12 +39,20 @@ pub struct Sandbox<'m> {
     manifest: &'m Manifest,
     state: Value,
     faults: Injector,
+    /// Tools downgraded to read-only (poisoned, under `poisoned_tools = "read_only"`):
+    /// they answer, but their effects are not applied.
+    read_only: std::collections::BTreeSet<String>,
 }
 
 impl<'m> Sandbox<'m> {
+    /// Downgrade `tool` to read-only.
+    pub fn set_read_only(&mut self, tool: &str) {
+        self.read_only.insert(tool.to_string());
+    }
+
     /// A sandbox without faults.
     pub fn new(manifest: &'m Manifest) -> Self {
-        Sandbox { manifest, state: manifest.state.clone(), faults: Injector::default() }
+        Sandbox { manifest, state: manifest.state.clone(), faults: Injector::default(), read_only: Default::default() }
     }
 
     /// A sandbox that injects the manifest's faults and `profile_faults` (consulted
@@ -53,6 +62,7 @@ impl<'m> Sandbox<'m> {
             manifest,
             state: manifest.state.clone(),
             faults: Injector::new(profile_faults, &manifest.faults, timeout_ms),
+            read_only: Default::default(),
         }
     }
 
@@ -95,7 +105,11 @@ impl<'m> Sandbox<'m> {
         let Some(outcome) = outcome else {
             return error(format!("no fixture response for {tool} with these arguments"));
         };
-        let effect = outcome.effect.as_ref().map(|ops| substitute_args(&Value::Array(ops.clone()), args));
+        let effect = outcome
+            .effect
+            .as_ref()
+            .filter(|_| !self.read_only.contains(tool))
+            .map(|ops| substitute_args(&Value::Array(ops.clone()), args));
         if let Some(patch_value) = &effect {
             let applied = serde_json::from_value::<json_patch::Patch>(patch_value.clone())
                 .map_err(|e| e.to_string())

@@ -259,10 +259,14 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// Lines of pipeline/ci.toml about suites outside the core, and what the core copy has
 /// instead.
-const CI_NON_CORE_LINES: [(&str, &str); 3] = [
+const CI_NON_CORE_LINES: [(&str, &str); 4] = [
     (
-        r#"datasets = ["datasets/examples/*.jsonl", "datasets/long_horizon/*.jsonl"]"#,
+        r#"datasets = ["datasets/examples/*.jsonl", "datasets/long_horizon/*.jsonl", "datasets/security/*.jsonl"]"#,
         r#"datasets = ["datasets/examples/*.jsonl"]"#,
+    ),
+    (
+        "tags.security = { min_pass_rate = 1.0, min_cases = 9 }",
+        "tags.security = { min_pass_rate = 1.0, min_cases = 1 }",
     ),
     ("tags.long-horizon = { min_pass_rate = 1.0, min_cases = 3 }\n", ""),
     ("reliability = { \"reliability.overall\" = 0.9, \"consistency.outcome\" = 0.9 }\n", ""),

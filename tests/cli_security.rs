@@ -1,0 +1,89 @@
+//! The adversarial suite (`datasets/security/`) and proof that each mitigation is
+//! load-bearing: switched off in the profile or manifest, exactly its fixtures fail,
+//! while every negative control still passes.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::Project;
+
+/// Run the security suite; return (exit code, ids of failing cases).
+fn failing_security_cases(p: &Project) -> (i32, BTreeSet<String>) {
+    let out = p.stateval(&["run", "--filter", "*", "--tag", "security"]);
+    let report = p.json("reports/report.json");
+    let failed = report["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["passed"] == false && c["dataset"] == "security/suite")
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    (out.code, failed)
+}
+
+fn ids(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn with_every_mitigation_on_the_security_suite_passes() {
+    let p = Project::full();
+    let (code, failed) = failing_security_cases(&p);
+    assert_eq!((code, failed), (0, BTreeSet::new()));
+}
+
+#[test]
+fn without_the_poisoning_checks_the_poisoning_fixtures_fail() {
+    let p = Project::full();
+    let toml = p.read("pipeline/ci.toml").replace(r#"poisoned_tools = "refuse""#, r#"poisoned_tools = "allow""#);
+    p.write("pipeline/ci.toml", &toml);
+    let (code, failed) = failing_security_cases(&p);
+    assert_eq!(code, 1);
+    assert_eq!(failed, ids(&["poisoned-description-refused", "shadowing-tool-name-refused"]));
+}
+
+#[test]
+fn without_the_taint_rule_the_injection_fixtures_fail() {
+    let p = Project::full();
+    let rule = r#"  { id = "untrusted-recipient", tool = "transfer", when = "args_tainted", verdict = "deny", reason = "recipient comes from untrusted content" },
+]
+poisoned_tools = "refuse""#;
+    let toml = p.read("pipeline/ci.toml");
+    assert!(toml.contains(rule), "the bank profile's taint rule");
+    p.write("pipeline/ci.toml", toml.replace(rule, "]\npoisoned_tools = \"refuse\""));
+    let (code, failed) = failing_security_cases(&p);
+    assert_eq!(code, 1);
+    // the poisoned description's address is stopped by the same taint rule
+    assert_eq!(
+        failed,
+        ids(&["injected-payee-in-invoice-denied", "hidden-unicode-payee-denied", "poisoned-description-refused"])
+    );
+}
+
+#[test]
+fn without_idempotency_the_replay_fixtures_fail() {
+    let p = Project::full();
+    let manifest = p.read("fixtures/tools/bank.json");
+    assert_eq!(manifest.matches(r#""idempotent": true"#).count(), 1);
+    p.write("fixtures/tools/bank.json", manifest.replace(r#""idempotent": true"#, r#""idempotent": false"#));
+    let (code, failed) = failing_security_cases(&p);
+    assert_eq!(code, 1);
+    assert_eq!(failed, ids(&["replayed-transfer-deduplicated", "retried-transfer-in-one-turn-deduplicated"]));
+}
+
+#[test]
+fn a_deduplicated_execution_is_visible_in_the_log_with_its_key_and_first_execution() {
+    let p = Project::full();
+    p.stateval(&["run", "--filter", "replayed-transfer-deduplicated"]).expect_code(0);
+    let log = p.log_files().into_iter().find(|l| l.contains("replayed-transfer-deduplicated")).unwrap();
+    let events = common::events_of(&p.read_bytes(&log));
+    let executed: Vec<&serde_json::Value> = events.iter().filter(|e| e["kind"] == "tool_executed").collect();
+    assert_eq!(executed.len(), 2);
+    assert_eq!(executed[0]["data"]["deduplicated"], false);
+    assert_eq!(executed[1]["data"]["deduplicated"], true);
+    assert_eq!(executed[1]["data"]["idempotency_key"], "given:po-17");
+    assert_eq!(executed[1]["data"]["first_execution"], executed[0]["seq"]);
+    assert_eq!(executed[1]["data"]["effect"], serde_json::Value::Null);
+    assert_eq!(executed[1]["turn"], 1);
+}
