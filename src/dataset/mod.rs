@@ -40,6 +40,8 @@ pub struct Case {
     pub perturbation_column: usize,
     /// Tools the case needs; others are flagged by the data-minimisation detector.
     pub allowed_tools: Option<Vec<String>>,
+    /// Recorded human approval decisions (`true` = approved), by tool or safety class.
+    pub human_approvals: BTreeMap<String, bool>,
     /// Dataset name (`examples/treasury`).
     pub dataset: String,
     pub path: PathBuf,
@@ -102,6 +104,8 @@ struct RawCase {
     narrative: Option<Value>,
     perturbation: Option<Perturbation>,
     allowed_tools: Option<Vec<String>>,
+    #[serde(default)]
+    approvals: BTreeMap<String, String>,
 }
 
 /// A perturbed variant of another case (METRICS.md §6 robustness).
@@ -340,6 +344,7 @@ impl<'p> Loader<'p> {
             perturbation_column: line_col(line, locate(line, "/perturbation/of")).1,
             perturbation: raw.perturbation,
             allowed_tools: raw.allowed_tools,
+            human_approvals: raw.approvals.iter().map(|(k, v)| (k.clone(), v == "approve")).collect(),
             dataset: dataset.to_string(),
             path: path.to_path_buf(),
             display_path: self.pipeline.display(path),

@@ -22,6 +22,7 @@
 //! | `sandbox.<path>` | final fixture state |
 //! | `usage.input_tokens` / `usage.output_tokens` / `usage.model_calls` | summed usage |
 //! | `status` / `events.count` / `replay.divergences` | run status, event count, divergences |
+//! | `approvals` | `[{call_id, tool, route, approved, by, turn}]` (routes: auto, human, deny) |
 //! | `recovery.*` | fault marks and the times derived from them (see [`recovery`]) |
 
 pub mod envelope;
@@ -55,6 +56,7 @@ pub const ROOTS: &[&str] = &[
     "events",
     "replay",
     "recovery",
+    "approvals",
 ];
 
 /// Load-time check: the target parses and starts with a known root.
@@ -136,6 +138,24 @@ fn root(name: &str, events: &[Event]) -> Option<Value> {
         "status" => of(Kind::RunCompleted).next_back()?.get("status").clone(),
         "events" => json!({"count": events.len()}),
         "replay" => json!({"divergences": of(Kind::ReplayDiverged).count()}),
+        "approvals" => {
+            let mut requested: Vec<Value> = Vec::new();
+            for e in events {
+                match e.kind {
+                    Kind::ApprovalRequested => requested.push(
+                        json!({"call_id": e.get("call_id"), "tool": e.get("tool"), "route": e.get("route"), "turn": e.turn}),
+                    ),
+                    Kind::ApprovalResolved => {
+                        if let Some(r) = requested.iter_mut().rev().find(|r| r["call_id"] == *e.get("call_id")) {
+                            r["approved"] = e.get("approved").clone();
+                            r["by"] = e.get("by").clone();
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Value::Array(requested)
+        }
         "recovery" => recovery::root(events),
         _ => return None,
     })

@@ -89,8 +89,13 @@ pub enum PoisonedTools {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalAnswer {
+    /// Route `auto`: the profile approves.
     Approve,
+    /// Route `deny`: the profile refuses.
     Deny,
+    /// Route `human`: a person decides; replay takes the decision recorded in the case's
+    /// `approvals` (a case without one leaves the request unanswered, so denied).
+    Human,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -453,18 +453,31 @@ impl<'a, 'p> Loop<'a, 'p> {
         Ok(execution.result)
     }
 
+    /// Route an escalated call: `auto` (the profile approves), `human` (the case's
+    /// recorded decision; none recorded means nobody answered, so denied) or `deny`.
     fn approve(&mut self, call_id: &str, tool: &str, class: SafetyClass) -> Result<bool, WriteError> {
         let approvals = &self.input.profile.approvals;
-        let (answer, by) = match approvals
+        let configured = approvals
             .get(tool)
-            .map(|a| (a, tool))
-            .or_else(|| approvals.get(class.as_str()).map(|a| (a, class.as_str())))
-        {
-            Some((answer, key)) => (*answer, format!("profile:{key}")),
-            None => (ApprovalAnswer::Deny, "default-deny".to_string()),
+            .map(|a| (*a, tool))
+            .or_else(|| approvals.get(class.as_str()).map(|a| (*a, class.as_str())));
+        let (route, approved, by) = match configured {
+            Some((ApprovalAnswer::Approve, key)) => ("auto", true, format!("profile:{key}")),
+            Some((ApprovalAnswer::Deny, key)) => ("deny", false, format!("profile:{key}")),
+            Some((ApprovalAnswer::Human, _)) => {
+                let human = &self.input.case.human_approvals;
+                match human
+                    .get(tool)
+                    .map(|a| (*a, tool))
+                    .or_else(|| human.get(class.as_str()).map(|a| (*a, class.as_str())))
+                {
+                    Some((answer, key)) => ("human", answer, format!("human:{key}")),
+                    None => ("human", false, "human:unanswered".to_string()),
+                }
+            }
+            None => ("deny", false, "default-deny".to_string()),
         };
-        self.rec.emit(Kind::ApprovalRequested, json!({"call_id": call_id, "tool": tool, "route": "profile"}))?;
-        let approved = answer == ApprovalAnswer::Approve;
+        self.rec.emit(Kind::ApprovalRequested, json!({"call_id": call_id, "tool": tool, "route": route}))?;
         self.rec.emit(Kind::ApprovalResolved, json!({"call_id": call_id, "approved": approved, "by": by}))?;
         Ok(approved)
     }

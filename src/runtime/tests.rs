@@ -52,6 +52,7 @@ fn run(profile_toml: &str, manifest: &Manifest, recording: &Recording) -> Vec<Ev
         perturbation: None,
         perturbation_column: 0,
         allowed_tools: None,
+        human_approvals: Default::default(),
         dataset: "d".into(),
         path: PathBuf::from("d.jsonl"),
         display_path: "d.jsonl".into(),
