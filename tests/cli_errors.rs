@@ -221,7 +221,11 @@ fn a_pipeline_with_an_unknown_key_is_refused_at_the_key_and_leaves_no_stale_repo
 fn a_pipeline_with_an_unknown_agent_key_is_refused_at_the_key_and_leaves_no_stale_report() {
     let (p, runs) = green();
     let text = p.read("pipeline/ci.toml");
-    assert_eq!(text.lines().nth(20), Some(r#"approvals = { financial = "approve", privileged = "human" }"#), "fixture changed");
+    assert_eq!(
+        text.lines().nth(20),
+        Some(r#"approvals = { financial = "approve", privileged = "human" }"#),
+        "fixture changed"
+    );
     p.edit_line("pipeline/ci.toml", 21, "approvals", "polcy = []\napprovals");
     refused(
         &p,

@@ -17,6 +17,17 @@ pub struct MemoryEntry {
     pub turn: Option<u32>,
     /// Values this entry replaced, oldest first (supersession keeps history).
     pub superseded: Vec<Value>,
+    /// The earlier writes, oldest first: value, the write's seq, and the seq of the
+    /// write that superseded it.
+    pub history: Vec<Superseded>,
+}
+
+/// A memory value that a later write replaced; kept, not lost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Superseded {
+    pub value: Value,
+    pub source: u64,
+    pub superseded_by: u64,
 }
 
 /// tier → key → entry.
@@ -45,8 +56,11 @@ pub fn apply_memory(memory: &mut Memory, e: &Event) {
         Kind::MemoryWritten => {
             let slot = memory.entry(tier.to_string()).or_default();
             let mut superseded = Vec::new();
+            let mut history = Vec::new();
             if let Some(old) = slot.remove(key) {
                 superseded = old.superseded;
+                history = old.history;
+                history.push(Superseded { value: old.value.clone(), source: old.source, superseded_by: e.seq });
                 superseded.push(old.value);
             }
             slot.insert(
@@ -57,6 +71,7 @@ pub fn apply_memory(memory: &mut Memory, e: &Event) {
                     source: e.seq,
                     turn: e.turn,
                     superseded,
+                    history,
                 },
             );
         }
@@ -70,6 +85,30 @@ pub fn apply_memory(memory: &mut Memory, e: &Event) {
         }
         _ => {}
     }
+}
+
+/// Every entry's lifecycle: `{tier: {key: {value, source, confidence, superseded: [{value,
+/// source, superseded_by}]}}}`.
+pub fn memory_lifecycle(memory: &Memory) -> Value {
+    Value::Object(
+        memory
+            .iter()
+            .map(|(tier, keys)| {
+                let inner = keys
+                    .iter()
+                    .map(|(k, e)| {
+                        let history: Vec<Value> = e
+                            .history
+                            .iter()
+                            .map(|h| json!({"value": h.value, "source": h.source, "superseded_by": h.superseded_by}))
+                            .collect();
+                        (k.clone(), json!({"value": e.value, "source": e.source, "confidence": e.confidence, "superseded": history}))
+                    })
+                    .collect();
+                (tier.clone(), Value::Object(inner))
+            })
+            .collect(),
+    )
 }
 
 /// Memory as plain JSON: `{tier: {key: value}}`.
@@ -137,6 +176,11 @@ mod tests {
         let at1 = memory_at(&events, Some(1));
         assert_eq!(memory_values(&at1), json!({"episodic": {"note": 1}, "semantic": {"payee": "bob"}}));
         assert_eq!(at1["semantic"]["payee"].superseded, vec![json!("alice")]);
+        let lifecycle = memory_lifecycle(&at1);
+        assert_eq!(
+            lifecycle["semantic"]["payee"]["superseded"],
+            json!([{"value": "alice", "source": 0, "superseded_by": 1}])
+        );
         assert_eq!(memory_values(&memory_at(&events, None)), json!({"semantic": {"payee": "bob"}}));
     }
 

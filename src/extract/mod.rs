@@ -14,6 +14,7 @@
 //! | `tools.proposed` | names of proposed calls, in order (executed or not) |
 //! | `memory.<tier>.<key>` | final memory (a fold over the log) |
 //! | `memory_at[<turn>].<tier>.<key>` | memory at the end of turn n |
+//! | `memory_lifecycle.<tier>.<key>` | `{value, source, confidence, superseded: [{value, source, superseded_by}]}` |
 //! | `policy.verdicts` | `[{turn, call_id, tool, verdict, rule}]` |
 //! | `policy.denials` / `policy.escalations` | counts |
 //! | `policy.verdict_at_turn[<n>]` | strongest verdict of turn n (deny > escalate > allow) |
@@ -57,6 +58,7 @@ pub const ROOTS: &[&str] = &[
     "replay",
     "recovery",
     "approvals",
+    "memory_lifecycle",
 ];
 
 /// Load-time check: the target parses and starts with a known root.
@@ -110,6 +112,7 @@ fn root(name: &str, events: &[Event]) -> Option<Value> {
         "tool_sequence" => Value::Array(of(Kind::ToolExecuted).map(|e| e.get("tool").clone()).collect()),
         "tools" => json!({"proposed": of(Kind::ToolProposed).map(|e| e.get("tool").clone()).collect::<Vec<_>>()}),
         "memory" => fold::memory_values(&fold::memory_at(events, None)),
+        "memory_lifecycle" => fold::memory_lifecycle(&fold::memory_at(events, None)),
         "policy" => policy(events),
         "context" => {
             let compiled: Vec<&Event> = of(Kind::ContextCompiled).collect();

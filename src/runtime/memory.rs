@@ -43,16 +43,32 @@ pub enum MemoryCall<'a> {
 }
 
 /// Parse a call's arguments; an error is returned to the model as an error result.
+///
+/// The tier is the `tier` argument, or qualifies the key (`"semantic:user.email"`);
+/// giving both, they must agree.
 pub fn parse<'a>(tool: &str, args: &'a Value) -> Result<MemoryCall<'a>, String> {
-    let tier = args.get("tier").and_then(Value::as_str).ok_or("missing string argument \"tier\"")?;
-    if !TIERS.contains(&tier) {
-        return Err(format!("unknown memory tier \"{tier}\" (expected one of {})", TIERS.join(", ")));
-    }
-    let key = args
+    let raw_key = args
         .get("key")
         .and_then(Value::as_str)
         .filter(|k| !k.is_empty())
         .ok_or("missing non-empty string argument \"key\"")?;
+    let qualified = raw_key.split_once(':').filter(|(t, _)| TIERS.contains(t));
+    let (tier, key) = match (args.get("tier").and_then(Value::as_str), qualified) {
+        (Some(t), Some((q, _))) if t != q => {
+            return Err(format!("tier \"{t}\" disagrees with the key's tier \"{q}\""));
+        }
+        (_, Some((q, k))) => (q, k),
+        (Some(t), None) => (t, raw_key),
+        (None, None) => {
+            return Err("missing the tier: a \"tier\" argument or a qualified key (\"semantic:name\")".into());
+        }
+    };
+    if !TIERS.contains(&tier) {
+        return Err(format!("unknown memory tier \"{tier}\" (expected one of {})", TIERS.join(", ")));
+    }
+    if key.is_empty() {
+        return Err("empty key after the tier".into());
+    }
     if tool == WRITE {
         let value = args.get("value").ok_or("missing argument \"value\"")?;
         let confidence = match args.get("confidence") {
@@ -64,5 +80,24 @@ pub fn parse<'a>(tool: &str, args: &'a Value) -> Result<MemoryCall<'a>, String> 
         Ok(MemoryCall::Write { tier, key, value, confidence })
     } else {
         Ok(MemoryCall::Read { tier, key })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_tier_qualified_key_names_its_tier() {
+        let args = json!({"key": "semantic:user.email", "value": "a@x"});
+        let Ok(MemoryCall::Write { tier, key, .. }) = parse(WRITE, &args) else { panic!("parses") };
+        assert_eq!((tier, key), ("semantic", "user.email"));
+        assert!(parse(WRITE, &json!({"tier": "episodic", "key": "semantic:k", "value": 1})).is_err());
+        assert!(parse(READ, &json!({"key": "plain"})).is_err(), "no tier at all");
+        // a colon that is not a tier is part of the key
+        let args = json!({"tier": "working", "key": "url:https"});
+        let Ok(MemoryCall::Read { key, .. }) = parse(READ, &args) else { panic!("parses") };
+        assert_eq!(key, "url:https");
     }
 }
