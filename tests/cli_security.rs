@@ -87,3 +87,22 @@ fn a_deduplicated_execution_is_visible_in_the_log_with_its_key_and_first_executi
     assert_eq!(executed[1]["data"]["effect"], serde_json::Value::Null);
     assert_eq!(executed[1]["turn"], 1);
 }
+
+#[test]
+fn without_the_privileged_target_the_confused_deputy_fixtures_fail() {
+    let p = Project::full();
+    let toml = p.read("pipeline/ci.toml");
+    assert_eq!(toml.matches("privileged = true").count(), 1);
+    p.write("pipeline/ci.toml", toml.replace("privileged = true", "privileged = false"));
+    let (code, failed) = failing_security_cases(&p);
+    assert_eq!(code, 1);
+    assert_eq!(
+        failed,
+        ids(&["tainted-handoff-to-privileged-refused", "hidden-payee-laundered-through-handoff-refused"])
+    );
+    // the tainted payload now reaches the treasurer: the handoff is allowed
+    let log = p.log_files().into_iter().find(|l| l.contains("tainted-handoff-to-privileged-refused")).unwrap();
+    let events = common::events_of(&p.read_bytes(&log));
+    let handoff = events.iter().find(|e| e["kind"] == "handoff").expect("a handoff event");
+    assert_eq!((handoff["data"]["allowed"].as_bool(), handoff["data"]["taint"].as_bool()), (Some(true), Some(true)));
+}

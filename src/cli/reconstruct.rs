@@ -329,6 +329,7 @@ fn replay(pipeline: &Path, id: &str) -> Result<Vec<Event>, CliError> {
     let reference = case.recordings.first().ok_or_else(|| CliError::internal("the case has no recording"))?;
     let recording = reference.load().map_err(CliError::internal)?;
     let input = RunInput {
+        peers: Default::default(),
         case,
         run_index: 0,
         agent: &case.agent,

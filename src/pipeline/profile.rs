@@ -215,6 +215,13 @@ pub struct AgentProfile {
     pub approvals: BTreeMap<String, ApprovalAnswer>,
     #[serde(default)]
     pub safety: SafetyConfig,
+    /// Agent profiles this one may hand a task to (the built-in `handoff` tool).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handoffs: Vec<String>,
+    /// A privileged agent never receives a handoff whose payload carries untrusted
+    /// (tainted) content: the confused-deputy mitigation.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub privileged: bool,
     /// What happens to tools the poisoning checks flag.
     #[serde(default, skip_serializing_if = "is_refuse")]
     pub poisoned_tools: PoisonedTools,

@@ -309,6 +309,13 @@ fn run_case(
             manifest,
             recording: &recording,
             on_divergence: plan.pipeline.replay.on_divergence,
+            peers: plan
+                .pipeline
+                .agents
+                .iter()
+                .filter(|(name, _)| **name != case.agent)
+                .map(|(name, profile)| (name.as_str(), (profile, plan.agents[name].0.as_ref())))
+                .collect(),
         };
         let summary = BuiltinAgent.run_replay(&input, &mut rec).map_err(log_error)?;
         let (events, turn_offsets) = rec.finish().map_err(log_error)?;

@@ -9,11 +9,14 @@
 
 pub mod context;
 pub mod detectors;
+pub mod handoff;
 pub mod idempotency;
 pub mod memory;
 pub mod policy;
 pub mod recorder;
 pub mod taint;
+
+use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
@@ -38,6 +41,8 @@ pub struct RunInput<'a> {
     pub manifest: &'a Manifest,
     pub recording: &'a Recording,
     pub on_divergence: OnDivergence,
+    /// The other agent profiles of the pipeline, for handoffs: name → profile, manifest.
+    pub peers: BTreeMap<&'a str, (&'a AgentProfile, &'a Manifest)>,
 }
 
 /// How a run ended (`run_completed.status`).
@@ -113,6 +118,10 @@ struct Loop<'a, 'p> {
     memory: Memory,
     taint: taint::Taint,
     idempotency: idempotency::IdempotencyStore,
+    /// Running as the target of a handoff: the final answer is returned to the caller
+    /// instead of completing a user turn.
+    nested: bool,
+    answer: Option<String>,
     /// Tools the poisoning checks flagged, and those refused under the profile.
     poisoned: Vec<crate::sandbox::poisoning::Finding>,
     refused: Vec<String>,
@@ -155,6 +164,9 @@ impl<'a, 'p> Loop<'a, 'p> {
         if let Value::Array(builtins) = memory::tool_descriptions() {
             tools.extend(builtins);
         }
+        if !input.profile.handoffs.is_empty() {
+            tools.push(handoff::description(&input.profile.handoffs));
+        }
         let tools_value = Value::Array(tools);
         let system = canonical(&json!(input.profile.system))?;
         let tools = canonical(&tools_value)?;
@@ -172,6 +184,8 @@ impl<'a, 'p> Loop<'a, 'p> {
             },
             poisoned,
             refused,
+            nested: false,
+            answer: None,
             conversation: Conversation::default(),
             memory: Memory::new(),
             taint: taint::Taint::default(),
@@ -315,7 +329,11 @@ impl<'a, 'p> Loop<'a, 'p> {
             }
             self.push_message(assistant)?;
             if calls.is_empty() {
-                self.rec.emit(Kind::TurnCompleted, json!({"turn": turn, "response": recorded.response.content}))?;
+                if self.nested {
+                    self.answer = Some(recorded.response.content.clone());
+                } else {
+                    self.rec.emit(Kind::TurnCompleted, json!({"turn": turn, "response": recorded.response.content}))?;
+                }
                 return Ok(Ok(()));
             }
             for (call_id, tool, args) in calls {
@@ -404,6 +422,17 @@ impl<'a, 'p> Loop<'a, 'p> {
         if memory::is_builtin(tool) {
             return self.memory_call(call_id, tool, args);
         }
+        if tool == handoff::TOOL && !self.input.profile.handoffs.is_empty() {
+            // the handoff is itself a tool call, executed once the target has answered
+            let result = self.handoff(call_id, args, args_tainted)?;
+            let is_error = result.get("error").is_some();
+            self.rec.emit(
+                Kind::ToolExecuted,
+                json!({"call_id": call_id, "tool": tool, "args": args, "result": result, "is_error": is_error,
+                       "fault": null, "duration_ms": 0, "deduplicated": false, "effect": null}),
+            )?;
+            return Ok(result);
+        }
         let idempotent = spec.is_some_and(|s| s.idempotent);
         let (key, fixture_args) = if idempotent {
             let scope = format!("{}/{}", self.input.case.id, self.input.run_index);
@@ -451,6 +480,68 @@ impl<'a, 'p> Loop<'a, 'p> {
             self.taint.absorb(&execution.result, seq);
         }
         Ok(execution.result)
+    }
+
+    /// Hand a task to another agent profile. The target runs under its own policy,
+    /// tools and approvals (it inherits no authority); a privileged target refuses a
+    /// payload carrying untrusted content. The target's answer is the call's result.
+    fn handoff(&mut self, call_id: &str, args: &Value, tainted: bool) -> Result<Value, WriteError> {
+        let to = args.get("to").and_then(Value::as_str).unwrap_or_default().to_string();
+        let task = args.get("task").and_then(Value::as_str).unwrap_or_default().to_string();
+        let peer = self.input.peers.get(to.as_str()).copied();
+        let refusal = if !self.input.profile.handoffs.contains(&to) {
+            Some(format!("{to:?} is not among this agent's handoff targets"))
+        } else if peer.is_none() {
+            Some(format!("no agent profile named {to:?}"))
+        } else if tainted && peer.is_some_and(|(p, _)| p.privileged) {
+            Some(format!("the payload carries untrusted content and {to} is privileged"))
+        } else {
+            None
+        };
+        let payload_hash =
+            canon::canonical_digest(canon::Context::Content, &json!(task)).map(|d| d.to_string()).unwrap_or_default();
+        let seq = self.rec.emit(
+            Kind::Handoff,
+            json!({"call_id": call_id, "from": self.input.agent, "to": to, "allowed": refusal.is_none(),
+                   "payload_hash": payload_hash, "taint": tainted, "reason": refusal}),
+        )?;
+        let (Some((profile, manifest)), None) = (peer, &refusal) else {
+            if tainted {
+                self.rec.emit(
+                    Kind::SecurityFlagged,
+                    json!({"class": "confused_deputy", "severity": "high", "source": seq,
+                           "detail": format!("handoff to {to} refused: {}", refusal.clone().unwrap_or_default())}),
+                )?;
+            }
+            return Ok(json!({"error": format!("handoff refused: {}", refusal.unwrap_or_default())}));
+        };
+        let target = RunInput {
+            case: self.input.case,
+            run_index: self.input.run_index,
+            agent: &to,
+            profile,
+            profile_digest: self.input.profile_digest,
+            manifest,
+            recording: self.input.recording,
+            on_divergence: self.input.on_divergence,
+            peers: BTreeMap::new(),
+        };
+        let turn = self.rec.turn().unwrap_or(0);
+        let mut nested = Loop::new(&target, &mut *self.provider, &mut *self.rec)?;
+        nested.nested = true;
+        if tainted {
+            nested.taint.absorb(&json!(task), seq);
+        }
+        nested.conversation.user(&task).map_err(|source| WriteError::Canon { seq, kind: Kind::Handoff, source })?;
+        let outcome = nested.turn(turn)?;
+        let answer = nested.answer.take();
+        let warnings = std::mem::take(&mut nested.warnings);
+        self.warnings.extend(warnings);
+        Ok(match (outcome, answer) {
+            (Ok(()), Some(answer)) => json!({"agent": to, "answer": answer}),
+            (Err(stop), _) => json!({"error": format!("{to} did not finish: {}", stop.error)}),
+            (Ok(()), None) => json!({"error": format!("{to} gave no answer")}),
+        })
     }
 
     /// Route an escalated call: `auto` (the profile approves), `human` (the case's

@@ -68,6 +68,7 @@ fn run(profile_toml: &str, manifest: &Manifest, recording: &Recording) -> Vec<Ev
         manifest,
         recording,
         on_divergence: OnDivergence::Fail,
+        peers: Default::default(),
     };
     let mut rec = Recorder::new(Box::new(Vec::<u8>::new()));
     let summary = BuiltinAgent.run_replay(&input, &mut rec).unwrap();

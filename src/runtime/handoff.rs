@@ -1,0 +1,20 @@
+//! The built-in `handoff` tool: give a task to another agent profile.
+//!
+//! A handoff is a proposal like any call (policy decides first). Then: the target must
+//! be one of the caller's `handoffs`; a `privileged` target refuses a payload that
+//! carries untrusted (tainted) content — the confused-deputy mitigation, flagged as
+//! `security_flagged` class `confused_deputy`; and the target runs under its own
+//! policy, tools and approvals, inheriting no authority from the caller. Its model
+//! calls come from the same recording, in order, and its events sit in the same log
+//! after the `handoff` event.
+
+use serde_json::{Value, json};
+
+pub const TOOL: &str = "handoff";
+
+/// The tool as offered to a model whose profile may hand off to `targets`.
+pub fn description(targets: &[String]) -> Value {
+    json!({"name": TOOL, "description": "Hand a task to another agent and get its answer.",
+           "input_schema": {"type": "object", "required": ["to", "task"],
+                            "properties": {"to": {"enum": targets}, "task": {"type": "string"}}}})
+}
