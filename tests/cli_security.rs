@@ -67,6 +67,13 @@ fn without_idempotency_the_replay_fixtures_fail() {
     let manifest = p.read("fixtures/tools/bank.json");
     assert_eq!(manifest.matches(r#""idempotent": true"#).count(), 1);
     p.write("fixtures/tools/bank.json", manifest.replace(r#""idempotent": true"#, r#""idempotent": false"#));
+    // the suite pins its manifest: a changed one refuses to run until it is re-pinned
+    p.stateval(&["run", "--tag", "security"]).expect_code(2);
+    let validated = p.stateval(&["validate", "fixtures/tools/bank.json"]);
+    let digest = validated.stdout.trim().rsplit(' ').next().unwrap().to_string();
+    let toml = p.read("pipeline/ci.toml");
+    let pinned = toml.lines().find(|l| l.starts_with("tools_digest = ")).unwrap().to_string();
+    p.write("pipeline/ci.toml", toml.replace(&pinned, &format!("tools_digest = \"{digest}\"")));
     let (code, failed) = failing_security_cases(&p);
     assert_eq!(code, 1);
     assert_eq!(failed, ids(&["replayed-transfer-deduplicated", "retried-transfer-in-one-turn-deduplicated"]));

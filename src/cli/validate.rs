@@ -49,9 +49,12 @@ fn check(path: &Path, pipeline: &Path) -> Result<String, Vec<String>> {
             Err(RunnerError::Input(errors)) => Err(errors.iter().map(ToString::to_string).collect()),
             Err(e) => Err(vec![e.to_string()]),
         },
-        Some("json") => {
-            Manifest::load(path, &shown).map(|m| format!("tool manifest, {} tools", m.tools.len())).map_err(one)
-        }
+        Some("json") => Manifest::load(path, &shown)
+            .map(|m| {
+                let digest = m.digest.map(|d| d.to_string()).unwrap_or_default();
+                format!("tool manifest, {} tools, digest {digest}", m.tools.len())
+            })
+            .map_err(one),
         Some("jsonl") => {
             let text = std::fs::read_to_string(path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
             let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");

@@ -215,6 +215,10 @@ pub struct AgentProfile {
     pub approvals: BTreeMap<String, ApprovalAnswer>,
     #[serde(default)]
     pub safety: SafetyConfig,
+    /// Pin the tool manifest: its content digest must be this (`blake3:…`), so a
+    /// manifest changed behind the suite's back refuses to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools_digest: Option<String>,
     /// Agent profiles this one may hand a task to (the built-in `handoff` tool).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub handoffs: Vec<String>,

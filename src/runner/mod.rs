@@ -89,6 +89,16 @@ impl Plan {
                 }
                 None => Manifest::empty(),
             };
+            if let Some(pinned) = &profile.tools_digest {
+                let found = manifest.digest.map(|d| d.to_string()).unwrap_or_default();
+                if *pinned != found {
+                    errors.push(InputError::file(
+                        &pipeline.path,
+                        format!("agents.{name}: the tool manifest is pinned to {pinned} but is now {found}"),
+                    ));
+                    continue;
+                }
+            }
             let profile_json = serde_json::to_value(profile).map_err(|e| RunnerError::Internal(e.to_string()))?;
             let digest = canon::canonical_digest(Context::Content, &profile_json)
                 .map_err(|e| RunnerError::Internal(e.to_string()))?;
