@@ -14,5 +14,6 @@
 mod align;
 pub mod diff;
 pub mod normalize;
+pub mod render;
 
 pub use diff::{Class, Diff, Difference, diff};
