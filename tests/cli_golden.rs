@@ -1,14 +1,20 @@
 //! Golden traces end to end: `stateval run --bless` writes them, `stateval run` compares
-//! every run with its golden, and `stateval diff` explains a difference.
+//! every run with its golden, `stateval diff` explains a difference, and the goldens
+//! checked in under `goldens/` match what the example datasets do today.
 
 mod common;
 
-use common::{Project, differing};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use common::{CI_CASES, Project, copy_dir, differing};
 use serde_json::Value;
 
 /// Goldens the CI pipeline writes: 11 cases, two of them with 2 recorded runs.
 const CI_GOLDENS: usize = 13;
 const PAY_ALICE_GOLDEN: &str = "goldens/examples/treasury/pay-known-payee.0.jsonl";
+/// The command that re-blesses the checked-in goldens (README, failure messages).
+const REBLESS: &str = "cargo run -- run --bless";
 
 /// Every `golden` check of the last run: (case, k, passed, reason).
 fn golden_checks(p: &Project) -> Vec<(String, u64, bool, String)> {
@@ -203,4 +209,24 @@ fn diff_exits_0_for_identical_logs_1_for_different_ones_and_2_for_one_that_does_
     bad.expect_code(2);
     assert!(bad.stderr.contains("actual log does not verify: edited.jsonl:1: event seq 0"), "{}", bad.stderr);
     p.stateval(&["diff", "missing.jsonl", other]).expect_code(2);
+}
+
+/// The goldens checked in under `goldens/` are what the example datasets do today.
+/// After an intended change of behaviour, re-bless them (`cargo run -- run --bless`)
+/// and review the diff of `goldens/` in the PR.
+#[test]
+fn the_checked_in_goldens_cover_every_example_run_and_match_a_fresh_run() {
+    let p = Project::new();
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("goldens"), &p.join("goldens"));
+    let out = p.stateval(&["run"]);
+    let checks = golden_checks(&p);
+    let stale: Vec<String> =
+        checks.iter().filter(|c| !c.3.starts_with("identical")).map(|c| format!("{}.{}: {}", c.0, c.1, c.3)).collect();
+    assert!(stale.is_empty(), "goldens/ is stale; if the change is intended, re-bless with `{REBLESS}`:\n{stale:#?}");
+    out.expect_code(0);
+    let cases: BTreeSet<&str> = checks.iter().map(|c| c.0.as_str()).collect();
+    assert_eq!(cases, CI_CASES.into_iter().collect::<BTreeSet<&str>>());
+    // and every golden there is a run of an example case
+    let goldens: Vec<String> = p.files_under("goldens").into_iter().filter(|f| f.ends_with(".jsonl")).collect();
+    assert_eq!(goldens.len(), checks.len(), "goldens/ holds a golden of no run: {goldens:#?}");
 }
