@@ -17,6 +17,8 @@ pub mod event;
 pub mod extract;
 /// Per-tag gates over case verdicts.
 pub mod gate;
+/// Golden traces: normalisation, structural diff and first divergence, bless.
+pub mod golden;
 /// Matchers and assertion grading: the one assertion grammar.
 pub mod grade;
 /// Foreign traces (OpenAI, Anthropic, OTel GenAI, MCP, envelope) → event logs and incident cases.

@@ -146,7 +146,8 @@ fn the_case_that_never_recovers_fails_on_its_recovery_assertion_and_nothing_else
             ("tool_calls[1].fault", true),
             ("recovery.detections", true),
             ("recovery.time_to_detection_ms", true),
-            ("recovery.recovered", false)
+            ("recovery.recovered", false),
+            ("golden", true)
         ]
     );
     // the default 30 s timeout, twice: the mirror is wedged by the pipeline, not the manifest

@@ -1,5 +1,6 @@
 //! Command-line interface: clap definitions and one file per subcommand.
 
+mod diff;
 mod import;
 mod metric;
 mod reconstruct;
@@ -72,6 +73,8 @@ enum Command {
     Validate(validate::Args),
     /// Verify event logs: canonical form and hash chain; names the first bad event.
     Verify(verify::Args),
+    /// Compare two event logs: the first divergent event and every difference, classified.
+    Diff(diff::Args),
     /// Print the JSON Schema of an input format (case, recording, tools, pipeline, event).
     Schema(schema::Args),
     /// Rebuild the run catalog from the log files alone.
@@ -101,6 +104,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Diff(args) => diff::run(args),
         Command::Schema(args) => schema::run(args),
         Command::Reindex(args) => reindex::run(args),
         Command::Metric(args) => metric::run(args),

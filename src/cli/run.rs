@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{CliError, Exit};
+use stateval::golden;
 use stateval::pipeline::Pipeline;
 use stateval::report;
 use stateval::runner::{self, Options, Plan, RunnerError, Selection};
@@ -23,9 +24,28 @@ pub struct Args {
     /// Cases run at once (default: the pipeline's `jobs`, else the number of cores).
     #[arg(long, short)]
     jobs: Option<usize>,
+    /// Write each run's log as its golden (`<goldens>/<dataset>/<case>.<k>.jsonl`)
+    /// instead of comparing with it. Refused under CI (`CI` set) unless
+    /// `--allow-bless-in-ci`: goldens are reviewed in a PR, never rewritten by CI.
+    #[arg(long)]
+    bless: bool,
+    /// Let `--bless` run where the environment says CI.
+    #[arg(long, requires = "bless")]
+    allow_bless_in_ci: bool,
+}
+
+/// `CI` as CI services set it (`true`, or `1`): set and not `false`/`0`/empty.
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false"))
 }
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
+    if args.bless && in_ci() && !args.allow_bless_in_ci {
+        return Err(CliError::invalid(
+            "refusing to bless goldens under CI (CI is set): goldens change in a reviewed commit, \
+             not in a CI job; pass --allow-bless-in-ci to do it anyway",
+        ));
+    }
     let filter = args
         .filter
         .as_deref()
@@ -33,7 +53,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .transpose()
         .map_err(|e| CliError::invalid(format!("--filter: {e}")))?;
     let selection = Selection { filter, tags: args.tags };
-    let plan = match Plan::load(&args.pipeline, &selection) {
+    let mut plan = match Plan::load(&args.pipeline, &selection) {
         Ok(plan) => plan,
         Err(e) => {
             remove_stale_reports(&args.pipeline);
@@ -43,6 +63,9 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     if plan.cases.is_empty() {
         remove_stale_reports(&args.pipeline);
         return Err(CliError::invalid("no case matches the selection: nothing to run"));
+    }
+    if args.bless {
+        plan.goldens.mode = golden::Mode::Bless;
     }
     let jobs = args
         .jobs
@@ -78,6 +101,9 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     for path in written {
         super::out(format!("report: {}", plan.pipeline.display(&path)));
     }
+    if args.bless {
+        super::out(bless_summary(&plan.goldens));
+    }
     Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
 }
 
@@ -98,4 +124,12 @@ fn remove_stale_reports(pipeline: &std::path::Path) {
             let _ = std::fs::remove_file(base.join(rel));
         }
     }
+}
+
+/// `goldens: 13 blessed in goldens/ (2 created, 1 updated, 10 unchanged)`.
+fn bless_summary(goldens: &golden::Goldens) -> String {
+    let counts = goldens.blessed();
+    let total: usize = counts.iter().map(|(_, n)| n).sum();
+    let parts: Vec<String> = counts.iter().map(|(how, n)| format!("{n} {}", how.as_str())).collect();
+    format!("goldens: {total} blessed in {}/ ({})", goldens.shown.trim_end_matches('/'), parts.join(", "))
 }

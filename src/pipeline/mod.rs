@@ -33,6 +33,8 @@ pub struct Pipeline {
     pub gates: GatesConfig,
     #[serde(default)]
     pub report: ReportConfig,
+    #[serde(default)]
+    pub goldens: GoldensConfig,
     /// Where the file was read from (not part of the TOML).
     #[serde(skip)]
     pub path: PathBuf,
@@ -50,19 +52,31 @@ pub struct PipelineSection {
     pub name: String,
     pub datasets: Vec<String>,
     pub base: Option<String>,
-    #[serde(default = "default_goldens")]
-    pub goldens: String,
+    /// Shorthand for `[goldens] dir`.
+    pub goldens: Option<String>,
     #[serde(default = "default_store")]
     pub store: String,
     pub jobs: Option<usize>,
 }
 
-fn default_goldens() -> String {
-    "goldens".into()
-}
 fn default_store() -> String {
     ".stateval".into()
 }
+
+/// `[goldens]`: where golden traces live and whether every run must have one.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoldensConfig {
+    /// Directory of `<dataset>/<case>.<k>.jsonl` goldens (default `goldens`; the older
+    /// `[pipeline] goldens = "…"` says the same, and only one of the two may be given).
+    pub dir: Option<String>,
+    /// A run without a golden fails its case (default: it passes, reported as such).
+    #[serde(default)]
+    pub required: bool,
+}
+
+/// Where goldens live when the pipeline does not say.
+pub const DEFAULT_GOLDENS: &str = "goldens";
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -147,6 +161,12 @@ impl Pipeline {
             let (line, col) = locate_toml(text, "/gates");
             InputError::new(path, line, col, e.to_string())
         })?;
+        if pipeline.pipeline.goldens.is_some() && pipeline.goldens.dir.is_some() {
+            let (line, col) = locate_toml(text, "/pipeline/goldens");
+            let message =
+                "pipeline.goldens: the goldens directory is given twice; keep [goldens] dir and drop this line";
+            return Err(InputError::new(path, line, col, message.to_string()));
+        }
         pipeline.report.validate().map_err(|e| {
             let (line, col) = locate_toml(text, "/report");
             InputError::new(path, line, col, e.to_string())
@@ -165,7 +185,8 @@ impl Pipeline {
     }
 
     pub fn goldens_dir(&self) -> PathBuf {
-        self.base.join(&self.pipeline.goldens)
+        let dir = self.goldens.dir.as_deref().or(self.pipeline.goldens.as_deref()).unwrap_or(DEFAULT_GOLDENS);
+        self.base.join(dir)
     }
 
     /// Resolve a path written in the pipeline or a dataset.
@@ -358,6 +379,31 @@ mod tests {
         {
             assert_eq!(pattern.is_match(spelling), spelling.parse::<crate::sandbox::Fault>().is_ok(), "{spelling:?}");
         }
+    }
+
+    #[test]
+    fn goldens_default_to_the_goldens_directory_and_are_optional() {
+        let p = Pipeline::parse(Path::new("pipeline/ci.toml"), MINIMAL).unwrap();
+        assert_eq!(p.goldens_dir(), PathBuf::from("./goldens"));
+        assert!(!p.goldens.required);
+    }
+
+    #[test]
+    fn the_goldens_table_and_the_older_pipeline_key_both_name_the_directory() {
+        let table = format!("{MINIMAL}[goldens]\ndir = \"traces\"\nrequired = true\n");
+        let p = Pipeline::parse(Path::new("pipeline/ci.toml"), &table).unwrap();
+        assert_eq!((p.goldens_dir(), p.goldens.required), (PathBuf::from("./traces"), true));
+        let shorthand = MINIMAL.replace("[pipeline]\n", "[pipeline]\ngoldens = \"old\"\n");
+        let p = Pipeline::parse(Path::new("pipeline/ci.toml"), &shorthand).unwrap();
+        assert_eq!(p.goldens_dir(), PathBuf::from("./old"));
+    }
+
+    #[test]
+    fn a_goldens_directory_given_twice_is_refused_at_the_older_key() {
+        let both = "[pipeline]\nname = \"ci\"\ngoldens = \"a\"\ndatasets = [\"d\"]\n[goldens]\ndir = \"b\"\n";
+        let err = Pipeline::parse(Path::new("p.toml"), both).unwrap_err();
+        assert_eq!(err.line, 3, "{err}");
+        assert!(err.message.contains("given twice"), "{err}");
     }
 
     #[test]

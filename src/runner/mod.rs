@@ -67,6 +67,8 @@ pub struct Plan {
     pub agents: BTreeMap<String, (Arc<Manifest>, Digest)>,
     /// Content-derived: the same inputs give the same id.
     pub run_id: String,
+    /// Where each run's golden is, and whether runs are compared with it or bless it.
+    pub goldens: crate::golden::Goldens,
 }
 
 impl Plan {
@@ -116,7 +118,8 @@ impl Plan {
         }
         let cases: Vec<Case> = cases.into_iter().filter(|c| selection.keeps(c)).collect();
         let run_id = run_id(&pipeline, &cases, &agents);
-        Ok(Plan { pipeline, cases, agents, run_id })
+        let goldens = crate::golden::Goldens::from_pipeline(&pipeline);
+        Ok(Plan { pipeline, cases, agents, run_id, goldens })
     }
 
     pub fn layout(&self) -> Layout {
@@ -330,6 +333,9 @@ fn run_case(
         let summary = BuiltinAgent.run_replay(&input, &mut rec).map_err(log_error)?;
         let (events, turn_offsets) = rec.finish().map_err(log_error)?;
         let checks = crate::grade::grade(log_expect.iter().copied(), &events);
+        let golden = plan.goldens.check(&case.dataset, &case.id, k, &events, &plan.pipeline.display(&path));
+        let checks: Vec<_> =
+            checks.into_iter().chain([golden.map_err(|e| RunnerError::Internal(e.to_string()))?]).collect();
         let passed = summary.status == RunStatus::Completed && checks.iter().all(|c| c.passed);
         if !case.blocks.is_empty() {
             envelopes.push(crate::extract::envelope::envelope(&events, passed));

@@ -1,0 +1,155 @@
+//! Golden traces (DESIGN.md §8): a run's log, kept as the expected behaviour of a case.
+//!
+//! `goldens/<dataset>/<case>.<k>.jsonl` is run k's log in golden form ([`normalize`]).
+//! `stateval run` compares every run with its golden and adds one check, named
+//! `golden`, to the run: identical passes; a difference fails the case with the first
+//! divergent event in its reason ([`diff`], [`render`]); a missing golden passes as
+//! "no golden" unless the pipeline sets `[goldens] required = true`. With `--bless`
+//! the run's log is written as its golden instead ([`bless`]).
+//!
+//! A golden is read like any log: it must verify. One edited by hand fails the case
+//! with the verifier's finding, because a golden that no longer verifies cannot say
+//! what was expected.
+
+mod align;
+pub mod bless;
+pub mod diff;
+pub mod normalize;
+pub mod render;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::json;
+
+use crate::event::Event;
+use crate::event::verify::verify_bytes;
+use crate::event::writer::WriteError;
+use crate::pipeline::Pipeline;
+use crate::runner::outcome::Check;
+pub use bless::Written;
+pub use diff::{Class, Diff, Difference, diff};
+
+/// The name of the check a golden comparison adds to every run.
+pub const CHECK: &str = "golden";
+
+/// Compare runs with their goldens, or write them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    #[default]
+    Compare,
+    /// `stateval run --bless`: every run's log becomes its golden.
+    Bless,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GoldenError {
+    #[error("writing golden {path}: {source}")]
+    Write { path: String, source: std::io::Error },
+    #[error("normalising the log for its golden: {0}")]
+    Normalize(#[from] WriteError),
+}
+
+/// A pipeline's goldens.
+#[derive(Debug)]
+pub struct Goldens {
+    /// The goldens directory, resolved.
+    pub dir: PathBuf,
+    /// The directory as reports show it (relative to the pipeline's base).
+    pub shown: String,
+    pub required: bool,
+    pub mode: Mode,
+    /// Goldens written in bless mode: created, updated, unchanged (workers share it).
+    blessed: [AtomicUsize; 3],
+}
+
+impl Goldens {
+    pub fn from_pipeline(pipeline: &Pipeline) -> Goldens {
+        let dir = pipeline.goldens_dir();
+        let shown = pipeline.display(&dir);
+        Goldens { dir, shown, required: pipeline.goldens.required, mode: Mode::Compare, blessed: Default::default() }
+    }
+
+    /// How many goldens bless mode created, updated and left unchanged so far.
+    pub fn blessed(&self) -> [(Written, usize); 3] {
+        let n = |w: Written| self.blessed[w as usize].load(Ordering::Relaxed);
+        [Written::Created, Written::Updated, Written::Unchanged].map(|w| (w, n(w)))
+    }
+
+    /// Path of run `k`'s golden, and how reports show it.
+    pub fn path(&self, dataset: &str, case: &str, k: usize) -> (PathBuf, String) {
+        let rel = format!("{dataset}/{case}.{k}.jsonl");
+        (self.dir.join(&rel), format!("{}/{rel}", self.shown.trim_end_matches('/')))
+    }
+
+    /// The `golden` check of run `k` of a case: compare its events with the golden, or
+    /// (in bless mode) write them as the golden. `log` is how reports show the run's
+    /// log. An error is only ever a failure to write a golden.
+    pub fn check(
+        &self,
+        dataset: &str,
+        case: &str,
+        k: usize,
+        events: &[Event],
+        log: &str,
+    ) -> Result<Check, GoldenError> {
+        let (path, shown) = self.path(dataset, case, k);
+        let check = |passed: bool, reason: String| Check {
+            name: CHECK.to_string(),
+            passed,
+            reason,
+            expected: Some(json!(shown)),
+            actual: None,
+        };
+        if self.mode == Mode::Bless {
+            let actual = normalize::normalize(events)?;
+            let written = bless::write_atomic(&path, &actual.bytes)
+                .map_err(|source| GoldenError::Write { path: shown.clone(), source })?;
+            self.blessed[written as usize].fetch_add(1, Ordering::Relaxed);
+            return Ok(check(true, format!("blessed ({})", written.as_str())));
+        }
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(if self.required {
+                    check(
+                        false,
+                        format!(
+                            "no golden: {shown} does not exist and [goldens] required = true (`stateval run --bless` writes it)"
+                        ),
+                    )
+                } else {
+                    check(true, "no golden".to_string())
+                });
+            }
+            Err(e) => return Ok(check(false, format!("cannot read golden {shown}: {e}"))),
+        };
+        let actual = normalize::normalize(events)?;
+        if bytes == actual.bytes {
+            return Ok(check(true, format!("identical to the golden ({} events)", actual.events.len())));
+        }
+        let golden = match verify_bytes(&bytes) {
+            Ok(v) => v,
+            Err(e) => {
+                return Ok(check(
+                    false,
+                    format!(
+                        "golden {shown} does not verify ({e}): was it edited by hand? `stateval run --bless` rewrites it from this run"
+                    ),
+                ));
+            }
+        };
+        let d = diff::diff(&golden.events, &actual.events);
+        let Some(first) = d.first_divergence() else {
+            return Ok(check(true, format!("identical to the golden ({} events)", actual.events.len())));
+        };
+        let reason = format!(
+            "differs from {shown} at {}; {} (`stateval diff {shown} {log}` shows them)",
+            render::one_line(first),
+            render::counts_line(&d),
+        );
+        let mut failed = check(false, reason);
+        failed.actual = Some(json!({"first_divergence": first, "counts": d.counts()}));
+        Ok(failed)
+    }
+}
