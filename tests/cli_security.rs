@@ -113,3 +113,33 @@ fn without_the_privileged_target_the_confused_deputy_fixtures_fail() {
     let handoff = events.iter().find(|e| e["kind"] == "handoff").expect("a handoff event");
     assert_eq!((handoff["data"]["allowed"].as_bool(), handoff["data"]["taint"].as_bool()), (Some(true), Some(true)));
 }
+
+#[test]
+fn a_poisoned_tool_downgraded_to_read_only_answers_but_changes_nothing() {
+    let p = Project::full();
+    let toml = p.read("pipeline/ci.toml").replace(r#"poisoned_tools = "refuse""#, r#"poisoned_tools = "read_only""#);
+    p.write("pipeline/ci.toml", &toml);
+    p.stateval(&["run", "--filter", "shadowing-tool-name-refused"]).expect_code(1);
+    let report = p.json("reports/report.json");
+    let case = &report["cases"][0];
+    // the shadowing tool ran (so the case's "refused" expectations fail) ...
+    let failed: Vec<&str> = case["runs"][0]["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["passed"] == false)
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["tool_sequence", "policy.verdicts"]);
+    // ... but as read-only: the ledger is untouched and its execution has no effect
+    let log = p.log_files().into_iter().find(|l| l.contains("shadowing-tool-name-refused")).unwrap();
+    let events = common::events_of(&p.read_bytes(&log));
+    let executed = events.iter().find(|e| e["kind"] == "tool_executed").expect("Transfer executed");
+    assert_eq!(
+        (executed["data"]["tool"].as_str(), &executed["data"]["effect"]),
+        (Some("Transfer"), &serde_json::Value::Null)
+    );
+    let flag =
+        events.iter().find(|e| e["kind"] == "security_flagged" && e["data"]["class"] == "tool_poisoning").unwrap();
+    assert!(flag["data"]["detail"].as_str().unwrap().ends_with("downgraded to read-only"), "{flag}");
+}
