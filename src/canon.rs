@@ -154,17 +154,25 @@ pub fn check_ijson(value: &Value) -> Result<(), CanonError> {
 
 /// Append the RFC 8785 canonical bytes of `value` to `out`, after the I-JSON guard.
 pub fn write_canonical(out: &mut Vec<u8>, value: &Value) -> Result<(), CanonError> {
-    check_ijson(value)?;
-    write_value(out, value);
+    let start = out.len();
+    if write_value(out, value).is_err() {
+        out.truncate(start);
+        // one pass in the common case; a second walk only to say where the bad integer is
+        check_ijson(value)?;
+        return Err(CanonError::Serialize("an integer is outside ±(2^53−1)".into()));
+    }
     Ok(())
 }
 
-fn write_value(out: &mut Vec<u8>, value: &Value) {
+/// An integer outside ±(2^53−1) was met (its place is found by [`check_ijson`]).
+struct UnsafeInteger;
+
+fn write_value(out: &mut Vec<u8>, value: &Value) -> Result<(), UnsafeInteger> {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(n) => write_number(out, n),
+        Value::Number(n) => write_number(out, n)?,
         Value::String(s) => write_string(out, s),
         Value::Array(items) => {
             out.push(b'[');
@@ -172,7 +180,7 @@ fn write_value(out: &mut Vec<u8>, value: &Value) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_value(out, item);
+                write_value(out, item)?;
             }
             out.push(b']');
         }
@@ -185,34 +193,42 @@ fn write_value(out: &mut Vec<u8>, value: &Value) {
                 }
                 write_string(out, k);
                 out.push(b':');
-                write_value(out, v);
+                write_value(out, v)
             };
             if map.keys().any(|k| k.chars().any(|c| c >= '\u{E000}')) {
                 let mut members: Vec<(&String, &Value)> = map.iter().collect();
                 members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
                 for (k, v) in members {
-                    member(out, k, v);
+                    member(out, k, v)?;
                 }
             } else {
                 for (k, v) in map {
-                    member(out, k, v);
+                    member(out, k, v)?;
                 }
             }
             out.push(b'}');
         }
     }
+    Ok(())
 }
 
-fn write_number(out: &mut Vec<u8>, n: &serde_json::Number) {
+fn write_number(out: &mut Vec<u8>, n: &serde_json::Number) -> Result<(), UnsafeInteger> {
     if let Some(u) = n.as_u64() {
+        if u > MAX_SAFE_INTEGER {
+            return Err(UnsafeInteger);
+        }
         out.extend_from_slice(u.to_string().as_bytes());
     } else if let Some(i) = n.as_i64() {
+        if i.unsigned_abs() > MAX_SAFE_INTEGER {
+            return Err(UnsafeInteger);
+        }
         out.extend_from_slice(i.to_string().as_bytes());
     } else if let Some(f) = n.as_f64() {
         // ECMAScript prints -0 as "0"; ryu-js does the rest of Number::toString
         let f = if f == 0.0 { 0.0 } else { f };
         out.extend_from_slice(ryu_js::Buffer::new().format(f).as_bytes());
     }
+    Ok(())
 }
 
 /// JSON string escaping as ECMAScript `JSON.stringify` does it (RFC 8785 §3.2.2.2):

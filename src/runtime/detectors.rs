@@ -45,6 +45,12 @@ pub const DEFAULT_INJECTION_PATTERNS: &[&str] = &[
     r"(?i)(send|transfer|pay|forward) .{0,40}\binstead\b",
 ];
 
+/// [`DEFAULT_INJECTION_PATTERNS`], compiled once for the process: compiling them per
+/// run was a third of a large suite's time.
+pub static DEFAULT_INJECTION: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+    DEFAULT_INJECTION_PATTERNS.iter().map(|p| Regex::new(p).expect("default injection pattern")).collect()
+});
+
 /// Zero-width and bidirectional-control characters: invisible to a reader, visible to a
 /// model (U+200B–U+200F, U+202A–U+202E, U+2060–U+2064, U+2066–U+2069, U+FEFF, tags block).
 pub fn hidden_characters(text: &str) -> usize {
@@ -80,11 +86,7 @@ impl Detectors {
             extra_pii: compile(&config.pii_patterns),
             allow_pii: compile(&config.pii_allow),
             destructive_names: compile(&config.destructive_tools),
-            injection: DEFAULT_INJECTION_PATTERNS
-                .iter()
-                .map(|p| Regex::new(p).expect("default injection pattern"))
-                .chain(compile(&config.injection_patterns))
-                .collect(),
+            injection: DEFAULT_INJECTION.iter().cloned().chain(compile(&config.injection_patterns)).collect(),
             untrusted: manifest
                 .tools
                 .iter()

@@ -14,7 +14,7 @@ use regex::Regex;
 use unicode_normalization::UnicodeNormalization;
 
 use super::Manifest;
-use crate::runtime::detectors::{DEFAULT_INJECTION_PATTERNS, hidden_characters};
+use crate::runtime::detectors::{DEFAULT_INJECTION, hidden_characters};
 
 /// One poisoned tool and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub fn fold_name(name: &str) -> String {
 /// Every poisoned tool of `manifest`, in manifest order. `reserved` are names the
 /// runtime provides itself (memory tools, handoff).
 pub fn scan(manifest: &Manifest, reserved: &[&str]) -> Vec<Finding> {
-    let patterns: Vec<Regex> = DEFAULT_INJECTION_PATTERNS.iter().filter_map(|p| Regex::new(p).ok()).collect();
+    let patterns: &[Regex] = &DEFAULT_INJECTION;
     let mut folded: BTreeMap<String, &str> = reserved.iter().map(|r| (fold_name(r), *r)).collect();
     let mut out = Vec::new();
     for tool in &manifest.tools {
