@@ -267,7 +267,7 @@ pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str
     candidates
         .into_iter()
         .map(|c| (levenshtein(word, c), c))
-        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1))
+        .filter(|(d, c)| *d <= c.len().max(word.len()).div_ceil(3).max(1))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }

@@ -125,28 +125,12 @@ fn show(pointer: &str) -> &str {
     if pointer.is_empty() { "/" } else { pointer }
 }
 
-/// ` (did you mean "x"?)` when an allowed key is one edit away from the typo.
+/// ` (did you mean "x"?)` when an allowed key is close to the typo (one rule for every
+/// input stateval reads: [`crate::diag::did_you_mean`]).
 fn suggest(key: &str, allowed: &[&str]) -> String {
-    allowed
-        .iter()
-        .find(|candidate| edit_distance(key, candidate) <= 2)
+    crate::diag::did_you_mean(key, allowed.iter().copied())
         .map(|candidate| format!(" (did you mean \"{candidate}\"?)"))
         .unwrap_or_default()
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[b.len()]
 }
 
 /// `pointer` extended by one reference token, escaped per RFC 6901 (`~` → `~0`, `/` → `~1`).
