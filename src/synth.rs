@@ -66,12 +66,14 @@ pub fn write_suite(dir: &Path, spec: &SynthSpec) -> io::Result<PathBuf> {
     }
     std::fs::write(
         dir.join("pipeline/synth.toml"),
-        "[pipeline]\nname = \"synth\"\ndatasets = [\"datasets/synth/*.jsonl\"]\nstore = \".stateval\"\n\n\
+        format!(
+            "[pipeline]\nname = \"synth\"\ndatasets = [\"datasets/synth/*.jsonl\"]\nstore = \".stateval\"\n\n\
          [agents.synth]\nsystem = \"You are a diligent back-office assistant.\"\n\
-         tools = \"fixtures/tools/synth.json\"\nmemory = { episodic_ttl_turns = 5 }\n\
-         policy = [\n  { id = \"writes\", safety_class = \"write\", verdict = \"allow\" },\n]\n\n\
-         [gates]\ndefault = { min_pass_rate = 1.0 }\n\n\
-         [report]\njunit = \"reports/junit.xml\"\ntap = \"reports/results.tap\"\njson = \"reports/report.json\"\n",
+         tools = \"fixtures/tools/synth.json\"\nmemory = {{ episodic_ttl_turns = {EPISODIC_TTL_TURNS} }}\n\
+         policy = [\n  {{ id = \"writes\", safety_class = \"write\", verdict = \"allow\" }},\n]\n\n\
+         [gates]\ndefault = {{ min_pass_rate = 1.0 }}\n\n\
+         [report]\njunit = \"reports/junit.xml\"\ntap = \"reports/results.tap\"\njson = \"reports/report.json\"\n"
+        ),
     )?;
     let manifest = json!({
         "state": {"lookups": 0},
