@@ -322,8 +322,10 @@ fn replay(pipeline: &Path, id: &str) -> Result<Vec<Event>, CliError> {
         )),
         other => CliError::from(other),
     })?;
-    let case =
-        plan.cases.first().ok_or_else(|| CliError::internal(format!("case {id} is not in {}", pipeline.display())))?;
+    if plan.cases.is_empty() {
+        return Err(CliError::internal(format!("case {id} is not in {}", pipeline.display())));
+    }
+    let case = &plan.case(0)?;
     let profile = &plan.pipeline.agents[&case.agent];
     let (manifest, profile_digest) = &plan.agents[&case.agent];
     let reference = case.recordings.first().ok_or_else(|| CliError::internal("the case has no recording"))?;

@@ -1,13 +1,20 @@
-//! Datasets: JSONL files of cases, loaded whole and validated before anything runs.
+//! Datasets: JSONL files of cases, validated whole before anything runs, then read again
+//! case by case as each runs.
 //!
 //! Each line is parsed strictly (duplicate keys refused), checked against the case
 //! schema, typed, and cross-checked against the pipeline: the agent profile exists,
 //! recordings exist and are valid, matchers compile, targets are known, ids are unique
 //! across every dataset of the pipeline. Every error names file, line and column.
+//!
+//! Validation keeps a [`CaseRef`] per case (id, agent, tags, digests, and where the
+//! line is), not the case: [`CaseRef::load`] reads the line again when the case runs,
+//! checks it is byte for byte the line that was validated, and parses it with the same
+//! code. So memory does not grow with the size of a suite.
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -36,8 +43,6 @@ pub struct Case {
     /// Assertions inside the blocks (`stability.expect`), compiled.
     pub block_expect: Vec<Assertion>,
     pub perturbation: Option<Perturbation>,
-    /// Column of `perturbation.of` in the case line, for errors found across cases.
-    pub perturbation_column: usize,
     /// Tools the case needs; others are flagged by the data-minimisation detector.
     pub allowed_tools: Option<Vec<String>>,
     /// Recorded human approval decisions (`true` = approved), by tool or safety class.
@@ -57,7 +62,21 @@ pub struct Case {
 #[derive(Debug, Clone)]
 pub enum RecordingRef {
     Inline(Arc<Recording>),
-    File { path: PathBuf, display: String, digest: Digest, responses: usize },
+    /// `bytes` is the blake3 hash of the file as validated.
+    File {
+        path: PathBuf,
+        display: String,
+        digest: Digest,
+        bytes: blake3::Hash,
+    },
+}
+
+/// What identifies a validated recording: its content digest and, for a file, the hash
+/// of the bytes that were validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordingKey {
+    pub digest: Digest,
+    pub file: Option<blake3::Hash>,
 }
 
 impl RecordingRef {
@@ -68,11 +87,20 @@ impl RecordingRef {
         }
     }
 
+    pub fn key(&self) -> RecordingKey {
+        match self {
+            RecordingRef::Inline(r) => RecordingKey { digest: r.digest, file: None },
+            RecordingRef::File { digest, bytes, .. } => RecordingKey { digest: *digest, file: Some(*bytes) },
+        }
+    }
+
     /// The recording itself (re-read from disk for files).
     pub fn load(&self) -> Result<Arc<Recording>, String> {
         match self {
             RecordingRef::Inline(r) => Ok(r.clone()),
-            RecordingRef::File { path, display, digest, .. } => Recording::reload(path, display, *digest).map(Arc::new),
+            RecordingRef::File { path, display, digest, bytes } => {
+                Recording::reload(path, display, *digest, *bytes).map(Arc::new)
+            }
         }
     }
 }
@@ -80,6 +108,58 @@ impl RecordingRef {
 impl Case {
     pub fn source(&self) -> String {
         format!("{}:{}", self.display_path, self.line)
+    }
+}
+
+/// A dataset file of the pipeline.
+#[derive(Debug)]
+pub struct DatasetFile {
+    pub path: PathBuf,
+    /// Dataset name (`examples/treasury`).
+    pub dataset: String,
+}
+
+/// A validated case as a plan keeps it: what selection, gates and reliability cards
+/// need, the digests that identify the run, and where its line is.
+#[derive(Debug, Clone)]
+pub struct CaseRef {
+    pub id: String,
+    pub agent: String,
+    pub tags: Vec<String>,
+    pub perturbation: Option<Perturbation>,
+    /// Each recorded run, in order.
+    pub recordings: Vec<RecordingKey>,
+    /// Digest of the canonical case line.
+    pub digest: Digest,
+    pub file: Arc<DatasetFile>,
+    pub line: usize,
+    /// Byte offset and length of the line in the file.
+    offset: u64,
+    len: usize,
+    /// blake3 of the line's bytes, to notice a file edited after validation.
+    bytes: blake3::Hash,
+    /// Column of `perturbation.of`, for errors found across cases.
+    perturbation_column: usize,
+}
+
+impl CaseRef {
+    /// Reads the case's line again and parses it into the case that was validated. A
+    /// line that changed since is an error naming it, never a different case run.
+    pub fn load(&self, pipeline: &Pipeline, parser: &Mutex<CaseParser>) -> Result<Case, InputError> {
+        let at = |message: String| InputError::new(&self.file.path, self.line, 1, message);
+        let mut bytes = vec![0; self.len];
+        std::fs::File::open(&self.file.path)
+            .and_then(|mut f| {
+                f.seek(SeekFrom::Start(self.offset))?;
+                f.read_exact(&mut bytes)
+            })
+            .map_err(|e| at(format!("cannot read the case again: {e}")))?;
+        let line = match String::from_utf8(bytes) {
+            Ok(line) if blake3::hash(line.as_bytes()) == self.bytes => line,
+            _ => return Err(at("the dataset changed after it was validated; run again".into())),
+        };
+        let mut parser = parser.lock().map_err(|_| at("internal error: the case parser was poisoned".into()))?;
+        parser.parse(pipeline, &self.file, self.line, &line, Recordings::Known(&self.recordings))
     }
 }
 
@@ -140,15 +220,37 @@ struct RawAssertion {
     description: Option<String>,
 }
 
-/// Loads datasets for one pipeline, sharing recordings between cases.
+/// Parses case lines: the one code path for validating a line and for reading it again
+/// when it runs. Compiled matchers and validated recordings are shared between cases.
+#[derive(Default)]
+pub struct CaseParser {
+    recordings: BTreeMap<PathBuf, RecordingRef>,
+    /// Compiled matchers by canonical spec: suites repeat the same regexes and schemas
+    /// across thousands of cases, and a compiled one costs kilobytes. Bounded: past
+    /// [`MATCHER_CACHE`] distinct specs it starts again, so a suite of all-different
+    /// matchers costs compile time, not memory.
+    matchers: BTreeMap<Vec<u8>, Arc<Matcher>>,
+}
+
+/// Distinct compiled matchers kept at once.
+const MATCHER_CACHE: usize = 1024;
+
+/// How a parse treats a case's recording files.
+pub enum Recordings<'a> {
+    /// Read and validate each file (the validating pass).
+    Validate,
+    /// Already validated as these: refer to the files, which are read again (and
+    /// checked against the validated bytes) when the run replays them.
+    Known(&'a [RecordingKey]),
+}
+
+/// Loads datasets for one pipeline: validates every case, keeps a [`CaseRef`] each.
 pub struct Loader<'p> {
     pipeline: &'p Pipeline,
-    recordings: BTreeMap<PathBuf, RecordingRef>,
-    ids: BTreeMap<String, String>,
-    /// Compiled matchers by canonical spec: suites repeat the same regexes and schemas
-    /// across thousands of cases, and a compiled one costs kilobytes.
-    matchers: BTreeMap<Vec<u8>, Arc<Matcher>>,
-    pub cases: Vec<Case>,
+    parser: CaseParser,
+    /// Case id → index in `cases`.
+    ids: BTreeMap<String, usize>,
+    pub cases: Vec<CaseRef>,
     pub errors: Vec<InputError>,
 }
 
@@ -157,14 +259,7 @@ const MAX_ERRORS: usize = 20;
 
 impl<'p> Loader<'p> {
     pub fn new(pipeline: &'p Pipeline) -> Self {
-        Loader {
-            pipeline,
-            recordings: BTreeMap::new(),
-            ids: BTreeMap::new(),
-            matchers: BTreeMap::new(),
-            cases: Vec::new(),
-            errors: Vec::new(),
-        }
+        Loader { pipeline, parser: CaseParser::default(), ids: BTreeMap::new(), cases: Vec::new(), errors: Vec::new() }
     }
 
     /// The dataset files of the pipeline, sorted, deduplicated. A pattern that matches
@@ -194,8 +289,8 @@ impl<'p> Loader<'p> {
         files
     }
 
-    /// Load every dataset of the pipeline.
-    pub fn load_all(mut self) -> Result<Vec<Case>, Vec<InputError>> {
+    /// Validate every dataset of the pipeline.
+    pub fn load_all(mut self) -> Result<Vec<CaseRef>, Vec<InputError>> {
         for file in self.dataset_files() {
             self.load_file(&file);
             if self.errors.len() >= MAX_ERRORS {
@@ -208,10 +303,9 @@ impl<'p> Loader<'p> {
 
     /// A perturbed case names a baseline case of the same agent (METRICS.md §6).
     fn check_perturbations(&mut self) {
-        let agents: BTreeMap<&str, &str> = self.cases.iter().map(|c| (c.id.as_str(), c.agent.as_str())).collect();
         for case in &self.cases {
             let Some(p) = &case.perturbation else { continue };
-            let problem = match agents.get(p.of.as_str()) {
+            let problem = match self.ids.get(&p.of).map(|&i| self.cases[i].agent.as_str()) {
                 None => format!("perturbation.of names no case: \"{}\"", p.of),
                 Some(agent) if *agent != case.agent => {
                     format!("perturbation.of names \"{}\", a case of agent {agent}, not {}", p.of, case.agent)
@@ -219,25 +313,47 @@ impl<'p> Loader<'p> {
                 Some(_) if p.of == case.id => "a case cannot be a perturbation of itself".to_string(),
                 Some(_) => continue,
             };
-            self.errors.push(InputError::new(&case.path, case.line, case.perturbation_column, problem));
+            self.errors.push(InputError::new(&case.file.path, case.line, case.perturbation_column, problem));
         }
     }
 
+    /// Validate one dataset file, line by line (the file is never held whole).
     pub fn load_file(&mut self, path: &Path) {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
+        let file = match std::fs::File::open(path) {
+            Ok(f) => f,
             Err(e) => {
                 self.errors.push(InputError::file(path, format!("cannot read dataset: {e}")));
                 return;
             }
         };
-        let dataset = dataset_name(&self.pipeline.base, path);
-        for (i, line) in text.lines().enumerate() {
+        let file_ref =
+            Arc::new(DatasetFile { path: path.to_path_buf(), dataset: dataset_name(&self.pipeline.base, path) });
+        let mut reader = BufReader::new(file);
+        let mut text = String::new();
+        let (mut offset, mut line_no) = (0u64, 0usize);
+        loop {
+            text.clear();
+            line_no += 1;
+            let read = match reader.read_line(&mut text) {
+                Ok(0) => return,
+                Ok(n) => n,
+                Err(e) => {
+                    self.errors.push(InputError::new(path, line_no, 1, format!("cannot read dataset: {e}")));
+                    return;
+                }
+            };
+            let line = text.strip_suffix('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).unwrap_or(&text);
+            let start = offset;
+            offset += read as u64;
             if line.trim().is_empty() {
                 continue;
             }
-            match self.load_line(path, &dataset, i + 1, line) {
-                Ok(case) => self.cases.push(case),
+            let parsed = self.parser.parse(self.pipeline, &file_ref, line_no, line, Recordings::Validate);
+            match parsed.and_then(|case| self.keep(case, &file_ref, line, start)) {
+                Ok(case) => {
+                    self.ids.insert(case.id.clone(), self.cases.len());
+                    self.cases.push(case);
+                }
                 Err(e) => self.errors.push(e),
             }
             if self.errors.len() >= MAX_ERRORS {
@@ -246,7 +362,50 @@ impl<'p> Loader<'p> {
         }
     }
 
-    fn load_line(&mut self, path: &Path, dataset: &str, line_no: usize, line: &str) -> Result<Case, InputError> {
+    /// Checks what needs every case (unique ids) and keeps the reference.
+    fn keep(&self, case: Case, file: &Arc<DatasetFile>, line: &str, offset: u64) -> Result<CaseRef, InputError> {
+        if let Some(&first) = self.ids.get(&case.id) {
+            let first = &self.cases[first];
+            return Err(InputError::new(
+                &case.path,
+                case.line,
+                line_col(line, locate(line, "/id")).1,
+                format!(
+                    "duplicate case id \"{}\" (first defined at {}:{})",
+                    case.id,
+                    first.file.path.display(),
+                    first.line
+                ),
+            ));
+        }
+        Ok(CaseRef {
+            recordings: case.recordings.iter().map(RecordingRef::key).collect(),
+            digest: case.digest,
+            file: file.clone(),
+            line: case.line,
+            offset,
+            len: line.len(),
+            bytes: blake3::hash(line.as_bytes()),
+            perturbation_column: line_col(line, locate(line, "/perturbation/of")).1,
+            id: case.id,
+            agent: case.agent,
+            tags: case.tags,
+            perturbation: case.perturbation,
+        })
+    }
+}
+
+impl CaseParser {
+    /// Parses and checks one case line.
+    pub fn parse(
+        &mut self,
+        pipeline: &Pipeline,
+        file: &DatasetFile,
+        line_no: usize,
+        line: &str,
+        known: Recordings<'_>,
+    ) -> Result<Case, InputError> {
+        let path = file.path.as_path();
         let at = |pointer: &str, message: String| {
             InputError::new(path, line_no, line_col(line, locate(line, pointer)).1, message)
         };
@@ -257,12 +416,8 @@ impl<'p> Loader<'p> {
         let digest = canon::canonical_digest(Context::Content, &value).map_err(|e| at("", e.to_string()))?;
         let raw: RawCase = serde_json::from_value(value).map_err(|e| at("", e.to_string()))?;
 
-        let here = format!("{}:{line_no}", path.display());
-        if let Some(first) = self.ids.get(&raw.id) {
-            return Err(at("/id", format!("duplicate case id \"{}\" (first defined at {first})", raw.id)));
-        }
-        if !self.pipeline.agents.contains_key(&raw.agent) {
-            let known: Vec<&str> = self.pipeline.agents.keys().map(String::as_str).collect();
+        if !pipeline.agents.contains_key(&raw.agent) {
+            let known: Vec<&str> = pipeline.agents.keys().map(String::as_str).collect();
             return Err(at(
                 "/agent",
                 format!("unknown agent profile \"{}\" (the pipeline defines: {})", raw.agent, known.join(", ")),
@@ -272,18 +427,26 @@ impl<'p> Loader<'p> {
         let mut recordings = Vec::new();
         for (i, r) in raw.recordings.iter().enumerate() {
             let pointer = format!("/recordings/{i}");
-            let recording = match r {
-                Value::String(rel) => self.recording(rel).map_err(|e| match e {
+            let recording = match (r, &known) {
+                (Value::String(rel), Recordings::Known(digests)) => {
+                    let full = pipeline.resolve(rel);
+                    let display = full.to_string_lossy().trim_start_matches("./").to_string();
+                    let Some(RecordingKey { digest, file: Some(bytes) }) = digests.get(i).copied() else {
+                        return Err(at(&pointer, "the recording changed since validation".into()));
+                    };
+                    RecordingRef::File { path: full, display, digest, bytes }
+                }
+                (Value::String(rel), Recordings::Validate) => self.recording(pipeline, rel).map_err(|e| match e {
                     RecordingError::Missing(m) => at(&pointer, m),
                     RecordingError::Invalid(e) => e,
                 })?,
-                Value::Object(obj) => {
+                (Value::Object(obj), _) => {
                     let responses = obj.get("responses").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
                     let rec = Recording::inline(responses, line, &pointer)
                         .map_err(|(col, m)| InputError::new(path, line_no, line_col(line, col).1, m))?;
                     RecordingRef::Inline(Arc::new(rec))
                 }
-                _ => return Err(at(&pointer, "a recording is a path or {\"responses\": [...]}".into())),
+                (_, _) => return Err(at(&pointer, "a recording is a path or {\"responses\": [...]}".into())),
             };
             recordings.push(recording);
         }
@@ -330,7 +493,6 @@ impl<'p> Loader<'p> {
             expect.push(Assertion { target: a.target, matcher, spec: a.matcher, description: a.description });
         }
 
-        self.ids.insert(raw.id.clone(), here);
         Ok(Case {
             id: raw.id,
             description: raw.description,
@@ -341,13 +503,12 @@ impl<'p> Loader<'p> {
             expect,
             blocks,
             block_expect,
-            perturbation_column: line_col(line, locate(line, "/perturbation/of")).1,
             perturbation: raw.perturbation,
             allowed_tools: raw.allowed_tools,
             human_approvals: raw.approvals.iter().map(|(k, v)| (k.clone(), v == "approve")).collect(),
-            dataset: dataset.to_string(),
+            dataset: file.dataset.clone(),
             path: path.to_path_buf(),
-            display_path: self.pipeline.display(path),
+            display_path: pipeline.display(path),
             line: line_no,
             digest,
         })
@@ -360,12 +521,15 @@ impl<'p> Loader<'p> {
             return Ok(m.clone());
         }
         let m = Arc::new(Matcher::compile(spec).map_err(|e| (e.pointer, e.message))?);
+        if self.matchers.len() >= MATCHER_CACHE {
+            self.matchers.clear();
+        }
         self.matchers.insert(key, m.clone());
         Ok(m)
     }
 
-    fn recording(&mut self, rel: &str) -> Result<RecordingRef, RecordingError> {
-        let full = self.pipeline.resolve(rel);
+    fn recording(&mut self, pipeline: &Pipeline, rel: &str) -> Result<RecordingRef, RecordingError> {
+        let full = pipeline.resolve(rel);
         if let Some(r) = self.recordings.get(&full) {
             return Ok(r.clone());
         }
@@ -376,9 +540,8 @@ impl<'p> Loader<'p> {
             )));
         }
         let display = full.to_string_lossy().trim_start_matches("./").to_string();
-        let rec = Recording::load(&full, &display).map_err(RecordingError::Invalid)?;
-        let reference =
-            RecordingRef::File { path: full.clone(), display, digest: rec.digest, responses: rec.responses.len() };
+        let (rec, bytes) = Recording::load_file(&full, &display).map_err(RecordingError::Invalid)?;
+        let reference = RecordingRef::File { path: full.clone(), display, digest: rec.digest, bytes };
         self.recordings.insert(full, reference.clone());
         Ok(reference)
     }

@@ -158,12 +158,48 @@ impl GateSpec {
     }
 }
 
-/// Decides every configured gate over `cases`: `default` first, then tags in name order.
+/// Pass counts per scope, gathered one case at a time: gates need counts, not cases,
+/// so a suite's cases never have to be in memory together.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Tally {
+    cases: usize,
+    passed: usize,
+    /// Tag → (cases, passed).
+    tags: BTreeMap<String, (usize, usize)>,
+}
+
+impl Tally {
+    /// Counts one case toward the default scope and each distinct tag it carries.
+    pub fn add(&mut self, tags: &[String], passed: bool) {
+        self.cases += 1;
+        self.passed += usize::from(passed);
+        for (i, tag) in tags.iter().enumerate() {
+            if tags[..i].contains(tag) {
+                continue; // a tag listed twice on a case counts once
+            }
+            let (cases, pass) = self.tags.entry(tag.clone()).or_default();
+            *cases += 1;
+            *pass += usize::from(passed);
+        }
+    }
+
+    /// The tally of `cases`.
+    pub fn of<'a>(cases: impl IntoIterator<Item = &'a CaseOutcome>) -> Self {
+        let mut tally = Tally::default();
+        for case in cases {
+            tally.add(&case.tags, case.passed);
+        }
+        tally
+    }
+}
+
+/// Decides every configured gate over the tallied cases: `default` first, then tags in
+/// name order.
 ///
 /// Edge rules: a gate whose scope holds no case passes unless `min_cases` demands more
 /// (its `pass_rate` is then reported as 1.0, vacuously); rate bounds are checked only
 /// over a non-empty scope.
-pub fn evaluate(config: &GatesConfig, cases: &[CaseOutcome]) -> Vec<GateOutcome> {
+pub fn evaluate(config: &GatesConfig, tally: &Tally) -> Vec<GateOutcome> {
     let implicit_default = GateSpec { min_pass_rate: Some(1.0), ..GateSpec::default() };
     let default = match (&config.default, config.tags.is_empty()) {
         (Some(spec), _) => Some(spec),
@@ -173,11 +209,10 @@ pub fn evaluate(config: &GatesConfig, cases: &[CaseOutcome]) -> Vec<GateOutcome>
 
     let mut out = Vec::with_capacity(config.tags.len() + 1);
     if let Some(spec) = default {
-        out.push(decide(DEFAULT_SCOPE, spec, cases.iter()));
+        out.push(decide(DEFAULT_SCOPE, spec, (tally.cases, tally.passed)));
     }
     for (tag, spec) in &config.tags {
-        let tagged = cases.iter().filter(|c| c.tags.iter().any(|t| t == tag));
-        out.push(decide(tag, spec, tagged));
+        out.push(decide(tag, spec, tally.tags.get(tag).copied().unwrap_or_default()));
     }
     out
 }
@@ -198,12 +233,7 @@ fn wilson_lower_bound(passed: usize, n: usize, z: f64) -> f64 {
     ((centre - margin) / (1.0 + z2 / n)).clamp(0.0, 1.0)
 }
 
-fn decide<'a>(scope: &str, spec: &GateSpec, cases: impl Iterator<Item = &'a CaseOutcome>) -> GateOutcome {
-    let (mut total, mut passed) = (0usize, 0usize);
-    for case in cases {
-        total += 1;
-        passed += usize::from(case.passed);
-    }
+fn decide(scope: &str, spec: &GateSpec, (total, passed): (usize, usize)) -> GateOutcome {
     let pass_rate = if total == 0 { 1.0 } else { passed as f64 / total as f64 };
 
     // Each bound contributes a phrase either to what held or to what fell short.
@@ -366,13 +396,13 @@ mod tests {
     #[test]
     fn no_gates_configured_means_every_case_must_pass() {
         let mut all = cases("security", 10, 10);
-        let outcomes = evaluate(&GatesConfig::default(), &all);
+        let outcomes = evaluate(&GatesConfig::default(), &Tally::of(&all));
         assert_eq!(outcomes.len(), 1);
         assert_eq!(outcomes[0].scope, "default");
         assert!(outcomes[0].passed, "{}", outcomes[0].reason);
 
         all[3].passed = false;
-        let outcomes = evaluate(&GatesConfig::default(), &all);
+        let outcomes = evaluate(&GatesConfig::default(), &Tally::of(&all));
         assert!(!outcomes[0].passed);
         assert_eq!(outcomes[0].reason, "default: 9/10 passed (90.0 %), below min_pass_rate 100.0 %");
     }
@@ -381,7 +411,7 @@ mod tests {
     fn a_failing_tag_gate_names_its_numbers_in_one_line() {
         let mut config = GatesConfig::default();
         config.tags.insert("security".into(), spec(Some(1.0), None, None));
-        let outcomes = evaluate(&config, &cases("security", 9, 10));
+        let outcomes = evaluate(&config, &Tally::of(&cases("security", 9, 10)));
         // Tags configured and no default: no implicit default gate.
         assert_eq!(outcomes.len(), 1);
         let gate = &outcomes[0];
@@ -400,7 +430,7 @@ mod tests {
         for tag in ["zeta", "alpha", "mid"] {
             config.tags.insert(tag.into(), spec(Some(0.5), None, None));
         }
-        let scopes: Vec<String> = evaluate(&config, &[]).into_iter().map(|g| g.scope).collect();
+        let scopes: Vec<String> = evaluate(&config, &Tally::default()).into_iter().map(|g| g.scope).collect();
         assert_eq!(scopes, ["default", "alpha", "mid", "zeta"]);
     }
 
@@ -415,8 +445,10 @@ mod tests {
         };
         config.tags.insert("security".into(), spec(Some(0.5), None, None));
         config.tags.insert("long-horizon".into(), spec(Some(0.5), None, None));
-        let got: Vec<(String, usize, usize, bool)> =
-            evaluate(&config, &all).into_iter().map(|g| (g.scope, g.cases, g.passed_cases, g.passed)).collect();
+        let got: Vec<(String, usize, usize, bool)> = evaluate(&config, &Tally::of(&all))
+            .into_iter()
+            .map(|g| (g.scope, g.cases, g.passed_cases, g.passed))
+            .collect();
         assert_eq!(
             got,
             [
@@ -432,7 +464,7 @@ mod tests {
         let all = vec![case("a", &["security", "security"], true)];
         let mut config = GatesConfig::default();
         config.tags.insert("security".into(), spec(Some(1.0), None, None));
-        assert_eq!(evaluate(&config, &all)[0].cases, 1);
+        assert_eq!(evaluate(&config, &Tally::of(&all))[0].cases, 1);
     }
 
     #[test]
@@ -440,7 +472,7 @@ mod tests {
         let mut config = GatesConfig::default();
         config.tags.insert("ghost".into(), spec(Some(1.0), None, Some(0.9)));
         config.tags.insert("required".into(), spec(Some(1.0), Some(3), None));
-        let outcomes = evaluate(&config, &cases("security", 2, 2));
+        let outcomes = evaluate(&config, &Tally::of(&cases("security", 2, 2)));
 
         let ghost = &outcomes[0];
         assert!(ghost.passed, "{}", ghost.reason);
@@ -456,7 +488,7 @@ mod tests {
     fn too_few_cases_fail_min_cases_even_when_all_pass() {
         let mut config = GatesConfig::default();
         config.tags.insert("long-horizon".into(), spec(Some(0.95), Some(3), None));
-        let gate = &evaluate(&config, &cases("long-horizon", 2, 2))[0];
+        let gate = &evaluate(&config, &Tally::of(&cases("long-horizon", 2, 2)))[0];
         assert!(!gate.passed);
         assert_eq!(gate.reason, "long-horizon: 2/2 passed (100.0 %), below min_cases 3");
     }
@@ -465,7 +497,7 @@ mod tests {
     fn a_passing_gate_says_which_bounds_held() {
         let mut config = GatesConfig::default();
         config.tags.insert("long-horizon".into(), spec(Some(0.95), Some(3), None));
-        let gate = &evaluate(&config, &cases("long-horizon", 3, 3))[0];
+        let gate = &evaluate(&config, &Tally::of(&cases("long-horizon", 3, 3)))[0];
         assert!(gate.passed);
         assert_eq!(gate.reason, "long-horizon: 3/3 passed (100.0 %), meets min_cases 3, min_pass_rate 95.0 %");
     }
@@ -475,7 +507,7 @@ mod tests {
         // 19/20 = 0.95 exactly; the nearest double of both sides is the same.
         let mut config = GatesConfig::default();
         config.tags.insert("t".into(), spec(Some(0.95), None, None));
-        let gate = &evaluate(&config, &cases("t", 19, 20))[0];
+        let gate = &evaluate(&config, &Tally::of(&cases("t", 19, 20)))[0];
         assert!(gate.passed, "{}", gate.reason);
         assert_eq!(gate.reason, "t: 19/20 passed (95.0 %), meets min_pass_rate 95.0 %");
     }
@@ -483,7 +515,7 @@ mod tests {
     #[test]
     fn a_rate_just_below_the_bound_never_prints_as_equal_to_it() {
         // 9995/10000 = 99.95 %, shown rounded down as 99.9 %, not rounded up to 100.0 %.
-        let gate = &evaluate(&GatesConfig::default(), &cases("t", 9995, 10_000))[0];
+        let gate = &evaluate(&GatesConfig::default(), &Tally::of(&cases("t", 9995, 10_000)))[0];
         assert!(!gate.passed);
         assert_eq!(gate.reason, "default: 9995/10000 passed (99.9 %), below min_pass_rate 100.0 %");
     }
@@ -515,7 +547,7 @@ mod tests {
         // 3 / (3 + 3.8415) = 0.43849: a 100 % rate, but a lower bound of 43.8 %.
         let mut config = GatesConfig::default();
         config.tags.insert("security".into(), spec(Some(1.0), None, Some(0.8)));
-        let gate = &evaluate(&config, &cases("security", 3, 3))[0];
+        let gate = &evaluate(&config, &Tally::of(&cases("security", 3, 3)))[0];
         assert!(!gate.passed);
         assert_eq!(
             gate.reason,
@@ -529,7 +561,7 @@ mod tests {
         // 40 / (40 + 3.8415) = 0.91238 ≥ 0.9.
         let mut config = GatesConfig::default();
         config.tags.insert("security".into(), spec(None, None, Some(0.9)));
-        let gate = &evaluate(&config, &cases("security", 40, 40))[0];
+        let gate = &evaluate(&config, &Tally::of(&cases("security", 40, 40)))[0];
         assert!(gate.passed, "{}", gate.reason);
         assert_eq!(
             gate.reason,
@@ -542,7 +574,7 @@ mod tests {
     fn every_bound_that_falls_short_is_named() {
         let mut config = GatesConfig::default();
         config.tags.insert("security".into(), spec(Some(1.0), Some(5), Some(0.5)));
-        let gate = &evaluate(&config, &cases("security", 1, 2))[0];
+        let gate = &evaluate(&config, &Tally::of(&cases("security", 1, 2)))[0];
         // 1/2: Wilson lower = (.5 + .96 − 1.96·√(.125 + .24)) / 2.92 = (1.46 − 1.1842) / 2.92 = .0945.
         assert_eq!(
             gate.reason,

@@ -68,6 +68,12 @@ pub struct Recording {
 impl Recording {
     /// Read a JSONL recording file; every line is parsed strictly and schema-checked.
     pub fn load(path: &Path, display: &str) -> Result<Recording, InputError> {
+        Self::load_file(path, display).map(|(recording, _)| recording)
+    }
+
+    /// [`Recording::load`], with the blake3 hash of the file's bytes, which
+    /// [`Recording::reload`] checks.
+    pub fn load_file(path: &Path, display: &str) -> Result<(Recording, blake3::Hash), InputError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| InputError::file(Path::new(display), format!("cannot read recording: {e}")))?;
         let display_path = Path::new(display);
@@ -80,7 +86,7 @@ impl Recording {
                 parse_json_strict(line).map_err(|(_, col, msg)| InputError::new(display_path, i + 1, col, msg))?;
             values.push(check_line(&value, line).map_err(|(col, msg)| InputError::new(display_path, i + 1, col, msg))?);
         }
-        Ok(Self::from_values(values, display.to_string()))
+        Ok((Self::from_values(values, display.to_string()), blake3::hash(text.as_bytes())))
     }
 
     /// An inline recording (`{"responses": [...]}` in a dataset line). Errors give a
@@ -96,11 +102,16 @@ impl Recording {
         Ok(Self::from_values(out, "inline".into()))
     }
 
-    /// Re-read a file that [`Recording::load`] already validated (the runner loads each
-    /// recording only while its case runs, so memory does not grow with the suite). The
-    /// content must still have the digest it had at validation.
-    pub fn reload(path: &Path, display: &str, expected: Digest) -> Result<Recording, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{display}: cannot read recording: {e}"))?;
+    /// Re-read a file that [`Recording::load_file`] already validated (the runner loads
+    /// each recording only while its case runs, so memory does not grow with the suite).
+    /// The file must still hash to `bytes`; its content digest is then the validated
+    /// one, `digest`, without canonicalising it again.
+    pub fn reload(path: &Path, display: &str, digest: Digest, bytes: blake3::Hash) -> Result<Recording, String> {
+        let text = std::fs::read(path).map_err(|e| format!("{display}: cannot read recording: {e}"))?;
+        if blake3::hash(&text) != bytes {
+            return Err(format!("{display}: recording changed on disk after the run was validated"));
+        }
+        let text = String::from_utf8(text).map_err(|e| format!("{display}: changed since validation: {e}"))?;
         let mut responses = Vec::new();
         for (i, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
@@ -110,11 +121,7 @@ impl Recording {
                 .map_err(|e| format!("{display}:{}: changed since validation: {e}", i + 1))?;
             responses.push(parsed);
         }
-        let recording = Self::from_values(responses, display.to_string());
-        if recording.digest != expected {
-            return Err(format!("{display}: recording changed on disk after the run was validated"));
-        }
-        Ok(recording)
+        Ok(Recording { responses, digest, source: display.to_string() })
     }
 
     fn from_values(responses: Vec<RecordedResponse>, source: String) -> Recording {

@@ -123,7 +123,7 @@ pub fn suite() -> SuiteOutcome {
     SuiteOutcome {
         pipeline: "ci".into(),
         run_id: "run-3f2a9c1d".into(),
-        cases: vec![passing, failing, replay_miss],
+        cases: vec![passing, failing, replay_miss].into(),
         gates,
         passed: false,
         extras,

@@ -5,13 +5,21 @@
 //! this rather than scraping the others. Keys come out in struct order and extras in
 //! key order (serde_json's map is a `BTreeMap`), so bytes are stable.
 
+use std::io::{self, Write};
+
 use crate::runner::outcome::SuiteOutcome;
 
-/// `outcome` as pretty JSON with a trailing newline.
-pub fn render(outcome: &SuiteOutcome) -> Result<String, serde_json::Error> {
-    let mut text = serde_json::to_string_pretty(outcome)?;
-    text.push('\n');
-    Ok(text)
+/// `outcome` as pretty JSON with a trailing newline, in memory.
+pub fn render(outcome: &SuiteOutcome) -> io::Result<String> {
+    let mut bytes = Vec::new();
+    write(outcome, &mut bytes)?;
+    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Writes `outcome` as pretty JSON, cases streamed one at a time.
+pub fn write(outcome: &SuiteOutcome, out: &mut dyn Write) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, outcome)?;
+    out.write_all(b"\n")
 }
 
 #[cfg(test)]
@@ -20,7 +28,7 @@ mod tests {
     use crate::report::fixture;
 
     #[test]
-    fn the_json_report_parses_back_into_an_equal_outcome() -> Result<(), serde_json::Error> {
+    fn the_json_report_parses_back_into_an_equal_outcome() -> Result<(), Box<dyn std::error::Error>> {
         let outcome = fixture::suite();
         let text = render(&outcome)?;
         let back: SuiteOutcome = serde_json::from_str(&text)?;
@@ -31,7 +39,7 @@ mod tests {
     }
 
     #[test]
-    fn the_json_report_is_pinned() -> Result<(), serde_json::Error> {
+    fn the_json_report_is_pinned() -> io::Result<()> {
         insta::assert_snapshot!("json", render(&fixture::suite())?);
         Ok(())
     }

@@ -16,62 +16,156 @@
 //!
 //! No timestamps and no durations: the same outcome gives the same bytes.
 
-use quick_junit::{NonSuccessKind, Property, Report, SerializeError, TestCase, TestCaseStatus, TestSuite};
+use std::io::{self, Write};
+
+use quick_junit::XmlString;
+use quick_xml::Writer;
+use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 
 use crate::runner::outcome::{CaseOutcome, SuiteOutcome};
 
-/// `outcome` as JUnit XML.
-pub fn render(outcome: &SuiteOutcome) -> Result<String, SerializeError> {
-    // Datasets in first-appearance order; the runner already orders cases by dataset.
-    let mut suites: Vec<TestSuite> = Vec::new();
-    for case in &outcome.cases {
-        let index = match suites.iter().position(|s| s.name.as_str() == case.dataset) {
-            Some(index) => index,
-            None => {
-                let mut suite = TestSuite::new(&case.dataset);
-                suite.add_property(Property::new("run_id", &outcome.run_id));
-                suites.push(suite);
-                suites.len() - 1
-            }
-        };
-        suites[index].add_test_case(test_case(case));
-    }
-
-    let mut report = Report::new(&outcome.pipeline);
-    report.add_test_suites(suites);
-    let mut xml = report.to_string()?;
-    if !xml.ends_with('\n') {
-        xml.push('\n');
-    }
-    Ok(xml)
+/// `outcome` as JUnit XML, in memory.
+pub fn render(outcome: &SuiteOutcome) -> io::Result<String> {
+    let mut bytes = Vec::new();
+    write(outcome, &mut bytes)?;
+    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
-fn test_case(case: &CaseOutcome) -> TestCase {
-    let status = if case.passed {
-        TestCaseStatus::success()
-    } else {
-        let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+/// Writes `outcome` as JUnit XML, one case at a time.
+///
+/// quick-junit builds a whole report in memory before it serialises it; a suite's
+/// cases are streamed instead, so this writes the same document with quick-xml, the
+/// writer quick-junit uses, in quick-junit's layout, and with quick-junit's own text
+/// cleaning ([`XmlString`]: ANSI escapes and characters XML cannot hold removed). A
+/// test renders random suites both ways and requires identical bytes.
+///
+/// A suite's counts head its element, so cases are read twice: once to count each
+/// dataset's tests and failures, once to write them.
+pub fn write(outcome: &SuiteOutcome, out: &mut dyn Write) -> io::Result<()> {
+    let suites = dataset_counts(outcome)?;
+    let mut xml = Writer::new_with_indent(out, b' ', 4);
+    xml.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
+    let failures = outcome.cases.len() - outcome.cases.passed();
+    let mut root = BytesStart::new("testsuites");
+    root.push_attribute(("name", clean(&outcome.pipeline).as_str()));
+    root.extend_attributes([
+        ("tests", outcome.cases.len().to_string().as_str()),
+        ("skipped", "0"),
+        ("failures", failures.to_string().as_str()),
+        ("errors", "0"),
+    ]);
+    xml.write_event(Event::Start(root))?;
+
+    let mut cases = outcome.cases.iter();
+    for suite in &suites {
+        let mut tag = BytesStart::new("testsuite");
+        tag.extend_attributes([
+            ("name", clean(&suite.dataset).as_str()),
+            ("tests", suite.tests.to_string().as_str()),
+            ("skipped", "0"),
+            ("errors", "0"),
+            ("failures", suite.failures.to_string().as_str()),
+        ]);
+        xml.write_event(Event::Start(tag))?;
+        properties(&mut xml, &[("run_id", outcome.run_id.clone())])?;
+        for _ in 0..suite.tests {
+            let case = cases.next().ok_or_else(|| changed("fewer cases than counted"))??;
+            test_case(&mut xml, &case)?;
+        }
+        end(&mut xml, "testsuite")?;
+    }
+    if cases.next().is_some() {
+        return Err(changed("more cases than counted"));
+    }
+    end(&mut xml, "testsuites")?;
+    xml.write_event(Event::Eof)?;
+    xml.write_indent()?;
+    Ok(())
+}
+
+/// One `<testsuite>`: a dataset and its counts.
+struct SuiteCounts {
+    dataset: String,
+    tests: usize,
+    failures: usize,
+}
+
+/// Datasets in order with their counts. The cases of a dataset are adjacent (the
+/// [`Cases`](crate::runner::outcome::Cases) contract); a dataset seen again after
+/// another is an error rather than a second suite of the same name.
+fn dataset_counts(outcome: &SuiteOutcome) -> io::Result<Vec<SuiteCounts>> {
+    let mut suites: Vec<SuiteCounts> = Vec::new();
+    for case in outcome.cases.iter() {
+        let case = case?;
+        match suites.last_mut() {
+            Some(last) if last.dataset == case.dataset => {}
+            _ => {
+                if suites.iter().any(|s| s.dataset == case.dataset) {
+                    return Err(changed(&format!("the cases of dataset {} are not adjacent", case.dataset)));
+                }
+                suites.push(SuiteCounts { dataset: case.dataset.clone(), tests: 0, failures: 0 });
+            }
+        }
+        if let Some(last) = suites.last_mut() {
+            last.tests += 1;
+            last.failures += usize::from(!case.passed);
+        }
+    }
+    Ok(suites)
+}
+
+fn changed(what: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("the cases changed while the JUnit report was written: {what}"))
+}
+
+fn test_case(xml: &mut Writer<&mut dyn Write>, case: &CaseOutcome) -> io::Result<()> {
+    let mut tag = BytesStart::new("testcase");
+    tag.push_attribute(("name", clean(&case.id).as_str()));
+    tag.push_attribute(("classname", clean(&case.dataset).as_str()));
+    xml.write_event(Event::Start(tag))?;
+
+    let mut props = vec![("source", case.source.clone()), ("agent", case.agent.clone())];
+    let heads: Vec<(String, String)> =
+        case.runs.iter().filter_map(|r| r.head.as_ref().map(|h| (format!("head.{}", r.index), h.clone()))).collect();
+    props.extend(heads.iter().map(|(name, head)| (name.as_str(), head.clone())));
+    properties(xml, &props)?;
+
+    if !case.passed {
         // `passed = false` with no failing check would be a runner bug; say so rather
         // than emit an empty message.
         let message = case.failure().unwrap_or_else(|| "case failed without a recorded reason".into());
-        status.set_message(one_line(&message));
         let run_error = case.runs.iter().any(|r| r.error.is_some());
-        status.set_type(if run_error { "run_error" } else { "check_failed" });
-        status.set_description(case.failures().join("\n"));
-        status
-    };
-
-    let mut test_case = TestCase::new(&case.id, status);
-    test_case.set_classname(&case.dataset);
-    test_case.add_property(Property::new("source", &case.source));
-    test_case.add_property(Property::new("agent", &case.agent));
-    for run in &case.runs {
-        if let Some(head) = &run.head {
-            test_case.add_property(Property::new(format!("head.{}", run.index), head));
-        }
+        let mut failure = BytesStart::new("failure");
+        failure.push_attribute(("message", clean(&one_line(&message)).as_str()));
+        failure.push_attribute(("type", if run_error { "run_error" } else { "check_failed" }));
+        xml.write_event(Event::Start(failure))?;
+        xml.write_event(Event::Text(BytesText::new(&clean(&case.failures().join("\n")))))?;
+        end(xml, "failure")?;
     }
-    test_case.set_system_out(runs_text(case));
-    test_case
+
+    xml.write_event(Event::Start(BytesStart::new("system-out")))?;
+    xml.write_event(Event::Text(BytesText::new(&clean(&runs_text(case)))))?;
+    end(xml, "system-out")?;
+    end(xml, "testcase")
+}
+
+fn properties(xml: &mut Writer<&mut dyn Write>, props: &[(&str, String)]) -> io::Result<()> {
+    xml.write_event(Event::Start(BytesStart::new("properties")))?;
+    for (name, value) in props {
+        let mut tag = BytesStart::new("property");
+        tag.extend_attributes([("name", clean(name).as_str()), ("value", clean(value).as_str())]);
+        xml.write_event(Event::Empty(tag))?;
+    }
+    end(xml, "properties")
+}
+
+fn end(xml: &mut Writer<&mut dyn Write>, name: &str) -> io::Result<()> {
+    xml.write_event(Event::End(BytesEnd::new(name)))
+}
+
+/// quick-junit's cleaning of every string it writes.
+fn clean(text: &str) -> String {
+    XmlString::new(text).into_string()
 }
 
 /// One line per run (and per warning), for whoever opens the case in a CI viewer.
@@ -202,7 +296,7 @@ mod tests {
     }
 
     #[test]
-    fn the_junit_report_has_no_timestamps_or_durations() -> Result<(), SerializeError> {
+    fn the_junit_report_has_no_timestamps_or_durations() -> io::Result<()> {
         let xml = render(&fixture::suite())?;
         assert!(!xml.contains("timestamp="), "{xml}");
         assert!(!xml.contains("time="), "{xml}");
@@ -210,8 +304,95 @@ mod tests {
         Ok(())
     }
 
+    /// The report as quick-junit itself writes it from its own model: the reference
+    /// the streaming writer must match byte for byte.
+    fn quick_junit_render(outcome: &SuiteOutcome) -> String {
+        use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+        let mut suites: Vec<TestSuite> = Vec::new();
+        for case in outcome.cases.to_vec().unwrap_or_else(|e| panic!("{e}")) {
+            if suites.last().is_none_or(|s| s.name.as_str() != case.dataset) {
+                let mut suite = TestSuite::new(&case.dataset);
+                suite.add_property(Property::new("run_id", &outcome.run_id));
+                suites.push(suite);
+            }
+            let status = if case.passed {
+                TestCaseStatus::success()
+            } else {
+                let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                status.set_message(one_line(
+                    &case.failure().unwrap_or_else(|| "case failed without a recorded reason".into()),
+                ));
+                status.set_type(if case.runs.iter().any(|r| r.error.is_some()) { "run_error" } else { "check_failed" });
+                status.set_description(case.failures().join("\n"));
+                status
+            };
+            let mut test_case = TestCase::new(&case.id, status);
+            test_case.set_classname(&case.dataset);
+            test_case.add_property(Property::new("source", &case.source));
+            test_case.add_property(Property::new("agent", &case.agent));
+            for run in &case.runs {
+                if let Some(head) = &run.head {
+                    test_case.add_property(Property::new(format!("head.{}", run.index), head));
+                }
+            }
+            test_case.set_system_out(runs_text(&case));
+            if let Some(suite) = suites.last_mut() {
+                suite.add_test_case(test_case);
+            }
+        }
+        let mut report = Report::new(&outcome.pipeline);
+        report.add_test_suites(suites);
+        let mut xml = report.to_string().unwrap_or_else(|e| panic!("{e}"));
+        if !xml.ends_with('\n') {
+            xml.push('\n');
+        }
+        xml
+    }
+
     #[test]
-    fn the_junit_report_is_pinned() -> Result<(), SerializeError> {
+    fn the_streamed_report_is_what_quick_junit_writes() -> io::Result<()> {
+        let outcome = fixture::suite();
+        assert_eq!(render(&outcome)?, quick_junit_render(&outcome));
+        let mut empty = fixture::suite();
+        empty.cases = Vec::new().into();
+        assert_eq!(render(&empty)?, quick_junit_render(&empty));
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_suite_streams_to_the_bytes_quick_junit_writes(
+            cases in proptest::collection::vec(
+                (0..3usize, "[a-z<>&\"' \\x1b\\n:#|-]{0,12}", proptest::bool::ANY, 0..3usize, "\\PC{0,10}"),
+                0..8,
+            )
+        ) {
+            let mut outcome = fixture::suite();
+            let template = outcome.cases.to_vec().unwrap_or_default();
+            let mut built = Vec::new();
+            let mut sorted = cases;
+            sorted.sort_by_key(|c| c.0);
+            for (i, (dataset, id, passed, runs, reason)) in sorted.into_iter().enumerate() {
+                let mut case = template[i % template.len()].clone();
+                case.dataset = format!("set{dataset}");
+                case.id = id;
+                case.passed = passed;
+                case.runs.truncate(runs);
+                for run in &mut case.runs {
+                    run.passed = passed;
+                    run.error = (!passed).then(|| reason.clone());
+                    run.warnings = vec![reason.clone()];
+                }
+                built.push(case);
+            }
+            outcome.cases = built.into();
+            let streamed = render(&outcome).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+            proptest::prop_assert_eq!(streamed, quick_junit_render(&outcome));
+        }
+    }
+
+    #[test]
+    fn the_junit_report_is_pinned() -> io::Result<()> {
         insta::assert_snapshot!("junit", render(&fixture::suite())?);
         Ok(())
     }

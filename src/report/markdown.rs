@@ -10,21 +10,30 @@
 //! `\|`, which GFM tables unescape before inline parsing (even inside code spans).
 
 use std::fmt::Write as _;
+use std::io;
 
 use serde_json::Value;
 
 use crate::report::gate_detail;
 use crate::runner::outcome::SuiteOutcome;
 
-/// `outcome` as a Markdown summary.
-pub fn render(outcome: &SuiteOutcome) -> String {
-    let mut out = String::new();
+/// `outcome` as a Markdown summary, in memory.
+pub fn render(outcome: &SuiteOutcome) -> io::Result<String> {
+    let mut bytes = Vec::new();
+    write(outcome, &mut bytes)?;
+    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Writes `outcome` as a Markdown summary, reading the cases once for the failing ones.
+pub fn write(outcome: &SuiteOutcome, out: &mut dyn io::Write) -> io::Result<()> {
+    // Parts are built in a `String` (`fmt::Write` into a `String` cannot fail, so those
+    // results are ignored) and written out whole.
+    let mut text = String::new();
     let (icon, verdict) = if outcome.passed { ("✅", "passed") } else { ("❌", "failed") };
     let failed_gates = outcome.gates.iter().filter(|g| !g.passed).count();
-    // `fmt::Write` into a `String` cannot fail; the results are ignored for that reason.
-    let _ = writeln!(out, "## {icon} stateval {}: {verdict}\n", code(&outcome.pipeline));
+    let _ = writeln!(text, "## {icon} stateval {}: {verdict}\n", code(&outcome.pipeline));
     let _ = writeln!(
-        out,
+        text,
         "{} of {} cases passed · {} of {} gates failed · run {}\n",
         outcome.passed_cases(),
         outcome.cases.len(),
@@ -34,41 +43,48 @@ pub fn render(outcome: &SuiteOutcome) -> String {
     );
 
     if !outcome.gates.is_empty() {
-        out.push_str("### Gates\n\n");
-        out.push_str("| Gate | Result | Cases | Passed | Pass rate | Reason |\n");
-        out.push_str("| --- | --- | ---: | ---: | ---: | --- |\n");
+        text.push_str("### Gates\n\n");
+        text.push_str("| Gate | Result | Cases | Passed | Pass rate | Reason |\n");
+        text.push_str("| --- | --- | ---: | ---: | ---: | --- |\n");
         for gate in &outcome.gates {
             let _ = writeln!(
-                out,
+                text,
                 "| {} | {} | {} | {} | {} | {} |",
                 code(&gate.scope),
                 if gate.passed { "✅ pass" } else { "❌ fail" },
                 gate.cases,
                 gate.passed_cases,
                 rate(gate.passed_cases, gate.cases),
-                text(gate_detail(gate))
+                self::text(gate_detail(gate))
             );
         }
-        out.push('\n');
+        text.push('\n');
     }
 
-    let failing: Vec<_> = outcome.cases.iter().filter(|c| !c.passed).collect();
-    if !failing.is_empty() {
-        let _ = writeln!(out, "### Failing cases ({})\n", failing.len());
-        out.push_str("| Dataset | Case | First reason |\n");
-        out.push_str("| --- | --- | --- |\n");
-        for case in failing {
+    let failing = outcome.cases.len() - outcome.passed_cases();
+    if failing > 0 {
+        let _ = writeln!(text, "### Failing cases ({failing})\n");
+        text.push_str("| Dataset | Case | First reason |\n");
+        text.push_str("| --- | --- | --- |\n");
+        out.write_all(text.as_bytes())?;
+        text.clear();
+        for case in outcome.cases.iter() {
+            let case = case?;
+            if case.passed {
+                continue;
+            }
             let reason = case.failure().unwrap_or_else(|| "case failed without a recorded reason".into());
-            let _ = writeln!(out, "| {} | {} | {} |", code(&case.dataset), code(&case.id), text(&reason));
+            let row = format!("| {} | {} | {} |\n", code(&case.dataset), code(&case.id), self::text(&reason));
+            out.write_all(row.as_bytes())?;
         }
-        out.push('\n');
+        text.push('\n');
     }
 
     let passing = outcome.passed_cases();
-    let _ = writeln!(out, "{passing} {} passed.", if passing == 1 { "case" } else { "cases" });
+    let _ = writeln!(text, "{passing} {} passed.", if passing == 1 { "case" } else { "cases" });
 
-    render_extras(&mut out, &outcome.extras);
-    out
+    render_extras(&mut text, &outcome.extras);
+    out.write_all(text.as_bytes())
 }
 
 /// One table per extra that is an object whose values are all numbers; the names of
@@ -171,23 +187,27 @@ mod tests {
     use super::*;
     use crate::report::fixture;
 
+    fn md(outcome: &SuiteOutcome) -> String {
+        render(outcome).unwrap_or_else(|e| panic!("render failed: {e}"))
+    }
+
     #[test]
     fn the_markdown_summary_is_pinned() {
-        insta::assert_snapshot!("markdown", render(&fixture::suite()));
+        insta::assert_snapshot!("markdown", md(&fixture::suite()));
     }
 
     #[test]
     fn the_summary_opens_with_the_verdict() {
         let mut outcome = fixture::suite();
-        assert!(render(&outcome).starts_with("## ❌ stateval `ci`: failed\n"));
+        assert!(md(&outcome).starts_with("## ❌ stateval `ci`: failed\n"));
         outcome.passed = true;
-        assert!(render(&outcome).starts_with("## ✅ stateval `ci`: passed\n"));
+        assert!(md(&outcome).starts_with("## ✅ stateval `ci`: passed\n"));
     }
 
     #[test]
     fn every_table_row_has_as_many_cells_as_its_header() {
         // Count unescaped pipes: a `|` leaking from a case id or reason adds a cell.
-        let rendered = render(&fixture::suite());
+        let rendered = md(&fixture::suite());
         let mut expected = None;
         for line in rendered.lines() {
             if !line.starts_with('|') {
@@ -235,7 +255,7 @@ mod tests {
 
     #[test]
     fn extras_that_are_objects_of_numbers_become_tables_and_others_are_named() {
-        let rendered = render(&fixture::suite());
+        let rendered = md(&fixture::suite());
         assert!(
             rendered.contains(
                 "#### `reliability`\n\n| Metric | Value |\n| --- | ---: |\n\
@@ -251,7 +271,7 @@ mod tests {
     fn no_extras_means_no_extras_section() {
         let mut outcome = fixture::suite();
         outcome.extras.clear();
-        let rendered = render(&outcome);
+        let rendered = md(&outcome);
         assert!(!rendered.contains("Extras"), "{rendered}");
         assert!(rendered.ends_with("1 case passed.\n"), "{rendered}");
     }

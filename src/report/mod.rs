@@ -4,8 +4,10 @@
 //! [`CaseOutcome`](crate::runner::outcome::CaseOutcome) as each case finishes (only the
 //! live terminal progress in [`pretty`] consumes those), then the whole
 //! [`SuiteOutcome`] once every case and gate is decided. Every reporter is a pure
-//! `render(&SuiteOutcome) -> text`; this module only maps the `[report]` section to
-//! files and writes them atomically, so adding a format touches no other reporter.
+//! `write(&SuiteOutcome, out)` that streams the cases one at a time (a suite's cases are
+//! never all in memory), with a `render` to a `String` beside it for tests; this module
+//! only maps the `[report]` section to files and writes them atomically, so adding a
+//! format touches no other reporter.
 //!
 //! Determinism: the same `SuiteOutcome` renders to the same bytes. No reporter reads
 //! the clock, every map is ordered, and every float is printed with fixed precision.
@@ -92,13 +94,13 @@ impl Format {
         }
     }
 
-    /// Renders `outcome` in this format.
-    pub fn render(self, outcome: &SuiteOutcome) -> Result<String, String> {
+    /// Writes `outcome` in this format to `out`.
+    pub fn write(self, outcome: &SuiteOutcome, out: &mut dyn Write) -> io::Result<()> {
         match self {
-            Format::Json => json::render(outcome).map_err(|e| e.to_string()),
-            Format::Junit => junit::render(outcome).map_err(|e| e.to_string()),
-            Format::Tap(version) => Ok(tap::render(outcome, version)),
-            Format::Markdown => Ok(markdown::render(outcome)),
+            Format::Json => json::write(outcome, out),
+            Format::Junit => junit::write(outcome, out),
+            Format::Tap(version) => tap::write(outcome, version, out),
+            Format::Markdown => markdown::write(outcome, out),
         }
     }
 }
@@ -173,12 +175,7 @@ pub fn write_reports(outcome: &SuiteOutcome, config: &ReportConfig, base: &Path)
     let mut written = Vec::with_capacity(outputs.len());
     for (format, relative) in outputs {
         let path = base.join(relative);
-        let text = format.render(outcome).map_err(|message| ReportError::Render {
-            path: path.clone(),
-            format: format.key(),
-            message,
-        })?;
-        write_atomically(&path, text.as_bytes())?;
+        write_atomically(&path, format, |out| format.write(outcome, out))?;
         written.push(path);
     }
     Ok(written)
@@ -190,9 +187,14 @@ fn gate_detail(gate: &GateOutcome) -> &str {
     gate.reason.strip_prefix(gate.scope.as_str()).and_then(|rest| rest.strip_prefix(": ")).unwrap_or(&gate.reason)
 }
 
-/// Writes `bytes` to a temporary file beside `path`, syncs it, then renames it over
+/// Streams a report into a temporary file beside `path`, syncs it, then renames it over
 /// `path` (a rename within one directory is atomic). Parent directories are created.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+/// A report that cannot be rendered leaves the previous file (or none) in place.
+fn write_atomically(
+    path: &Path,
+    format: Format,
+    render: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), ReportError> {
     let io_error = |path: &Path, action, source| ReportError::Io { path: path.to_path_buf(), action, source };
     let Some(name) = path.file_name() else {
         return Err(ReportError::NotAFile { path: path.to_path_buf() });
@@ -210,11 +212,17 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
         .create(true)
         .truncate(true)
         .open(&tmp)
-        .and_then(|mut file| {
-            file.write_all(bytes)?;
-            file.sync_all()
-        })
         .map_err(|e| io_error(path, "write", e))
+        .and_then(|file| {
+            let mut out = io::BufWriter::new(file);
+            render(&mut out).map_err(|e| ReportError::Render {
+                path: path.to_path_buf(),
+                format: format.key(),
+                message: e.to_string(),
+            })?;
+            let file = out.into_inner().map_err(|e| io_error(path, "write", e.into_error()))?;
+            file.sync_all().map_err(|e| io_error(path, "write", e))
+        })
         .and_then(|()| fs::rename(&tmp, path).map_err(|e| io_error(path, "replace", e)));
     if result.is_err() {
         // Best effort: the error that matters is the one returned.
@@ -343,8 +351,8 @@ mod tests {
 
         assert_eq!(fs::read_to_string(&expected[0])?, json::render(&outcome)?);
         assert_eq!(fs::read_to_string(&expected[1])?, junit::render(&outcome)?);
-        assert_eq!(fs::read_to_string(&expected[2])?, tap::render(&outcome, TapVersion::V14));
-        assert_eq!(fs::read_to_string(&expected[3])?, markdown::render(&outcome));
+        assert_eq!(fs::read_to_string(&expected[2])?, tap::render(&outcome, TapVersion::V14)?);
+        assert_eq!(fs::read_to_string(&expected[3])?, markdown::render(&outcome)?);
 
         // No temporary file is left beside any report.
         for sub in ["", "reports", "reports/ci"] {

@@ -111,7 +111,11 @@ pub fn write_summary(outcome: &SuiteOutcome, out: &mut dyn Write, color: ColorCh
 
 fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write) -> io::Result<()> {
     let mut listed = false;
-    for case in outcome.cases.iter().filter(|c| !c.passed) {
+    for case in outcome.cases.iter() {
+        let case = case?;
+        if case.passed {
+            continue;
+        }
         listed = true;
         writeln!(out, "{RED}{BOLD}FAIL{RESET} {} :: {}", visible(&case.dataset), visible(&case.id))?;
         let mut reasons = case.failures();
@@ -122,7 +126,8 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write) -> io::Result<()
             writeln!(out, "     {}", visible(&reason))?;
         }
     }
-    for case in &outcome.cases {
+    for case in outcome.cases.iter() {
+        let case = case?;
         for run in &case.runs {
             for warning in &run.warnings {
                 listed = true;
@@ -241,8 +246,8 @@ mod tests {
         let outcome = fixture::suite();
         let progress = Progress::hidden(outcome.cases.len());
         assert!(progress.is_hidden());
-        for case in &outcome.cases {
-            progress.case_done(case);
+        for case in outcome.cases.iter() {
+            progress.case_done(&case.unwrap_or_else(|e| panic!("{e}")));
         }
         assert_eq!((progress.passed(), progress.failed()), (1, 2));
         progress.finish();

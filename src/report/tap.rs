@@ -15,6 +15,7 @@
 //! (subtests, pragmas) whose syntax changed.
 
 use std::fmt::Write as _;
+use std::io;
 
 use crate::report::gate_detail;
 use crate::runner::outcome::{CaseOutcome, RunResult, SuiteOutcome};
@@ -47,26 +48,38 @@ impl TryFrom<u8> for TapVersion {
     }
 }
 
-/// `outcome` as a TAP stream of the given version.
-pub fn render(outcome: &SuiteOutcome, version: TapVersion) -> String {
-    let mut out = String::new();
-    // `fmt::Write` into a `String` cannot fail; the results are ignored for that reason.
-    let _ = writeln!(out, "TAP version {}", version.number());
+/// `outcome` as a TAP stream of the given version, in memory.
+pub fn render(outcome: &SuiteOutcome, version: TapVersion) -> io::Result<String> {
+    let mut bytes = Vec::new();
+    write(outcome, version, &mut bytes)?;
+    String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+/// Writes `outcome` as a TAP stream, one test point at a time.
+pub fn write(outcome: &SuiteOutcome, version: TapVersion, out: &mut dyn io::Write) -> io::Result<()> {
+    // Each part is built in a `String` (`fmt::Write` into a `String` cannot fail, so
+    // those results are ignored) and written out whole.
+    let mut text = String::new();
+    let _ = writeln!(text, "TAP version {}", version.number());
     if outcome.cases.is_empty() {
-        out.push_str("1..0 # SKIP no cases\n");
+        text.push_str("1..0 # SKIP no cases\n");
     } else {
-        let _ = writeln!(out, "1..{}", outcome.cases.len());
+        let _ = writeln!(text, "1..{}", outcome.cases.len());
     }
-    for (number, case) in (1..).zip(&outcome.cases) {
-        test_point(&mut out, number, case);
+    out.write_all(text.as_bytes())?;
+    for (number, case) in (1..).zip(outcome.cases.iter()) {
+        text.clear();
+        test_point(&mut text, number, case?.as_ref());
+        out.write_all(text.as_bytes())?;
     }
+    text.clear();
     for gate in &outcome.gates {
         let verdict = if gate.passed { "PASS" } else { "FAIL" };
-        let _ = writeln!(out, "# gate {}: {verdict} - {}", comment_text(&gate.scope), comment_text(gate_detail(gate)));
+        let _ = writeln!(text, "# gate {}: {verdict} - {}", comment_text(&gate.scope), comment_text(gate_detail(gate)));
     }
     let failed_gates: Vec<&str> = outcome.gates.iter().filter(|g| !g.passed).map(|g| g.scope.as_str()).collect();
     let _ = writeln!(
-        out,
+        text,
         "# verdict: {} - {}/{} cases passed, {}",
         if outcome.passed { "PASS" } else { "FAIL" },
         outcome.passed_cases(),
@@ -77,7 +90,7 @@ pub fn render(outcome: &SuiteOutcome, version: TapVersion) -> String {
             comment_text(&format!("gates failed: {}", failed_gates.join(", ")))
         }
     );
-    out
+    out.write_all(text.as_bytes())
 }
 
 fn test_point(out: &mut String, number: usize, case: &CaseOutcome) {
@@ -234,6 +247,10 @@ mod tests {
     use super::*;
     use crate::report::fixture;
 
+    fn tap(outcome: &SuiteOutcome, version: TapVersion) -> String {
+        render(outcome, version).unwrap_or_else(|e| panic!("render failed: {e}"))
+    }
+
     /// Parses `tap` with Perl's TAP::Parser and returns what it understood as JSON.
     /// Fails the test (never skips it) when perl or TAP::Parser is missing: CI must
     /// have them (Debian's `perl` package ships TAP::Parser and JSON::PP).
@@ -329,7 +346,7 @@ mod tests {
 
     #[test]
     fn tap_13_is_read_by_perls_tap_parser_without_errors() {
-        let parsed = tap_parser(&render(&fixture::suite(), TapVersion::V13));
+        let parsed = tap_parser(&tap(&fixture::suite(), TapVersion::V13));
         assert_eq!(parsed["version"], 13);
         assert_eq!(parsed["parse_errors"], serde_json::json!([]));
         assert_parsed_like_the_fixture(&parsed);
@@ -340,7 +357,7 @@ mod tests {
         // TAP::Parser 3.44 (Debian 12's perl) knows versions up to 13: it reports
         // exactly one parse error for the version line, then parses the rest as 13.
         // A newer parser that knows 14 reports none. Anything else is our fault.
-        let parsed = tap_parser(&render(&fixture::suite(), TapVersion::V14));
+        let parsed = tap_parser(&tap(&fixture::suite(), TapVersion::V14));
         let errors = parsed["parse_errors"].as_array().cloned().unwrap_or_default();
         let only_unknown_version = errors
             .iter()
@@ -352,8 +369,8 @@ mod tests {
     #[test]
     fn an_empty_suite_is_a_skipped_plan() {
         let mut outcome = fixture::suite();
-        outcome.cases.clear();
-        let parsed = tap_parser(&render(&outcome, TapVersion::V13));
+        outcome.cases = Vec::new().into();
+        let parsed = tap_parser(&tap(&outcome, TapVersion::V13));
         assert_eq!(parsed["plan"], "1..0");
         assert_eq!(parsed["good_plan"], true);
         assert_eq!(parsed["parse_errors"], serde_json::json!([]));
@@ -386,13 +403,13 @@ mod tests {
 
     #[test]
     fn tap_13_is_pinned() {
-        insta::assert_snapshot!("tap13", render(&fixture::suite(), TapVersion::V13));
+        insta::assert_snapshot!("tap13", tap(&fixture::suite(), TapVersion::V13));
     }
 
     #[test]
     fn tap_14_differs_from_13_only_in_the_version_line() {
-        let v13 = render(&fixture::suite(), TapVersion::V13);
-        let v14 = render(&fixture::suite(), TapVersion::V14);
+        let v13 = tap(&fixture::suite(), TapVersion::V13);
+        let v14 = tap(&fixture::suite(), TapVersion::V14);
         assert!(v14.starts_with("TAP version 14\n"));
         assert_eq!(v13.replacen("TAP version 13\n", "TAP version 14\n", 1), v14);
     }

@@ -14,9 +14,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::canon::{self, Context, Digest};
-use crate::dataset::{Case, Loader};
+use crate::dataset::{Case, CaseParser, CaseRef, Loader};
 use crate::diag::InputError;
 use crate::event::writer::{Sink, WriteError};
+use crate::gate::Tally;
 use crate::grade::Assertion;
 use crate::metrics::dimensions as cards_api;
 use crate::pipeline::Pipeline;
@@ -24,7 +25,7 @@ use crate::runtime::detectors::Detectors;
 use crate::runtime::{BuiltinAgent, Recorder, RunInput, RunStatus};
 use crate::sandbox::Manifest;
 use crate::store::{Layout, LogRecord, RunRecord, Store, StoreError, VerdictRecord};
-use outcome::{CaseOutcome, Check, RunResult, SuiteOutcome};
+use outcome::{CaseOutcome, CaseSpill, Cases, Check, RunResult, SuiteOutcome};
 use serde_json::{Value, json};
 
 #[derive(Debug, thiserror::Error)]
@@ -53,7 +54,7 @@ pub struct Selection {
 }
 
 impl Selection {
-    fn keeps(&self, case: &Case) -> bool {
+    fn keeps(&self, case: &CaseRef) -> bool {
         self.filter.as_ref().is_none_or(|p| p.matches(&case.id))
             && (self.tags.is_empty() || case.tags.iter().any(|t| self.tags.contains(t)))
     }
@@ -62,7 +63,9 @@ impl Selection {
 /// Everything a run needs, validated.
 pub struct Plan {
     pub pipeline: Pipeline,
-    pub cases: Vec<Case>,
+    /// The selected cases, validated; [`Plan::case`] reads one in full.
+    pub cases: Vec<CaseRef>,
+    parser: Mutex<CaseParser>,
     /// Agent profile name → its manifest and profile digest.
     pub agents: BTreeMap<String, (Arc<Manifest>, Digest)>,
     /// Content-derived: the same inputs give the same id.
@@ -116,10 +119,16 @@ impl Plan {
         if !errors.is_empty() {
             return Err(RunnerError::Input(errors));
         }
-        let cases: Vec<Case> = cases.into_iter().filter(|c| selection.keeps(c)).collect();
+        let cases: Vec<CaseRef> = cases.into_iter().filter(|c| selection.keeps(c)).collect();
         let run_id = run_id(&pipeline, &cases, &agents);
         let goldens = crate::golden::Goldens::from_pipeline(&pipeline);
-        Ok(Plan { pipeline, cases, agents, run_id, goldens })
+        Ok(Plan { pipeline, cases, parser: Mutex::new(CaseParser::default()), agents, run_id, goldens })
+    }
+
+    /// Case `index` in full, read again from its dataset (see [`CaseRef::load`]).
+    pub fn case(&self, index: usize) -> Result<Case, RunnerError> {
+        let reference = self.cases.get(index).ok_or_else(|| RunnerError::Internal(format!("no case {index}")))?;
+        reference.load(&self.pipeline, &self.parser).map_err(|e| RunnerError::Input(vec![e]))
     }
 
     pub fn layout(&self) -> Layout {
@@ -128,7 +137,7 @@ impl Plan {
 }
 
 /// Digest over everything that decides a run's logs.
-fn run_id(pipeline: &Pipeline, cases: &[Case], agents: &BTreeMap<String, (Arc<Manifest>, Digest)>) -> String {
+fn run_id(pipeline: &Pipeline, cases: &[CaseRef], agents: &BTreeMap<String, (Arc<Manifest>, Digest)>) -> String {
     let mut hasher = Vec::new();
     hasher.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
     hasher.extend_from_slice(pipeline.text.as_bytes());
@@ -142,7 +151,7 @@ fn run_id(pipeline: &Pipeline, cases: &[Case], agents: &BTreeMap<String, (Arc<Ma
     for case in cases {
         hasher.extend_from_slice(&case.digest.0);
         for r in &case.recordings {
-            hasher.extend_from_slice(&r.digest().0);
+            hasher.extend_from_slice(&r.digest.0);
         }
     }
     let digest = canon::digest(Context::Content, &hasher);
@@ -187,15 +196,24 @@ pub fn execute(
 
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(options.jobs.max(1)).build()?;
-    let mut outcomes: Vec<Option<CaseOutcome>> = (0..plan.cases.len()).map(|_| None).collect();
-    let mut card_runs: Vec<Vec<cards_api::Run>> = vec![Vec::new(); plan.cases.len()];
+    let jobs = options.jobs.max(1);
+    // Cases finish out of order but are kept in dataset order: a finished case waits
+    // here until every case before it is written. Starting a case at most `window`
+    // cases ahead of the oldest unwritten one bounds how many can wait.
+    let window = jobs * 8;
+    let mut waiting: BTreeMap<usize, CaseOutcome> = BTreeMap::new();
+    let mut spill = CaseSpill::create(&layout.cases_path(&plan.run_id))?;
+    let mut tally = Tally::default();
+    let mut written = 0usize;
+    // Only cases that feed a reliability card keep their card inputs.
+    let mut card_runs: BTreeMap<usize, Vec<cards_api::Run>> = BTreeMap::new();
     runtime.block_on(async {
         let mut pending = tokio::task::JoinSet::new();
         let mut next = 0usize;
         let interrupt = tokio::signal::ctrl_c();
         tokio::pin!(interrupt);
         loop {
-            while pending.len() < options.jobs.max(1) && next < plan.cases.len() {
+            while pending.len() < jobs && next < plan.cases.len() && next < written + window {
                 let (plan, store, verdicts) = (plan.clone(), store.clone(), verdicts.clone());
                 let index = next;
                 pending.spawn_blocking(move || (index, run_case(&plan, index, store.as_ref(), &verdicts)));
@@ -210,8 +228,15 @@ pub fn execute(
                     let (index, result) = joined.map_err(|e| RunnerError::Internal(format!("a case worker panicked: {e}")))?;
                     let (card_inputs, outcome) = result?;
                     progress(&outcome);
-                    outcomes[index] = Some(outcome);
-                    card_runs[index] = card_inputs;
+                    if !card_inputs.is_empty() {
+                        card_runs.insert(index, card_inputs);
+                    }
+                    waiting.insert(index, outcome);
+                    while let Some(outcome) = waiting.remove(&written) {
+                        tally.add(&outcome.tags, outcome.passed);
+                        spill.push(&outcome)?;
+                        written += 1;
+                    }
                 }
                 _ = &mut interrupt => {
                     store.flush()?;
@@ -221,23 +246,22 @@ pub fn execute(
         }
     })?;
 
-    let cases: Vec<CaseOutcome> = outcomes.into_iter().flatten().collect();
+    let cases = spill.finish()?;
     rewrite_verdicts_in_order(&layout, &plan.run_id, &cases)?;
     let mut gates = if options.selective {
         // a selection judges pass rates, not suite sizes: min_cases is the full run's
         // guard, and tags the selection left without cases are not this run's to judge
         let mut config = plan.pipeline.gates.clone();
         config.default.iter_mut().chain(config.tags.values_mut()).for_each(|g| g.min_cases = None);
-        let mut gates = crate::gate::evaluate(&config, &cases);
+        let mut gates = crate::gate::evaluate(&config, &tally);
         gates.retain(|g| g.scope == crate::gate::DEFAULT_SCOPE || g.cases > 0);
         gates
     } else {
-        crate::gate::evaluate(&plan.pipeline.gates, &cases)
+        crate::gate::evaluate(&plan.pipeline.gates, &tally)
     };
-    let case_refs: Vec<&Case> = plan.cases.iter().collect();
     let mut extras = serde_json::Map::new();
     let mut card_targets = BTreeMap::new();
-    for (agent, report) in cards::cards(&case_refs, &card_runs) {
+    for (agent, report) in cards::cards(&plan.cases, &card_runs) {
         let targets = report.targets();
         extras.insert(format!("reliability.{agent}"), json!(targets));
         card_targets.insert(agent, targets);
@@ -264,9 +288,12 @@ pub fn execute(
 /// During the run, verdict lines are appended as cases finish (so a killed run keeps
 /// what it graded); at the end the file is rewritten in dataset order, atomically, so
 /// it is byte-identical however the workers interleaved.
-fn rewrite_verdicts_in_order(layout: &Layout, run_id: &str, cases: &[CaseOutcome]) -> Result<(), RunnerError> {
-    let mut text = String::new();
-    for case in cases {
+fn rewrite_verdicts_in_order(layout: &Layout, run_id: &str, cases: &Cases) -> Result<(), RunnerError> {
+    let path = layout.verdicts_path(run_id);
+    let tmp = path.with_extension("jsonl.tmp");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+    for case in cases.iter() {
+        let case = case?;
         for r in &case.runs {
             let v = VerdictRecord {
                 run_id: run_id.to_string(),
@@ -276,13 +303,11 @@ fn rewrite_verdicts_in_order(layout: &Layout, run_id: &str, cases: &[CaseOutcome
                 passed: r.passed,
                 status: r.status.clone(),
             };
-            text.push_str(&serde_json::to_string(&v).map_err(|e| RunnerError::Internal(e.to_string()))?);
-            text.push('\n');
+            serde_json::to_writer(&mut out, &v).map_err(|e| RunnerError::Internal(e.to_string()))?;
+            out.write_all(b"\n")?;
         }
     }
-    let path = layout.verdicts_path(run_id);
-    let tmp = path.with_extension("jsonl.tmp");
-    std::fs::write(&tmp, text)?;
+    out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     std::fs::rename(&tmp, &path)?;
     Ok(())
 }
@@ -294,7 +319,7 @@ fn run_case(
     store: &dyn Store,
     verdicts: &Mutex<std::fs::File>,
 ) -> Result<(Vec<cards_api::Run>, CaseOutcome), RunnerError> {
-    let case = &plan.cases[index];
+    let case = &plan.case(index)?;
     let layout = plan.layout();
     let profile = &plan.pipeline.agents[&case.agent];
     let (manifest, profile_digest) = &plan.agents[&case.agent];

@@ -3,6 +3,10 @@
 //! Everything here is deterministic for the same inputs (no wall-clock time, cases in
 //! dataset order), so every report rendered from it is byte-stable.
 
+use std::borrow::Cow;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -113,7 +117,7 @@ pub struct SuiteOutcome {
     pub pipeline: String,
     /// Content-derived: the same inputs give the same id.
     pub run_id: String,
-    pub cases: Vec<CaseOutcome>,
+    pub cases: Cases,
     pub gates: Vec<GateOutcome>,
     /// Every gate passed.
     pub passed: bool,
@@ -124,6 +128,210 @@ pub struct SuiteOutcome {
 
 impl SuiteOutcome {
     pub fn passed_cases(&self) -> usize {
-        self.cases.iter().filter(|c| c.passed).count()
+        self.cases.passed()
+    }
+}
+
+/// The cases of a suite, in dataset order (the cases of one dataset are adjacent).
+///
+/// A run writes them to a JSONL file as they are decided ([`CaseSpill`]) and reporters
+/// read them back one at a time, so neither the runner nor a reporter holds a suite's
+/// cases in memory: memory stays flat however many cases a suite has. Tests and small
+/// tools build them in memory from a `Vec`.
+#[derive(Debug, Clone)]
+pub struct Cases {
+    source: Source,
+    len: usize,
+    passed: usize,
+}
+
+#[derive(Debug, Clone)]
+enum Source {
+    Memory(Vec<CaseOutcome>),
+    /// One `CaseOutcome` per line.
+    File(PathBuf),
+}
+
+impl Cases {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// How many cases passed.
+    pub fn passed(&self) -> usize {
+        self.passed
+    }
+
+    /// The cases in order. Reading a spilled file back can fail (I/O, or a file changed
+    /// under the run); each item says so rather than ending the stream quietly.
+    pub fn iter(&self) -> CaseIter<'_> {
+        match &self.source {
+            Source::Memory(cases) => CaseIter::Memory(cases.iter()),
+            Source::File(path) => match std::fs::File::open(path) {
+                Ok(file) => CaseIter::File { path, lines: BufReader::new(file).lines(), line: 0 },
+                Err(e) => CaseIter::Failed(Some(io::Error::new(e.kind(), format!("{}: {e}", path.display())))),
+            },
+        }
+    }
+
+    /// Every case, collected (for tests and small suites).
+    pub fn to_vec(&self) -> io::Result<Vec<CaseOutcome>> {
+        self.iter().map(|c| c.map(Cow::into_owned)).collect()
+    }
+}
+
+impl From<Vec<CaseOutcome>> for Cases {
+    fn from(cases: Vec<CaseOutcome>) -> Self {
+        let passed = cases.iter().filter(|c| c.passed).count();
+        Cases { len: cases.len(), passed, source: Source::Memory(cases) }
+    }
+}
+
+/// Iterator over [`Cases`]: borrowed from memory, or parsed line by line from the file.
+pub enum CaseIter<'a> {
+    Memory(std::slice::Iter<'a, CaseOutcome>),
+    File { path: &'a Path, lines: io::Lines<BufReader<std::fs::File>>, line: usize },
+    Failed(Option<io::Error>),
+}
+
+impl<'a> Iterator for CaseIter<'a> {
+    type Item = io::Result<Cow<'a, CaseOutcome>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            CaseIter::Memory(cases) => cases.next().map(|c| Ok(Cow::Borrowed(c))),
+            CaseIter::File { path, lines, line } => {
+                let text = match lines.next()? {
+                    Ok(text) => text,
+                    Err(e) => return Some(Err(e)),
+                };
+                *line += 1;
+                Some(
+                    serde_json::from_str(&text).map(Cow::Owned).map_err(|e| {
+                        io::Error::new(io::ErrorKind::InvalidData, format!("{}:{line}: {e}", path.display()))
+                    }),
+                )
+            }
+            CaseIter::Failed(error) => error.take().map(Err),
+        }
+    }
+}
+
+impl PartialEq for Cases {
+    fn eq(&self, other: &Self) -> bool {
+        if (self.len, self.passed) != (other.len, other.passed) {
+            return false;
+        }
+        let mut theirs = other.iter();
+        self.iter().all(|mine| match (mine, theirs.next()) {
+            (Ok(a), Some(Ok(b))) => a == b,
+            _ => false,
+        }) && theirs.next().is_none()
+    }
+}
+
+impl Serialize for Cases {
+    /// A JSON array, written case by case as it is read.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = serializer.serialize_seq(Some(self.len))?;
+        for case in self.iter() {
+            seq.serialize_element(case.map_err(S::Error::custom)?.as_ref())?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Cases {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::<CaseOutcome>::deserialize(deserializer).map(Cases::from)
+    }
+}
+
+/// Writes decided cases, in order, to the JSONL file a [`Cases`] reads back.
+pub struct CaseSpill {
+    path: PathBuf,
+    out: BufWriter<std::fs::File>,
+    len: usize,
+    passed: usize,
+}
+
+impl CaseSpill {
+    pub fn create(path: &Path) -> io::Result<Self> {
+        let file = std::fs::File::create(path)?;
+        Ok(CaseSpill { path: path.to_path_buf(), out: BufWriter::new(file), len: 0, passed: 0 })
+    }
+
+    pub fn push(&mut self, case: &CaseOutcome) -> io::Result<()> {
+        serde_json::to_writer(&mut self.out, case)?;
+        self.out.write_all(b"\n")?;
+        self.len += 1;
+        self.passed += usize::from(case.passed);
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> io::Result<Cases> {
+        self.out.flush()?;
+        Ok(Cases { source: Source::File(self.path), len: self.len, passed: self.passed })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(id: &str, passed: bool) -> CaseOutcome {
+        CaseOutcome {
+            dataset: "d".into(),
+            id: id.into(),
+            tags: vec!["t".into()],
+            agent: "a".into(),
+            source: "d.jsonl:1".into(),
+            runs: Vec::new(),
+            blocks: Vec::new(),
+            passed,
+        }
+    }
+
+    #[test]
+    fn spilled_cases_read_back_equal_and_in_order() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let written = vec![case("a", true), case("b\nline", false), case("c", true)];
+        let mut spill = CaseSpill::create(&dir.path().join("cases.jsonl"))?;
+        for c in &written {
+            spill.push(c)?;
+        }
+        let cases = spill.finish()?;
+        assert_eq!((cases.len(), cases.passed()), (3, 2));
+        assert_eq!(cases.to_vec()?, written);
+        assert_eq!(cases, Cases::from(written));
+        Ok(())
+    }
+
+    #[test]
+    fn a_damaged_spill_file_is_an_error_naming_its_line() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("cases.jsonl");
+        let mut spill = CaseSpill::create(&path)?;
+        spill.push(&case("a", true))?;
+        let cases = spill.finish()?;
+        std::fs::write(&path, "{\"not\": \"a case\"}\n")?;
+        let err = cases.to_vec().err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.starts_with(&format!("{}:1: ", path.display())), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn cases_serialise_as_a_json_array() -> serde_json::Result<()> {
+        let cases = Cases::from(vec![case("a", true)]);
+        let text = serde_json::to_string(&cases)?;
+        assert!(text.starts_with("[{\"dataset\":\"d\""), "{text}");
+        let back: Cases = serde_json::from_str(&text)?;
+        assert_eq!(back, cases);
+        Ok(())
     }
 }

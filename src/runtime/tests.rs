@@ -50,7 +50,6 @@ fn run(profile_toml: &str, manifest: &Manifest, recording: &Recording) -> Vec<Ev
         blocks: Vec::new(),
         block_expect: Vec::new(),
         perturbation: None,
-        perturbation_column: 0,
         allowed_tools: None,
         human_approvals: Default::default(),
         dataset: "d".into(),

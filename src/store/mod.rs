@@ -99,6 +99,11 @@ impl Layout {
     pub fn verdicts_path(&self, run_id: &str) -> PathBuf {
         self.run_dir(run_id).join("verdicts.jsonl")
     }
+    /// Every case outcome of a run, one JSON object per line, in dataset order: what
+    /// the reports are rendered from.
+    pub fn cases_path(&self, run_id: &str) -> PathBuf {
+        self.run_dir(run_id).join("cases.jsonl")
+    }
     pub fn meta_path(&self, run_id: &str) -> PathBuf {
         self.run_dir(run_id).join("run.json")
     }
@@ -194,8 +199,19 @@ pub fn reindex(store: &dyn Store, layout: &Layout) -> Result<ReindexSummary, Sto
                 }
             }
         }
-        if let Ok(text) = std::fs::read_to_string(layout.verdicts_path(&run_id)) {
-            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        if let Ok(file) = std::fs::File::open(layout.verdicts_path(&run_id)) {
+            use std::io::BufRead;
+            // line by line: a run's verdicts are never all in memory
+            for line in std::io::BufReader::new(file).lines() {
+                let line = match line {
+                    Ok(line) if line.trim().is_empty() => continue,
+                    Ok(line) => line,
+                    Err(e) => {
+                        summary.problems.push(format!("{}: {e}", layout.verdicts_path(&run_id).display()));
+                        break;
+                    }
+                };
+                let line = line.as_str();
                 // a killed run may leave a torn last line: index what is whole
                 match serde_json::from_str::<VerdictRecord>(line) {
                     Ok(v) => {

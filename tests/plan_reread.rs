@@ -1,0 +1,65 @@
+//! A plan keeps references to its cases, not the cases: each is read again from its
+//! dataset (and its recordings from their files) when it runs. What was validated must
+//! be what runs, so an edit in between is an error naming the file, never a different
+//! case run quietly.
+
+use stateval::runner::{Plan, RunnerError, Selection};
+use stateval::synth::{SynthSpec, write_suite};
+
+fn suite() -> (tempfile::TempDir, Plan) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pipeline = write_suite(dir.path(), &SynthSpec { cases: 3, turns: 4, runs: 2, seed: 3 }).expect("suite");
+    let plan = Plan::load(&pipeline, &Selection::default()).expect("the synthetic suite loads");
+    (dir, plan)
+}
+
+#[test]
+fn a_case_read_again_is_the_case_that_was_validated() -> Result<(), RunnerError> {
+    let (dir, plan) = suite();
+    assert_eq!(plan.cases.len(), 3);
+    let text = std::fs::read_to_string(dir.path().join("datasets/synth/suite.jsonl"))?;
+    for (i, line) in text.lines().enumerate() {
+        let case = plan.case(i)?;
+        let written: serde_json::Value = serde_json::from_str(line).expect("JSON line");
+        assert_eq!(case.id, plan.cases[i].id);
+        assert_eq!(case.id, written["id"]);
+        assert_eq!(serde_json::json!(case.turns), written["turns"]);
+        assert_eq!(case.line, i + 1);
+        assert_eq!(case.expect.len(), 4);
+        assert_eq!(case.digest, plan.cases[i].digest);
+        let keys: Vec<_> = case.recordings.iter().map(|r| r.key()).collect();
+        assert_eq!(keys, plan.cases[i].recordings);
+        for recording in &case.recordings {
+            assert_eq!(recording.load().map(|r| r.responses.len()), Ok(8));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_dataset_line_edited_after_validation_is_an_error_naming_it() {
+    let (dir, plan) = suite();
+    let path = dir.path().join("datasets/synth/suite.jsonl");
+    let text = std::fs::read_to_string(&path).expect("dataset");
+    // same length, different bytes: only the content check can notice
+    std::fs::write(&path, text.replacen("Turn 0:", "Turn 9:", 2)).expect("edit");
+    assert!(plan.case(0).is_err());
+    let err = plan.case(1).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("suite.jsonl:2:1"), "{err}");
+    assert!(err.contains("the dataset changed after it was validated"), "{err}");
+    // the third line is as validated and still reads
+    assert!(plan.case(2).is_ok());
+}
+
+#[test]
+fn a_recording_edited_after_validation_is_refused_when_it_is_replayed() -> Result<(), RunnerError> {
+    let (dir, plan) = suite();
+    let path = dir.path().join("fixtures/recordings/synth-00001-1.jsonl");
+    let text = std::fs::read_to_string(&path)?;
+    std::fs::write(&path, text.replacen("is in order", "is in ordex", 1))?;
+    let case = plan.case(1)?;
+    assert!(case.recordings[0].load().is_ok(), "run 0's file is untouched");
+    let err = case.recordings[1].load().err().unwrap_or_default();
+    assert!(err.ends_with("synth-00001-1.jsonl: recording changed on disk after the run was validated"), "{err}");
+    Ok(())
+}
