@@ -7,7 +7,7 @@ use super::{CliError, Exit};
 use stateval::golden;
 use stateval::pipeline::Pipeline;
 use stateval::report;
-use stateval::runner::{self, Options, Plan, RunnerError, Selection};
+use stateval::runner::{self, Options, Plan, Selection};
 use stateval::store::SledStore;
 
 #[derive(clap::Args)]
@@ -85,11 +85,12 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     progress.finish();
     let outcome = match outcome {
         Ok(o) => o,
-        Err(RunnerError::Interrupted) => {
+        // interrupted, an input changed under the run, a log that cannot be written:
+        // no earlier report may stand in for this run
+        Err(e) => {
             remove_stale_reports(&args.pipeline);
-            return Err(RunnerError::Interrupted.into());
+            return Err(e.into());
         }
-        Err(e) => return Err(e.into()),
     };
 
     let written = report::write_reports(&outcome, &plan.pipeline.report, &plan.pipeline.base)
