@@ -119,18 +119,11 @@ pub struct DatasetFile {
     pub dataset: String,
 }
 
-/// A validated case as a plan keeps it: what selection, gates and reliability cards
-/// need, the digests that identify the run, and where its line is.
+/// A validated case as a plan keeps it: where its line is, and the hashes that prove
+/// the line and its recordings unchanged when it runs. About a hundred bytes a case;
+/// everything else is read again by [`CaseRef::load`].
 #[derive(Debug, Clone)]
 pub struct CaseRef {
-    pub id: String,
-    pub agent: String,
-    pub tags: Vec<String>,
-    pub perturbation: Option<Perturbation>,
-    /// Each recorded run, in order.
-    pub recordings: Vec<RecordingKey>,
-    /// Digest of the canonical case line.
-    pub digest: Digest,
     pub file: Arc<DatasetFile>,
     pub line: usize,
     /// Byte offset and length of the line in the file.
@@ -138,8 +131,8 @@ pub struct CaseRef {
     len: usize,
     /// blake3 of the line's bytes, to notice a file edited after validation.
     bytes: blake3::Hash,
-    /// Column of `perturbation.of`, for errors found across cases.
-    perturbation_column: usize,
+    /// Each recorded run, in order.
+    pub recordings: Box<[RecordingKey]>,
 }
 
 impl CaseRef {
@@ -244,14 +237,38 @@ pub enum Recordings<'a> {
     Known(&'a [RecordingKey]),
 }
 
-/// Loads datasets for one pipeline: validates every case, keeps a [`CaseRef`] each.
+/// Loads datasets for one pipeline: validates every case, keeps a [`CaseRef`] for each
+/// selected one.
 pub struct Loader<'p> {
     pipeline: &'p Pipeline,
     parser: CaseParser,
-    /// Case id → index in `cases`.
-    ids: BTreeMap<String, usize>,
+    /// Which valid cases to keep (every one by default).
+    select: Box<dyn Fn(&Case) -> bool + 'p>,
+    /// Every case id seen, for unique ids and perturbation references.
+    ids: BTreeMap<String, Seen>,
+    /// Perturbed cases, checked once every id is known.
+    perturbed: Vec<(Seen, String, Perturbation)>,
+    /// Content digest of the kept cases and their recordings, in order.
+    content: blake3::Hasher,
     pub cases: Vec<CaseRef>,
     pub errors: Vec<InputError>,
+}
+
+/// Where a case was defined, and for which agent.
+struct Seen {
+    agent: String,
+    file: Arc<DatasetFile>,
+    line: usize,
+    /// Column of `perturbation.of`, for errors found across cases.
+    column: usize,
+}
+
+/// The selected cases of a pipeline, validated.
+pub struct Loaded {
+    pub cases: Vec<CaseRef>,
+    /// Over every kept case's digest and its recordings' digests, in order: what the
+    /// cases contribute to a run id.
+    pub digest: Digest,
 }
 
 /// Stop collecting after this many errors: past it, more lines add noise, not help.
@@ -259,7 +276,22 @@ const MAX_ERRORS: usize = 20;
 
 impl<'p> Loader<'p> {
     pub fn new(pipeline: &'p Pipeline) -> Self {
-        Loader { pipeline, parser: CaseParser::default(), ids: BTreeMap::new(), cases: Vec::new(), errors: Vec::new() }
+        Loader {
+            pipeline,
+            parser: CaseParser::default(),
+            select: Box::new(|_| true),
+            ids: BTreeMap::new(),
+            perturbed: Vec::new(),
+            content: blake3::Hasher::new(),
+            cases: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Keep only the valid cases `select` accepts (every case is still validated).
+    pub fn select(mut self, select: impl Fn(&Case) -> bool + 'p) -> Self {
+        self.select = Box::new(select);
+        self
     }
 
     /// The dataset files of the pipeline, sorted, deduplicated. A pattern that matches
@@ -290,7 +322,7 @@ impl<'p> Loader<'p> {
     }
 
     /// Validate every dataset of the pipeline.
-    pub fn load_all(mut self) -> Result<Vec<CaseRef>, Vec<InputError>> {
+    pub fn load_all(mut self) -> Result<Loaded, Vec<InputError>> {
         for file in self.dataset_files() {
             self.load_file(&file);
             if self.errors.len() >= MAX_ERRORS {
@@ -298,22 +330,24 @@ impl<'p> Loader<'p> {
             }
         }
         self.check_perturbations();
-        if self.errors.is_empty() { Ok(self.cases) } else { Err(self.errors) }
+        if !self.errors.is_empty() {
+            return Err(self.errors);
+        }
+        Ok(Loaded { cases: self.cases, digest: Digest(*self.content.finalize().as_bytes()) })
     }
 
     /// A perturbed case names a baseline case of the same agent (METRICS.md §6).
     fn check_perturbations(&mut self) {
-        for case in &self.cases {
-            let Some(p) = &case.perturbation else { continue };
-            let problem = match self.ids.get(&p.of).map(|&i| self.cases[i].agent.as_str()) {
+        for (case, id, p) in &self.perturbed {
+            let problem = match self.ids.get(&p.of).map(|seen| seen.agent.as_str()) {
                 None => format!("perturbation.of names no case: \"{}\"", p.of),
                 Some(agent) if *agent != case.agent => {
                     format!("perturbation.of names \"{}\", a case of agent {agent}, not {}", p.of, case.agent)
                 }
-                Some(_) if p.of == case.id => "a case cannot be a perturbation of itself".to_string(),
+                Some(_) if p.of == *id => "a case cannot be a perturbation of itself".to_string(),
                 Some(_) => continue,
             };
-            self.errors.push(InputError::new(&case.file.path, case.line, case.perturbation_column, problem));
+            self.errors.push(InputError::new(&case.file.path, case.line, case.column, problem));
         }
     }
 
@@ -350,10 +384,8 @@ impl<'p> Loader<'p> {
             }
             let parsed = self.parser.parse(self.pipeline, &file_ref, line_no, line, Recordings::Validate);
             match parsed.and_then(|case| self.keep(case, &file_ref, line, start)) {
-                Ok(case) => {
-                    self.ids.insert(case.id.clone(), self.cases.len());
-                    self.cases.push(case);
-                }
+                Ok(Some(case)) => self.cases.push(case),
+                Ok(None) => {}
                 Err(e) => self.errors.push(e),
             }
             if self.errors.len() >= MAX_ERRORS {
@@ -362,10 +394,16 @@ impl<'p> Loader<'p> {
         }
     }
 
-    /// Checks what needs every case (unique ids) and keeps the reference.
-    fn keep(&self, case: Case, file: &Arc<DatasetFile>, line: &str, offset: u64) -> Result<CaseRef, InputError> {
-        if let Some(&first) = self.ids.get(&case.id) {
-            let first = &self.cases[first];
+    /// Checks what needs every case (unique ids, later perturbation references) and
+    /// keeps the reference when the case is selected.
+    fn keep(
+        &mut self,
+        case: Case,
+        file: &Arc<DatasetFile>,
+        line: &str,
+        offset: u64,
+    ) -> Result<Option<CaseRef>, InputError> {
+        if let Some(first) = self.ids.get(&case.id) {
             return Err(InputError::new(
                 &case.path,
                 case.line,
@@ -378,20 +416,31 @@ impl<'p> Loader<'p> {
                 ),
             ));
         }
-        Ok(CaseRef {
-            recordings: case.recordings.iter().map(RecordingRef::key).collect(),
-            digest: case.digest,
+        let seen = || Seen {
+            agent: case.agent.clone(),
+            file: file.clone(),
+            line: case.line,
+            column: line_col(line, locate(line, "/perturbation/of")).1,
+        };
+        self.ids.insert(case.id.clone(), seen());
+        if let Some(p) = &case.perturbation {
+            self.perturbed.push((seen(), case.id.clone(), p.clone()));
+        }
+        if !(self.select)(&case) {
+            return Ok(None);
+        }
+        self.content.update(&case.digest.0);
+        for r in &case.recordings {
+            self.content.update(&r.digest().0);
+        }
+        Ok(Some(CaseRef {
             file: file.clone(),
             line: case.line,
             offset,
             len: line.len(),
             bytes: blake3::hash(line.as_bytes()),
-            perturbation_column: line_col(line, locate(line, "/perturbation/of")).1,
-            id: case.id,
-            agent: case.agent,
-            tags: case.tags,
-            perturbation: case.perturbation,
-        })
+            recordings: case.recordings.iter().map(RecordingRef::key).collect(),
+        }))
     }
 }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::dataset::{Case, CaseRef};
+use crate::dataset::{Case, Perturbation};
 use crate::event::{Event, Kind};
 use crate::metrics::dimensions::{Perturbed, PerturbedTask, Report, Run, Severity, Task, Variant, evaluate_tasks};
 use crate::pipeline::profile::Price;
@@ -56,11 +56,20 @@ pub fn feeds_card(case: &Case) -> bool {
     case.recordings.len() >= 2 || case.perturbation.is_some()
 }
 
-/// One card per agent that has a task with at least two runs; `runs` are the card
-/// inputs by case index, for the cases that feed a card.
-pub fn cards(cases: &[CaseRef], runs: &BTreeMap<usize, Vec<Run>>) -> BTreeMap<String, Report> {
+/// A case that feeds a card, with its runs' card inputs.
+#[derive(Debug, Clone)]
+pub struct CardCase {
+    pub id: String,
+    pub agent: String,
+    pub perturbation: Option<Perturbation>,
+    pub runs: Vec<Run>,
+}
+
+/// One card per agent that has a task with at least two runs.
+pub fn cards<'a>(cases: impl IntoIterator<Item = &'a CardCase>) -> BTreeMap<String, Report> {
     let mut by_agent: BTreeMap<&str, (Vec<Task>, Perturbed)> = BTreeMap::new();
-    for (case, runs) in runs.iter().filter_map(|(&i, runs)| Some((cases.get(i)?, runs))) {
+    for case in cases {
+        let runs = &case.runs;
         if runs.is_empty() {
             continue;
         }

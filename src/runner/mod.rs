@@ -54,7 +54,7 @@ pub struct Selection {
 }
 
 impl Selection {
-    fn keeps(&self, case: &CaseRef) -> bool {
+    fn keeps(&self, case: &Case) -> bool {
         self.filter.as_ref().is_none_or(|p| p.matches(&case.id))
             && (self.tags.is_empty() || case.tags.iter().any(|t| self.tags.contains(t)))
     }
@@ -109,18 +109,16 @@ impl Plan {
                 .map_err(|e| RunnerError::Internal(e.to_string()))?;
             agents.insert(name.clone(), (Arc::new(manifest), digest));
         }
-        let cases = match Loader::new(&pipeline).load_all() {
-            Ok(cases) => cases,
+        let loaded = Loader::new(&pipeline).select(|case| selection.keeps(case)).load_all();
+        let loaded = match loaded {
+            Ok(loaded) if errors.is_empty() => loaded,
+            Ok(_) => return Err(RunnerError::Input(errors)),
             Err(mut e) => {
                 errors.append(&mut e);
-                Vec::new()
+                return Err(RunnerError::Input(errors));
             }
         };
-        if !errors.is_empty() {
-            return Err(RunnerError::Input(errors));
-        }
-        let cases: Vec<CaseRef> = cases.into_iter().filter(|c| selection.keeps(c)).collect();
-        let run_id = run_id(&pipeline, &cases, &agents);
+        let (cases, run_id) = (loaded.cases, run_id(&pipeline, loaded.digest, &agents));
         let goldens = crate::golden::Goldens::from_pipeline(&pipeline);
         Ok(Plan { pipeline, cases, parser: Mutex::new(CaseParser::default()), agents, run_id, goldens })
     }
@@ -136,8 +134,9 @@ impl Plan {
     }
 }
 
-/// Digest over everything that decides a run's logs.
-fn run_id(pipeline: &Pipeline, cases: &[CaseRef], agents: &BTreeMap<String, (Arc<Manifest>, Digest)>) -> String {
+/// Digest over everything that decides a run's logs (`cases`: the selected cases and
+/// their recordings, see [`crate::dataset::Loaded`]).
+fn run_id(pipeline: &Pipeline, cases: Digest, agents: &BTreeMap<String, (Arc<Manifest>, Digest)>) -> String {
     let mut hasher = Vec::new();
     hasher.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
     hasher.extend_from_slice(pipeline.text.as_bytes());
@@ -148,12 +147,7 @@ fn run_id(pipeline: &Pipeline, cases: &[CaseRef], agents: &BTreeMap<String, (Arc
             hasher.extend_from_slice(&d.0);
         }
     }
-    for case in cases {
-        hasher.extend_from_slice(&case.digest.0);
-        for r in &case.recordings {
-            hasher.extend_from_slice(&r.digest.0);
-        }
-    }
+    hasher.extend_from_slice(&cases.0);
     let digest = canon::digest(Context::Content, &hasher);
     format!("r-{}", &digest.to_hex()[..16])
 }
@@ -206,7 +200,7 @@ pub fn execute(
     let mut tally = Tally::default();
     let mut written = 0usize;
     // Only cases that feed a reliability card keep their card inputs.
-    let mut card_runs: BTreeMap<usize, Vec<cards_api::Run>> = BTreeMap::new();
+    let mut card_cases: BTreeMap<usize, cards::CardCase> = BTreeMap::new();
     runtime.block_on(async {
         let mut pending = tokio::task::JoinSet::new();
         let mut next = 0usize;
@@ -226,10 +220,10 @@ pub fn execute(
                 joined = pending.join_next() => {
                     let Some(joined) = joined else { continue };
                     let (index, result) = joined.map_err(|e| RunnerError::Internal(format!("a case worker panicked: {e}")))?;
-                    let (card_inputs, outcome) = result?;
+                    let (card_case, outcome) = result?;
                     progress(&outcome);
-                    if !card_inputs.is_empty() {
-                        card_runs.insert(index, card_inputs);
+                    if let Some(card_case) = card_case {
+                        card_cases.insert(index, card_case);
                     }
                     waiting.insert(index, outcome);
                     while let Some(outcome) = waiting.remove(&written) {
@@ -261,7 +255,7 @@ pub fn execute(
     };
     let mut extras = serde_json::Map::new();
     let mut card_targets = BTreeMap::new();
-    for (agent, report) in cards::cards(&plan.cases, &card_runs) {
+    for (agent, report) in cards::cards(card_cases.values()) {
         let targets = report.targets();
         extras.insert(format!("reliability.{agent}"), json!(targets));
         card_targets.insert(agent, targets);
@@ -318,7 +312,7 @@ fn run_case(
     index: usize,
     store: &dyn Store,
     verdicts: &Mutex<std::fs::File>,
-) -> Result<(Vec<cards_api::Run>, CaseOutcome), RunnerError> {
+) -> Result<(Option<cards::CardCase>, CaseOutcome), RunnerError> {
     let case = &plan.case(index)?;
     let layout = plan.layout();
     let profile = &plan.pipeline.agents[&case.agent];
@@ -394,8 +388,12 @@ fn run_case(
     }
     let blocks = grade_blocks(case, &envelopes, &metric_expect, &mut runs);
     // a run's success on the card is its final verdict, block assertions included
-    let card_inputs: Vec<cards_api::Run> =
-        card_runs.into_iter().zip(&runs).map(|(card, r)| cards_api::Run { success: r.passed, ..card }).collect();
+    let card_case = cards::feeds_card(case).then(|| cards::CardCase {
+        id: case.id.clone(),
+        agent: case.agent.clone(),
+        perturbation: case.perturbation.clone(),
+        runs: card_runs.into_iter().zip(&runs).map(|(card, r)| cards_api::Run { success: r.passed, ..card }).collect(),
+    });
     let passed = runs.iter().all(|r| r.passed) && blocks.iter().all(|c| c.passed);
     {
         let mut file = verdicts.lock().map_err(|_| RunnerError::Internal("verdict file lock poisoned".into()))?;
@@ -414,7 +412,7 @@ fn run_case(
         }
     }
     Ok((
-        card_inputs,
+        card_case,
         CaseOutcome {
             dataset: case.dataset.clone(),
             id: case.id.clone(),
