@@ -477,3 +477,33 @@ fn under_on_divergence_warn_a_diverged_request_is_reported_and_the_run_goes_on()
         "{kinds:?}"
     );
 }
+
+#[test]
+fn the_reports_are_rendered_from_the_case_outcomes_the_run_wrote_in_dataset_order() {
+    // Outcomes are streamed to runs/<id>/cases.jsonl as cases finish (re-ordered), and
+    // every report reads them back from there: the JSON report's cases are that file.
+    let p = Project::new();
+    p.stateval(&["run", "pipeline/failing.toml", "--jobs", "3"]).expect_code(1);
+    let run_ids = p.run_ids();
+    assert_eq!(run_ids.len(), 1, "{run_ids:?}");
+    let spilled: Vec<Value> = p
+        .read(format!(".stateval/runs/{}/cases.jsonl", run_ids[0]))
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a case outcome per line"))
+        .collect();
+    let report = p.json("reports/failing/report.json");
+    assert_eq!(report["cases"], Value::Array(spilled.clone()));
+    assert_eq!(spilled.len(), FAILING_CASES.len());
+    // dataset order: file by file, line by line
+    let sources: Vec<(String, usize)> = spilled
+        .iter()
+        .map(|c| {
+            let source = c["source"].as_str().expect("source");
+            let (file, line) = source.rsplit_once(':').expect("file:line");
+            (file.to_string(), line.parse().expect("line number"))
+        })
+        .collect();
+    let mut sorted = sources.clone();
+    sorted.sort();
+    assert_eq!(sources, sorted);
+}
