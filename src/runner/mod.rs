@@ -1,9 +1,11 @@
 //! The runner: every case × recorded run → an event log → checks → a case verdict.
 //!
-//! [`Plan::load`] reads and validates every input before anything runs. [`execute`]
-//! runs cases with bounded concurrency (each case's runs in order, on one worker),
-//! grades each as it finishes, records it in the store, and returns outcomes in dataset
-//! order so every report is byte-stable however the workers interleaved.
+//! [`Plan::load`] reads and validates every input before anything runs, keeping a small
+//! reference per case. [`execute`] runs cases with bounded concurrency (each case read
+//! again, its runs in order, on one worker), grades each as it finishes, records it in
+//! the store, and writes outcomes to the run's `cases.jsonl` in dataset order, so every
+//! report is byte-stable however the workers interleaved and no suite is ever held in
+//! memory whole.
 
 pub mod cards;
 pub mod outcome;
