@@ -8,8 +8,8 @@ use serde::de::DeserializeOwned;
 use super::{LogRecord, RunRecord, Store, StoreError, VerdictRecord};
 
 /// sled's default page cache is 1 GiB. A run writes the catalog once and reads it rarely,
-/// so 1 MiB is plenty. (This bounds the cache, not all of sled's memory: its page table
-/// keeps a little per entry written, about 1 KB per case in `stateval run`.)
+/// so 1 MiB is plenty. (This bounds the cache, not all of sled's memory: sled holds a
+/// little more as the catalog grows, measured at about 1 KB per case in `stateval run`.)
 const CACHE_BYTES: u64 = 1024 * 1024;
 
 pub struct SledStore {
