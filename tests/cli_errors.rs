@@ -392,3 +392,20 @@ fn validate_checks_event_logs_and_refuses_a_tampered_one() {
     out.expect_code(2);
     assert!(out.stderr.starts_with("error: tampered.jsonl:5: event seq 4: "), "{}", out.stderr);
 }
+
+#[test]
+fn a_run_that_cannot_write_its_logs_fails_and_leaves_no_stale_report() {
+    // A failure inside the run (here the runs directory is a file, so no log can be
+    // created) ends it with exit 3; the reports of the earlier green run must go, not
+    // stand in for this one.
+    let p = Project::new();
+    p.stateval(&["run"]).expect_code(0);
+    assert!(CI_REPORTS.iter().all(|r| p.exists(r)));
+    std::fs::remove_dir_all(p.join(".stateval/runs")).expect("remove the runs");
+    std::fs::write(p.join(".stateval/runs"), b"not a directory").expect("a file in its place");
+    let out = p.stateval(&["run"]);
+    out.expect_code(3);
+    assert!(out.stderr.contains(".stateval/runs/r-"), "the error names the path: {}", out.stderr);
+    let left: Vec<&str> = CI_REPORTS.iter().copied().filter(|r| p.exists(r)).collect();
+    assert!(left.is_empty(), "stale reports survived a failed run: {left:?}");
+}

@@ -38,6 +38,8 @@ pub enum RunnerError {
     Log { path: PathBuf, source: WriteError },
     #[error("{0}")]
     Store(#[from] StoreError),
+    #[error("{}: {source}", path.display())]
+    File { path: PathBuf, source: std::io::Error },
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("interrupted: the store was flushed; logs written so far verify up to their last complete turn")]
@@ -174,21 +176,21 @@ pub fn execute(
     let run_dir = layout.run_dir(&plan.run_id);
     // The same inputs give the same run id: a rerun replaces the earlier one whole.
     if run_dir.exists() {
-        std::fs::remove_dir_all(&run_dir)?;
+        std::fs::remove_dir_all(&run_dir).map_err(at(&run_dir))?;
     }
-    std::fs::create_dir_all(&run_dir)?;
+    std::fs::create_dir_all(&run_dir).map_err(at(&run_dir))?;
     let run = RunRecord {
         run_id: plan.run_id.clone(),
         pipeline: plan.pipeline.pipeline.name.clone(),
         cases: plan.cases.len(),
         passed: None,
     };
-    std::fs::write(
-        layout.meta_path(&plan.run_id),
-        serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?,
-    )?;
+    let meta = layout.meta_path(&plan.run_id);
+    std::fs::write(&meta, serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?)
+        .map_err(at(&meta))?;
     store.put_run(&run)?;
-    let verdicts = Arc::new(Mutex::new(std::fs::File::create(layout.verdicts_path(&plan.run_id))?));
+    let verdicts_path = layout.verdicts_path(&plan.run_id);
+    let verdicts = Arc::new(Mutex::new(std::fs::File::create(&verdicts_path).map_err(at(&verdicts_path))?));
 
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(options.jobs.max(1)).build()?;
@@ -198,7 +200,8 @@ pub fn execute(
     // cases ahead of the oldest unwritten one bounds how many can wait.
     let window = jobs * 8;
     let mut waiting: BTreeMap<usize, CaseOutcome> = BTreeMap::new();
-    let mut spill = CaseSpill::create(&layout.cases_path(&plan.run_id))?;
+    let spill_path = layout.cases_path(&plan.run_id);
+    let mut spill = CaseSpill::create(&spill_path).map_err(at(&spill_path))?;
     let mut tally = Tally::default();
     let mut written = 0usize;
     // Only cases that feed a reliability card keep their card inputs.
@@ -230,7 +233,7 @@ pub fn execute(
                     waiting.insert(index, outcome);
                     while let Some(outcome) = waiting.remove(&written) {
                         tally.add(&outcome.tags, outcome.passed);
-                        spill.push(&outcome)?;
+                        spill.push(&outcome).map_err(at(&spill_path))?;
                         written += 1;
                     }
                 }
@@ -242,7 +245,7 @@ pub fn execute(
         }
     })?;
 
-    let cases = spill.finish()?;
+    let cases = spill.finish().map_err(at(&spill_path))?;
     rewrite_verdicts_in_order(&layout, &plan.run_id, &cases)?;
     let mut gates = if options.selective {
         // a selection judges pass rates, not suite sizes: min_cases is the full run's
@@ -287,9 +290,9 @@ pub fn execute(
 fn rewrite_verdicts_in_order(layout: &Layout, run_id: &str, cases: &Cases) -> Result<(), RunnerError> {
     let path = layout.verdicts_path(run_id);
     let tmp = path.with_extension("jsonl.tmp");
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(at(&tmp))?);
     for case in cases.iter() {
-        let case = case?;
+        let case = case?; // the error names the file and line
         for r in &case.runs {
             let v = VerdictRecord {
                 run_id: run_id.to_string(),
@@ -300,12 +303,17 @@ fn rewrite_verdicts_in_order(layout: &Layout, run_id: &str, cases: &Cases) -> Re
                 status: r.status.clone(),
             };
             serde_json::to_writer(&mut out, &v).map_err(|e| RunnerError::Internal(e.to_string()))?;
-            out.write_all(b"\n")?;
+            out.write_all(b"\n").map_err(at(&tmp))?;
         }
     }
-    out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
+    out.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all()).map_err(at(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(at(&path))?;
     Ok(())
+}
+
+/// An I/O error on `path`, naming it.
+fn at(path: &Path) -> impl FnOnce(std::io::Error) -> RunnerError + '_ {
+    move |source| RunnerError::File { path: path.to_path_buf(), source }
 }
 
 /// Run all recorded runs of one case, grade them, record them.
@@ -329,9 +337,9 @@ fn run_case(
         let path = layout.log_path(&plan.run_id, &case.id, k);
         let log_error = |source: WriteError| RunnerError::Log { path: path.clone(), source };
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            std::fs::create_dir_all(dir).map_err(at(dir))?;
         }
-        let file = std::fs::File::create(&path)?;
+        let file = std::fs::File::create(&path).map_err(at(&path))?;
         let detectors = Detectors::new(&profile.safety, manifest, case.allowed_tools.as_deref());
         let mut rec = Recorder::new(Box::new(file) as Box<dyn Sink + Send>).with_detectors(detectors);
         let input = RunInput {
