@@ -73,3 +73,19 @@ fn a_recording_edited_after_validation_is_refused_when_it_is_replayed() -> Resul
     assert!(err.ends_with("synth-00001-1.jsonl: recording changed on disk after the run was validated"), "{err}");
     Ok(())
 }
+
+#[test]
+fn cases_are_found_again_past_blank_lines_and_crlf_line_ends() -> Result<(), RunnerError> {
+    let (dir, _) = suite();
+    let path = dir.path().join("datasets/synth/suite.jsonl");
+    let text = std::fs::read_to_string(&path)?;
+    let crlf: String = text.lines().map(|l| format!("\r\n{l}\r\n")).collect();
+    std::fs::write(&path, crlf)?;
+    let plan = Plan::load(&dir.path().join("pipeline/synth.toml"), &Selection::default())?;
+    let lines: Vec<usize> = plan.cases.iter().map(|c| c.line).collect();
+    assert_eq!(lines, [2, 4, 6]);
+    for (i, id) in ["synth-00000", "synth-00001", "synth-00002"].iter().enumerate() {
+        assert_eq!(plan.case(i)?.id, *id);
+    }
+    Ok(())
+}
