@@ -105,9 +105,26 @@ impl<'de> serde::Deserialize<'de> for Digest {
 
 /// Digest raw bytes under a context.
 pub fn digest(context: Context, bytes: &[u8]) -> Digest {
-    let mut hasher = blake3::Hasher::new_derive_key(context.key());
-    hasher.update(bytes);
-    Digest(*hasher.finalize().as_bytes())
+    let mut digester = Digester::new(context);
+    digester.update(bytes);
+    digester.finish()
+}
+
+/// A digest fed piece by piece: the same as [`digest`] of the concatenated pieces.
+pub struct Digester(blake3::Hasher);
+
+impl Digester {
+    pub fn new(context: Context) -> Self {
+        Digester(blake3::Hasher::new_derive_key(context.key()))
+    }
+
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    pub fn finish(&self) -> Digest {
+        Digest(*self.0.finalize().as_bytes())
+    }
 }
 
 /// Refuse integers an IEEE double cannot hold exactly; report where the first one is.
@@ -336,6 +353,15 @@ mod tests {
         assert_eq!(text.parse::<Digest>().unwrap(), d);
         assert!("blake3:XYZ".parse::<Digest>().is_err());
         assert!(text.to_uppercase().parse::<Digest>().is_err());
+    }
+
+    #[test]
+    fn a_digest_fed_in_pieces_is_the_digest_of_the_whole() {
+        let mut digester = Digester::new(Context::Content);
+        digester.update(b"ab");
+        digester.update(b"c");
+        assert_eq!(digester.finish(), digest(Context::Content, b"abc"));
+        assert_ne!(digester.finish(), digest(Context::Event, b"abc"));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::canon::{self, Context, Digest};
+use crate::canon::{self, Context, Digest, Digester};
 use crate::diag::{InputError, line_col, locate, parse_json_strict};
 use crate::grade::{Assertion, Matcher};
 use crate::metrics::block::{BLOCK_KEYS, MetricBlock};
@@ -62,21 +62,21 @@ pub struct Case {
 #[derive(Debug, Clone)]
 pub enum RecordingRef {
     Inline(Arc<Recording>),
-    /// `bytes` is the blake3 hash of the file as validated.
+    /// `bytes` is the digest of the file's bytes as validated.
     File {
         path: PathBuf,
         display: String,
         digest: Digest,
-        bytes: blake3::Hash,
+        bytes: Digest,
     },
 }
 
-/// What identifies a validated recording: its content digest and, for a file, the hash
-/// of the bytes that were validated.
+/// What identifies a validated recording: its content digest and, for a file, the
+/// digest of the bytes that were validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordingKey {
     pub digest: Digest,
-    pub file: Option<blake3::Hash>,
+    pub file: Option<Digest>,
 }
 
 impl RecordingRef {
@@ -129,8 +129,8 @@ pub struct CaseRef {
     /// Byte offset and length of the line in the file.
     offset: u64,
     len: usize,
-    /// blake3 of the line's bytes, to notice a file edited after validation.
-    bytes: blake3::Hash,
+    /// Digest of the line's bytes, to notice a file edited after validation.
+    bytes: Digest,
     /// Each recorded run, in order.
     pub recordings: Box<[RecordingKey]>,
 }
@@ -148,7 +148,7 @@ impl CaseRef {
             })
             .map_err(|e| at(format!("cannot read the case again: {e}")))?;
         let line = match String::from_utf8(bytes) {
-            Ok(line) if blake3::hash(line.as_bytes()) == self.bytes => line,
+            Ok(line) if canon::digest(Context::Content, line.as_bytes()) == self.bytes => line,
             _ => return Err(at("the dataset changed after it was validated; run again".into())),
         };
         let mut parser = parser.lock().map_err(|_| at("internal error: the case parser was poisoned".into()))?;
@@ -249,7 +249,7 @@ pub struct Loader<'p> {
     /// Perturbed cases, checked once every id is known.
     perturbed: Vec<(Seen, String, Perturbation)>,
     /// Content digest of the kept cases and their recordings, in order.
-    content: blake3::Hasher,
+    content: Digester,
     pub cases: Vec<CaseRef>,
     pub errors: Vec<InputError>,
 }
@@ -282,7 +282,7 @@ impl<'p> Loader<'p> {
             select: Box::new(|_| true),
             ids: BTreeMap::new(),
             perturbed: Vec::new(),
-            content: blake3::Hasher::new(),
+            content: Digester::new(Context::Content),
             cases: Vec::new(),
             errors: Vec::new(),
         }
@@ -333,7 +333,7 @@ impl<'p> Loader<'p> {
         if !self.errors.is_empty() {
             return Err(self.errors);
         }
-        Ok(Loaded { cases: self.cases, digest: Digest(*self.content.finalize().as_bytes()) })
+        Ok(Loaded { cases: self.cases, digest: self.content.finish() })
     }
 
     /// A perturbed case names a baseline case of the same agent (METRICS.md §6).
@@ -438,7 +438,7 @@ impl<'p> Loader<'p> {
             line: case.line,
             offset,
             len: line.len(),
-            bytes: blake3::hash(line.as_bytes()),
+            bytes: canon::digest(Context::Content, line.as_bytes()),
             recordings: case.recordings.iter().map(RecordingRef::key).collect(),
         }))
     }

@@ -71,9 +71,9 @@ impl Recording {
         Self::load_file(path, display).map(|(recording, _)| recording)
     }
 
-    /// [`Recording::load`], with the blake3 hash of the file's bytes, which
+    /// [`Recording::load`], with the digest of the file's bytes, which
     /// [`Recording::reload`] checks.
-    pub fn load_file(path: &Path, display: &str) -> Result<(Recording, blake3::Hash), InputError> {
+    pub fn load_file(path: &Path, display: &str) -> Result<(Recording, Digest), InputError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| InputError::file(Path::new(display), format!("cannot read recording: {e}")))?;
         let display_path = Path::new(display);
@@ -86,7 +86,7 @@ impl Recording {
                 parse_json_strict(line).map_err(|(_, col, msg)| InputError::new(display_path, i + 1, col, msg))?;
             values.push(check_line(&value, line).map_err(|(col, msg)| InputError::new(display_path, i + 1, col, msg))?);
         }
-        Ok((Self::from_values(values, display.to_string()), blake3::hash(text.as_bytes())))
+        Ok((Self::from_values(values, display.to_string()), canon::digest(Context::Content, text.as_bytes())))
     }
 
     /// An inline recording (`{"responses": [...]}` in a dataset line). Errors give a
@@ -104,11 +104,11 @@ impl Recording {
 
     /// Re-read a file that [`Recording::load_file`] already validated (the runner loads
     /// each recording only while its case runs, so memory does not grow with the suite).
-    /// The file must still hash to `bytes`; its content digest is then the validated
-    /// one, `digest`, without canonicalising it again.
-    pub fn reload(path: &Path, display: &str, digest: Digest, bytes: blake3::Hash) -> Result<Recording, String> {
+    /// The file's bytes must still have the digest `bytes`; its content digest is then
+    /// the validated one, `digest`, without canonicalising it again.
+    pub fn reload(path: &Path, display: &str, digest: Digest, bytes: Digest) -> Result<Recording, String> {
         let text = std::fs::read(path).map_err(|e| format!("{display}: cannot read recording: {e}"))?;
-        if blake3::hash(&text) != bytes {
+        if canon::digest(Context::Content, &text) != bytes {
             return Err(format!("{display}: recording changed on disk after the run was validated"));
         }
         let text = String::from_utf8(text).map_err(|e| format!("{display}: changed since validation: {e}"))?;
