@@ -36,7 +36,6 @@ use stateval::event::reader::{ReadError, read_log};
 use stateval::import::reconstruct::{self, Incident, Options, first_divergence};
 use stateval::pipeline::Pipeline;
 use stateval::runner::{Plan, RunnerError, Selection};
-use stateval::runtime::{BuiltinAgent, Recorder, RunInput};
 use stateval::sandbox::Manifest;
 
 /// The profile name used without `--agent`.
@@ -326,23 +325,10 @@ fn replay(pipeline: &Path, id: &str) -> Result<Vec<Event>, CliError> {
         return Err(CliError::internal(format!("case {id} is not in {}", pipeline.display())));
     }
     let case = &plan.case(0)?;
-    let profile = &plan.pipeline.agents[&case.agent];
-    let (manifest, profile_digest) = &plan.agents[&case.agent];
     let reference = case.recordings.first().ok_or_else(|| CliError::internal("the case has no recording"))?;
     let recording = reference.load().map_err(CliError::internal)?;
-    let input = RunInput {
-        peers: Default::default(),
-        case,
-        run_index: 0,
-        agent: &case.agent,
-        profile,
-        profile_digest: *profile_digest,
-        manifest,
-        recording: &recording,
-        on_divergence: plan.pipeline.replay.on_divergence,
-    };
-    let mut rec = Recorder::new(Box::new(Vec::<u8>::new()));
-    BuiltinAgent.run_replay(&input, &mut rec).map_err(|e| CliError::internal(format!("replaying {id}: {e}")))?;
-    let (events, _) = rec.finish().map_err(|e| CliError::internal(format!("replaying {id}: {e}")))?;
+    let (_, events, _) = plan
+        .replay(case, 0, &recording, Box::new(Vec::<u8>::new()))
+        .map_err(|e| CliError::internal(format!("replaying {id}: {e}")))?;
     Ok(events)
 }

@@ -18,13 +18,15 @@ use std::sync::{Arc, Mutex};
 use crate::canon::{self, Context, Digest};
 use crate::dataset::{Case, CaseParser, CaseRef, Loader};
 use crate::diag::InputError;
+use crate::event::Event;
 use crate::event::writer::{Sink, WriteError};
 use crate::gate::Tally;
 use crate::grade::Assertion;
 use crate::metrics::dimensions as cards_api;
 use crate::pipeline::Pipeline;
+use crate::replay::Recording;
 use crate::runtime::detectors::Detectors;
-use crate::runtime::{BuiltinAgent, Recorder, RunInput, RunStatus};
+use crate::runtime::{BuiltinAgent, Recorder, RunInput, RunStatus, RunSummary};
 use crate::sandbox::Manifest;
 use crate::store::{Layout, LogRecord, RunRecord, Store, StoreError, VerdictRecord};
 use outcome::{CaseOutcome, CaseSpill, Cases, Check, RunResult, SuiteOutcome};
@@ -135,6 +137,43 @@ impl Plan {
 
     pub fn layout(&self) -> Layout {
         Layout::new(&self.pipeline.store_dir())
+    }
+
+    /// Replays run `k` of `case` from `recording` with the built-in agent, its log going
+    /// to `sink`: the one way a case is replayed, by `stateval run` and by
+    /// `stateval reconstruct` alike. Returns the run's summary, its events and the byte
+    /// offset of each turn in the log.
+    pub fn replay(
+        &self,
+        case: &Case,
+        k: usize,
+        recording: &Recording,
+        sink: Box<dyn Sink + Send>,
+    ) -> Result<(RunSummary, Vec<Event>, Vec<u64>), WriteError> {
+        let profile = &self.pipeline.agents[&case.agent];
+        let (manifest, profile_digest) = &self.agents[&case.agent];
+        let detectors = Detectors::new(&profile.safety, manifest, case.allowed_tools.as_deref());
+        let mut rec = Recorder::new(sink).with_detectors(detectors);
+        let input = RunInput {
+            case,
+            run_index: k,
+            agent: &case.agent,
+            profile,
+            profile_digest: *profile_digest,
+            manifest,
+            recording,
+            on_divergence: self.pipeline.replay.on_divergence,
+            peers: self
+                .pipeline
+                .agents
+                .iter()
+                .filter(|(name, _)| **name != case.agent)
+                .map(|(name, profile)| (name.as_str(), (profile, self.agents[name].0.as_ref())))
+                .collect(),
+        };
+        let summary = BuiltinAgent.run_replay(&input, &mut rec)?;
+        let (events, turn_offsets) = rec.finish()?;
+        Ok((summary, events, turn_offsets))
     }
 }
 
@@ -326,7 +365,6 @@ fn run_case(
     let case = &plan.case(index)?;
     let layout = plan.layout();
     let profile = &plan.pipeline.agents[&case.agent];
-    let (manifest, profile_digest) = &plan.agents[&case.agent];
     let (metric_expect, log_expect): (Vec<&Assertion>, Vec<&Assertion>) =
         case.expect.iter().partition(|a| targets_a_block(case, &a.target));
     let mut runs = Vec::new();
@@ -340,27 +378,7 @@ fn run_case(
             std::fs::create_dir_all(dir).map_err(at(dir))?;
         }
         let file = std::fs::File::create(&path).map_err(at(&path))?;
-        let detectors = Detectors::new(&profile.safety, manifest, case.allowed_tools.as_deref());
-        let mut rec = Recorder::new(Box::new(file) as Box<dyn Sink + Send>).with_detectors(detectors);
-        let input = RunInput {
-            case,
-            run_index: k,
-            agent: &case.agent,
-            profile,
-            profile_digest: *profile_digest,
-            manifest,
-            recording: &recording,
-            on_divergence: plan.pipeline.replay.on_divergence,
-            peers: plan
-                .pipeline
-                .agents
-                .iter()
-                .filter(|(name, _)| **name != case.agent)
-                .map(|(name, profile)| (name.as_str(), (profile, plan.agents[name].0.as_ref())))
-                .collect(),
-        };
-        let summary = BuiltinAgent.run_replay(&input, &mut rec).map_err(log_error)?;
-        let (events, turn_offsets) = rec.finish().map_err(log_error)?;
+        let (summary, events, turn_offsets) = plan.replay(case, k, &recording, Box::new(file)).map_err(log_error)?;
         let checks = crate::grade::grade(log_expect.iter().copied(), &events);
         let golden = plan.goldens.check(&case.dataset, &case.id, k, &events, &plan.pipeline.display(&path));
         let checks: Vec<_> =
