@@ -479,9 +479,10 @@ fn under_on_divergence_warn_a_diverged_request_is_reported_and_the_run_goes_on()
 }
 
 #[test]
-fn the_reports_are_rendered_from_the_case_outcomes_the_run_wrote_in_dataset_order() {
+fn the_json_report_holds_exactly_the_case_outcomes_the_run_wrote_in_dataset_order() {
     // Outcomes are streamed to runs/<id>/cases.jsonl as cases finish (re-ordered), and
-    // every report reads them back from there: the JSON report's cases are that file.
+    // the reports read them back from there: with three workers, the file and the JSON
+    // report's cases are the same list, in dataset order.
     let p = Project::new();
     p.stateval(&["run", "pipeline/failing.toml", "--jobs", "3"]).expect_code(1);
     let run_ids = p.run_ids();

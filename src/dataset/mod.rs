@@ -246,8 +246,7 @@ pub struct Loader<'p> {
     select: Box<dyn Fn(&Case) -> bool + 'p>,
     /// Every case id seen, for unique ids and perturbation references.
     ids: BTreeMap<String, Seen>,
-    /// Perturbed cases, checked once every id is known.
-    perturbed: Vec<(Seen, String, Perturbation)>,
+    perturbed: Vec<Perturbed>,
     /// Content digest of the kept cases and their recordings, in order.
     content: Digester,
     pub cases: Vec<CaseRef>,
@@ -259,7 +258,16 @@ struct Seen {
     agent: String,
     file: Arc<DatasetFile>,
     line: usize,
-    /// Column of `perturbation.of`, for errors found across cases.
+}
+
+/// A perturbed case, checked once every id is known.
+struct Perturbed {
+    id: String,
+    agent: String,
+    of: String,
+    file: Arc<DatasetFile>,
+    line: usize,
+    /// Column of `perturbation.of` in the line.
     column: usize,
 }
 
@@ -338,13 +346,13 @@ impl<'p> Loader<'p> {
 
     /// A perturbed case names a baseline case of the same agent (METRICS.md §6).
     fn check_perturbations(&mut self) {
-        for (case, id, p) in &self.perturbed {
-            let problem = match self.ids.get(&p.of).map(|seen| seen.agent.as_str()) {
-                None => format!("perturbation.of names no case: \"{}\"", p.of),
+        for case in &self.perturbed {
+            let problem = match self.ids.get(&case.of).map(|seen| seen.agent.as_str()) {
+                None => format!("perturbation.of names no case: \"{}\"", case.of),
                 Some(agent) if *agent != case.agent => {
-                    format!("perturbation.of names \"{}\", a case of agent {agent}, not {}", p.of, case.agent)
+                    format!("perturbation.of names \"{}\", a case of agent {agent}, not {}", case.of, case.agent)
                 }
-                Some(_) if p.of == *id => "a case cannot be a perturbation of itself".to_string(),
+                Some(_) if case.of == case.id => "a case cannot be a perturbation of itself".to_string(),
                 Some(_) => continue,
             };
             self.errors.push(InputError::new(&case.file.path, case.line, case.column, problem));
@@ -416,15 +424,17 @@ impl<'p> Loader<'p> {
                 ),
             ));
         }
-        let seen = || Seen {
-            agent: case.agent.clone(),
-            file: file.clone(),
-            line: case.line,
-            column: line_col(line, locate(line, "/perturbation/of")).1,
-        };
-        self.ids.insert(case.id.clone(), seen());
+        let seen = Seen { agent: case.agent.clone(), file: file.clone(), line: case.line };
+        self.ids.insert(case.id.clone(), seen);
         if let Some(p) = &case.perturbation {
-            self.perturbed.push((seen(), case.id.clone(), p.clone()));
+            self.perturbed.push(Perturbed {
+                id: case.id.clone(),
+                agent: case.agent.clone(),
+                of: p.of.clone(),
+                file: file.clone(),
+                line: case.line,
+                column: line_col(line, locate(line, "/perturbation/of")).1,
+            });
         }
         if !(self.select)(&case) {
             return Ok(None);

@@ -288,18 +288,25 @@ impl StabilityAcrossReport {
     }
 }
 
-/// Stability across runs of one case.
-pub fn score_across(runs: &[Trace]) -> StabilityAcrossReport {
-    if runs.len() < 2 {
-        return StabilityAcrossReport {
+impl StabilityAcrossReport {
+    /// The report of runs that cannot disagree (fewer than two): every score at its best.
+    fn agreeing(runs: usize) -> Self {
+        StabilityAcrossReport {
             score: 1.0,
             weakest_score: 1.0,
             variance: 0.0,
             tool_sequence_similarity: 1.0,
             argument_consistency: 1.0,
             early_divergence: false,
-            runs: runs.len(),
-        };
+            runs,
+        }
+    }
+}
+
+/// Stability across runs of one case.
+pub fn score_across(runs: &[Trace]) -> StabilityAcrossReport {
+    if runs.len() < 2 {
+        return StabilityAcrossReport::agreeing(runs.len());
     }
     let weakest: Vec<f64> = runs.iter().map(|r| score_trace(r).weakest_score).collect();
     // Intern tool names so pairwise comparisons compare integers, not strings.
@@ -381,18 +388,7 @@ const STABILITY_KEYS: &[&str] = &["expect"];
 
 /// Targets a `stability` block's `expect` may name.
 pub fn across_target_names() -> Vec<String> {
-    StabilityAcrossReport {
-        score: 1.0,
-        weakest_score: 1.0,
-        variance: 0.0,
-        tool_sequence_similarity: 1.0,
-        argument_consistency: 1.0,
-        early_divergence: false,
-        runs: 0,
-    }
-    .targets()
-    .into_keys()
-    .collect()
+    StabilityAcrossReport::agreeing(0).targets().into_keys().collect()
 }
 
 impl CaseBlock for StabilityBlock {

@@ -359,6 +359,17 @@ mod tests {
         Ok(())
     }
 
+    #[test]
+    fn a_dataset_whose_cases_are_not_adjacent_is_refused_not_split_in_two_suites() {
+        let mut outcome = fixture::suite();
+        let mut cases = outcome.cases.to_vec().unwrap_or_else(|e| panic!("{e}"));
+        // treasury, replay, treasury
+        cases.swap(1, 2);
+        outcome.cases = cases.into();
+        let err = render(&outcome).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("the cases of dataset examples/treasury are not adjacent"), "{err}");
+    }
+
     proptest::proptest! {
         #[test]
         fn any_suite_streams_to_the_bytes_quick_junit_writes(
