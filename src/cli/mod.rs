@@ -2,6 +2,7 @@
 
 mod diff;
 mod import;
+mod mcp_stdio;
 mod metric;
 mod reconstruct;
 mod reindex;
@@ -26,6 +27,8 @@ pub enum Exit {
     Invalid = 2,
     /// A bug or an environment failure (disk, store).
     Internal = 3,
+    /// Interrupted (Ctrl-C, SIGTERM).
+    Interrupted = 130,
 }
 
 /// An error already phrased for the user, with its exit code.
@@ -49,7 +52,7 @@ impl From<stateval::runner::RunnerError> for CliError {
         use stateval::runner::RunnerError as E;
         let exit = match &e {
             E::Input(_) => Exit::Invalid,
-            E::Interrupted => Exit::Fail,
+            E::Interrupted => Exit::Interrupted,
             _ => Exit::Internal,
         };
         CliError { exit, message: e.to_string() }
@@ -87,6 +90,9 @@ enum Command {
     Reconstruct(reconstruct::Args),
     /// Show an event log as a timeline, and the state folded at a turn.
     Show(show::Args),
+    /// Serve the current case run's fixture tools over MCP on stdin/stdout (spawned by
+    /// an external agent under `stateval run`).
+    McpStdio(mcp_stdio::Args),
 }
 
 /// The pipeline `stateval run` uses when none is given.
@@ -111,6 +117,7 @@ pub fn main() -> ExitCode {
         Command::Import(args) => import::run(args),
         Command::Reconstruct(args) => reconstruct::run(args),
         Command::Show(args) => show::run(args),
+        Command::McpStdio(args) => mcp_stdio::run(args),
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),

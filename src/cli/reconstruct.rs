@@ -328,7 +328,7 @@ fn replay(pipeline: &Path, id: &str) -> Result<Vec<Event>, CliError> {
     let reference = case.recordings.first().ok_or_else(|| CliError::internal("the case has no recording"))?;
     let recording = reference.load().map_err(CliError::internal)?;
     let (_, events, _) = plan
-        .replay(case, 0, &recording, Box::new(Vec::<u8>::new()))
+        .replay(case, 0, &recording, Box::new(Vec::<u8>::new()), None)
         .map_err(|e| CliError::internal(format!("replaying {id}: {e}")))?;
     Ok(events)
 }

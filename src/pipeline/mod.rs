@@ -17,8 +17,8 @@ use crate::gate::GatesConfig;
 use crate::report::ReportConfig;
 use crate::sandbox::{Manifest, fault};
 pub use profile::{
-    AgentProfile, ApprovalAnswer, DEFAULT_TOOL_TIMEOUT_MS, MAX_TOOL_TIMEOUT_MS, PolicyRule, RuleWhen, SafetyClass,
-    Verdict,
+    AgentKind, AgentProfile, ApprovalAnswer, DEFAULT_TOOL_TIMEOUT_MS, MAX_TOOL_TIMEOUT_MS, NormalizeRule, PolicyRule,
+    RuleWhen, SafetyClass, Verdict,
 };
 
 #[derive(Debug, Clone, Deserialize)]

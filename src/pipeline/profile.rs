@@ -194,9 +194,70 @@ pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 30_000;
 /// bound keeps a run's virtual clock far inside the integers an event log may hold.
 pub const MAX_TOOL_TIMEOUT_MS: u64 = 86_400_000;
 
+/// Which implementation runs a profile's cases.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentKind {
+    /// The reference runtime (`runtime`).
+    #[default]
+    Builtin,
+    /// The team's own program, spawned per case run and served replay endpoints
+    /// (`external`).
+    External,
+}
+
+impl AgentKind {
+    fn is_builtin(&self) -> bool {
+        *self == AgentKind::Builtin
+    }
+}
+
+/// One rule applied to an external agent's dialect-neutral model request before its
+/// digest is taken: values that legitimately change between runs (dates, ids the
+/// agent makes up) are dropped or rewritten so they do not read as divergence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NormalizeRule {
+    /// JSON Pointer into the request; a `*` segment matches every key or index.
+    pub path: String,
+    /// Remove the values there.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drop: bool,
+    /// Replace matches of this regex in every string at or below the path …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    /// … with this text (default: empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace: Option<String>,
+}
+
+/// Wall-clock limit of one external case run when the profile does not say: a minute
+/// is far more than a replayed run needs (no model latency is real), and short enough
+/// that a hung agent does not hold CI for long.
+pub const DEFAULT_EXTERNAL_TIMEOUT_MS: u64 = 60_000;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentProfile {
+    /// Built-in runtime or external program. (Absent and default fields are not
+    /// serialised, so built-in profiles keep the digests they had before.)
+    #[serde(default, skip_serializing_if = "AgentKind::is_builtin")]
+    pub kind: AgentKind,
+    /// External: the program and its arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// External: working directory, relative to the pipeline's base.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// External: variables set for the process over the inherited environment.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// External: wall-clock limit of one case run, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// External: request normalisation before digests are compared.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub normalize: Vec<NormalizeRule>,
     #[serde(default)]
     pub system: String,
     /// Path of the fixture tool manifest, relative to the pipeline's base.
@@ -246,7 +307,13 @@ impl AgentProfile {
         self.tool_timeout_ms.unwrap_or(DEFAULT_TOOL_TIMEOUT_MS)
     }
 
+    /// External agents: the wall-clock limit of one case run.
+    pub fn external_timeout_ms(&self) -> u64 {
+        self.timeout_ms.unwrap_or(DEFAULT_EXTERNAL_TIMEOUT_MS)
+    }
+
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_kind()?;
         let s = &self.safety;
         for (key, patterns) in [
             ("pii_patterns", &s.pii_patterns),
@@ -263,6 +330,22 @@ impl AgentProfile {
                 })?;
             }
         }
+        for (i, rule) in self.normalize.iter().enumerate() {
+            if let Some(p) = &rule.regex {
+                regex::Regex::new(p).map_err(|e| {
+                    format!(
+                        "normalize[{i}].regex: invalid regex: {}",
+                        e.to_string().lines().last().unwrap_or_default().trim()
+                    )
+                })?;
+            }
+            if rule.drop == rule.regex.is_some() {
+                return Err(format!("normalize[{i}]: give either drop = true or a regex (with replace)"));
+            }
+            if rule.replace.is_some() && rule.regex.is_none() {
+                return Err(format!("normalize[{i}]: replace needs a regex"));
+            }
+        }
         let mut seen = BTreeSet::new();
         for (i, rule) in self.policy.iter().enumerate() {
             if !seen.insert(rule.id.as_str()) {
@@ -273,9 +356,70 @@ impl AgentProfile {
     }
 }
 
+impl AgentProfile {
+    /// Settings that belong to one kind of agent only are refused on the other, so a
+    /// profile never carries a setting that silently does nothing.
+    fn validate_kind(&self) -> Result<(), String> {
+        match self.kind {
+            AgentKind::Builtin => {
+                let external = [
+                    ("command", !self.command.is_empty()),
+                    ("cwd", self.cwd.is_some()),
+                    ("env", !self.env.is_empty()),
+                    ("timeout_ms", self.timeout_ms.is_some()),
+                    ("normalize", !self.normalize.is_empty()),
+                ];
+                if let Some((key, _)) = external.iter().find(|(_, set)| *set) {
+                    return Err(format!("{key} is for external agents; add kind = \"external\" or remove it"));
+                }
+            }
+            AgentKind::External => {
+                if self.command.is_empty() || self.command[0].is_empty() {
+                    return Err("kind = \"external\" needs command = [\"program\", \"arg\", …]".into());
+                }
+                let builtin = [
+                    ("system", !self.system.is_empty()),
+                    ("context", self.context != ContextConfig::default()),
+                    ("memory", self.memory != MemoryConfig::default()),
+                    ("max_steps_per_turn", self.max_steps_per_turn != DEFAULT_MAX_STEPS_PER_TURN),
+                    ("handoffs", !self.handoffs.is_empty()),
+                ];
+                if let Some((key, _)) = builtin.iter().find(|(_, set)| *set) {
+                    return Err(format!(
+                        "{key} configures the built-in runtime; an external agent brings its own (remove it)"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_setting_of_the_other_kind_of_agent_is_refused() {
+        let err = profile("command = [\"python3\"]").validate().unwrap_err();
+        assert!(err.contains("command is for external agents"), "{err}");
+        let err = profile("kind = \"external\"").validate().unwrap_err();
+        assert!(err.contains("needs command"), "{err}");
+        let err = profile("kind = \"external\"\ncommand = [\"a\"]\nsystem = \"s\"").validate().unwrap_err();
+        assert!(err.contains("system configures the built-in runtime"), "{err}");
+        profile("kind = \"external\"\ncommand = [\"a\"]\ntimeout_ms = 5").validate().unwrap();
+    }
+
+    #[test]
+    fn a_normalize_rule_drops_or_rewrites() {
+        let err =
+            profile("kind = \"external\"\ncommand = [\"a\"]\nnormalize = [{ path = \"/x\" }]").validate().unwrap_err();
+        assert!(err.contains("either drop = true or a regex"), "{err}");
+        let err = profile("kind = \"external\"\ncommand = [\"a\"]\nnormalize = [{ path = \"/x\", regex = \"(\" }]")
+            .validate()
+            .unwrap_err();
+        assert!(err.contains("normalize[0].regex: invalid regex"), "{err}");
+    }
 
     fn profile(toml_text: &str) -> AgentProfile {
         toml::from_str(toml_text).unwrap()

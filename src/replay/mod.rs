@@ -120,6 +120,7 @@ mod tests {
                 turn: None,
                 step: None,
                 request_hash: *h,
+                request: None,
                 response: ModelResponse::default(),
                 usage: Usage::default(),
                 latency_ms: 0,

@@ -20,13 +20,16 @@ use crate::dataset::{Case, CaseParser, CaseRef, Loader};
 use crate::diag::InputError;
 use crate::event::Event;
 use crate::event::writer::{Sink, WriteError};
+use crate::external::{ExternalAgent, Launch, Server};
 use crate::gate::Tally;
 use crate::grade::Assertion;
 use crate::metrics::dimensions as cards_api;
 use crate::pipeline::Pipeline;
+use crate::pipeline::{AgentKind, AgentProfile};
 use crate::replay::Recording;
+use crate::replay::ReplayProvider;
 use crate::runtime::detectors::Detectors;
-use crate::runtime::{BuiltinAgent, Recorder, RunInput, RunStatus, RunSummary};
+use crate::runtime::{Agent, BuiltinAgent, Recorder, RunInput, RunStatus, RunSummary};
 use crate::sandbox::Manifest;
 use crate::store::{Layout, LogRecord, RunRecord, Store, StoreError, VerdictRecord};
 use outcome::{CaseOutcome, CaseSpill, Cases, Check, RunResult, SuiteOutcome};
@@ -78,6 +81,9 @@ pub struct Plan {
     pub run_id: String,
     /// Where each run's golden is, and whether runs are compared with it or bless it.
     pub goldens: crate::golden::Goldens,
+    /// The replay endpoints for external agents, started on first use; stopped
+    /// (no port outlives the run) when the plan is dropped.
+    server: Mutex<Option<Arc<Server>>>,
 }
 
 impl Plan {
@@ -110,6 +116,12 @@ impl Plan {
                     continue;
                 }
             }
+            if profile.kind == AgentKind::External
+                && let Err(e) = check_command(&pipeline, name, profile)
+            {
+                errors.push(e);
+                continue;
+            }
             let profile_json = serde_json::to_value(profile).map_err(|e| RunnerError::Internal(e.to_string()))?;
             let digest = canon::canonical_digest(Context::Content, &profile_json)
                 .map_err(|e| RunnerError::Internal(e.to_string()))?;
@@ -126,7 +138,15 @@ impl Plan {
         };
         let (cases, run_id) = (loaded.cases, run_id(&pipeline, loaded.digest, &agents));
         let goldens = crate::golden::Goldens::from_pipeline(&pipeline);
-        Ok(Plan { pipeline, cases, parser: Mutex::new(CaseParser::default()), agents, run_id, goldens })
+        Ok(Plan {
+            pipeline,
+            cases,
+            parser: Mutex::new(CaseParser::default()),
+            agents,
+            run_id,
+            goldens,
+            server: Mutex::new(None),
+        })
     }
 
     /// Case `index` in full, read again from its dataset (see [`CaseRef::load`]).
@@ -139,21 +159,34 @@ impl Plan {
         Layout::new(&self.pipeline.store_dir())
     }
 
-    /// Replays run `k` of `case` from `recording` with the built-in agent, its log going
-    /// to `sink`: the one way a case is replayed, by `stateval run` and by
-    /// `stateval reconstruct` alike. Returns the run's summary, its events and the byte
-    /// offset of each turn in the log.
+    /// Replays run `k` of `case` from `recording` with the case's agent (the built-in
+    /// runtime or the team's own program), its log going to `sink` and an external
+    /// agent's stderr to `stderr`: the one way a case is replayed, by `stateval run` and
+    /// by `stateval reconstruct` alike. Returns the run's summary, its events and the
+    /// byte offset of each turn in the log.
     pub fn replay(
         &self,
         case: &Case,
         k: usize,
         recording: &Recording,
         sink: Box<dyn Sink + Send>,
+        stderr: Option<PathBuf>,
     ) -> Result<(RunSummary, Vec<Event>, Vec<u64>), WriteError> {
         let profile = &self.pipeline.agents[&case.agent];
         let (manifest, profile_digest) = &self.agents[&case.agent];
         let detectors = Detectors::new(&profile.safety, manifest, case.allowed_tools.as_deref());
         let mut rec = Recorder::new(sink).with_detectors(detectors);
+        // handoff targets exist for the built-in runtime only
+        let peers = if profile.handoffs.is_empty() {
+            BTreeMap::new()
+        } else {
+            self.pipeline
+                .agents
+                .iter()
+                .filter(|(name, _)| **name != case.agent)
+                .map(|(name, profile)| (name.as_str(), (profile, self.agents[name].0.as_ref())))
+                .collect()
+        };
         let input = RunInput {
             case,
             run_index: k,
@@ -163,18 +196,54 @@ impl Plan {
             manifest,
             recording,
             on_divergence: self.pipeline.replay.on_divergence,
-            peers: self
-                .pipeline
-                .agents
-                .iter()
-                .filter(|(name, _)| **name != case.agent)
-                .map(|(name, profile)| (name.as_str(), (profile, self.agents[name].0.as_ref())))
-                .collect(),
+            peers,
         };
-        let summary = BuiltinAgent.run_replay(&input, &mut rec)?;
+        let mut provider = ReplayProvider::new(recording);
+        let summary = match profile.kind {
+            AgentKind::Builtin => BuiltinAgent.run(&input, &mut provider, &mut rec)?,
+            AgentKind::External => {
+                let server = self.server()?;
+                let launch = Launch {
+                    server: &server,
+                    run_id: &self.run_id,
+                    command: &profile.command,
+                    cwd: self.pipeline.resolve(profile.cwd.as_deref().unwrap_or(".")),
+                    stderr,
+                    binary: std::env::current_exe().ok(),
+                };
+                ExternalAgent { launch }.run(&input, &mut provider, &mut rec)?
+            }
+        };
         let (events, turn_offsets) = rec.finish()?;
         Ok((summary, events, turn_offsets))
     }
+
+    /// The replay endpoints, started on the first external case.
+    fn server(&self) -> std::io::Result<Arc<Server>> {
+        let mut slot = self.server.lock().map_err(|_| std::io::Error::other("server lock poisoned"))?;
+        if let Some(server) = slot.as_ref() {
+            return Ok(server.clone());
+        }
+        let server = Arc::new(Server::start()?);
+        *slot = Some(server.clone());
+        Ok(server)
+    }
+}
+
+/// An external profile whose program cannot be found is a load error naming the
+/// profile, before anything runs.
+fn check_command(pipeline: &Pipeline, name: &str, profile: &AgentProfile) -> Result<(), InputError> {
+    let cwd = pipeline.resolve(profile.cwd.as_deref().unwrap_or("."));
+    if !cwd.is_dir() {
+        return Err(InputError::file(
+            &pipeline.path,
+            format!("agents.{name}.cwd: {} is not a directory", pipeline.display(&cwd)),
+        ));
+    }
+    let program = profile.command.first().map(String::as_str).unwrap_or_default();
+    crate::external::process::resolve_program(program, &cwd)
+        .map(|_| ())
+        .map_err(|e| InputError::file(&pipeline.path, format!("agents.{name}.command: {e}")))
 }
 
 /// Digest over everything that decides a run's logs (`cases`: the selected cases and
@@ -277,6 +346,7 @@ pub fn execute(
                     }
                 }
                 _ = &mut interrupt => {
+                    crate::external::process::kill_all();
                     store.flush()?;
                     return Err(RunnerError::Interrupted);
                 }
@@ -378,7 +448,9 @@ fn run_case(
             std::fs::create_dir_all(dir).map_err(at(dir))?;
         }
         let file = std::fs::File::create(&path).map_err(at(&path))?;
-        let (summary, events, turn_offsets) = plan.replay(case, k, &recording, Box::new(file)).map_err(log_error)?;
+        let stderr = (profile.kind == AgentKind::External).then(|| path.with_extension("stderr"));
+        let (summary, events, turn_offsets) =
+            plan.replay(case, k, &recording, Box::new(file), stderr).map_err(log_error)?;
         let checks = crate::grade::grade(log_expect.iter().copied(), &events);
         let golden = plan.goldens.check(&case.dataset, &case.id, k, &events, &plan.pipeline.display(&path));
         let checks: Vec<_> =

@@ -7,6 +7,7 @@
 //! tool calls. Every transition is an event; the runtime keeps no state that is
 //! not also a fold over what it has emitted.
 
+pub mod boundary;
 pub mod context;
 pub mod detectors;
 pub mod handoff;
@@ -24,10 +25,10 @@ use crate::canon::{self, Digest};
 use crate::dataset::Case;
 use crate::event::fold::{self, Memory};
 use crate::event::{Kind, writer::WriteError};
-use crate::pipeline::profile::PoisonedTools;
-use crate::pipeline::{AgentProfile, ApprovalAnswer, OnDivergence, SafetyClass, Verdict};
+use crate::pipeline::{AgentProfile, OnDivergence};
 use crate::replay::{ModelProvider, ModelRequest, Recording, ReplayProvider};
-use crate::sandbox::{FaultKind, Manifest, Sandbox, Trust};
+use crate::sandbox::Manifest;
+use boundary::ToolBoundary;
 use context::{Conversation, approx_tokens};
 pub use recorder::Recorder;
 
@@ -113,18 +114,13 @@ struct Loop<'a, 'p> {
     input: &'a RunInput<'a>,
     provider: &'p mut dyn ModelProvider,
     rec: &'p mut Recorder,
-    sandbox: Sandbox<'a>,
+    boundary: ToolBoundary<'a>,
     conversation: Conversation,
     memory: Memory,
-    taint: taint::Taint,
-    idempotency: idempotency::IdempotencyStore,
     /// Running as the target of a handoff: the final answer is returned to the caller
     /// instead of completing a user turn.
     nested: bool,
     answer: Option<String>,
-    /// Tools the poisoning checks flagged, and those refused under the profile.
-    poisoned: Vec<crate::sandbox::poisoning::Finding>,
-    refused: Vec<String>,
     system: Vec<u8>,
     tools: Vec<u8>,
     tool_tokens: u64,
@@ -148,17 +144,16 @@ impl<'a, 'p> Loop<'a, 'p> {
         let canonical = |v: &Value| {
             canon::to_canonical(v).map_err(|source| WriteError::Canon { seq: 0, kind: Kind::RunStarted, source })
         };
-        let poisoned = crate::sandbox::poisoning::scan(input.manifest, &[memory::WRITE, memory::READ]);
-        let refused: Vec<String> = match input.profile.poisoned_tools {
-            PoisonedTools::Refuse => poisoned.iter().map(|f| f.tool.clone()).collect(),
-            _ => Vec::new(),
-        };
+        let boundary = ToolBoundary::new(
+            input.case,
+            input.run_index,
+            input.profile,
+            input.manifest,
+            &[memory::WRITE, memory::READ],
+        );
         // a refused tool is never offered to the model
-        let mut tools: Vec<Value> = input
-            .manifest
-            .tools
-            .iter()
-            .filter(|t| !refused.contains(&t.name))
+        let mut tools: Vec<Value> = boundary
+            .offered()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
             .collect();
         if let Value::Array(builtins) = memory::tool_descriptions() {
@@ -174,22 +169,11 @@ impl<'a, 'p> Loop<'a, 'p> {
             input,
             provider,
             rec,
-            sandbox: {
-                let mut sandbox =
-                    Sandbox::with_faults(input.manifest, &input.profile.faults, input.profile.timeout_ms());
-                if input.profile.poisoned_tools == PoisonedTools::ReadOnly {
-                    poisoned.iter().for_each(|f| sandbox.set_read_only(&f.tool));
-                }
-                sandbox
-            },
-            poisoned,
-            refused,
+            boundary,
             nested: false,
             answer: None,
             conversation: Conversation::default(),
             memory: Memory::new(),
-            taint: taint::Taint::default(),
-            idempotency: idempotency::IdempotencyStore::default(),
             system_tokens: approx_tokens(&input.profile.system),
             tool_tokens: approx_tokens(std::str::from_utf8(&tools).unwrap_or_default()),
             system,
@@ -212,26 +196,10 @@ impl<'a, 'p> Loop<'a, 'p> {
                 "profile": self.input.profile_digest.to_string(),
                 "tools": self.input.manifest.digest.map(|d| d.to_string()),
                 "recording": self.input.recording.digest.to_string(),
-                "sandbox": self.sandbox.state(),
+                "sandbox": self.boundary.sandbox.state(),
             }),
         )?;
-        let action = match self.input.profile.poisoned_tools {
-            PoisonedTools::Refuse => "refused",
-            PoisonedTools::ReadOnly => "downgraded to read-only",
-            PoisonedTools::Allow => "allowed (poisoned_tools = \"allow\")",
-        };
-        for finding in std::mem::take(&mut self.poisoned) {
-            // whatever a poisoned description says is attacker content: it taints like
-            // an untrusted result, so an argument lifted from it meets the taint rules
-            if let Some(spec) = self.input.manifest.tool(&finding.tool) {
-                self.taint.absorb(&json!(spec.description), 0);
-            }
-            self.rec.emit(
-                Kind::SecurityFlagged,
-                json!({"class": "tool_poisoning", "severity": "high", "source": 0, "tool": finding.tool,
-                       "detail": format!("tool {}: {}; {action}", finding.tool, finding.detail)}),
-            )?;
-        }
+        self.boundary.announce(self.rec)?;
         let mut outcome = None;
         for (turn, text) in case.turns.iter().enumerate() {
             let turn = u32::try_from(turn).unwrap_or(u32::MAX);
@@ -390,34 +358,10 @@ impl<'a, 'p> Loop<'a, 'p> {
     /// Propose, decide, maybe approve, execute. Returns what the model sees as the result.
     fn call(&mut self, call_id: &str, tool: &str, args: &Value) -> Result<Value, WriteError> {
         self.rec.emit(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
-        let spec = self.input.manifest.tool(tool);
-        let class = if memory::is_builtin(tool) {
-            memory::class(tool)
-        } else {
-            spec.map_or(SafetyClass::Read, |s| s.safety_class())
-        };
-        let args_tainted = self.taint.touches(args);
-        let decision = if self.refused.iter().any(|r| r == tool) {
-            policy::Decision {
-                verdict: Verdict::Deny,
-                rule: "poisoned-tool".into(),
-                reason: "the tool failed the manifest poisoning checks and is refused".into(),
-            }
-        } else {
-            policy::decide(&self.input.profile.policy, &policy::Proposal { tool, class, args_tainted })
-        };
-        self.rec.emit(
-            Kind::PolicyDecided,
-            json!({"call_id": call_id, "tool": tool, "verdict": decision.verdict.as_str(), "rule": decision.rule,
-                   "reason": decision.reason, "args_tainted": args_tainted}),
-        )?;
-        let allowed = match decision.verdict {
-            Verdict::Allow => true,
-            Verdict::Deny => false,
-            Verdict::Escalate => self.approve(call_id, tool, class)?,
-        };
-        if !allowed {
-            return Ok(json!({"error": format!("denied by policy ({}): {}", decision.rule, decision.reason)}));
+        let class = if memory::is_builtin(tool) { memory::class(tool) } else { self.boundary.class(tool) };
+        let args_tainted = self.boundary.taint.touches(args);
+        if let Some(denied) = self.boundary.decide(self.rec, call_id, tool, class, args)? {
+            return Ok(denied);
         }
         if memory::is_builtin(tool) {
             return self.memory_call(call_id, tool, args);
@@ -433,53 +377,7 @@ impl<'a, 'p> Loop<'a, 'p> {
             )?;
             return Ok(result);
         }
-        let idempotent = spec.is_some_and(|s| s.idempotent);
-        let (key, fixture_args) = if idempotent {
-            let scope = format!("{}/{}", self.input.case.id, self.input.run_index);
-            let (key, rest) = idempotency::key_and_args(&scope, self.rec.turn().unwrap_or(0), tool, args);
-            (Some(key), rest)
-        } else {
-            (None, args.clone())
-        };
-        if let Some(key) = &key
-            && let Some((result, first)) = self.idempotency.replay(key).cloned()
-        {
-            // the operation already happened: its result again, and no second effect
-            self.rec.emit(
-                Kind::ToolExecuted,
-                json!({"call_id": call_id, "tool": tool, "args": args, "result": result, "is_error": false,
-                       "fault": null, "duration_ms": 0, "deduplicated": true, "effect": null,
-                       "idempotency_key": key, "first_execution": first}),
-            )?;
-            return Ok(result);
-        }
-        let execution = self.sandbox.call(tool, &fixture_args);
-        // virtual time: a hang costs the timeout, and nothing sleeps
-        self.rec.advance(execution.duration_ms);
-        let mut data = json!({"call_id": call_id, "tool": tool, "args": args, "result": execution.result,
-                              "is_error": execution.is_error, "fault": null, "duration_ms": execution.duration_ms,
-                              "deduplicated": false, "effect": execution.effect});
-        // only faulted calls carry fault details, so logs without faults keep their bytes
-        if let Some(injection) = &execution.fault {
-            data["fault"] = json!(injection.kind.as_str());
-            data["injected"] = json!(injection.declared.to_string());
-            data["timeout_ms"] = json!(injection.timeout_ms);
-        }
-        if let Some(key) = &key {
-            data["idempotency_key"] = json!(key);
-        }
-        let seq = self.rec.emit(Kind::ToolExecuted, data)?;
-        if let Some(key) = key
-            && !execution.is_error
-        {
-            self.idempotency.record(key, execution.result.clone(), seq);
-        }
-        // a timeout or an injected error is our own text, not the tool's content
-        let answered = execution.fault.as_ref().is_none_or(|f| f.kind == FaultKind::Slow);
-        if answered && spec.is_some_and(|s| s.trust == Trust::Untrusted) {
-            self.taint.absorb(&execution.result, seq);
-        }
-        Ok(execution.result)
+        Ok(self.boundary.execute(self.rec, call_id, tool, args)?.0)
     }
 
     /// Hand a task to another agent profile. The target runs under its own policy,
@@ -530,7 +428,7 @@ impl<'a, 'p> Loop<'a, 'p> {
         let mut nested = Loop::new(&target, &mut *self.provider, &mut *self.rec)?;
         nested.nested = true;
         if tainted {
-            nested.taint.absorb(&json!(task), seq);
+            nested.boundary.taint.absorb(&json!(task), seq);
         }
         nested.conversation.user(&task).map_err(|source| WriteError::Canon { seq, kind: Kind::Handoff, source })?;
         let outcome = nested.turn(turn)?;
@@ -542,35 +440,6 @@ impl<'a, 'p> Loop<'a, 'p> {
             (Err(stop), _) => json!({"error": format!("{to} did not finish: {}", stop.error)}),
             (Ok(()), None) => json!({"error": format!("{to} gave no answer")}),
         })
-    }
-
-    /// Route an escalated call: `auto` (the profile approves), `human` (the case's
-    /// recorded decision; none recorded means nobody answered, so denied) or `deny`.
-    fn approve(&mut self, call_id: &str, tool: &str, class: SafetyClass) -> Result<bool, WriteError> {
-        let approvals = &self.input.profile.approvals;
-        let configured = approvals
-            .get(tool)
-            .map(|a| (*a, tool))
-            .or_else(|| approvals.get(class.as_str()).map(|a| (*a, class.as_str())));
-        let (route, approved, by) = match configured {
-            Some((ApprovalAnswer::Approve, key)) => ("auto", true, format!("profile:{key}")),
-            Some((ApprovalAnswer::Deny, key)) => ("deny", false, format!("profile:{key}")),
-            Some((ApprovalAnswer::Human, _)) => {
-                let human = &self.input.case.human_approvals;
-                match human
-                    .get(tool)
-                    .map(|a| (*a, tool))
-                    .or_else(|| human.get(class.as_str()).map(|a| (*a, class.as_str())))
-                {
-                    Some((answer, key)) => ("human", answer, format!("human:{key}")),
-                    None => ("human", false, "human:unanswered".to_string()),
-                }
-            }
-            None => ("deny", false, "default-deny".to_string()),
-        };
-        self.rec.emit(Kind::ApprovalRequested, json!({"call_id": call_id, "tool": tool, "route": route}))?;
-        self.rec.emit(Kind::ApprovalResolved, json!({"call_id": call_id, "approved": approved, "by": by}))?;
-        Ok(approved)
     }
 
     fn memory_call(&mut self, call_id: &str, tool: &str, args: &Value) -> Result<Value, WriteError> {

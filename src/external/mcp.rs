@@ -1,0 +1,243 @@
+//! Fixture tools over MCP, with the official Rust SDK (`rmcp`).
+//!
+//! Streamable HTTP at `STATEVAL_MCP_URL` (`/r/TOKEN/mcp`): `tools/list` serves the
+//! manifest's offered tools and `tools/call` goes to the case run's session, through the
+//! same tool boundary as the built-in runtime. A fixture error is a result with
+//! `isError: true`, not a protocol error.
+//!
+//! `stateval mcp-stdio` is the same server on stdin/stdout for agents that only spawn
+//! MCP servers: it runs inside the agent's process tree, reads `STATEVAL_TOOLS_URL` from
+//! the environment it inherits, and forwards each call there, so its calls land in the
+//! same session and the same log.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+use super::server::{Sessions, ToolAnswer};
+
+fn info() -> ServerConfig {
+    ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        .with_server_info(Implementation::new("stateval-fixtures", env!("CARGO_PKG_VERSION")))
+}
+
+/// `{"name", "description", "input_schema"}` → an MCP tool.
+fn tool(value: &Value) -> Tool {
+    let schema = match value.get("input_schema") {
+        Some(Value::Object(o)) => o.clone(),
+        _ => json!({"type": "object"}).as_object().cloned().unwrap_or_default(),
+    };
+    Tool::new(
+        value.get("name").and_then(Value::as_str).unwrap_or_default().to_string(),
+        value.get("description").and_then(Value::as_str).unwrap_or_default().to_string(),
+        Arc::new(schema),
+    )
+}
+
+/// A result as MCP content: a string as it is, anything else as JSON text (and as
+/// structured content when it is an object).
+fn result(answer: ToolAnswer) -> CallToolResponse {
+    let text = match &answer.result {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut r = if answer.is_error {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    if answer.result.is_object() {
+        r.structured_content = Some(answer.result);
+    }
+    r.into()
+}
+
+fn gone() -> ErrorData {
+    ErrorData::invalid_request("stateval: no case run is in progress for this URL", None)
+}
+
+/// The handler behind `/r/TOKEN/mcp`; the token comes from the request path.
+#[derive(Clone)]
+pub struct FixtureTools {
+    sessions: Sessions,
+}
+
+fn token(context: &RequestContext<RoleServer>) -> Option<String> {
+    let parts = context.extensions.get::<axum::http::request::Parts>()?;
+    let mut segments = parts.uri.path().trim_start_matches('/').split('/');
+    match (segments.next(), segments.next()) {
+        (Some("r"), Some(token)) => Some(token.to_string()),
+        _ => None,
+    }
+}
+
+impl ServerHandler for FixtureTools {
+    fn get_info(&self) -> ServerConfig {
+        info()
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let token = token(&context).ok_or_else(gone)?;
+        let tools = super::server::list(&self.sessions, &token).await.ok_or_else(gone)?;
+        Ok(ListToolsResult::with_all_items(tools.iter().map(tool).collect()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let token = token(&context).ok_or_else(gone)?;
+        let args = request.arguments.map(Value::Object).unwrap_or_else(|| json!({}));
+        let answer =
+            super::server::call(&self.sessions, &token, request.name.to_string(), args).await.ok_or_else(gone)?;
+        Ok(result(answer))
+    }
+}
+
+/// The streamable HTTP service mounted at `/r/{token}/mcp`.
+pub fn service(sessions: Sessions) -> StreamableHttpService<FixtureTools, LocalSessionManager> {
+    StreamableHttpService::new(
+        move || Ok(FixtureTools { sessions: sessions.clone() }),
+        Default::default(),
+        StreamableHttpServerConfig::default(),
+    )
+}
+
+/// `stateval mcp-stdio`: forwards to the plain-HTTP tools of the case run whose
+/// environment it inherited.
+#[derive(Clone)]
+struct StdioBridge {
+    tools_url: String,
+}
+
+impl ServerHandler for StdioBridge {
+    fn get_info(&self) -> ServerConfig {
+        info()
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let url = self.tools_url.clone();
+        let body = tokio::task::spawn_blocking(move || http(&url, None))
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+            .map_err(|e| ErrorData::internal_error(e, None))?;
+        let tools = body.get("tools").and_then(Value::as_array).cloned().unwrap_or_default();
+        Ok(ListToolsResult::with_all_items(tools.iter().map(tool).collect()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let url = format!("{}/{}", self.tools_url, request.name);
+        let args = request.arguments.map(Value::Object).unwrap_or_else(|| json!({}));
+        let body = tokio::task::spawn_blocking(move || http(&url, Some(&args)))
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+            .map_err(|e| ErrorData::internal_error(e, None))?;
+        let answer = ToolAnswer {
+            result: body.get("result").cloned().unwrap_or(Value::Null),
+            is_error: body.get("is_error").and_then(Value::as_bool).unwrap_or(true),
+        };
+        Ok(result(answer))
+    }
+}
+
+/// Serve MCP on stdin/stdout until the client closes it.
+pub fn serve_stdio() -> Result<(), String> {
+    let tools_url = std::env::var("STATEVAL_TOOLS_URL").map_err(|_| {
+        "STATEVAL_TOOLS_URL is not set: `stateval mcp-stdio` runs inside an agent that `stateval run` started"
+            .to_string()
+    })?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    runtime.block_on(async move {
+        let service =
+            StdioBridge { tools_url }.serve(rmcp::transport::stdio()).await.map_err(|e| format!("mcp-stdio: {e}"))?;
+        service.waiting().await.map_err(|e| format!("mcp-stdio: {e}"))?;
+        Ok(())
+    })
+}
+
+/// A minimal HTTP/1.1 exchange with stateval's own loopback server: GET, or POST a
+/// JSON body; the JSON answer. (The server is ours and on 127.0.0.1, so no TLS,
+/// redirects or proxies are ever involved.)
+fn http(url: &str, body: Option<&Value>) -> Result<Value, String> {
+    let rest = url.strip_prefix("http://").ok_or_else(|| format!("{url}: expected an http:// URL"))?;
+    let (authority, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(a, p)| (a, format!("/{p}")));
+    let mut stream = std::net::TcpStream::connect(authority).map_err(|e| format!("{url}: {e}"))?;
+    let payload = body.map(Value::to_string).unwrap_or_default();
+    let method = if body.is_some() { "POST" } else { "GET" };
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    );
+    stream.write_all(request.as_bytes()).map_err(|e| format!("{url}: {e}"))?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).map_err(|e| format!("{url}: {e}"))?;
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| format!("{url}: no HTTP header"))?;
+    let head = String::from_utf8_lossy(&response[..split]).to_ascii_lowercase();
+    let mut content = response[split + 4..].to_vec();
+    if head.contains("transfer-encoding: chunked") {
+        content = dechunk(&content).ok_or_else(|| format!("{url}: bad chunked body"))?;
+    }
+    let status = head.split_whitespace().nth(1).unwrap_or_default().to_string();
+    if !status.starts_with('2') {
+        return Err(format!("{url}: HTTP {status}: {}", String::from_utf8_lossy(&content)));
+    }
+    serde_json::from_slice(&content).map_err(|e| format!("{url}: the answer is not JSON: {e}"))
+}
+
+fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = body.windows(2).position(|w| w == b"\r\n")?;
+        let size_text = std::str::from_utf8(&body[..line_end]).ok()?;
+        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
+        body = &body[line_end + 2..];
+        if size == 0 {
+            return Some(out);
+        }
+        out.extend_from_slice(body.get(..size)?);
+        body = body.get(size + 2..)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunked_body_is_joined() {
+        assert_eq!(dechunk(b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n").unwrap(), b"abcde");
+        assert!(dechunk(b"5\r\nab").is_none());
+    }
+
+    #[test]
+    fn a_result_is_text_content_and_objects_are_structured_too() {
+        let r = result(ToolAnswer { result: json!({"a": 1}), is_error: false });
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["content"][0]["text"], "{\"a\":1}");
+        assert_eq!(v["structuredContent"], json!({"a": 1}));
+        let r = serde_json::to_value(result(ToolAnswer { result: json!("no such file"), is_error: true })).unwrap();
+        assert_eq!((r["content"][0]["text"].as_str(), r["isError"].as_bool()), (Some("no such file"), Some(true)));
+    }
+}

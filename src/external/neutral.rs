@@ -1,0 +1,246 @@
+//! The dialect-neutral model request: what the agent asked, whichever wire it spoke.
+//!
+//! Every dialect (`wire::*`) reads its request into one shape,
+//!
+//! ```json
+//! {"system": "…" | null,
+//!  "messages": [{"role": "user", "content": "…"},
+//!               {"role": "assistant", "content": "…", "tool_calls": [{"id", "name", "args"}]},
+//!               {"role": "tool", "call_id": "…", "content": …, "is_error": bool}],
+//!  "tools": [{"name", "description", "input_schema"}],
+//!  "params": {"model", "temperature", "top_p", "max_tokens", "stop", "tool_choice", "seed"}}
+//! ```
+//!
+//! so a recording made through one dialect replays through another, and its digest
+//! (canonical JSON, `Context::Request`) says whether the agent asked the same thing.
+//! Transport fields (`stream`, `user`, `metadata`, wire ids) never enter it; a profile's
+//! `normalize` rules remove or rewrite what legitimately varies in the agent's own
+//! requests (today's date, a uuid).
+
+use regex::Regex;
+use serde_json::{Map, Value};
+
+use crate::canon::{self, CanonError, Context, Digest};
+use crate::pipeline::NormalizeRule;
+
+/// Request parameters that change what a model answers; everything else a request
+/// carries is transport.
+pub const PARAMS: &[&str] = &["model", "temperature", "top_p", "max_tokens", "stop", "tool_choice", "seed"];
+
+/// A normalisation rule, compiled.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    segments: Vec<String>,
+    action: Action,
+}
+
+#[derive(Debug, Clone)]
+enum Action {
+    Drop,
+    Replace(Regex, String),
+}
+
+impl Rule {
+    /// Compile a profile's rules (validated when the pipeline loaded).
+    pub fn compile(rules: &[NormalizeRule]) -> Result<Vec<Rule>, String> {
+        rules
+            .iter()
+            .map(|r| {
+                let action = match &r.regex {
+                    Some(p) => Action::Replace(
+                        Regex::new(p).map_err(|e| e.to_string())?,
+                        r.replace.clone().unwrap_or_default(),
+                    ),
+                    None => Action::Drop,
+                };
+                let segments = r.path.split('/').skip(1).map(|s| s.replace("~1", "/").replace("~0", "~")).collect();
+                Ok(Rule { segments, action })
+            })
+            .collect()
+    }
+}
+
+/// Apply `rules` in order.
+pub fn normalize(request: &mut Value, rules: &[Rule]) {
+    for rule in rules {
+        apply(request, &rule.segments, &rule.action);
+    }
+}
+
+fn apply(value: &mut Value, segments: &[String], action: &Action) {
+    let Some((first, rest)) = segments.split_first() else {
+        if let Action::Replace(re, with) = action {
+            rewrite(value, re, with);
+        }
+        return;
+    };
+    if rest.is_empty() && matches!(action, Action::Drop) {
+        match value {
+            Value::Object(map) if first == "*" => map.clear(),
+            Value::Object(map) => {
+                map.remove(first);
+            }
+            Value::Array(items) if first == "*" => items.clear(),
+            Value::Array(items) => {
+                if let Ok(i) = first.parse::<usize>()
+                    && i < items.len()
+                {
+                    items.remove(i);
+                }
+            }
+            _ => {}
+        }
+        return;
+    }
+    match value {
+        Value::Object(map) if first == "*" => map.values_mut().for_each(|v| apply(v, rest, action)),
+        Value::Object(map) => {
+            if let Some(v) = map.get_mut(first) {
+                apply(v, rest, action);
+            }
+        }
+        Value::Array(items) if first == "*" => items.iter_mut().for_each(|v| apply(v, rest, action)),
+        Value::Array(items) => {
+            if let Some(v) = first.parse::<usize>().ok().and_then(|i| items.get_mut(i)) {
+                apply(v, rest, action);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn rewrite(value: &mut Value, re: &Regex, with: &str) {
+    match value {
+        Value::String(s) => {
+            if let std::borrow::Cow::Owned(new) = re.replace_all(s, with) {
+                *s = new;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| rewrite(v, re, with)),
+        Value::Object(map) => map.values_mut().for_each(|v| rewrite(v, re, with)),
+        _ => {}
+    }
+}
+
+/// The digest replay compares with a recording's `request_hash`.
+pub fn digest(request: &Value) -> Result<Digest, CanonError> {
+    canon::canonical_digest(Context::Request, request)
+}
+
+/// The kept parameters of a request body, under their neutral names.
+pub fn params(body: &Map<String, Value>, renames: &[(&str, &str)]) -> Value {
+    let mut out = Map::new();
+    for (key, value) in body {
+        let name = renames.iter().find(|(from, _)| from == key).map_or(key.as_str(), |(_, to)| to);
+        if PARAMS.contains(&name) && !value.is_null() {
+            out.insert(name.to_string(), value.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// JSON Pointers where `a` and `b` first differ, in document order, at most `limit`.
+pub fn differences(a: &Value, b: &Value, limit: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    diff(a, b, &mut String::new(), &mut out, limit);
+    out
+}
+
+fn diff(a: &Value, b: &Value, at: &mut String, out: &mut Vec<String>, limit: usize) {
+    if out.len() >= limit || canon::json_eq(a, b) {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                let len = at.len();
+                at.push('/');
+                at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                match (x.get(key), y.get(key)) {
+                    (Some(p), Some(q)) => diff(p, q, at, out, limit),
+                    _ if out.len() < limit => out.push(at.clone()),
+                    _ => {}
+                }
+                at.truncate(len);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            for i in 0..x.len().max(y.len()) {
+                let len = at.len();
+                at.push_str(&format!("/{i}"));
+                match (x.get(i), y.get(i)) {
+                    (Some(p), Some(q)) => diff(p, q, at, out, limit),
+                    _ if out.len() < limit => out.push(at.clone()),
+                    _ => {}
+                }
+                at.truncate(len);
+            }
+        }
+        _ => out.push(if at.is_empty() { "/".into() } else { at.clone() }),
+    }
+}
+
+/// Tool results the agent sends back to the model in this request (`tool` messages):
+/// `(call_id, content, is_error)`.
+pub fn tool_results(request: &Value) -> Vec<(String, Value, bool)> {
+    request
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+        .filter_map(|m| {
+            let id = m.get("call_id")?.as_str()?.to_string();
+            let content = m.get("content").cloned().unwrap_or(Value::Null);
+            let is_error = m.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+            Some((id, content, is_error))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rule(path: &str, drop: bool, regex: Option<&str>, replace: Option<&str>) -> NormalizeRule {
+        NormalizeRule { path: path.into(), drop, regex: regex.map(Into::into), replace: replace.map(Into::into) }
+    }
+
+    #[test]
+    fn rules_drop_values_and_rewrite_strings_below_a_path() {
+        let mut request = json!({"system": "Today is 2026-11-23.", "params": {"model": "m", "seed": 7},
+                                 "messages": [{"role": "user", "content": "id 4f1c"}, {"role": "user", "content": "id 99aa"}]});
+        let rules = Rule::compile(&[
+            rule("/system", false, Some(r"\d{4}-\d{2}-\d{2}"), Some("<date>")),
+            rule("/params/seed", true, None, None),
+            rule("/messages/*/content", false, Some("[0-9a-f]{4}"), None),
+        ])
+        .unwrap();
+        normalize(&mut request, &rules);
+        assert_eq!(
+            request,
+            json!({"system": "Today is <date>.", "params": {"model": "m"},
+                   "messages": [{"role": "user", "content": "id "}, {"role": "user", "content": "id "}]})
+        );
+    }
+
+    #[test]
+    fn differences_are_json_pointers_in_document_order() {
+        let a = json!({"messages": [{"content": "a"}, {"content": "b"}], "system": "s"});
+        let b = json!({"messages": [{"content": "a"}, {"content": "c"}, {"content": "d"}], "system": "t"});
+        assert_eq!(differences(&a, &b, 10), vec!["/messages/1/content", "/messages/2", "/system"]);
+        assert_eq!(differences(&a, &b, 1), vec!["/messages/1/content"]);
+        assert!(differences(&json!({"n": 1}), &json!({"n": 1.0}), 10).is_empty());
+    }
+
+    #[test]
+    fn only_parameters_that_change_an_answer_are_kept() {
+        let body = json!({"model": "m", "stream": true, "user": "u", "max_completion_tokens": 5, "temperature": null});
+        let kept = params(body.as_object().unwrap(), &[("max_completion_tokens", "max_tokens")]);
+        assert_eq!(kept, json!({"model": "m", "max_tokens": 5}));
+    }
+}

@@ -1,0 +1,636 @@
+//! One case run of an external agent: the session that owns its log.
+//!
+//! Everything that happens in the run arrives here as a message, one at a time, on one
+//! thread: the agent's model calls and tool calls (from the server's handlers), its
+//! stdout lines and its exit (from the process's reader). The session is the single
+//! writer of the run's log, so the log's order is the order the session handled them,
+//! and that order is made deterministic:
+//!
+//! - a model call gets the next recorded response (replay by position, never live);
+//! - tool calls of one model step take effect in the model's order: a call that arrives
+//!   before an earlier proposed call of the same step is held until that call arrives,
+//!   or until [`HOLD_MS`] pass with nothing arriving (an agent that runs calls one at a
+//!   time, out of order, then has them applied in the order it made them);
+//! - tool results the agent produced itself are read from its next model request.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::neutral::{self, Rule};
+use super::process::{AgentProcess, Output};
+use super::protocol::{self, FromAgent};
+use super::server::{Msg, Server, ToolAnswer};
+use super::wire::{self, Answer, CallOut, Dialect, Reply};
+use crate::canon::{self, Context};
+use crate::event::{Kind, writer::WriteError};
+use crate::pipeline::OnDivergence;
+use crate::replay::{ModelProvider, ModelRequest};
+use crate::runtime::boundary::ToolBoundary;
+use crate::runtime::{Recorder, RunInput, RunStatus, RunSummary};
+
+/// How long a tool call that arrived ahead of an earlier proposed call waits for it
+/// when nothing else arrives: parallel calls of one step reach the server within
+/// milliseconds of each other; an agent that is waiting on the held call's answer
+/// before it sends the next one is released after this.
+pub const HOLD_MS: u64 = 200;
+
+/// After `end`, how long the agent has to exit before it is killed.
+pub const EXIT_GRACE_MS: u64 = 5_000;
+
+/// Where a run's agent process runs and how it reaches stateval.
+pub struct Launch<'a> {
+    pub server: &'a Server,
+    pub run_id: &'a str,
+    pub command: &'a [String],
+    pub cwd: PathBuf,
+    /// Stderr goes here (beside the log), or nowhere.
+    pub stderr: Option<PathBuf>,
+    /// The stateval binary, for `stateval mcp-stdio` (`STATEVAL_BIN`).
+    pub binary: Option<PathBuf>,
+}
+
+/// Why the run stopped early: a status, the `error` event's kind, a message.
+struct Stop {
+    status: RunStatus,
+    kind: &'static str,
+    message: String,
+}
+
+impl Stop {
+    fn failed(kind: &'static str, message: String) -> Stop {
+        Stop { status: RunStatus::Failed, kind, message }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Proposed by the model, not seen yet.
+    Pending,
+    /// Executed through stateval's tool endpoints.
+    Executed,
+    /// Its result came back from the agent itself.
+    AgentRun,
+    /// Passed over: a later call of the step was released without it.
+    Skipped,
+}
+
+struct Proposal {
+    call_id: String,
+    name: String,
+    args: Value,
+    state: State,
+}
+
+struct Held {
+    index: usize,
+    reply: oneshot::Sender<ToolAnswer>,
+}
+
+pub struct Session<'a, 'p> {
+    input: &'p RunInput<'a>,
+    provider: &'p mut dyn ModelProvider,
+    rec: &'p mut Recorder,
+    boundary: ToolBoundary<'a>,
+    rules: Vec<Rule>,
+    launch: &'p Launch<'p>,
+    rx: Receiver<Msg>,
+    turn: u32,
+    /// Model calls so far in this turn.
+    step: u32,
+    proposals: Vec<Proposal>,
+    held: Vec<Held>,
+    /// Responses API exchanges by response id, for `previous_response_id`.
+    exchanges: BTreeMap<String, Vec<Value>>,
+    unrequested: u32,
+    tokens: u64,
+    warnings: Vec<String>,
+    stop: Option<Stop>,
+    deadline: Instant,
+}
+
+impl<'a, 'p> Session<'a, 'p> {
+    pub fn run(
+        input: &'p RunInput<'a>,
+        provider: &'p mut dyn ModelProvider,
+        rec: &'p mut Recorder,
+        launch: &'p Launch<'p>,
+    ) -> Result<RunSummary, WriteError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let token = token(launch.run_id, &input.case.id, input.run_index);
+        let _registration = launch.server.register(&token, tx.clone());
+        let rules = Rule::compile(&input.profile.normalize).unwrap_or_default();
+        let mut session = Session {
+            input,
+            provider,
+            rec,
+            boundary: ToolBoundary::new(input.case, input.run_index, input.profile, input.manifest, &[]),
+            rules,
+            launch,
+            rx,
+            turn: 0,
+            step: 0,
+            proposals: Vec::new(),
+            held: Vec::new(),
+            exchanges: BTreeMap::new(),
+            unrequested: 0,
+            tokens: 0,
+            warnings: Vec::new(),
+            stop: None,
+            deadline: Instant::now() + Duration::from_millis(input.profile.external_timeout_ms()),
+        };
+        session.start()?;
+        let env = session.environment(&launch.server.base_url(&token));
+        let process = AgentProcess::spawn(launch.command, &launch.cwd, &env, launch.stderr.as_deref(), tx, Msg::Agent);
+        let outcome = match process {
+            Ok(mut process) => {
+                let outcome = session.converse(&mut process);
+                process.kill_tree();
+                outcome?
+            }
+            Err(e) => Some(Stop::failed("agent_start", format!("cannot start {}: {e}", launch.command.join(" ")))),
+        };
+        session.finish(outcome)
+    }
+
+    fn start(&mut self) -> Result<(), WriteError> {
+        let input = self.input;
+        let case = input.case;
+        self.rec.emit(
+            Kind::RunStarted,
+            json!({
+                "case": case.id,
+                "dataset": case.dataset,
+                "run": input.run_index,
+                "agent": input.agent,
+                "runtime": "external",
+                "dataset_line": case.digest.to_string(),
+                "profile": input.profile_digest.to_string(),
+                "tools": input.manifest.digest.map(|d| d.to_string()),
+                "recording": input.recording.digest.to_string(),
+                "sandbox": self.boundary.sandbox.state(),
+            }),
+        )?;
+        self.boundary.announce(self.rec)
+    }
+
+    /// The process's environment: the parent's, without provider keys, plus the
+    /// replay endpoints, then the profile's own variables.
+    fn environment(&self, base: &str) -> Vec<(String, String)> {
+        let mut env: BTreeMap<String, String> = std::env::vars().filter(|(k, _)| !is_secret(k)).collect();
+        let input = self.input;
+        let ours = [
+            ("OPENAI_BASE_URL", format!("{base}/v1")),
+            ("OPENAI_API_KEY", "stateval-replay".into()),
+            ("ANTHROPIC_BASE_URL", base.to_string()),
+            ("ANTHROPIC_API_KEY", "stateval-replay".into()),
+            ("STATEVAL_MCP_URL", format!("{base}/mcp")),
+            ("STATEVAL_TOOLS_URL", format!("{base}/tools")),
+            ("STATEVAL_CASE", input.case.id.clone()),
+            ("STATEVAL_RUN", input.run_index.to_string()),
+            ("TZ", "UTC".into()),
+            ("PYTHONHASHSEED", "0".into()),
+        ];
+        env.extend(ours.into_iter().map(|(k, v)| (k.to_string(), v)));
+        if let Some(bin) = &self.launch.binary {
+            env.insert("STATEVAL_BIN".into(), bin.to_string_lossy().into_owned());
+        }
+        env.extend(input.profile.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env.into_iter().collect()
+    }
+
+    /// Start, every turn, end. `Some(stop)` when the run failed.
+    fn converse(&mut self, process: &mut AgentProcess) -> Result<Option<Stop>, WriteError> {
+        let case = self.input.case;
+        // a write failure means the agent is gone; its exit is reported by the reader
+        let _ = process.send(&protocol::start(&case.id, self.input.run_index));
+        for (turn, text) in case.turns.iter().enumerate() {
+            let turn = u32::try_from(turn).unwrap_or(u32::MAX);
+            self.turn = turn;
+            self.step = 0;
+            self.proposals.clear();
+            self.rec.set_turn(Some(turn));
+            self.rec.emit(Kind::TurnStarted, json!({"turn": turn, "input": text}))?;
+            let _ = process.send(&protocol::turn(turn, text));
+            match self.until_answer(process)? {
+                Ok(output) => {
+                    self.rec.emit(Kind::TurnCompleted, json!({"turn": turn, "response": output}))?;
+                    self.rec.flush()?;
+                }
+                Err(stop) => return Ok(Some(stop)),
+            }
+        }
+        let _ = process.send(&protocol::end());
+        Ok(self.until_exit(process)?.err())
+    }
+
+    /// Serve messages until the agent answers the current turn.
+    fn until_answer(&mut self, process: &mut AgentProcess) -> Result<Result<String, Stop>, WriteError> {
+        loop {
+            let Some(msg) = self.next()? else {
+                let limit = self.input.profile.external_timeout_ms();
+                return Ok(Err(Stop::failed(
+                    "agent_timeout",
+                    format!("turn {}: no answer within timeout_ms = {limit}; the process tree was killed", self.turn),
+                )));
+            };
+            match msg {
+                Msg::Agent(Output::Line(line)) => match protocol::parse(&line) {
+                    Ok(FromAgent::TurnResult { turn, output }) if turn == self.turn => return Ok(Ok(output)),
+                    Ok(FromAgent::TurnResult { turn, .. }) => {
+                        return Ok(Err(Stop::failed(
+                            "agent_protocol",
+                            format!("turn_result for turn {turn} while turn {} was asked", self.turn),
+                        )));
+                    }
+                    Err(e) => return Ok(Err(Stop::failed("agent_protocol", e))),
+                },
+                Msg::Agent(Output::Unreadable(e)) => return Ok(Err(Stop::failed("agent_protocol", e))),
+                Msg::Agent(Output::Closed) => {
+                    let status = process.wait_exit(Duration::from_millis(500));
+                    return Ok(Err(Stop::failed(
+                        "agent_exited",
+                        format!("the agent {} before answering turn {}", exited(status), self.turn),
+                    )));
+                }
+                other => self.handle(other)?,
+            }
+            if let Some(stop) = self.stop.take() {
+                return Ok(Err(stop));
+            }
+        }
+    }
+
+    /// After `end`: the agent must exit 0 within [`EXIT_GRACE_MS`].
+    fn until_exit(&mut self, process: &mut AgentProcess) -> Result<Result<(), Stop>, WriteError> {
+        self.deadline = self.deadline.min(Instant::now() + Duration::from_millis(EXIT_GRACE_MS));
+        loop {
+            match self.next()? {
+                None => {
+                    return Ok(Err(Stop::failed(
+                        "agent_timeout",
+                        format!(
+                            "the agent did not exit within {EXIT_GRACE_MS} ms of \"end\"; the process tree was killed"
+                        ),
+                    )));
+                }
+                Some(Msg::Agent(Output::Closed)) => {
+                    let status = process.wait_exit(Duration::from_millis(EXIT_GRACE_MS));
+                    return Ok(match status {
+                        Some(s) if s.success() => Ok(()),
+                        other => {
+                            Err(Stop::failed("agent_exited", format!("the agent {} after \"end\"", exited(other))))
+                        }
+                    });
+                }
+                Some(Msg::Agent(Output::Line(line))) => {
+                    return Ok(Err(Stop::failed("agent_protocol", format!("stdout after \"end\": {line}"))));
+                }
+                Some(Msg::Agent(Output::Unreadable(e))) => return Ok(Err(Stop::failed("agent_protocol", e))),
+                Some(other) => self.handle(other)?,
+            }
+            if let Some(stop) = self.stop.take() {
+                return Ok(Err(stop));
+            }
+        }
+    }
+
+    /// The next message, releasing held tool calls when the agent goes quiet; `None`
+    /// at the deadline.
+    fn next(&mut self) -> Result<Option<Msg>, WriteError> {
+        loop {
+            let now = Instant::now();
+            if now >= self.deadline {
+                return Ok(None);
+            }
+            let mut wait = self.deadline - now;
+            if !self.held.is_empty() {
+                wait = wait.min(Duration::from_millis(HOLD_MS));
+            }
+            match self.rx.recv_timeout(wait) {
+                Ok(msg) => return Ok(Some(msg)),
+                Err(RecvTimeoutError::Timeout) if !self.held.is_empty() => self.release(true)?,
+                Err(RecvTimeoutError::Timeout) => {}
+                // the session holds a sender itself, so the channel cannot close
+                Err(RecvTimeoutError::Disconnected) => return Ok(None),
+            }
+        }
+    }
+
+    fn handle(&mut self, msg: Msg) -> Result<(), WriteError> {
+        match msg {
+            Msg::Model { dialect, body, reply } => {
+                let answer = self.model(dialect, &body)?;
+                let _ = reply.send(answer);
+            }
+            Msg::ListTools { reply } => {
+                let tools = self
+                    .boundary
+                    .offered()
+                    .map(|t| json!({"name": t.name, "description": t.description,
+                                    "input_schema": t.input_schema.clone().unwrap_or_else(|| json!({"type": "object"}))}))
+                    .collect();
+                let _ = reply.send(tools);
+            }
+            Msg::CallTool { name, args, reply } => self.tool(name, args, reply)?,
+            Msg::Unserved { method, path } => {
+                self.stop = Some(Stop::failed(
+                    "unserved_endpoint",
+                    format!(
+                        "the agent called {method} {path}, which stateval does not serve (see the replay endpoints)"
+                    ),
+                ));
+            }
+            Msg::Agent(_) => {}
+        }
+        Ok(())
+    }
+
+    fn model(&mut self, dialect: Dialect, body: &Value) -> Result<Reply, WriteError> {
+        let exchanges = &self.exchanges;
+        let request = match dialect.neutral(body, &|id| exchanges.get(id).cloned()) {
+            Ok(r) => r,
+            Err(e) => {
+                let message = format!("cannot read the {} request: {e}", dialect.api());
+                self.rec.emit(Kind::Error, json!({"kind": "bad_request", "message": message}))?;
+                return Ok(dialect.error(400, "invalid_request_error", &message));
+            }
+        };
+        // a new model call closes the step before it: release what was held, and
+        // log the calls whose results the agent produced itself
+        self.release(true)?;
+        self.observe_agent_results(&request)?;
+        let mut normalized = request.clone();
+        neutral::normalize(&mut normalized, &self.rules);
+        let seq = self.rec.next_seq();
+        let hash = neutral::digest(&normalized).map_err(|source| WriteError::Canon {
+            seq,
+            kind: Kind::ModelCalled,
+            source,
+        })?;
+        let model_request = ModelRequest { turn: self.turn, step: self.step, hash };
+        let replayed = match self.provider.complete(&model_request) {
+            Ok(r) => r,
+            Err(miss) => {
+                let message = miss.to_string();
+                self.stop =
+                    Some(Stop { status: RunStatus::ReplayExhausted, kind: "replay_miss", message: message.clone() });
+                return Ok(dialect.error(400, "stateval_replay_miss", &message));
+            }
+        };
+        let position = replayed.position;
+        let recorded = replayed.recorded.clone();
+        if let Some(d) = replayed.divergence {
+            let pointers =
+                recorded.request.as_ref().map(|r| neutral::differences(r, &normalized, 10)).unwrap_or_default();
+            self.rec.emit(
+                Kind::ReplayDiverged,
+                json!({"position": d.position, "recorded_request_hash": d.recorded_hash.map(|h| h.to_string()),
+                       "actual_request_hash": d.actual_hash.to_string(), "reason": d.reason, "pointers": pointers}),
+            )?;
+            let mut message = format!("replay diverged at position {}: {}", d.position, d.reason);
+            if !pointers.is_empty() {
+                message.push_str(&format!(" (differs at {})", pointers.join(", ")));
+            }
+            match self.input.on_divergence {
+                OnDivergence::Fail => {
+                    self.stop = Some(Stop {
+                        status: RunStatus::ReplayDiverged,
+                        kind: "replay_diverged",
+                        message: message.clone(),
+                    });
+                    return Ok(dialect.error(400, "stateval_replay_diverged", &message));
+                }
+                OnDivergence::Warn => self.warnings.push(message),
+            }
+        }
+        self.rec.advance(recorded.latency_ms);
+        self.tokens += recorded.usage.input_tokens + recorded.usage.output_tokens;
+        let (turn, step) = (self.turn, self.step);
+        let calls: Vec<CallOut> = recorded
+            .response
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(j, c)| CallOut {
+                id: c.id.clone().unwrap_or_else(|| format!("call-{turn}-{step}-{j}")),
+                name: c.name.clone(),
+                args: c.args.clone(),
+            })
+            .collect();
+        let mut response = json!({
+            "content": recorded.response.content,
+            "tool_calls": calls.iter().map(|c| json!({"id": c.id, "name": c.name, "args": c.args})).collect::<Vec<_>>(),
+        });
+        if let Some(c) = recorded.response.confidence {
+            response["confidence"] = json!(c);
+        }
+        self.rec.emit(
+            Kind::ModelCalled,
+            json!({"request_hash": hash.to_string(), "position": position, "response": response, "api": dialect.api(),
+                   "usage": {"input_tokens": recorded.usage.input_tokens, "output_tokens": recorded.usage.output_tokens},
+                   "latency_ms": recorded.latency_ms}),
+        )?;
+        self.step += 1;
+        self.proposals = calls
+            .iter()
+            .map(|c| Proposal {
+                call_id: c.id.clone(),
+                name: c.name.clone(),
+                args: c.args.clone(),
+                state: State::Pending,
+            })
+            .collect();
+        let model = body.get("model").and_then(Value::as_str).unwrap_or(super::server::MODEL).to_string();
+        let answer = Answer {
+            id: wire_id(self.launch.run_id, &self.input.case.id, self.input.run_index, position),
+            created: wire::EPOCH + self.rec.now() / 1000,
+            model,
+            content: &recorded.response.content,
+            tool_calls: calls,
+            usage: recorded.usage,
+        };
+        if dialect == Dialect::Responses {
+            self.exchanges.insert(format!("resp_{}", answer.id), Dialect::exchange(&request, &answer));
+        }
+        Ok(dialect.render(&answer, body))
+    }
+
+    /// Tool results in the request for calls stateval did not execute: the agent ran
+    /// those tools itself (`tool_executed` with `source: "agent"`).
+    fn observe_agent_results(&mut self, request: &Value) -> Result<(), WriteError> {
+        for (call_id, content, is_error) in neutral::tool_results(request) {
+            let Some(p) = self
+                .proposals
+                .iter_mut()
+                .find(|p| p.call_id == call_id && matches!(p.state, State::Pending | State::Skipped))
+            else {
+                continue;
+            };
+            p.state = State::AgentRun;
+            let (tool, args) = (p.name.clone(), p.args.clone());
+            self.rec.emit(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
+            self.rec.emit(
+                Kind::ToolExecuted,
+                json!({"call_id": call_id, "tool": tool, "args": args, "result": content, "is_error": is_error,
+                       "fault": null, "duration_ms": 0, "deduplicated": false, "effect": null, "source": "agent"}),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A call through MCP or the plain-HTTP tools.
+    fn tool(&mut self, name: String, args: Value, reply: oneshot::Sender<ToolAnswer>) -> Result<(), WriteError> {
+        let index = self
+            .proposals
+            .iter()
+            .position(|p| p.state == State::Pending && p.name == name && canon::json_eq(&p.args, &args));
+        let Some(index) = index else {
+            let answer = self.unrequested(&name, &args)?;
+            let _ = reply.send(answer);
+            return Ok(());
+        };
+        self.held.push(Held { index, reply });
+        self.release(false)
+    }
+
+    /// Execute held calls whose earlier proposals are settled, in proposal order.
+    /// `give_up`: the agent went quiet (or moved on), so proposals still pending before
+    /// a held call are passed over.
+    fn release(&mut self, give_up: bool) -> Result<(), WriteError> {
+        self.held.sort_by_key(|h| h.index);
+        while let Some(first) = self.held.first() {
+            let index = first.index;
+            let blocked = self.proposals[..index].iter().any(|p| p.state == State::Pending);
+            if blocked && !give_up {
+                break;
+            }
+            for p in &mut self.proposals[..index] {
+                if p.state == State::Pending {
+                    p.state = State::Skipped;
+                }
+            }
+            let held = self.held.remove(0);
+            let answer = self.execute(index)?;
+            let _ = held.reply.send(answer);
+        }
+        Ok(())
+    }
+
+    fn execute(&mut self, index: usize) -> Result<ToolAnswer, WriteError> {
+        let p = &mut self.proposals[index];
+        p.state = State::Executed;
+        let (call_id, tool, args) = (p.call_id.clone(), p.name.clone(), p.args.clone());
+        self.rec.emit(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
+        if self.boundary.manifest().tool(&tool).is_none() {
+            return self.flag_unrequested(&call_id, &tool, format!("tool {tool:?} is not in the manifest"));
+        }
+        let class = self.boundary.class(&tool);
+        if let Some(denied) = self.boundary.decide(self.rec, &call_id, &tool, class, &args)? {
+            return Ok(ToolAnswer { result: denied, is_error: true });
+        }
+        let (result, is_error) = self.boundary.execute(self.rec, &call_id, &tool, &args)?;
+        Ok(ToolAnswer { result, is_error })
+    }
+
+    /// A call the model did not propose in its last step.
+    fn unrequested(&mut self, tool: &str, args: &Value) -> Result<ToolAnswer, WriteError> {
+        self.unrequested += 1;
+        let call_id = format!("unrequested-{}-{}", self.turn, self.unrequested);
+        self.rec.emit(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
+        let detail = if self.boundary.manifest().tool(tool).is_none() {
+            format!("tool {tool:?} is not in the manifest")
+        } else {
+            format!("the model did not propose this call of {tool} in its last step")
+        };
+        self.flag_unrequested(&call_id, tool, detail)
+    }
+
+    fn flag_unrequested(&mut self, call_id: &str, tool: &str, detail: String) -> Result<ToolAnswer, WriteError> {
+        let source = self.rec.next_seq() - 1;
+        self.rec.emit(
+            Kind::SecurityFlagged,
+            json!({"class": "unrequested_tool", "severity": "high", "source": source, "tool": tool, "call_id": call_id,
+                   "detail": detail}),
+        )?;
+        Ok(ToolAnswer { result: json!({"error": format!("refused by stateval: {detail}")}), is_error: true })
+    }
+
+    fn finish(self, outcome: Option<Stop>) -> Result<RunSummary, WriteError> {
+        let (status, error) = match outcome {
+            None => (RunStatus::Completed, None),
+            Some(stop) => {
+                self.rec.emit(Kind::Error, json!({"kind": stop.kind, "message": stop.message}))?;
+                (stop.status, Some(stop.message))
+            }
+        };
+        self.rec.set_turn(None);
+        self.rec.emit(
+            Kind::RunCompleted,
+            json!({"status": status.as_str(), "turns": self.input.case.turns.len(), "tokens": self.tokens}),
+        )?;
+        Ok(RunSummary { status, error, warnings: self.warnings })
+    }
+}
+
+/// The URL token of a case run: unique within a run, derived from what names it.
+fn token(run_id: &str, case: &str, k: usize) -> String {
+    let digest = canon::digest(Context::Content, format!("token\0{run_id}\0{case}\0{k}").as_bytes());
+    digest.to_hex()[..24].to_string()
+}
+
+/// Wire ids (`chatcmpl-…`, `resp_…`, `msg_…`): from the run id, the case run and the
+/// recording position, so they repeat exactly when the run does.
+fn wire_id(run_id: &str, case: &str, k: usize, position: usize) -> String {
+    let digest = canon::digest(Context::Content, format!("wire\0{run_id}\0{case}\0{k}\0{position}").as_bytes());
+    digest.to_hex()[..24].to_string()
+}
+
+/// `exited with status 3`, `was killed by a signal`, `closed stdout`.
+fn exited(status: Option<std::process::ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("exited with status {code}"),
+            (None, Some(signal)) => format!("was killed by signal {signal}"),
+            _ => "exited".into(),
+        },
+        None => "closed its stdout".into(),
+    }
+}
+
+/// Variables that hold real provider credentials never reach the agent: replay needs
+/// none, and a key in the environment could let a misconfigured agent call live.
+fn is_secret(name: &str) -> bool {
+    const SUFFIXES: &[&str] =
+        &["_API_KEY", "_ACCESS_KEY", "_SECRET_KEY", "_SECRET_ACCESS_KEY", "_AUTH_TOKEN", "_ADMIN_KEY"];
+    const NAMES: &[&str] = &["AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS", "HF_TOKEN"];
+    let upper = name.to_ascii_uppercase();
+    SUFFIXES.iter().any(|s| upper.ends_with(s)) || NAMES.contains(&upper.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_keys_are_secret_and_ordinary_variables_are_not() {
+        for name in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY", "GEMINI_API_KEY", "HF_TOKEN"] {
+            assert!(is_secret(name), "{name}");
+        }
+        for name in ["PATH", "HOME", "OPENAI_BASE_URL", "SUPPORT_MODE"] {
+            assert!(!is_secret(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn tokens_and_wire_ids_are_derived_and_distinct() {
+        assert_eq!(token("r-1", "c", 0), token("r-1", "c", 0));
+        assert_ne!(token("r-1", "c", 0), token("r-1", "c", 1));
+        assert_ne!(wire_id("r-1", "c", 0, 0), wire_id("r-1", "c", 0, 1));
+    }
+}

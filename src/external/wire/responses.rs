@@ -1,0 +1,243 @@
+//! OpenAI Responses: `POST /v1/responses`, whole or streamed as typed events
+//! (`response.created` … `response.completed`), with `previous_response_id` chaining
+//! resolved from the run's own earlier exchanges.
+
+use serde_json::{Map, Value, json};
+
+use super::{Answer, DELTA_CHARS, parse_arguments, pieces, text_of};
+use crate::external::neutral;
+
+pub fn neutral(body: &Map<String, Value>, previous: &dyn Fn(&str) -> Option<Vec<Value>>) -> Result<Value, String> {
+    let mut messages = match body.get("previous_response_id").and_then(Value::as_str) {
+        Some(id) => previous(id).ok_or_else(|| format!("previous_response_id {id:?} is not a response of this run"))?,
+        None => Vec::new(),
+    };
+    let mut system = body.get("instructions").and_then(Value::as_str).map(str::to_string);
+    match body.get("input") {
+        Some(Value::String(text)) => messages.push(json!({"role": "user", "content": text})),
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                read_item(item, &mut messages, &mut system).map_err(|e| format!("input[{i}]: {e}"))?;
+            }
+        }
+        None | Some(Value::Null) => {}
+        Some(_) => return Err("input: expected a string or an array of items".into()),
+    }
+    let tools: Vec<Value> = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|t| json!({"name": t.get("name"), "description": t.get("description"), "input_schema": t.get("parameters")}))
+        .collect();
+    Ok(json!({
+        "system": system,
+        "messages": messages,
+        "tools": tools,
+        "params": neutral::params(body, &[("max_output_tokens", "max_tokens")]),
+    }))
+}
+
+fn read_item(item: &Value, messages: &mut Vec<Value>, system: &mut Option<String>) -> Result<(), String> {
+    let kind = item.get("type").and_then(Value::as_str).unwrap_or("message");
+    match kind {
+        "message" => {
+            let role = item.get("role").and_then(Value::as_str).ok_or("a message needs a role")?;
+            let text = text_of(item.get("content"));
+            match role {
+                "system" | "developer" => {
+                    *system = Some(match system.take() {
+                        Some(s) => format!("{s}\n{text}"),
+                        None => text,
+                    })
+                }
+                "user" => messages.push(json!({"role": "user", "content": text})),
+                "assistant" => messages.push(json!({"role": "assistant", "content": text})),
+                other => return Err(format!("unknown role {other:?}")),
+            }
+        }
+        "function_call" => {
+            let call = json!({"id": item.get("call_id"), "name": item.get("name"),
+                              "args": parse_arguments(item.get("arguments"))});
+            // calls of one step belong to the assistant message before them
+            match messages.last_mut() {
+                Some(last) if last["role"] == "assistant" => {
+                    match last.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                        Some(calls) => calls.push(call),
+                        None => last["tool_calls"] = json!([call]),
+                    }
+                }
+                _ => messages.push(json!({"role": "assistant", "content": "", "tool_calls": [call]})),
+            }
+        }
+        "function_call_output" => {
+            let output = match item.get("output") {
+                Some(Value::String(s)) => s.clone(),
+                other => text_of(other),
+            };
+            messages
+                .push(json!({"role": "tool", "call_id": item.get("call_id"), "content": output, "is_error": false}));
+        }
+        // reasoning summaries and other items the agent echoes back carry nothing
+        // the model is asked about; they are not part of the request's meaning
+        "reasoning" => {}
+        other => return Err(format!("unsupported input item type {other:?}")),
+    }
+    Ok(())
+}
+
+fn output(answer: &Answer<'_>, done: bool) -> Vec<Value> {
+    let status = if done { "completed" } else { "in_progress" };
+    let mut items = Vec::new();
+    if !answer.content.is_empty() || answer.tool_calls.is_empty() {
+        items.push(message_item(answer, status, true));
+    }
+    for (j, call) in answer.tool_calls.iter().enumerate() {
+        items.push(call_item(answer, j, call, status, true));
+    }
+    items
+}
+
+fn message_item(answer: &Answer<'_>, status: &str, with_text: bool) -> Value {
+    let content = if with_text {
+        json!([{"type": "output_text", "text": answer.content, "annotations": [], "logprobs": []}])
+    } else {
+        json!([])
+    };
+    json!({"type": "message", "id": format!("msg_{}", answer.id), "status": status, "role": "assistant", "content": content})
+}
+
+fn call_item(answer: &Answer<'_>, j: usize, call: &super::CallOut, status: &str, with_args: bool) -> Value {
+    json!({"type": "function_call", "id": format!("fc_{}_{j}", answer.id), "call_id": call.id, "name": call.name,
+           "arguments": if with_args { call.args.to_string() } else { String::new() }, "status": status})
+}
+
+pub fn response(answer: &Answer<'_>, status: &str) -> Value {
+    let done = status == "completed";
+    let (i, o) = (answer.usage.input_tokens, answer.usage.output_tokens);
+    json!({
+        "id": format!("resp_{}", answer.id),
+        "object": "response",
+        "created_at": answer.created,
+        "status": status,
+        "model": answer.model,
+        "output": if done { output(answer, true) } else { Vec::new() },
+        "parallel_tool_calls": true,
+        "tool_choice": "auto",
+        "tools": [],
+        "error": null,
+        "incomplete_details": null,
+        "instructions": null,
+        "metadata": {},
+        "temperature": null,
+        "top_p": null,
+        "text": {"format": {"type": "text"}},
+        "usage": if done {
+            json!({"input_tokens": i, "output_tokens": o, "total_tokens": i + o,
+                   "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}})
+        } else { Value::Null },
+    })
+}
+
+pub fn stream(answer: &Answer<'_>) -> String {
+    let mut events: Vec<Value> = vec![
+        json!({"type": "response.created", "response": response(answer, "in_progress")}),
+        json!({"type": "response.in_progress", "response": response(answer, "in_progress")}),
+    ];
+    let mut index = 0;
+    if !answer.content.is_empty() || answer.tool_calls.is_empty() {
+        let item_id = format!("msg_{}", answer.id);
+        let part = json!({"type": "output_text", "text": answer.content, "annotations": [], "logprobs": []});
+        events.push(json!({"type": "response.output_item.added", "output_index": index,
+                           "item": message_item(answer, "in_progress", false)}));
+        events.push(json!({"type": "response.content_part.added", "item_id": item_id, "output_index": index,
+                           "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}}));
+        if !answer.content.is_empty() {
+            for piece in pieces(answer.content, DELTA_CHARS) {
+                events.push(json!({"type": "response.output_text.delta", "item_id": item_id, "output_index": index,
+                                   "content_index": 0, "delta": piece, "logprobs": []}));
+            }
+        }
+        events.push(json!({"type": "response.output_text.done", "item_id": item_id, "output_index": index,
+                           "content_index": 0, "text": answer.content, "logprobs": []}));
+        events.push(json!({"type": "response.content_part.done", "item_id": item_id, "output_index": index,
+                           "content_index": 0, "part": part}));
+        events.push(json!({"type": "response.output_item.done", "output_index": index,
+                           "item": message_item(answer, "completed", true)}));
+        index += 1;
+    }
+    for (j, call) in answer.tool_calls.iter().enumerate() {
+        let item_id = format!("fc_{}_{j}", answer.id);
+        let arguments = call.args.to_string();
+        events.push(json!({"type": "response.output_item.added", "output_index": index,
+                           "item": call_item(answer, j, call, "in_progress", false)}));
+        for piece in pieces(&arguments, DELTA_CHARS) {
+            events.push(json!({"type": "response.function_call_arguments.delta", "item_id": item_id,
+                               "output_index": index, "delta": piece}));
+        }
+        events.push(json!({"type": "response.function_call_arguments.done", "item_id": item_id,
+                           "output_index": index, "name": call.name, "arguments": arguments}));
+        events.push(json!({"type": "response.output_item.done", "output_index": index,
+                           "item": call_item(answer, j, call, "completed", true)}));
+        index += 1;
+    }
+    events.push(json!({"type": "response.completed", "response": response(answer, "completed")}));
+    let mut out = String::new();
+    for (seq, mut event) in events.into_iter().enumerate() {
+        event["sequence_number"] = json!(seq);
+        let kind = event["type"].as_str().unwrap_or_default().to_string();
+        out.push_str(&format!("event: {kind}\ndata: {event}\n\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::external::wire::CallOut;
+    use crate::replay::Usage;
+
+    #[test]
+    fn chained_input_items_merge_calls_into_the_assistant_turn() {
+        let history = vec![json!({"role": "user", "content": "pay"})];
+        let body = json!({"model": "m", "instructions": "sys", "previous_response_id": "resp_1", "input": [
+            {"type": "function_call", "id": "fc_1", "call_id": "c0", "name": "get", "arguments": "{}"},
+            {"type": "function_call", "call_id": "c1", "name": "get", "arguments": "{\"a\":1}"},
+            {"type": "function_call_output", "call_id": "c0", "output": "ok"}]});
+        let n = neutral(body.as_object().unwrap(), &|id| (id == "resp_1").then(|| history.clone())).unwrap();
+        assert_eq!(n["system"], "sys");
+        assert_eq!(
+            n["messages"][1]["tool_calls"],
+            json!([{"id": "c0", "name": "get", "args": {}},
+                                                         {"id": "c1", "name": "get", "args": {"a": 1}}])
+        );
+        assert_eq!(n["messages"][2], json!({"role": "tool", "call_id": "c0", "content": "ok", "is_error": false}));
+        let unknown = neutral(json!({"previous_response_id": "resp_9"}).as_object().unwrap(), &|_| None);
+        assert!(unknown.unwrap_err().contains("resp_9"));
+    }
+
+    #[test]
+    fn events_are_numbered_and_end_with_the_completed_response() {
+        let a = Answer {
+            id: "x".into(),
+            created: 1,
+            model: "m".into(),
+            content: "hello world, streamed",
+            tool_calls: vec![CallOut { id: "c0".into(), name: "get".into(), args: json!({"k": "v"}) }],
+            usage: Usage { input_tokens: 1, output_tokens: 1 },
+        };
+        let text = stream(&a);
+        let datas: Vec<Value> =
+            text.lines().filter_map(|l| l.strip_prefix("data: ")).map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert!(datas.iter().enumerate().all(|(i, e)| e["sequence_number"] == i));
+        let last = datas.last().unwrap();
+        assert_eq!(last["type"], "response.completed");
+        assert_eq!(last["response"]["output"][1]["arguments"], "{\"k\":\"v\"}");
+        let deltas: String = datas
+            .iter()
+            .filter(|e| e["type"] == "response.output_text.delta")
+            .map(|e| e["delta"].as_str().unwrap())
+            .collect();
+        assert_eq!(deltas, a.content);
+    }
+}

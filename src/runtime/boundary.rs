@@ -1,0 +1,226 @@
+//! The tool boundary: what happens to a proposed call of a fixture tool, for the
+//! built-in runtime and an external agent alike.
+//!
+//! policy (deny > escalate > allow, and `poisoned-tool` for refused tools) → approval if
+//! escalated → idempotency → sandbox execution (faults, fixtures, effects) → taint
+//! bookkeeping. One implementation, so a mitigation the security suite proves for the
+//! built-in runtime holds in front of the team's own agent too, with the same events.
+
+use serde_json::{Value, json};
+
+use super::{Recorder, idempotency, policy, taint};
+use crate::dataset::Case;
+use crate::event::{Kind, writer::WriteError};
+use crate::pipeline::profile::PoisonedTools;
+use crate::pipeline::{AgentProfile, ApprovalAnswer, SafetyClass, Verdict};
+use crate::sandbox::poisoning::{self, Finding};
+use crate::sandbox::{FaultKind, Manifest, Sandbox, ToolSpec, Trust};
+
+pub struct ToolBoundary<'a> {
+    case: &'a Case,
+    run_index: usize,
+    profile: &'a AgentProfile,
+    manifest: &'a Manifest,
+    pub sandbox: Sandbox<'a>,
+    pub taint: taint::Taint,
+    idempotency: idempotency::IdempotencyStore,
+    /// Tools the poisoning checks flagged (announced once), and those refused.
+    poisoned: Vec<Finding>,
+    refused: Vec<String>,
+}
+
+impl<'a> ToolBoundary<'a> {
+    /// `reserved`: tool names the agent provides itself (the built-in memory tools),
+    /// which a manifest tool must not shadow.
+    pub fn new(
+        case: &'a Case,
+        run_index: usize,
+        profile: &'a AgentProfile,
+        manifest: &'a Manifest,
+        reserved: &[&str],
+    ) -> Self {
+        let poisoned = poisoning::scan(manifest, reserved);
+        let refused = match profile.poisoned_tools {
+            PoisonedTools::Refuse => poisoned.iter().map(|f| f.tool.clone()).collect(),
+            _ => Vec::new(),
+        };
+        let mut sandbox = Sandbox::with_faults(manifest, &profile.faults, profile.timeout_ms());
+        if profile.poisoned_tools == PoisonedTools::ReadOnly {
+            poisoned.iter().for_each(|f| sandbox.set_read_only(&f.tool));
+        }
+        ToolBoundary {
+            case,
+            run_index,
+            profile,
+            manifest,
+            sandbox,
+            taint: taint::Taint::default(),
+            idempotency: idempotency::IdempotencyStore::default(),
+            poisoned,
+            refused,
+        }
+    }
+
+    /// The manifest's tools offered to the model: a refused tool never is.
+    pub fn offered(&self) -> impl Iterator<Item = &'a ToolSpec> + '_ {
+        self.manifest.tools.iter().filter(|t| !self.refused.contains(&t.name))
+    }
+
+    pub fn manifest(&self) -> &'a Manifest {
+        self.manifest
+    }
+
+    /// Flag every poisoned tool (`security_flagged`, class `tool_poisoning`) and taint
+    /// its description: whatever a poisoned description says is attacker content, so an
+    /// argument lifted from it meets the taint rules.
+    pub fn announce(&mut self, rec: &mut Recorder) -> Result<(), WriteError> {
+        let action = match self.profile.poisoned_tools {
+            PoisonedTools::Refuse => "refused",
+            PoisonedTools::ReadOnly => "downgraded to read-only",
+            PoisonedTools::Allow => "allowed (poisoned_tools = \"allow\")",
+        };
+        for finding in std::mem::take(&mut self.poisoned) {
+            if let Some(spec) = self.manifest.tool(&finding.tool) {
+                self.taint.absorb(&json!(spec.description), 0);
+            }
+            rec.emit(
+                Kind::SecurityFlagged,
+                json!({"class": "tool_poisoning", "severity": "high", "source": 0, "tool": finding.tool,
+                       "detail": format!("tool {}: {}; {action}", finding.tool, finding.detail)}),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The safety class a call of `tool` has under the manifest (read when unknown).
+    pub fn class(&self, tool: &str) -> SafetyClass {
+        self.manifest.tool(tool).map_or(SafetyClass::Read, ToolSpec::safety_class)
+    }
+
+    /// Policy, then approval when escalated: `policy_decided` (and the approval events).
+    /// `Ok(None)`: allowed. `Ok(Some(result))`: denied, with the result the agent sees.
+    pub fn decide(
+        &mut self,
+        rec: &mut Recorder,
+        call_id: &str,
+        tool: &str,
+        class: SafetyClass,
+        args: &Value,
+    ) -> Result<Option<Value>, WriteError> {
+        let args_tainted = self.taint.touches(args);
+        let decision = if self.refused.iter().any(|r| r == tool) {
+            policy::Decision {
+                verdict: Verdict::Deny,
+                rule: "poisoned-tool".into(),
+                reason: "the tool failed the manifest poisoning checks and is refused".into(),
+            }
+        } else {
+            policy::decide(&self.profile.policy, &policy::Proposal { tool, class, args_tainted })
+        };
+        rec.emit(
+            Kind::PolicyDecided,
+            json!({"call_id": call_id, "tool": tool, "verdict": decision.verdict.as_str(), "rule": decision.rule,
+                   "reason": decision.reason, "args_tainted": args_tainted}),
+        )?;
+        let allowed = match decision.verdict {
+            Verdict::Allow => true,
+            Verdict::Deny => false,
+            Verdict::Escalate => self.approve(rec, call_id, tool, class)?,
+        };
+        Ok((!allowed).then(|| json!({"error": format!("denied by policy ({}): {}", decision.rule, decision.reason)})))
+    }
+
+    /// Route an escalated call: `auto` (the profile approves), `human` (the case's
+    /// recorded decision; none recorded means nobody answered, so denied) or `deny`.
+    fn approve(
+        &mut self,
+        rec: &mut Recorder,
+        call_id: &str,
+        tool: &str,
+        class: SafetyClass,
+    ) -> Result<bool, WriteError> {
+        let approvals = &self.profile.approvals;
+        let configured = approvals
+            .get(tool)
+            .map(|a| (*a, tool))
+            .or_else(|| approvals.get(class.as_str()).map(|a| (*a, class.as_str())));
+        let (route, approved, by) = match configured {
+            Some((ApprovalAnswer::Approve, key)) => ("auto", true, format!("profile:{key}")),
+            Some((ApprovalAnswer::Deny, key)) => ("deny", false, format!("profile:{key}")),
+            Some((ApprovalAnswer::Human, _)) => {
+                let human = &self.case.human_approvals;
+                match human
+                    .get(tool)
+                    .map(|a| (*a, tool))
+                    .or_else(|| human.get(class.as_str()).map(|a| (*a, class.as_str())))
+                {
+                    Some((answer, key)) => ("human", answer, format!("human:{key}")),
+                    None => ("human", false, "human:unanswered".to_string()),
+                }
+            }
+            None => ("deny", false, "default-deny".to_string()),
+        };
+        rec.emit(Kind::ApprovalRequested, json!({"call_id": call_id, "tool": tool, "route": route}))?;
+        rec.emit(Kind::ApprovalResolved, json!({"call_id": call_id, "approved": approved, "by": by}))?;
+        Ok(approved)
+    }
+
+    /// Execute an allowed call of a fixture tool: idempotency, faults, fixtures,
+    /// effects, `tool_executed`, taint. Returns the result and whether it is an error.
+    pub fn execute(
+        &mut self,
+        rec: &mut Recorder,
+        call_id: &str,
+        tool: &str,
+        args: &Value,
+    ) -> Result<(Value, bool), WriteError> {
+        let spec = self.manifest.tool(tool);
+        let idempotent = spec.is_some_and(|s| s.idempotent);
+        let (key, fixture_args) = if idempotent {
+            let scope = format!("{}/{}", self.case.id, self.run_index);
+            let (key, rest) = idempotency::key_and_args(&scope, rec.turn().unwrap_or(0), tool, args);
+            (Some(key), rest)
+        } else {
+            (None, args.clone())
+        };
+        if let Some(key) = &key
+            && let Some((result, first)) = self.idempotency.replay(key).cloned()
+        {
+            // the operation already happened: its result again, and no second effect
+            rec.emit(
+                Kind::ToolExecuted,
+                json!({"call_id": call_id, "tool": tool, "args": args, "result": result, "is_error": false,
+                       "fault": null, "duration_ms": 0, "deduplicated": true, "effect": null,
+                       "idempotency_key": key, "first_execution": first}),
+            )?;
+            return Ok((result, false));
+        }
+        let execution = self.sandbox.call(tool, &fixture_args);
+        // virtual time: a hang costs the timeout, and nothing sleeps
+        rec.advance(execution.duration_ms);
+        let mut data = json!({"call_id": call_id, "tool": tool, "args": args, "result": execution.result,
+                              "is_error": execution.is_error, "fault": null, "duration_ms": execution.duration_ms,
+                              "deduplicated": false, "effect": execution.effect});
+        // only faulted calls carry fault details, so logs without faults keep their bytes
+        if let Some(injection) = &execution.fault {
+            data["fault"] = json!(injection.kind.as_str());
+            data["injected"] = json!(injection.declared.to_string());
+            data["timeout_ms"] = json!(injection.timeout_ms);
+        }
+        if let Some(key) = &key {
+            data["idempotency_key"] = json!(key);
+        }
+        let seq = rec.emit(Kind::ToolExecuted, data)?;
+        if let Some(key) = key
+            && !execution.is_error
+        {
+            self.idempotency.record(key, execution.result.clone(), seq);
+        }
+        // a timeout or an injected error is our own text, not the tool's content
+        let answered = execution.fault.as_ref().is_none_or(|f| f.kind == FaultKind::Slow);
+        if answered && spec.is_some_and(|s| s.trust == Trust::Untrusted) {
+            self.taint.absorb(&execution.result, seq);
+        }
+        Ok((execution.result, execution.is_error))
+    }
+}
