@@ -341,7 +341,7 @@ impl<'a, 'p> Session<'a, 'p> {
                 self.stop = Some(Stop::failed(
                     "unserved_endpoint",
                     format!(
-                        "the agent called {method} {path}, which stateval does not serve (see the replay endpoints)"
+                        "the agent called {method} {path}, which stateval does not serve (served: /v1/chat/completions, /v1/responses, /v1/messages, /v1/models, /mcp, /tools)"
                     ),
                 ));
             }

@@ -1,0 +1,345 @@
+//! External agents end to end: the real binary spawns real programs (sh scripts, a
+//! Python agent on the standard library, and the example agents on the vendors' SDKs)
+//! and serves them its replay endpoints.
+//!
+//! Tests that need the SDKs run with the Python named by `STATEVAL_SDK_PYTHON` (`.ci/run`
+//! makes a virtual environment with pinned `openai`, `anthropic` and `mcp`); without it
+//! they print why they are skipped, unless `STATEVAL_REQUIRE_SDK` is set, when they fail.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::Project;
+use serde_json::{Value, json};
+
+const MANIFEST: &str = r#"{"state": {"ledger": []}, "tools": [
+  {"name": "get_quote", "description": "A stock quote.", "safety_class": "read",
+   "input_schema": {"type": "object", "properties": {"symbol": {"type": "string"}}},
+   "responses": [{"args": {"symbol": "AAPL"}, "result": {"price": 227}},
+                 {"args": {"symbol": "MSFT"}, "result": {"price": 415}},
+                 {"args": {"symbol": "NVDA"}, "result": {"price": 131}}]},
+  {"name": "transfer", "description": "Send money.", "safety_class": "financial",
+   "default": {"result": {"status": "sent"}, "effect": [{"op": "add", "path": "/ledger/-", "value": {"$arg": "/to"}}]}}]}"#;
+
+fn python() -> Option<&'static str> {
+    let ok =
+        std::process::Command::new("python3").arg("-c").arg("import json").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipped: no python3 on PATH (the standard-library test agent needs it)");
+    }
+    ok.then_some("python3")
+}
+
+/// A project with one pipeline `pipeline/ext.toml` whose profiles are `profiles`
+/// (TOML) and whose dataset is `cases` (one JSON object per case).
+fn project(profiles: &str, cases: &[Value]) -> Project {
+    let p = Project::empty();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    p.write("agents/wire_agent.py", std::fs::read(repo.join("tests/agents/wire_agent.py")).unwrap());
+    p.write("fixtures/tools/ext.json", MANIFEST);
+    p.write(
+        "pipeline/ext.toml",
+        format!(
+            "[pipeline]\nname = \"ext\"\ndatasets = [\"datasets/ext.jsonl\"]\n\n{profiles}\n\
+             [gates]\ndefault = {{ min_pass_rate = 1.0 }}\n\n[report]\njson = \"reports/report.json\"\n"
+        ),
+    );
+    let lines: Vec<String> = cases.iter().map(Value::to_string).collect();
+    p.write("datasets/ext.jsonl", lines.join("\n") + "\n");
+    p
+}
+
+fn profile(name: &str, command: &str, extra: &str) -> String {
+    format!(
+        "[agents.{name}]\nkind = \"external\"\ncommand = {command}\ntools = \"fixtures/tools/ext.json\"\n\
+         timeout_ms = 20000\npolicy = [{{ id = \"no-money\", tool = \"transfer\", verdict = \"deny\" }}]\n{extra}\n"
+    )
+}
+
+const WIRE: &str = r#"["python3", "agents/wire_agent.py"]"#;
+
+fn case(id: &str, agent: &str, responses: Value) -> Value {
+    json!({"id": id, "agent": agent, "turns": ["go"], "recordings": [{"responses": responses}]})
+}
+
+fn text(content: &str) -> Value {
+    json!({"response": {"content": content}})
+}
+
+fn calls(calls: &[(&str, &str, Value)]) -> Value {
+    let calls: Vec<Value> =
+        calls.iter().map(|(id, name, args)| json!({"id": id, "name": name, "args": args})).collect();
+    json!({"response": {"content": "", "tool_calls": calls}})
+}
+
+/// The events of run 0 of `case` in the project's only run.
+fn events(p: &Project, case: &str) -> Vec<Value> {
+    let log = p
+        .log_files()
+        .into_iter()
+        .find(|f| f.contains(&format!("/{case}/0.jsonl")))
+        .unwrap_or_else(|| panic!("no log for {case}"));
+    p.read(&log).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+fn report_case<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["cases"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no case {id}"))
+}
+
+#[test]
+fn parallel_calls_sent_last_first_take_effect_in_the_models_order_and_replay_byte_identically() {
+    let Some(_) = python() else { return };
+    let step = calls(&[
+        ("q1", "get_quote", json!({"symbol": "AAPL"})),
+        ("q2", "get_quote", json!({"symbol": "MSFT"})),
+        ("q3", "get_quote", json!({"symbol": "NVDA"})),
+    ]);
+    let p = project(
+        &profile("wire", WIRE, "env = { WIRE_ORDER = \"reverse\" }"),
+        &[case("parallel", "wire", json!([step, text("done")]))],
+    );
+    p.stateval(&["run", "pipeline/ext.toml"]).expect_code(0);
+    let first = events(&p, "parallel");
+    let order: Vec<&str> =
+        of_kind(&first, "tool_executed").iter().map(|e| e["data"]["args"]["symbol"].as_str().unwrap()).collect();
+    assert_eq!(order, ["AAPL", "MSFT", "NVDA"]);
+    let log = p.log_files()[0].clone();
+    let bytes = p.read_bytes(&log);
+    for _ in 0..2 {
+        p.stateval(&["run", "pipeline/ext.toml"]).expect_code(0);
+        assert_eq!(p.read_bytes(&log), bytes, "a rerun wrote a different log");
+    }
+    assert!(p.exists(log.replace(".jsonl", ".stderr")), "stderr is kept beside the log");
+}
+
+#[test]
+fn a_call_the_model_did_not_propose_is_refused_and_flagged_and_a_denied_call_says_policy() {
+    let Some(_) = python() else { return };
+    let p = project(
+        &(profile("extra", WIRE, "env = { WIRE_EXTRA = \"get_quote\" }") + &profile("payer", WIRE, "")),
+        &[
+            case("unrequested", "extra", json!([text("hello")])),
+            case("denied", "payer", json!([calls(&[("t1", "transfer", json!({"to": "bob"}))]), text("blocked")])),
+        ],
+    );
+    p.stateval(&["run", "pipeline/ext.toml"]).expect_code(0);
+    let unrequested = events(&p, "unrequested");
+    let flags = of_kind(&unrequested, "security_flagged");
+    assert_eq!(flags.len(), 1, "{flags:?}");
+    assert_eq!(flags[0]["data"]["class"], "unrequested_tool");
+    assert!(of_kind(&unrequested, "tool_executed").is_empty(), "an unrequested call never executes");
+    let denied = events(&p, "denied");
+    assert_eq!(of_kind(&denied, "policy_decided")[0]["data"]["verdict"], "deny");
+    assert!(of_kind(&denied, "tool_executed").is_empty(), "a denied call never executes");
+}
+
+#[test]
+fn a_tool_the_agent_runs_itself_is_logged_from_its_next_model_request() {
+    let Some(_) = python() else { return };
+    let p = project(
+        &profile("local", WIRE, "env = { WIRE_LOCAL = \"get_quote\" }"),
+        &[case("local", "local", json!([calls(&[("q1", "get_quote", json!({"symbol": "AAPL"}))]), text("done")]))],
+    );
+    p.stateval(&["run", "pipeline/ext.toml"]).expect_code(0);
+    let events = events(&p, "local");
+    let executed = of_kind(&events, "tool_executed");
+    assert_eq!(executed.len(), 1);
+    assert_eq!(executed[0]["data"]["source"], "agent");
+    assert_eq!(executed[0]["data"]["result"], "{\"local\": true}");
+}
+
+#[test]
+fn a_request_that_differs_from_the_recorded_one_diverges_naming_the_json_pointers() {
+    let Some(_) = python() else { return };
+    // the request the agent sends, in neutral form, with a different system prompt
+    let recorded = json!({"system": "You are the old agent.", "messages": [{"role": "user", "content": "go"}],
+                          "tools": [], "params": {"model": "m"}});
+    let hash = stateval::external::neutral::digest(&recorded).unwrap().to_string();
+    let line = json!({"request_hash": hash, "request": recorded, "response": {"content": "hi"}});
+    let p = project(&profile("wire", WIRE, ""), &[case("diverged", "wire", json!([line]))]);
+    p.write(
+        "pipeline/ext.toml",
+        p.read("pipeline/ext.toml").replace("[gates]", "[replay]\non_divergence = \"fail\"\n\n[gates]"),
+    );
+    p.stateval(&["run", "pipeline/ext.toml"]).expect_code(1);
+    let events = events(&p, "diverged");
+    let diverged = of_kind(&events, "replay_diverged");
+    assert_eq!(diverged.len(), 1);
+    // the manifest's tools are offered too, so /tools differs as well
+    assert_eq!(diverged[0]["data"]["pointers"], json!(["/system", "/tools/0", "/tools/1"]));
+    assert_eq!(events.last().unwrap()["data"]["status"], "replay_diverged");
+}
+
+#[test]
+fn each_way_an_agent_misbehaves_fails_only_its_own_case_with_a_named_reason() {
+    let Some(_) = python() else { return };
+    let profiles = [
+        profile("early", r#"["sh", "-c", "read l; exit 0"]"#, ""),
+        profile("nonzero", r#"["sh", "-c", "read l; read l; exit 3"]"#, ""),
+        profile("garbage", r#"["sh", "-c", "read l; read l; echo not json"]"#, ""),
+        profile("hang", r#"["sh", "-c", "sleep 300 & echo $! > grandchild.pid; read l; read l; sleep 300"]"#, "")
+            .replace("timeout_ms = 20000", "timeout_ms = 1500"),
+        profile("past", WIRE, ""),
+        profile("wire", WIRE, ""),
+    ]
+    .concat();
+    let p = project(
+        &profiles,
+        &[
+            case("early", "early", json!([text("x")])),
+            case("nonzero", "nonzero", json!([text("x")])),
+            case("garbage", "garbage", json!([text("x")])),
+            case("hang", "hang", json!([text("x")])),
+            case("past", "past", json!([calls(&[("q1", "get_quote", json!({"symbol": "AAPL"}))])])),
+            case("fine", "wire", json!([text("all good")])),
+        ],
+    );
+    p.stateval(&["run", "pipeline/ext.toml", "--jobs", "3"]).expect_code(1);
+    let report = p.json("reports/report.json");
+    for (id, kind, words) in [
+        ("early", "agent_exited", "exited with status 0 before answering turn 0"),
+        ("nonzero", "agent_exited", "exited with status 3 before answering turn 0"),
+        ("garbage", "agent_protocol", "stdout line is not JSON"),
+        ("hang", "agent_timeout", "no answer within timeout_ms = 1500"),
+        ("past", "replay_miss", "replay miss: model call at position 1"),
+    ] {
+        let run = &report_case(&report, id)["runs"][0];
+        assert!(run["error"].as_str().unwrap().contains(words), "{id}: {run}");
+        let events = events(&p, id);
+        let error = of_kind(&events, "error");
+        assert_eq!(error.last().unwrap()["data"]["kind"], kind, "{id}");
+        assert_eq!(events.last().unwrap()["kind"], "run_completed", "{id}: the log is complete");
+        p.stateval(&["verify", &p.log_files().into_iter().find(|f| f.contains(&format!("/{id}/"))).unwrap()])
+            .expect_code(0);
+    }
+    assert_eq!(report_case(&report, "fine")["passed"], true);
+    // the hung agent's whole process tree was killed, its grandchild included
+    let pid = p.read("grandchild.pid").trim().to_string();
+    let gone = (0..100).any(|_| {
+        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| !s.split_whitespace().nth(2).is_some_and(|state| state == "Z"));
+        if alive {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        !alive
+    });
+    assert!(gone, "process {pid} outlived its case run");
+}
+
+#[test]
+fn an_agent_program_that_cannot_be_found_is_a_load_error_naming_the_profile() {
+    let p = project(&profile("ghost", r#"["no-such-agent-program"]"#, ""), &[case("c", "ghost", json!([text("x")]))]);
+    let out = p.stateval(&["run", "pipeline/ext.toml"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("agents.ghost.command: no-such-agent-program: command not found"), "{}", out.stderr);
+    let p = project(&profile("ghost", r#"["./agents/missing.py"]"#, ""), &[case("c", "ghost", json!([text("x")]))]);
+    let out = p.stateval(&["validate", "pipeline/ext.toml"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("agents.ghost.command: ./agents/missing.py: no such file"), "{}", out.stderr);
+}
+
+// ---- the example agents on the vendors' SDKs ----------------------------------------
+
+/// The Python with `openai`, `anthropic` and `mcp` installed, or why there is none.
+fn sdk_python() -> Option<PathBuf> {
+    match std::env::var_os("STATEVAL_SDK_PYTHON") {
+        Some(p) => Some(PathBuf::from(p)),
+        None if std::env::var_os("STATEVAL_REQUIRE_SDK").is_some() => {
+            panic!("STATEVAL_REQUIRE_SDK is set but STATEVAL_SDK_PYTHON is not: the SDK suites must run")
+        }
+        None => {
+            eprintln!(
+                "skipped: STATEVAL_SDK_PYTHON is not set (the SDK conformance suites need a Python with \
+                 openai, anthropic and mcp; .ci/run makes one)"
+            );
+            None
+        }
+    }
+}
+
+/// The whole project plus the example agents and the conformance client, with the SDK
+/// Python first on PATH as `python3`.
+fn sdk_project() -> Option<(Project, String)> {
+    let python = sdk_python()?;
+    let p = Project::full();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for dir in ["examples/agents", "tests/python"] {
+        for entry in std::fs::read_dir(repo.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_file() {
+                p.write(
+                    format!("{dir}/{}", path.file_name().unwrap().to_string_lossy()),
+                    std::fs::read(&path).unwrap(),
+                );
+            }
+        }
+    }
+    let bin = python.parent().expect("the SDK python is in a bin directory").to_string_lossy().into_owned();
+    let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
+    Some((p, path))
+}
+
+/// Leave proof that an SDK suite ran to its end (`.ci/run` checks for it): a suite
+/// that returns early because the SDKs are missing leaves none.
+fn mark_ran(suite: &str) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-suites-ran");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(suite), b"ran\n").unwrap();
+}
+
+fn run_with(p: &Project, path: &str, args: &[&str]) -> common::Outcome {
+    let output = p.cmd().env("PATH", path).args(args).output().expect("run stateval");
+    common::Outcome {
+        code: output.status.code().expect("exited normally"),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+#[test]
+fn the_sdk_example_agents_pass_their_suite_and_replay_byte_identically() {
+    let Some((p, path)) = sdk_project() else { return };
+    run_with(&p, &path, &["run", "pipeline/agents.toml"]).expect_code(0);
+    let logs = p.log_files();
+    assert!(logs.len() >= 6, "{logs:?}");
+    let first: Vec<Vec<u8>> = logs.iter().map(|l| p.read_bytes(l)).collect();
+    run_with(&p, &path, &["run", "pipeline/agents.toml"]).expect_code(0);
+    let again: Vec<Vec<u8>> = logs.iter().map(|l| p.read_bytes(l)).collect();
+    assert!(first == again, "a second run of the SDK agents wrote different logs");
+    mark_ran("agents");
+}
+
+#[test]
+fn what_the_vendors_sdk_clients_assemble_equals_the_recordings() {
+    let Some((p, path)) = sdk_project() else { return };
+    let out = run_with(&p, &path, &["run", "pipeline/conformance.toml"]);
+    out.expect_code(0);
+    let report = p.json("reports/conformance/report.json");
+    let cases = report["cases"].as_array().unwrap();
+    assert!(cases.len() >= 5 && cases.iter().all(|c| c["passed"] == true), "{}", out.stdout);
+    mark_ran("conformance");
+}
+
+#[test]
+fn the_failing_agents_pipeline_fails_each_case_for_its_own_reason() {
+    let Some((p, path)) = sdk_project() else { return };
+    run_with(&p, &path, &["run", "pipeline/agents-failing.toml"]).expect_code(1);
+    let report = p.json("reports/agents-failing/report.json");
+    let errors: Vec<(String, String)> = report["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["id"].as_str().unwrap().to_string(), c["runs"][0]["error"].as_str().unwrap_or("").to_string()))
+        .collect();
+    let passed: Vec<&String> = errors.iter().filter(|(_, e)| e.is_empty()).map(|(id, _)| id).collect();
+    assert_eq!(passed.len(), 1, "only the well-behaved case passes: {errors:?}");
+    for words in ["before answering", "timeout_ms", "not JSON", "does not serve", "replay miss"] {
+        assert!(errors.iter().any(|(_, e)| e.contains(words)), "no case failed with {words:?}: {errors:?}");
+    }
+    mark_ran("agents-failing");
+}
