@@ -144,9 +144,22 @@ fn router(sessions: Sessions) -> Router {
         .route("/r/{token}/tools", get(list_tools))
         .route("/r/{token}/tools/{name}", post(call_tool))
         .route_service("/r/{token}/mcp", mcp)
+        .layer(axum::middleware::from_fn(session_close_ok))
         .fallback(unserved)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(sessions)
+}
+
+/// rmcp answers an MCP session's `DELETE` with 202; the official Python client counts
+/// only 200, 204 and 405 as success and logs every other status into the agent's
+/// stderr. The session is closed either way, so say 200.
+async fn session_close_ok(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let delete = request.method() == Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
+    }
+    response
 }
 
 pub(crate) fn session(sessions: &Sessions, token: &str) -> Option<Sender<Msg>> {

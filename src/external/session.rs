@@ -35,9 +35,10 @@ use crate::runtime::{Recorder, RunInput, RunStatus, RunSummary};
 
 /// How long a tool call that arrived ahead of an earlier proposed call waits for it
 /// when nothing else arrives: parallel calls of one step reach the server within
-/// milliseconds of each other; an agent that is waiting on the held call's answer
-/// before it sends the next one is released after this.
-pub const HOLD_MS: u64 = 200;
+/// milliseconds of each other, even on a loaded machine; an agent that waits for the
+/// held call's answer before it sends the next one is released after this. (A call
+/// that arrives later than this still runs, after the one that was released.)
+pub const HOLD_MS: u64 = 500;
 
 /// After `end`, how long the agent has to exit before it is killed.
 pub const EXIT_GRACE_MS: u64 = 5_000;
@@ -485,10 +486,10 @@ impl<'a, 'p> Session<'a, 'p> {
 
     /// A call through MCP or the plain-HTTP tools.
     fn tool(&mut self, name: String, args: Value, reply: oneshot::Sender<ToolAnswer>) -> Result<(), WriteError> {
-        let index = self
-            .proposals
-            .iter()
-            .position(|p| p.state == State::Pending && p.name == name && canon::json_eq(&p.args, &args));
+        // a proposal passed over while the agent was quiet still matches when it comes
+        let index = self.proposals.iter().position(|p| {
+            matches!(p.state, State::Pending | State::Skipped) && p.name == name && canon::json_eq(&p.args, &args)
+        });
         let Some(index) = index else {
             let answer = self.unrequested(&name, &args)?;
             let _ = reply.send(answer);

@@ -136,7 +136,8 @@ impl Plan {
                 return Err(RunnerError::Input(errors));
             }
         };
-        let (cases, run_id) = (loaded.cases, run_id(&pipeline, loaded.digest, &agents));
+        let programs = programs_digest(&pipeline);
+        let (cases, run_id) = (loaded.cases, run_id(&pipeline, loaded.digest, &agents, programs));
         let goldens = crate::golden::Goldens::from_pipeline(&pipeline);
         Ok(Plan {
             pipeline,
@@ -230,6 +231,30 @@ impl Plan {
     }
 }
 
+/// The bytes of every file an external profile's command names (the program when it is
+/// a path, and script arguments such as `agent.py`): a changed agent is a new run, not
+/// a rerun that overwrites the last one. Programs found on PATH (`python3`) are the
+/// machine's, not the project's, and are left out so run ids agree across machines.
+fn programs_digest(pipeline: &Pipeline) -> Option<Digest> {
+    if pipeline.agents.values().all(|p| p.kind != AgentKind::External) {
+        return None;
+    }
+    let mut digester = canon::Digester::new(Context::Content);
+    for (name, profile) in pipeline.agents.iter().filter(|(_, p)| p.kind == AgentKind::External) {
+        let cwd = pipeline.resolve(profile.cwd.as_deref().unwrap_or("."));
+        for (i, arg) in profile.command.iter().enumerate() {
+            let path = cwd.join(arg);
+            let named = i > 0 || std::path::Path::new(arg).components().count() > 1;
+            if named && let Ok(bytes) = std::fs::read(&path) {
+                digester.update(name.as_bytes());
+                digester.update(arg.as_bytes());
+                digester.update(&canon::digest(Context::Content, &bytes).0);
+            }
+        }
+    }
+    Some(digester.finish())
+}
+
 /// An external profile whose program cannot be found is a load error naming the
 /// profile, before anything runs.
 fn check_command(pipeline: &Pipeline, name: &str, profile: &AgentProfile) -> Result<(), InputError> {
@@ -248,8 +273,16 @@ fn check_command(pipeline: &Pipeline, name: &str, profile: &AgentProfile) -> Res
 
 /// Digest over everything that decides a run's logs (`cases`: the selected cases and
 /// their recordings, see [`crate::dataset::Loaded`]).
-fn run_id(pipeline: &Pipeline, cases: Digest, agents: &BTreeMap<String, (Arc<Manifest>, Digest)>) -> String {
+fn run_id(
+    pipeline: &Pipeline,
+    cases: Digest,
+    agents: &BTreeMap<String, (Arc<Manifest>, Digest)>,
+    programs: Option<Digest>,
+) -> String {
     let mut hasher = Vec::new();
+    if let Some(programs) = programs {
+        hasher.extend_from_slice(&programs.0);
+    }
     hasher.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
     hasher.extend_from_slice(pipeline.text.as_bytes());
     for (name, (manifest, profile)) in agents {
