@@ -222,7 +222,7 @@ fn each_way_an_agent_misbehaves_fails_only_its_own_case_with_a_named_reason() {
     let pid = p.read("grandchild.pid").trim().to_string();
     let gone = (0..100).any(|_| {
         let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|s| !s.split_whitespace().nth(2).is_some_and(|state| state == "Z"));
+            .is_ok_and(|s| s.split_whitespace().nth(2).is_none_or(|state| state != "Z"));
         if alive {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }

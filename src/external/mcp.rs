@@ -45,7 +45,7 @@ fn tool(value: &Value) -> Tool {
 
 /// A result as MCP content: a string as it is, anything else as JSON text (and as
 /// structured content when it is an object).
-fn result(answer: ToolAnswer) -> CallToolResponse {
+fn result(answer: ToolAnswer) -> CallToolResult {
     let text = match &answer.result {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -58,7 +58,7 @@ fn result(answer: ToolAnswer) -> CallToolResponse {
     if answer.result.is_object() {
         r.structured_content = Some(answer.result);
     }
-    r.into()
+    r
 }
 
 fn gone() -> ErrorData {
@@ -104,7 +104,7 @@ impl ServerHandler for FixtureTools {
         let args = request.arguments.map(Value::Object).unwrap_or_else(|| json!({}));
         let answer =
             super::server::call(&self.sessions, &token, request.name.to_string(), args).await.ok_or_else(gone)?;
-        Ok(result(answer))
+        Ok(result(answer).into())
     }
 }
 
@@ -158,7 +158,7 @@ impl ServerHandler for StdioBridge {
             result: body.get("result").cloned().unwrap_or(Value::Null),
             is_error: body.get("is_error").and_then(Value::as_bool).unwrap_or(true),
         };
-        Ok(result(answer))
+        Ok(result(answer).into())
     }
 }
 

@@ -271,11 +271,10 @@ async fn call_tool(State(s): State<Sessions>, Path((token, name)): Path<(String,
 async fn unserved(State(s): State<Sessions>, method: Method, uri: Uri) -> Response {
     let path = uri.path().to_string();
     let mut parts = path.trim_start_matches('/').splitn(3, '/');
-    if let (Some("r"), Some(token), rest) = (parts.next(), parts.next(), parts.next()) {
-        if let Some(tx) = session(&s, token) {
-            let _ =
-                tx.send(Msg::Unserved { method: method.to_string(), path: format!("/{}", rest.unwrap_or_default()) });
-        }
+    if let (Some("r"), Some(token), rest) = (parts.next(), parts.next(), parts.next())
+        && let Some(tx) = session(&s, token)
+    {
+        let _ = tx.send(Msg::Unserved { method: method.to_string(), path: format!("/{}", rest.unwrap_or_default()) });
     }
     let body = json!({"error": {"message": format!("stateval does not serve {method} {path}"),
                                 "type": "invalid_request_error", "code": "stateval_unserved_endpoint"}});
