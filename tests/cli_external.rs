@@ -343,3 +343,38 @@ fn the_failing_agents_pipeline_fails_each_case_for_its_own_reason() {
     }
     mark_ran("agents-failing");
 }
+
+#[test]
+fn an_interrupted_run_exits_130_and_leaves_no_agent_process_behind() {
+    let p = project(
+        &profile("hang", r#"["sh", "-c", "sleep 300 & echo $! > grandchild.pid; read l; read l; sleep 300"]"#, ""),
+        &[case("hang", "hang", json!([text("x")]))],
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_stateval"))
+        .current_dir(p.path())
+        .args(["run", "pipeline/ext.toml"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start stateval");
+    let pid_file = p.join("grandchild.pid");
+    let started = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::fs::read_to_string(&pid_file).is_ok_and(|s| !s.trim().is_empty())
+    });
+    assert!(started, "the agent never started");
+    let pid = i32::try_from(child.id()).unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let grandchild = p.read("grandchild.pid").trim().to_string();
+    let gone = (0..100).any(|_| {
+        let alive = std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
+            .is_ok_and(|s| s.split_whitespace().nth(2).is_none_or(|state| state != "Z"));
+        if alive {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        !alive
+    });
+    assert!(gone, "the agent's process {grandchild} outlived the interrupted run");
+}
