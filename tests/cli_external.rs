@@ -279,6 +279,7 @@ fn sdk_project() -> Option<(Project, String)> {
             }
         }
     }
+    common::copy_dir(&repo.join("goldens/agents"), &p.join("goldens/agents"));
     let bin = python.parent().expect("the SDK python is in a bin directory").to_string_lossy().into_owned();
     let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
     Some((p, path))
@@ -305,6 +306,13 @@ fn run_with(p: &Project, path: &str, args: &[&str]) -> common::Outcome {
 fn the_sdk_example_agents_pass_their_suite_and_replay_byte_identically() {
     let Some((p, path)) = sdk_project() else { return };
     run_with(&p, &path, &["run", "pipeline/agents.toml"]).expect_code(0);
+    // every run matched its golden: the agents sent exactly the requests they did when
+    // the goldens were blessed (history kept, tools listed, arguments as recorded)
+    let report = p.json("reports/agents/report.json");
+    for case in report["cases"].as_array().unwrap() {
+        let golden = case["runs"][0]["checks"].as_array().unwrap().iter().find(|c| c["name"] == "golden").unwrap();
+        assert!(golden["reason"].as_str().unwrap().starts_with("identical"), "{case}");
+    }
     let logs = p.log_files();
     assert!(logs.len() >= 6, "{logs:?}");
     let first: Vec<Vec<u8>> = logs.iter().map(|l| p.read_bytes(l)).collect();
@@ -377,4 +385,140 @@ fn an_interrupted_run_exits_130_and_leaves_no_agent_process_behind() {
         !alive
     });
     assert!(gone, "the agent's process {grandchild} outlived the interrupted run");
+}
+
+// ---- stateval record ----------------------------------------------------------------
+
+/// A fake OpenAI upstream on 127.0.0.1: answers each request with the next of
+/// `answers` (a whole JSON body, or `Err(n)`: a body cut short after `n` bytes), and
+/// hands back what it received.
+fn fake_upstream(answers: Vec<Result<Value, usize>>) -> (String, std::thread::JoinHandle<Vec<(String, Value)>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for answer in answers {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream);
+            let (mut length, mut auth) = (0, String::new());
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                let lower = line.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                if lower.starts_with("authorization:") {
+                    auth = line.trim_end().to_string();
+                }
+                if line.trim_end().is_empty() {
+                    break;
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            seen.push((auth, serde_json::from_slice(&body).unwrap()));
+            let mut stream = reader.into_inner();
+            let (text, cut) = match answer {
+                Ok(v) => (v.to_string(), None),
+                Err(n) => (json!({"choices": [{"message": {"content": "x".repeat(200)}}]}).to_string(), Some(n)),
+            };
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                text.len()
+            );
+            let bytes = format!("{head}{text}");
+            let end = cut.map_or(bytes.len(), |n| head.len() + n);
+            let _ = stream.write_all(&bytes.as_bytes()[..end]);
+        }
+        seen
+    });
+    (url, handle)
+}
+
+fn chat_answer(message: Value) -> Value {
+    json!({"id": "chatcmpl-up", "object": "chat.completion", "created": 1, "model": "m",
+           "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+           "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}})
+}
+
+const KEY: &str = "sk-test-live-key-0123456789abcdef";
+
+fn record_project() -> Project {
+    let secret = "my token is sk-proj-ZZZZZZZZZZZZZZZZZZZZZZZZ";
+    project(
+        &profile("wire", WIRE, &format!("env = {{ WIRE_SYSTEM = \"{secret}\" }}")),
+        &[
+            json!({"id": "rec", "agent": "wire", "turns": ["quote AAPL"], "recordings": ["fixtures/recordings/rec.jsonl"]}),
+        ],
+    )
+}
+
+fn record(p: &Project, url: &str, extra: &[&str]) -> common::Outcome {
+    let output = p
+        .cmd()
+        .env("OPENAI_API_KEY", KEY)
+        .args(["record", "pipeline/ext.toml", "--case", "rec", "--upstream-url", url])
+        .args(extra)
+        .output()
+        .unwrap();
+    common::Outcome {
+        code: output.status.code().unwrap(),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+#[test]
+fn a_recorded_case_replays_green_byte_identically_and_no_secret_reaches_a_file() {
+    let Some(_) = python() else { return };
+    let p = record_project();
+    let call = json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "call_up1", "type": "function", "function": {"name": "get_quote", "arguments": "{\"symbol\":\"AAPL\"}"}}]});
+    let (url, upstream) = fake_upstream(vec![
+        Ok(chat_answer(call)),
+        Ok(chat_answer(json!({"role": "assistant", "content": "AAPL is at 227."}))),
+    ]);
+    record(&p, &url, &[]).expect_code(0);
+    let seen = upstream.join().unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].0.to_ascii_lowercase(), format!("authorization: bearer {}", KEY.to_ascii_lowercase()));
+    assert!(seen.iter().all(|(_, body)| body["stream"] == false), "the upstream is asked for whole answers");
+    let lines: Vec<Value> =
+        p.read("fixtures/recordings/rec.jsonl").lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["response"]["tool_calls"][0]["id"], "call_up1");
+    assert_eq!(lines[1]["response"]["content"], "AAPL is at 227.");
+    assert!(lines.iter().all(|l| l["request_hash"].as_str().is_some_and(|h| h.starts_with("blake3:"))));
+    assert_eq!(lines[0]["request"]["system"], "my token is [scrubbed]");
+    // replay: green, with every request digest reproduced, twice byte for byte
+    p.stateval(&["run", "pipeline/ext.toml"]).expect_code(0);
+    let events = events(&p, "rec");
+    assert!(of_kind(&events, "replay_diverged").is_empty());
+    let log = p.log_files()[0].clone();
+    let bytes = p.read_bytes(&log);
+    p.stateval(&["run", "pipeline/ext.toml"]).expect_code(0);
+    assert_eq!(p.read_bytes(&log), bytes);
+    // (the pipeline itself holds the agent's secret-bearing prompt: it is the input)
+    for file in p.files_under(".").into_iter().filter(|f| f != "pipeline/ext.toml") {
+        let text = String::from_utf8_lossy(&p.read_bytes(&file)).into_owned();
+        assert!(!text.contains(KEY) && !text.contains("sk-proj-ZZZZ"), "a secret reached {file}");
+    }
+    // an existing recording is kept unless --force
+    let out = record(&p, &url, &[]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("exists; pass --force"), "{}", out.stderr);
+}
+
+#[test]
+fn an_answer_cut_short_writes_nothing() {
+    let Some(_) = python() else { return };
+    let p = record_project();
+    let (url, upstream) = fake_upstream(vec![Err(20)]);
+    let out = record(&p, &url, &[]);
+    out.expect_code(1);
+    assert!(out.stderr.contains("nothing written"), "{}", out.stderr);
+    upstream.join().unwrap();
+    assert!(!p.exists("fixtures/recordings/rec.jsonl"), "a placeholder or a partial recording was left");
 }

@@ -5,6 +5,7 @@ mod import;
 mod mcp_stdio;
 mod metric;
 mod reconstruct;
+mod record;
 mod reindex;
 mod run;
 mod schema;
@@ -90,6 +91,8 @@ enum Command {
     Reconstruct(reconstruct::Args),
     /// Show an event log as a timeline, and the state folded at a turn.
     Show(show::Args),
+    /// Record a case's external agent against the live model API into its recordings.
+    Record(record::Args),
     /// Serve the current case run's fixture tools over MCP on stdin/stdout (spawned by
     /// an external agent under `stateval run`).
     McpStdio(mcp_stdio::Args),
@@ -118,6 +121,7 @@ pub fn main() -> ExitCode {
         Command::Reconstruct(args) => reconstruct::run(args),
         Command::Show(args) => show::run(args),
         Command::McpStdio(args) => mcp_stdio::run(args),
+        Command::Record(args) => record::run(args),
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),

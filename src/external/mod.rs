@@ -22,15 +22,17 @@ pub mod mcp;
 pub mod neutral;
 pub mod process;
 pub mod protocol;
+pub mod scrub;
 pub mod server;
 pub mod session;
+pub mod upstream;
 pub mod wire;
 
 use crate::event::writer::WriteError;
 use crate::replay::ModelProvider;
 use crate::runtime::{Agent, Recorder, RunInput, RunSummary};
 pub use server::Server;
-pub use session::Launch;
+pub use session::{Launch, RecordMode};
 
 /// An external agent, ready to run cases.
 pub struct ExternalAgent<'a> {

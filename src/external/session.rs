@@ -24,12 +24,13 @@ use tokio::sync::oneshot;
 use super::neutral::{self, Rule};
 use super::process::{AgentProcess, Output};
 use super::protocol::{self, FromAgent};
+use super::scrub::Scrubber;
 use super::server::{Msg, Server, ToolAnswer};
 use super::wire::{self, Answer, CallOut, Dialect, Reply};
 use crate::canon::{self, Context};
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::OnDivergence;
-use crate::replay::{ModelProvider, ModelRequest};
+use crate::replay::{ModelProvider, ModelRequest, ModelResponse, RecordedResponse};
 use crate::runtime::boundary::ToolBoundary;
 use crate::runtime::{Recorder, RunInput, RunStatus, RunSummary};
 
@@ -53,6 +54,15 @@ pub struct Launch<'a> {
     pub stderr: Option<PathBuf>,
     /// The stateval binary, for `stateval mcp-stdio` (`STATEVAL_BIN`).
     pub binary: Option<PathBuf>,
+    /// `stateval record`: model calls go to the live upstream and are recorded.
+    pub record: Option<&'a RecordMode>,
+}
+
+/// What `stateval record` adds to a run: the upstream, and the recording it fills.
+pub struct RecordMode {
+    pub upstream: super::upstream::Upstream,
+    /// The run's recorded responses, in call order.
+    pub lines: std::sync::Mutex<Vec<RecordedResponse>>,
 }
 
 /// Why the run stopped early: a status, the `error` event's kind, a message.
@@ -107,6 +117,9 @@ pub struct Session<'a, 'p> {
     held: Vec<Held>,
     /// Responses API exchanges by response id, for `previous_response_id`.
     exchanges: BTreeMap<String, Vec<Value>>,
+    /// Record mode: our Responses ids → the upstream's.
+    upstream_ids: BTreeMap<String, String>,
+    scrubber: Scrubber,
     unrequested: u32,
     tokens: u64,
     warnings: Vec<String>,
@@ -138,6 +151,8 @@ impl<'a, 'p> Session<'a, 'p> {
             proposals: Vec::new(),
             held: Vec::new(),
             exchanges: BTreeMap::new(),
+            upstream_ids: BTreeMap::new(),
+            scrubber: Scrubber::new(&input.profile.scrub),
             unrequested: 0,
             tokens: 0,
             warnings: Vec::new(),
@@ -367,25 +382,39 @@ impl<'a, 'p> Session<'a, 'p> {
         self.observe_agent_results(&request)?;
         let mut normalized = request.clone();
         neutral::normalize(&mut normalized, &self.rules);
+        // secrets never reach a digest or a recording, in record and replay alike
+        self.scrubber.value(&mut normalized);
         let seq = self.rec.next_seq();
         let hash = neutral::digest(&normalized).map_err(|source| WriteError::Canon {
             seq,
             kind: Kind::ModelCalled,
             source,
         })?;
-        let model_request = ModelRequest { turn: self.turn, step: self.step, hash };
-        let replayed = match self.provider.complete(&model_request) {
-            Ok(r) => r,
-            Err(miss) => {
-                let message = miss.to_string();
-                self.stop =
-                    Some(Stop { status: RunStatus::ReplayExhausted, kind: "replay_miss", message: message.clone() });
-                return Ok(dialect.error(400, "stateval_replay_miss", &message));
+        let (position, recorded, divergence) = match self.launch.record {
+            Some(record) => match self.fetch(record, dialect, body, hash, &normalized) {
+                Ok(fetched) => fetched,
+                Err(message) => {
+                    self.stop = Some(Stop::failed("upstream", message.clone()));
+                    return Ok(dialect.error(502, "stateval_upstream", &message));
+                }
+            },
+            None => {
+                let model_request = ModelRequest { turn: self.turn, step: self.step, hash };
+                match self.provider.complete(&model_request) {
+                    Ok(r) => (r.position, r.recorded.clone(), r.divergence),
+                    Err(miss) => {
+                        let message = miss.to_string();
+                        self.stop = Some(Stop {
+                            status: RunStatus::ReplayExhausted,
+                            kind: "replay_miss",
+                            message: message.clone(),
+                        });
+                        return Ok(dialect.error(400, "stateval_replay_miss", &message));
+                    }
+                }
             }
         };
-        let position = replayed.position;
-        let recorded = replayed.recorded.clone();
-        if let Some(d) = replayed.divergence {
+        if let Some(d) = divergence {
             let pointers =
                 recorded.request.as_ref().map(|r| neutral::differences(r, &normalized, 10)).unwrap_or_default();
             self.rec.emit(
@@ -459,6 +488,49 @@ impl<'a, 'p> Session<'a, 'p> {
             self.exchanges.insert(format!("resp_{}", answer.id), Dialect::exchange(&request, &answer));
         }
         Ok(dialect.render(&answer, body))
+    }
+
+    /// Record mode: the live upstream answers, and its answer becomes the next line of
+    /// the run's recording (scrubbed), served to the agent exactly as replay will.
+    fn fetch(
+        &mut self,
+        record: &RecordMode,
+        dialect: Dialect,
+        body: &Value,
+        hash: crate::canon::Digest,
+        normalized: &Value,
+    ) -> Result<(usize, RecordedResponse, Option<crate::replay::Divergence>), String> {
+        let mut forwarded = body.clone();
+        // our response ids are not the upstream's: chain by the upstream's own
+        if let Some(ours) = body.get("previous_response_id").and_then(Value::as_str) {
+            let theirs = self.upstream_ids.get(ours).ok_or_else(|| format!("unknown previous_response_id {ours:?}"))?;
+            forwarded["previous_response_id"] = json!(theirs);
+        }
+        let fetched = record.upstream.call(dialect, &forwarded).map_err(|e| self.scrubber.text(&e).unwrap_or(e))?;
+        let mut response = ModelResponse { content: fetched.content, tool_calls: fetched.tool_calls, confidence: None };
+        if let Some(clean) = self.scrubber.text(&response.content) {
+            response.content = clean;
+        }
+        for call in &mut response.tool_calls {
+            self.scrubber.value(&mut call.args);
+        }
+        let recorded = RecordedResponse {
+            turn: Some(self.turn),
+            step: Some(self.step),
+            request_hash: Some(hash),
+            request: Some(normalized.clone()),
+            response,
+            usage: fetched.usage,
+            latency_ms: fetched.latency_ms,
+        };
+        let mut lines = record.lines.lock().map_err(|_| "recording lock poisoned".to_string())?;
+        lines.push(recorded.clone());
+        let position = lines.len() - 1;
+        if let Some(theirs) = fetched.upstream_id {
+            let ours = wire_id(self.launch.run_id, &self.input.case.id, self.input.run_index, position);
+            self.upstream_ids.insert(format!("resp_{ours}"), theirs);
+        }
+        Ok((position, recorded, None))
     }
 
     /// Tool results in the request for calls stateval did not execute: the agent ran

@@ -258,6 +258,10 @@ pub struct AgentProfile {
     /// External: request normalisation before digests are compared.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub normalize: Vec<NormalizeRule>,
+    /// External: more secret patterns (regexes) scrubbed from requests and recordings,
+    /// beside the built-in ones (API keys, bearer tokens, JWTs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scrub: Vec<String>,
     #[serde(default)]
     pub system: String,
     /// Path of the fixture tool manifest, relative to the pipeline's base.
@@ -330,6 +334,11 @@ impl AgentProfile {
                 })?;
             }
         }
+        for (i, p) in self.scrub.iter().enumerate() {
+            regex::Regex::new(p).map_err(|e| {
+                format!("scrub[{i}]: invalid regex: {}", e.to_string().lines().last().unwrap_or_default().trim())
+            })?;
+        }
         for (i, rule) in self.normalize.iter().enumerate() {
             if let Some(p) = &rule.regex {
                 regex::Regex::new(p).map_err(|e| {
@@ -368,6 +377,7 @@ impl AgentProfile {
                     ("env", !self.env.is_empty()),
                     ("timeout_ms", self.timeout_ms.is_some()),
                     ("normalize", !self.normalize.is_empty()),
+                    ("scrub", !self.scrub.is_empty()),
                 ];
                 if let Some((key, _)) = external.iter().find(|(_, set)| *set) {
                     return Err(format!("{key} is for external agents; add kind = \"external\" or remove it"));

@@ -20,7 +20,7 @@ use crate::dataset::{Case, CaseParser, CaseRef, Loader};
 use crate::diag::InputError;
 use crate::event::Event;
 use crate::event::writer::{Sink, WriteError};
-use crate::external::{ExternalAgent, Launch, Server};
+use crate::external::{ExternalAgent, Launch, RecordMode, Server};
 use crate::gate::Tally;
 use crate::grade::Assertion;
 use crate::metrics::dimensions as cards_api;
@@ -84,6 +84,8 @@ pub struct Plan {
     /// The replay endpoints for external agents, started on first use; stopped
     /// (no port outlives the run) when the plan is dropped.
     server: Mutex<Option<Arc<Server>>>,
+    /// `stateval record`: model calls go live and are recorded instead of replayed.
+    pub record: Option<Box<RecordMode>>,
 }
 
 impl Plan {
@@ -147,6 +149,7 @@ impl Plan {
             run_id,
             goldens,
             server: Mutex::new(None),
+            record: None,
         })
     }
 
@@ -211,6 +214,7 @@ impl Plan {
                     cwd: self.pipeline.resolve(profile.cwd.as_deref().unwrap_or(".")),
                     stderr,
                     binary: std::env::current_exe().ok(),
+                    record: self.record.as_deref(),
                 };
                 ExternalAgent { launch }.run(&input, &mut provider, &mut rec)?
             }

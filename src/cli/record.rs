@@ -1,0 +1,229 @@
+//! `stateval record [PIPELINE] --case ID`: run a case's external agent once (or
+//! `--runs K` times) against the live model API and write what it answered as the
+//! case's recordings, so every later `stateval run` replays it.
+//!
+//! Tools still answer from the fixtures, so a recording agrees with them. The key comes
+//! from stateval's environment and never reaches the agent or a file; requests are
+//! scrubbed of secrets before they are digested or written. A run that does not finish
+//! cleanly (an upstream error, an answer cut short, a failing agent) writes nothing, and
+//! every file is written whole or not at all.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::{CliError, Exit};
+use stateval::external::RecordMode;
+use stateval::external::upstream::{Provider, Upstream};
+use stateval::pipeline::{AgentKind, Pipeline};
+use stateval::replay::Recording;
+use stateval::runner::{Plan, Selection};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Pipeline definition.
+    #[arg(default_value = super::DEFAULT_PIPELINE)]
+    pipeline: PathBuf,
+    /// The case to record (its agent must be `kind = "external"`).
+    #[arg(long = "case", value_name = "ID")]
+    case: String,
+    /// Recorded runs to make (default: as many as the case names, at least one).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Send model calls only to this vendor (`openai` or `anthropic`); default: the
+    /// vendor of the API the agent calls.
+    #[arg(long)]
+    upstream: Option<String>,
+    /// The upstream's base URL instead of the vendor's (a gateway, a proxy).
+    #[arg(long, value_name = "URL")]
+    upstream_url: Option<String>,
+    /// Overwrite recordings that exist.
+    #[arg(long)]
+    force: bool,
+    /// Write here instead of the files the case names (with several runs, `PATH`
+    /// becomes `NAME.K.EXT`).
+    #[arg(short = 'o', long = "output", value_name = "PATH")]
+    output: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> Result<Exit, CliError> {
+    let only = args.upstream.as_deref().map(Provider::parse).transpose().map_err(CliError::invalid)?;
+    let pipeline = Pipeline::load(&args.pipeline).map_err(|e| CliError::invalid(e.to_string()))?;
+    // the recordings a case names may not exist yet: an empty placeholder lets the
+    // dataset load, and goes again if nothing is recorded into it
+    let placeholders = Placeholders::create(&pipeline, &args.case).map_err(CliError::invalid)?;
+    let filter =
+        glob::Pattern::new(&glob::Pattern::escape(&args.case)).map_err(|e| CliError::invalid(e.to_string()))?;
+    let mut plan = Plan::load(&args.pipeline, &Selection { filter: Some(filter), tags: Vec::new() })?;
+    if plan.cases.is_empty() {
+        return Err(CliError::invalid(format!("no case {:?} in {}", args.case, args.pipeline.display())));
+    }
+    let case = plan.case(0)?;
+    if plan.pipeline.agents[&case.agent].kind != AgentKind::External {
+        return Err(CliError::invalid(format!(
+            "case {:?} runs agent {:?}, a built-in profile: record needs kind = \"external\" (the built-in runtime \
+             makes no API requests to forward)",
+            case.id, case.agent
+        )));
+    }
+    let named = placeholders.named.clone();
+    let runs = args.runs.unwrap_or(named.len()).max(1);
+    let targets: Vec<PathBuf> = (0..runs)
+        .map(|k| match &args.output {
+            Some(path) if runs == 1 => Ok(path.clone()),
+            Some(path) => Ok(numbered(path, k)),
+            None => named.get(k).cloned().ok_or_else(|| {
+                CliError::invalid(format!(
+                    "case {:?} names {} recording file(s); pass -o PATH to write run {k}",
+                    case.id,
+                    named.len()
+                ))
+            }),
+        })
+        .collect::<Result<_, _>>()?;
+    for target in &targets {
+        let exists = std::fs::metadata(target).is_ok_and(|m| m.len() > 0);
+        if exists && !args.force && !placeholders.created.contains(target) {
+            return Err(CliError::invalid(format!("{} exists; pass --force to record over it", target.display())));
+        }
+    }
+    let empty = Recording {
+        responses: Vec::new(),
+        digest: stateval::canon::digest(stateval::canon::Context::Content, b""),
+        source: "record".into(),
+    };
+    let mut written = Vec::new();
+    for (k, target) in targets.iter().enumerate() {
+        plan.record = Some(Box::new(RecordMode {
+            upstream: Upstream::new(only, args.upstream_url.clone()),
+            lines: Mutex::new(Vec::new()),
+        }));
+        let (summary, _, _) = plan
+            .replay(&case, k, &empty, Box::new(Vec::<u8>::new()), None)
+            .map_err(|e| CliError::internal(e.to_string()))?;
+        let lines = plan.record.take().map(|r| r.lines.into_inner().unwrap_or_default()).unwrap_or_default();
+        if let Some(error) = summary.error {
+            return Err(CliError {
+                exit: Exit::Fail,
+                message: format!("run {k} of {:?}: {error}; nothing written for it", case.id),
+            });
+        }
+        write_atomically(target, &lines).map_err(|e| CliError::internal(format!("{}: {e}", target.display())))?;
+        written.push(target.clone());
+        super::out(format!(
+            "recorded run {k} of {}: {} ({} model call(s))",
+            case.id,
+            plan.pipeline.display(target),
+            lines.len()
+        ));
+    }
+    placeholders.keep(&written);
+    Ok(Exit::Pass)
+}
+
+/// `out/r.jsonl`, 2 → `out/r.2.jsonl`.
+fn numbered(path: &Path, k: usize) -> PathBuf {
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}.{k}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{k}"),
+    };
+    path.with_file_name(name)
+}
+
+fn write_atomically(path: &Path, lines: &[stateval::replay::RecordedResponse]) -> std::io::Result<()> {
+    let mut text = String::new();
+    for line in lines {
+        text.push_str(&recording_line(line).to_string());
+        text.push('\n');
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("jsonl.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::File::open(&tmp)?.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// One recording line, with only the fields that have values (the recording format
+/// leaves out what it does not know rather than writing null).
+fn recording_line(r: &stateval::replay::RecordedResponse) -> serde_json::Value {
+    use serde_json::json;
+    let calls: Vec<serde_json::Value> = r
+        .response
+        .tool_calls
+        .iter()
+        .map(|c| match &c.id {
+            Some(id) => json!({"id": id, "name": c.name, "args": c.args}),
+            None => json!({"name": c.name, "args": c.args}),
+        })
+        .collect();
+    let mut response = json!({"content": r.response.content});
+    if !calls.is_empty() {
+        response["tool_calls"] = json!(calls);
+    }
+    let mut line = json!({"turn": r.turn, "step": r.step, "response": response,
+                          "usage": {"input_tokens": r.usage.input_tokens, "output_tokens": r.usage.output_tokens},
+                          "latency_ms": r.latency_ms});
+    if let Some(hash) = r.request_hash {
+        line["request_hash"] = json!(hash.to_string());
+    }
+    if let Some(request) = &r.request {
+        line["request"] = request.clone();
+    }
+    line
+}
+
+/// Empty stand-ins for recording files a case names but that do not exist yet.
+struct Placeholders {
+    /// Every recording file the case names, resolved.
+    named: Vec<PathBuf>,
+    created: Vec<PathBuf>,
+}
+
+impl Placeholders {
+    fn create(pipeline: &Pipeline, id: &str) -> Result<Placeholders, String> {
+        let mut named = Vec::new();
+        for pattern in &pipeline.pipeline.datasets {
+            let full = pipeline.resolve(pattern);
+            for path in glob::glob(&full.to_string_lossy()).map_err(|e| e.to_string())?.flatten() {
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                for line in text.lines() {
+                    let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+                    if value.get("id").and_then(serde_json::Value::as_str) != Some(id) {
+                        continue;
+                    }
+                    for r in value.get("recordings").and_then(serde_json::Value::as_array).into_iter().flatten() {
+                        if let Some(rel) = r.as_str() {
+                            named.push(pipeline.resolve(rel));
+                        }
+                    }
+                }
+            }
+        }
+        let mut created = Vec::new();
+        for path in &named {
+            if !path.exists() {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                }
+                std::fs::write(path, b"").map_err(|e| format!("{}: {e}", path.display()))?;
+                created.push(path.clone());
+            }
+        }
+        Ok(Placeholders { named, created })
+    }
+
+    /// Placeholders that received a recording stay; the others go.
+    fn keep(mut self, written: &[PathBuf]) {
+        self.created.retain(|p| !written.contains(p));
+    }
+}
+
+impl Drop for Placeholders {
+    fn drop(&mut self) {
+        for path in &self.created {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
