@@ -522,3 +522,32 @@ fn an_answer_cut_short_writes_nothing() {
     upstream.join().unwrap();
     assert!(!p.exists("fixtures/recordings/rec.jsonl"), "a placeholder or a partial recording was left");
 }
+
+#[test]
+fn doctor_names_the_fields_that_vary_between_replays_and_its_rules_make_them_agree() {
+    let Some(_) = python() else { return };
+    let p = project(&profile("wire", WIRE, "env = { WIRE_NOW = \"1\" }"), &[case("now", "wire", json!([text("hi")]))]);
+    let out = p.stateval(&["doctor", "pipeline/ext.toml", "--case", "now", "--runs", "3"]);
+    out.expect_code(1);
+    assert!(out.stdout.contains("/system: "), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("replace = \"<uuid>\"") && out.stdout.contains("replace = \"<timestamp>\""),
+        "{}",
+        out.stdout
+    );
+    // the proposed rules, added to the profile, make every replay ask the same
+    let rules: Vec<&str> =
+        out.stdout.lines().filter(|l| l.trim_start().starts_with("{ path")).map(|l| l.trim()).collect();
+    let normalize = format!(
+        "normalize = [\n{}\n]",
+        rules.iter().map(|r| r.split("  #").next().unwrap()).collect::<Vec<_>>().join(",\n")
+    );
+    p.write(
+        "pipeline/ext.toml",
+        p.read("pipeline/ext.toml")
+            .replace("env = { WIRE_NOW = \"1\" }", &format!("env = {{ WIRE_NOW = \"1\" }}\n{normalize}")),
+    );
+    let out = p.stateval(&["doctor", "pipeline/ext.toml", "--case", "now", "--runs", "3"]);
+    out.expect_code(0);
+    assert!(out.stdout.contains("nothing to normalise"), "{}", out.stdout);
+}

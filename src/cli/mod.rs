@@ -1,6 +1,7 @@
 //! Command-line interface: clap definitions and one file per subcommand.
 
 mod diff;
+mod doctor;
 mod import;
 mod mcp_stdio;
 mod metric;
@@ -91,6 +92,8 @@ enum Command {
     Reconstruct(reconstruct::Args),
     /// Show an event log as a timeline, and the state folded at a turn.
     Show(show::Args),
+    /// Replay a case's external agent several times; list request fields that vary.
+    Doctor(doctor::Args),
     /// Record a case's external agent against the live model API into its recordings.
     Record(record::Args),
     /// Serve the current case run's fixture tools over MCP on stdin/stdout (spawned by
@@ -122,6 +125,7 @@ pub fn main() -> ExitCode {
         Command::Show(args) => show::run(args),
         Command::McpStdio(args) => mcp_stdio::run(args),
         Command::Record(args) => record::run(args),
+        Command::Doctor(args) => doctor::run(args),
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),

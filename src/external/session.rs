@@ -56,6 +56,8 @@ pub struct Launch<'a> {
     pub binary: Option<PathBuf>,
     /// `stateval record`: model calls go to the live upstream and are recorded.
     pub record: Option<&'a RecordMode>,
+    /// `stateval doctor`: every model request, normalised as digested, is kept here.
+    pub requests: Option<&'a std::sync::Mutex<Vec<Value>>>,
 }
 
 /// What `stateval record` adds to a run: the upstream, and the recording it fills.
@@ -384,6 +386,11 @@ impl<'a, 'p> Session<'a, 'p> {
         neutral::normalize(&mut normalized, &self.rules);
         // secrets never reach a digest or a recording, in record and replay alike
         self.scrubber.value(&mut normalized);
+        if let Some(requests) = self.launch.requests
+            && let Ok(mut requests) = requests.lock()
+        {
+            requests.push(normalized.clone());
+        }
         let seq = self.rec.next_seq();
         let hash = neutral::digest(&normalized).map_err(|source| WriteError::Canon {
             seq,

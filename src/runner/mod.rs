@@ -86,6 +86,8 @@ pub struct Plan {
     server: Mutex<Option<Arc<Server>>>,
     /// `stateval record`: model calls go live and are recorded instead of replayed.
     pub record: Option<Box<RecordMode>>,
+    /// `stateval doctor`: external agents' model requests are collected here.
+    pub requests: Option<Mutex<Vec<Value>>>,
 }
 
 impl Plan {
@@ -150,6 +152,7 @@ impl Plan {
             goldens,
             server: Mutex::new(None),
             record: None,
+            requests: None,
         })
     }
 
@@ -215,6 +218,7 @@ impl Plan {
                     stderr,
                     binary: std::env::current_exe().ok(),
                     record: self.record.as_deref(),
+                    requests: self.requests.as_ref(),
                 };
                 ExternalAgent { launch }.run(&input, &mut provider, &mut rec)?
             }

@@ -6,6 +6,7 @@ wherever python3 does. Knobs, from the environment:
   WIRE_ORDER      "reverse": send a step's tool calls in parallel threads, last first
   WIRE_EXTRA      a tool name to call once per turn although the model never proposed it
   WIRE_LOCAL      a tool name the agent runs itself (never sent to stateval)
+  WIRE_NOW        "1": put the wall-clock time and a fresh uuid in the system prompt
 """
 
 import json
@@ -14,6 +15,8 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+import uuid
+from datetime import datetime, timezone
 
 BASE = os.environ["OPENAI_BASE_URL"]
 TOOLS = os.environ["STATEVAL_TOOLS_URL"]
@@ -60,7 +63,10 @@ def main():
     _, listed = http(TOOLS)
     tools = [{"type": "function", "function": {"name": t["name"], "description": t["description"],
                                                 "parameters": t["input_schema"]}} for t in listed["tools"]]
-    messages = [{"role": "system", "content": os.environ.get("WIRE_SYSTEM", "You are a test agent.")}]
+    system = os.environ.get("WIRE_SYSTEM", "You are a test agent.")
+    if os.environ.get("WIRE_NOW") == "1":
+        system += f" Now: {datetime.now(timezone.utc).isoformat()}. Session {uuid.uuid4()}."
+    messages = [{"role": "system", "content": system}]
     for line in sys.stdin:
         msg = json.loads(line)
         if msg["type"] == "end":
