@@ -551,3 +551,32 @@ fn doctor_names_the_fields_that_vary_between_replays_and_its_rules_make_them_agr
     out.expect_code(0);
     assert!(out.stdout.contains("nothing to normalise"), "{}", out.stdout);
 }
+
+#[test]
+fn recording_lint_names_secrets_unused_responses_and_stale_digests_by_line() {
+    let Some(_) = python() else { return };
+    let stale = json!({"system": "You are the old agent.", "messages": [{"role": "user", "content": "go"}],
+                       "tools": [], "params": {"model": "m"}});
+    let hash = stateval::external::neutral::digest(&stale).unwrap().to_string();
+    let lines = [
+        json!({"request_hash": hash, "request": stale, "response": {"content": "hi, key sk-abcdefghijklmnopqrstu"}}),
+        json!({"response": {"content": "never reached"}}),
+        json!({"response": {"content": "nor this"}}),
+    ];
+    let p = project(
+        &profile("wire", WIRE, ""),
+        &[json!({"id": "lint", "agent": "wire", "turns": ["go"], "recordings": ["fixtures/recordings/lint.jsonl"]})],
+    );
+    p.write("fixtures/recordings/lint.jsonl", lines.iter().map(|l| format!("{l}\n")).collect::<String>());
+    let out = p.stateval(&["recording", "lint", "--pipeline", "pipeline/ext.toml"]);
+    out.expect_code(1);
+    for expected in [
+        "fixtures/recordings/lint.jsonl:1: holds a secret",
+        "fixtures/recordings/lint.jsonl:1: the request digest no longer matches what wire sends in run 0 of lint (differs at /system",
+        "fixtures/recordings/lint.jsonl:2: this and the 1 response(s) after it are never used: run 0 of lint made 1 model call(s)",
+    ] {
+        assert!(out.stdout.contains(expected), "missing {expected:?} in\n{}", out.stdout);
+    }
+    let out = p.stateval(&["recording", "lint", "fixtures/recordings/none.jsonl", "--pipeline", "pipeline/ext.toml"]);
+    out.expect_code(2);
+}

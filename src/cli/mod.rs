@@ -7,6 +7,7 @@ mod mcp_stdio;
 mod metric;
 mod reconstruct;
 mod record;
+mod recording;
 mod reindex;
 mod run;
 mod schema;
@@ -92,6 +93,8 @@ enum Command {
     Reconstruct(reconstruct::Args),
     /// Show an event log as a timeline, and the state folded at a turn.
     Show(show::Args),
+    /// Check recordings: secrets, responses no run uses, stale request digests.
+    Recording(recording::Args),
     /// Replay a case's external agent several times; list request fields that vary.
     Doctor(doctor::Args),
     /// Record a case's external agent against the live model API into its recordings.
@@ -126,6 +129,7 @@ pub fn main() -> ExitCode {
         Command::McpStdio(args) => mcp_stdio::run(args),
         Command::Record(args) => record::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Recording(args) => recording::run(args),
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),
