@@ -354,6 +354,12 @@ fn the_failing_agents_pipeline_fails_each_case_for_its_own_reason() {
 
 #[test]
 fn an_interrupted_run_exits_130_and_leaves_no_agent_process_behind() {
+    for signal in [nix::sys::signal::Signal::SIGINT, nix::sys::signal::Signal::SIGTERM] {
+        interrupt_with(signal);
+    }
+}
+
+fn interrupt_with(signal: nix::sys::signal::Signal) {
     let p = project(
         &profile("hang", r#"["sh", "-c", "sleep 300 & echo $! > grandchild.pid; read l; read l; sleep 300"]"#, ""),
         &[case("hang", "hang", json!([text("x")]))],
@@ -372,9 +378,9 @@ fn an_interrupted_run_exits_130_and_leaves_no_agent_process_behind() {
     });
     assert!(started, "the agent never started");
     let pid = i32::try_from(child.id()).unwrap();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT).unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).unwrap();
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
+    assert_eq!(status.code(), Some(130), "{signal}");
     let grandchild = p.read("grandchild.pid").trim().to_string();
     let gone = (0..100).any(|_| {
         let alive = std::fs::read_to_string(format!("/proc/{grandchild}/stat"))

@@ -358,7 +358,14 @@ pub fn execute(
     runtime.block_on(async {
         let mut pending = tokio::task::JoinSet::new();
         let mut next = 0usize;
-        let interrupt = tokio::signal::ctrl_c();
+        // SIGTERM (a CI runner cancelling the job) is an interrupt like Ctrl-C
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let interrupt = async move {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+        };
         tokio::pin!(interrupt);
         loop {
             while pending.len() < jobs && next < plan.cases.len() && next < written + window {
