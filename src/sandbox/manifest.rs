@@ -58,6 +58,12 @@ pub struct ToolSpec {
     /// `input_schema`, compiled once by [`Manifest::compile`].
     #[serde(skip)]
     pub validator: Option<Arc<jsonschema::Validator>>,
+    /// Canonical bytes of each keyed response's `args` → its index (the first, where
+    /// two are equal), built by [`Manifest::compile`]: a call finds its answer in one
+    /// look-up however many responses a tool lists. (A key that is not I-JSON cannot be
+    /// canonicalised and is left out; the manifest schema already refuses those.)
+    #[serde(skip)]
+    pub by_args: Arc<std::collections::HashMap<Vec<u8>, usize>>,
 }
 
 impl ToolSpec {
@@ -151,12 +157,36 @@ impl Manifest {
                     jsonschema::validator_for(schema).map_err(|e| (i, format!("malformed JSON Schema: {e}")))?;
                 tool.validator = Some(Arc::new(validator));
             }
+            let mut by_args = std::collections::HashMap::new();
+            for (j, response) in tool.responses.iter().enumerate() {
+                if let Ok(key) = canon::to_canonical(&response.args) {
+                    by_args.entry(key).or_insert(j);
+                }
+            }
+            tool.by_args = Arc::new(by_args);
         }
         Ok(())
     }
 
     pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
         self.tools.iter().find(|t| t.name == name)
+    }
+}
+
+impl ToolSpec {
+    /// The keyed response whose `args` equal `args` canonically (key order and number
+    /// spelling never matter), if any.
+    pub fn response_for(&self, args: &Value) -> Option<&KeyedResponse> {
+        if self.by_args.is_empty() {
+            // a manifest built in code, not compiled: no index to use
+            return self.responses.iter().find(|r| canon::json_eq(&r.args, args));
+        }
+        match canon::to_canonical(args) {
+            Ok(key) => self.by_args.get(&key).map(|&i| &self.responses[i]),
+            // not I-JSON (a huge integer): no fixture could have been keyed by it
+            // canonically, so compare the slow way
+            Err(_) => self.responses.iter().find(|r| canon::json_eq(&r.args, args)),
+        }
     }
 }
 
@@ -172,6 +202,22 @@ mod tests {
 
     const TOOLS: &str =
         r#""tools": [{"name": "get_status", "description": "d"}, {"name": "page", "description": "d"}]"#;
+
+    #[test]
+    fn a_keyed_response_is_found_by_canonical_arguments_and_the_first_of_equals_wins() {
+        let responses: Vec<String> = (0..2000)
+            .map(|i| format!(r#"{{"args": {{"n": {i}, "k": "v"}}, "result": {i}}}"#))
+            .chain([r#"{"args": {"k": "v", "n": 7.0}, "result": "second"}"#.to_string()])
+            .collect();
+        let text =
+            format!(r#"{{"tools": [{{"name": "t", "description": "d", "responses": [{}]}}]}}"#, responses.join(","));
+        let m = load(&text).unwrap();
+        let tool = m.tool("t").unwrap();
+        assert_eq!(tool.response_for(&serde_json::json!({"k": "v", "n": 1999})).unwrap().outcome.result, 1999);
+        // key order and number spelling never matter; the first equal response wins
+        assert_eq!(tool.response_for(&serde_json::json!({"n": 7.0, "k": "v"})).unwrap().outcome.result, 7);
+        assert!(tool.response_for(&serde_json::json!({"n": 2000, "k": "v"})).is_none());
+    }
 
     fn load(text: &str) -> Result<Manifest, InputError> {
         let dir = tempfile::tempdir().unwrap();

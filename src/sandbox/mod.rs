@@ -18,7 +18,6 @@ pub mod poisoning;
 
 use serde_json::{Value, json};
 
-use crate::canon::json_eq;
 pub use fault::{Fault, FaultDecl, FaultKind, Injection, Injector};
 pub use manifest::{Manifest, Outcome, ToolSpec, Trust};
 
@@ -100,8 +99,7 @@ impl<'m> Sandbox<'m> {
         if let Some(e) = spec.validator.as_ref().and_then(|v| v.iter_errors(args).next()) {
             return error(format!("invalid arguments for {tool}: {e}"));
         }
-        let outcome =
-            spec.responses.iter().find(|r| json_eq(&r.args, args)).map(|r| &r.outcome).or(spec.default.as_ref());
+        let outcome = spec.response_for(args).map(|r| &r.outcome).or(spec.default.as_ref());
         let Some(outcome) = outcome else {
             return error(format!("no fixture response for {tool} with these arguments"));
         };
