@@ -57,10 +57,9 @@ fn endpoints(c: &mut Criterion) {
         let recording = case.recordings[0].load().expect("recording");
         group.bench_with_input(BenchmarkId::new("case run, model+tool calls", 2 * steps), &steps, |b, _| {
             b.iter(|| {
-                let (summary, events, _) =
-                    plan.replay(&case, 0, &recording, Box::new(Vec::<u8>::new()), None).expect("run");
-                assert_eq!(summary.status.as_str(), "completed", "{:?}", summary.error);
-                std::hint::black_box(events.len())
+                let run = plan.replay(&case, 0, &recording, Box::new(Vec::<u8>::new()), None, &[]).expect("run");
+                assert_eq!(run.summary.status.as_str(), "completed", "{:?}", run.summary.error);
+                std::hint::black_box(run.events.len())
             })
         });
     }

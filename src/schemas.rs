@@ -14,9 +14,10 @@ const RECORDING: &str = include_str!("../schemas/recording.json");
 const TOOLS: &str = include_str!("../schemas/tools.json");
 const PIPELINE: &str = include_str!("../schemas/pipeline.json");
 const EVENT: &str = include_str!("../schemas/event.json");
+const JUDGE_RECORDING: &str = include_str!("../schemas/judge_recording.json");
 
 /// Names accepted by `stateval schema`.
-pub const NAMES: &[&str] = &["case", "recording", "tools", "pipeline", "event"];
+pub const NAMES: &[&str] = &["case", "recording", "judge-recording", "tools", "pipeline", "event"];
 
 /// The full text of a schema by name. The case schema embeds the recording-line schema
 /// (inline recordings), so it is composed here rather than kept twice.
@@ -24,6 +25,7 @@ pub fn text(name: &str) -> Option<String> {
     let raw = match name {
         "case" => return Some(case_schema().to_string()),
         "recording" => RECORDING,
+        "judge-recording" => JUDGE_RECORDING,
         "tools" => TOOLS,
         "pipeline" => PIPELINE,
         "event" => EVENT,
@@ -46,6 +48,7 @@ pub static CASE_SCHEMA: LazyLock<InputSchema> = LazyLock::new(|| InputSchema::bu
 pub static RECORDING_SCHEMA: LazyLock<InputSchema> = LazyLock::new(|| InputSchema::builtin(RECORDING));
 pub static TOOLS_SCHEMA: LazyLock<InputSchema> = LazyLock::new(|| InputSchema::builtin(TOOLS));
 pub static PIPELINE_SCHEMA: LazyLock<InputSchema> = LazyLock::new(|| InputSchema::builtin(PIPELINE));
+pub static JUDGE_RECORDING_SCHEMA: LazyLock<InputSchema> = LazyLock::new(|| InputSchema::builtin(JUDGE_RECORDING));
 pub static EVENT_SCHEMA: LazyLock<InputSchema> = LazyLock::new(|| InputSchema::builtin(EVENT));
 
 #[cfg(test)]
@@ -64,6 +67,7 @@ mod tests {
         LazyLock::force(&TOOLS_SCHEMA);
         LazyLock::force(&PIPELINE_SCHEMA);
         LazyLock::force(&EVENT_SCHEMA);
+        LazyLock::force(&JUDGE_RECORDING_SCHEMA);
     }
 
     #[test]

@@ -331,7 +331,10 @@ fn an_unknown_schema_name_exits_2_listing_the_known_ones() {
     let out = p.stateval(&["schema", "nope"]);
     out.expect_code(2);
     assert_eq!(out.stdout, "");
-    assert_eq!(out.stderr, "error: unknown schema \"nope\" (known: case, recording, tools, pipeline, event)\n");
+    assert_eq!(
+        out.stderr,
+        "error: unknown schema \"nope\" (known: case, recording, judge-recording, tools, pipeline, event)\n"
+    );
 }
 
 // ---------------------------------------------------------------------------------

@@ -327,8 +327,9 @@ fn replay(pipeline: &Path, id: &str) -> Result<Vec<Event>, CliError> {
     let case = &plan.case(0)?;
     let reference = case.recordings.first().ok_or_else(|| CliError::internal("the case has no recording"))?;
     let recording = reference.load().map_err(CliError::internal)?;
-    let (_, events, _) = plan
-        .replay(case, 0, &recording, Box::new(Vec::<u8>::new()), None)
+    let assertions = stateval::runner::log_assertions(case);
+    let replayed = plan
+        .replay(case, 0, &recording, Box::new(Vec::<u8>::new()), None, &assertions)
         .map_err(|e| CliError::internal(format!("replaying {id}: {e}")))?;
-    Ok(events)
+    Ok(replayed.events)
 }

@@ -97,8 +97,9 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             upstream: Upstream::new(only, args.upstream_url.clone()),
             lines: Mutex::new(Vec::new()),
         }));
-        let (summary, _, _) = plan
-            .replay(&case, k, &empty, Box::new(Vec::<u8>::new()), None)
+        let summary = plan
+            .replay(&case, k, &empty, Box::new(Vec::<u8>::new()), None, &[])
+            .map(|run| run.summary)
             .map_err(|e| CliError::internal(e.to_string()))?;
         let lines = plan.record.take().map(|r| r.lines.into_inner().unwrap_or_default()).unwrap_or_default();
         if let Some(error) = summary.error {

@@ -64,8 +64,9 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
                 }
             }
             let recording = reference.load().map_err(CliError::invalid)?;
-            let (_, events, _) = plan
-                .replay(&case, k, &recording, Box::new(Vec::<u8>::new()), None)
+            let events = plan
+                .replay(&case, k, &recording, Box::new(Vec::<u8>::new()), None, &[])
+                .map(|run| run.events)
                 .map_err(|e| CliError::internal(e.to_string()))?;
             let used = events.iter().filter(|e| e.kind == Kind::ModelCalled).count();
             if let Some((number, _)) = lines.get(used) {

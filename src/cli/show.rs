@@ -134,6 +134,16 @@ fn verdict(e: &Event) -> String {
             _ => "blocked".into(),
         },
         Kind::RunCompleted => e.str("status").unwrap_or("?").to_string(),
+        Kind::GraderCalled => match (e.str("error"), e.get("pass").as_bool()) {
+            (Some(error), _) => error.to_string(),
+            (None, Some(true)) => "pass".into(),
+            (None, _) => "fail".into(),
+        },
+        Kind::JudgeCalled => match e.str("error") {
+            Some(error) => error.to_string(),
+            None => compact(e.get("answer").get("score").unwrap_or(&Value::Null)),
+        },
+        Kind::JudgeVerdict => if e.get("passed").as_bool() == Some(true) { "pass" } else { "fail" }.into(),
         _ => String::new(),
     }
 }
@@ -192,6 +202,26 @@ fn detail(e: &Event) -> String {
             format!("{}: {}{at}", e.str("kind").unwrap_or("error"), e.str("message").unwrap_or(""))
         }
         Kind::TurnCompleted => quoted(e.get("response")),
+        Kind::GraderCalled => {
+            let command =
+                e.get("command").as_array().map(|c| c.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" "));
+            let said = e.str("message").or_else(|| e.str("reason")).unwrap_or("");
+            format!("{}: `{}` {said}", e.str("target").unwrap_or("?"), command.unwrap_or_default())
+        }
+        Kind::JudgeCalled => format!(
+            "{}: judge {} sample {}",
+            e.str("target").unwrap_or("?"),
+            e.str("judge").unwrap_or("?"),
+            e.get("sample")
+        ),
+        Kind::JudgeVerdict => format!(
+            "{}: judge {} votes {} → {} {}",
+            e.str("target").unwrap_or("?"),
+            e.str("judge").unwrap_or("?"),
+            compact(e.get("votes")),
+            e.str("reduce").unwrap_or("?"),
+            compact(e.get("value"))
+        ),
         Kind::RunCompleted => format!("{} turns, {} tokens", e.get("turns"), e.get("tokens")),
     };
     cut(&text)

@@ -2,7 +2,7 @@
 //!
 //! A `.toml` is a pipeline, validated with everything it references (datasets,
 //! recordings, manifests). A `.json` is a tool manifest. A `.jsonl` is recognised by
-//! its first line: an event log (verified), a recording, or a dataset (validated in
+//! its first line: an event log (verified), a recording, a judge recording, or a dataset (validated in
 //! the context of `--pipeline`, which resolves agents and recording paths).
 
 use std::path::{Path, PathBuf};
@@ -13,6 +13,7 @@ use stateval::diag::InputError;
 use stateval::event::reader::read_log;
 use stateval::pipeline::Pipeline;
 use stateval::replay::Recording;
+use stateval::replay::judge::JudgeBook;
 use stateval::runner::{Plan, RunnerError, Selection};
 use stateval::sandbox::Manifest;
 
@@ -65,6 +66,8 @@ fn check(path: &Path, pipeline: &Path) -> Result<String, Vec<String>> {
                         format!("event log, {} events{}", v.events.len(), if v.complete { "" } else { " (incomplete)" })
                     })
                     .map_err(|e| vec![e.to_string()])
+            } else if probe.get("sample").is_some() && probe.get("request_hash").is_some() {
+                JudgeBook::load(path, &shown).map(|b| format!("judge recording, {} answers", b.len())).map_err(one)
             } else if probe.get("response").is_some() {
                 Recording::load(path, &shown)
                     .map(|r| format!("recording, {} responses", r.responses.len()))

@@ -251,6 +251,29 @@ pub struct Loader<'p> {
     content: Digester,
     pub cases: Vec<CaseRef>,
     pub errors: Vec<InputError>,
+    /// Digests of the files graders and judges read (None: not a file), by path.
+    files: BTreeMap<PathBuf, Option<Digest>>,
+}
+
+/// Files a matcher's custom graders and judges read, relative to the pipeline's base:
+/// rubrics, and the arguments of a grader's command that name files (its script). The
+/// program itself counts only when it is a path: `python3` is the machine's.
+fn grader_files(matcher: &Matcher) -> Vec<String> {
+    let mut files = Vec::new();
+    for m in matcher.callers() {
+        match m {
+            Matcher::Judge(spec) => files.push(spec.rubric.clone()),
+            Matcher::Custom(spec) => {
+                for (i, arg) in spec.command.iter().enumerate() {
+                    if i > 0 || Path::new(arg).components().count() > 1 {
+                        files.push(arg.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    files
 }
 
 /// Where a case was defined, and for which agent.
@@ -293,6 +316,7 @@ impl<'p> Loader<'p> {
             content: Digester::new(Context::Content),
             cases: Vec::new(),
             errors: Vec::new(),
+            files: BTreeMap::new(),
         }
     }
 
@@ -443,6 +467,21 @@ impl<'p> Loader<'p> {
         for r in &case.recordings {
             self.content.update(&r.digest().0);
         }
+        // the files custom graders and judges read decide verdicts: a changed one is a
+        // new run, not a rerun that overwrites the last (cases without them hash as before)
+        for a in &case.expect {
+            for file in grader_files(&a.matcher) {
+                let full = self.pipeline.resolve(&file);
+                let digest = self
+                    .files
+                    .entry(full.clone())
+                    .or_insert_with(|| std::fs::read(&full).ok().map(|bytes| canon::digest(Context::Content, &bytes)));
+                if let Some(d) = digest {
+                    self.content.update(file.as_bytes());
+                    self.content.update(&d.0);
+                }
+            }
+        }
         Ok(Some(CaseRef {
             file: file.clone(),
             line: case.line,
@@ -535,6 +574,9 @@ impl CaseParser {
                     continue;
                 };
                 let compiled = self.matcher(matcher).map_err(|(ptr, m)| at(&format!("{place}/matcher{ptr}"), m))?;
+                if compiled.calls_out() {
+                    return Err(at(&format!("{place}/matcher"), CALLS_ON_BLOCKS.into()));
+                }
                 block_expect.push(Assertion {
                     target: target.to_string(),
                     matcher: compiled,
@@ -549,7 +591,26 @@ impl CaseParser {
         for (i, a) in raw.expect.into_iter().enumerate() {
             check_case_target(&a.target, &blocks).map_err(|m| at(&format!("/expect/{i}/target"), m))?;
             let matcher = self.matcher(&a.matcher).map_err(|(ptr, m)| at(&format!("/expect/{i}/matcher{ptr}"), m))?;
+            if matcher.calls_out() {
+                if targets_block_value(&a.target, &blocks) {
+                    return Err(at(&format!("/expect/{i}/matcher"), CALLS_ON_BLOCKS.into()));
+                }
+                check_calls(pipeline, &a.matcher, &format!("/expect/{i}/matcher")).map_err(|(ptr, m)| at(&ptr, m))?;
+            }
             expect.push(Assertion { target: a.target, matcher, spec: a.matcher, description: a.description });
+        }
+        // a security verdict rests on what the agent observably did, never on a judge alone
+        if raw.tags.iter().any(|t| t == SECURITY_TAG)
+            && blocks.is_empty()
+            && !expect.is_empty()
+            && expect.iter().all(|a| a.matcher.uses_judge())
+        {
+            return Err(at(
+                "/expect/0/matcher",
+                "a case tagged security cannot rest on LLM judges alone: every assertion here asks a judge; \
+                 add one on observable evidence (policy.denials, security.flags, tool_calls, ...)"
+                    .into(),
+            ));
         }
 
         Ok(Case {
@@ -604,6 +665,72 @@ impl CaseParser {
         self.recordings.insert(full, reference.clone());
         Ok(reference)
     }
+}
+
+/// The tag whose cases must rest on observable evidence.
+pub const SECURITY_TAG: &str = "security";
+
+const CALLS_ON_BLOCKS: &str = "custom graders and judges grade one run's log; \
+     an assertion on a metric block's values cannot use them";
+
+/// Does `target` name a value of one of these metric blocks (graded across runs, not
+/// over one run's log)? The runner splits a case's `expect` by the same rule.
+fn targets_block_value(target: &str, blocks: &[MetricBlock]) -> bool {
+    let root = target.split(['.', '[']).next().unwrap_or_default();
+    root != "recovery" && blocks.iter().any(|b| block_root(b.key()) == root)
+}
+
+/// Every `custom` and `judge` inside a matcher as written: (pointer, name, argument).
+fn calls_in<'v>(spec: &'v Value, at: String, out: &mut Vec<(String, &'v str, &'v Value)>) {
+    let Some((name, arg)) = spec.as_object().filter(|o| o.len() == 1).and_then(|o| o.iter().next()) else {
+        return;
+    };
+    match name.as_str() {
+        "custom" | "judge" => out.push((format!("{at}/{name}"), name.as_str(), arg)),
+        "not" => calls_in(arg, format!("{at}/not"), out),
+        "any_of" | "all_of" => {
+            for (i, m) in arg.as_array().into_iter().flatten().enumerate() {
+                calls_in(m, format!("{at}/{name}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What a compiled custom grader or judge names must exist before anything runs: the
+/// grader's program, the judge profile, the rubric. Errors are (pointer, message).
+fn check_calls(pipeline: &Pipeline, spec: &Value, at: &str) -> Result<(), (String, String)> {
+    let mut calls = Vec::new();
+    calls_in(spec, at.to_string(), &mut calls);
+    for (ptr, name, arg) in calls {
+        if name == "custom" {
+            let program = arg["command"][0].as_str().unwrap_or_default();
+            crate::external::process::resolve_program(program, &pipeline.base)
+                .map_err(|e| (format!("{ptr}/command/0"), format!("custom grader: {e}")))?;
+            continue;
+        }
+        let profile = arg["profile"].as_str().unwrap_or_default();
+        if !pipeline.judges.contains_key(profile) {
+            let hint = crate::diag::did_you_mean(profile, pipeline.judges.keys().map(String::as_str))
+                .map(|s| format!(" (did you mean \"{s}\"?)"))
+                .unwrap_or_default();
+            let defined = if pipeline.judges.is_empty() {
+                "the pipeline defines no [judges.NAME]".to_string()
+            } else {
+                format!("the pipeline defines: {}", pipeline.judges.keys().cloned().collect::<Vec<_>>().join(", "))
+            };
+            return Err((format!("{ptr}/profile"), format!("unknown judge profile \"{profile}\"{hint} ({defined})")));
+        }
+        let rubric = arg["rubric"].as_str().unwrap_or_default();
+        let full = pipeline.resolve(rubric);
+        if !full.is_file() {
+            return Err((
+                format!("{ptr}/rubric"),
+                format!("rubric \"{rubric}\" not found (looked in {})", full.display()),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Target roots the metric blocks expose, by block key.

@@ -73,10 +73,31 @@ kinds! {
     Error = "error",
     /// `turn`, `response`.
     TurnCompleted = "turn_completed",
+    /// A custom grader was run (written after the run, before `run_completed`):
+    /// `target`, `command`, `input_digest` (of the canonical stdin), and either
+    /// `output_digest` (of the canonical verdict), `pass`, `score?`, `reason?`, or
+    /// `error` (timeout | exit | signal | not_started | bad_output) and `message`.
+    GraderCalled = "grader_called",
+    /// One sample of a recorded judge: `target`, `judge` (profile), `request_hash`,
+    /// `sample`, and either `answer` (the judge's JSON) and `usage`, or `error`
+    /// (miss | changed | bad_answer) and `pointers` (where the nearest recorded request
+    /// differs, for a miss).
+    JudgeCalled = "judge_called",
+    /// A judge's votes reduced: `target`, `judge`, `request_hash`, `votes`, `reduce`
+    /// (majority | mean), `value` (null: no majority), `passed`.
+    JudgeVerdict = "judge_verdict",
     /// `status` (completed | failed | budget_exhausted | replay_exhausted |
     /// replay_diverged, or imported for a log written by `stateval import`), `turns`,
     /// `tokens`.
     RunCompleted = "run_completed",
+}
+
+impl Kind {
+    /// Written by grading (custom graders, judges), not by the agent. Extractors read
+    /// what the agent did, so they pass over these.
+    pub fn is_grading(self) -> bool {
+        matches!(self, Kind::GraderCalled | Kind::JudgeCalled | Kind::JudgeVerdict)
+    }
 }
 
 impl fmt::Display for Kind {
@@ -94,7 +115,16 @@ mod tests {
         for k in Kind::ALL {
             assert_eq!(k.as_str().parse::<Kind>().unwrap(), *k);
         }
-        assert_eq!(Kind::ALL.len(), 18);
+        assert_eq!(Kind::ALL.len(), 21);
         assert!("tool_exec".parse::<Kind>().is_err());
+    }
+
+    #[test]
+    fn the_event_schema_lists_every_kind() {
+        let schema: serde_json::Value = serde_json::from_str(include_str!("../../schemas/event.json")).unwrap();
+        let listed: Vec<&str> =
+            schema["properties"]["kind"]["enum"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
+        let ours: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(listed, ours);
     }
 }

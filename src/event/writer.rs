@@ -84,6 +84,16 @@ impl<S: Sink> LogWriter<S> {
         Ok(event)
     }
 
+    /// The event [`append`](Self::append) would write next, without writing it: same
+    /// seq, `prev` and hash. Grading reads a run's log this way while the run's last
+    /// event is still held back (see `runtime::Recorder`).
+    pub fn preview(&self, turn: Option<u32>, t: u64, kind: Kind, data: Value) -> Result<Event, WriteError> {
+        let seq = self.seq;
+        let unhashed = Unhashed { seq, turn, t, kind, data: &data, prev: self.prev.as_ref() };
+        let (_, hash) = unhashed.encode().map_err(|source| WriteError::Canon { seq, kind, source })?;
+        Ok(Event { seq, turn, t, kind, data, prev: self.prev, hash })
+    }
+
     /// Write every buffered line. Called at turn boundaries.
     pub fn flush(&mut self) -> io::Result<()> {
         if !self.pending.is_empty() {

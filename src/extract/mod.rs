@@ -22,7 +22,7 @@
 //! | `security.flags` | `[{class, severity, detail}]`; `security.flag_count` |
 //! | `sandbox.<path>` | final fixture state |
 //! | `usage.input_tokens` / `usage.output_tokens` / `usage.model_calls` | summed usage |
-//! | `status` / `events.count` / `replay.divergences` | run status, event count, divergences |
+//! | `status` / `events.count` / `replay.divergences` | run status, event count (grading events not counted), divergences |
 //! | `approvals` | `[{call_id, tool, route, approved, by, turn}]` (routes: auto, human, deny) |
 //! | `recovery.*` | fault marks and the times derived from them (see [`recovery`]) |
 
@@ -139,7 +139,9 @@ fn root(name: &str, events: &[Event]) -> Option<Value> {
             json!({"input_tokens": input, "output_tokens": output, "total_tokens": input + output, "model_calls": calls})
         }
         "status" => of(Kind::RunCompleted).next_back()?.get("status").clone(),
-        "events" => json!({"count": events.len()}),
+        // what the agent did: grading events are written after it, so every assertion,
+        // graded before or after them, sees the same count
+        "events" => json!({"count": events.iter().filter(|e| !e.kind.is_grading()).count()}),
         "replay" => json!({"divergences": of(Kind::ReplayDiverged).count()}),
         "approvals" => {
             let mut requested: Vec<Value> = Vec::new();

@@ -17,8 +17,10 @@
 //!   `recording`) and `request_hash`: taken over canonical JSON, not file bytes, so a
 //!   checkout with CRLF line endings or another key order digests the same. A change
 //!   to them is a change of input, which a golden should show.
-//! - Paths: no event holds one. `dataset` is relative to the pipeline's base
-//!   (`examples/treasury`), messages name positions, not files.
+//! - Paths: no event holds a resolved one. `dataset` is relative to the pipeline's base
+//!   (`examples/treasury`), messages name positions, not files, and `grader_called`
+//!   holds a grader's `command` as the dataset wrote it. A grader's stderr (tracebacks
+//!   with absolute paths) is never logged.
 //!
 //! `tests/cli_golden.rs` pins this decision: the same case run from two checkouts at
 //! different absolute paths, one invoked by absolute path from another directory and

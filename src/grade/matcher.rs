@@ -2,6 +2,11 @@
 //!
 //! A matcher is compiled once at load time, so a bad regex or a malformed JSON Schema
 //! is a load error with its place, never a silent pass at run time.
+//!
+//! Two matchers call out of the process: `custom` (the team's own grader program) and
+//! `judge` (a recorded LLM judge). They are applied through a [`Caller`], which the
+//! runner provides while a run's log is still open, so what they were asked and what
+//! they answered goes into that log; everywhere else ([`Matcher::apply`]) they fail.
 
 use std::fmt;
 
@@ -9,6 +14,8 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::contains::contains;
+use super::custom::CustomSpec;
+use super::judge::JudgeSpec;
 use crate::canon::json_eq;
 
 pub enum Matcher {
@@ -23,6 +30,32 @@ pub enum Matcher {
     Not(Box<Matcher>),
     AnyOf(Vec<Matcher>),
     AllOf(Vec<Matcher>),
+    /// The team's own grader program (see [`super::custom`]).
+    Custom(CustomSpec),
+    /// A recorded LLM judge (see [`super::judge`]).
+    Judge(Box<JudgeSpec>),
+}
+
+/// What a matcher that calls out is served by: the runner while a run's log is open.
+/// Each method returns the matcher's outcome; a call that could not be made or read is a
+/// failed outcome, and the caller also keeps it as the run's error.
+pub trait Caller {
+    /// The assertion about to be applied targets `target` (named in what is logged).
+    fn begin(&mut self, _target: &str) {}
+    fn custom(&mut self, spec: &CustomSpec, value: &Value) -> Outcome;
+    fn judge(&mut self, spec: &JudgeSpec, value: &Value) -> Outcome;
+}
+
+/// Outside a run's log there is nothing to call: custom graders and judges fail.
+pub struct NoCalls;
+
+impl Caller for NoCalls {
+    fn custom(&mut self, spec: &CustomSpec, _: &Value) -> Outcome {
+        Outcome::fail(format!("{} grades one run's log and cannot be applied here", spec.describe()))
+    }
+    fn judge(&mut self, spec: &JudgeSpec, _: &Value) -> Outcome {
+        Outcome::fail(format!("judge {} grades one run's log and cannot be applied here", spec.profile))
+    }
 }
 
 impl fmt::Debug for Matcher {
@@ -46,10 +79,10 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    fn pass(reason: impl Into<String>) -> Self {
+    pub fn pass(reason: impl Into<String>) -> Self {
         Outcome { passed: true, reason: reason.into() }
     }
-    fn fail(reason: impl Into<String>) -> Self {
+    pub fn fail(reason: impl Into<String>) -> Self {
         Outcome { passed: false, reason: reason.into() }
     }
 }
@@ -117,8 +150,15 @@ impl Matcher {
                     .collect::<Result<Vec<_>, _>>()?;
                 if name == "any_of" { Matcher::AnyOf(compiled) } else { Matcher::AllOf(compiled) }
             }
+            "custom" => {
+                Matcher::Custom(CustomSpec::parse(arg).map_err(|(at, message)| err(&format!("/custom{at}"), message))?)
+            }
+            "judge" => Matcher::Judge(Box::new(
+                JudgeSpec::parse(arg).map_err(|(at, message)| err(&format!("/judge{at}"), message))?,
+            )),
             other => {
-                const NAMES: [&str; 7] = ["exact", "contains", "regex", "schema", "not", "any_of", "all_of"];
+                const NAMES: [&str; 9] =
+                    ["exact", "contains", "regex", "schema", "not", "any_of", "all_of", "custom", "judge"];
                 let hint = crate::diag::did_you_mean(other, NAMES)
                     .map(|s| format!(" (did you mean \"{s}\"?)"))
                     .unwrap_or_default();
@@ -128,12 +168,24 @@ impl Matcher {
     }
 
     /// Apply to an extracted value; `None` means the target had no value, which only a
-    /// `not` (of a positive matcher) accepts.
+    /// `not` (of a positive matcher) accepts. Custom graders and judges fail here: they
+    /// are applied with [`Matcher::apply_with`] while a run's log is open.
     pub fn apply(&self, actual: Option<&Value>) -> Outcome {
+        self.apply_with(actual, &mut NoCalls)
+    }
+
+    /// [`Matcher::apply`], with custom graders and judges served by `caller`. Each
+    /// matcher is applied at most once (combinators stop at the first deciding member),
+    /// so every call out is made once and in the order the matcher is written.
+    pub fn apply_with(&self, actual: Option<&Value>, caller: &mut dyn Caller) -> Outcome {
         let Some(value) = actual else {
             return match self {
                 Matcher::Not(_) => Outcome::pass("no value, so the negated matcher cannot hold"),
-                Matcher::AnyOf(ms) => first_pass(ms, None).unwrap_or_else(|| Outcome::fail("no value at this target")),
+                Matcher::AnyOf(ms) => ms
+                    .iter()
+                    .map(|m| m.apply_with(None, caller))
+                    .find(|o| o.passed)
+                    .unwrap_or_else(|| Outcome::fail("no value at this target")),
                 _ => Outcome::fail("no value at this target"),
             };
         };
@@ -162,21 +214,66 @@ impl Matcher {
                 Some(e) => Outcome::fail(format!("{} does not satisfy {}: {e}", brief(value), brief(schema))),
             },
             Matcher::Not(inner) => {
-                let o = inner.apply(Some(value));
+                let o = inner.apply_with(Some(value), caller);
                 if o.passed {
                     Outcome::fail(format!("expected not: {}", o.reason))
                 } else {
                     Outcome::pass(format!("not: {}", o.reason))
                 }
             }
-            Matcher::AnyOf(ms) => first_pass(ms, Some(value)).unwrap_or_else(|| {
-                let reasons: Vec<String> = ms.iter().map(|m| m.apply(Some(value)).reason).collect();
+            Matcher::AnyOf(ms) => {
+                let mut reasons = Vec::new();
+                for m in ms {
+                    let o = m.apply_with(Some(value), caller);
+                    if o.passed {
+                        return o;
+                    }
+                    reasons.push(o.reason);
+                }
                 Outcome::fail(format!("none of {} matchers held: {}", ms.len(), reasons.join("; ")))
-            }),
-            Matcher::AllOf(ms) => match ms.iter().map(|m| m.apply(Some(value))).find(|o| !o.passed) {
-                Some(failed) => Outcome::fail(failed.reason),
-                None => Outcome::pass(format!("all {} matchers held", ms.len())),
-            },
+            }
+            Matcher::AllOf(ms) => {
+                for m in ms {
+                    let o = m.apply_with(Some(value), caller);
+                    if !o.passed {
+                        return Outcome::fail(o.reason);
+                    }
+                }
+                Outcome::pass(format!("all {} matchers held", ms.len()))
+            }
+            Matcher::Custom(spec) => caller.custom(spec, value),
+            Matcher::Judge(spec) => caller.judge(spec, value),
+        }
+    }
+
+    /// Does this matcher (or one inside it) call a custom grader or a judge?
+    pub fn calls_out(&self) -> bool {
+        match self {
+            Matcher::Custom(_) | Matcher::Judge(_) => true,
+            Matcher::Not(m) => m.calls_out(),
+            Matcher::AnyOf(ms) | Matcher::AllOf(ms) => ms.iter().any(Matcher::calls_out),
+            _ => false,
+        }
+    }
+
+    /// Does this matcher (or one inside it) ask a judge? A security verdict must rest on
+    /// at least one assertion that does not.
+    pub fn uses_judge(&self) -> bool {
+        match self {
+            Matcher::Judge(_) => true,
+            Matcher::Not(m) => m.uses_judge(),
+            Matcher::AnyOf(ms) | Matcher::AllOf(ms) => ms.iter().any(Matcher::uses_judge),
+            _ => false,
+        }
+    }
+
+    /// Every custom grader and judge inside this matcher, in the order written.
+    pub fn callers(&self) -> Vec<&Matcher> {
+        match self {
+            Matcher::Custom(_) | Matcher::Judge(_) => vec![self],
+            Matcher::Not(m) => m.callers(),
+            Matcher::AnyOf(ms) | Matcher::AllOf(ms) => ms.iter().flat_map(Matcher::callers).collect(),
+            _ => Vec::new(),
         }
     }
 
@@ -194,12 +291,10 @@ impl Matcher {
             Matcher::AllOf(ms) => {
                 format!("all_of [{}]", ms.iter().map(Matcher::describe).collect::<Vec<_>>().join(", "))
             }
+            Matcher::Custom(spec) => spec.describe(),
+            Matcher::Judge(spec) => spec.describe(),
         }
     }
-}
-
-fn first_pass(ms: &[Matcher], value: Option<&Value>) -> Option<Outcome> {
-    ms.iter().map(|m| m.apply(value)).find(|o| o.passed)
 }
 
 #[cfg(test)]
@@ -243,6 +338,19 @@ mod tests {
         assert!(!m.apply(None).passed);
         let n = Matcher::compile(&json!({"not": {"contains": "x"}})).unwrap();
         assert!(n.apply(None).passed);
+    }
+
+    #[test]
+    fn custom_graders_and_judges_fail_where_no_run_can_serve_them() {
+        let custom = Matcher::compile(&json!({"custom": {"command": ["g"]}})).unwrap();
+        let o = custom.apply(Some(&json!(1)));
+        assert!(!o.passed && o.reason.contains("cannot be applied here"), "{}", o.reason);
+        assert!(custom.calls_out() && !custom.uses_judge());
+        let judge = json!({"judge": {"rubric": "r.md", "profile": "p", "pass": {"exact": 5}}});
+        let nested = Matcher::compile(&json!({"any_of": [{"exact": 1}, {"not": judge}]})).unwrap();
+        assert!(nested.calls_out() && nested.uses_judge());
+        assert_eq!(nested.callers().len(), 1);
+        assert!(!Matcher::compile(&json!({"exact": 1})).unwrap().calls_out());
     }
 
     #[test]

@@ -1,16 +1,21 @@
 //! Grading: assertions (`{"target", "matcher"}`) applied to extracted values.
 //!
 //! The one assertion grammar lives here; extractors produce values, matchers judge them,
-//! and the result is a [`Check`] per assertion per run.
+//! and the result is a [`Check`] per assertion per run. Custom graders ([`custom`]) and
+//! recorded judges ([`judge`]) are matchers of the same grammar that call out; a
+//! [`calls::Grading`] serves them while the run's log is open.
 
+pub mod calls;
 pub mod contains;
+pub mod custom;
+pub mod judge;
 pub mod matcher;
 
 use serde_json::Value;
 
 use crate::event::Event;
 use crate::runner::outcome::Check;
-pub use matcher::Matcher;
+pub use matcher::{Caller, Matcher, NoCalls};
 
 /// A compiled assertion from a case's `expect`.
 #[derive(Debug)]
@@ -23,13 +28,25 @@ pub struct Assertion {
     pub description: Option<String>,
 }
 
-/// Apply every assertion to one run's events.
+/// Apply every assertion to one run's events (custom graders and judges fail: see
+/// [`grade_with`]).
 pub fn grade<'a>(assertions: impl IntoIterator<Item = &'a Assertion>, events: &[Event]) -> Vec<Check> {
+    grade_with(assertions, events, &mut NoCalls)
+}
+
+/// Apply every assertion to one run's events, in order, with custom graders and judges
+/// served by `caller`.
+pub fn grade_with<'a>(
+    assertions: impl IntoIterator<Item = &'a Assertion>,
+    events: &[Event],
+    caller: &mut dyn Caller,
+) -> Vec<Check> {
     assertions
         .into_iter()
         .map(|a| {
             let actual = crate::extract::resolve(&a.target, events);
-            let outcome = a.matcher.apply(actual.as_ref());
+            caller.begin(&a.target);
+            let outcome = a.matcher.apply_with(actual.as_ref(), caller);
             // A passing check's reason already says what held; its values are kept
             // only on failure, where a reader needs them (and the suite's memory does
             // not grow with every passing value).

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::diag::{InputError, line_col};
 use crate::gate::GatesConfig;
+use crate::grade::judge::JudgeProfile;
 use crate::report::ReportConfig;
 use crate::sandbox::{Manifest, fault};
 pub use profile::{
@@ -29,6 +30,9 @@ pub struct Pipeline {
     pub replay: ReplayConfig,
     #[serde(default)]
     pub agents: BTreeMap<String, AgentProfile>,
+    /// Recorded LLM judges (`judge` matchers name one by `profile`).
+    #[serde(default)]
+    pub judges: BTreeMap<String, JudgeProfile>,
     #[serde(default)]
     pub gates: GatesConfig,
     #[serde(default)]

@@ -5,7 +5,11 @@
 //! recorded for (or a turn/step), and the request the agent actually compiled differs,
 //! the provider reports a divergence; what a divergence does (fail or warn) is the
 //! pipeline's decision, not the provider's. A call past the end is a replay miss.
+//!
+//! Judge calls are model calls too, served by key rather than by position from their
+//! own recordings ([`judge`]).
 
+pub mod judge;
 pub mod recording;
 
 use crate::canon::Digest;

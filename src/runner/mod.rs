@@ -8,6 +8,7 @@
 //! memory whole.
 
 pub mod cards;
+pub mod graders;
 pub mod outcome;
 
 use std::collections::BTreeMap;
@@ -23,11 +24,14 @@ use crate::event::writer::{Sink, WriteError};
 use crate::external::{ExternalAgent, Launch, RecordMode, Server};
 use crate::gate::Tally;
 use crate::grade::Assertion;
+use crate::grade::calls::Grading;
+use crate::grade::custom::CaseInfo;
 use crate::metrics::dimensions as cards_api;
 use crate::pipeline::Pipeline;
 use crate::pipeline::{AgentKind, AgentProfile};
 use crate::replay::Recording;
 use crate::replay::ReplayProvider;
+use crate::replay::judge::JudgeBook;
 use crate::runtime::detectors::Detectors;
 use crate::runtime::{Agent, BuiltinAgent, Recorder, RunInput, RunStatus, RunSummary};
 use crate::sandbox::Manifest;
@@ -81,6 +85,8 @@ pub struct Plan {
     pub run_id: String,
     /// Where each run's golden is, and whether runs are compared with it or bless it.
     pub goldens: crate::golden::Goldens,
+    /// Judge profile name → its validated judge recording.
+    pub judges: BTreeMap<String, Arc<JudgeBook>>,
     /// The replay endpoints for external agents, started on first use; stopped
     /// (no port outlives the run) when the plan is dropped.
     server: Mutex<Option<Arc<Server>>>,
@@ -131,6 +137,7 @@ impl Plan {
                 .map_err(|e| RunnerError::Internal(e.to_string()))?;
             agents.insert(name.clone(), (Arc::new(manifest), digest));
         }
+        let judges = load_judges(&pipeline, &mut errors);
         let loaded = Loader::new(&pipeline).select(|case| selection.keeps(case)).load_all();
         let loaded = match loaded {
             Ok(loaded) if errors.is_empty() => loaded,
@@ -141,7 +148,7 @@ impl Plan {
             }
         };
         let programs = programs_digest(&pipeline);
-        let (cases, run_id) = (loaded.cases, run_id(&pipeline, loaded.digest, &agents, programs));
+        let (cases, run_id) = (loaded.cases, run_id(&pipeline, loaded.digest, &agents, programs, &judges));
         let goldens = crate::golden::Goldens::from_pipeline(&pipeline);
         Ok(Plan {
             pipeline,
@@ -150,6 +157,7 @@ impl Plan {
             agents,
             run_id,
             goldens,
+            judges,
             server: Mutex::new(None),
             record: None,
             requests: None,
@@ -168,9 +176,16 @@ impl Plan {
 
     /// Replays run `k` of `case` from `recording` with the case's agent (the built-in
     /// runtime or the team's own program), its log going to `sink` and an external
-    /// agent's stderr to `stderr`: the one way a case is replayed, by `stateval run` and
-    /// by `stateval reconstruct` alike. Returns the run's summary, its events and the
-    /// byte offset of each turn in the log.
+    /// agent's stderr to `stderr`, and grades `assertions` over it: the one way a case is
+    /// replayed, by `stateval run` and by `stateval reconstruct` alike.
+    ///
+    /// Grading happens before the log is finished: the agent's `run_completed` is held
+    /// back, the assertions are graded over the log with it previewed, what custom
+    /// graders and judges were asked and answered is written (`grader_called`,
+    /// `judge_called`, `judge_verdict`), and then `run_completed`, so the log still ends
+    /// with it and a golden covers every grader's input and output. A run whose
+    /// assertions make no calls out writes exactly the log it wrote before graders
+    /// existed.
     pub fn replay(
         &self,
         case: &Case,
@@ -178,11 +193,12 @@ impl Plan {
         recording: &Recording,
         sink: Box<dyn Sink + Send>,
         stderr: Option<PathBuf>,
-    ) -> Result<(RunSummary, Vec<Event>, Vec<u64>), WriteError> {
+        assertions: &[&Assertion],
+    ) -> Result<ReplayedRun, WriteError> {
         let profile = &self.pipeline.agents[&case.agent];
         let (manifest, profile_digest) = &self.agents[&case.agent];
         let detectors = Detectors::new(&profile.safety, manifest, case.allowed_tools.as_deref());
-        let mut rec = Recorder::new(sink).with_detectors(detectors);
+        let mut rec = Recorder::new(sink).with_detectors(detectors).holding_completion();
         // handoff targets exist for the built-in runtime only
         let peers = if profile.handoffs.is_empty() {
             BTreeMap::new()
@@ -223,8 +239,23 @@ impl Plan {
                 ExternalAgent { launch }.run(&input, &mut provider, &mut rec)?
             }
         };
+        let mut backend = graders::RunGraders::new(&self.pipeline, &self.judges);
+        let info = CaseInfo {
+            id: case.id.clone(),
+            dataset: case.dataset.clone(),
+            tags: case.tags.clone(),
+            turns: case.turns.clone(),
+            run: k,
+        };
+        let mut grading = Grading::new(&mut backend, info);
+        let checks =
+            rec.before_completion(|events| crate::grade::grade_with(assertions.iter().copied(), events, &mut grading))?;
+        let graded = grading.finish();
+        for (kind, data) in graded.events {
+            rec.emit_grading(kind, data)?;
+        }
         let (events, turn_offsets) = rec.finish()?;
-        Ok((summary, events, turn_offsets))
+        Ok(ReplayedRun { summary, events, turn_offsets, checks, grading_errors: graded.errors })
     }
 
     /// The replay endpoints, started on the first external case.
@@ -237,6 +268,55 @@ impl Plan {
         *slot = Some(server.clone());
         Ok(server)
     }
+}
+
+/// What [`Plan::replay`] leaves: the run's summary, its events, the byte offset of each
+/// turn in the log, one check per assertion (in order) and the case errors of graders
+/// and judges that could not answer.
+pub struct ReplayedRun {
+    pub summary: RunSummary,
+    pub events: Vec<Event>,
+    pub turn_offsets: Vec<u64>,
+    pub checks: Vec<Check>,
+    pub grading_errors: Vec<String>,
+}
+
+/// The assertions of `case` graded over each run's log (the others target metric-block
+/// values and are graded across runs).
+pub fn log_assertions(case: &Case) -> Vec<&Assertion> {
+    case.expect.iter().filter(|a| !targets_a_block(case, &a.target)).collect()
+}
+
+/// Validate the judge recording of every `[judges.NAME]` (one load per file).
+fn load_judges(pipeline: &Pipeline, errors: &mut Vec<InputError>) -> BTreeMap<String, Arc<JudgeBook>> {
+    let mut by_path: BTreeMap<PathBuf, Arc<JudgeBook>> = BTreeMap::new();
+    let mut judges = BTreeMap::new();
+    for (name, judge) in &pipeline.judges {
+        let full = pipeline.resolve(&judge.recordings);
+        if let Some(book) = by_path.get(&full) {
+            judges.insert(name.clone(), book.clone());
+            continue;
+        }
+        if !full.is_file() {
+            errors.push(InputError::file(
+                &pipeline.path,
+                format!(
+                    "judges.{name}.recordings: {} not found (`stateval record --judge` writes it; an empty file is a judge with no answers yet)",
+                    pipeline.display(&full)
+                ),
+            ));
+            continue;
+        }
+        match JudgeBook::load(&full, &pipeline.display(&full)) {
+            Ok(book) => {
+                let book = Arc::new(book);
+                by_path.insert(full, book.clone());
+                judges.insert(name.clone(), book);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    judges
 }
 
 /// The bytes of every file an external profile's command names (the program when it is
@@ -286,6 +366,7 @@ fn run_id(
     cases: Digest,
     agents: &BTreeMap<String, (Arc<Manifest>, Digest)>,
     programs: Option<Digest>,
+    judges: &BTreeMap<String, Arc<JudgeBook>>,
 ) -> String {
     let mut hasher = Vec::new();
     if let Some(programs) = programs {
@@ -299,6 +380,11 @@ fn run_id(
         if let Some(d) = manifest.digest {
             hasher.extend_from_slice(&d.0);
         }
+    }
+    // judge recordings decide verdicts; a pipeline without judges hashes as before
+    for (name, book) in judges {
+        hasher.extend_from_slice(name.as_bytes());
+        hasher.extend_from_slice(&book.digest.0);
     }
     hasher.extend_from_slice(&cases.0);
     let digest = canon::digest(Context::Content, &hasher);
@@ -395,6 +481,7 @@ pub fn execute(
                 }
                 _ = &mut interrupt => {
                     crate::external::process::kill_all();
+                    graders::kill_all();
                     store.flush()?;
                     return Err(RunnerError::Interrupted);
                 }
@@ -483,8 +570,8 @@ fn run_case(
     let case = &plan.case(index)?;
     let layout = plan.layout();
     let profile = &plan.pipeline.agents[&case.agent];
-    let (metric_expect, log_expect): (Vec<&Assertion>, Vec<&Assertion>) =
-        case.expect.iter().partition(|a| targets_a_block(case, &a.target));
+    let metric_expect: Vec<&Assertion> = case.expect.iter().filter(|a| targets_a_block(case, &a.target)).collect();
+    let log_expect = log_assertions(case);
     let mut runs = Vec::new();
     let mut envelopes = Vec::new();
     let mut card_runs = Vec::new();
@@ -497,13 +584,19 @@ fn run_case(
         }
         let file = std::fs::File::create(&path).map_err(at(&path))?;
         let stderr = (profile.kind == AgentKind::External).then(|| path.with_extension("stderr"));
-        let (summary, events, turn_offsets) =
-            plan.replay(case, k, &recording, Box::new(file), stderr).map_err(log_error)?;
-        let checks = crate::grade::grade(log_expect.iter().copied(), &events);
+        let ReplayedRun { summary, events, turn_offsets, checks, grading_errors } =
+            plan.replay(case, k, &recording, Box::new(file), stderr, &log_expect).map_err(log_error)?;
         let golden = plan.goldens.check(&case.dataset, &case.id, k, &events, &plan.pipeline.display(&path));
         let checks: Vec<_> =
             checks.into_iter().chain([golden.map_err(|e| RunnerError::Internal(e.to_string()))?]).collect();
-        let passed = summary.status == RunStatus::Completed && checks.iter().all(|c| c.passed);
+        // a grader or judge that could not answer is a case error, whatever its check says
+        let passed =
+            summary.status == RunStatus::Completed && checks.iter().all(|c| c.passed) && grading_errors.is_empty();
+        let error = match (summary.error, grading_errors.is_empty()) {
+            (error, true) => error,
+            (None, false) => Some(grading_errors.join("; ")),
+            (Some(e), false) => Some(format!("{e}; {}", grading_errors.join("; "))),
+        };
         if !case.blocks.is_empty() {
             envelopes.push(crate::extract::envelope::envelope(&events, passed));
         }
@@ -529,7 +622,7 @@ fn run_case(
             events: events.len() as u64,
             status: summary.status.as_str().to_string(),
             checks,
-            error: summary.error,
+            error,
             warnings: summary.warnings,
             passed,
         });

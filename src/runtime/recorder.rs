@@ -1,5 +1,12 @@
 //! The runtime's side of the event log: a writer plus the events written so far, the
 //! current turn and the virtual clock.
+//!
+//! A recorder may hold back the run's `run_completed` ([`Recorder::holding_completion`]):
+//! the runner then grades the run over its events with that last event previewed
+//! ([`Recorder::before_completion`]), writes what custom graders and judges were asked
+//! and answered ([`Recorder::emit_grading`]), and only then the held `run_completed`,
+//! so the log still ends with it and its chain covers the grading. A run graded without
+//! calls out writes exactly the bytes it would have written without holding.
 
 use serde_json::Value;
 
@@ -23,6 +30,16 @@ pub struct Recorder {
     turn_offsets: Vec<u64>,
     /// Safety detectors that watch every event written.
     detectors: Option<Detectors>,
+    /// Hold back `run_completed` until [`Recorder::finish`].
+    hold: bool,
+    held: Option<Held>,
+}
+
+/// A `run_completed` not yet written.
+struct Held {
+    turn: Option<u32>,
+    t: u64,
+    data: Value,
 }
 
 impl Recorder {
@@ -34,7 +51,16 @@ impl Recorder {
             clock: 0,
             turn_offsets: Vec::new(),
             detectors: None,
+            hold: false,
+            held: None,
         }
+    }
+
+    /// Hold the run's `run_completed` back until [`Recorder::finish`], so grading events
+    /// can be written before it (see the module doc).
+    pub fn holding_completion(mut self) -> Self {
+        self.hold = true;
+        self
     }
 
     /// Watch every event with the profile's safety detectors; each finding is written as
@@ -44,8 +70,50 @@ impl Recorder {
         self
     }
 
-    /// Append an event at the current turn and virtual time; returns its seq.
+    /// Append an event at the current turn and virtual time; returns its seq. A held
+    /// `run_completed` is written first if anything but grading follows it, so the
+    /// agent's own order is never changed.
     pub fn emit(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
+        self.release()?;
+        if kind == Kind::RunCompleted && self.hold {
+            self.held = Some(Held { turn: self.turn, t: self.clock, data });
+            return Ok(self.next_seq());
+        }
+        self.append(kind, data)
+    }
+
+    /// Append a grading event (`grader_called`, `judge_called`, `judge_verdict`) before
+    /// a held `run_completed`.
+    pub fn emit_grading(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
+        self.append(kind, data)
+    }
+
+    /// Run `grade` over the events so far, with a held `run_completed` previewed as the
+    /// last of them exactly as it will be written if nothing is written before it.
+    pub fn before_completion<T>(&mut self, grade: impl FnOnce(&[Event]) -> T) -> Result<T, WriteError> {
+        let Some(held) = &self.held else {
+            return Ok(grade(&self.events));
+        };
+        let preview = self.writer.preview(held.turn, held.t, Kind::RunCompleted, held.data.clone())?;
+        self.events.push(preview);
+        let out = grade(&self.events);
+        self.events.pop();
+        Ok(out)
+    }
+
+    /// Write a held `run_completed`.
+    fn release(&mut self) -> Result<(), WriteError> {
+        if let Some(held) = self.held.take() {
+            let (turn, clock) = (self.turn, self.clock);
+            (self.turn, self.clock) = (held.turn, held.t);
+            let written = self.append(Kind::RunCompleted, held.data);
+            (self.turn, self.clock) = (turn, clock);
+            written?;
+        }
+        Ok(())
+    }
+
+    fn append(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
         if kind == Kind::TurnStarted {
             self.turn_offsets.push(self.writer.offset());
         }
@@ -89,8 +157,10 @@ impl Recorder {
         Ok(self.writer.flush()?)
     }
 
-    /// Flush and fsync; returns the events and the turn offsets.
-    pub fn finish(self) -> Result<(Vec<Event>, Vec<u64>), WriteError> {
+    /// Write a held `run_completed`, flush and fsync; returns the events and the turn
+    /// offsets.
+    pub fn finish(mut self) -> Result<(Vec<Event>, Vec<u64>), WriteError> {
+        self.release()?;
         self.writer.finish()?;
         Ok((self.events, self.turn_offsets))
     }
@@ -101,5 +171,57 @@ impl Recorder {
 
     pub fn turn_offsets(&self) -> &[u64] {
         &self.turn_offsets
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn run(rec: &mut Recorder) {
+        rec.emit(Kind::RunStarted, json!({"case": "c"})).unwrap();
+        rec.set_turn(Some(0));
+        rec.emit(Kind::TurnCompleted, json!({"turn": 0, "response": "hi"})).unwrap();
+        rec.set_turn(None);
+        rec.emit(Kind::RunCompleted, json!({"status": "completed"})).unwrap();
+    }
+
+    #[test]
+    fn a_held_completion_graded_without_calls_writes_the_log_it_would_have_written() {
+        let mut plain = Recorder::new(Box::new(Vec::new()));
+        run(&mut plain);
+        let mut held = Recorder::new(Box::new(Vec::new())).holding_completion();
+        run(&mut held);
+        // the preview is the very event that is then written
+        let previewed = held.before_completion(|events| events.last().cloned()).unwrap().unwrap();
+        let (plain, _) = plain.finish().unwrap();
+        let (held, _) = held.finish().unwrap();
+        assert_eq!(plain, held);
+        assert_eq!(previewed, *held.last().unwrap());
+    }
+
+    #[test]
+    fn grading_events_go_before_the_held_completion_and_the_chain_covers_them() {
+        let mut rec = Recorder::new(Box::new(Vec::new())).holding_completion();
+        run(&mut rec);
+        assert_eq!(rec.before_completion(|events| events.len()).unwrap(), 3);
+        rec.emit_grading(Kind::JudgeVerdict, json!({"passed": true})).unwrap();
+        let (events, _) = rec.finish().unwrap();
+        let kinds: Vec<Kind> = events.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, vec![Kind::RunStarted, Kind::TurnCompleted, Kind::JudgeVerdict, Kind::RunCompleted]);
+        assert_eq!(events[3].prev, Some(events[2].hash));
+        assert_eq!(events[3].seq, 3);
+    }
+
+    #[test]
+    fn an_event_after_a_held_completion_keeps_the_agents_order() {
+        let mut rec = Recorder::new(Box::new(Vec::new())).holding_completion();
+        run(&mut rec);
+        rec.emit(Kind::Error, json!({"kind": "late"})).unwrap();
+        let (events, _) = rec.finish().unwrap();
+        assert_eq!(events[2].kind, Kind::RunCompleted);
+        assert_eq!(events[3].kind, Kind::Error);
     }
 }

@@ -1,0 +1,343 @@
+//! Custom graders: `{"custom": {"command": ["python3", "graders/tone.py"], "timeout_ms": 5000}}`.
+//!
+//! A team's own program judges one extracted value. stateval writes
+//! `{"target", "value", "case", "run"}` as canonical JSON to its stdin and reads
+//! `{"pass": bool, "score"?: number, "reason"?: string}` from its stdout. Everything
+//! here is pure: the spec, the input, and how a finished process's output is read. The
+//! runner owns the process (spawn, timeout, kill: `runner::graders`).
+//!
+//! The digests of the input and of the (canonical) output go into the log as a
+//! `grader_called` event, so a golden catches a grader that changed its verdict, its
+//! score or its reason, and a changed input shows as a changed `input_digest`.
+//! Stderr never enters the log: it carries machine-specific paths (tracebacks), and a
+//! golden must be the same on every machine. It is shown in the case error instead.
+
+use serde_json::{Map, Value, json};
+
+use crate::canon::{self, Context};
+
+/// Wall-clock limit of one grader call when the matcher does not say. Graders are small
+/// scripts over one value; ten seconds is generous and still short enough that a hung
+/// grader does not hold CI.
+pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+
+/// The longest `timeout_ms` accepted: ten minutes. Longer is a typo, not a grader.
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+
+/// How much of a failed grader's stderr a case error shows: the end, where the error is.
+pub const STDERR_TAIL_CHARS: usize = 800;
+
+/// Largest stdout read from a grader; its verdict is a few hundred bytes.
+pub const MAX_STDOUT_BYTES: usize = 1 << 20;
+
+/// A compiled `custom` matcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomSpec {
+    /// The program and its arguments; a relative program path resolves from the
+    /// pipeline's base directory (the grader's working directory), a bare name from PATH.
+    pub command: Vec<String>,
+    pub timeout_ms: u64,
+}
+
+impl CustomSpec {
+    /// Parse the matcher's argument; errors are (pointer below `/custom`, message).
+    pub fn parse(arg: &Value) -> Result<CustomSpec, (String, String)> {
+        let Some(obj) = arg.as_object() else {
+            return Err((String::new(), "custom takes {\"command\": [...], \"timeout_ms\"?: n}".into()));
+        };
+        if let Some(key) = obj.keys().find(|k| !["command", "timeout_ms"].contains(&k.as_str())) {
+            let hint = crate::diag::did_you_mean(key, ["command", "timeout_ms"])
+                .map(|s| format!(" (did you mean \"{s}\"?)"))
+                .unwrap_or_default();
+            return Err((format!("/{key}"), format!("unknown field \"{key}\"{hint}")));
+        }
+        let command: Vec<String> = match obj.get("command").and_then(Value::as_array) {
+            Some(items) if !items.is_empty() => items
+                .iter()
+                .map(|v| v.as_str().filter(|s| !s.is_empty()).map(str::to_string))
+                .collect::<Option<_>>()
+                .ok_or_else(|| ("/command".to_string(), "command items are non-empty strings".to_string()))?,
+            _ => {
+                return Err((
+                    "/command".into(),
+                    "custom needs command = [\"program\", \"arg\", ...] (a non-empty array)".into(),
+                ));
+            }
+        };
+        let timeout_ms = match obj.get("timeout_ms") {
+            None => DEFAULT_TIMEOUT_MS,
+            Some(v) => v.as_u64().filter(|t| (1..=MAX_TIMEOUT_MS).contains(t)).ok_or_else(|| {
+                ("/timeout_ms".to_string(), format!("timeout_ms is an integer from 1 to {MAX_TIMEOUT_MS}"))
+            })?,
+        };
+        Ok(CustomSpec { command, timeout_ms })
+    }
+
+    pub fn describe(&self) -> String {
+        format!("custom {}", self.command.join(" "))
+    }
+}
+
+/// What the grader is told about the case it grades.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseInfo {
+    pub id: String,
+    pub dataset: String,
+    pub tags: Vec<String>,
+    pub turns: Vec<String>,
+    /// Run index k.
+    pub run: usize,
+}
+
+/// The grader's stdin: `{"target", "value", "case": {id, dataset, tags, turns}, "run"}`.
+pub fn input(target: &str, value: &Value, case: &CaseInfo) -> Value {
+    json!({
+        "target": target,
+        "value": value,
+        "case": {"id": case.id, "dataset": case.dataset, "tags": case.tags, "turns": case.turns},
+        "run": case.run,
+    })
+}
+
+/// How a grader process ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    /// Still running at its deadline; its process group was killed.
+    TimedOut,
+    /// It could not be started at all.
+    NotStarted(String),
+}
+
+/// A finished grader process, as the runner saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    pub exit: Exit,
+    pub stdout: Vec<u8>,
+    /// The end of its stderr (at most [`STDERR_TAIL_CHARS`] characters are shown).
+    pub stderr: Vec<u8>,
+}
+
+/// A grader's verdict, read from its stdout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub pass: bool,
+    pub score: Option<f64>,
+    pub reason: Option<String>,
+    /// The verdict as JSON, canonicalised for its digest.
+    pub output: Value,
+}
+
+/// Why a grader call is a case error. `kind` and `message` are deterministic (they go
+/// into the log); `stderr` is the tail shown to a person, never logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// `timeout`, `exit`, `signal`, `not_started`, `bad_output`.
+    pub kind: &'static str,
+    pub message: String,
+    pub stderr: String,
+}
+
+impl Failure {
+    /// One line for the case error: the message and the stderr tail.
+    pub fn explain(&self, spec: &CustomSpec) -> String {
+        let tail = if self.stderr.trim().is_empty() {
+            "(stderr was empty)".to_string()
+        } else {
+            format!("stderr: {}", self.stderr.trim().replace('\n', " | "))
+        };
+        format!("custom grader `{}` {}; {tail}", spec.command.join(" "), self.message)
+    }
+}
+
+/// Read a finished grader: a zero exit with exactly one JSON object on stdout holding
+/// a boolean `pass` (and optionally a number `score` and a string `reason`, nothing else).
+pub fn interpret(spec: &CustomSpec, finished: &Finished) -> Result<Verdict, Failure> {
+    let stderr = tail(&finished.stderr);
+    let fail = |kind: &'static str, message: String| Failure { kind, message, stderr: stderr.clone() };
+    match &finished.exit {
+        Exit::Code(0) => {}
+        Exit::Code(code) => return Err(fail("exit", format!("exited with status {code}"))),
+        Exit::Signal(signal) => return Err(fail("signal", format!("was killed by signal {signal}"))),
+        Exit::TimedOut => {
+            return Err(fail("timeout", format!("timed out after {} ms and was killed", spec.timeout_ms)));
+        }
+        Exit::NotStarted(why) => return Err(fail("not_started", format!("could not start: {why}"))),
+    }
+    let text = std::str::from_utf8(&finished.stdout)
+        .map_err(|_| fail("bad_output", "printed stdout that is not UTF-8".into()))?;
+    let value = crate::diag::parse_json_strict(text.trim()).map_err(|(_, _, message)| {
+        let shown = super::matcher::brief(&Value::String(text.trim().to_string()));
+        fail("bad_output", format!("printed bad JSON ({message}): {shown}"))
+    })?;
+    let Some(obj) = value.as_object() else {
+        return Err(fail("bad_output", format!("printed {}, not a JSON object", super::matcher::brief(&value))));
+    };
+    read_verdict(obj).map_err(|m| fail("bad_output", m))
+}
+
+fn read_verdict(obj: &Map<String, Value>) -> Result<Verdict, String> {
+    const FIELDS: [&str; 3] = ["pass", "score", "reason"];
+    if let Some(key) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        let hint =
+            crate::diag::did_you_mean(key, FIELDS).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
+        return Err(format!("printed an unknown field \"{key}\"{hint}; a verdict has pass, score?, reason?"));
+    }
+    let pass = match obj.get("pass") {
+        Some(Value::Bool(b)) => *b,
+        Some(other) => return Err(format!("printed \"pass\": {}, not a boolean", super::matcher::brief(other))),
+        None => return Err("printed no \"pass\" (a verdict is {\"pass\": true|false, ...})".into()),
+    };
+    let score = match obj.get("score") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            Some(v.as_f64().ok_or_else(|| format!("printed \"score\": {}, not a number", super::matcher::brief(v)))?)
+        }
+    };
+    let reason = match obj.get("reason") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(v) => return Err(format!("printed \"reason\": {}, not a string", super::matcher::brief(v))),
+    };
+    canon::check_ijson(&Value::Object(obj.clone()))
+        .map_err(|e| format!("printed a verdict that is not I-JSON: {e}"))?;
+    Ok(Verdict { pass, score, reason, output: Value::Object(obj.clone()) })
+}
+
+/// The last [`STDERR_TAIL_CHARS`] characters of stderr, lossily decoded.
+fn tail(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let count = text.chars().count();
+    if count <= STDERR_TAIL_CHARS {
+        return text.into_owned();
+    }
+    let cut: String = text.chars().skip(count - STDERR_TAIL_CHARS).collect();
+    format!("...{cut}")
+}
+
+/// `grader_called` data for a call that produced a verdict.
+pub fn called_event(target: &str, spec: &CustomSpec, input: &Value, verdict: &Verdict) -> Value {
+    let mut data = json!({
+        "target": target,
+        "command": spec.command,
+        "input_digest": digest_of(input),
+        "output_digest": digest_of(&verdict.output),
+        "pass": verdict.pass,
+    });
+    if let Some(score) = verdict.score {
+        data["score"] = json!(score);
+    }
+    if let Some(reason) = &verdict.reason {
+        data["reason"] = json!(reason);
+    }
+    data
+}
+
+/// `grader_called` data for a call that failed (no output digest: there is no verdict).
+pub fn failed_event(target: &str, spec: &CustomSpec, input: &Value, failure: &Failure) -> Value {
+    json!({
+        "target": target,
+        "command": spec.command,
+        "input_digest": digest_of(input),
+        "error": failure.kind,
+        "message": failure.message,
+    })
+}
+
+/// Digest of a JSON value's canonical bytes (`null` if it cannot be canonicalised,
+/// which [`read_verdict`] and the input's own canonicalisation rule out).
+fn digest_of(value: &Value) -> Value {
+    canon::canonical_digest(Context::Content, value).map_or(Value::Null, |d| json!(d.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> CustomSpec {
+        CustomSpec { command: vec!["python3".into(), "g.py".into()], timeout_ms: 5000 }
+    }
+
+    fn finished(exit: Exit, stdout: &str, stderr: &str) -> Finished {
+        Finished { exit, stdout: stdout.into(), stderr: stderr.into() }
+    }
+
+    #[test]
+    fn a_spec_needs_a_command_and_a_bounded_timeout() {
+        let s = CustomSpec::parse(&json!({"command": ["python3", "g.py"]})).unwrap();
+        assert_eq!(s.timeout_ms, DEFAULT_TIMEOUT_MS);
+        assert_eq!(CustomSpec::parse(&json!({"command": []})).unwrap_err().0, "/command");
+        assert_eq!(CustomSpec::parse(&json!({"command": ["a"], "timeout_ms": 0})).unwrap_err().0, "/timeout_ms");
+        let (at, message) = CustomSpec::parse(&json!({"command": ["a"], "timout_ms": 5})).unwrap_err();
+        assert_eq!(
+            (at.as_str(), message.as_str()),
+            ("/timout_ms", "unknown field \"timout_ms\" (did you mean \"timeout_ms\"?)")
+        );
+    }
+
+    #[test]
+    fn a_zero_exit_with_a_verdict_object_is_read_with_its_score_and_reason() {
+        let v = interpret(
+            &spec(),
+            &finished(Exit::Code(0), "{\"pass\": true, \"score\": 4.5, \"reason\": \"kind\"}\n", ""),
+        )
+        .unwrap();
+        assert_eq!((v.pass, v.score, v.reason.as_deref()), (true, Some(4.5), Some("kind")));
+    }
+
+    #[test]
+    fn every_way_a_grader_can_fail_is_a_failure_with_its_stderr_tail() {
+        let cases = [
+            (finished(Exit::Code(2), "", "Traceback\nValueError: no\n"), "exit", "exited with status 2"),
+            (finished(Exit::TimedOut, "", ""), "timeout", "timed out after 5000 ms"),
+            (finished(Exit::Signal(9), "", ""), "signal", "signal 9"),
+            (finished(Exit::Code(0), "pass", ""), "bad_output", "printed bad JSON"),
+            (finished(Exit::Code(0), "[true]", ""), "bad_output", "not a JSON object"),
+            (finished(Exit::Code(0), "{\"score\": 1}", ""), "bad_output", "no \"pass\""),
+            (finished(Exit::Code(0), "{\"pass\": \"yes\"}", ""), "bad_output", "not a boolean"),
+            (
+                finished(Exit::Code(0), "{\"pass\": true, \"passed\": true}", ""),
+                "bad_output",
+                "unknown field \"passed\"",
+            ),
+            (finished(Exit::Code(0), "{\"pass\": true, \"pass\": false}", ""), "bad_output", "duplicate"),
+        ];
+        for (f, kind, needle) in cases {
+            let failure = interpret(&spec(), &f).unwrap_err();
+            assert_eq!(failure.kind, kind, "{failure:?}");
+            assert!(failure.message.contains(needle), "{needle:?} not in {:?}", failure.message);
+        }
+        let failure = interpret(&spec(), &finished(Exit::Code(1), "", "line one\nValueError: bad tone\n")).unwrap_err();
+        // the case error ends with the stderr tail, on one line
+        assert!(
+            failure.explain(&spec()).ends_with("stderr: line one | ValueError: bad tone"),
+            "{}",
+            failure.explain(&spec())
+        );
+    }
+
+    #[test]
+    fn only_the_end_of_a_long_stderr_is_kept() {
+        let long = format!("{}END", "x".repeat(5000));
+        let t = tail(long.as_bytes());
+        assert!(t.ends_with("END") && t.chars().count() == STDERR_TAIL_CHARS + 3, "{}", t.len());
+    }
+
+    #[test]
+    fn the_logged_digests_change_with_the_verdict_and_the_input_but_not_with_whitespace() {
+        let case = CaseInfo { id: "c".into(), dataset: "d".into(), tags: vec![], turns: vec!["hi".into()], run: 0 };
+        let input = input("final_response", &json!("Hello"), &case);
+        let read = |out: &str| interpret(&spec(), &finished(Exit::Code(0), out, "")).unwrap();
+        let a = called_event("final_response", &spec(), &input, &read("{\"pass\":true,\"score\":5}"));
+        let b = called_event("final_response", &spec(), &input, &read("{ \"score\": 5, \"pass\": true }\n"));
+        let c = called_event("final_response", &spec(), &input, &read("{\"pass\":true,\"score\":4}"));
+        assert_eq!(a, b);
+        assert_ne!(a["output_digest"], c["output_digest"]);
+        let other = super::input("final_response", &json!("Hi"), &case);
+        assert_ne!(
+            a["input_digest"],
+            called_event("final_response", &spec(), &other, &read("{\"pass\":true}"))["input_digest"]
+        );
+    }
+}

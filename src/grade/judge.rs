@@ -1,0 +1,517 @@
+//! Recorded LLM judges: `{"judge": {"rubric": "rubrics/tone.md", "profile": "tone",
+//! "samples": 3, "reduce": "majority", "pass": {"schema": {"minimum": 4}}}}`.
+//!
+//! A judge is a model call like any other, so it is replayed, never made live. The judge
+//! request — the judge profile's model and sampling parameters, the rubric text, the
+//! target and its value, the reference, the output schema — is rendered as one JSON
+//! object ([`render_request`]); its canonical digest plus the sample index is the
+//! [`JudgeKey`] a judge recording is looked up by, so `k` votes are `k` recorded lines
+//! and any change to what the judge would be asked is a miss, not a stale verdict.
+//!
+//! Each vote is the `score` of the judge's JSON answer. Votes reduce by a pure rule
+//! ([`reduce`]): `majority` (the value more than half the votes share; none is a
+//! failure, never a coin toss) or `mean` (of numeric votes). The reduced value then goes
+//! through the inner `pass` matcher, which is an ordinary matcher of the one grammar.
+//!
+//! Everything here is pure. Reading rubrics and judge recordings is the runner's
+//! (`runner::graders`) and the recording format is `replay::judge`'s.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::matcher::{Matcher, brief};
+use crate::canon::{self, CanonError, Context, Digest};
+
+/// Version of the rendered request's layout and of the prompt text [`messages`] derives
+/// from it. Part of every request, so changing either is a new key, never a silent reuse
+/// of votes recorded for other words.
+pub const FORMAT: &str = "stateval-judge-v1";
+
+/// Most samples one judge matcher may ask for: votes are recordings, and a suite that
+/// needs more than this is paying for noise.
+pub const MAX_SAMPLES: u64 = 32;
+
+/// A judge profile: `[judges.NAME]` in the pipeline. What the judge model is and where
+/// its answers are recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeProfile {
+    /// The judge recording (JSONL, see `replay::judge`), relative to the pipeline's base.
+    pub recordings: String,
+    /// The judge model, as the upstream names it; part of every request.
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+}
+
+impl JudgeProfile {
+    /// The sampling parameters that are set, by name.
+    pub fn params(&self) -> Value {
+        let mut params = Map::new();
+        let mut put = |name: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                params.insert(name.to_string(), v);
+            }
+        };
+        put("temperature", self.temperature.map(|v| json!(v)));
+        put("top_p", self.top_p.map(|v| json!(v)));
+        put("max_tokens", self.max_tokens.map(|v| json!(v)));
+        put("seed", self.seed.map(|v| json!(v)));
+        Value::Object(params)
+    }
+}
+
+/// How votes become one value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reduce {
+    /// The value more than half of the votes share (compared as JSON); without one, the
+    /// judge fails.
+    Majority,
+    /// The arithmetic mean of numeric votes, summed in sample order.
+    Mean,
+}
+
+impl Reduce {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reduce::Majority => "majority",
+            Reduce::Mean => "mean",
+        }
+    }
+}
+
+/// A compiled `judge` matcher.
+#[derive(Debug)]
+pub struct JudgeSpec {
+    /// Rubric file, relative to the pipeline's base.
+    pub rubric: String,
+    /// The `[judges.NAME]` profile.
+    pub profile: String,
+    pub samples: u32,
+    pub reduce: Reduce,
+    /// What a good answer looks like, if the case has one; part of the request.
+    pub reference: Option<Value>,
+    /// What the judge must answer; part of the request.
+    pub output_schema: Value,
+    output: Arc<jsonschema::Validator>,
+    /// The reduced vote must satisfy this.
+    pub pass: Box<Matcher>,
+}
+
+/// A judge's answer is an object whose `score` is its vote.
+pub fn default_output_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["score"],
+        "properties": {"score": {"type": "number"}, "reason": {"type": "string"}},
+    })
+}
+
+const FIELDS: [&str; 7] = ["rubric", "profile", "samples", "reduce", "reference", "output_schema", "pass"];
+
+impl JudgeSpec {
+    /// Parse the matcher's argument; errors are (pointer below `/judge`, message).
+    pub fn parse(arg: &Value) -> Result<JudgeSpec, (String, String)> {
+        let err = |at: &str, m: String| (at.to_string(), m);
+        let Some(obj) = arg.as_object() else {
+            return Err(err("", "judge takes {\"rubric\", \"profile\", \"pass\", ...}".into()));
+        };
+        if let Some(key) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+            let hint =
+                crate::diag::did_you_mean(key, FIELDS).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
+            return Err(err(&format!("/{key}"), format!("unknown field \"{key}\"{hint}")));
+        }
+        let text = |key: &str| {
+            obj.get(key)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .ok_or_else(|| err(&format!("/{key}"), format!("judge needs \"{key}\", a non-empty string")))
+        };
+        let rubric = text("rubric")?;
+        let profile = text("profile")?;
+        let samples = match obj.get("samples") {
+            None => 1,
+            Some(v) => v
+                .as_u64()
+                .filter(|n| (1..=MAX_SAMPLES).contains(n))
+                .ok_or_else(|| err("/samples", format!("samples is an integer from 1 to {MAX_SAMPLES}")))?
+                as u32,
+        };
+        let reduce = match obj.get("reduce").map(|v| v.as_str()) {
+            None | Some(Some("majority")) => Reduce::Majority,
+            Some(Some("mean")) => Reduce::Mean,
+            Some(_) => return Err(err("/reduce", "reduce is \"majority\" or \"mean\"".into())),
+        };
+        let output_schema = obj.get("output_schema").cloned().unwrap_or_else(default_output_schema);
+        if let Err(e) = jsonschema::meta::validate(&output_schema) {
+            return Err(err("/output_schema", format!("malformed JSON Schema: {e}")));
+        }
+        let output = jsonschema::validator_for(&output_schema)
+            .map_err(|e| err("/output_schema", format!("malformed JSON Schema: {e}")))?;
+        let pass_spec = obj
+            .get("pass")
+            .ok_or_else(|| err("/pass", "judge needs \"pass\", a matcher for the reduced vote".into()))?;
+        let pass = Matcher::compile(pass_spec).map_err(|e| err(&format!("/pass{}", e.pointer), e.message))?;
+        if pass.calls_out() {
+            return Err(err(
+                "/pass",
+                "a judge's pass matcher judges the reduced vote; it cannot call a grader or judge".into(),
+            ));
+        }
+        Ok(JudgeSpec {
+            rubric,
+            profile,
+            samples,
+            reduce,
+            reference: obj.get("reference").cloned(),
+            output_schema,
+            output: Arc::new(output),
+            pass: Box::new(pass),
+        })
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "judge {} ({}, {} sample(s), {}) then {}",
+            self.profile,
+            self.rubric,
+            self.samples,
+            self.reduce.as_str(),
+            self.pass.describe()
+        )
+    }
+
+    /// The request this matcher sends about `value` at `target`, under `profile`.
+    pub fn request(
+        &self,
+        profile: &JudgeProfile,
+        rubric_text: &str,
+        target: &str,
+        value: &Value,
+    ) -> Result<JudgeRequest, CanonError> {
+        render_request(profile, rubric_text, target, value, self.reference.as_ref(), &self.output_schema)
+    }
+
+    /// Read one recorded answer (the `content` of the judge's response): a JSON object
+    /// satisfying the output schema, whose `score` is the vote. Returns (answer, vote).
+    pub fn read_answer(&self, content: &str) -> Result<(Value, Value), String> {
+        read_answer(&self.output, content)
+    }
+}
+
+/// A rendered judge request and its digest (the `request_hash` of judge recordings).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgeRequest {
+    pub value: Value,
+    pub hash: Digest,
+}
+
+impl JudgeRequest {
+    /// The key of sample `sample` of this request.
+    pub fn key(&self, sample: u32) -> JudgeKey {
+        JudgeKey { request_hash: self.hash, sample }
+    }
+}
+
+/// Render the judge request. Every input is a field of one JSON object, canonicalised
+/// for its digest, so the same inputs give the same key on every machine; `reference`
+/// is left out when there is none (`null` would be a reference). The rubric's line ends
+/// are normalised to `\n`, so a checkout that turned them into `\r\n` asks the same.
+pub fn render_request(
+    profile: &JudgeProfile,
+    rubric_text: &str,
+    target: &str,
+    value: &Value,
+    reference: Option<&Value>,
+    output_schema: &Value,
+) -> Result<JudgeRequest, CanonError> {
+    let mut request = json!({
+        "format": FORMAT,
+        "model": profile.model,
+        "params": profile.params(),
+        "rubric": rubric_text.replace("\r\n", "\n"),
+        "target": target,
+        "value": value,
+        "output_schema": output_schema,
+    });
+    if let Some(reference) = reference {
+        request["reference"] = reference.clone();
+    }
+    let hash = request_digest(&request)?;
+    Ok(JudgeRequest { value: request, hash })
+}
+
+/// The digest of a rendered judge request, as judge recordings store it.
+pub fn request_digest(request: &Value) -> Result<Digest, CanonError> {
+    canon::canonical_digest(Context::Request, request)
+}
+
+/// What a judge recording line is found by: the request's digest and the sample index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct JudgeKey {
+    pub request_hash: Digest,
+    pub sample: u32,
+}
+
+impl fmt::Display for JudgeKey {
+    /// `blake3:…#2`: request digest, then the sample index.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{}", self.request_hash, self.sample)
+    }
+}
+
+/// The chat messages an upstream judge model is sent for a rendered request: a pure
+/// function of it (and of [`FORMAT`]), so the request's digest pins the exact text.
+pub fn messages(request: &Value) -> Value {
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => canon::to_canonical_string(other).unwrap_or_default(),
+    };
+    let schema = canon::to_canonical_string(&request["output_schema"]).unwrap_or_default();
+    let system = format!(
+        "{}\n\nAnswer with one JSON object and nothing else. It must satisfy this JSON Schema:\n{schema}",
+        text(&request["rubric"]).trim_end()
+    );
+    let mut user = format!("Target: {}\n\nValue:\n{}", text(&request["target"]), text(&request["value"]));
+    if let Some(reference) = request.get("reference") {
+        user.push_str(&format!("\n\nReference:\n{}", text(reference)));
+    }
+    json!([{"role": "system", "content": system}, {"role": "user", "content": user}])
+}
+
+/// Read an answer against an output-schema validator; see [`JudgeSpec::read_answer`].
+pub fn read_answer(output: &jsonschema::Validator, content: &str) -> Result<(Value, Value), String> {
+    let answer = crate::diag::parse_json_strict(content.trim())
+        .map_err(|(_, _, m)| format!("the answer is not JSON ({m}): {}", brief(&Value::String(content.into()))))?;
+    if let Some(e) = output.iter_errors(&answer).next() {
+        return Err(format!("the answer {} does not satisfy the output schema: {e}", brief(&answer)));
+    }
+    let vote = answer.get("score").cloned().ok_or_else(|| format!("the answer {} has no \"score\"", brief(&answer)))?;
+    Ok((answer, vote))
+}
+
+/// Reduce votes by `rule`. `Ok(None)`: no majority. An error: `mean` over a vote that is
+/// not a number.
+pub fn reduce(rule: Reduce, votes: &[Value]) -> Result<Option<Value>, String> {
+    match rule {
+        Reduce::Majority => {
+            let winner = votes.iter().find(|v| {
+                let n = votes.iter().filter(|w| canon::json_eq(v, w)).count();
+                n * 2 > votes.len()
+            });
+            Ok(winner.cloned())
+        }
+        Reduce::Mean => {
+            if votes.is_empty() {
+                return Ok(None);
+            }
+            let mut sum = 0.0;
+            for (i, v) in votes.iter().enumerate() {
+                sum += v.as_f64().ok_or_else(|| format!("mean needs numeric votes; sample {i} voted {}", brief(v)))?;
+            }
+            Ok(serde_json::Number::from_f64(sum / votes.len() as f64).map(Value::Number))
+        }
+    }
+}
+
+/// `judge_called` data for one answered sample.
+pub fn called_event(target: &str, spec: &JudgeSpec, key: &JudgeKey, answer: &Value, usage: &Value) -> Value {
+    json!({
+        "target": target,
+        "judge": spec.profile,
+        "request_hash": key.request_hash.to_string(),
+        "sample": key.sample,
+        "answer": answer,
+        "usage": usage,
+    })
+}
+
+/// `judge_called` data for a sample that could not be served or read.
+pub fn failed_event(target: &str, spec: &JudgeSpec, key: &JudgeKey, kind: &str, pointers: &[String]) -> Value {
+    json!({
+        "target": target,
+        "judge": spec.profile,
+        "request_hash": key.request_hash.to_string(),
+        "sample": key.sample,
+        "error": kind,
+        "pointers": pointers,
+    })
+}
+
+/// `judge_verdict` data: the votes, the rule, the reduced value and the pass verdict.
+pub fn verdict_event(
+    target: &str,
+    spec: &JudgeSpec,
+    request: &JudgeRequest,
+    votes: &[Value],
+    value: Option<&Value>,
+    passed: bool,
+) -> Value {
+    json!({
+        "target": target,
+        "judge": spec.profile,
+        "request_hash": request.hash.to_string(),
+        "votes": votes,
+        "reduce": spec.reduce.as_str(),
+        "value": value,
+        "passed": passed,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile() -> JudgeProfile {
+        JudgeProfile {
+            recordings: "j.jsonl".into(),
+            model: "judge-model-1".into(),
+            temperature: Some(0.7),
+            top_p: None,
+            max_tokens: Some(200),
+            seed: None,
+        }
+    }
+
+    fn spec(extra: Value) -> JudgeSpec {
+        let mut arg = json!({"rubric": "r.md", "profile": "tone", "pass": {"schema": {"minimum": 4}}});
+        arg.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        JudgeSpec::parse(&arg).unwrap()
+    }
+
+    #[test]
+    fn the_rendered_request_holds_every_input_and_its_digest_is_canonical() {
+        let s = spec(json!({"reference": "Thanks!"}));
+        let r = s.request(&profile(), "Rate politeness 1-5.", "final_response", &json!("Hello")).unwrap();
+        assert_eq!(r.value["format"], FORMAT);
+        assert_eq!(r.value["params"], json!({"temperature": 0.7, "max_tokens": 200}));
+        assert_eq!(
+            (r.value["rubric"].as_str(), r.value["reference"].as_str()),
+            (Some("Rate politeness 1-5."), Some("Thanks!"))
+        );
+        assert_eq!(r.value["output_schema"], default_output_schema());
+        // the same request spelled with other key order and number forms has the same digest
+        let respelled: Value = serde_json::from_str(&r.value.to_string().replace("200", "200.0")).unwrap();
+        assert_eq!(request_digest(&respelled).unwrap(), r.hash);
+    }
+
+    #[test]
+    fn any_changed_input_changes_the_key() {
+        let s = spec(json!({}));
+        let base = s.request(&profile(), "rubric", "final_response", &json!("Hello")).unwrap().hash;
+        let changed = [
+            s.request(&profile(), "rubric!", "final_response", &json!("Hello")).unwrap().hash,
+            s.request(&profile(), "rubric", "turns[0].response", &json!("Hello")).unwrap().hash,
+            s.request(&profile(), "rubric", "final_response", &json!("Hello.")).unwrap().hash,
+            s.request(
+                &JudgeProfile { temperature: Some(0.0), ..profile() },
+                "rubric",
+                "final_response",
+                &json!("Hello"),
+            )
+            .unwrap()
+            .hash,
+            spec(json!({"reference": null}))
+                .request(&profile(), "rubric", "final_response", &json!("Hello"))
+                .unwrap()
+                .hash,
+        ];
+        for (i, h) in changed.iter().enumerate() {
+            assert_ne!(*h, base, "change {i} kept the key");
+        }
+    }
+
+    #[test]
+    fn a_rubric_checked_out_with_crlf_line_ends_asks_the_same() {
+        let s = spec(json!({}));
+        let lf = s.request(&profile(), "# Tone\n\nRate 1-5.\n", "t", &json!(1)).unwrap();
+        let crlf = s.request(&profile(), "# Tone\r\n\r\nRate 1-5.\r\n", "t", &json!(1)).unwrap();
+        assert_eq!(lf, crlf);
+    }
+
+    #[test]
+    fn the_key_of_a_fixed_request_never_moves() {
+        // every judge recording ever made is keyed by this rendering: a change to it
+        // (field names, FORMAT, canonical form) must be deliberate, with a new FORMAT
+        let r = spec(json!({})).request(&profile(), "Rate it.", "final_response", &json!("Hello")).unwrap();
+        assert_eq!(r.hash.to_string(), "blake3:cebb8107d09bef7539c2b72f50f9ce04a1dee3126941a32aedd9919a646e1d61");
+    }
+
+    #[test]
+    fn a_key_is_the_request_digest_and_the_sample_index() {
+        let r = spec(json!({})).request(&profile(), "r", "t", &json!(1)).unwrap();
+        assert_ne!(r.key(0), r.key(1));
+        assert_eq!(r.key(2).to_string(), format!("{}#2", r.hash));
+    }
+
+    #[test]
+    fn majority_needs_more_than_half_the_votes() {
+        // 2 of 3 agree → majority; 1-1 → none; 5 and 5.0 are the same vote
+        assert_eq!(reduce(Reduce::Majority, &[json!(5), json!(4), json!(5.0)]).unwrap(), Some(json!(5)));
+        assert_eq!(reduce(Reduce::Majority, &[json!(5), json!(4)]).unwrap(), None);
+        assert_eq!(
+            reduce(Reduce::Majority, &[json!("good"), json!("good"), json!("bad")]).unwrap(),
+            Some(json!("good"))
+        );
+        assert_eq!(reduce(Reduce::Majority, &[json!(3), json!(4), json!(5)]).unwrap(), None);
+    }
+
+    #[test]
+    fn mean_averages_numbers_and_refuses_anything_else() {
+        // (5 + 4 + 3) / 3 = 4
+        assert_eq!(reduce(Reduce::Mean, &[json!(5), json!(4), json!(3)]).unwrap(), Some(json!(4.0)));
+        // (5 + 4) / 2 = 4.5
+        assert_eq!(reduce(Reduce::Mean, &[json!(5), json!(4)]).unwrap(), Some(json!(4.5)));
+        let e = reduce(Reduce::Mean, &[json!(5), json!("good")]).unwrap_err();
+        assert!(e.contains("sample 1"), "{e}");
+    }
+
+    #[test]
+    fn answers_are_json_that_satisfies_the_output_schema_and_carries_a_score() {
+        let s = spec(json!({}));
+        assert_eq!(s.read_answer("{\"score\": 4, \"reason\": \"polite\"}").unwrap().1, json!(4));
+        assert!(s.read_answer("four").unwrap_err().contains("not JSON"));
+        assert!(s.read_answer("{\"score\": \"four\"}").unwrap_err().contains("output schema"));
+        let labels = spec(json!({"output_schema": {"type": "object"}}));
+        assert!(labels.read_answer("{\"verdict\": \"ok\"}").unwrap_err().contains("no \"score\""));
+    }
+
+    #[test]
+    fn a_malformed_spec_names_the_field() {
+        let bad = |arg: Value| JudgeSpec::parse(&arg).unwrap_err();
+        let base = json!({"rubric": "r.md", "profile": "p", "pass": {"exact": 1}});
+        let with = |k: &str, v: Value| {
+            let mut a = base.clone();
+            a[k] = v;
+            a
+        };
+        assert_eq!(bad(with("samples", json!(0))).0, "/samples");
+        assert_eq!(bad(with("reduce", json!("median"))).0, "/reduce");
+        assert_eq!(bad(with("pass", json!({"regex": "("}))).0, "/pass/regex");
+        assert_eq!(bad(with("pass", json!({"custom": {"command": ["x"]}}))).0, "/pass");
+        assert_eq!(bad(with("output_schema", json!({"type": "objekt"}))).0, "/output_schema");
+        let (at, message) = bad(with("rubrik", json!("x")));
+        assert_eq!((at.as_str(), message.as_str()), ("/rubrik", "unknown field \"rubrik\" (did you mean \"rubric\"?)"));
+    }
+
+    #[test]
+    fn the_prompt_text_is_derived_from_the_request_alone() {
+        let r = spec(json!({"reference": "Thanks!"}))
+            .request(&profile(), "Rate it.", "final_response", &json!("Hi"))
+            .unwrap();
+        let m = messages(&r.value);
+        assert!(m[0]["content"].as_str().unwrap().starts_with("Rate it.\n\nAnswer with one JSON object"));
+        assert_eq!(m[1]["content"], "Target: final_response\n\nValue:\nHi\n\nReference:\nThanks!");
+        assert_eq!(m, messages(&r.value));
+    }
+}

@@ -1,0 +1,227 @@
+//! The runner's side of custom graders and judges: the I/O behind `grade::calls`.
+//!
+//! A custom grader runs in the pipeline's base directory, in its own process group,
+//! with the canonical input on stdin (then closed) and a wall-clock deadline; past it,
+//! the whole group is killed. Stdout and stderr are read on their own threads so a
+//! chatty grader cannot block on a full pipe. Every live group is registered, so an
+//! interrupted run ([`kill_all`]) leaves no grader behind. Judges are served from the
+//! plan's validated judge recordings; rubrics are read when a judge first needs them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+use crate::grade::calls::{Backend, JudgeMiss, RecordedAnswer};
+use crate::grade::custom::{CustomSpec, Exit, Finished, MAX_STDOUT_BYTES, STDERR_TAIL_CHARS};
+use crate::grade::judge::{JudgeKey, JudgeProfile};
+use crate::pipeline::Pipeline;
+use crate::replay::judge::JudgeBook;
+
+/// Process groups of graders still running.
+static LIVE: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+/// Kill every grader process tree still running (an interrupted run).
+pub fn kill_all() {
+    let groups: Vec<i32> = LIVE.lock().map(|mut g| std::mem::take(&mut *g).into_iter().collect()).unwrap_or_default();
+    for pgid in groups {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+}
+
+/// Custom graders and judges for one run, over the plan's pipeline and judge recordings.
+pub struct RunGraders<'p> {
+    pipeline: &'p Pipeline,
+    judges: &'p BTreeMap<String, Arc<JudgeBook>>,
+    /// Rubric texts read so far in this run, by path.
+    rubrics: BTreeMap<String, String>,
+}
+
+impl<'p> RunGraders<'p> {
+    pub fn new(pipeline: &'p Pipeline, judges: &'p BTreeMap<String, Arc<JudgeBook>>) -> Self {
+        RunGraders { pipeline, judges, rubrics: BTreeMap::new() }
+    }
+}
+
+impl Backend for RunGraders<'_> {
+    fn run(&mut self, spec: &CustomSpec, stdin: &[u8]) -> Finished {
+        run_command(&spec.command, &self.pipeline.base, stdin, Duration::from_millis(spec.timeout_ms))
+    }
+
+    fn rubric(&mut self, path: &str) -> Result<String, String> {
+        if let Some(text) = self.rubrics.get(path) {
+            return Ok(text.clone());
+        }
+        let full = self.pipeline.resolve(path);
+        let text = std::fs::read_to_string(&full)
+            .map_err(|e| format!("cannot read rubric {}: {e}", self.pipeline.display(&full)))?;
+        self.rubrics.insert(path.to_string(), text.clone());
+        Ok(text)
+    }
+
+    fn judge_profile(&self, name: &str) -> Option<JudgeProfile> {
+        self.pipeline.judges.get(name).cloned()
+    }
+
+    fn judge_answer(&mut self, profile: &str, key: &JudgeKey, request: &Value) -> Result<RecordedAnswer, JudgeMiss> {
+        let book = self.judges.get(profile).ok_or_else(|| JudgeMiss {
+            kind: "miss",
+            message: format!("judge profile \"{profile}\" has no recording loaded"),
+            pointers: Vec::new(),
+        })?;
+        book.answer(key, request)
+    }
+}
+
+/// Run `command` in `cwd` with `stdin`, for at most `limit`. A relative program path
+/// resolves from `cwd`, a bare name from PATH.
+pub fn run_command(command: &[String], cwd: &Path, stdin: &[u8], limit: Duration) -> Finished {
+    let not_started = |why: String| Finished { exit: Exit::NotStarted(why), stdout: Vec::new(), stderr: Vec::new() };
+    let Some((program, args)) = command.split_first() else {
+        return not_started("empty command".into());
+    };
+    let program = match crate::external::process::resolve_program(program, cwd) {
+        Ok(p) => p,
+        Err(e) => return not_started(e),
+    };
+    let mut child = match spawn(&program, args, cwd) {
+        Ok(child) => child,
+        Err(e) => return not_started(e.to_string()),
+    };
+    let Ok(pgid) = i32::try_from(child.id()) else {
+        let _ = child.kill();
+        return not_started("process id out of range".into());
+    };
+    if let Ok(mut live) = LIVE.lock() {
+        live.insert(pgid);
+    }
+    // stdin on its own thread: a grader that never reads it must not block us
+    let writer = child.stdin.take().map(|mut pipe| {
+        let bytes = stdin.to_vec();
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(&bytes);
+        })
+    });
+    let stdout = child.stdout.take().map(|pipe| std::thread::spawn(move || read_capped(pipe, MAX_STDOUT_BYTES)));
+    let stderr = child.stderr.take().map(|pipe| std::thread::spawn(move || read_tail(pipe, STDERR_TAIL_CHARS * 4)));
+
+    let deadline = Instant::now() + limit;
+    let exit = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break exit_of(status),
+            Ok(None) if Instant::now() >= deadline => break Exit::TimedOut,
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => break Exit::NotStarted(e.to_string()),
+        }
+    };
+    // the group goes either way: a timed-out grader, or children left holding its pipes
+    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    let _ = child.wait();
+    if let Ok(mut live) = LIVE.lock() {
+        live.remove(&pgid);
+    }
+    if let Some(w) = writer {
+        let _ = w.join();
+    }
+    let stdout = stdout.and_then(|t| t.join().ok()).unwrap_or_default();
+    let stderr = stderr.and_then(|t| t.join().ok()).unwrap_or_default();
+    Finished { exit, stdout, stderr }
+}
+
+fn spawn(program: &PathBuf, args: &[String], cwd: &Path) -> std::io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    Command::new(program)
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+}
+
+fn exit_of(status: std::process::ExitStatus) -> Exit {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Exit::Code(code),
+        (None, Some(signal)) => Exit::Signal(signal),
+        (None, None) => Exit::Code(-1),
+    }
+}
+
+/// Read a pipe to its end, keeping the first `cap` bytes.
+fn read_capped(mut pipe: impl Read, cap: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = pipe.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        let room = cap.saturating_sub(out.len());
+        out.extend_from_slice(&buf[..n.min(room)]);
+    }
+    out
+}
+
+/// Read a pipe to its end, keeping the last `keep` bytes.
+fn read_tail(mut pipe: impl Read, keep: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = pipe.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+        if out.len() > keep * 2 {
+            out.drain(..out.len() - keep);
+        }
+    }
+    if out.len() > keep {
+        out.drain(..out.len() - keep);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, stdin: &str, limit_ms: u64) -> Finished {
+        let command = vec!["sh".to_string(), "-c".to_string(), script.to_string()];
+        run_command(&command, Path::new("."), stdin.as_bytes(), Duration::from_millis(limit_ms))
+    }
+
+    #[test]
+    fn a_grader_reads_its_stdin_to_the_end_and_its_output_is_kept() {
+        let f = sh("cat; echo oops >&2; exit 3", "{\"x\":1}\n", 5000);
+        assert_eq!((f.exit, f.stdout, f.stderr), (Exit::Code(3), b"{\"x\":1}\n".to_vec(), b"oops\n".to_vec()));
+    }
+
+    #[test]
+    fn a_grader_past_its_deadline_is_killed_with_its_children() {
+        let started = Instant::now();
+        // the background sleep holds stdout open: only killing the group ends the read
+        let f = sh("sleep 30 & sleep 30", "", 200);
+        assert_eq!(f.exit, Exit::TimedOut);
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_missing_program_is_not_started() {
+        let f = run_command(&["no/such/grader.py".to_string()], Path::new("."), b"", Duration::from_secs(1));
+        assert!(matches!(f.exit, Exit::NotStarted(ref why) if why.contains("no such file")), "{:?}", f.exit);
+    }
+
+    #[test]
+    fn only_the_tail_of_a_long_stream_is_kept() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        assert_eq!(read_tail(&data[..], 1000), data[data.len() - 1000..].to_vec());
+        assert_eq!(read_capped(&data[..], 10), data[..10].to_vec());
+    }
+}
