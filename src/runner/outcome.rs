@@ -109,6 +109,9 @@ pub struct GateOutcome {
     pub passed: bool,
     /// One line: the bound that held or failed, with numbers.
     pub reason: String,
+    /// The gate's `min_cases` bound, when one applied (reports show it beside the count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_cases: Option<usize>,
 }
 
 /// A whole `stateval run`.
