@@ -6,6 +6,7 @@ mod mcp_stdio;
 mod metric;
 mod reconstruct;
 mod reindex;
+mod report;
 mod run;
 mod schema;
 mod show;
@@ -88,8 +89,10 @@ enum Command {
     Import(import::Args),
     /// Turn a trace into a dataset case, recording, fixtures and golden; replay it once.
     Reconstruct(reconstruct::Args),
-    /// Show an event log as a timeline, and the state folded at a turn.
+    /// Show an event log as a timeline, and the state folded at a turn (or as an HTML page).
     Show(show::Args),
+    /// Render reports again from a finished run's directory (`--html OUT`: one offline page).
+    Report(report::Args),
     /// Serve the current case run's fixture tools over MCP on stdin/stdout (spawned by
     /// an external agent under `stateval run`).
     McpStdio(mcp_stdio::Args),
@@ -117,6 +120,7 @@ pub fn main() -> ExitCode {
         Command::Import(args) => import::run(args),
         Command::Reconstruct(args) => reconstruct::run(args),
         Command::Show(args) => show::run(args),
+        Command::Report(args) => report::run(args),
         Command::McpStdio(args) => mcp_stdio::run(args),
     };
     match result {
