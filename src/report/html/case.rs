@@ -1,6 +1,6 @@
 //! One case: its verdict and reasons, then each run — the checks with the event each
 //! value came from, the golden diff with its first divergence highlighted and every
-//! difference classified, and the timeline.
+//! difference classified, narrative claims beside their evidence, and the timeline.
 //!
 //! A case is drawn in full or, once the report's detail budget is spent, compact:
 //! reasons and checks only, without reading its logs.
@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::Logs;
 use super::analysis::{Golden, Pointer, RunAnalysis, analyse};
 use super::markup::{Anchor, esc, plural, shown, value_html};
+use super::narrative;
 use super::timeline::{self, Marks};
 use crate::event::Event;
 use crate::golden::{self, Class, Diff, render};
@@ -139,6 +140,9 @@ fn run_details(case: &CaseOutcome, run: &RunResult, logs: &dyn Logs, detail: Det
                 esc(&run.log)
             );
         }
+    }
+    if narrative::applies(case) {
+        out.push_str(&narrative::section(&events, run.passed, anchor, k));
     }
     out.push_str("<h4>Timeline</h4>\n");
     out.push_str(&timeline::timeline(anchor, k, &events, &marks, &run.log));

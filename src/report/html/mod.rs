@@ -31,6 +31,7 @@ pub mod case;
 pub mod event;
 pub mod index;
 pub mod markup;
+pub mod narrative;
 pub mod page;
 pub mod state;
 pub mod timeline;

@@ -339,3 +339,27 @@ fn a_log_renders_alone_with_its_own_verdict() {
     assert!(html.contains("<strong>State after turn 0</strong>"));
     assert!(!html.contains("id=\"filters\""), "one log needs no filters");
 }
+
+#[test]
+fn narrative_claims_are_listed_beside_the_events_that_show_them() {
+    let (outcome, mut logs) = suite_and_logs();
+    let mut cases = outcome.cases.to_vec().unwrap_or_default();
+    cases[0].blocks = vec![Check {
+        name: "narrative".into(),
+        passed: false,
+        reason: "gate failed".into(),
+        expected: None,
+        actual: None,
+    }];
+    let outcome = SuiteOutcome { cases: cases.into(), ..outcome };
+    // the answer claims a transfer that never ran, and never mentions get_balance
+    logs.logs.insert(
+        ("pays-trusted-payee".into(), 0),
+        one_turn("pays-trusted-payee", json!(1), "I sent the payment to Alice."),
+    );
+    let html = page(&outcome, &logs);
+    let a = Anchor::case("pays-trusted-payee");
+    assert!(html.contains("<h4>Narrative vs trace</h4>"));
+    assert!(html.contains(&format!("<tr><td class=\"fail\">claimed but absent</td><td><code>send_payment</code> <span class=\"muted\">(no executed call matches)</span></td><td><a href=\"#{}\">seq 7</a></td></tr>", a.seq(0, 7))), "{html}");
+    assert!(html.contains(&format!("<tr><td class=\"fail\">executed but not narrated</td><td><code>get_balance</code></td><td><a href=\"#{}\">seq 4</a></td></tr>", a.seq(0, 4))));
+}
