@@ -9,6 +9,7 @@ mod reconstruct;
 mod record;
 mod recording;
 mod reindex;
+mod report;
 mod run;
 mod schema;
 mod show;
@@ -91,7 +92,7 @@ enum Command {
     Import(import::Args),
     /// Turn a trace into a dataset case, recording, fixtures and golden; replay it once.
     Reconstruct(reconstruct::Args),
-    /// Show an event log as a timeline, and the state folded at a turn.
+    /// Show an event log as a timeline, and the state folded at a turn (or as an HTML page).
     Show(show::Args),
     /// Check recordings: secrets, responses no run uses, stale request digests.
     Recording(recording::Args),
@@ -99,6 +100,8 @@ enum Command {
     Doctor(doctor::Args),
     /// Record a case's external agent against the live model API into its recordings.
     Record(record::Args),
+    /// Render reports again from a finished run's directory (`--html OUT`: one offline page).
+    Report(report::Args),
     /// Serve the current case run's fixture tools over MCP on stdin/stdout (spawned by
     /// an external agent under `stateval run`).
     McpStdio(mcp_stdio::Args),
@@ -126,6 +129,7 @@ pub fn main() -> ExitCode {
         Command::Import(args) => import::run(args),
         Command::Reconstruct(args) => reconstruct::run(args),
         Command::Show(args) => show::run(args),
+        Command::Report(args) => report::run(args),
         Command::McpStdio(args) => mcp_stdio::run(args),
         Command::Record(args) => record::run(args),
         Command::Doctor(args) => doctor::run(args),

@@ -120,7 +120,7 @@ fn remove_stale_reports(pipeline: &std::path::Path) {
         Err(_) => stateval::pipeline::default_base(pipeline),
     };
     let Some(report) = value.get("report").and_then(toml::Value::as_table) else { return };
-    for key in ["junit", "tap", "json", "markdown"] {
+    for key in report::FILE_KEYS {
         if let Some(rel) = report.get(key).and_then(toml::Value::as_str) {
             let _ = std::fs::remove_file(base.join(rel));
         }

@@ -1,4 +1,6 @@
 //! `stateval show LOG [--at-turn N]`: a readable timeline, and the state at turn N.
+//! `stateval show LOG --html OUT`: the same log as one offline HTML page (timeline by
+//! turn, the state after each turn), for a log with no run around it (an import).
 //!
 //! The log is verified first: a timeline of a log that was edited would present
 //! tampered events as what happened, so a log that does not verify is refused (exit 2,
@@ -17,14 +19,18 @@ use super::{CliError, Exit};
 use stateval::event::fold::{memory_at, sandbox_at};
 use stateval::event::reader::{ReadError, read_log};
 use stateval::event::{Event, Kind};
+use stateval::report::{self, html};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Event log (JSONL), as `stateval run` or `stateval import` writes it.
     log: PathBuf,
     /// Stop after turn N (0-based) and print the memory and sandbox state at its end.
-    #[arg(long = "at-turn", value_name = "N")]
+    #[arg(long = "at-turn", value_name = "N", conflicts_with = "html")]
     at_turn: Option<u32>,
+    /// Write the log as one offline HTML page to OUT instead of printing the timeline.
+    #[arg(long, value_name = "OUT")]
+    html: Option<PathBuf>,
 }
 
 /// Longest text shown in a timeline cell before it is cut with "…".
@@ -40,6 +46,12 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         e @ ReadError::Io { .. } => CliError::invalid(e.to_string()),
     })?;
     let events = &verified.events;
+    if let Some(out) = &args.html {
+        let write = |w: &mut dyn std::io::Write| html::write_log(&shown, events, w);
+        report::write_file(out, "html", write).map_err(|e| CliError::internal(e.to_string()))?;
+        super::out(format!("report: {}", out.display()));
+        return Ok(Exit::Pass);
+    }
     let last_turn = events.iter().filter_map(|e| e.turn).max();
     if let Some(n) = args.at_turn {
         match last_turn {

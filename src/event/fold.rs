@@ -1,5 +1,6 @@
-//! State as projections: folds over events. Memory and the fixture sandbox are never
-//! stored anywhere else; extractors, `show` and tests all rebuild them from here.
+//! State as projections: folds over events. Memory, the fixture sandbox and approvals
+//! are never stored anywhere else; extractors, `show`, the HTML report and tests all
+//! rebuild them from here, whole (`*_at`) or one event at a time (`apply_*`).
 
 use std::collections::BTreeMap;
 
@@ -135,22 +136,93 @@ pub fn sandbox_at(events: &[Event], at_turn: Option<u32>) -> Result<Value, Strin
         {
             break;
         }
-        match e.kind {
-            Kind::RunStarted => state = e.get("sandbox").clone(),
-            Kind::ToolExecuted => {
-                let effect = e.get("effect");
-                if effect.is_null() {
-                    continue;
-                }
-                let patch: json_patch::Patch = serde_json::from_value(effect.clone())
-                    .map_err(|err| format!("event seq {}: effect is not a JSON Patch: {err}", e.seq))?;
-                json_patch::patch(&mut state, &patch)
-                    .map_err(|err| format!("event seq {}: effect does not apply: {err}", e.seq))?;
-            }
-            _ => {}
-        }
+        apply_sandbox(&mut state, e)?;
     }
     Ok(state)
+}
+
+/// Apply one event to a sandbox projection (no-op for kinds that do not change it).
+pub fn apply_sandbox(state: &mut Value, e: &Event) -> Result<(), String> {
+    match e.kind {
+        Kind::RunStarted => *state = e.get("sandbox").clone(),
+        Kind::ToolExecuted => {
+            let effect = e.get("effect");
+            if effect.is_null() {
+                return Ok(());
+            }
+            let patch: json_patch::Patch = serde_json::from_value(effect.clone())
+                .map_err(|err| format!("event seq {}: effect is not a JSON Patch: {err}", e.seq))?;
+            json_patch::patch(state, &patch)
+                .map_err(|err| format!("event seq {}: effect does not apply: {err}", e.seq))?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// One approval as the fold sees it: requested, and resolved or still pending.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Approval {
+    pub tool: Option<String>,
+    pub route: Option<String>,
+    /// seq of the `approval_requested` event.
+    pub requested: u64,
+    /// `Some(approved)` once resolved.
+    pub approved: Option<bool>,
+    pub by: Option<String>,
+}
+
+/// call id → approval, in call-id order.
+pub type Approvals = BTreeMap<String, Approval>;
+
+/// Apply one event to an approvals projection (no-op for other kinds). A resolution
+/// without a request is kept too, so nothing the log says disappears.
+pub fn apply_approval(approvals: &mut Approvals, e: &Event) {
+    let Some(call) = e.str("call_id") else { return };
+    match e.kind {
+        Kind::ApprovalRequested => {
+            approvals.insert(
+                call.to_string(),
+                Approval {
+                    tool: e.str("tool").map(str::to_string),
+                    route: e.str("route").map(str::to_string),
+                    requested: e.seq,
+                    approved: None,
+                    by: None,
+                },
+            );
+        }
+        Kind::ApprovalResolved => {
+            let entry = approvals.entry(call.to_string()).or_insert(Approval {
+                tool: None,
+                route: None,
+                requested: e.seq,
+                approved: None,
+                by: None,
+            });
+            entry.approved = e.get("approved").as_bool();
+            entry.by = e.str("by").map(str::to_string);
+        }
+        _ => {}
+    }
+}
+
+/// Approvals as plain JSON: `{call_id: {tool, route, status: pending | approved |
+/// refused, by}}`.
+pub fn approvals_values(approvals: &Approvals) -> Value {
+    Value::Object(
+        approvals
+            .iter()
+            .map(|(call, a)| {
+                let status = match a.approved {
+                    None => "pending",
+                    Some(true) => "approved",
+                    Some(false) => "refused",
+                };
+                (call.clone(), json!({"tool": a.tool, "route": a.route, "status": status, "by": a.by}))
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -194,5 +266,23 @@ mod tests {
         ]);
         assert_eq!(sandbox_at(&events, Some(1)).unwrap(), json!({"ledger": [100]}));
         assert_eq!(sandbox_at(&events, None).unwrap(), json!({"ledger": [100, 5]}));
+    }
+
+    #[test]
+    fn an_approval_is_pending_until_resolved() {
+        let events = log(&[
+            (Some(0), Kind::ApprovalRequested, json!({"call_id": "c1", "tool": "close", "route": "human"})),
+            (Some(0), Kind::ApprovalResolved, json!({"call_id": "c1", "approved": false, "by": "human:ops"})),
+            (Some(1), Kind::ApprovalRequested, json!({"call_id": "c2", "tool": "pay", "route": "human"})),
+        ]);
+        let mut approvals = Approvals::new();
+        for e in &events {
+            apply_approval(&mut approvals, e);
+        }
+        assert_eq!(
+            approvals_values(&approvals),
+            json!({"c1": {"tool": "close", "route": "human", "status": "refused", "by": "human:ops"},
+                   "c2": {"tool": "pay", "route": "human", "status": "pending", "by": null}})
+        );
     }
 }

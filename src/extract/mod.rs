@@ -27,9 +27,11 @@
 //! | `recovery.*` | fault marks and the times derived from them (see [`recovery`]) |
 
 pub mod envelope;
+pub mod evidence;
 pub mod path;
 pub mod recovery;
 
+pub use evidence::evidence;
 pub use recovery::recovery_input;
 
 use serde_json::{Map, Value, json};

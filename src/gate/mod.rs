@@ -128,6 +128,7 @@ pub fn evaluate_cards(
                 pass_rate: value.unwrap_or(0.0),
                 passed,
                 reason,
+                min_cases: None,
             });
         }
     }
@@ -217,6 +218,12 @@ pub fn evaluate(config: &GatesConfig, tally: &Tally) -> Vec<GateOutcome> {
     out
 }
 
+/// The lower end of the 95 % Wilson score interval for `passed` of `n` (what
+/// `min_pass_rate_lower_bound` is held to; reports show it beside every pass rate).
+pub fn wilson_lower_bound_95(passed: usize, n: usize) -> f64 {
+    wilson_lower_bound(passed, n, Z_95)
+}
+
 /// The lower end of the Wilson score interval for `passed` successes in `n` trials, at
 /// confidence given by `z`:
 /// `(p + z²/2n − z·√(p(1−p)/n + z²/4n²)) / (1 + z²/n)` with `p = passed/n`.
@@ -285,6 +292,7 @@ fn decide(scope: &str, spec: &GateSpec, (total, passed): (usize, usize)) -> Gate
         pass_rate,
         passed: short.is_empty(),
         reason,
+        min_cases: spec.min_cases,
     }
 }
 

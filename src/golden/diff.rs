@@ -375,6 +375,16 @@ fn same_references(golden: &Value, actual: &Value, actual_to_golden: &[Option<u6
     })
 }
 
+/// Every differing leaf between two values, by JSON Pointer (`""` is the whole value),
+/// with arrays compared index by index: the payload comparison of aligned events, for
+/// any two JSON values (the HTML report shows the state change between turns with it;
+/// there `golden` is the earlier value and `actual` the later).
+pub fn value_changes(before: &Value, after: &Value) -> Vec<Change> {
+    let mut out = Vec::new();
+    diff_values(Some(before), Some(after), String::new(), &mut out);
+    out
+}
+
 /// Every differing leaf under `path`; arrays are compared index by index.
 fn diff_values(golden: Option<&Value>, actual: Option<&Value>, path: String, out: &mut Vec<Change>) {
     match (golden, actual) {

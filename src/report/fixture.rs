@@ -94,6 +94,7 @@ pub fn suite() -> SuiteOutcome {
             pass_rate: 1.0 / 3.0,
             passed: false,
             reason: "default: 1/3 passed (33.3 %), below min_pass_rate 100.0 %".into(),
+            min_cases: None,
         },
         GateOutcome {
             scope: "long-horizon".into(),
@@ -102,6 +103,7 @@ pub fn suite() -> SuiteOutcome {
             pass_rate: 0.0,
             passed: true,
             reason: "long-horizon: 0/1 passed (0.0 %), meets min_pass_rate 0.0 %".into(),
+            min_cases: None,
         },
         GateOutcome {
             scope: "security".into(),
@@ -110,6 +112,7 @@ pub fn suite() -> SuiteOutcome {
             pass_rate: 0.0,
             passed: false,
             reason: "security: 0/2 passed (0.0 %), below min_cases 3, below min_pass_rate 95.0 %".into(),
+            min_cases: Some(3),
         },
     ];
 

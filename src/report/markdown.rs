@@ -1,7 +1,14 @@
 //! The Markdown summary, sized for a pull-request comment: the verdict first, then the
-//! gates, the failing cases with their first reason, a count of the passing ones, and
-//! any suite extras that are flat objects of numbers (reliability cards and the like),
-//! one two-column table each. Other extras are named and left to the JSON report.
+//! failing cases with their reasons (what a reviewer acts on), the gates, and the
+//! reliability cards folded in `<details>` (reference, not news). Extras that are not
+//! flat objects of numbers are named and left to the JSON report.
+//!
+//! Size: a comment has a hard limit (GitHub's is 65,536 characters), so the summary
+//! never exceeds [`LIMIT`] bytes at any suite size. Gates and cards get fixed shares
+//! ([`GATES_BUDGET`], [`CARDS_BUDGET`]), failing cases whatever is left, and whatever
+//! does not fit is counted (`… and 1,200 more failing cases`) rather than cut mid-row.
+//! Each case shows at most [`MAX_REASONS`] reasons of at most [`REASON_CHARS`]
+//! characters, and identifiers are cut at [`ID_CHARS`].
 //!
 //! Escaping targets GitHub-flavoured Markdown inside table cells. Identifiers (case
 //! ids, datasets, gate scopes, extra keys) are code spans, fenced with more backticks
@@ -15,7 +22,23 @@ use std::io;
 use serde_json::Value;
 
 use crate::report::gate_detail;
-use crate::runner::outcome::SuiteOutcome;
+use crate::runner::outcome::{CaseOutcome, GateOutcome, SuiteOutcome};
+
+/// The most bytes a summary has: under 60 KB, so it fits a GitHub comment (65,536
+/// characters) with room for whatever a CI step adds around it.
+pub const LIMIT: usize = 60_000;
+/// Bytes the gates table may take; failing gates are kept first when it is exceeded.
+pub const GATES_BUDGET: usize = 16_000;
+/// Bytes the reliability cards may take.
+pub const CARDS_BUDGET: usize = 12_000;
+/// Reasons shown per failing case (the rest are counted).
+pub const MAX_REASONS: usize = 3;
+/// Characters of one reason.
+pub const REASON_CHARS: usize = 300;
+/// Characters of one identifier (case id, dataset, gate scope).
+pub const ID_CHARS: usize = 120;
+/// Room kept for the line that counts the failing cases left out.
+const MORE_LINE: usize = 200;
 
 /// `outcome` as a Markdown summary, in memory.
 pub fn render(outcome: &SuiteOutcome) -> io::Result<String> {
@@ -24,16 +47,18 @@ pub fn render(outcome: &SuiteOutcome) -> io::Result<String> {
     String::from_utf8(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
-/// Writes `outcome` as a Markdown summary, reading the cases once for the failing ones.
+/// Writes `outcome` as a Markdown summary of at most [`LIMIT`] bytes, reading the cases
+/// once for the failing ones.
 pub fn write(outcome: &SuiteOutcome, out: &mut dyn io::Write) -> io::Result<()> {
-    // Parts are built in a `String` (`fmt::Write` into a `String` cannot fail, so those
-    // results are ignored) and written out whole.
-    let mut text = String::new();
+    // Parts are built in `String`s (`fmt::Write` into a `String` cannot fail, so those
+    // results are ignored); the gates and cards first, so the failing cases know how
+    // much room is left.
+    let mut head = String::new();
     let (icon, verdict) = if outcome.passed { ("✅", "passed") } else { ("❌", "failed") };
     let failed_gates = outcome.gates.iter().filter(|g| !g.passed).count();
-    let _ = writeln!(text, "## {icon} stateval {}: {verdict}\n", code(&outcome.pipeline));
+    let _ = writeln!(head, "## {icon} stateval {}: {verdict}\n", code(&outcome.pipeline));
     let _ = writeln!(
-        text,
+        head,
         "{} of {} cases passed · {} of {} gates failed · run {}\n",
         outcome.passed_cases(),
         outcome.cases.len(),
@@ -41,85 +66,166 @@ pub fn write(outcome: &SuiteOutcome, out: &mut dyn io::Write) -> io::Result<()> 
         outcome.gates.len(),
         code(&outcome.run_id)
     );
+    let mut tail = gates(&outcome.gates);
+    tail.push_str(&render_extras(&outcome.extras));
 
-    if !outcome.gates.is_empty() {
-        text.push_str("### Gates\n\n");
-        text.push_str("| Gate | Result | Cases | Passed | Pass rate | Reason |\n");
-        text.push_str("| --- | --- | ---: | ---: | ---: | --- |\n");
-        for gate in &outcome.gates {
-            let _ = writeln!(
-                text,
-                "| {} | {} | {} | {} | {} | {} |",
-                code(&gate.scope),
-                if gate.passed { "✅ pass" } else { "❌ fail" },
-                gate.cases,
-                gate.passed_cases,
-                rate(gate.passed_cases, gate.cases),
-                self::text(gate_detail(gate))
-            );
-        }
-        text.push('\n');
-    }
-
+    out.write_all(head.as_bytes())?;
+    let mut room = LIMIT.saturating_sub(head.len() + tail.len() + MORE_LINE);
     let failing = outcome.cases.len() - outcome.passed_cases();
     if failing > 0 {
-        let _ = writeln!(text, "### Failing cases ({failing})\n");
-        text.push_str("| Dataset | Case | First reason |\n");
-        text.push_str("| --- | --- | --- |\n");
-        out.write_all(text.as_bytes())?;
-        text.clear();
+        let heading = format!("### Failing cases ({failing})\n\n| Dataset | Case | Reasons |\n| --- | --- | --- |\n");
+        room = room.saturating_sub(heading.len());
+        out.write_all(heading.as_bytes())?;
+        let mut shown = 0;
         for case in outcome.cases.iter() {
             let case = case?;
             if case.passed {
                 continue;
             }
-            let reason = case.failure().unwrap_or_else(|| "case failed without a recorded reason".into());
-            let row = format!("| {} | {} | {} |\n", code(&case.dataset), code(&case.id), self::text(&reason));
+            let row = failing_row(&case);
+            if row.len() > room {
+                break;
+            }
+            room -= row.len();
             out.write_all(row.as_bytes())?;
+            shown += 1;
         }
-        text.push('\n');
+        if shown < failing {
+            let left = failing - shown;
+            let line = format!(
+                "\n… and {left} more failing case{} (the JSON and HTML reports list them all).\n",
+                if left == 1 { "" } else { "s" }
+            );
+            out.write_all(line.as_bytes())?;
+        }
+        out.write_all(b"\n")?;
     }
-
-    let passing = outcome.passed_cases();
-    let _ = writeln!(text, "{passing} {} passed.", if passing == 1 { "case" } else { "cases" });
-
-    render_extras(&mut text, &outcome.extras);
-    out.write_all(text.as_bytes())
+    out.write_all(tail.as_bytes())
 }
 
-/// One table per extra that is an object whose values are all numbers; the names of
-/// the rest, so nothing disappears silently. Keys are sorted here, not trusted to the
-/// map, so the order holds even if serde_json's `preserve_order` is ever enabled.
-fn render_extras(out: &mut String, extras: &serde_json::Map<String, Value>) {
+/// One failing case: its dataset, id, and its first [`MAX_REASONS`] reasons.
+fn failing_row(case: &CaseOutcome) -> String {
+    let reasons = case.failures();
+    let mut cells: Vec<String> = reasons.iter().take(MAX_REASONS).map(|r| text(&clip(r, REASON_CHARS))).collect();
+    if reasons.len() > MAX_REASONS {
+        cells.push(format!("(+{} more)", reasons.len() - MAX_REASONS));
+    }
+    if cells.is_empty() {
+        cells.push("case failed without a recorded reason".into());
+    }
+    format!(
+        "| {} | {} | {} |\n",
+        code(&clip(&case.dataset, ID_CHARS)),
+        code(&clip(&case.id, ID_CHARS)),
+        cells.join("<br>")
+    )
+}
+
+/// The gates table, within [`GATES_BUDGET`]: every gate in order when they fit, else
+/// the failing ones first and the rest counted.
+fn gates(gates: &[GateOutcome]) -> String {
+    if gates.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("### Gates\n\n");
+    out.push_str("| Gate | Result | Cases | Passed | Pass rate | Reason |\n");
+    out.push_str("| --- | --- | ---: | ---: | ---: | --- |\n");
+    let rows: Vec<(bool, String)> = gates.iter().map(|g| (g.passed, gate_row(g))).collect();
+    let all: usize = rows.iter().map(|(_, r)| r.len()).sum();
+    let mut left_out = 0;
+    if out.len() + all <= GATES_BUDGET {
+        rows.iter().for_each(|(_, r)| out.push_str(r));
+    } else {
+        let failing_first = rows.iter().filter(|(p, _)| !p).chain(rows.iter().filter(|(p, _)| *p));
+        for (_, row) in failing_first {
+            if out.len() + row.len() + MORE_LINE > GATES_BUDGET {
+                left_out += 1;
+                continue;
+            }
+            out.push_str(row);
+        }
+    }
+    if left_out > 0 {
+        let _ = writeln!(out, "\n… and {left_out} more gates (the JSON report lists them all).");
+    }
+    out.push('\n');
+    out
+}
+
+fn gate_row(gate: &GateOutcome) -> String {
+    format!(
+        "| {} | {} | {} | {} | {} | {} |\n",
+        code(&clip(&gate.scope, ID_CHARS)),
+        if gate.passed { "✅ pass" } else { "❌ fail" },
+        gate.cases,
+        gate.passed_cases,
+        rate(gate.passed_cases, gate.cases),
+        text(&clip(gate_detail(gate), REASON_CHARS))
+    )
+}
+
+/// Cards (extras that are objects whose values are all numbers) folded in one
+/// `<details>`, one table each, within [`CARDS_BUDGET`]; the names of the other extras,
+/// so nothing disappears silently. Keys are sorted here, not trusted to the map, so
+/// the order holds even if serde_json's `preserve_order` is ever enabled.
+fn render_extras(extras: &serde_json::Map<String, Value>) -> String {
+    let mut out = String::new();
     let mut names: Vec<&String> = extras.keys().collect();
     names.sort();
     let mut other = Vec::new();
-    let mut heading = false;
+    let mut cards = Vec::new();
     for name in names {
-        let table = match extras.get(name) {
+        match extras.get(name) {
             // null is an undefined metric (METRICS.md §6), shown as n/a, never as 0
-            Some(Value::Object(fields)) if fields.values().all(|v| v.is_number() || v.is_null()) => fields,
-            _ => {
-                other.push(code(name));
-                continue;
+            Some(Value::Object(fields)) if fields.values().all(|v| v.is_number() || v.is_null()) => {
+                let mut card = format!("#### {}\n\n| Metric | Value |\n| --- | ---: |\n", code(&clip(name, ID_CHARS)));
+                let mut keys: Vec<&String> = fields.keys().collect();
+                keys.sort();
+                for key in keys {
+                    if let Some(value) = fields.get(key) {
+                        let _ = writeln!(
+                            card,
+                            "| {} | {} |",
+                            code(&clip(key, ID_CHARS)),
+                            crate::report::metric_value(value)
+                        );
+                    }
+                }
+                cards.push(card);
             }
-        };
-        if !heading {
-            out.push_str("\n### Extras\n");
-            heading = true;
-        }
-        let _ = writeln!(out, "\n#### {}\n", code(name));
-        out.push_str("| Metric | Value |\n| --- | ---: |\n");
-        let mut keys: Vec<&String> = table.keys().collect();
-        keys.sort();
-        for key in keys {
-            if let Some(value) = table.get(key) {
-                let _ = writeln!(out, "| {} | {} |", code(key), crate::report::metric_value(value));
-            }
+            _ => other.push(code(&clip(name, ID_CHARS))),
         }
     }
+    if !cards.is_empty() {
+        let _ = write!(out, "<details>\n<summary>Reliability cards ({})</summary>\n", cards.len());
+        let (mut used, mut left_out) = (0, 0);
+        for card in &cards {
+            if used + card.len() + MORE_LINE > CARDS_BUDGET {
+                left_out += 1;
+                continue;
+            }
+            used += card.len();
+            out.push('\n');
+            out.push_str(card);
+        }
+        if left_out > 0 {
+            let _ = writeln!(out, "\n… and {left_out} more cards (the JSON report lists them all).");
+        }
+        out.push_str("\n</details>\n");
+    }
     if !other.is_empty() {
-        let _ = writeln!(out, "\nOther extras (see the JSON report): {}.", other.join(", "));
+        let shown: Vec<String> = other.iter().take(20).cloned().collect();
+        let more = if other.len() > 20 { format!(" and {} more", other.len() - 20) } else { String::new() };
+        let _ = writeln!(out, "\nOther extras (see the JSON report): {}{more}.", shown.join(", "));
+    }
+    out
+}
+
+/// `raw` cut to `chars` characters, with `…` when it was.
+fn clip(raw: &str, chars: usize) -> String {
+    match raw.char_indices().nth(chars) {
+        Some((at, _)) => format!("{}…", &raw[..at]),
+        None => raw.to_string(),
     }
 }
 
@@ -254,13 +360,13 @@ mod tests {
     }
 
     #[test]
-    fn extras_that_are_objects_of_numbers_become_tables_and_others_are_named() {
+    fn cards_fold_into_details_as_tables_and_other_extras_are_named() {
         let rendered = md(&fixture::suite());
         assert!(
             rendered.contains(
-                "#### `reliability`\n\n| Metric | Value |\n| --- | ---: |\n\
-             | `pass_at_1` | 0.333 |\n| `pass_hat_k` | 0.000 |\n| `runs` | 4 |\n\
-             | `` tool\\|calls` `` | 12.500 |\n"
+                "<details>\n<summary>Reliability cards (1)</summary>\n\n#### `reliability`\n\n| Metric | Value |\n\
+                 | --- | ---: |\n| `pass_at_1` | 0.333 |\n| `pass_hat_k` | 0.000 |\n| `runs` | 4 |\n\
+                 | `` tool\\|calls` `` | 12.500 |\n\n</details>\n"
             ),
             "{rendered}"
         );
@@ -268,11 +374,59 @@ mod tests {
     }
 
     #[test]
-    fn no_extras_means_no_extras_section() {
+    fn no_extras_means_no_cards() {
         let mut outcome = fixture::suite();
         outcome.extras.clear();
         let rendered = md(&outcome);
-        assert!(!rendered.contains("Extras"), "{rendered}");
-        assert!(rendered.ends_with("1 case passed.\n"), "{rendered}");
+        assert!(!rendered.contains("<details>") && !rendered.contains("Other extras"), "{rendered}");
+    }
+
+    #[test]
+    fn failing_cases_come_before_the_gates_with_all_their_reasons() {
+        let rendered = md(&fixture::suite());
+        let failing = rendered.find("### Failing cases (2)").unwrap_or(usize::MAX);
+        assert!(failing < rendered.find("### Gates").unwrap_or(0), "{rendered}");
+        // the tricky case fails two checks, in two runs: both reasons, one cell
+        assert!(rendered.contains("\\| \\<deny\\> \\& 'allow'<br>run 1: memory.semantic.payee: value"), "{rendered}");
+    }
+
+    /// `n` failing cases with long ids and `reasons` long reasons each.
+    fn big_suite(n: usize, reasons: usize, gates: usize) -> SuiteOutcome {
+        let mut outcome = fixture::suite();
+        let template = outcome.cases.to_vec().unwrap_or_default().remove(1);
+        let cases: Vec<CaseOutcome> = (0..n)
+            .map(|i| {
+                let mut case = template.clone();
+                case.id = format!("case-{i:06}-{}", "x".repeat(300));
+                case.runs[0].checks = (0..reasons)
+                    .map(|r| crate::runner::outcome::Check {
+                        name: format!("check{r}"),
+                        passed: false,
+                        reason: "why ".repeat(200),
+                        expected: None,
+                        actual: None,
+                    })
+                    .collect();
+                case
+            })
+            .collect();
+        outcome.cases = cases.into();
+        let gate = outcome.gates[2].clone();
+        outcome.gates = (0..gates).map(|i| GateOutcome { scope: format!("tag-{i}"), ..gate.clone() }).collect();
+        outcome
+    }
+
+    #[test]
+    fn the_summary_stays_under_the_limit_at_any_suite_size() {
+        for (cases, reasons, gates) in [(0, 0, 0), (10, 1, 3), (5_000, 12, 2_000)] {
+            let rendered = md(&big_suite(cases, reasons, gates));
+            assert!(rendered.len() <= LIMIT, "{cases} cases: {} bytes", rendered.len());
+        }
+        let rendered = md(&big_suite(5_000, 12, 2_000));
+        // every row whole; what did not fit is counted
+        assert!(rendered.contains("more failing cases (the JSON and HTML reports list them all)."), "{rendered}");
+        assert!(rendered.contains("more gates (the JSON report lists them all)."));
+        assert!(rendered.contains("(+10 more)"), "at most three reasons a case (12 + 1 in run 1)");
+        assert!(rendered.contains("<details>"), "the cards still come last");
     }
 }

@@ -5,13 +5,15 @@
 //! live terminal progress in [`pretty`] consumes those), then the whole
 //! [`SuiteOutcome`] once every case and gate is decided. Every reporter is a pure
 //! `write(&SuiteOutcome, out)` that streams the cases one at a time (a suite's cases are
-//! never all in memory), with a `render` to a `String` beside it for tests; this module
-//! only maps the `[report]` section to files and writes them atomically, so adding a
-//! format touches no other reporter.
+//! never all in memory), with a `render` to a `String` beside it for tests; the HTML
+//! report also reads each run's log, through [`html::Logs`], because the timeline is
+//! there. This module only maps the `[report]` section to files and writes them
+//! atomically, so adding a format touches no other reporter.
 //!
 //! Determinism: the same `SuiteOutcome` renders to the same bytes. No reporter reads
 //! the clock, every map is ordered, and every float is printed with fixed precision.
 
+pub mod html;
 pub mod json;
 pub mod junit;
 pub mod markdown;
@@ -38,6 +40,7 @@ pub use tap::TapVersion;
 /// junit = "reports/junit.xml"
 /// tap = "reports/results.tap"
 /// tap_version = 14
+/// html = "reports/report.html"
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -50,6 +53,9 @@ pub struct ReportConfig {
     pub json: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub markdown: Option<String>,
+    /// One offline HTML page: gates, cases, timelines, state and golden diffs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub html: Option<String>,
     /// 13 (the default: what most harnesses read) or 14.
     #[serde(default = "default_tap_version")]
     pub tap_version: u8,
@@ -61,7 +67,14 @@ fn default_tap_version() -> u8 {
 
 impl Default for ReportConfig {
     fn default() -> Self {
-        ReportConfig { junit: None, tap: None, json: None, markdown: None, tap_version: default_tap_version() }
+        ReportConfig {
+            junit: None,
+            tap: None,
+            json: None,
+            markdown: None,
+            html: None,
+            tap_version: default_tap_version(),
+        }
     }
 }
 
@@ -74,6 +87,10 @@ pub struct ReportConfigError {
     pub problem: String,
 }
 
+/// Every `[report]` key that names a file, in [`ReportConfig::outputs`] order (a run
+/// that did not happen removes these files: no earlier report may stand in for it).
+pub const FILE_KEYS: [&str; 5] = ["json", "junit", "tap", "markdown", "html"];
+
 /// A file format [`write_reports`] can write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -81,6 +98,7 @@ pub enum Format {
     Junit,
     Tap(TapVersion),
     Markdown,
+    Html,
 }
 
 impl Format {
@@ -91,16 +109,18 @@ impl Format {
             Format::Junit => "junit",
             Format::Tap(_) => "tap",
             Format::Markdown => "markdown",
+            Format::Html => "html",
         }
     }
 
-    /// Writes `outcome` in this format to `out`.
-    pub fn write(self, outcome: &SuiteOutcome, out: &mut dyn Write) -> io::Result<()> {
+    /// Writes `outcome` in this format to `out`; only HTML reads the logs.
+    pub fn write(self, outcome: &SuiteOutcome, logs: &dyn html::Logs, out: &mut dyn Write) -> io::Result<()> {
         match self {
             Format::Json => json::write(outcome, out),
             Format::Junit => junit::write(outcome, out),
             Format::Tap(version) => tap::write(outcome, version, out),
             Format::Markdown => markdown::write(outcome, out),
+            Format::Html => html::write(outcome, logs, out),
         }
     }
 }
@@ -113,7 +133,7 @@ impl ReportConfig {
     }
 
     /// The configured formats with their paths, in a fixed order (json, junit, tap,
-    /// markdown).
+    /// markdown, html).
     pub fn outputs(&self) -> Result<Vec<(Format, &str)>, ReportConfigError> {
         let version = TapVersion::try_from(self.tap_version)
             .map_err(|problem| ReportConfigError { key: "report.tap_version".into(), problem })?;
@@ -122,6 +142,7 @@ impl ReportConfig {
             (Format::Junit, &self.junit),
             (Format::Tap(version), &self.tap),
             (Format::Markdown, &self.markdown),
+            (Format::Html, &self.html),
         ];
         let mut outputs: Vec<(Format, &str)> = Vec::new();
         for (format, path) in candidates {
@@ -165,20 +186,32 @@ pub enum ReportError {
     NotAFile { path: PathBuf },
 }
 
-/// Writes every report configured in `config`, resolving relative paths against
-/// `base`, and returns the paths written (json, junit, tap, markdown order).
+/// Writes every report configured in `config`, resolving relative paths (of the
+/// reports, and of the logs and goldens the HTML report reads) against `base`, and
+/// returns the paths written (json, junit, tap, markdown, html order).
 ///
 /// Each file is written atomically: a reader (a CI uploader, a later step) sees the
 /// previous file or the complete new one, never a half-written report.
 pub fn write_reports(outcome: &SuiteOutcome, config: &ReportConfig, base: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    let logs = html::LogFiles::under(base);
     let outputs = config.outputs()?;
     let mut written = Vec::with_capacity(outputs.len());
     for (format, relative) in outputs {
         let path = base.join(relative);
-        write_atomically(&path, format, |out| format.write(outcome, out))?;
+        write_report(&path, format, outcome, &logs)?;
         written.push(path);
     }
     Ok(written)
+}
+
+/// Writes one report to `path`, atomically (see [`write_reports`]).
+pub fn write_report(
+    path: &Path,
+    format: Format,
+    outcome: &SuiteOutcome,
+    logs: &dyn html::Logs,
+) -> Result<(), ReportError> {
+    write_file(path, format.key(), |out| format.write(outcome, logs, out))
 }
 
 /// A gate's reason without the leading `scope: ` that gates write, for reporters that
@@ -189,10 +222,11 @@ fn gate_detail(gate: &GateOutcome) -> &str {
 
 /// Streams a report into a temporary file beside `path`, syncs it, then renames it over
 /// `path` (a rename within one directory is atomic). Parent directories are created.
-/// A report that cannot be rendered leaves the previous file (or none) in place.
-fn write_atomically(
+/// A report that cannot be rendered leaves the previous file (or none) in place;
+/// `format` names it in errors. (`stateval show --html` writes one log this way.)
+pub fn write_file(
     path: &Path,
-    format: Format,
+    format: &'static str,
     render: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<(), ReportError> {
     let io_error = |path: &Path, action, source| ReportError::Io { path: path.to_path_buf(), action, source };
@@ -217,7 +251,7 @@ fn write_atomically(
             let mut out = io::BufWriter::new(file);
             render(&mut out).map_err(|e| ReportError::Render {
                 path: path.to_path_buf(),
-                format: format.key(),
+                format,
                 message: e.to_string(),
             })?;
             let file = out.into_inner().map_err(|e| io_error(path, "write", e.into_error()))?;
@@ -295,9 +329,24 @@ mod tests {
                 tap: Some("reports/results.tap".into()),
                 json: Some("reports/report.json".into()),
                 markdown: Some("reports/summary.md".into()),
+                html: None,
                 tap_version: 13,
             })
         );
+    }
+
+    #[test]
+    fn every_format_is_a_file_key_in_order() {
+        let all = ReportConfig {
+            json: Some("a".into()),
+            junit: Some("b".into()),
+            tap: Some("c".into()),
+            markdown: Some("d".into()),
+            html: Some("e".into()),
+            tap_version: 13,
+        };
+        let keys: Vec<&str> = all.outputs().unwrap_or_default().iter().map(|(f, _)| f.key()).collect();
+        assert_eq!(keys, FILE_KEYS);
     }
 
     #[test]
@@ -339,6 +388,7 @@ mod tests {
             tap: Some("reports/results.tap".into()),
             json: Some("report.json".into()),
             markdown: Some("reports/summary.md".into()),
+            html: None,
             tap_version: 14,
         };
         let written = write_reports(&outcome, &config, dir.path())?;
@@ -372,6 +422,7 @@ mod tests {
             tap: Some("results.tap".into()),
             json: Some("report.json".into()),
             markdown: Some("summary.md".into()),
+            html: None,
             tap_version: 13,
         };
         let first: Vec<Vec<u8>> =

@@ -511,6 +511,18 @@ pub fn execute(
     }
     gates.extend(crate::gate::evaluate_cards(&plan.pipeline.gates, &card_targets));
     let passed = gates.iter().all(|g| g.passed);
+    let outcome = SuiteOutcome {
+        pipeline: plan.pipeline.pipeline.name.clone(),
+        run_id: plan.run_id.clone(),
+        cases,
+        gates,
+        passed,
+        extras,
+    };
+    // beside cases.jsonl, everything else a report needs: reports can be rendered again later
+    let suite = layout.suite_path(&plan.run_id);
+    let header = serde_json::to_vec_pretty(&outcome.header()).map_err(|e| RunnerError::Internal(e.to_string()))?;
+    std::fs::write(&suite, header).map_err(at(&suite))?;
     let done = RunRecord { passed: Some(passed), ..run };
     std::fs::write(
         layout.meta_path(&plan.run_id),
@@ -518,14 +530,7 @@ pub fn execute(
     )?;
     store.put_run(&done)?;
     store.flush()?;
-    Ok(SuiteOutcome {
-        pipeline: plan.pipeline.pipeline.name.clone(),
-        run_id: plan.run_id.clone(),
-        cases,
-        gates,
-        passed,
-        extras,
-    })
+    Ok(outcome)
 }
 
 /// During the run, verdict lines are appended as cases finish (so a killed run keeps

@@ -109,6 +109,9 @@ pub struct GateOutcome {
     pub passed: bool,
     /// One line: the bound that held or failed, with numbers.
     pub reason: String,
+    /// The gate's `min_cases` bound, when one applied (reports show it beside the count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_cases: Option<usize>,
 }
 
 /// A whole `stateval run`.
@@ -129,6 +132,53 @@ pub struct SuiteOutcome {
 impl SuiteOutcome {
     pub fn passed_cases(&self) -> usize {
         self.cases.passed()
+    }
+
+    /// Everything but the cases.
+    pub fn header(&self) -> SuiteHeader {
+        SuiteHeader {
+            pipeline: self.pipeline.clone(),
+            run_id: self.run_id.clone(),
+            gates: self.gates.clone(),
+            passed: self.passed,
+            extras: self.extras.clone(),
+        }
+    }
+
+    /// A finished run read back from its directory: `suite.json` and `cases.jsonl`
+    /// (the cases stay on disk and are streamed, as during the run).
+    pub fn read_run_dir(dir: &Path) -> io::Result<SuiteOutcome> {
+        let path = dir.join(SUITE_FILE);
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let header: SuiteHeader = serde_json::from_str(&text)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))?;
+        let cases = Cases::from_file(&dir.join(CASES_FILE))?;
+        Ok(header.with_cases(cases))
+    }
+}
+
+/// The name of a run directory's file of case outcomes, one per line.
+pub const CASES_FILE: &str = "cases.jsonl";
+/// The name of a run directory's [`SuiteHeader`].
+pub const SUITE_FILE: &str = "suite.json";
+
+/// A [`SuiteOutcome`] without its cases: what a run keeps beside `cases.jsonl`, so
+/// reports can be rendered again from a finished run (`stateval report RUN_DIR`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SuiteHeader {
+    pub pipeline: String,
+    pub run_id: String,
+    pub gates: Vec<GateOutcome>,
+    pub passed: bool,
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty", default)]
+    pub extras: serde_json::Map<String, Value>,
+}
+
+impl SuiteHeader {
+    pub fn with_cases(self, cases: Cases) -> SuiteOutcome {
+        let SuiteHeader { pipeline, run_id, gates, passed, extras } = self;
+        SuiteOutcome { pipeline, run_id, cases, gates, passed, extras }
     }
 }
 
@@ -176,6 +226,18 @@ impl Cases {
                 Err(e) => CaseIter::Failed(Some(io::Error::new(e.kind(), format!("{}: {e}", path.display())))),
             },
         }
+    }
+
+    /// The cases spilled to `path` by an earlier run, counted by reading them once.
+    pub fn from_file(path: &Path) -> io::Result<Cases> {
+        let mut cases = Cases { source: Source::File(path.to_path_buf()), len: 0, passed: 0 };
+        let (mut len, mut passed) = (0, 0);
+        for case in cases.iter() {
+            len += 1;
+            passed += usize::from(case?.passed);
+        }
+        (cases.len, cases.passed) = (len, passed);
+        Ok(cases)
     }
 
     /// Every case, collected (for tests and small suites).
@@ -323,6 +385,36 @@ mod tests {
         let err = cases.to_vec().err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.starts_with(&format!("{}:1: ", path.display())), "{err}");
         Ok(())
+    }
+
+    #[test]
+    fn a_run_directory_reads_back_into_an_equal_suite_outcome() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut spill = CaseSpill::create(&dir.path().join(CASES_FILE))?;
+        let written = vec![case("a", true), case("b", false), case("c", true)];
+        for c in &written {
+            spill.push(c)?;
+        }
+        let outcome = SuiteOutcome {
+            pipeline: "p".into(),
+            run_id: "r-1".into(),
+            cases: spill.finish()?,
+            gates: Vec::new(),
+            passed: false,
+            extras: serde_json::Map::new(),
+        };
+        std::fs::write(dir.path().join(SUITE_FILE), serde_json::to_vec(&outcome.header())?)?;
+        let back = SuiteOutcome::read_run_dir(dir.path())?;
+        assert_eq!((back.cases.len(), back.passed_cases()), (3, 2));
+        assert_eq!(back, outcome);
+        Ok(())
+    }
+
+    #[test]
+    fn a_run_directory_without_its_suite_file_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let err = SuiteOutcome::read_run_dir(dir.path()).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.starts_with(&dir.path().join(SUITE_FILE).display().to_string()), "{err}");
     }
 
     #[test]

@@ -13,15 +13,16 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 /// The report files `pipeline/ci.toml` writes ([report]).
-pub const CI_REPORTS: [&str; 4] =
-    ["reports/junit.xml", "reports/results.tap", "reports/report.json", "reports/summary.md"];
+pub const CI_REPORTS: [&str; 5] =
+    ["reports/junit.xml", "reports/results.tap", "reports/report.json", "reports/summary.md", "reports/report.html"];
 
 /// The report files `pipeline/failing.toml` writes ([report]).
-pub const FAILING_REPORTS: [&str; 4] = [
+pub const FAILING_REPORTS: [&str; 5] = [
     "reports/failing/junit.xml",
     "reports/failing/results.tap",
     "reports/failing/report.json",
     "reports/failing/summary.md",
+    "reports/failing/report.html",
 ];
 
 /// Case ids of `datasets/examples/*.jsonl`, in the order the runner reports them

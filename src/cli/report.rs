@@ -1,0 +1,68 @@
+//! `stateval report RUN_DIR --html OUT`: render reports again from a finished run.
+//!
+//! A run directory (`<store>/runs/<run-id>/`) keeps everything a report is made of:
+//! `suite.json` (gates, extras, verdict), `cases.jsonl` (every case outcome) and the
+//! logs. So the HTML page — or any other report — can be rendered later, on another
+//! machine, from a directory CI kept as an artifact, without running anything again.
+//! Goldens are looked up where the run's log paths say the project was; when they are
+//! not there, the page shows what the golden check recorded.
+//!
+//! Exit 0 when the reports were written, 2 when RUN_DIR is not a finished run, 3 when
+//! a report cannot be written.
+
+use std::path::PathBuf;
+
+use super::{CliError, Exit};
+use stateval::report::{self, Format, TapVersion, html};
+use stateval::runner::outcome::SuiteOutcome;
+
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("formats").required(true).multiple(true)))]
+pub struct Args {
+    /// A finished run's directory: `<store>/runs/<run-id>` (`.stateval/runs/r-…`).
+    run_dir: PathBuf,
+    /// Write the HTML report (one offline page) to this file.
+    #[arg(long, value_name = "OUT", group = "formats")]
+    html: Option<PathBuf>,
+    /// Write the Markdown summary to this file.
+    #[arg(long, value_name = "OUT", group = "formats")]
+    markdown: Option<PathBuf>,
+    /// Write the JSON report to this file.
+    #[arg(long, value_name = "OUT", group = "formats")]
+    json: Option<PathBuf>,
+    /// Write the JUnit XML report to this file.
+    #[arg(long, value_name = "OUT", group = "formats")]
+    junit: Option<PathBuf>,
+    /// Write the TAP 13 report to this file.
+    #[arg(long, value_name = "OUT", group = "formats")]
+    tap: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> Result<Exit, CliError> {
+    let dir = &args.run_dir;
+    if !dir.is_dir() {
+        return Err(CliError::invalid(format!(
+            "{}: not a directory (a run directory is <store>/runs/<run-id>)",
+            dir.display()
+        )));
+    }
+    let outcome = SuiteOutcome::read_run_dir(dir).map_err(|e| {
+        CliError::invalid(format!("{e}: {} is not a finished run of this version of stateval", dir.display()))
+    })?;
+    let first = outcome.cases.iter().next().transpose().map_err(|e| CliError::invalid(e.to_string()))?;
+    let sample = first.as_ref().and_then(|case| case.runs.first().map(|run| (case.as_ref(), run)));
+    let logs = html::LogFiles::in_run_dir(dir, sample);
+    let outputs = [
+        (Format::Json, &args.json),
+        (Format::Junit, &args.junit),
+        (Format::Tap(TapVersion::V13), &args.tap),
+        (Format::Markdown, &args.markdown),
+        (Format::Html, &args.html),
+    ];
+    for (format, path) in outputs {
+        let Some(path) = path else { continue };
+        report::write_report(path, format, &outcome, &logs).map_err(|e| CliError::internal(e.to_string()))?;
+        super::out(format!("report: {}", path.display()));
+    }
+    Ok(Exit::Pass)
+}

@@ -1,0 +1,174 @@
+//! The top of the report: the verdict, the gates, the reliability cards, and the index
+//! of cases — failing first, each with its one-line reason and a link to its first
+//! divergent event — with the filters the script switches on.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use super::Logs;
+use super::analysis::{self, Pointer};
+use super::markup::{Anchor, esc, percent, plural};
+use crate::report::gate_detail;
+use crate::runner::outcome::{CaseOutcome, GateOutcome, SuiteOutcome};
+
+/// The verdict line and the run it belongs to.
+pub fn header(outcome: &SuiteOutcome) -> String {
+    let (class, verdict) = if outcome.passed { ("pass", "passed") } else { ("fail", "failed") };
+    let total = outcome.cases.len();
+    let passed = outcome.passed_cases();
+    let failed_gates = outcome.gates.iter().filter(|g| !g.passed).count();
+    format!(
+        "<header>\n<h1><span class=\"b {class}\">{}</span> stateval <code>{}</code>: {verdict}</h1>\n\
+         <p class=\"muted\">{passed} of {total} case{} passed · {failed_gates} of {} gate{} failed · run <code>{}</code></p>\n\
+         </header>\n",
+        verdict.to_uppercase(),
+        esc(&outcome.pipeline),
+        plural(total),
+        outcome.gates.len(),
+        plural(outcome.gates.len()),
+        esc(&outcome.run_id),
+    )
+}
+
+/// The filters (hidden until the script shows them: without it they would do nothing).
+pub fn filters(tags: &BTreeSet<String>, cases: usize) -> String {
+    let mut out = String::from(
+        "<nav id=\"filters\" aria-label=\"Filter cases\" hidden>\n\
+         <label for=\"q\">Search<input id=\"q\" type=\"search\" placeholder=\"case id, dataset or reason\" autocomplete=\"off\"></label>\n\
+         <label for=\"status\">Status<select id=\"status\"><option value=\"\">any</option><option value=\"fail\">failing</option>\
+         <option value=\"pass\">passing</option></select></label>\n\
+         <label for=\"tag\">Tag<select id=\"tag\"><option value=\"\">any</option>",
+    );
+    for tag in tags {
+        let _ = write!(out, "<option>{}</option>", esc(tag));
+    }
+    let _ = write!(out, "</select></label>\n<span id=\"shown\" aria-live=\"polite\">{cases} cases</span>\n</nav>\n");
+    out
+}
+
+/// One row per gate: scope, verdict, counts, pass rate, the 95 % Wilson lower bound
+/// (how strong the evidence for that rate is), `min_cases` and the reason.
+pub fn gates(gates: &[GateOutcome]) -> String {
+    let mut out = String::from("<section id=\"gates\">\n<h2>Gates</h2>\n");
+    if gates.is_empty() {
+        out.push_str("<p class=\"muted\">No gate was recorded for this run.</p>\n</section>\n");
+        return out;
+    }
+    out.push_str(
+        "<table>\n<thead><tr><th scope=\"col\">Gate</th><th scope=\"col\">Result</th><th scope=\"col\" class=\"num\">Cases</th>\
+         <th scope=\"col\" class=\"num\">Passed</th><th scope=\"col\" class=\"num\">Pass rate</th>\
+         <th scope=\"col\" class=\"num\"><abbr title=\"lower end of the 95 % Wilson score interval on the pass rate\">Wilson 95 % low</abbr></th>\
+         <th scope=\"col\" class=\"num\">min_cases</th><th scope=\"col\">Reason</th></tr></thead>\n<tbody>\n",
+    );
+    for g in gates {
+        let (class, result) = if g.passed { ("pass", "pass") } else { ("fail", "fail") };
+        let (rate, wilson) = if g.cases == 0 {
+            ("–".to_string(), "–".to_string())
+        } else {
+            (percent(g.pass_rate), percent(crate::gate::wilson_lower_bound_95(g.passed_cases, g.cases)))
+        };
+        let _ = writeln!(
+            out,
+            "<tr><th scope=\"row\"><code>{}</code></th><td><span class=\"b {class}\">{result}</span></td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{rate}</td><td class=\"num\">{wilson}</td>\
+             <td class=\"num\">{}</td><td>{}</td></tr>",
+            esc(&g.scope),
+            g.cases,
+            g.passed_cases,
+            g.min_cases.map_or_else(|| "–".to_string(), |n| n.to_string()),
+            esc(gate_detail(g)),
+        );
+    }
+    out.push_str("</tbody>\n</table>\n</section>\n");
+    out
+}
+
+/// Reliability cards and other flat extras, each folded (they are reference, not news).
+pub fn extras(extras: &serde_json::Map<String, serde_json::Value>) -> String {
+    let cards = crate::report::metric_extras(extras);
+    if cards.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<section id=\"cards\">\n<h2>Reliability cards</h2>\n");
+    for (name, fields) in cards {
+        let _ = write!(
+            out,
+            "<details><summary><code>{}</code> ({} value{})</summary>\n<table><thead><tr><th scope=\"col\">Metric</th>\
+             <th scope=\"col\" class=\"num\">Value</th></tr></thead><tbody>\n",
+            esc(name),
+            fields.len(),
+            plural(fields.len())
+        );
+        for (key, value) in fields {
+            let _ = writeln!(
+                out,
+                "<tr><td><code>{}</code></td><td class=\"num\">{}</td></tr>",
+                esc(key),
+                crate::report::metric_value(value)
+            );
+        }
+        out.push_str("</tbody></table>\n</details>\n");
+    }
+    out.push_str("</section>\n");
+    out
+}
+
+/// The index's opening: a heading with the counts and the table head.
+pub fn open(total: usize, failing: usize) -> String {
+    format!(
+        "<section id=\"index\">\n<h2>Cases</h2>\n<p class=\"muted\">{failing} failing, {} passing; failing cases first, \
+         in dataset order. A case's first divergent event is where to start reading it.</p>\n\
+         <table>\n<thead><tr><th scope=\"col\">Result</th><th scope=\"col\">Case</th><th scope=\"col\">Tags</th>\
+         <th scope=\"col\">Why it failed</th><th scope=\"col\">First divergent event</th></tr></thead>\n<tbody>\n",
+        total - failing
+    )
+}
+
+pub fn close() -> &'static str {
+    "</tbody>\n</table>\n</section>\n"
+}
+
+/// The first divergent event of a failing case: that of its first failing run.
+pub fn first_divergence(case: &CaseOutcome, logs: &dyn Logs) -> Option<(usize, Pointer)> {
+    case.runs
+        .iter()
+        .filter(|r| !r.passed)
+        .find_map(|run| analysis::analyse(case, run, logs).first.map(|p| (run.index, p)))
+}
+
+/// One index row. The `data-*` attributes are what the filters read.
+pub fn row(case: &CaseOutcome, pointer: Option<&(usize, Pointer)>) -> String {
+    let anchor = Anchor::case(&case.id);
+    let (class, status, label) = if case.passed { ("pass", "pass", "PASS") } else { ("fail", "fail", "FAIL") };
+    let reason = case.failure().unwrap_or_default();
+    let search = format!("{} {} {}", case.id, case.dataset, reason).to_lowercase();
+    let tags_json = serde_json::to_string(&case.tags).unwrap_or_else(|_| "[]".into());
+    let tags: Vec<String> = case.tags.iter().map(|t| format!("<code>{}</code>", esc(t))).collect();
+    let more = case.failures().len().saturating_sub(1);
+    let reason_html = match (reason.is_empty(), more) {
+        (true, _) => "<span class=\"muted\">–</span>".to_string(),
+        (false, 0) => esc(&reason).into_owned(),
+        (false, n) => format!("{} <span class=\"muted\">(+{n} more)</span>", esc(&reason)),
+    };
+    let divergence = match pointer {
+        Some((k, p)) => format!(
+            "<a href=\"#{}\">run {k} · seq {}{} · {}</a><br><span class=\"muted\">{}</span>",
+            anchor.seq(*k, p.seq),
+            p.seq,
+            p.turn.map(|t| format!(" · turn {t}")).unwrap_or_default(),
+            esc(&p.kind),
+            esc(&super::markup::cut(&p.what, 240).text)
+        ),
+        None => "<span class=\"muted\">–</span>".to_string(),
+    };
+    format!(
+        "<tr data-case=\"{id}\" data-status=\"{status}\" data-tags=\"{}\" data-search=\"{}\"><td><span class=\"b {class}\">{label}</span></td>\
+         <td class=\"id\"><a href=\"#{id}\"><code>{}</code></a><br><span class=\"muted\">{}</span></td><td class=\"tags\">{}</td><td>{reason_html}</td><td>{divergence}</td></tr>\n",
+        esc(&tags_json),
+        esc(&search),
+        esc(&case.id),
+        esc(&case.dataset),
+        tags.join(" "),
+        id = anchor.id(),
+    )
+}

@@ -1,0 +1,365 @@
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::markup::Anchor;
+use super::*;
+use crate::event::writer::LogWriter;
+use crate::report::fixture::{self, TRICKY_ID};
+use crate::runner::outcome::Check;
+
+/// Logs held in memory: (case id, run) → events, golden path → events.
+#[derive(Default)]
+struct Memory {
+    logs: BTreeMap<(String, usize), Vec<Event>>,
+    goldens: BTreeMap<String, Vec<Event>>,
+}
+
+impl Logs for Memory {
+    fn events(&self, case: &CaseOutcome, run: &RunResult) -> Result<Vec<Event>, String> {
+        self.logs.get(&(case.id.clone(), run.index)).cloned().ok_or_else(|| format!("no log for {}", case.id))
+    }
+
+    fn golden(&self, shown: &str) -> Result<Option<Vec<Event>>, String> {
+        Ok(self.goldens.get(shown).cloned())
+    }
+}
+
+/// What one turn of a treasury-like run writes.
+struct Turn<'a> {
+    input: &'a str,
+    result: Value,
+    answer: &'a str,
+}
+
+/// A run: the initial sandbox, then per turn a model call proposing `get_balance`, the
+/// policy's verdict, the execution (with an effect), a memory write and the answer.
+fn run_log(case: &str, turns: &[Turn], status: &str) -> Vec<Event> {
+    let mut w = LogWriter::new(Vec::new());
+    let mut events = Vec::new();
+    let mut t = 0;
+    let mut push = |w: &mut LogWriter<Vec<u8>>, turn: Option<u32>, t: u64, kind: Kind, data: Value| {
+        events.push(w.append(turn, t, kind, data).unwrap_or_else(|e| panic!("{e}")));
+    };
+    push(
+        &mut w,
+        None,
+        0,
+        Kind::RunStarted,
+        json!({"case": case, "run": 0, "agent": "treasury", "sandbox": {"balance": 1250}}),
+    );
+    for (n, turn) in turns.iter().enumerate() {
+        let n32 = n as u32;
+        let at = Some(n32);
+        push(&mut w, at, t, Kind::TurnStarted, json!({"turn": n, "input": turn.input}));
+        t += 400;
+        let call = json!({"id": format!("c{n}"), "name": "get_balance", "args": {}});
+        push(
+            &mut w,
+            at,
+            t,
+            Kind::ModelCalled,
+            json!({"position": n * 2, "latency_ms": 400, "response": {"content": "", "tool_calls": [call]}, "usage": {"input_tokens": 300, "output_tokens": 12}}),
+        );
+        push(
+            &mut w,
+            at,
+            t,
+            Kind::PolicyDecided,
+            json!({"call_id": format!("c{n}"), "tool": "get_balance", "verdict": "allow", "rule": null, "reason": "default allow"}),
+        );
+        t += 20;
+        push(
+            &mut w,
+            at,
+            t,
+            Kind::ToolExecuted,
+            json!({"call_id": format!("c{n}"), "tool": "get_balance", "args": {}, "result": turn.result, "is_error": false, "fault": null, "duration_ms": 20, "deduplicated": false, "effect": [{"op": "replace", "path": "/balance", "value": 1250 - n as i64}]}),
+        );
+        push(
+            &mut w,
+            at,
+            t,
+            Kind::MemoryWritten,
+            json!({"tier": "semantic", "key": "last_balance", "value": turn.result.clone(), "confidence": 0.9}),
+        );
+        t += 300;
+        push(
+            &mut w,
+            at,
+            t,
+            Kind::ModelCalled,
+            json!({"position": n * 2 + 1, "latency_ms": 300, "response": {"content": turn.answer}, "usage": {"input_tokens": 340, "output_tokens": 9}}),
+        );
+        push(&mut w, at, t, Kind::TurnCompleted, json!({"turn": n, "response": turn.answer}));
+    }
+    push(&mut w, None, t, Kind::RunCompleted, json!({"status": status, "turns": turns.len(), "tokens": 661}));
+    events
+}
+
+fn one_turn(case: &str, result: Value, answer: &str) -> Vec<Event> {
+    run_log(case, &[Turn { input: "What is my balance?", result, answer }], "completed")
+}
+
+/// The reporters' fixture suite with a log for every run.
+fn suite_and_logs() -> (SuiteOutcome, Memory) {
+    let outcome = fixture::suite();
+    let mut logs = Memory::default();
+    for case in outcome.cases.to_vec().unwrap_or_default() {
+        for run in &case.runs {
+            let events = if case.id == "idempotent-transfer-replay" {
+                replay_miss(&case.id)
+            } else {
+                one_turn(&case.id, json!({"balance": 1250}), "Your balance is $1,250.")
+            };
+            logs.logs.insert((case.id.clone(), run.index), events);
+        }
+    }
+    (outcome, logs)
+}
+
+fn replay_miss(case: &str) -> Vec<Event> {
+    let mut w = LogWriter::new(Vec::new());
+    let mut push =
+        |turn: Option<u32>, kind: Kind, data: Value| w.append(turn, 0, kind, data).unwrap_or_else(|e| panic!("{e}"));
+    vec![
+        push(None, Kind::RunStarted, json!({"case": case, "run": 0, "sandbox": {}})),
+        push(Some(0), Kind::TurnStarted, json!({"turn": 0, "input": "Pay again"})),
+        push(Some(0), Kind::Error, json!({"kind": "replay_miss", "message": "no recorded response at position 0"})),
+        push(None, Kind::RunCompleted, json!({"status": "replay_exhausted", "turns": 1, "tokens": 0})),
+    ]
+}
+
+fn page(outcome: &SuiteOutcome, logs: &Memory) -> String {
+    render(outcome, logs).unwrap_or_else(|e| panic!("render failed: {e}"))
+}
+
+#[test]
+fn the_same_outcome_and_logs_give_byte_identical_pages() {
+    let (outcome, logs) = suite_and_logs();
+    let first = page(&outcome, &logs);
+    assert_eq!(first, page(&outcome, &logs));
+    assert!(first.starts_with("<!doctype html>\n") && first.ends_with("</html>\n"));
+}
+
+#[test]
+fn failing_cases_come_first_in_the_index_with_their_reason_and_first_divergent_event() {
+    let (outcome, logs) = suite_and_logs();
+    let html = page(&outcome, &logs);
+    let index =
+        &html[html.find("<section id=\"index\">").unwrap_or(0)..html.find("<section id=\"cases\"").unwrap_or(0)];
+    let tricky = index.find(&markup::anchor_id(TRICKY_ID)).unwrap_or(usize::MAX);
+    let miss = index.find("idempotent-transfer-replay").unwrap_or(usize::MAX);
+    let passing = index.find("pays-trusted-payee").unwrap_or(usize::MAX);
+    assert!(tricky < miss && miss < passing, "failing first, in dataset order");
+    // the replay miss points at its error event, seq 2 of run 0, by deep link
+    assert!(
+        index.contains("<a href=\"#case/idempotent-transfer-replay/run/0/seq/2\">run 0 · seq 2 · turn 0 · error</a>"),
+        "{index}"
+    );
+    assert!(html.contains("id=\"case/idempotent-transfer-replay/run/0/seq/2\""), "the link has a target");
+    assert!(index.contains("run 0: replay miss: request 3 asked after the recording ended (event 7)"));
+}
+
+#[test]
+fn gates_show_the_pass_rate_the_wilson_bound_and_min_cases() {
+    let (outcome, logs) = suite_and_logs();
+    let html = page(&outcome, &logs);
+    // default: 1/3 → 33.3 %, Wilson 95 % lower bound of 1/3 is 6.1 %; security has min_cases 3
+    assert!(
+        html.contains("<td class=\"num\">33.3 %</td><td class=\"num\">6.1 %</td><td class=\"num\">–</td>"),
+        "{html}"
+    );
+    assert!(html.contains("<td class=\"num\">0.0 %</td><td class=\"num\">0.0 %</td><td class=\"num\">3</td>"));
+}
+
+#[test]
+fn hostile_strings_in_ids_reasons_and_payloads_are_text_never_markup() {
+    let (mut outcome, mut logs) = suite_and_logs();
+    let hostile = "</script><img src=x onerror=alert(1)><script>alert(2)</script>";
+    let mut cases = outcome.cases.to_vec().unwrap_or_default();
+    cases[1].runs[0].checks[0].reason = hostile.into();
+    cases[1].tags.push(hostile.into());
+    outcome.cases = cases.into();
+    logs.logs.insert((TRICKY_ID.into(), 0), one_turn(TRICKY_ID, json!({"note": hostile}), hostile));
+    let html = page(&outcome, &logs);
+    assert_eq!(html.matches("<script").count(), 1, "only the page's own script");
+    assert_eq!(html.matches("</script>").count(), 1);
+    assert!(!html.contains("<img"), "no element from a payload");
+    assert!(!html.contains("onerror=alert(1)>"), "not as an attribute either");
+    assert!(html.contains("&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"));
+    // the tricky id is escaped where shown and percent-encoded where it is an anchor
+    assert!(html.contains("redirect &quot;attack&quot;: # TODO #1 | &lt;b&gt;&amp;co `x`"));
+    assert!(!html.contains("id=\"case/redirect \""), "an id never holds a space or a quote");
+}
+
+#[test]
+fn a_payload_over_the_limit_is_cut_in_place_with_its_byte_count_and_digest() {
+    let (outcome, mut logs) = suite_and_logs();
+    let big = "x".repeat(100_000);
+    logs.logs.insert(("pays-trusted-payee".into(), 0), one_turn("pays-trusted-payee", json!({"dump": big}), "ok"));
+    let html = page(&outcome, &logs);
+    let canonical = crate::canon::to_canonical(&json!({"dump": "x".repeat(100_000)})).unwrap_or_default();
+    let digest = crate::canon::digest(crate::canon::Context::Content, &canonical).to_string();
+    assert!(html.contains(&format!("… cut: 100,011 bytes, {}", markup::short_digest(&digest))), "size and digest");
+    assert!(html.contains(&format!("title=\"{digest}\"")), "the full digest is there to copy");
+    assert!(html.len() < 100_000, "the 100 kB value is not in the page: {} bytes", html.len());
+}
+
+#[test]
+fn the_state_after_each_turn_shows_the_change_from_the_turn_before() {
+    let (outcome, mut logs) = suite_and_logs();
+    let turns = [
+        Turn { input: "balance?", result: json!(1250), answer: "1250" },
+        Turn { input: "again?", result: json!(1249), answer: "1249" },
+    ];
+    logs.logs.insert(("pays-trusted-payee".into(), 0), run_log("pays-trusted-payee", &turns, "completed"));
+    let html = page(&outcome, &logs);
+    let case = &html[html.find("<section class=\"case passed\"").unwrap_or(0)..];
+    assert!(case.contains("<strong>State before the first turn</strong>"));
+    // turn 0 writes memory and the balance effect replaces 1250 with 1250 (no change)
+    assert!(
+        case.contains("<li class=\"add\"><code>/memory/semantic/last_balance</code>: <code>1250</code></li>"),
+        "{case}"
+    );
+    // turn 1: the memory value and the sandbox balance both change
+    let turn1 = &case[case.find("<strong>State after turn 1</strong>").unwrap_or(0)..];
+    assert!(turn1.contains(
+        "<li class=\"chg\"><code>/memory/semantic/last_balance</code>: <code>1250</code> → <code>1249</code></li>"
+    ));
+    assert!(
+        turn1.contains("<li class=\"chg\"><code>/sandbox/balance</code>: <code>1250</code> → <code>1249</code></li>")
+    );
+}
+
+#[test]
+fn a_golden_diff_highlights_the_first_divergence_and_classifies_every_difference() {
+    let (outcome, mut logs) = suite_and_logs();
+    let mut cases = outcome.cases.to_vec().unwrap_or_default();
+    let golden_path = "goldens/examples/treasury/pays-trusted-payee.0.jsonl";
+    cases[0].passed = false;
+    cases[0].runs[0].passed = false;
+    cases[0].runs[0].checks.push(Check {
+        name: crate::golden::CHECK.into(),
+        passed: false,
+        reason: "differs from the golden".into(),
+        expected: Some(json!(golden_path)),
+        actual: None,
+    });
+    let outcome = SuiteOutcome { cases: cases.into(), ..outcome };
+    logs.goldens.insert(
+        golden_path.into(),
+        one_turn("pays-trusted-payee", json!({"balance": 1250}), "Your balance is $1,250."),
+    );
+    logs.logs.insert(
+        ("pays-trusted-payee".into(), 0),
+        one_turn("pays-trusted-payee", json!({"balance": 9}), "Your balance is $9."),
+    );
+    let html = page(&outcome, &logs);
+    // the tool result (seq 4) is the first difference; the memory write and answers follow
+    assert!(html.contains("<p class=\"callout\"><strong>First divergent event:</strong> <a href=\"#case/pays-trusted-payee/run/0/seq/4\">seq 4 · turn 0 · tool_executed</a>"), "{html}");
+    assert!(html.contains(
+        "<tr class=\"first\"><td class=\"cls \"><span class=\"b fail\">first divergence</span><br>payload changed</td>"
+    ));
+    assert!(html.contains("<code>/data/result/balance</code>: <code>1250</code> → <code>9</code>"));
+    assert!(html.contains("<li id=\"case/pays-trusted-payee/run/0/seq/4\" class=\"k-tool_executed diff first\">"));
+    assert!(html.contains("4 differences (4 payload changed)"), "{html}");
+}
+
+#[test]
+fn a_check_links_to_the_event_its_value_came_from() {
+    let (outcome, mut logs) = suite_and_logs();
+    let mut cases = outcome.cases.to_vec().unwrap_or_default();
+    cases[1].runs[0].checks[0].name = "final_response".into();
+    let outcome = SuiteOutcome { cases: cases.into(), ..outcome };
+    logs.logs.insert((TRICKY_ID.into(), 0), one_turn(TRICKY_ID, json!(1), "hello"));
+    let html = page(&outcome, &logs);
+    let seq7 = Anchor::case(TRICKY_ID).seq(0, 7); // turn_completed
+    assert!(html.contains(&format!("<td><a href=\"#{seq7}\">seq 7</a></td></tr>")), "{html}");
+    assert!(html.contains("failing check reads this event: <code>final_response</code>"));
+}
+
+#[test]
+fn a_long_run_folds_its_turns_except_the_first_divergence() {
+    let (outcome, mut logs) = suite_and_logs();
+    let turns: Vec<Turn> = (0..60).map(|_| Turn { input: "again", result: json!(1), answer: "ok" }).collect();
+    let mut events = run_log(TRICKY_ID, &turns, "completed");
+    assert!(events.len() > timeline::FOLD_EVENTS);
+    // an error in turn 40 is the first divergence
+    let mut w = LogWriter::new(Vec::new());
+    let at = events.iter().position(|e| e.turn == Some(40)).unwrap_or(0);
+    events.insert(at, events[at].clone());
+    events[at].kind = Kind::Error;
+    events[at].data = json!({"kind": "step_limit", "message": "too many steps"});
+    let events: Vec<Event> = events
+        .iter()
+        .map(|e| w.append(e.turn, e.t, e.kind, e.data.clone()).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    logs.logs.insert((TRICKY_ID.into(), 0), events);
+    let html = page(&outcome, &logs);
+    let a = Anchor::case(TRICKY_ID);
+    assert!(html.contains(&format!("<details class=\"turn\" id=\"{}\" open>", a.turn(0, "40"))));
+    assert!(html.contains(&format!("<details class=\"turn\" id=\"{}\"><summary>", a.turn(0, "39"))), "folded");
+}
+
+#[test]
+fn a_run_over_the_event_limit_embeds_only_the_turns_that_matter() {
+    let (outcome, mut logs) = suite_and_logs();
+    let turns: Vec<Turn> = (0..300).map(|_| Turn { input: "again", result: json!(1), answer: "ok" }).collect();
+    let events = run_log("pays-trusted-payee", &turns, "completed");
+    assert!(events.len() > timeline::MAX_RUN_EVENTS);
+    let events_len = events.len();
+    logs.logs.insert(("pays-trusted-payee".into(), 0), events);
+    let html = page(&outcome, &logs);
+    let last = events_len - 1;
+    assert!(html.contains("(not embedded)</span></summary><p class=\"muted\"><code>stateval show .stateval/runs/r1/case/0.jsonl --at-turn 150</code>"));
+    assert!(html.contains(&format!("id=\"case/pays-trusted-payee/run/0/seq/{last}\"")), "the end is embedded");
+    assert!(html.contains(&format!("id=\"case/pays-trusted-payee/run/0/seq/{}\"", last - 1)), "so is the last turn");
+}
+
+#[test]
+fn cases_are_drawn_compact_once_the_detail_budget_is_spent() {
+    let (outcome, logs) = suite_and_logs();
+    let case = outcome.cases.to_vec().unwrap_or_default().remove(2);
+    let compact = case::section(&case, &logs, case::Detail::Compact);
+    assert!(compact.contains("Shown compact: the report's detail budget was spent"));
+    assert!(!compact.contains("<h4>Timeline</h4>"));
+    let full = case::section(&case, &logs, case::Detail::Full);
+    assert!(full.contains("<h4>Timeline</h4>"));
+}
+
+#[test]
+fn a_log_renders_alone_with_its_own_verdict() {
+    let events = one_turn("incident-7", json!({"balance": 3}), "Your balance is $3.");
+    let mut out = Vec::new();
+    write_log("incident.jsonl", &events, &mut out).unwrap_or_else(|e| panic!("{e}"));
+    let html = String::from_utf8(out).unwrap_or_default();
+    assert!(html.contains("<h1>stateval log <code>incident.jsonl</code></h1>"));
+    assert!(html.contains("id=\"case/incident-7/run/0/seq/4\""));
+    assert!(html.contains("<strong>State after turn 0</strong>"));
+    assert!(!html.contains("id=\"filters\""), "one log needs no filters");
+}
+
+#[test]
+fn narrative_claims_are_listed_beside_the_events_that_show_them() {
+    let (outcome, mut logs) = suite_and_logs();
+    let mut cases = outcome.cases.to_vec().unwrap_or_default();
+    cases[0].blocks = vec![Check {
+        name: "narrative".into(),
+        passed: false,
+        reason: "gate failed".into(),
+        expected: None,
+        actual: None,
+    }];
+    let outcome = SuiteOutcome { cases: cases.into(), ..outcome };
+    // the answer claims a transfer that never ran, and never mentions get_balance
+    logs.logs.insert(
+        ("pays-trusted-payee".into(), 0),
+        one_turn("pays-trusted-payee", json!(1), "I sent the payment to Alice."),
+    );
+    let html = page(&outcome, &logs);
+    let a = Anchor::case("pays-trusted-payee");
+    assert!(html.contains("<h4>Narrative vs trace</h4>"));
+    assert!(html.contains(&format!("<tr><td class=\"fail\">claimed but absent</td><td><code>send_payment</code> <span class=\"muted\">(no executed call matches)</span></td><td><a href=\"#{}\">seq 7</a></td></tr>", a.seq(0, 7))), "{html}");
+    assert!(html.contains(&format!("<tr><td class=\"fail\">executed but not narrated</td><td><code>get_balance</code></td><td><a href=\"#{}\">seq 4</a></td></tr>", a.seq(0, 4))));
+}
