@@ -110,22 +110,25 @@ impl Conversation {
         start: usize,
     ) -> Result<Digest, CanonError> {
         let sent = &self.messages[start.min(self.messages.len())..];
-        let mut buf = Vec::with_capacity(1024 + sent.iter().map(|m| m.canonical.len() + 1).sum::<usize>());
-        buf.extend_from_slice(b"{\"memory\":");
-        canon::write_canonical(&mut buf, memory)?;
-        buf.extend_from_slice(b",\"messages\":[");
+        // the canonical bytes go to the hasher piece by piece: no copy of the history
+        let mut hasher = canon::Digester::new(Context::Request);
+        let mut head = Vec::with_capacity(256);
+        head.extend_from_slice(b"{\"memory\":");
+        canon::write_canonical(&mut head, memory)?;
+        head.extend_from_slice(b",\"messages\":[");
+        hasher.update(&head);
         for (i, m) in sent.iter().enumerate() {
             if i > 0 {
-                buf.push(b',');
+                hasher.update(b",");
             }
-            buf.extend_from_slice(&m.canonical);
+            hasher.update(&m.canonical);
         }
-        buf.extend_from_slice(b"],\"system\":");
-        buf.extend_from_slice(system_canonical);
-        buf.extend_from_slice(b",\"tools\":");
-        buf.extend_from_slice(tools_canonical);
-        buf.push(b'}');
-        Ok(canon::digest(Context::Request, &buf))
+        hasher.update(b"],\"system\":");
+        hasher.update(system_canonical);
+        hasher.update(b",\"tools\":");
+        hasher.update(tools_canonical);
+        hasher.update(b"}");
+        Ok(hasher.finish())
     }
 }
 
