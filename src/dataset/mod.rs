@@ -619,10 +619,26 @@ pub fn block_root(key: &str) -> &'static str {
 }
 
 /// A case's `expect` may target extracted values and the targets of its own blocks.
+/// A block target must be one the block reports (`trajectory.score` is not): refused
+/// here, with the valid ones listed, rather than found missing when the case runs.
+/// `recovery.*` is extracted from every log, block or not, so the extractor checks it.
 fn check_case_target(target: &str, blocks: &[MetricBlock]) -> Result<(), String> {
     let root = target.split(['.', '[']).next().unwrap_or_default();
-    if blocks.iter().any(|b| block_root(b.key()) == root) {
-        return Ok(());
+    let mine: Vec<&MetricBlock> = blocks.iter().filter(|b| block_root(b.key()) == root).collect();
+    if !mine.is_empty() && root != "recovery" {
+        let names: Vec<String> = mine.iter().flat_map(|b| b.target_names()).collect();
+        if names.iter().any(|n| n == target) {
+            return Ok(());
+        }
+        // every valid name is listed: a did-you-mean among a handful would only guess
+        let keys: Vec<&str> = mine.iter().map(|b| b.key()).collect();
+        return Err(format!(
+            "unknown target \"{target}\": the {} block{} of this case report{}: {}",
+            keys.join(" and "),
+            if keys.len() > 1 { "s" } else { "" },
+            if keys.len() > 1 { "" } else { "s" },
+            names.join(", ")
+        ));
     }
     if BLOCK_KEYS.iter().any(|k| block_root(k) == root) && !crate::extract::ROOTS.contains(&root) {
         return Err(format!("target \"{target}\" needs a {root} block in this case"));

@@ -272,7 +272,7 @@ pub struct ReliabilityBlock {
 const RELIABILITY_KEYS: &[&str] = &["k", "expect"];
 
 impl ReliabilityBlock {
-    fn target_names(k: &[u64]) -> Vec<String> {
+    pub fn target_names(k: &[u64]) -> Vec<String> {
         let mut names: Vec<String> = score_outcomes(&[]).targets().into_keys().collect();
         for k in k {
             names.push(format!("reliability.pass_at[{k}]"));
