@@ -602,6 +602,13 @@ fn grade_blocks(case: &Case, envelopes: &[Value], metric_expect: &[&Assertion], 
                         slot.extend(r.targets.clone());
                     }
                 }
+                // a run that failed a per-run block failed: its verdict, in every report
+                // and on the reliability card, says so rather than "passed"
+                for r in outcome.runs.iter().filter(|r| !r.passed) {
+                    if let Some(run) = runs.get_mut(r.run) {
+                        run.passed = false;
+                    }
+                }
                 let actual = if outcome.runs.is_empty() {
                     json!(outcome.targets)
                 } else {
