@@ -280,12 +280,30 @@ pub enum DimensionsError {
         /// The id named.
         id: String,
     },
+    /// A key the input shape does not define: a typo (`sucess`) must not read as an
+    /// absent field, which the lenient reading would score as a failure.
+    #[error("{}: unknown key {key:?}{}; allowed keys: {}", shown(.pointer), did_you_mean(.key, .allowed), .allowed.join(", "))]
+    UnknownKey {
+        /// JSON Pointer of the object holding the key.
+        pointer: String,
+        /// The key found.
+        key: String,
+        /// The keys the object may have.
+        allowed: &'static [&'static str],
+    },
     /// A perturbed task with neither `of` nor `id`: its baseline cannot be found.
     #[error("{pointer}: a perturbed task needs \"of\" (or an \"id\") naming its task in /tasks")]
     MissingBaseline {
         /// JSON Pointer of the perturbed task.
         pointer: String,
     },
+}
+
+/// ` (did you mean "x"?)` when `key` is a likely typo of one of `allowed`.
+fn did_you_mean(key: &str, allowed: &[&str]) -> String {
+    crate::diag::did_you_mean(key, allowed.iter().copied())
+        .map(|s| format!(" (did you mean {s:?}?)"))
+        .unwrap_or_default()
 }
 
 /// A pointer for a message: the empty pointer (the whole document) reads as `input`.

@@ -90,6 +90,25 @@ fn an_unknown_variant_is_an_error() {
 }
 
 #[test]
+fn an_unknown_key_is_refused_at_every_level_like_every_other_metric() {
+    // a misspelt "success" would otherwise read as absent, i.e. as a failed run
+    assert_eq!(
+        error(json!({"tasks": [{"id": "a", "runs": [{"sucess": true}]}]})),
+        "/tasks/0/runs/0: unknown key \"sucess\" (did you mean \"success\"?); allowed keys: success, confidence, \
+         actions, cost, time, model_calls, errors, latency, violations"
+    );
+    assert!(error(json!({"task": []})).starts_with("input: unknown key \"task\" (did you mean \"tasks\"?)"));
+    assert!(error(json!({"tasks": [{"id": "a", "of": "b"}]})).starts_with("/tasks/0: unknown key \"of\""));
+    assert!(
+        error(json!({"tasks": [{"runs": [{"violations": [{"severty": "high"}]}]}]}))
+            .starts_with("/tasks/0/runs/0/violations/0: unknown key \"severty\"")
+    );
+    // `of` belongs to perturbed tasks
+    ok(json!({"tasks": [{"id": "a", "runs": [{"success": true}]}],
+              "perturbed": {"fault": [{"of": "a", "runs": [{"success": true}]}]}}));
+}
+
+#[test]
 fn an_unknown_perturbation_kind_is_an_error_with_an_escaped_pointer() {
     // RFC 6901: "/" in a key is written ~1
     assert_eq!(
