@@ -153,3 +153,23 @@ pub fn out(text: impl std::fmt::Display) {
         std::process::exit(0);
     }
 }
+
+/// Opens the store at `layout.root` for a command. What the user can fix is exit 2
+/// naming `setting` (`pipeline.store`, `--store`): a file where the store directory
+/// should be, a directory that cannot be created, a store another run holds.
+pub fn open_store(layout: &stateval::store::Layout, setting: &str) -> Result<stateval::store::SledStore, CliError> {
+    use stateval::store::{SledStore, StoreError};
+    let root = &layout.root;
+    if root.exists() && !root.is_dir() {
+        return Err(CliError::invalid(format!("{setting}: {} is a file, not a directory", root.display())));
+    }
+    std::fs::create_dir_all(root)
+        .map_err(|e| CliError::invalid(format!("{setting}: cannot create {}: {e}", root.display())))?;
+    SledStore::open(&layout.catalog()).map_err(|e| match e {
+        StoreError::Locked { .. } => CliError::invalid(format!(
+            "{setting}: {} is in use by another stateval run; wait for it to finish, or give this run another store",
+            root.display()
+        )),
+        e => CliError::internal(e.to_string()),
+    })
+}

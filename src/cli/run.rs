@@ -8,7 +8,6 @@ use stateval::golden;
 use stateval::pipeline::Pipeline;
 use stateval::report;
 use stateval::runner::{self, Options, Plan, Selection};
-use stateval::store::SledStore;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -72,8 +71,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .or(plan.pipeline.pipeline.jobs)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let layout = plan.layout();
-    std::fs::create_dir_all(&layout.root).map_err(|e| CliError::internal(format!("{}: {e}", layout.root.display())))?;
-    let store = SledStore::open(&layout.catalog()).map_err(|e| CliError::internal(e.to_string()))?;
+    let store = super::open_store(&layout, "pipeline.store")?;
     let plan = Arc::new(plan);
 
     let total = plan.cases.len();
@@ -94,7 +92,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     };
 
     let written = report::write_reports(&outcome, &plan.pipeline.report, &plan.pipeline.base)
-        .map_err(|e| CliError::internal(e.to_string()))?;
+        .map_err(|e| if e.is_users() { CliError::invalid(e.to_string()) } else { CliError::internal(e.to_string()) })?;
     let mut stdout = std::io::stdout().lock();
     report::pretty::write_summary(&outcome, &mut stdout, report::pretty::stdout_color_choice())
         .map_err(|e| CliError::internal(e.to_string()))?;
