@@ -51,7 +51,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
 fn single(name: &str, source: &str, mut reader: Box<dyn BufRead>) -> Result<Exit, CliError> {
     let mut text = String::new();
     reader.read_to_string(&mut text).map_err(|e| CliError::invalid(format!("{source}: {e}")))?;
-    let output = grade(name, &text).map_err(|e| CliError::invalid(e.at(source, None)))?;
+    let output = grade(name, stateval::diag::strip_bom(&text)).map_err(|e| CliError::invalid(e.at(source, None)))?;
     super::out(output);
     Ok(Exit::Pass)
 }

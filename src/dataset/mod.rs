@@ -372,11 +372,17 @@ impl<'p> Loader<'p> {
             Arc::new(DatasetFile { path: path.to_path_buf(), dataset: dataset_name(&self.pipeline.base, path) });
         let mut reader = BufReader::new(file);
         let mut text = String::new();
-        let (mut offset, mut line_no) = (0u64, 0usize);
+        let (mut offset, mut line_no, mut cases) = (0u64, 0usize, 0usize);
         loop {
             text.clear();
             line_no += 1;
             let read = match reader.read_line(&mut text) {
+                Ok(0) if cases == 0 => {
+                    // a pattern that still matches an emptied file must not pass a
+                    // suite that no longer tests anything
+                    self.errors.push(InputError::file(path, "the dataset has no cases (the file is empty)"));
+                    return;
+                }
                 Ok(0) => return,
                 Ok(n) => n,
                 Err(e) => {
@@ -384,12 +390,18 @@ impl<'p> Loader<'p> {
                     return;
                 }
             };
-            let line = text.strip_suffix('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).unwrap_or(&text);
-            let start = offset;
+            let mut start = offset;
             offset += read as u64;
+            let mut line = text.strip_suffix('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).unwrap_or(&text);
+            if line_no == 1 && line.starts_with(crate::diag::BOM) {
+                // the case's bytes start after the mark (CaseRef::load reads them again)
+                line = crate::diag::strip_bom(line);
+                start += crate::diag::BOM.len_utf8() as u64;
+            }
             if line.trim().is_empty() {
                 continue;
             }
+            cases += 1;
             let parsed = self.parser.parse(self.pipeline, &file_ref, line_no, line, Recordings::Validate);
             match parsed.and_then(|case| self.keep(case, &file_ref, line, start)) {
                 Ok(Some(case)) => self.cases.push(case),

@@ -104,9 +104,10 @@ impl Manifest {
         let shown = Path::new(display);
         let text = std::fs::read_to_string(path)
             .map_err(|e| InputError::file(shown, format!("cannot read tool manifest: {e}")))?;
-        let value = parse_json_strict(&text).map_err(|(l, c, m)| InputError::new(shown, l, c, m))?;
+        let text = crate::diag::strip_bom(&text);
+        let value = parse_json_strict(text).map_err(|(l, c, m)| InputError::new(shown, l, c, m))?;
         let at = |pointer: &str, message: String| {
-            let (l, c) = line_col(&text, locate(&text, pointer));
+            let (l, c) = line_col(text, locate(text, pointer));
             InputError::new(shown, l, c, message)
         };
         // before the schema, whose "does not match" would hide what is wrong with a fault
