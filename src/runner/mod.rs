@@ -503,7 +503,10 @@ fn run_case(
         let golden = plan.goldens.check(&case.dataset, &case.id, k, &events, &plan.pipeline.display(&path));
         let checks: Vec<_> =
             checks.into_iter().chain([golden.map_err(|e| RunnerError::Internal(e.to_string()))?]).collect();
-        let passed = summary.status == RunStatus::Completed && checks.iter().all(|c| c.passed);
+        // an external agent goes on after a fixture error (the built-in runtime stops):
+        // either way the log holds it, and it fails the run
+        let error = summary.error.or_else(|| fixture_error(&events));
+        let passed = summary.status == RunStatus::Completed && error.is_none() && checks.iter().all(|c| c.passed);
         if !case.blocks.is_empty() {
             envelopes.push(crate::extract::envelope::envelope(&events, passed));
         }
@@ -529,7 +532,7 @@ fn run_case(
             events: events.len() as u64,
             status: summary.status.as_str().to_string(),
             checks,
-            error: summary.error,
+            error,
             warnings: summary.warnings,
             passed,
         });
@@ -572,6 +575,14 @@ fn run_case(
             passed,
         },
     ))
+}
+
+/// The message of the log's first fixture error (an effect the manifest cannot apply).
+fn fixture_error(events: &[Event]) -> Option<String> {
+    events.iter().find_map(|e| {
+        (e.kind == crate::event::Kind::Error && e.data["kind"] == "fixture_error")
+            .then(|| e.data["message"].as_str().unwrap_or("fixture error").to_string())
+    })
 }
 
 /// Does `target` name a value of one of the case's metric blocks? `recovery.*` never

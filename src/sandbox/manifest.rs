@@ -86,6 +86,9 @@ pub struct Manifest {
     pub faults: Vec<FaultDecl>,
     #[serde(skip)]
     pub digest: Option<Digest>,
+    /// The file it was read from, as messages show it (`fixtures/tools/bank.json`).
+    #[serde(skip)]
+    pub source: Option<String>,
 }
 
 impl Manifest {
@@ -97,6 +100,7 @@ impl Manifest {
             tools: Vec::new(),
             faults: Vec::new(),
             digest: None,
+            source: None,
         }
     }
 
@@ -147,6 +151,7 @@ impl Manifest {
         manifest.digest = Some(
             canon::canonical_digest(Context::Content, &value).map_err(|e| InputError::file(shown, e.to_string()))?,
         );
+        manifest.source = Some(display.to_string());
         Ok(manifest)
     }
 
@@ -178,15 +183,21 @@ impl ToolSpec {
     /// The keyed response whose `args` equal `args` canonically (key order and number
     /// spelling never matter), if any.
     pub fn response_for(&self, args: &Value) -> Option<&KeyedResponse> {
+        self.response_index_for(args).map(|i| &self.responses[i])
+    }
+
+    /// The index in `responses` of [`ToolSpec::response_for`]'s answer (messages name
+    /// the response by it).
+    pub fn response_index_for(&self, args: &Value) -> Option<usize> {
         if self.by_args.is_empty() {
             // a manifest built in code, not compiled: no index to use
-            return self.responses.iter().find(|r| canon::json_eq(&r.args, args));
+            return self.responses.iter().position(|r| canon::json_eq(&r.args, args));
         }
         match canon::to_canonical(args) {
-            Ok(key) => self.by_args.get(&key).map(|&i| &self.responses[i]),
+            Ok(key) => self.by_args.get(&key).copied(),
             // not I-JSON (a huge integer): no fixture could have been keyed by it
             // canonically, so compare the slow way
-            Err(_) => self.responses.iter().find(|r| canon::json_eq(&r.args, args)),
+            Err(_) => self.responses.iter().position(|r| canon::json_eq(&r.args, args)),
         }
     }
 }
