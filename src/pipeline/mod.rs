@@ -88,11 +88,28 @@ pub enum OnDivergence {
     Warn,
 }
 
+/// What a run that completed without asking for every recorded response does. A
+/// recording longer than the run usually means the agent stopped early (it answered
+/// without a tool call the recording expected): worth knowing, and in a suite whose
+/// recordings are meant to match exactly, worth failing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUnused {
+    /// Reported as a warning of the run.
+    #[default]
+    Warn,
+    /// Fails the case.
+    Fail,
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayConfig {
     #[serde(default)]
     pub on_divergence: OnDivergence,
+    /// Recorded responses the run never used: `warn` (the default) or `fail`.
+    #[serde(default)]
+    pub unused: OnUnused,
 }
 
 impl Pipeline {

@@ -25,7 +25,7 @@ use crate::gate::Tally;
 use crate::grade::Assertion;
 use crate::metrics::dimensions as cards_api;
 use crate::pipeline::Pipeline;
-use crate::pipeline::{AgentKind, AgentProfile};
+use crate::pipeline::{AgentKind, AgentProfile, OnUnused};
 use crate::replay::Recording;
 use crate::replay::ReplayProvider;
 use crate::runtime::detectors::Detectors;
@@ -224,6 +224,20 @@ impl Plan {
             }
         };
         let (events, turn_offsets) = rec.finish()?;
+        let mut summary = summary;
+        let (used, recorded) = (provider.position(), recording.responses.len());
+        if summary.status == RunStatus::Completed && used < recorded {
+            let unused = recorded - used;
+            let message = format!(
+                "the run completed without using {unused} of the {recorded} recorded responses of {} \
+                 (the first unused is at position {used})",
+                recording.source
+            );
+            match self.pipeline.replay.unused {
+                OnUnused::Warn => summary.warnings.push(format!("{message}; replay.unused = \"fail\" fails on this")),
+                OnUnused::Fail => summary.error = Some(format!("{message} (replay.unused = \"fail\")")),
+            }
+        }
         Ok((summary, events, turn_offsets))
     }
 
