@@ -12,6 +12,7 @@ mod reindex;
 mod run;
 mod schema;
 mod show;
+mod targets;
 mod validate;
 mod verify;
 
@@ -83,6 +84,8 @@ enum Command {
     Diff(diff::Args),
     /// Print the JSON Schema of an input format (case, recording, tools, pipeline, event).
     Schema(schema::Args),
+    /// List every assertion target (`"target": …` in a case) with what it means.
+    Targets(targets::Args),
     /// Rebuild the run catalog from the log files alone.
     Reindex(reindex::Args),
     /// Grade one metric over JSON input (METRICS.md §9), without running anything.
@@ -121,6 +124,7 @@ pub fn main() -> ExitCode {
         Command::Verify(args) => verify::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Schema(args) => schema::run(args),
+        Command::Targets(args) => targets::run(args),
         Command::Reindex(args) => reindex::run(args),
         Command::Metric(args) => metric::run(args),
         Command::Import(args) => import::run(args),

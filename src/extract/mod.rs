@@ -25,10 +25,13 @@
 //! | `status` / `events.count` / `replay.divergences` | run status, event count, divergences |
 //! | `approvals` | `[{call_id, tool, route, approved, by, turn}]` (routes: auto, human, deny) |
 //! | `recovery.*` | fault marks and the times derived from them (see [`recovery`]) |
+//!
+//! [`targets`] lists every target with its meaning (`stateval targets`).
 
 pub mod envelope;
 pub mod path;
 pub mod recovery;
+pub mod targets;
 
 pub use recovery::recovery_input;
 
