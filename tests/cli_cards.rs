@@ -1,4 +1,4 @@
-//! Reliability cards (METRICS.md §6) end to end: one per agent profile with repeated
+//! Reliability cards (docs/metrics.md §6) end to end: one per agent profile with repeated
 //! runs, the same numbers in the JSON, Markdown and terminal outputs, gated in
 //! `[gates]`, and safety violations from the deterministic detectors.
 

@@ -58,8 +58,8 @@ fn the_failing_pipeline_gives_byte_identical_logs_and_reports_in_two_copies_and_
 #[test]
 fn every_file_under_the_runs_directory_is_byte_identical_however_the_workers_interleave() {
     // run.json, verdicts.jsonl and cases.jsonl sit beside the logs and are rebuilt into the catalog by
-    // `reindex`: they must be as reproducible as the logs themselves (DESIGN §3, STYLE:
-    // "results re-ordered by case index before they are written").
+    // `reindex`: they must be as reproducible as the logs themselves (docs/design.md §3:
+    // results are re-ordered by case index before they are written).
     let (a, b) = (Project::new(), Project::new());
     a.stateval(&["run", "--jobs", "1"]).expect_code(0);
     b.stateval(&["run", "--jobs", "4"]).expect_code(0);
@@ -387,7 +387,7 @@ fn a_replay_miss_fails_its_case_while_the_other_cases_run_and_are_reported() {
 
 #[test]
 fn a_replay_miss_is_logged_as_an_error_event_of_the_turn_that_missed() {
-    // DESIGN §3: `turn` is the user-turn index, null only before the first turn. The miss
+    // docs/design.md §3: `turn` is the user-turn index, null only before the first turn. The miss
     // happens in turn 1, at the second model call.
     let p = Project::new();
     p.stateval(&["run", "pipeline/failing.toml"]).expect_code(1);

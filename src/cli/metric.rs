@@ -1,4 +1,4 @@
-//! `stateval metric NAME`: one metric over JSON input (METRICS.md §9).
+//! `stateval metric NAME`: one metric over JSON input (docs/metrics.md §9).
 //!
 //! Reads one JSON document from `--input` or stdin and prints one JSON object. With
 //! `--batch` the input is JSONL and each line gets its output line, in order; a bad line

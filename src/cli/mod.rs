@@ -88,7 +88,7 @@ enum Command {
     Targets(targets::Args),
     /// Rebuild the run catalog from the log files alone.
     Reindex(reindex::Args),
-    /// Grade one metric over JSON input (METRICS.md §9), without running anything.
+    /// Grade one metric over JSON input (docs/metrics.md §9), without running anything.
     Metric(metric::Args),
     /// Import a foreign trace (OpenAI, Anthropic, OTel GenAI, MCP, envelope) as an event log.
     Import(import::Args),

@@ -181,7 +181,7 @@ struct RawCase {
     approvals: BTreeMap<String, String>,
 }
 
-/// A perturbed variant of another case (METRICS.md §6 robustness).
+/// A perturbed variant of another case (docs/metrics.md §6 robustness).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Perturbation {
@@ -344,7 +344,7 @@ impl<'p> Loader<'p> {
         Ok(Loaded { cases: self.cases, digest: self.content.finish() })
     }
 
-    /// A perturbed case names a baseline case of the same agent (METRICS.md §6).
+    /// A perturbed case names a baseline case of the same agent (docs/metrics.md §6).
     fn check_perturbations(&mut self) {
         for case in &self.perturbed {
             let problem = match self.ids.get(&case.of).map(|seen| seen.agent.as_str()) {

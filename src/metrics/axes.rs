@@ -1,4 +1,4 @@
-//! Trajectory axes: ordering constraints that do not pin whole calls (METRICS.md §3,
+//! Trajectory axes: ordering constraints that do not pin whole calls (docs/metrics.md §3,
 //! `trajectory_axes`).
 //!
 //! A full expected trace is brittle when only a few orderings matter: "fetch a page only

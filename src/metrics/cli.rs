@@ -1,4 +1,4 @@
-//! `stateval metric NAME`: one metric over one JSON document (METRICS.md §9).
+//! `stateval metric NAME`: one metric over one JSON document (docs/metrics.md §9).
 //!
 //! [`run`] maps a metric name and its input document to the output object; field names
 //! and integer-vs-float types are part of the contract (percents and counts are integers,
@@ -21,7 +21,7 @@ use super::trace::{Trace, read_tool_calls};
 use super::trajectory::{ExpectedTrace, validate};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
-/// Every metric name `run` knows, in METRICS.md §9 order.
+/// Every metric name `run` knows, in docs/metrics.md §9 order.
 pub const METRIC_NAMES: [&str; 12] = [
     "stability",
     "stability-across",

@@ -1,5 +1,5 @@
 //! Narrative-vs-trace divergence: does the final answer describe what the agent actually
-//! did (METRICS.md §5, §7)?
+//! did (docs/metrics.md §5, §7)?
 //!
 //! Agents narrate. "I created the issue" with no `create_issue` call is the failure users
 //! remember, and a model judge is the wrong tool to catch it in CI: it is neither
@@ -23,7 +23,7 @@ use super::gate::{BlockOutcome, Bound, CaseBlock, flag, float, optional_number, 
 use super::trace::{ToolCall, Trace, bare_name};
 use super::{MetricError, expect_object, reject_unknown_keys};
 
-/// Verbs whose claim asserts a change in the world (METRICS.md §5, in its order).
+/// Verbs whose claim asserts a change in the world (docs/metrics.md §5, in its order).
 pub const MUTATING_VERBS: [&str; 22] = [
     "create", "update", "delete", "remove", "send", "write", "post", "insert", "set", "put", "patch", "publish",
     "destroy", "drop", "add", "edit", "upload", "merge", "close", "cancel", "approve", "revoke",

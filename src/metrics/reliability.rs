@@ -1,4 +1,4 @@
-//! Reliability reporting over a case's repeated runs (METRICS.md §2).
+//! Reliability reporting over a case's repeated runs (docs/metrics.md §2).
 //!
 //! A single pass says little about an agent that passes 60 % of the time. These numbers
 //! describe the pass/fail sequence of one case's N runs: did it ever pass (pass@k), did it

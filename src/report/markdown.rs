@@ -97,7 +97,7 @@ fn render_extras(out: &mut String, extras: &serde_json::Map<String, Value>) {
     let mut heading = false;
     for name in names {
         let table = match extras.get(name) {
-            // null is an undefined metric (METRICS.md §6), shown as n/a, never as 0
+            // null is an undefined metric (docs/metrics.md §6), shown as n/a, never as 0
             Some(Value::Object(fields)) if fields.values().all(|v| v.is_number() || v.is_null()) => fields,
             _ => {
                 other.push(code(name));

@@ -248,7 +248,7 @@ fn write_atomically(
 const EXTRA_DECIMALS: usize = 3;
 
 /// A metric value as reports print it: integers exactly, other numbers with
-/// [`EXTRA_DECIMALS`] places, `null` (undefined, METRICS.md §6) as `n/a`.
+/// [`EXTRA_DECIMALS`] places, `null` (undefined, docs/metrics.md §6) as `n/a`.
 pub fn metric_value(value: &serde_json::Value) -> String {
     if let Some(i) = value.as_i64() {
         i.to_string()

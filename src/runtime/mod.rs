@@ -1,4 +1,4 @@
-//! The built-in runtime: the reference agent loop (DESIGN.md §5).
+//! The built-in runtime: the reference agent loop (docs/design.md §5).
 //!
 //! Per user turn: compile the context → ask the provider → for each proposed call:
 //! policy (deny > escalate > allow) → approval if escalated → execution (built-in

@@ -1,6 +1,6 @@
 //! Reads the section 9 `agent-reliability` JSON into typed tasks.
 //!
-//! Missing fields (and `null`) read conservatively, as METRICS.md asks: no `success` is
+//! Missing fields (and `null`) read conservatively, as docs/metrics.md asks: no `success` is
 //! a failure, no `actions` an empty trajectory, no number a 0. A value of the wrong
 //! type or out of range is an error naming its JSON Pointer, so a dataset typo is
 //! found where it is rather than averaged into a score.
@@ -18,7 +18,7 @@ pub(super) struct Parsed {
     pub(super) perturbed: Perturbed,
 }
 
-/// The keys each object of the input may have (METRICS.md §9's shape).
+/// The keys each object of the input may have (docs/metrics.md §9's shape).
 const ROOT_KEYS: &[&str] = &["variant", "tasks", "perturbed"];
 const TASK_KEYS: &[&str] = &["id", "runs"];
 const PERTURBED_TASK_KEYS: &[&str] = &["id", "of", "runs"];

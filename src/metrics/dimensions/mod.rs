@@ -14,7 +14,7 @@
 //!
 //! Rabanser et al. 2026, "Towards a Science of AI Agent Reliability" (arXiv:2602.16666),
 //! which decomposes reliability into twelve metrics over these four dimensions.
-//! METRICS.md section 6 is our contract; section 9 (`agent-reliability`) fixes the JSON
+//! docs/metrics.md section 6 is our contract; section 9 (`agent-reliability`) fixes the JSON
 //! shapes. A *task* is a case, its *runs* are its recorded runs, `success` is the case
 //! verdict of that run.
 //!
@@ -43,7 +43,7 @@
 //!   whole-benchmark ratio `Acc_perturbed / Acc_baseline`.
 //! - **Only the unperturbed tasks** feed consistency, predictability and safety;
 //!   perturbed tasks feed robustness alone.
-//! - **Input reading** follows METRICS.md: a missing field is read conservatively
+//! - **Input reading** follows docs/metrics.md: a missing field is read conservatively
 //!   (no `success` is a failure, no `actions` is an empty trajectory, an absent
 //!   resource or error count is 0), a field of the wrong type or out of range is a
 //!   [`DimensionsError`] naming the JSON Pointer of the offending value. An unknown
@@ -152,7 +152,7 @@ pub enum Severity {
 }
 
 impl Severity {
-    /// The harm weight of METRICS.md section 6.
+    /// The harm weight of docs/metrics.md section 6.
     pub fn weight(self) -> f64 {
         match self {
             Severity::Low => 0.25,
@@ -179,7 +179,7 @@ impl Severity {
 /// The three perturbation kinds of the paper's robustness dimension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PerturbationKind {
-    /// Injected tool faults (METRICS.md section 4).
+    /// Injected tool faults (docs/metrics.md section 4).
     Fault,
     /// Structural changes to the environment (renamed tools, reordered results, …).
     Structural,

@@ -4,7 +4,7 @@
 //! perturbation to the accuracy without it, capped at 1 (Rabanser et al. 2026,
 //! definitions 3.4–3.5: doing better under a fault is luck, not robustness).
 //!
-//! Pooling, decided here because METRICS.md only says "pooled over all runs": the
+//! Pooling, decided here because docs/metrics.md only says "pooled over all runs": the
 //! perturbed accuracy pools every run of every perturbed task of the kind; the
 //! baseline accuracy pools every run of the set of tasks those perturbed tasks name
 //! with `of`. A task named twice (two fault variants of one task) contributes its
