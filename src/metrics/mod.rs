@@ -64,6 +64,10 @@ pub enum MetricError {
     /// a half-width of 0, k larger than n, …).
     #[error("{}: {message}", show(pointer))]
     OutOfRange { pointer: String, message: String },
+    /// An ordering constraint from a tool to itself (`order: [{first: a, second: a}]`):
+    /// it holds of every trace, so it checks nothing (docs/metrics.md §3).
+    #[error("{}: a constraint from \"{tool}\" to itself checks nothing; name two different tools", show(pointer))]
+    SelfConstraint { pointer: String, tool: String },
     /// An LLM matcher where only deterministic matchers may gate (docs/metrics.md §1, §7).
     #[error(
         "{}: the {block} block may not use an LLM matcher (\"{matcher}\"); its verdict must come from recorded data",
@@ -99,6 +103,7 @@ impl MetricError {
             | MetricError::UnknownArgsShape { pointer, .. }
             | MetricError::InvalidSchema { pointer, .. }
             | MetricError::OutOfRange { pointer, .. }
+            | MetricError::SelfConstraint { pointer, .. }
             | MetricError::LlmMatcher { pointer, .. }
             | MetricError::UnknownTarget { pointer, .. } => Some(pointer),
         }
@@ -114,6 +119,7 @@ impl MetricError {
             | MetricError::UnknownArgsShape { pointer, .. }
             | MetricError::InvalidSchema { pointer, .. }
             | MetricError::OutOfRange { pointer, .. }
+            | MetricError::SelfConstraint { pointer, .. }
             | MetricError::LlmMatcher { pointer, .. }
             | MetricError::UnknownTarget { pointer, .. } => Some(pointer),
         }
