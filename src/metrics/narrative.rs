@@ -164,7 +164,7 @@ pub enum NarrativeItem {
     /// A recorded call neither mentioned nor matched by a claimed action.
     PresentButUnclaimed { call_index: usize, tool: String, mutating: bool },
     /// A mentioned call's top-level scalar argument whose key is in the text but whose value is not.
-    ArgMismatch { call_index: usize, tool: String, key: String, value: Value },
+    ArgMismatch { call_index: usize, tool: String, key: String, value: Value, mutating: bool },
     /// A claimed action that no recorded call matches.
     ClaimedButAbsent { action: String, word_index: usize, mutating: bool },
 }
@@ -249,16 +249,18 @@ pub fn score_narrative(narrative: &str, calls: &[ToolCall], options: &NarrativeO
     let normal: Vec<String> = words.iter().map(|(_, n)| n.clone()).collect();
     let vocabulary: HashSet<&str> = normal.iter().map(String::as_str).collect();
 
-    let claims: Vec<Claim> = words
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, n))| is_mutating_verb(n))
-        .filter_map(|(i, (_, verb))| {
-            let window = words.iter().enumerate().skip(i + 1).take(CLAIM_WINDOW);
-            let (_, (_, noun)) = window.into_iter().find(|(_, (raw, norm))| !is_stopword(raw) && !is_stopword(norm))?;
-            Some(Claim { verb: verb.clone(), noun: noun.clone(), word_index: i })
-        })
-        .collect();
+    // a claim repeated ("sent the payment … the payment was sent") is one claim, kept
+    // where it is first seen, as the peer does: repeating a claim is not a second action
+    let mut claims: Vec<Claim> = Vec::new();
+    for (i, (_, verb)) in words.iter().enumerate().filter(|(_, (_, n))| is_mutating_verb(n)) {
+        let window = words.iter().skip(i + 1).take(CLAIM_WINDOW);
+        let Some((_, noun)) = window.into_iter().find(|(raw, norm)| !is_stopword(raw) && !is_stopword(norm)) else {
+            continue;
+        };
+        if !claims.iter().any(|c| c.verb == *verb && c.noun == *noun) {
+            claims.push(Claim { verb: verb.clone(), noun: noun.clone(), word_index: i });
+        }
+    }
 
     let call_tokens: Vec<Vec<String>> = calls.iter().map(|c| name_tokens(c.bare_name())).collect();
     let claim_matches = |claim: &Claim, tokens: &[String]| tokens.contains(&claim.verb) && tokens.contains(&claim.noun);
@@ -282,7 +284,7 @@ pub fn score_narrative(narrative: &str, calls: &[ToolCall], options: &NarrativeO
             });
         }
     }
-    for (call, is_mentioned) in calls.iter().zip(&mentioned) {
+    for (call, (tokens, is_mentioned)) in calls.iter().zip(call_tokens.iter().zip(&mentioned)) {
         let Some(args) = call.args.as_object().filter(|_| *is_mentioned) else {
             continue;
         };
@@ -303,6 +305,7 @@ pub fn score_narrative(narrative: &str, calls: &[ToolCall], options: &NarrativeO
                     tool: call.name.clone(),
                     key: key.clone(),
                     value: value.clone(),
+                    mutating: options.is_mutating(&call.name, tokens),
                 });
             }
         }
