@@ -5,8 +5,6 @@
 //! type or out of range is an error naming its JSON Pointer, so a dataset typo is
 //! found where it is rather than averaged into a score.
 
-use std::collections::BTreeSet;
-
 use serde_json::{Map, Value};
 
 use super::{DimensionsError, PerturbationKind, Perturbed, PerturbedTask, Run, Severity, Task, Variant};
@@ -53,7 +51,7 @@ pub(super) fn read(input: &Value) -> Result<Parsed, DimensionsError> {
         .enumerate()
         .map(|(i, task)| read_task(task, &tasks_path.index(i), TASK_KEYS))
         .collect::<Result<Vec<_>, _>>()?;
-    let perturbed = read_perturbed(object.get("perturbed"), &root.key("perturbed"), &tasks)?;
+    let perturbed = read_perturbed(object.get("perturbed"), &root.key("perturbed"))?;
     Ok(Parsed { variant, tasks, perturbed })
 }
 
@@ -143,7 +141,7 @@ fn read_severity(value: &Value, path: &Path) -> Result<Severity, DimensionsError
     })
 }
 
-fn read_perturbed(value: Option<&Value>, path: &Path, tasks: &[Task]) -> Result<Perturbed, DimensionsError> {
+fn read_perturbed(value: Option<&Value>, path: &Path) -> Result<Perturbed, DimensionsError> {
     let mut perturbed = Perturbed::default();
     let Some(value) = present(value) else {
         return Ok(perturbed);
@@ -151,7 +149,6 @@ fn read_perturbed(value: Option<&Value>, path: &Path, tasks: &[Task]) -> Result<
     let object = value.as_object().ok_or_else(|| {
         expected(path, "an object of perturbed tasks by kind (\"fault\", \"structural\", \"prompt\")")
     })?;
-    let known: BTreeSet<&str> = tasks.iter().map(|t| t.id.as_str()).filter(|id| !id.is_empty()).collect();
     for (name, list) in object {
         let kind_path = path.key(name);
         let kind = PerturbationKind::from_name(name)
@@ -159,25 +156,10 @@ fn read_perturbed(value: Option<&Value>, path: &Path, tasks: &[Task]) -> Result<
         for (i, item) in array(Some(list), &kind_path, "an array of tasks")?.iter().enumerate() {
             let item_path = kind_path.index(i);
             let task = read_task(item, &item_path, PERTURBED_TASK_KEYS)?;
-            let of_path = item_path.key("of");
-            let of = item
-                .get("of")
-                .and_then(present_value)
-                .map(|v| match v {
-                    Value::String(s) if !s.is_empty() => Ok(s.clone()),
-                    _ => Err(expected(&of_path, "a non-empty task id")),
-                })
-                .transpose()?;
-            let (of, named_by) = match of {
-                Some(of) => (of, of_path),
-                None if !task.id.is_empty() => (task.id.clone(), item_path.key("id")),
-                None => {
-                    return Err(DimensionsError::MissingBaseline { pointer: item_path.render() });
-                }
-            };
-            if !known.contains(of.as_str()) {
-                return Err(DimensionsError::UnknownBaseline { pointer: named_by.render(), id: of });
-            }
+            // `of` names the task this one perturbs, as a label only: accuracies are
+            // pooled over every task (docs/metrics.md §6), so ids need not match
+            let of =
+                optional_string(item.get("of"), &item_path.key("of"))?.map_or_else(|| task.id.clone(), str::to_string);
             perturbed.of_kind_mut(kind).push(PerturbedTask { of, runs: task.runs });
         }
     }

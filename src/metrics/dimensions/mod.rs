@@ -34,13 +34,10 @@
 //!   carries a confidence; robustness and safety pool runs.
 //! - **Robustness pooling.** For each kind (`fault`, `structural`, `prompt`) the
 //!   *perturbed* accuracy pools every run of every perturbed task of that kind, and the
-//!   *baseline* accuracy pools every run of the tasks those perturbed tasks name with
-//!   `of` (a case's `"perturbation": {"kind", "of"}`). The named tasks form a set: two
-//!   perturbed variants of the same task count its baseline runs once. A perturbed task
-//!   with no runs names nothing. In the JSON input a perturbed task without `of` names
-//!   the task with its own `id` (a perturbed copy of `t1` may simply be called `t1`).
-//!   With one perturbed task per baseline task, as in the paper, this is the paper's
-//!   whole-benchmark ratio `Acc_perturbed / Acc_baseline`.
+//!   *baseline* accuracy every run of every baseline task: the paper's whole-benchmark
+//!   ratio `Acc_perturbed / Acc_baseline`. Perturbed tasks need not share ids with the
+//!   baseline (a reworded prompt is often a task of its own; HAL publishes perturbed
+//!   suites under their own ids), so `of` is a label, not a join key.
 //! - **Only the unperturbed tasks** feed consistency, predictability and safety;
 //!   perturbed tasks feed robustness alone.
 //! - **Input reading** follows docs/metrics.md: a missing field is read conservatively
@@ -107,7 +104,7 @@ impl Variant {
 /// One task (a case) and its recorded runs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Task {
-    /// The case id. Perturbed tasks name their baseline by it; an empty id is never named.
+    /// The case id (a label: nothing is joined on it).
     pub id: String,
     /// The recorded runs, in order.
     pub runs: Vec<Run>,
@@ -207,10 +204,11 @@ impl PerturbationKind {
     }
 }
 
-/// A perturbed copy of a task: its runs, and the id of the task it perturbs.
+/// A perturbed task: its runs, and the id of the task it perturbs (a label).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PerturbedTask {
-    /// Id of the baseline task in `tasks` (the case's `perturbation.of`).
+    /// The case's `perturbation.of`, or the task's own id; accuracies are pooled, so
+    /// it need not name a task of `tasks`.
     pub of: String,
     /// The runs recorded under the perturbation.
     pub runs: Vec<Run>,
@@ -272,14 +270,6 @@ pub enum DimensionsError {
         /// JSON Pointer of the key's value, e.g. `/perturbed/faults`.
         pointer: String,
     },
-    /// A perturbed task names (with `of`, or failing that its `id`) no task of `tasks`.
-    #[error("{pointer}: no task in /tasks has id {id:?}")]
-    UnknownBaseline {
-        /// JSON Pointer of the `of` (or `id`) that names it.
-        pointer: String,
-        /// The id named.
-        id: String,
-    },
     /// A key the input shape does not define: a typo (`sucess`) must not read as an
     /// absent field, which the lenient reading would score as a failure.
     #[error("{}: unknown key {key:?}{}; allowed keys: {}", shown(.pointer), did_you_mean(.key, .allowed), .allowed.join(", "))]
@@ -290,12 +280,6 @@ pub enum DimensionsError {
         key: String,
         /// The keys the object may have.
         allowed: &'static [&'static str],
-    },
-    /// A perturbed task with neither `of` nor `id`: its baseline cannot be found.
-    #[error("{pointer}: a perturbed task needs \"of\" (or an \"id\") naming its task in /tasks")]
-    MissingBaseline {
-        /// JSON Pointer of the perturbed task.
-        pointer: String,
     },
 }
 
