@@ -31,6 +31,10 @@ pub struct Args {
     /// Let `--bless` run where the environment says CI.
     #[arg(long, requires = "bless")]
     allow_bless_in_ci: bool,
+    /// List every metric of each reliability card in the summary, not one line per card
+    /// (the JSON and Markdown reports always hold all of them).
+    #[arg(long, short)]
+    verbose: bool,
 }
 
 /// `CI` as CI services set it (`true`, or `1`): set and not `false`/`0`/empty.
@@ -94,7 +98,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let written = report::write_reports(&outcome, &plan.pipeline.report, &plan.pipeline.base)
         .map_err(|e| if e.is_users() { CliError::invalid(e.to_string()) } else { CliError::internal(e.to_string()) })?;
     let mut stdout = std::io::stdout().lock();
-    report::pretty::write_summary(&outcome, &mut stdout, report::pretty::stdout_color_choice())
+    report::pretty::write_summary(&outcome, &mut stdout, report::pretty::stdout_color_choice(), args.verbose)
         .map_err(|e| CliError::internal(e.to_string()))?;
     drop(stdout);
     for path in written {
