@@ -27,6 +27,9 @@ pub mod grade;
 pub mod import;
 /// Metrics of docs/metrics.md: pure functions over JSON values, dataset blocks, `stateval metric`.
 pub mod metrics;
+/// What a run decided: checks, runs, cases, gates, the suite; the runner produces
+/// them, gates and reporters read them.
+pub mod outcome;
 /// Pipeline definitions (TOML) and agent profiles.
 pub mod pipeline;
 /// The replay provider: recorded model responses, divergence and miss detection.

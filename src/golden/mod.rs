@@ -25,8 +25,8 @@ use serde_json::json;
 use crate::event::Event;
 use crate::event::verify::verify_bytes;
 use crate::event::writer::WriteError;
+use crate::outcome::Check;
 use crate::pipeline::Pipeline;
-use crate::runner::outcome::Check;
 pub use bless::Written;
 pub use diff::{Class, Diff, Difference, diff};
 

@@ -9,7 +9,7 @@ pub mod matcher;
 use serde_json::Value;
 
 use crate::event::Event;
-use crate::runner::outcome::Check;
+use crate::outcome::Check;
 pub use matcher::Matcher;
 
 /// A compiled assertion from a case's `expect`.

@@ -30,7 +30,7 @@ use quick_junit::XmlString;
 use quick_xml::Writer;
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 
-use crate::runner::outcome::{CaseOutcome, GateOutcome, SuiteOutcome};
+use crate::outcome::{CaseOutcome, GateOutcome, SuiteOutcome};
 
 /// The name (and classname) of the `<testsuite>` that holds the gates.
 pub const GATES_SUITE: &str = "[gates]";
@@ -106,7 +106,7 @@ struct SuiteCounts {
 }
 
 /// Datasets in order with their counts. The cases of a dataset are adjacent (the
-/// [`Cases`](crate::runner::outcome::Cases) contract); a dataset seen again after
+/// [`Cases`](crate::outcome::Cases) contract); a dataset seen again after
 /// another is an error rather than a second suite of the same name.
 fn dataset_counts(outcome: &SuiteOutcome) -> io::Result<Vec<SuiteCounts>> {
     let mut suites: Vec<SuiteCounts> = Vec::new();

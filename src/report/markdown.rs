@@ -14,8 +14,8 @@ use std::io;
 
 use serde_json::Value;
 
+use crate::outcome::SuiteOutcome;
 use crate::report::gate_detail;
-use crate::runner::outcome::SuiteOutcome;
 
 /// `outcome` as a Markdown summary, in memory.
 pub fn render(outcome: &SuiteOutcome) -> io::Result<String> {

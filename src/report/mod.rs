@@ -1,7 +1,7 @@
 //! Reporters: each one a consumer of the runner's result stream, none aware of another.
 //!
-//! The stream has two parts, both defined in [`crate::runner::outcome`]: a
-//! [`CaseOutcome`](crate::runner::outcome::CaseOutcome) as each case finishes (only the
+//! The stream has two parts, both defined in [`crate::outcome`]: a
+//! [`CaseOutcome`](crate::outcome::CaseOutcome) as each case finishes (only the
 //! live terminal progress in [`pretty`] consumes those), then the whole
 //! [`SuiteOutcome`] once every case and gate is decided. Every reporter is a pure
 //! `write(&SuiteOutcome, out)` that streams the cases one at a time (a suite's cases are
@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::runner::outcome::{GateOutcome, SuiteOutcome};
+use crate::outcome::{GateOutcome, SuiteOutcome};
 pub use tap::TapVersion;
 
 /// The `[report]` section of a pipeline: which report files to write, relative to the

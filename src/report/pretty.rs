@@ -16,8 +16,8 @@ use anstream::AutoStream;
 pub use anstream::ColorChoice;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::outcome::{CaseOutcome, SuiteOutcome};
 use crate::report::gate_detail;
-use crate::runner::outcome::{CaseOutcome, SuiteOutcome};
 
 const RED: &str = "\x1b[31m";
 const GREEN: &str = "\x1b[32m";

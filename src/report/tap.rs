@@ -20,8 +20,8 @@
 use std::fmt::Write as _;
 use std::io;
 
+use crate::outcome::{CaseOutcome, Check, GateOutcome, RunResult, SuiteOutcome};
 use crate::report::junit::GATES_SUITE;
-use crate::runner::outcome::{CaseOutcome, Check, GateOutcome, RunResult, SuiteOutcome};
 
 /// The TAP version to declare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

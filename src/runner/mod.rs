@@ -8,7 +8,9 @@
 //! memory whole.
 
 pub mod cards;
-pub mod outcome;
+/// The outcome types live below the runner, which produces them; this path stays for
+/// callers that name them through the runner.
+pub use crate::outcome;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -24,6 +26,7 @@ use crate::external::{ExternalAgent, Launch, RecordMode, Server};
 use crate::gate::Tally;
 use crate::grade::Assertion;
 use crate::metrics::dimensions as cards_api;
+use crate::outcome::{CaseOutcome, CaseSpill, Cases, Check, RunResult, SuiteOutcome};
 use crate::pipeline::Pipeline;
 use crate::pipeline::{AgentKind, AgentProfile, OnUnused};
 use crate::replay::Recording;
@@ -32,7 +35,6 @@ use crate::runtime::detectors::Detectors;
 use crate::runtime::{Agent, BuiltinAgent, Recorder, RunInput, RunStatus, RunSummary};
 use crate::sandbox::Manifest;
 use crate::store::{Layout, LogRecord, RunRecord, Store, StoreError, VerdictRecord};
-use outcome::{CaseOutcome, CaseSpill, Cases, Check, RunResult, SuiteOutcome};
 use serde_json::{Value, json};
 
 #[derive(Debug, thiserror::Error)]

@@ -9,8 +9,31 @@ use serde_json::Value;
 use super::fault::{self, FaultDecl};
 use crate::canon::{self, Context, Digest};
 use crate::diag::{InputError, line_col, locate, parse_json_strict};
-use crate::pipeline::SafetyClass;
 use crate::schemas::TOOLS_SCHEMA;
+
+/// Consequence class of a tool, from its manifest. A property of the tool, so it
+/// lives with the manifest; policy rules in a pipeline name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SafetyClass {
+    Read,
+    Write,
+    Network,
+    Financial,
+    Privileged,
+}
+
+impl SafetyClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SafetyClass::Read => "read",
+            SafetyClass::Write => "write",
+            SafetyClass::Network => "network",
+            SafetyClass::Financial => "financial",
+            SafetyClass::Privileged => "privileged",
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

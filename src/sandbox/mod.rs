@@ -25,7 +25,7 @@ pub mod poisoning;
 use serde_json::{Value, json};
 
 pub use fault::{Fault, FaultDecl, FaultKind, Injection, Injector};
-pub use manifest::{Manifest, Outcome, ToolSpec, Trust};
+pub use manifest::{Manifest, Outcome, SafetyClass, ToolSpec, Trust};
 
 /// The result of executing one call.
 #[derive(Debug, Clone, PartialEq)]
