@@ -33,6 +33,16 @@ impl InputError {
     }
 }
 
+/// The UTF-8 byte-order mark some editors put at the start of a file.
+pub const BOM: char = '\u{feff}';
+
+/// `text` without a leading byte-order mark. Every text input (pipelines, datasets,
+/// recordings, manifests, imported traces) accepts one: it says nothing in UTF-8, and
+/// refusing it would fail files that Windows editors save by default.
+pub fn strip_bom(text: &str) -> &str {
+    text.strip_prefix(BOM).unwrap_or(text)
+}
+
 /// 1-based line and column (in characters) of byte `offset` in `text`.
 pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());

@@ -2,7 +2,7 @@
 //!
 //! Datasets flow through a replay provider and fixture sandboxes into an append-only,
 //! canonical, hash-chained event log; pure extractors and graders judge the log; gates
-//! and reporters turn verdicts into CI results. See DESIGN.md for the map.
+//! and reporters turn verdicts into CI results. See docs/design.md for the map.
 #![forbid(unsafe_code)]
 
 /// Canonical bytes (RFC 8785), the I-JSON guard and blake3 digests.
@@ -25,8 +25,11 @@ pub mod golden;
 pub mod grade;
 /// Foreign traces (OpenAI, Anthropic, OTel GenAI, MCP, envelope) → event logs and incident cases.
 pub mod import;
-/// Metrics of METRICS.md: pure functions over JSON values, dataset blocks, `stateval metric`.
+/// Metrics of docs/metrics.md: pure functions over JSON values, dataset blocks, `stateval metric`.
 pub mod metrics;
+/// What a run decided: checks, runs, cases, gates, the suite; the runner produces
+/// them, gates and reporters read them.
+pub mod outcome;
 /// Pipeline definitions (TOML) and agent profiles.
 pub mod pipeline;
 /// The replay provider: recorded model responses, divergence and miss detection.

@@ -1,4 +1,4 @@
-//! Reliability cards (METRICS.md §6) end to end: one per agent profile with repeated
+//! Reliability cards (docs/metrics.md §6) end to end: one per agent profile with repeated
 //! runs, the same numbers in the JSON, Markdown and terminal outputs, gated in
 //! `[gates]`, and safety violations from the deterministic detectors.
 
@@ -16,9 +16,9 @@ fn shown(value: &Value) -> String {
 }
 
 #[test]
-fn the_card_shows_the_same_numbers_in_json_markdown_and_the_terminal() {
+fn the_card_shows_the_same_numbers_in_json_markdown_and_the_verbose_terminal() {
     let p = Project::full();
-    let out = p.stateval(&["run"]);
+    let out = p.stateval(&["run", "--verbose"]);
     out.expect_code(0);
     let report = p.json("reports/report.json");
     let markdown = p.read("reports/summary.md");
@@ -40,6 +40,27 @@ fn the_card_shows_the_same_numbers_in_json_markdown_and_the_terminal() {
     assert_eq!(treasury["robustness.prompt"], 1.0);
     assert_eq!(treasury["robustness.fault"], Value::Null, "undefined, never 0");
     assert!(out.stdout.contains("PASS gate reliability:treasury:reliability.overall"), "{}", out.stdout);
+}
+
+#[test]
+fn without_verbose_each_card_is_one_line_of_its_scores() {
+    let p = Project::full();
+    let out = p.stateval(&["run"]);
+    out.expect_code(0);
+    let report = p.json("reports/report.json");
+    let treasury = card(&report, "treasury");
+    let line = out.stdout.lines().find(|l| l.starts_with("reliability.treasury ")).expect("one line for the card");
+    let expected = format!(
+        "overall {} · consistency {} · predictability {} · robustness {} · safety {}",
+        shown(&treasury["reliability.overall"]),
+        shown(&treasury["consistency.score"]),
+        shown(&treasury["predictability.score"]),
+        shown(&treasury["robustness.score"]),
+        shown(&treasury["safety.score"]),
+    );
+    assert!(line.ends_with(&expected), "{line}");
+    assert!(!out.stdout.contains("  consistency.outcome "), "the card's other metrics wait for --verbose");
+    assert!(out.stdout.contains("examples/treasury  "), "a line per dataset: {}", out.stdout);
 }
 
 #[test]

@@ -412,3 +412,14 @@ fn a_run_that_cannot_write_its_logs_fails_and_leaves_no_stale_report() {
     let left: Vec<&str> = CI_REPORTS.iter().copied().filter(|r| p.exists(r)).collect();
     assert!(left.is_empty(), "stale reports survived a failed run: {left:?}");
 }
+
+#[test]
+fn targets_lists_every_assertion_target_with_where_it_comes_from_and_what_it_means() {
+    let p = Project::new();
+    let out = p.stateval(&["targets"]);
+    out.expect_code(0);
+    let line = out.stdout.lines().find(|l| l.starts_with("policy.denials ")).expect("policy.denials is listed");
+    assert!(line.contains(" log ") && line.ends_with("how many proposals policy denied"), "{line}");
+    let line = out.stdout.lines().find(|l| l.starts_with("golden_path.penalty ")).expect("block targets are listed");
+    assert!(line.contains(" golden_path "), "{line}");
+}

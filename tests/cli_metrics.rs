@@ -68,6 +68,58 @@ fn failing_blocks_name_the_target_its_value_and_the_bound_in_junit_tap_and_json(
     assert!(tap.contains("not ok") && tap.contains("stability.weakest_score = 0.2"), "{tap}");
 }
 
+#[test]
+fn a_run_that_failed_a_per_run_block_says_failed_and_an_across_run_block_has_its_own_line() {
+    // looping-agent: golden_path fails in both runs (per run), stability across them
+    let p = Project::full();
+    p.stateval(&["run", "pipeline/failing.toml"]).expect_code(1);
+    let report = p.json("reports/failing/report.json");
+    let looping = case(&report, "looping-agent");
+    let runs: Vec<&Value> = looping["runs"].as_array().unwrap().iter().map(|r| &r["passed"]).collect();
+    assert_eq!(runs, [&Value::Bool(false), &Value::Bool(false)]);
+
+    let junit = p.read("reports/failing/junit.xml");
+    let doc = roxmltree::Document::parse(&junit).expect("JUnit parses");
+    let out = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testcase") && n.attribute("name") == Some("looping-agent"))
+        .and_then(|c| c.children().find(|n| n.has_tag_name("system-out")))
+        .and_then(|n| n.text())
+        .unwrap_or_default();
+    assert!(!out.contains(": passed,"), "no run of a failed block case says passed: {out}");
+    assert!(out.starts_with("run 0: failed, status completed"), "{out}");
+    assert!(out.contains("\nstability: failed: stability.weakest_score = 0.2, below the bound 0.5"), "{out}");
+
+    let tap = p.read("reports/failing/results.tap");
+    let block = tap.split("failing/metrics :: looping-agent").nth(1).unwrap_or_default();
+    let block = block.split("\n  ...\n").next().unwrap_or_default();
+    assert!(!block.contains("passed: true"), "{block}");
+    assert!(block.contains("  blocks:\n    - check: \"golden_path\"\n      passed: false\n"), "{block}");
+    assert!(block.contains("    - check: \"stability\"\n      passed: false"), "{block}");
+}
+
+#[test]
+fn an_expect_on_a_target_its_block_does_not_report_is_refused_by_validate_listing_the_valid_ones() {
+    let p = Project::full();
+    let rec = r#"{"responses":[{"response":{"content":"hi"}}]}"#;
+    let line = format!(
+        r#"{{"id":"scored","agent":"support","turns":["hi"],"recordings":[{rec}],"trajectory":{{"calls":[]}},"expect":[{{"target":"trajectory.score","matcher":{{"exact":1}}}}]}}"#
+    );
+    let n = append_case(&p, "datasets/examples/metrics.jsonl", &line);
+    let out = p.stateval(&["validate"]);
+    out.expect_code(2);
+    let (path, line_no, col, message) = parse_located_error(out.stderr.lines().next().unwrap());
+    assert_eq!(
+        (path.as_str(), line_no, col),
+        ("datasets/examples/metrics.jsonl", n, column_of(&line, "\"target\":\"trajectory.score"))
+    );
+    assert_eq!(
+        message,
+        "unknown target \"trajectory.score\": the trajectory block of this case reports: trajectory.passed, \
+         trajectory.mismatch_count"
+    );
+}
+
 /// Append a case line to `rel`; returns its line number.
 fn append_case(p: &Project, rel: &str, line: &str) -> usize {
     let mut text = p.read(rel);

@@ -59,7 +59,7 @@ fn the_failing_pipeline_gives_byte_identical_logs_and_reports_in_two_copies_and_
 fn every_file_under_the_runs_directory_is_byte_identical_however_the_workers_interleave() {
     // run.json, verdicts.jsonl, cases.jsonl and suite.json sit beside the logs; reindex
     // rebuilds the catalog from them and `stateval report` renders from them, so they must
-    // be as reproducible as the logs themselves (DESIGN §3, STYLE: "results re-ordered by
+    // be as reproducible as the logs themselves (docs/design.md §3, STYLE: "results re-ordered by
     // case index before they are written").
     let (a, b) = (Project::new(), Project::new());
     a.stateval(&["run", "--jobs", "1"]).expect_code(0);
@@ -95,11 +95,17 @@ fn reports_are_byte_identical_across_copies_when_the_pipeline_is_named_by_an_abs
 // ---------------------------------------------------------------------------------
 // JUnit
 
-/// (classname, name, failure message, failure text) of every testcase, in order.
+/// The scopes of a JSON report's gates, in order.
+fn gate_scopes(report: &Value) -> Vec<String> {
+    report["gates"].as_array().expect("gates").iter().map(|g| g["scope"].as_str().expect("scope").to_string()).collect()
+}
+
+/// (classname, name, failure message, failure text) of every case's testcase (the
+/// gates' testcases left out), in order.
 fn junit_cases(xml: &str) -> Vec<(String, String, Option<String>, Option<String>)> {
     let doc = roxmltree::Document::parse(xml).expect("JUnit XML parses");
     doc.descendants()
-        .filter(|n| n.has_tag_name("testcase"))
+        .filter(|n| n.has_tag_name("testcase") && n.attribute("classname") != Some("[gates]"))
         .map(|n| {
             let failure = n.children().find(|c| c.has_tag_name("failure"));
             (
@@ -117,24 +123,39 @@ fn attr<'a>(node: roxmltree::Node<'a, '_>, name: &str) -> &'a str {
 }
 
 #[test]
-fn junit_of_the_ci_pipeline_parses_with_fifteen_tests_no_failures_and_dataset_classnames() {
+fn junit_of_the_ci_pipeline_parses_with_fifteen_cases_and_every_gate_as_tests_no_failures_and_dataset_classnames() {
     let p = Project::new();
     p.stateval(&["run"]).expect_code(0);
     let xml = p.read("reports/junit.xml");
+    let gates = gate_scopes(&p.json("reports/report.json"));
+    assert!(gates.len() >= 2 && gates[0] == "default", "{gates:?}");
     let doc = roxmltree::Document::parse(&xml).expect("JUnit XML parses");
     let root = doc.root_element();
     assert_eq!(root.tag_name().name(), "testsuites");
-    assert_eq!((attr(root, "tests"), attr(root, "failures"), attr(root, "errors")), ("15", "0", "0"));
+    let tests = (15 + gates.len()).to_string();
+    assert_eq!((attr(root, "tests"), attr(root, "failures"), attr(root, "errors")), (tests.as_str(), "0", "0"));
 
     let suites: Vec<(&str, &str, &str)> = root
         .children()
         .filter(|n| n.has_tag_name("testsuite"))
         .map(|s| (attr(s, "name"), attr(s, "tests"), attr(s, "failures")))
         .collect();
+    let gate_count = gates.len().to_string();
     assert_eq!(
         suites,
-        [("examples/recovery", "4", "0"), ("examples/support", "4", "0"), ("examples/treasury", "7", "0")]
+        [
+            ("examples/recovery", "4", "0"),
+            ("examples/support", "4", "0"),
+            ("examples/treasury", "7", "0"),
+            ("[gates]", gate_count.as_str(), "0")
+        ]
     );
+    let gate_cases: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase") && n.attribute("classname") == Some("[gates]"))
+        .map(|n| attr(n, "name"))
+        .collect();
+    assert_eq!(gate_cases, gates);
 
     let cases = junit_cases(&xml);
     let names: Vec<&str> = cases.iter().map(|c| c.1.as_str()).collect();
@@ -182,9 +203,17 @@ fn junit_of_the_failing_pipeline_has_five_failures_carrying_the_graders_reasons(
     let xml = p.read("reports/failing/junit.xml");
     let doc = roxmltree::Document::parse(&xml).expect("JUnit XML parses");
     let root = doc.root_element();
-    assert_eq!((attr(root, "tests"), attr(root, "failures"), attr(root, "errors")), ("6", "5", "0"));
+    // 6 cases and the default gate; 5 cases and the gate fail
+    assert_eq!((attr(root, "tests"), attr(root, "failures"), attr(root, "errors")), ("7", "6", "0"));
     let suite = root.children().find(|n| n.has_tag_name("testsuite")).expect("a testsuite");
     assert_eq!((attr(suite, "name"), attr(suite, "tests"), attr(suite, "failures")), ("failing/mixed", "6", "5"));
+    let gate = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testcase") && n.attribute("classname") == Some("[gates]"))
+        .expect("the default gate is a testcase");
+    let failure = gate.children().find(|n| n.has_tag_name("failure")).expect("the failed gate carries a <failure>");
+    assert_eq!((attr(gate, "name"), attr(failure, "type")), ("default", "gate_failed"));
+    assert_eq!(attr(failure, "message"), "default: 1/6 passed (16.6 %), below min_pass_rate 100.0 %");
 
     let cases = junit_cases(&xml);
     let names: Vec<&str> = cases.iter().map(|c| c.1.as_str()).collect();
@@ -272,16 +301,21 @@ fn parse_tap(project: &Project, rel: &str) -> Tap {
 }
 
 #[test]
-fn tap_of_the_ci_pipeline_passes_tap_parser_with_a_good_plan_and_fifteen_passes() {
+fn tap_of_the_ci_pipeline_passes_tap_parser_with_a_good_plan_and_a_pass_per_case_and_gate() {
     let p = Project::new();
     p.stateval(&["run"]).expect_code(0);
+    let gates = gate_scopes(&p.json("reports/report.json"));
     let tap = parse_tap(&p, "reports/results.tap");
     assert_eq!(tap.parse_errors, Vec::<String>::new());
-    assert_eq!(tap.summary, "version=13 good_plan=1 planned=15 run=15 passed=15 failed=0 parse_errors=0");
+    let n = 15 + gates.len();
+    assert_eq!(tap.summary, format!("version=13 good_plan=1 planned={n} run={n} passed={n} failed=0 parse_errors=0"));
     let described: Vec<String> = tap.tests.iter().map(|t| format!("{} {} {}", t.0, t.1, t.2)).collect();
     assert_eq!(described[0], "1 true - examples/recovery :: status-hang-falls-back-to-cache");
     assert_eq!(described[4], "5 true - examples/support :: resolve-login-ticket");
     assert_eq!(described[14], "15 true - examples/treasury :: greeting-inline");
+    for (i, scope) in gates.iter().enumerate() {
+        assert_eq!(described[15 + i], format!("{} true - [gates] :: {scope}", 16 + i));
+    }
     assert!(tap.yaml.is_empty(), "no diagnostics for passing tests: {:?}", tap.yaml);
 }
 
@@ -291,15 +325,18 @@ fn tap_of_the_failing_pipeline_passes_tap_parser_with_one_pass_five_failures_and
     p.stateval(&["run", "pipeline/failing.toml"]).expect_code(1);
     let tap = parse_tap(&p, "reports/failing/results.tap");
     assert_eq!(tap.parse_errors, Vec::<String>::new());
-    assert_eq!(tap.summary, "version=13 good_plan=1 planned=6 run=6 passed=1 failed=5 parse_errors=0");
+    // 6 cases and the default gate
+    assert_eq!(tap.summary, "version=13 good_plan=1 planned=7 run=7 passed=1 failed=6 parse_errors=0");
     let oks: Vec<(u32, bool)> = tap.tests.iter().map(|t| (t.0, t.1)).collect();
-    assert_eq!(oks, [(1, true), (2, false), (3, false), (4, false), (5, false), (6, false)]);
+    assert_eq!(oks, [(1, true), (2, false), (3, false), (4, false), (5, false), (6, false), (7, false)]);
     for (t, id) in tap.tests.iter().zip(FAILING_CASES) {
         assert_eq!(t.2, format!("- failing/mixed :: {id}"));
     }
+    assert_eq!(tap.tests[6].2, "- [gates] :: default");
     // the YAML diagnostics parse, one block per failing test, with the grader's reason
     let numbers: Vec<u32> = tap.yaml.iter().map(|y| y.0).collect();
-    assert_eq!(numbers, [2, 3, 4, 5, 6]);
+    assert_eq!(numbers, [2, 3, 4, 5, 6, 7]);
+    assert_eq!(tap.yaml[5].1, "default: 1/6 passed (16.6 %), below min_pass_rate 100.0 %");
     assert!(tap.yaml[0].1.contains("replay miss") && tap.yaml[0].1.contains("position 1"), "{:?}", tap.yaml[0]);
     assert!(tap.yaml[1].1.contains("final_response") && tap.yaml[1].1.contains("$9,999"), "{:?}", tap.yaml[1]);
     assert!(tap.yaml[2].1.contains("replay diverged at position 0"), "{:?}", tap.yaml[2]);
@@ -351,7 +388,7 @@ fn a_replay_miss_fails_its_case_while_the_other_cases_run_and_are_reported() {
 
 #[test]
 fn a_replay_miss_is_logged_as_an_error_event_of_the_turn_that_missed() {
-    // DESIGN §3: `turn` is the user-turn index, null only before the first turn. The miss
+    // docs/design.md §3: `turn` is the user-turn index, null only before the first turn. The miss
     // happens in turn 1, at the second model call.
     let p = Project::new();
     p.stateval(&["run", "pipeline/failing.toml"]).expect_code(1);
@@ -420,7 +457,8 @@ fn tag_keeps_cases_carrying_any_of_the_given_tags() {
     );
     let xml = p.read("reports/junit.xml");
     let doc = roxmltree::Document::parse(&xml).expect("JUnit XML parses");
-    assert_eq!(doc.root_element().attribute("tests"), Some("5"));
+    let tests = (5 + gate_scopes(&p.json("reports/report.json")).len()).to_string();
+    assert_eq!(doc.root_element().attribute("tests"), Some(tests.as_str()));
 }
 
 #[test]
@@ -508,4 +546,46 @@ fn the_json_report_holds_exactly_the_case_outcomes_the_run_wrote_in_dataset_orde
     let mut sorted = sources.clone();
     sorted.sort();
     assert_eq!(sources, sorted);
+}
+
+// ---------------------------------------------------------------------------------
+// A gate that fails while every case passes
+
+#[test]
+fn a_failed_gate_fails_junit_tap_and_prove_when_every_case_passed() {
+    // memory has 2 cases in the core suite: a minimum of 3 fails its gate, and only it
+    let p = Project::new();
+    let ci = p.read("pipeline/ci.toml");
+    let line = "tags.memory = { min_pass_rate = 1.0, min_cases = 2 }";
+    assert!(ci.contains(line), "pipeline/ci.toml no longer has {line:?}");
+    p.write("pipeline/ci.toml", ci.replace(line, "tags.memory = { min_pass_rate = 1.0, min_cases = 3 }"));
+    p.stateval(&["run"]).expect_code(1);
+    let report = p.json("reports/report.json");
+    assert!(report["cases"].as_array().expect("cases").iter().all(|c| c["passed"] == true));
+
+    let xml = p.read("reports/junit.xml");
+    let doc = roxmltree::Document::parse(&xml).expect("JUnit XML parses");
+    assert_eq!(doc.root_element().attribute("failures"), Some("1"));
+    let failed: Vec<(&str, &str)> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase") && n.children().any(|c| c.has_tag_name("failure")))
+        .map(|n| (attr(n, "classname"), attr(n, "name")))
+        .collect();
+    assert_eq!(failed, [("[gates]", "memory")]);
+
+    let tap = parse_tap(&p, "reports/results.tap");
+    assert_eq!(tap.parse_errors, Vec::<String>::new());
+    let failed: Vec<&str> = tap.tests.iter().filter(|t| !t.1).map(|t| t.2.as_str()).collect();
+    assert_eq!(failed, ["- [gates] :: memory"]);
+    assert!(tap.yaml[0].1.starts_with("memory: 2/2 passed (100.0 %), below min_cases 3"), "{:?}", tap.yaml);
+
+    // prove, the harness most TAP users have, reads the file and fails
+    let prove = std::process::Command::new("prove")
+        .args(["--exec", "cat", "reports/results.tap"])
+        .current_dir(p.path())
+        .output()
+        .expect("prove (Perl's TAP harness) is installed");
+    let stdout = String::from_utf8_lossy(&prove.stdout);
+    assert!(!prove.status.success(), "prove passed a run whose gate failed:\n{stdout}");
+    assert!(stdout.contains("Result: FAIL"), "{stdout}");
 }

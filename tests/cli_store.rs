@@ -257,7 +257,7 @@ fn differing_fields(a: &LogRecord, b: &LogRecord) -> Vec<String> {
 
 #[test]
 fn reindex_reproduces_the_catalog_the_run_recorded() {
-    // The catalog is only an index of the files (DESIGN §3): rebuilding it must give
+    // The catalog is only an index of the files (docs/design.md §3): rebuilding it must give
     // back what the run itself recorded, field for field.
     let p = Project::new();
     p.stateval(&["run"]).expect_code(0);

@@ -1,8 +1,5 @@
-//! Every worked example of METRICS.md (`shared/vectors/public.jsonl`) through the real
-//! binary: `stateval metric NAME --batch`, one process per metric.
-//!
-//! The vectors are read from `../shared/vectors/` beside the repository when present
-//! (the contract's own copy), else from the copy in `tests/vectors/`.
+//! Every worked example of docs/metrics.md (`tests/vectors/public.jsonl`, §8) through
+//! the real binary: `stateval metric NAME --batch`, one process per metric.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,9 +8,7 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 fn vectors() -> Vec<Value> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let shared = root.join("../shared/vectors/public.jsonl");
-    let path = if shared.is_file() { shared } else { root.join("tests/vectors/public.jsonl") };
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/public.jsonl");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).expect("vector line")).collect()
 }

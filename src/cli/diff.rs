@@ -1,7 +1,7 @@
 //! `stateval diff GOLDEN ACTUAL`: compare two event logs structurally.
 //!
 //! Both logs are verified first. The output names the first divergent event (seq,
-//! turn, kind) and classifies every difference (DESIGN.md §8, `golden::diff`), as a
+//! turn, kind) and classifies every difference (docs/design.md §8, `golden::diff`), as a
 //! unified diff for people or, with `--format json`, the same findings for machines.
 //! Exit 0 when the logs are identical, 1 when they differ, 2 when either cannot be
 //! read or does not verify.

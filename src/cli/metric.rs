@@ -1,4 +1,4 @@
-//! `stateval metric NAME`: one metric over JSON input (METRICS.md §9).
+//! `stateval metric NAME`: one metric over JSON input (docs/metrics.md §9).
 //!
 //! Reads one JSON document from `--input` or stdin and prints one JSON object. With
 //! `--batch` the input is JSONL and each line gets its output line, in order; a bad line
@@ -51,7 +51,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
 fn single(name: &str, source: &str, mut reader: Box<dyn BufRead>) -> Result<Exit, CliError> {
     let mut text = String::new();
     reader.read_to_string(&mut text).map_err(|e| CliError::invalid(format!("{source}: {e}")))?;
-    let output = grade(name, &text).map_err(|e| CliError::invalid(e.at(source, None)))?;
+    let output = grade(name, stateval::diag::strip_bom(&text)).map_err(|e| CliError::invalid(e.at(source, None)))?;
     super::out(output);
     Ok(Exit::Pass)
 }

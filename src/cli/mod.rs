@@ -13,6 +13,7 @@ mod report;
 mod run;
 mod schema;
 mod show;
+mod targets;
 mod validate;
 mod verify;
 
@@ -84,9 +85,11 @@ enum Command {
     Diff(diff::Args),
     /// Print the JSON Schema of an input format (case, recording, tools, pipeline, event).
     Schema(schema::Args),
+    /// List every assertion target (`"target": …` in a case) with what it means.
+    Targets(targets::Args),
     /// Rebuild the run catalog from the log files alone.
     Reindex(reindex::Args),
-    /// Grade one metric over JSON input (METRICS.md §9), without running anything.
+    /// Grade one metric over JSON input (docs/metrics.md §9), without running anything.
     Metric(metric::Args),
     /// Import a foreign trace (OpenAI, Anthropic, OTel GenAI, MCP, envelope) as an event log.
     Import(import::Args),
@@ -124,6 +127,7 @@ pub fn main() -> ExitCode {
         Command::Verify(args) => verify::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Schema(args) => schema::run(args),
+        Command::Targets(args) => targets::run(args),
         Command::Reindex(args) => reindex::run(args),
         Command::Metric(args) => metric::run(args),
         Command::Import(args) => import::run(args),
@@ -156,4 +160,24 @@ pub fn out(text: impl std::fmt::Display) {
     {
         std::process::exit(0);
     }
+}
+
+/// Opens the store at `layout.root` for a command. What the user can fix is exit 2
+/// naming `setting` (`pipeline.store`, `--store`): a file where the store directory
+/// should be, a directory that cannot be created, a store another run holds.
+pub fn open_store(layout: &stateval::store::Layout, setting: &str) -> Result<stateval::store::SledStore, CliError> {
+    use stateval::store::{SledStore, StoreError};
+    let root = &layout.root;
+    if root.exists() && !root.is_dir() {
+        return Err(CliError::invalid(format!("{setting}: {} is a file, not a directory", root.display())));
+    }
+    std::fs::create_dir_all(root)
+        .map_err(|e| CliError::invalid(format!("{setting}: cannot create {}: {e}", root.display())))?;
+    SledStore::open(&layout.catalog()).map_err(|e| match e {
+        StoreError::Locked { .. } => CliError::invalid(format!(
+            "{setting}: {} is in use by another stateval run; wait for it to finish, or give this run another store",
+            root.display()
+        )),
+        e => CliError::internal(e.to_string()),
+    })
 }

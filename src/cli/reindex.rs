@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::{CliError, Exit};
 use stateval::pipeline::Pipeline;
-use stateval::store::{Layout, SledStore, reindex};
+use stateval::store::{Layout, reindex};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -17,12 +17,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
-    let root = match args.store {
-        Some(dir) => dir,
-        None => Pipeline::load(&args.pipeline).map_err(|e| CliError::invalid(e.to_string()))?.store_dir(),
+    let (root, setting) = match args.store {
+        Some(dir) => (dir, "--store"),
+        None => (
+            Pipeline::load(&args.pipeline).map_err(|e| CliError::invalid(e.to_string()))?.store_dir(),
+            "pipeline.store",
+        ),
     };
     let layout = Layout::new(&root);
-    let store = SledStore::open(&layout.catalog()).map_err(|e| CliError::internal(e.to_string()))?;
+    let store = super::open_store(&layout, setting)?;
     let summary = reindex(&store, &layout).map_err(|e| CliError::internal(e.to_string()))?;
     super::out(format!(
         "reindexed {}: {} runs, {} logs ({} incomplete), {} verdicts",

@@ -8,7 +8,6 @@ use stateval::golden;
 use stateval::pipeline::Pipeline;
 use stateval::report;
 use stateval::runner::{self, Options, Plan, Selection};
-use stateval::store::SledStore;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -32,6 +31,10 @@ pub struct Args {
     /// Let `--bless` run where the environment says CI.
     #[arg(long, requires = "bless")]
     allow_bless_in_ci: bool,
+    /// List every metric of each reliability card in the summary, not one line per card
+    /// (the JSON and Markdown reports always hold all of them).
+    #[arg(long, short)]
+    verbose: bool,
 }
 
 /// `CI` as CI services set it (`true`, or `1`): set and not `false`/`0`/empty.
@@ -72,8 +75,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .or(plan.pipeline.pipeline.jobs)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let layout = plan.layout();
-    std::fs::create_dir_all(&layout.root).map_err(|e| CliError::internal(format!("{}: {e}", layout.root.display())))?;
-    let store = SledStore::open(&layout.catalog()).map_err(|e| CliError::internal(e.to_string()))?;
+    let store = super::open_store(&layout, "pipeline.store")?;
     let plan = Arc::new(plan);
 
     let total = plan.cases.len();
@@ -94,9 +96,9 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     };
 
     let written = report::write_reports(&outcome, &plan.pipeline.report, &plan.pipeline.base)
-        .map_err(|e| CliError::internal(e.to_string()))?;
+        .map_err(|e| if e.is_users() { CliError::invalid(e.to_string()) } else { CliError::internal(e.to_string()) })?;
     let mut stdout = std::io::stdout().lock();
-    report::pretty::write_summary(&outcome, &mut stdout, report::pretty::stdout_color_choice())
+    report::pretty::write_summary(&outcome, &mut stdout, report::pretty::stdout_color_choice(), args.verbose)
         .map_err(|e| CliError::internal(e.to_string()))?;
     drop(stdout);
     for path in written {

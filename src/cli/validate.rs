@@ -58,7 +58,7 @@ fn check(path: &Path, pipeline: &Path) -> Result<String, Vec<String>> {
             .map_err(one),
         Some("jsonl") => {
             let text = std::fs::read_to_string(path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
-            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let first = stateval::diag::strip_bom(&text).lines().find(|l| !l.trim().is_empty()).unwrap_or("");
             let probe: serde_json::Value = serde_json::from_str(first).unwrap_or_default();
             if probe.get("hash").is_some() && probe.get("seq").is_some() {
                 read_log(path)

@@ -181,7 +181,7 @@ struct RawCase {
     approvals: BTreeMap<String, String>,
 }
 
-/// A perturbed variant of another case (METRICS.md §6 robustness).
+/// A perturbed variant of another case (docs/metrics.md §6 robustness).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Perturbation {
@@ -368,7 +368,7 @@ impl<'p> Loader<'p> {
         Ok(Loaded { cases: self.cases, digest: self.content.finish() })
     }
 
-    /// A perturbed case names a baseline case of the same agent (METRICS.md §6).
+    /// A perturbed case names a baseline case of the same agent (docs/metrics.md §6).
     fn check_perturbations(&mut self) {
         for case in &self.perturbed {
             let problem = match self.ids.get(&case.of).map(|seen| seen.agent.as_str()) {
@@ -396,11 +396,17 @@ impl<'p> Loader<'p> {
             Arc::new(DatasetFile { path: path.to_path_buf(), dataset: dataset_name(&self.pipeline.base, path) });
         let mut reader = BufReader::new(file);
         let mut text = String::new();
-        let (mut offset, mut line_no) = (0u64, 0usize);
+        let (mut offset, mut line_no, mut cases) = (0u64, 0usize, 0usize);
         loop {
             text.clear();
             line_no += 1;
             let read = match reader.read_line(&mut text) {
+                Ok(0) if cases == 0 => {
+                    // a pattern that still matches an emptied file must not pass a
+                    // suite that no longer tests anything
+                    self.errors.push(InputError::file(path, "the dataset has no cases (the file is empty)"));
+                    return;
+                }
                 Ok(0) => return,
                 Ok(n) => n,
                 Err(e) => {
@@ -408,12 +414,18 @@ impl<'p> Loader<'p> {
                     return;
                 }
             };
-            let line = text.strip_suffix('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).unwrap_or(&text);
-            let start = offset;
+            let mut start = offset;
             offset += read as u64;
+            let mut line = text.strip_suffix('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).unwrap_or(&text);
+            if line_no == 1 && line.starts_with(crate::diag::BOM) {
+                // the case's bytes start after the mark (CaseRef::load reads them again)
+                line = crate::diag::strip_bom(line);
+                start += crate::diag::BOM.len_utf8() as u64;
+            }
             if line.trim().is_empty() {
                 continue;
             }
+            cases += 1;
             let parsed = self.parser.parse(self.pipeline, &file_ref, line_no, line, Recordings::Validate);
             match parsed.and_then(|case| self.keep(case, &file_ref, line, start)) {
                 Ok(Some(case)) => self.cases.push(case),
@@ -746,10 +758,26 @@ pub fn block_root(key: &str) -> &'static str {
 }
 
 /// A case's `expect` may target extracted values and the targets of its own blocks.
+/// A block target must be one the block reports (`trajectory.score` is not): refused
+/// here, with the valid ones listed, rather than found missing when the case runs.
+/// `recovery.*` is extracted from every log, block or not, so the extractor checks it.
 fn check_case_target(target: &str, blocks: &[MetricBlock]) -> Result<(), String> {
     let root = target.split(['.', '[']).next().unwrap_or_default();
-    if blocks.iter().any(|b| block_root(b.key()) == root) {
-        return Ok(());
+    let mine: Vec<&MetricBlock> = blocks.iter().filter(|b| block_root(b.key()) == root).collect();
+    if !mine.is_empty() && root != "recovery" {
+        let names: Vec<String> = mine.iter().flat_map(|b| b.target_names()).collect();
+        if names.iter().any(|n| n == target) {
+            return Ok(());
+        }
+        // every valid name is listed: a did-you-mean among a handful would only guess
+        let keys: Vec<&str> = mine.iter().map(|b| b.key()).collect();
+        return Err(format!(
+            "unknown target \"{target}\": the {} block{} of this case report{}: {}",
+            keys.join(" and "),
+            if keys.len() > 1 { "s" } else { "" },
+            if keys.len() > 1 { "" } else { "s" },
+            names.join(", ")
+        ));
     }
     if BLOCK_KEYS.iter().any(|k| block_root(k) == root) && !crate::extract::ROOTS.contains(&root) {
         return Err(format!("target \"{target}\" needs a {root} block in this case"));

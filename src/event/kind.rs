@@ -1,4 +1,4 @@
-//! Event kinds (DESIGN.md §3). The `data` fields of each kind are the contract that
+//! Event kinds (docs/design.md §3). The `data` fields of each kind are the contract that
 //! extractors and folds read; they are documented on each variant. Imported logs
 //! (`import::writer`) add `source` (the original ids) and `absent` (JSON Pointers of
 //! fields the source did not capture, which are null) to the events they write.

@@ -1,4 +1,4 @@
-//! The trace envelope of METRICS.md §1, built from a run's events, for metric blocks.
+//! The trace envelope of docs/metrics.md §1, built from a run's events, for metric blocks.
 //!
 //! `tool_calls` are the executed calls (as everywhere in grading), `conversation.turns`
 //! the model responses that carry text, `conversation.tokens.total` the summed usage,

@@ -25,11 +25,14 @@
 //! | `status` / `events.count` / `replay.divergences` | run status, event count (grading events not counted), divergences |
 //! | `approvals` | `[{call_id, tool, route, approved, by, turn}]` (routes: auto, human, deny) |
 //! | `recovery.*` | fault marks and the times derived from them (see [`recovery`]) |
+//!
+//! [`targets`] lists every target with its meaning (`stateval targets`).
 
 pub mod envelope;
 pub mod evidence;
 pub mod path;
 pub mod recovery;
+pub mod targets;
 
 pub use evidence::evidence;
 pub use recovery::recovery_input;

@@ -1,4 +1,4 @@
-//! Recovery marks (METRICS.md §4): where in a run's log a fault started, was detected
+//! Recovery marks (docs/metrics.md §4): where in a run's log a fault started, was detected
 //! and was recovered from.
 //!
 //! The marks are about the **first faulted call** — the first `tool_executed` whose
@@ -25,7 +25,7 @@
 //! | `recovery.timeout_budget_ms` | the per-call timeout of the faulted call |
 //! | `recovery.detections` / `recovery.fault_fired` | timeouts in the run / 0 or 1 |
 //! | `recovery.time_to_detection_ms` / `.time_to_recovery_ms` | mark − call start |
-//! | `recovery.user_visible_hang_ms` / `.recovered` / `.clean_timeout` | as in METRICS.md §4 |
+//! | `recovery.user_visible_hang_ms` / `.recovered` / `.clean_timeout` | as in docs/metrics.md §4 |
 //!
 //! Absent marks and times are absent, not null; without a faulted call only
 //! `detections` and `fault_fired` exist.
@@ -79,7 +79,7 @@ pub fn recovery_input(events: &[Event]) -> Value {
 }
 
 /// The extractor root `recovery`: the marks, plus — when a fault fired — the derived
-/// `recovery.*` targets of METRICS.md §4 (`time_to_detection_ms`, `time_to_recovery_ms`,
+/// `recovery.*` targets of docs/metrics.md §4 (`time_to_detection_ms`, `time_to_recovery_ms`,
 /// `user_visible_hang_ms`, `recovered`, `clean_timeout`). Booleans are 0/1; absent
 /// values are absent, so an assertion on them fails with "no value" like the block does.
 pub fn root(events: &[Event]) -> Value {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::runner::outcome::{CaseOutcome, GateOutcome};
+use crate::outcome::{CaseOutcome, GateOutcome};
 
 /// The scope name of the gate that covers every case.
 pub const DEFAULT_SCOPE: &str = "default";

@@ -1,4 +1,4 @@
-//! Golden traces (DESIGN.md §8): a run's log, kept as the expected behaviour of a case.
+//! Golden traces (docs/design.md §8): a run's log, kept as the expected behaviour of a case.
 //!
 //! `goldens/<dataset>/<case>.<k>.jsonl` is run k's log in golden form ([`normalize`]).
 //! `stateval run` compares every run with its golden and adds one check, named
@@ -25,8 +25,8 @@ use serde_json::json;
 use crate::event::Event;
 use crate::event::verify::verify_bytes;
 use crate::event::writer::WriteError;
+use crate::outcome::Check;
 use crate::pipeline::Pipeline;
-use crate::runner::outcome::Check;
 pub use bless::Written;
 pub use diff::{Class, Diff, Difference, diff};
 

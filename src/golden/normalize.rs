@@ -8,7 +8,7 @@
 //! already stable:
 //!
 //! - `t`, `latency_ms`, `duration_ms`: virtual time from recorded latencies and
-//!   injected delays; wall-clock time never enters an event (DESIGN.md §3).
+//!   injected delays; wall-clock time never enters an event (docs/design.md §3).
 //! - Tool call ids (`call_id`, `response.tool_calls[].id`): the recorded provider's
 //!   ids, or `call-<turn>-<step>-<j>` when the recording has none. They are inputs
 //!   pinned by the `recording` digest; rewriting them would hide a runtime that pairs

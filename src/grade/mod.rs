@@ -14,7 +14,7 @@ pub mod matcher;
 use serde_json::Value;
 
 use crate::event::Event;
-use crate::runner::outcome::Check;
+use crate::outcome::Check;
 pub use matcher::{Caller, Matcher, NoCalls};
 
 /// A compiled assertion from a case's `expect`.

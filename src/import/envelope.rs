@@ -1,4 +1,4 @@
-//! The trace envelope of METRICS.md §1.
+//! The trace envelope of docs/metrics.md §1.
 //!
 //! ```json
 //! {"tool_calls": [{"name": "search", "server": "docs", "args": {"q": "a"}}],
@@ -6,7 +6,7 @@
 //!                   "turns": [{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]}}
 //! ```
 //!
-//! Read as METRICS.md §1 reads it — calls under `tool_calls` or `trace.tool_calls`,
+//! Read as docs/metrics.md §1 reads it — calls under `tool_calls` or `trace.tool_calls`,
 //! `arguments` (a JSON string or object) as an alias of `args`, a bare string as a call
 //! with that name, turn `content` as a string or `{"type": "text", "text"}` blocks —
 //! plus four optional call fields an exporter can add to make the envelope replayable:
@@ -26,7 +26,8 @@ use super::source::Source;
 use super::trace::{Args, Call, Content, ErrorKind, Outcome, Ptr, Step, Trace, provenance, str_field};
 use crate::diag::{InputError, did_you_mean};
 
-const READS: &str = "stateval trace envelope (METRICS.md §1), with optional call fields id, turn, result, is_error";
+const READS: &str =
+    "stateval trace envelope (docs/metrics.md §1), with optional call fields id, turn, result, is_error";
 const ROLES: [&str; 3] = ["user", "assistant", "system"];
 
 /// One user turn of the envelope: its input and the model's answers.

@@ -1,4 +1,4 @@
-//! Foreign traces → one intermediate → a canonical event log (DESIGN.md §1, §9).
+//! Foreign traces → one intermediate → a canonical event log (docs/design.md §1, §9).
 //!
 //! Each supported format has its own parser, one file each, and every parser produces
 //! the same intermediate, [`trace::Trace`]: user turns, the model's responses in each
@@ -13,7 +13,7 @@
 //! | `anthropic` | [`anthropic`] | Messages API (`tool_use` / `tool_result` blocks) |
 //! | `otel` | [`otel`] | OpenTelemetry GenAI spans in OTLP/JSON: semconv v1.37+ attributes, v1.28–v1.36 events |
 //! | `mcp` | [`mcp`] | MCP JSON-RPC logs: `tools/call` request/response pairs |
-//! | `envelope` | [`envelope`] | the trace envelope of METRICS.md §1 |
+//! | `envelope` | [`envelope`] | the trace envelope of docs/metrics.md §1 |
 //! | `auto` | [`detect`] | one of the above, told from the content |
 //!
 //! **Faithful, never guessed.** Original ids are kept as provenance (`source` in each

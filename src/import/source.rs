@@ -44,7 +44,7 @@ impl<'a> Source<'a> {
     /// document, and a parse error (truncation included) is reported where serde_json
     /// stopped.
     pub fn parse(path: &Path, text: &'a str) -> Result<Source<'a>, InputError> {
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let text = crate::diag::strip_bom(text);
         if text.trim().is_empty() {
             return Err(InputError::file(path, "the file is empty: there is no trace to import"));
         }

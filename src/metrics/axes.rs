@@ -1,4 +1,4 @@
-//! Trajectory axes: ordering constraints that do not pin whole calls (METRICS.md §3,
+//! Trajectory axes: ordering constraints that do not pin whole calls (docs/metrics.md §3,
 //! `trajectory_axes`).
 //!
 //! A full expected trace is brittle when only a few orderings matter: "fetch a page only
@@ -158,7 +158,13 @@ impl AxesBlock {
                         }),
                         None => Err(MetricError::Missing { pointer: item_at.clone(), field }),
                     };
-                    Ok((name(fields[0])?, name(fields[1])?))
+                    let (a, b) = (name(fields[0])?, name(fields[1])?);
+                    // "x before x" holds of any trace: a constraint that can never fail
+                    // is a mistake in the case, not a check
+                    if a == b {
+                        return Err(MetricError::SelfConstraint { pointer: item_at, tool: a });
+                    }
+                    Ok((a, b))
                 })
                 .collect()
         };
@@ -221,6 +227,19 @@ mod tests {
             json!(["fetch_page", "search", "fetch_page"]),
         );
         assert_eq!(r.dependency_satisfaction, 0);
+    }
+
+    #[test]
+    fn a_constraint_from_a_tool_to_itself_is_an_input_error_at_its_place() {
+        // "search before search" holds of every trace: it would pass whatever happened
+        for (block, at) in [
+            (json!({"order": [{"first": "a", "second": "b"}, {"first": "search", "second": "search"}]}), "/order/1"),
+            (json!({"dependencies": [{"producer": "fetch", "consumer": "fetch"}]}), "/dependencies/0"),
+        ] {
+            let err = AxesBlock::from_block(&block).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.starts_with(&format!("{at}: a constraint from \"")), "{err}");
+            assert!(err.ends_with("to itself checks nothing; name two different tools"), "{err}");
+        }
     }
 
     #[test]

@@ -66,6 +66,42 @@ impl MetricBlock {
         }
     }
 
+    /// Every target this block gives values for, per run or across runs: what a case's
+    /// `expect` may name under the block's root (`trajectory.passed`). The lists are the
+    /// names the block reports fill in; a test holds the two together.
+    pub fn target_names(&self) -> Vec<String> {
+        let names: &[&str] = match self {
+            MetricBlock::Trajectory(_) => &["trajectory.passed", "trajectory.mismatch_count"],
+            MetricBlock::TrajectoryAxes(_) => &["trajectory.dependency_satisfaction", "trajectory.order_satisfaction"],
+            MetricBlock::GoldenPath(_) => &[
+                "golden_path.passed",
+                "golden_path.penalty",
+                "golden_path.extra_steps",
+                "golden_path.backtracks",
+                "golden_path.repeated_tools",
+                "golden_path.missing_steps",
+            ],
+            MetricBlock::Stability(_) => return super::stability::across_target_names(),
+            MetricBlock::Reliability(b) => return ReliabilityBlock::target_names(&b.k),
+            MetricBlock::Recovery(_) => &[
+                "recovery.time_to_detection_ms",
+                "recovery.time_to_recovery_ms",
+                "recovery.user_visible_hang_ms",
+                "recovery.recovered",
+                "recovery.clean_timeout",
+                "recovery.detections",
+            ],
+            MetricBlock::Narrative(_) => &[
+                "narrative.divergence_score",
+                "narrative.claimed_but_absent",
+                "narrative.present_but_unclaimed",
+                "narrative.arg_mismatch",
+                "narrative.gate_passed",
+            ],
+        };
+        names.iter().map(|s| (*s).to_string()).collect()
+    }
+
     /// Fewest runs the case needs for this block (a load error below it).
     pub fn min_runs(&self) -> usize {
         match self {
@@ -118,6 +154,42 @@ mod tests {
             .unwrap()
             .unwrap_err();
         assert!(err.to_string().starts_with("/trajectory/calls/0/args: unknown args shape \"exactt\""), "{err}");
+    }
+
+    /// A run envelope with a tool call, a fault and a final answer, so every block has
+    /// something to score.
+    fn envelope(passed: bool) -> Value {
+        json!({"passed": passed,
+               "tool_calls": [{"name": "get_balance", "args": {}}],
+               "conversation": {"tokens": {"total": 10}, "turns": [{"role": "assistant", "content": "done"}]},
+               "narrative": "done",
+               "recovery": {"call_start_ms": 0, "detected_ms": 5, "recovered_ms": 9, "timeout_budget_ms": 10}})
+    }
+
+    #[test]
+    fn the_target_names_of_every_block_are_exactly_the_targets_it_reports() {
+        let shapes = [
+            ("trajectory", json!({"calls": ["get_balance"]})),
+            ("trajectory_axes", json!({"order": [{"first": "a", "second": "b"}]})),
+            ("golden_path", json!({"calls": ["get_balance"]})),
+            ("stability", json!({})),
+            ("reliability", json!({"k": [1, 2]})),
+            ("recovery", json!({})),
+            ("narrative", json!({})),
+        ];
+        for (key, shape) in shapes {
+            let block = MetricBlock::from_key(key, &shape).unwrap().unwrap();
+            let outcome = block.evaluate(&[envelope(true), envelope(false)]).unwrap();
+            let mut reported: Vec<String> = outcome.targets.keys().cloned().collect();
+            for run in &outcome.runs {
+                reported.extend(run.targets.keys().cloned());
+            }
+            reported.sort();
+            reported.dedup();
+            let mut declared = block.target_names();
+            declared.sort();
+            assert_eq!(reported, declared, "{key}");
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! `stateval metric NAME`: one metric over one JSON document (METRICS.md §9).
+//! `stateval metric NAME`: one metric over one JSON document (docs/metrics.md §9).
 //!
 //! [`run`] maps a metric name and its input document to the output object; field names
 //! and integer-vs-float types are part of the contract (percents and counts are integers,
@@ -21,7 +21,7 @@ use super::trace::{Trace, read_tool_calls};
 use super::trajectory::{ExpectedTrace, validate};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
-/// Every metric name `run` knows, in METRICS.md §9 order.
+/// Every metric name `run` knows, in docs/metrics.md §9 order.
 pub const METRIC_NAMES: [&str; 12] = [
     "stability",
     "stability-across",
@@ -73,11 +73,14 @@ fn array<'a>(object: &'a Map<String, Value>, key: &'static str) -> Result<&'a Ve
 }
 
 fn stability(input: &Value, object: &Map<String, Value>) -> Result<Value, MetricError> {
-    let floors = match object.get("floors") {
-        Some(f) => Floors::from_value(f, "/floors")?,
-        None => Floors::default(),
+    // `{"trace": envelope, "floors": …}` is that form exactly when `floors` is present;
+    // otherwise the input is the envelope (which may itself nest its calls under
+    // `trace`). Either envelope may hold its calls under `trace.tool_calls`.
+    let (floors, envelope) = match object.get("floors") {
+        Some(f) => (Floors::from_value(f, "/floors")?, object.get("trace").unwrap_or(&Value::Null)),
+        None => (Floors::default(), input),
     };
-    let report = score_trace(&Trace::read(input));
+    let report = score_trace(&Trace::read(envelope));
     Ok(json!({
         "tool_usage_stability": report.tool_usage_stability,
         "response_consistency": report.response_consistency,
@@ -307,6 +310,18 @@ mod tests {
         let out = run("stability", &json!({"trace": trace, "floors": {"redundancy": 0.3, "cost_per_progress": 1.0}}))
             .unwrap();
         assert_eq!(out["drift_flags"], json!(["redundancy"]));
+        assert_eq!(out["redundancy"], json!(0.25));
+    }
+
+    #[test]
+    fn stability_with_floors_reads_an_envelope_whose_calls_sit_under_trace_tool_calls() {
+        // the same 4 identical calls, one level deeper: redundancy 1/4 = 0.25 < 0.3
+        let envelope = json!({"trace": {"tool_calls": ["a", "a", "a", "a"]}});
+        let out = run("stability", &json!({"trace": envelope, "floors": {"redundancy": 0.3}})).unwrap();
+        assert_eq!(out["redundancy"], json!(0.25));
+        assert_eq!(out["drift_flags"], json!(["redundancy"]));
+        // without floors the input is the envelope itself, calls under trace.tool_calls
+        let out = run("stability", &envelope).unwrap();
         assert_eq!(out["redundancy"], json!(0.25));
     }
 

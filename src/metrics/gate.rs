@@ -24,7 +24,7 @@ pub trait CaseBlock: Sized {
     /// The block's key in a dataset case (`"trajectory"`, `"golden_path"`, …).
     const KEY: &'static str;
 
-    /// Parse the block, applying METRICS.md defaults and load-time rules. Pointers in
+    /// Parse the block, applying docs/metrics.md defaults and load-time rules. Pointers in
     /// errors are relative to the block (use [`MetricError::under`] to place it).
     fn from_block(block: &Value) -> Result<Self, MetricError>;
 
@@ -257,7 +257,7 @@ fn reject_llm_matcher(matcher: &Value, pointer: &str, block: &'static str) -> Re
     }
 }
 
-/// `true`/`false` as the 0/1 METRICS.md exposes booleans as.
+/// `true`/`false` as the 0/1 docs/metrics.md exposes booleans as.
 pub fn flag(b: bool) -> Value {
     Value::from(u8::from(b))
 }

@@ -1,5 +1,5 @@
 //! Golden path: how much waste a trace carries against an ideal call sequence
-//! (METRICS.md §3, `golden_path`).
+//! (docs/metrics.md §3, `golden_path`).
 //!
 //! Where a trajectory check says pass/fail, the golden path counts the kinds of waste an
 //! agent adds to the ideal route: extra steps, the same tool twice in a row, returning to

@@ -1,4 +1,4 @@
-//! Metrics: deterministic, model-free scores over recorded traces (METRICS.md §1–5, 7, 9).
+//! Metrics: deterministic, model-free scores over recorded traces (docs/metrics.md §1–5, 7, 9).
 //!
 //! Every function here is pure over `serde_json::Value`: the same input gives the same
 //! number on every machine, and nothing reads a file, a clock or a model. Recorded data
@@ -45,7 +45,7 @@ pub enum MetricError {
     /// A value of the wrong JSON type.
     #[error("{}: expected {expected}, found {found}", show(pointer))]
     WrongType { pointer: String, expected: &'static str, found: String },
-    /// A trajectory mode outside METRICS.md §3.
+    /// A trajectory mode outside docs/metrics.md §3.
     #[error(
         "{}: unknown mode \"{mode}\"; known modes: strict (alias exact_sequence), subsequence, unordered, superset, subset",
         show(pointer)
@@ -64,7 +64,11 @@ pub enum MetricError {
     /// a half-width of 0, k larger than n, …).
     #[error("{}: {message}", show(pointer))]
     OutOfRange { pointer: String, message: String },
-    /// An LLM matcher where only deterministic matchers may gate (METRICS.md §1, §7).
+    /// An ordering constraint from a tool to itself (`order: [{first: a, second: a}]`):
+    /// it holds of every trace, so it checks nothing (docs/metrics.md §3).
+    #[error("{}: a constraint from \"{tool}\" to itself checks nothing; name two different tools", show(pointer))]
+    SelfConstraint { pointer: String, tool: String },
+    /// An LLM matcher where only deterministic matchers may gate (docs/metrics.md §1, §7).
     #[error(
         "{}: the {block} block may not use an LLM matcher (\"{matcher}\"); its verdict must come from recorded data",
         show(pointer)
@@ -73,7 +77,7 @@ pub enum MetricError {
     /// A block `expect` target outside the block's own targets.
     #[error("{}: unknown target \"{target}\" for the {block} block; known targets: {}", show(pointer), known.join(", "))]
     UnknownTarget { pointer: String, block: &'static str, target: String, known: Vec<String> },
-    /// The agent-reliability input (METRICS.md §6) is malformed; the message carries its pointer.
+    /// The agent-reliability input (docs/metrics.md §6) is malformed; the message carries its pointer.
     #[error("{0}")]
     Dimensions(String),
 }
@@ -99,6 +103,7 @@ impl MetricError {
             | MetricError::UnknownArgsShape { pointer, .. }
             | MetricError::InvalidSchema { pointer, .. }
             | MetricError::OutOfRange { pointer, .. }
+            | MetricError::SelfConstraint { pointer, .. }
             | MetricError::LlmMatcher { pointer, .. }
             | MetricError::UnknownTarget { pointer, .. } => Some(pointer),
         }
@@ -114,6 +119,7 @@ impl MetricError {
             | MetricError::UnknownArgsShape { pointer, .. }
             | MetricError::InvalidSchema { pointer, .. }
             | MetricError::OutOfRange { pointer, .. }
+            | MetricError::SelfConstraint { pointer, .. }
             | MetricError::LlmMatcher { pointer, .. }
             | MetricError::UnknownTarget { pointer, .. } => Some(pointer),
         }

@@ -1,5 +1,5 @@
 //! Narrative-vs-trace divergence: does the final answer describe what the agent actually
-//! did (METRICS.md §5, §7)?
+//! did (docs/metrics.md §5, §7)?
 //!
 //! Agents narrate. "I created the issue" with no `create_issue` call is the failure users
 //! remember, and a model judge is the wrong tool to catch it in CI: it is neither
@@ -23,7 +23,7 @@ use super::gate::{BlockOutcome, Bound, CaseBlock, flag, float, optional_number, 
 use super::trace::{ToolCall, Trace, bare_name};
 use super::{MetricError, expect_object, reject_unknown_keys};
 
-/// Verbs whose claim asserts a change in the world (METRICS.md §5, in its order).
+/// Verbs whose claim asserts a change in the world (docs/metrics.md §5, in its order).
 pub const MUTATING_VERBS: [&str; 22] = [
     "create", "update", "delete", "remove", "send", "write", "post", "insert", "set", "put", "patch", "publish",
     "destroy", "drop", "add", "edit", "upload", "merge", "close", "cancel", "approve", "revoke",
@@ -164,7 +164,7 @@ pub enum NarrativeItem {
     /// A recorded call neither mentioned nor matched by a claimed action.
     PresentButUnclaimed { call_index: usize, tool: String, mutating: bool },
     /// A mentioned call's top-level scalar argument whose key is in the text but whose value is not.
-    ArgMismatch { call_index: usize, tool: String, key: String, value: Value },
+    ArgMismatch { call_index: usize, tool: String, key: String, value: Value, mutating: bool },
     /// A claimed action that no recorded call matches.
     ClaimedButAbsent { action: String, word_index: usize, mutating: bool },
 }
@@ -249,16 +249,18 @@ pub fn score_narrative(narrative: &str, calls: &[ToolCall], options: &NarrativeO
     let normal: Vec<String> = words.iter().map(|(_, n)| n.clone()).collect();
     let vocabulary: HashSet<&str> = normal.iter().map(String::as_str).collect();
 
-    let claims: Vec<Claim> = words
-        .iter()
-        .enumerate()
-        .filter(|(_, (_, n))| is_mutating_verb(n))
-        .filter_map(|(i, (_, verb))| {
-            let window = words.iter().enumerate().skip(i + 1).take(CLAIM_WINDOW);
-            let (_, (_, noun)) = window.into_iter().find(|(_, (raw, norm))| !is_stopword(raw) && !is_stopword(norm))?;
-            Some(Claim { verb: verb.clone(), noun: noun.clone(), word_index: i })
-        })
-        .collect();
+    // a claim repeated ("sent the payment … the payment was sent") is one claim, kept
+    // where it is first seen, as the peer does: repeating a claim is not a second action
+    let mut claims: Vec<Claim> = Vec::new();
+    for (i, (_, verb)) in words.iter().enumerate().filter(|(_, (_, n))| is_mutating_verb(n)) {
+        let window = words.iter().skip(i + 1).take(CLAIM_WINDOW);
+        let Some((_, noun)) = window.into_iter().find(|(raw, norm)| !is_stopword(raw) && !is_stopword(norm)) else {
+            continue;
+        };
+        if !claims.iter().any(|c| c.verb == *verb && c.noun == *noun) {
+            claims.push(Claim { verb: verb.clone(), noun: noun.clone(), word_index: i });
+        }
+    }
 
     let call_tokens: Vec<Vec<String>> = calls.iter().map(|c| name_tokens(c.bare_name())).collect();
     let claim_matches = |claim: &Claim, tokens: &[String]| tokens.contains(&claim.verb) && tokens.contains(&claim.noun);
@@ -282,7 +284,7 @@ pub fn score_narrative(narrative: &str, calls: &[ToolCall], options: &NarrativeO
             });
         }
     }
-    for (call, is_mentioned) in calls.iter().zip(&mentioned) {
+    for (call, (tokens, is_mentioned)) in calls.iter().zip(call_tokens.iter().zip(&mentioned)) {
         let Some(args) = call.args.as_object().filter(|_| *is_mentioned) else {
             continue;
         };
@@ -303,6 +305,7 @@ pub fn score_narrative(narrative: &str, calls: &[ToolCall], options: &NarrativeO
                     tool: call.name.clone(),
                     key: key.clone(),
                     value: value.clone(),
+                    mutating: options.is_mutating(&call.name, tokens),
                 });
             }
         }

@@ -1,4 +1,4 @@
-//! Recovery from injected faults (METRICS.md §4).
+//! Recovery from injected faults (docs/metrics.md §4).
 //!
 //! A fault (`hang`, `wedged`, `slow:<ms>`, `recover-after:<n>`, `error`) is injected into
 //! tool calls; the runtime never blocks a real clock, it advances virtual time by the

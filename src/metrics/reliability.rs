@@ -1,4 +1,4 @@
-//! Reliability reporting over a case's repeated runs (METRICS.md §2).
+//! Reliability reporting over a case's repeated runs (docs/metrics.md §2).
 //!
 //! A single pass says little about an agent that passes 60 % of the time. These numbers
 //! describe the pass/fail sequence of one case's N runs: did it ever pass (pass@k), did it
@@ -272,7 +272,7 @@ pub struct ReliabilityBlock {
 const RELIABILITY_KEYS: &[&str] = &["k", "expect"];
 
 impl ReliabilityBlock {
-    fn target_names(k: &[u64]) -> Vec<String> {
+    pub fn target_names(k: &[u64]) -> Vec<String> {
         let mut names: Vec<String> = score_outcomes(&[]).targets().into_keys().collect();
         for k in k {
             names.push(format!("reliability.pass_at[{k}]"));

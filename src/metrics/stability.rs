@@ -1,5 +1,5 @@
 //! Stability: does the agent behave the same way within a session and across runs
-//! (METRICS.md §1)?
+//! (docs/metrics.md §1)?
 //!
 //! Within a session, four sub-scores read one trace: how many different tools it reached
 //! for, how even its answers' lengths are, how often it repeated an identical call, and

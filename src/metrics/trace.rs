@@ -1,4 +1,4 @@
-//! Lenient reading of the trace envelope (METRICS.md §1, §9).
+//! Lenient reading of the trace envelope (docs/metrics.md §1, §9).
 //!
 //! ```json
 //! {"tool_calls": [{"name": "search", "server": "docs", "args": {"q": "a"}}],

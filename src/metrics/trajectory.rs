@@ -1,4 +1,4 @@
-//! Trajectory validation: did the agent make the calls the case expects (METRICS.md §3)?
+//! Trajectory validation: did the agent make the calls the case expects (docs/metrics.md §3)?
 //!
 //! An expected trace is a mode plus an ordered list of expected calls, each pinning a
 //! tool name and an [`ArgsShape`]. The modes come from agent-evaluation practice

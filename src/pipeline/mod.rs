@@ -92,11 +92,28 @@ pub enum OnDivergence {
     Warn,
 }
 
+/// What a run that completed without asking for every recorded response does. A
+/// recording longer than the run usually means the agent stopped early (it answered
+/// without a tool call the recording expected): worth knowing, and in a suite whose
+/// recordings are meant to match exactly, worth failing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUnused {
+    /// Reported as a warning of the run.
+    #[default]
+    Warn,
+    /// Fails the case.
+    Fail,
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayConfig {
     #[serde(default)]
     pub on_divergence: OnDivergence,
+    /// Recorded responses the run never used: `warn` (the default) or `fail`.
+    #[serde(default)]
+    pub unused: OnUnused,
 }
 
 impl Pipeline {
@@ -209,14 +226,26 @@ impl Pipeline {
 
 /// Pipelines conventionally live in `<project>/pipeline/*.toml` and name paths relative
 /// to the project; anywhere else, paths are relative to the file's own directory.
+/// The directory's own name is read from the file system when the path does not
+/// spell it (`ci.toml` run from inside `pipeline/`, `./ci.toml`), so a pipeline means
+/// the same files from any working directory.
 pub fn default_base(path: &Path) -> PathBuf {
-    let dir = path.parent().unwrap_or(Path::new(""));
-    let base = if dir.file_name().is_some_and(|n| n == "pipeline") {
-        dir.parent().unwrap_or(Path::new("")).to_path_buf()
-    } else {
-        dir.to_path_buf()
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = match dir.file_name() {
+        Some(name) => Some(name.to_os_string()),
+        None => dir.canonicalize().ok().and_then(|d| d.file_name().map(ToOwned::to_owned)),
     };
-    if base.as_os_str().is_empty() { PathBuf::from(".") } else { base }
+    if name.is_none_or(|n| n != "pipeline") {
+        return dir.to_path_buf();
+    }
+    match dir.file_name() {
+        Some(_) => match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            Some(parent) => parent.to_path_buf(),
+            None => PathBuf::from("."),
+        },
+        None if dir == Path::new(".") => PathBuf::from(".."),
+        None => dir.join(".."),
+    }
 }
 
 /// `/agents/treasury/policy/0` → `agents.treasury.policy[0]: `.

@@ -6,28 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::sandbox::FaultDecl;
 
-/// Consequence class of a tool, from its manifest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SafetyClass {
-    Read,
-    Write,
-    Network,
-    Financial,
-    Privileged,
-}
-
-impl SafetyClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SafetyClass::Read => "read",
-            SafetyClass::Write => "write",
-            SafetyClass::Network => "network",
-            SafetyClass::Financial => "financial",
-            SafetyClass::Privileged => "privileged",
-        }
-    }
-}
+pub use crate::sandbox::SafetyClass;
 
 /// A policy verdict. The order is the precedence: deny beats escalate beats allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

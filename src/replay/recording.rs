@@ -82,7 +82,7 @@ impl Recording {
             .map_err(|e| InputError::file(Path::new(display), format!("cannot read recording: {e}")))?;
         let display_path = Path::new(display);
         let mut values = Vec::new();
-        for (i, line) in text.lines().enumerate() {
+        for (i, line) in crate::diag::strip_bom(&text).lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
@@ -117,7 +117,7 @@ impl Recording {
         }
         let text = String::from_utf8(text).map_err(|e| format!("{display}: changed since validation: {e}"))?;
         let mut responses = Vec::new();
-        for (i, line) in text.lines().enumerate() {
+        for (i, line) in crate::diag::strip_bom(&text).lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
@@ -162,6 +162,17 @@ mod tests {
         let err = Recording::load(&path, "r.jsonl").unwrap_err();
         assert_eq!((err.line, err.column), (2, 29), "{err}");
         assert!(err.message.contains("did you mean \"latency_ms\""), "{err}");
+    }
+
+    #[test]
+    fn a_recording_starting_with_a_byte_order_mark_loads_and_reloads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        std::fs::write(&path, "\u{feff}{\"response\":{\"content\":\"a\"}}\n").unwrap();
+        let (rec, bytes) = Recording::load_file(&path, "r.jsonl").unwrap();
+        assert_eq!(rec.responses.len(), 1);
+        let again = Recording::reload(&path, "r.jsonl", rec.digest, bytes).unwrap();
+        assert_eq!(again.responses, rec.responses);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::runner::outcome::{CaseOutcome, Check, GateOutcome, RunResult, SuiteOutcome};
+use crate::outcome::{CaseOutcome, Check, GateOutcome, RunResult, SuiteOutcome};
 
 /// A case id written to break every format: quotes, `:`, `#` (with a TAP directive
 /// after it), `|`, `<`, `&`, a backtick.

@@ -7,7 +7,7 @@
 
 use std::io::{self, Write};
 
-use crate::runner::outcome::SuiteOutcome;
+use crate::outcome::SuiteOutcome;
 
 /// `outcome` as pretty JSON with a trailing newline, in memory.
 pub fn render(outcome: &SuiteOutcome) -> io::Result<String> {

@@ -7,6 +7,14 @@
 //! `message` is the first reason ([`CaseOutcome::failure`]) and its text lists every
 //! reason ([`CaseOutcome::failures`]), one per line.
 //!
+//! Gates: after the datasets, one more `<testsuite>` named [`GATES_SUITE`] holds one
+//! `<testcase>` per gate (`classname` = `[gates]`, `name` = the gate's scope), failing
+//! with the gate's reason when the gate failed. A run whose cases all pass but whose
+//! gate fails (too few cases, a reliability minimum) exits 1, and CI tools that count
+//! JUnit failures must see that failure too. The name is the pipeline's section name in
+//! brackets: a dataset cannot take it (a bracket in a dataset glob is a character
+//! class), so the two never merge in a viewer.
+//!
 //! Properties: the suite carries `run_id`; each case carries `source`, `agent`, and
 //! `head.<k>` per run (the blake3 head of run k's event log, so a log rewritten after
 //! the fact is caught by comparing heads; omitted for a run that wrote no event).
@@ -22,7 +30,10 @@ use quick_junit::XmlString;
 use quick_xml::Writer;
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 
-use crate::runner::outcome::{CaseOutcome, SuiteOutcome};
+use crate::outcome::{CaseOutcome, GateOutcome, SuiteOutcome};
+
+/// The name (and classname) of the `<testsuite>` that holds the gates.
+pub const GATES_SUITE: &str = "[gates]";
 
 /// `outcome` as JUnit XML, in memory.
 pub fn render(outcome: &SuiteOutcome) -> io::Result<String> {
@@ -45,11 +56,12 @@ pub fn write(outcome: &SuiteOutcome, out: &mut dyn Write) -> io::Result<()> {
     let suites = dataset_counts(outcome)?;
     let mut xml = Writer::new_with_indent(out, b' ', 4);
     xml.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
-    let failures = outcome.cases.len() - outcome.cases.passed();
+    let failed_gates = outcome.gates.iter().filter(|g| !g.passed).count();
+    let failures = outcome.cases.len() - outcome.cases.passed() + failed_gates;
     let mut root = BytesStart::new("testsuites");
     root.push_attribute(("name", clean(&outcome.pipeline).as_str()));
     root.extend_attributes([
-        ("tests", outcome.cases.len().to_string().as_str()),
+        ("tests", (outcome.cases.len() + outcome.gates.len()).to_string().as_str()),
         ("skipped", "0"),
         ("failures", failures.to_string().as_str()),
         ("errors", "0"),
@@ -77,6 +89,9 @@ pub fn write(outcome: &SuiteOutcome, out: &mut dyn Write) -> io::Result<()> {
     if cases.next().is_some() {
         return Err(changed("more cases than counted"));
     }
+    if !outcome.gates.is_empty() {
+        gates_suite(&mut xml, outcome, failed_gates)?;
+    }
     end(&mut xml, "testsuites")?;
     xml.write_event(Event::Eof)?;
     xml.write_indent()?;
@@ -91,7 +106,7 @@ struct SuiteCounts {
 }
 
 /// Datasets in order with their counts. The cases of a dataset are adjacent (the
-/// [`Cases`](crate::runner::outcome::Cases) contract); a dataset seen again after
+/// [`Cases`](crate::outcome::Cases) contract); a dataset seen again after
 /// another is an error rather than a second suite of the same name.
 fn dataset_counts(outcome: &SuiteOutcome) -> io::Result<Vec<SuiteCounts>> {
     let mut suites: Vec<SuiteCounts> = Vec::new();
@@ -149,6 +164,50 @@ fn test_case(xml: &mut Writer<&mut dyn Write>, case: &CaseOutcome) -> io::Result
     end(xml, "testcase")
 }
 
+/// The `[gates]` suite: one test case per gate, in the order the gates were decided.
+fn gates_suite(xml: &mut Writer<&mut dyn Write>, outcome: &SuiteOutcome, failed: usize) -> io::Result<()> {
+    let mut tag = BytesStart::new("testsuite");
+    tag.extend_attributes([
+        ("name", GATES_SUITE),
+        ("tests", outcome.gates.len().to_string().as_str()),
+        ("skipped", "0"),
+        ("errors", "0"),
+        ("failures", failed.to_string().as_str()),
+    ]);
+    xml.write_event(Event::Start(tag))?;
+    properties(xml, &[("run_id", outcome.run_id.clone())])?;
+    for gate in &outcome.gates {
+        gate_case(xml, gate)?;
+    }
+    end(xml, "testsuite")
+}
+
+/// One gate as a test case: its counts as properties, its reason as the failure
+/// message when it failed and as `<system-out>` either way.
+fn gate_case(xml: &mut Writer<&mut dyn Write>, gate: &GateOutcome) -> io::Result<()> {
+    let mut tag = BytesStart::new("testcase");
+    tag.push_attribute(("name", clean(&gate.scope).as_str()));
+    tag.push_attribute(("classname", GATES_SUITE));
+    xml.write_event(Event::Start(tag))?;
+    properties(xml, &[("cases", gate.cases.to_string()), ("passed_cases", gate.passed_cases.to_string())])?;
+    if !gate.passed {
+        let mut failure = BytesStart::new("failure");
+        failure.push_attribute(("message", clean(&one_line(&gate.reason)).as_str()));
+        failure.push_attribute(("type", "gate_failed"));
+        xml.write_event(Event::Start(failure))?;
+        xml.write_event(Event::Text(BytesText::new(&clean(&gate.reason))))?;
+        end(xml, "failure")?;
+    }
+    xml.write_event(Event::Start(BytesStart::new("system-out")))?;
+    xml.write_event(Event::Text(BytesText::new(&clean(&gate_text(gate)))))?;
+    end(xml, "system-out")?;
+    end(xml, "testcase")
+}
+
+fn gate_text(gate: &GateOutcome) -> String {
+    format!("{}\n", gate.reason)
+}
+
 fn properties(xml: &mut Writer<&mut dyn Write>, props: &[(&str, String)]) -> io::Result<()> {
     xml.write_event(Event::Start(BytesStart::new("properties")))?;
     for (name, value) in props {
@@ -168,7 +227,9 @@ fn clean(text: &str) -> String {
     XmlString::new(text).into_string()
 }
 
-/// One line per run (and per warning), for whoever opens the case in a CI viewer.
+/// One line per run (and per warning), then one per metric block, for whoever opens
+/// the case in a CI viewer. A block judged across runs (stability) can fail a case
+/// whose every run passed its own checks: its line says so.
 fn runs_text(case: &CaseOutcome) -> String {
     let mut text = String::new();
     for run in &case.runs {
@@ -180,6 +241,10 @@ fn runs_text(case: &CaseOutcome) -> String {
         for warning in &run.warnings {
             text.push_str(&format!("run {}: warning: {warning}\n", run.index));
         }
+    }
+    for block in &case.blocks {
+        let verdict = if block.passed { "passed" } else { "failed" };
+        text.push_str(&format!("{}: {verdict}: {}\n", block.name, block.reason));
     }
     text
 }
@@ -207,13 +272,14 @@ mod tests {
     }
 
     #[test]
-    fn the_junit_report_counts_tests_and_failures_per_dataset() {
+    fn the_junit_report_counts_tests_and_failures_per_dataset_and_for_the_gates() {
         parse_and(|doc| {
             let root = doc.root_element();
             assert_eq!(root.tag_name().name(), "testsuites");
             assert_eq!(attr(root, "name"), "ci");
-            assert_eq!(attr(root, "tests"), "3");
-            assert_eq!(attr(root, "failures"), "2");
+            // 3 cases + 3 gates; 2 failing cases + 2 failing gates
+            assert_eq!(attr(root, "tests"), "6");
+            assert_eq!(attr(root, "failures"), "4");
             assert_eq!(attr(root, "errors"), "0");
 
             let suites: Vec<(&str, &str, &str)> = root
@@ -221,8 +287,73 @@ mod tests {
                 .filter(|n| n.has_tag_name("testsuite"))
                 .map(|s| (attr(s, "name"), attr(s, "tests"), attr(s, "failures")))
                 .collect();
-            assert_eq!(suites, [("examples/treasury", "2", "1"), ("security/replay", "1", "1")]);
+            assert_eq!(suites, [("examples/treasury", "2", "1"), ("security/replay", "1", "1"), ("[gates]", "3", "2")]);
         });
+    }
+
+    #[test]
+    fn every_gate_is_a_test_case_failing_with_its_reason_when_the_gate_failed() {
+        parse_and(|doc| {
+            let gates: Vec<(&str, &str, Option<&str>, Option<&str>)> = doc
+                .descendants()
+                .filter(|n| n.has_tag_name("testcase") && attr(*n, "classname") == GATES_SUITE)
+                .map(|n| {
+                    let failure = n.children().find(|c| c.has_tag_name("failure"));
+                    (
+                        attr(n, "name"),
+                        attr(n, "classname"),
+                        failure.map(|f| attr(f, "message")),
+                        failure.map(|f| attr(f, "type")),
+                    )
+                })
+                .collect();
+            assert_eq!(
+                gates,
+                [
+                    (
+                        "default",
+                        "[gates]",
+                        Some("default: 1/3 passed (33.3 %), below min_pass_rate 100.0 %"),
+                        Some("gate_failed")
+                    ),
+                    ("long-horizon", "[gates]", None, None),
+                    (
+                        "security",
+                        "[gates]",
+                        Some("security: 0/2 passed (0.0 %), below min_cases 3, below min_pass_rate 95.0 %"),
+                        Some("gate_failed")
+                    ),
+                ]
+            );
+        });
+    }
+
+    #[test]
+    fn a_failed_gate_is_a_junit_failure_when_every_case_passed() {
+        let mut outcome = fixture::suite();
+        let passing: Vec<CaseOutcome> =
+            outcome.cases.to_vec().unwrap_or_default().into_iter().filter(|c| c.passed).collect();
+        outcome.cases = passing.into();
+        outcome.gates.retain(|g| g.scope == "security");
+        let xml = render(&outcome).unwrap_or_else(|e| panic!("{e}"));
+        let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("bad XML: {e}"));
+        let root = doc.root_element();
+        assert_eq!((attr(root, "tests"), attr(root, "failures")), ("2", "1"));
+        let failed: Vec<&str> = doc
+            .descendants()
+            .filter(|n| n.has_tag_name("testcase") && n.children().any(|c| c.has_tag_name("failure")))
+            .map(|n| attr(n, "name"))
+            .collect();
+        assert_eq!(failed, ["security"]);
+    }
+
+    #[test]
+    fn a_case_failed_by_an_across_run_block_says_so_beside_its_passing_runs() {
+        let outcome = fixture::suite();
+        let cases = outcome.cases.to_vec().unwrap_or_default();
+        let miss = cases.iter().find(|c| c.id == "idempotent-transfer-replay");
+        let text = miss.map(runs_text).unwrap_or_default();
+        assert!(text.ends_with("stability.passed: failed: only 0/1 runs completed\n"), "{text}");
     }
 
     #[test]
@@ -339,6 +470,28 @@ mod tests {
             if let Some(suite) = suites.last_mut() {
                 suite.add_test_case(test_case);
             }
+        }
+        if !outcome.gates.is_empty() {
+            let mut suite = TestSuite::new(GATES_SUITE);
+            suite.add_property(Property::new("run_id", &outcome.run_id));
+            for gate in &outcome.gates {
+                let status = if gate.passed {
+                    TestCaseStatus::success()
+                } else {
+                    let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                    status.set_message(one_line(&gate.reason));
+                    status.set_type("gate_failed");
+                    status.set_description(gate.reason.clone());
+                    status
+                };
+                let mut test_case = TestCase::new(&gate.scope, status);
+                test_case.set_classname(GATES_SUITE);
+                test_case.add_property(Property::new("cases", gate.cases.to_string()));
+                test_case.add_property(Property::new("passed_cases", gate.passed_cases.to_string()));
+                test_case.set_system_out(gate_text(gate));
+                suite.add_test_case(test_case);
+            }
+            suites.push(suite);
         }
         let mut report = Report::new(&outcome.pipeline);
         report.add_test_suites(suites);

@@ -21,8 +21,8 @@ use std::io;
 
 use serde_json::Value;
 
+use crate::outcome::{CaseOutcome, GateOutcome, SuiteOutcome};
 use crate::report::gate_detail;
-use crate::runner::outcome::{CaseOutcome, GateOutcome, SuiteOutcome};
 
 /// The most bytes a summary has: under 60 KB, so it fits a GitHub comment (65,536
 /// characters) with room for whatever a CI step adds around it.
@@ -176,7 +176,7 @@ fn render_extras(extras: &serde_json::Map<String, Value>) -> String {
     let mut cards = Vec::new();
     for name in names {
         match extras.get(name) {
-            // null is an undefined metric (METRICS.md §6), shown as n/a, never as 0
+            // null is an undefined metric (docs/metrics.md §6), shown as n/a, never as 0
             Some(Value::Object(fields)) if fields.values().all(|v| v.is_number() || v.is_null()) => {
                 let mut card = format!("#### {}\n\n| Metric | Value |\n| --- | ---: |\n", code(&clip(name, ID_CHARS)));
                 let mut keys: Vec<&String> = fields.keys().collect();

@@ -1,7 +1,7 @@
 //! Reporters: each one a consumer of the runner's result stream, none aware of another.
 //!
-//! The stream has two parts, both defined in [`crate::runner::outcome`]: a
-//! [`CaseOutcome`](crate::runner::outcome::CaseOutcome) as each case finishes (only the
+//! The stream has two parts, both defined in [`crate::outcome`]: a
+//! [`CaseOutcome`](crate::outcome::CaseOutcome) as each case finishes (only the
 //! live terminal progress in [`pretty`] consumes those), then the whole
 //! [`SuiteOutcome`] once every case and gate is decided. Every reporter is a pure
 //! `write(&SuiteOutcome, out)` that streams the cases one at a time (a suite's cases are
@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::runner::outcome::{GateOutcome, SuiteOutcome};
+use crate::outcome::{GateOutcome, SuiteOutcome};
 pub use tap::TapVersion;
 
 /// The `[report]` section of a pipeline: which report files to write, relative to the
@@ -168,22 +168,33 @@ impl ReportConfig {
 }
 
 /// Why a report could not be written: a config error names its key, every other
-/// variant the path it was writing.
+/// variant the `[report]` key and the path it was writing.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     #[error(transparent)]
     Config(#[from] ReportConfigError),
+    /// The outcome could not be read back or rendered: not the user's doing.
     #[error("{}: cannot render the {format} report: {message}", path.display())]
     Render { path: PathBuf, format: &'static str, message: String },
-    #[error("{}: cannot {action}: {source}", path.display())]
+    /// The path cannot be written (a file where a directory is needed, no permission).
+    #[error("report.{key}: {}: cannot {action}: {source}", path.display())]
     Io {
+        key: &'static str,
         path: PathBuf,
         action: &'static str,
         #[source]
         source: io::Error,
     },
-    #[error("{}: not a file path", path.display())]
-    NotAFile { path: PathBuf },
+    #[error("report.{key}: {}: not a file path", path.display())]
+    NotAFile { key: &'static str, path: PathBuf },
+}
+
+impl ReportError {
+    /// The user can fix it by changing the `[report]` section or the file system; a
+    /// render error is a bug (or a run directory changed under the run).
+    pub fn is_users(&self) -> bool {
+        !matches!(self, ReportError::Render { .. })
+    }
 }
 
 /// Writes every report configured in `config`, resolving relative paths (of the
@@ -229,9 +240,10 @@ pub fn write_file(
     format: &'static str,
     render: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<(), ReportError> {
-    let io_error = |path: &Path, action, source| ReportError::Io { path: path.to_path_buf(), action, source };
+    let key = format;
+    let io_error = |path: &Path, action, source| ReportError::Io { key, path: path.to_path_buf(), action, source };
     let Some(name) = path.file_name() else {
-        return Err(ReportError::NotAFile { path: path.to_path_buf() });
+        return Err(ReportError::NotAFile { key, path: path.to_path_buf() });
     };
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -270,7 +282,7 @@ pub fn write_file(
 const EXTRA_DECIMALS: usize = 3;
 
 /// A metric value as reports print it: integers exactly, other numbers with
-/// [`EXTRA_DECIMALS`] places, `null` (undefined, METRICS.md §6) as `n/a`.
+/// [`EXTRA_DECIMALS`] places, `null` (undefined, docs/metrics.md §6) as `n/a`.
 pub fn metric_value(value: &serde_json::Value) -> String {
     if let Some(i) = value.as_i64() {
         i.to_string()
@@ -443,7 +455,7 @@ mod tests {
         let err =
             write_reports(&fixture::suite(), &config, dir.path()).err().map(|e| e.to_string()).unwrap_or_default();
         let reports = dir.path().join("reports");
-        assert!(err.starts_with(&format!("{}: cannot create the directory", reports.display())), "{err}");
+        assert!(err.starts_with(&format!("report.junit: {}: cannot create the directory", reports.display())), "{err}");
         Ok(())
     }
 

@@ -1,5 +1,7 @@
 //! Terminal output: a live progress bar on stderr while cases run, and a summary at
-//! the end (failing cases with every reason, warnings, gates, verdict).
+//! the end: failing cases with every reason, warnings, the cases of each dataset, one
+//! line per reliability card (every metric of it with `verbose`), gates, verdict. A
+//! green run's first screen says what ran and what held, not forty numbers.
 //!
 //! Colour is the caller's choice ([`ColorChoice`]), so tests can pin both forms; the
 //! CLI passes [`stdout_color_choice`], which is anstream's rule: colour only on a
@@ -14,8 +16,8 @@ use anstream::AutoStream;
 pub use anstream::ColorChoice;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::outcome::{CaseOutcome, SuiteOutcome};
 use crate::report::gate_detail;
-use crate::runner::outcome::{CaseOutcome, SuiteOutcome};
 
 const RED: &str = "\x1b[31m";
 const GREEN: &str = "\x1b[32m";
@@ -100,16 +102,18 @@ pub fn stdout_color_choice() -> ColorChoice {
 ///
 /// `ColorChoice::Auto` on a `dyn Write` cannot see a terminal and so means no colour;
 /// pass [`stdout_color_choice`] for the real decision.
-pub fn write_summary(outcome: &SuiteOutcome, out: &mut dyn Write, color: ColorChoice) -> io::Result<()> {
+/// With `verbose`, every metric of every suite extra (reliability card) is listed; else
+/// one line per extra.
+pub fn write_summary(outcome: &SuiteOutcome, out: &mut dyn Write, color: ColorChoice, verbose: bool) -> io::Result<()> {
     // Rendered into memory first: anstream's streams only wrap `'static` writers, and
     // one write of the finished summary keeps it from interleaving with other output.
     let mut buffer = AutoStream::new(Vec::new(), color);
-    render_summary(outcome, &mut buffer)?;
+    render_summary(outcome, &mut buffer, verbose)?;
     out.write_all(&buffer.into_inner())?;
     out.flush()
 }
 
-fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write) -> io::Result<()> {
+fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -> io::Result<()> {
     let mut listed = false;
     for case in outcome.cases.iter() {
         let case = case?;
@@ -146,11 +150,22 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write) -> io::Result<()
         writeln!(out)?;
     }
 
-    for (name, fields) in crate::report::metric_extras(&outcome.extras) {
-        writeln!(out, "{BOLD}{}{RESET}", visible(name))?;
-        for (key, value) in fields {
-            writeln!(out, "  {:<40} {:>8}", visible(key), crate::report::metric_value(value))?;
+    datasets(outcome, out)?;
+
+    let extras = crate::report::metric_extras(&outcome.extras);
+    let width = extras.iter().map(|(name, _)| visible(name).chars().count()).max().unwrap_or(0);
+    for (name, fields) in &extras {
+        if verbose {
+            writeln!(out, "{BOLD}{}{RESET}", visible(name))?;
+            for (key, value) in fields {
+                writeln!(out, "  {:<40} {:>8}", visible(key), crate::report::metric_value(value))?;
+            }
+        } else {
+            writeln!(out, "{BOLD}{:<width$}{RESET}  {}", visible(name), headline(fields))?;
         }
+    }
+    if !verbose && !extras.is_empty() {
+        writeln!(out, "  (--verbose lists every metric; docs/metrics.md §6 says what each means)")?;
     }
 
     for gate in &outcome.gates {
@@ -171,6 +186,50 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write) -> io::Result<()
         outcome.gates.len(),
         visible(&outcome.run_id)
     )
+}
+
+/// One line per dataset: its passing and total cases, in dataset order.
+fn datasets(outcome: &SuiteOutcome, out: &mut impl Write) -> io::Result<()> {
+    let mut counts: Vec<(String, usize, usize)> = Vec::new();
+    for case in outcome.cases.iter() {
+        let case = case?;
+        match counts.last_mut() {
+            Some((dataset, passed, total)) if *dataset == case.dataset => {
+                *passed += usize::from(case.passed);
+                *total += 1;
+            }
+            _ => counts.push((case.dataset.clone(), usize::from(case.passed), 1)),
+        }
+    }
+    let width = counts.iter().map(|(d, _, _)| visible(d).chars().count()).max().unwrap_or(0);
+    for (dataset, passed, total) in &counts {
+        let colour = if passed == total { GREEN } else { RED };
+        writeln!(out, "{:<width$}  {colour}{passed}/{total}{RESET} passed", visible(dataset))?;
+    }
+    Ok(())
+}
+
+/// The card scores that sum a reliability card up, in the order they are read.
+const HEADLINE: [(&str, &str); 5] = [
+    ("reliability.overall", "overall"),
+    ("consistency.score", "consistency"),
+    ("predictability.score", "predictability"),
+    ("robustness.score", "robustness"),
+    ("safety.score", "safety"),
+];
+
+/// A card's scores on one line; an extra that is not a card shows every field.
+fn headline(fields: &[(&String, &serde_json::Value)]) -> String {
+    let value = |key: &str| fields.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| *v);
+    let parts: Vec<String> = if value(HEADLINE[0].0).is_some() {
+        HEADLINE
+            .iter()
+            .filter_map(|(key, label)| value(key).map(|v| format!("{label} {}", crate::report::metric_value(v))))
+            .collect()
+    } else {
+        fields.iter().map(|(k, v)| format!("{} {}", visible(k), crate::report::metric_value(v))).collect()
+    };
+    parts.join(" · ")
 }
 
 /// `text` with control characters, and the bidirectional overrides that can make a
@@ -198,8 +257,12 @@ mod tests {
     use crate::report::fixture;
 
     fn summary(color: ColorChoice) -> String {
+        summary_of(color, false)
+    }
+
+    fn summary_of(color: ColorChoice, verbose: bool) -> String {
         let mut bytes = Vec::new();
-        let result = write_summary(&fixture::suite(), &mut bytes, color);
+        let result = write_summary(&fixture::suite(), &mut bytes, color, verbose);
         assert!(result.is_ok(), "{result:?}");
         String::from_utf8(bytes).unwrap_or_else(|e| panic!("summary is not UTF-8: {e}"))
     }
@@ -209,6 +272,39 @@ mod tests {
         let text = summary(ColorChoice::Never);
         assert!(!text.contains('\u{1b}'), "{text:?}");
         insta::assert_snapshot!("pretty", text);
+    }
+
+    #[test]
+    fn verbose_lists_every_metric_of_an_extra_where_the_short_form_has_one_line() {
+        let short = summary(ColorChoice::Never);
+        assert!(
+            short.contains("reliability  pass_at_1 0.333 · pass_hat_k 0.000 · runs 4 · tool|calls` 12.500\n"),
+            "{short}"
+        );
+        assert!(!short.contains("  pass_at_1  "), "{short}");
+        let verbose = summary_of(ColorChoice::Never, true);
+        assert!(verbose.contains("\n  pass_at_1                                   0.333\n"), "{verbose}");
+        assert!(!verbose.contains("--verbose lists"), "{verbose}");
+    }
+
+    #[test]
+    fn a_card_line_leads_with_its_overall_score_and_the_four_dimensions() {
+        let card = serde_json::json!({"reliability.overall": 0.978, "consistency.score": 0.987,
+            "consistency.outcome": 1.0, "predictability.score": 0.969, "robustness.score": null,
+            "safety.score": 1.0});
+        let fields: Vec<(String, serde_json::Value)> =
+            card.as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
+        let borrowed: Vec<(&String, &serde_json::Value)> = fields.iter().map(|(k, v)| (k, v)).collect();
+        assert_eq!(
+            headline(&borrowed),
+            "overall 0.978 · consistency 0.987 · predictability 0.969 · robustness n/a · safety 1.000"
+        );
+    }
+
+    #[test]
+    fn each_dataset_has_a_line_with_its_passing_and_total_cases() {
+        let text = summary(ColorChoice::Never);
+        assert!(text.contains("examples/treasury  1/2 passed\nsecurity/replay    0/1 passed\n"), "{text}");
     }
 
     #[test]

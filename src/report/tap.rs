@@ -1,10 +1,13 @@
 //! The TAP report (Test Anything Protocol, versions 13 and 14), for `prove`-style
 //! harnesses and CI plugins that read TAP.
 //!
-//! One test point per case (`ok 3 - examples/treasury :: case-id`), in outcome order.
-//! A failing case is followed by an indented YAML diagnostics block: the first reason
-//! as `message`, `severity`, every reason under `failures`, and per run its log, head
-//! and status. Gates and the verdict close the stream as comment lines.
+//! One test point per case (`ok 3 - examples/treasury :: case-id`), in outcome order,
+//! then one per gate (`not ok 16 - [gates] :: security`), so a harness that counts test
+//! points fails a run whose cases all passed but whose gate did not. A failing point is
+//! followed by an indented YAML diagnostics block: the first reason as `message`,
+//! `severity`, and for a case every failing check under `failures` (a mapping each:
+//! `run`, `check`, `reason`, or `run` and `error`), per run its verdict, log, head and
+//! status, and per metric block its verdict. The verdict closes the stream as a comment.
 //!
 //! Quoting: case ids and reasons are arbitrary text. In a description `\` and `#` are
 //! backslash-escaped (an unescaped `# TODO` would turn a failure into a pass) and
@@ -17,8 +20,8 @@
 use std::fmt::Write as _;
 use std::io;
 
-use crate::report::gate_detail;
-use crate::runner::outcome::{CaseOutcome, RunResult, SuiteOutcome};
+use crate::outcome::{CaseOutcome, Check, GateOutcome, RunResult, SuiteOutcome};
+use crate::report::junit::GATES_SUITE;
 
 /// The TAP version to declare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,21 +64,24 @@ pub fn write(outcome: &SuiteOutcome, version: TapVersion, out: &mut dyn io::Writ
     // those results are ignored) and written out whole.
     let mut text = String::new();
     let _ = writeln!(text, "TAP version {}", version.number());
-    if outcome.cases.is_empty() {
+    let points = outcome.cases.len() + outcome.gates.len();
+    if points == 0 {
         text.push_str("1..0 # SKIP no cases\n");
     } else {
-        let _ = writeln!(text, "1..{}", outcome.cases.len());
+        let _ = writeln!(text, "1..{points}");
     }
     out.write_all(text.as_bytes())?;
-    for (number, case) in (1..).zip(outcome.cases.iter()) {
+    let mut number = 0;
+    for case in outcome.cases.iter() {
+        number += 1;
         text.clear();
         test_point(&mut text, number, case?.as_ref());
         out.write_all(text.as_bytes())?;
     }
     text.clear();
     for gate in &outcome.gates {
-        let verdict = if gate.passed { "PASS" } else { "FAIL" };
-        let _ = writeln!(text, "# gate {}: {verdict} - {}", comment_text(&gate.scope), comment_text(gate_detail(gate)));
+        number += 1;
+        gate_point(&mut text, number, gate);
     }
     let failed_gates: Vec<&str> = outcome.gates.iter().filter(|g| !g.passed).map(|g| g.scope.as_str()).collect();
     let _ = writeln!(
@@ -115,19 +121,81 @@ fn test_point(out: &mut String, number: usize, case: &CaseOutcome) {
     let _ = writeln!(out, "  message: {}", yaml_string(&message));
     out.push_str("  severity: fail\n");
     let _ = writeln!(out, "  source: {}", yaml_string(&case.source));
-    let failures = case.failures();
-    if !failures.is_empty() {
-        out.push_str("  failures:\n");
-        for failure in &failures {
-            let _ = writeln!(out, "    - {}", yaml_list_item(failure));
-        }
-    }
+    failures(out, case);
     if !case.runs.is_empty() {
         out.push_str("  runs:\n");
         for run in &case.runs {
             run_diagnostics(out, run);
         }
     }
+    if !case.blocks.is_empty() {
+        out.push_str("  blocks:\n");
+        for block in &case.blocks {
+            let _ = writeln!(out, "    - check: {}", yaml_string(&block.name));
+            let _ = writeln!(out, "      passed: {}", block.passed);
+        }
+    }
+    out.push_str("  ...\n");
+}
+
+/// Every failing check of a case, as mappings (the same list, in the same order, as
+/// [`CaseOutcome::failures`] gives as lines). A mapping per item, rather than one
+/// string, keeps each field plain: a string item starting `word: …` would need its
+/// colon escaped for TAP::Parser's YAMLish reader.
+fn failures(out: &mut String, case: &CaseOutcome) {
+    let failed_check = |out: &mut String, run: Option<usize>, check: &Check| {
+        match run {
+            Some(index) => {
+                let _ = writeln!(out, "    - run: {index}");
+                let _ = writeln!(out, "      check: {}", yaml_string(&check.name));
+            }
+            None => {
+                let _ = writeln!(out, "    - check: {}", yaml_string(&check.name));
+            }
+        }
+        let _ = writeln!(out, "      reason: {}", yaml_string(&check.reason));
+    };
+    let mut any = false;
+    let mut heading = |out: &mut String| {
+        if !any {
+            out.push_str("  failures:\n");
+            any = true;
+        }
+    };
+    for run in &case.runs {
+        if let Some(error) = &run.error {
+            heading(out);
+            let _ = writeln!(out, "    - run: {}", run.index);
+            let _ = writeln!(out, "      error: {}", yaml_string(error));
+        }
+        for check in run.checks.iter().filter(|c| !c.passed) {
+            heading(out);
+            failed_check(out, Some(run.index), check);
+        }
+    }
+    for check in case.blocks.iter().filter(|c| !c.passed) {
+        heading(out);
+        failed_check(out, None, check);
+    }
+}
+
+/// A gate as a test point after the cases, with the gate's reason as the YAML
+/// `message` when it failed.
+fn gate_point(out: &mut String, number: usize, gate: &GateOutcome) {
+    let _ = writeln!(
+        out,
+        "{} {number} - {GATES_SUITE} :: {}",
+        if gate.passed { "ok" } else { "not ok" },
+        description_text(&gate.scope)
+    );
+    if gate.passed {
+        return;
+    }
+    out.push_str("  ---\n");
+    let _ = writeln!(out, "  message: {}", yaml_string(&gate.reason));
+    out.push_str("  severity: fail\n");
+    let _ = writeln!(out, "  cases: {}", gate.cases);
+    let _ = writeln!(out, "  passed_cases: {}", gate.passed_cases);
     out.push_str("  ...\n");
 }
 
@@ -149,7 +217,8 @@ fn run_diagnostics(out: &mut String, run: &RunResult) {
     if !run.warnings.is_empty() {
         out.push_str("      warnings:\n");
         for warning in &run.warnings {
-            let _ = writeln!(out, "        - {}", yaml_list_item(warning));
+            // a mapping, not a bare string: see `failures`
+            let _ = writeln!(out, "        - message: {}", yaml_string(warning));
         }
     }
 }
@@ -176,30 +245,6 @@ fn yaml_string(text: &str) -> String {
     }
     out.push('"');
     out
-}
-
-/// A string as a YAML list item (after `- `). TAP::Parser's YAMLish reader (3.44)
-/// takes an item whose first word ends in `:` (`- "stability.passed: 0/1"`) for an
-/// inline mapping and then dies on the quote, so that one colon is written as the
-/// equivalent escape `\x3a`. Every YAML reader decodes both forms to the same text.
-fn yaml_list_item(text: &str) -> String {
-    let mut quoted = yaml_string(text);
-    // The reader's pattern is `- \S+\s*:(\s|$)`: a colon ending the first word, or
-    // standing alone after it and followed by a space or the end.
-    let first_word_end = quoted.find(char::is_whitespace).unwrap_or(quoted.len());
-    let colon = if quoted[..first_word_end].ends_with(':') {
-        Some(first_word_end - 1)
-    } else {
-        let rest = &quoted[first_word_end..];
-        let gap = rest.len() - rest.trim_start().len();
-        let after = &rest[gap..];
-        (gap > 0 && after.starts_with(':') && after[1..].chars().next().is_none_or(char::is_whitespace))
-            .then_some(first_word_end + gap)
-    };
-    if let Some(at) = colon {
-        quoted.replace_range(at..at + 1, "\\x3a");
-    }
-    quoted
 }
 
 /// Text for a test point description: one line, `\` and `#` escaped so no directive
@@ -272,8 +317,8 @@ mod tests {
                 plan => $parser->plan,
                 good_plan => $parser->good_plan ? JSON::PP::true : JSON::PP::false,
                 tests_run => $parser->tests_run,
-                passed => scalar($parser->passed),
-                failed => scalar($parser->failed),
+                passed => [$parser->passed],
+                failed => [$parser->failed],
                 todo => scalar($parser->todo),
                 skipped => scalar($parser->skipped),
                 parse_errors => [$parser->parse_errors],
@@ -297,29 +342,40 @@ mod tests {
         serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("perl said: {e}"))
     }
 
-    /// What both versions must parse to: the plan, 1 pass, 2 real failures (not
-    /// TODO: the tricky id's `# TODO` is escaped), the YAML decoded exactly.
+    /// What both versions must parse to: the plan (3 cases, 3 gates), 2 passes (a case
+    /// and a gate), 4 real failures (not TODO: the tricky id's `# TODO` is escaped), the
+    /// YAML decoded exactly.
     fn assert_parsed_like_the_fixture(parsed: &Value) {
-        assert_eq!(parsed["plan"], "1..3");
+        assert_eq!(parsed["plan"], "1..6");
         assert_eq!(parsed["good_plan"], true);
-        assert_eq!(parsed["tests_run"], 3);
-        assert_eq!(parsed["passed"], 1);
-        assert_eq!(parsed["failed"], 2);
+        assert_eq!(parsed["tests_run"], 6);
+        assert_eq!(parsed["passed"], serde_json::json!([1, 5]));
+        assert_eq!(parsed["failed"], serde_json::json!([2, 3, 4, 6]));
         assert_eq!(parsed["todo"], 0);
         assert_eq!(parsed["skipped"], 0);
 
         assert_eq!(parsed["descriptions"][1], "- examples/treasury :: redirect \"attack\": \\# TODO \\#1 | <b>&co `x`");
 
+        assert_eq!(
+            parsed["descriptions"].as_array().map(|d| d[3..].to_vec()),
+            Some(vec![
+                Value::from("- [gates] :: default"),
+                Value::from("- [gates] :: long-horizon"),
+                Value::from("- [gates] :: security"),
+            ])
+        );
+
         let yaml = &parsed["yaml"];
-        assert_eq!(yaml.as_array().map(Vec::len), Some(2), "{yaml}");
+        assert_eq!(yaml.as_array().map(Vec::len), Some(4), "{yaml}");
         let tricky = &yaml[0];
         assert_eq!(tricky["message"], format!("run 0: policy.denials: {}", fixture::FIRST_REASON));
         assert_eq!(tricky["severity"], "fail");
+        // YAMLish reads every scalar as a string
         assert_eq!(
             tricky["failures"],
             serde_json::json!([
-                format!("run 0: policy.denials: {}", fixture::FIRST_REASON),
-                format!("run 1: memory.semantic.payee: {}", fixture::SECOND_REASON),
+                {"run": "0", "check": "policy.denials", "reason": fixture::FIRST_REASON},
+                {"run": "1", "check": "memory.semantic.payee", "reason": fixture::SECOND_REASON},
             ])
         );
         assert_eq!(tricky["runs"][1]["head"], "blake3:1f3a91c1d");
@@ -327,21 +383,52 @@ mod tests {
         assert_eq!(tricky["runs"][1]["log"], ".stateval/runs/r1/case/1.jsonl");
 
         let miss = &yaml[1];
-        assert_eq!(miss["failures"][1], "stability.passed: only 0/1 runs completed");
+        assert_eq!(
+            miss["failures"],
+            serde_json::json!([
+                {"run": "0", "error": fixture::REPLAY_MISS},
+                {"check": "stability.passed", "reason": "only 0/1 runs completed"},
+            ])
+        );
+        assert_eq!(miss["blocks"], serde_json::json!([{"check": "stability.passed", "passed": "false"}]));
         assert_eq!(miss["message"], format!("run 0: {}", fixture::REPLAY_MISS));
         assert_eq!(miss["runs"][0]["head"], Value::Null);
         assert_eq!(miss["runs"][0]["error"], fixture::REPLAY_MISS);
         assert_eq!(miss["runs"][0]["status"], "replay_exhausted");
 
+        let security = &yaml[3];
+        assert_eq!(security["message"], "security: 0/2 passed (0.0 %), below min_cases 3, below min_pass_rate 95.0 %");
+        assert_eq!((&security["cases"], &security["passed_cases"]), (&Value::from("2"), &Value::from("0")));
+
         let comments: Vec<&str> =
             parsed["comments"].as_array().map(|c| c.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-        assert!(
-            comments.contains(
-                &"gate security: FAIL - 0/2 passed (0.0 %), below min_cases 3, \
-                  below min_pass_rate 95.0 %"
-            ),
-            "{comments:?}"
+        assert_eq!(
+            comments,
+            [
+                "warning: run 0: replay diverged at position 2 (on_divergence = warn)",
+                "verdict: FAIL - 1/3 cases passed, gates failed: default, security"
+            ]
         );
+    }
+
+    #[test]
+    fn no_yaml_string_carries_an_escaped_colon() {
+        let text = tap(&fixture::suite(), TapVersion::V13);
+        assert!(!text.contains("\\x3a"), "{text}");
+    }
+
+    #[test]
+    fn a_failed_gate_fails_the_tap_stream_when_every_case_passed() {
+        let mut outcome = fixture::suite();
+        let passing: Vec<CaseOutcome> =
+            outcome.cases.to_vec().unwrap_or_default().into_iter().filter(|c| c.passed).collect();
+        outcome.cases = passing.into();
+        outcome.gates.retain(|g| g.scope == "security");
+        let parsed = tap_parser(&tap(&outcome, TapVersion::V13));
+        assert_eq!(parsed["plan"], "1..2");
+        assert_eq!(parsed["passed"], serde_json::json!([1]));
+        assert_eq!(parsed["failed"], serde_json::json!([2]));
+        assert_eq!(parsed["parse_errors"], serde_json::json!([]));
     }
 
     #[test]
@@ -370,6 +457,7 @@ mod tests {
     fn an_empty_suite_is_a_skipped_plan() {
         let mut outcome = fixture::suite();
         outcome.cases = Vec::new().into();
+        outcome.gates.clear();
         let parsed = tap_parser(&tap(&outcome, TapVersion::V13));
         assert_eq!(parsed["plan"], "1..0");
         assert_eq!(parsed["good_plan"], true);
@@ -382,17 +470,6 @@ mod tests {
         assert_eq!(yaml_string("x\ny\tz\r"), r#""x\ny\tz\r""#);
         assert_eq!(yaml_string("\u{1b}[0m\u{7f}\u{85}"), r#""\x1b[0m\x7f\x85""#);
         assert_eq!(yaml_string("key: #1 ≥ 2"), "\"key: #1 ≥ 2\"");
-    }
-
-    #[test]
-    fn a_list_item_never_looks_like_an_inline_mapping_to_yamlish() {
-        assert_eq!(yaml_list_item("a.b: c"), r#""a.b\x3a c""#);
-        assert_eq!(yaml_list_item("word : c"), r#""word \x3a c""#);
-        // Left alone: a colon inside the first word, after the second, or glued on.
-        assert_eq!(yaml_list_item("a:b c: d"), r#""a:b c: d""#);
-        assert_eq!(yaml_list_item("run 0: x"), r#""run 0: x""#);
-        assert_eq!(yaml_list_item("word :x"), r#""word :x""#);
-        assert_eq!(yaml_list_item("a.b:"), r#""a.b:""#);
     }
 
     #[test]

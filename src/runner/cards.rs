@@ -1,4 +1,4 @@
-//! Reliability cards (METRICS.md §6) for each agent profile, from the runs of its cases.
+//! Reliability cards (docs/metrics.md §6) for each agent profile, from the runs of its cases.
 //!
 //! Inputs come from the event log of each run: success is the run's verdict, confidence
 //! the last confidence the model reported, actions the executed tool names, and the

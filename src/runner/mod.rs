@@ -9,7 +9,9 @@
 
 pub mod cards;
 pub mod graders;
-pub mod outcome;
+/// The outcome types live below the runner, which produces them; this path stays for
+/// callers that name them through the runner.
+pub use crate::outcome;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -27,8 +29,9 @@ use crate::grade::Assertion;
 use crate::grade::calls::Grading;
 use crate::grade::custom::CaseInfo;
 use crate::metrics::dimensions as cards_api;
+use crate::outcome::{CaseOutcome, CaseSpill, Cases, Check, RunResult, SuiteOutcome};
 use crate::pipeline::Pipeline;
-use crate::pipeline::{AgentKind, AgentProfile};
+use crate::pipeline::{AgentKind, AgentProfile, OnUnused};
 use crate::replay::Recording;
 use crate::replay::ReplayProvider;
 use crate::replay::judge::JudgeBook;
@@ -36,7 +39,6 @@ use crate::runtime::detectors::Detectors;
 use crate::runtime::{Agent, BuiltinAgent, Recorder, RunInput, RunStatus, RunSummary};
 use crate::sandbox::Manifest;
 use crate::store::{Layout, LogRecord, RunRecord, Store, StoreError, VerdictRecord};
-use outcome::{CaseOutcome, CaseSpill, Cases, Check, RunResult, SuiteOutcome};
 use serde_json::{Value, json};
 
 #[derive(Debug, thiserror::Error)]
@@ -255,6 +257,20 @@ impl Plan {
             rec.emit_grading(kind, data)?;
         }
         let (events, turn_offsets) = rec.finish()?;
+        let mut summary = summary;
+        let (used, recorded) = (provider.position(), recording.responses.len());
+        if summary.status == RunStatus::Completed && used < recorded {
+            let unused = recorded - used;
+            let message = format!(
+                "the run completed without using {unused} of the {recorded} recorded responses of {} \
+                 (the first unused is at position {used})",
+                recording.source
+            );
+            match self.pipeline.replay.unused {
+                OnUnused::Warn => summary.warnings.push(format!("{message}; replay.unused = \"fail\" fails on this")),
+                OnUnused::Fail => summary.error = Some(format!("{message} (replay.unused = \"fail\")")),
+            }
+        }
         Ok(ReplayedRun { summary, events, turn_offsets, checks, grading_errors: graded.errors })
     }
 
@@ -594,10 +610,15 @@ fn run_case(
         let golden = plan.goldens.check(&case.dataset, &case.id, k, &events, &plan.pipeline.display(&path));
         let checks: Vec<_> =
             checks.into_iter().chain([golden.map_err(|e| RunnerError::Internal(e.to_string()))?]).collect();
-        // a grader or judge that could not answer is a case error, whatever its check says
-        let passed =
-            summary.status == RunStatus::Completed && checks.iter().all(|c| c.passed) && grading_errors.is_empty();
-        let error = match (summary.error, grading_errors.is_empty()) {
+        // an external agent goes on after a fixture error (the built-in runtime stops):
+        // either way the log holds it, and it fails the run; so does a grader or judge
+        // that could not answer, whatever its check says
+        let error = summary.error.or_else(|| fixture_error(&events));
+        let passed = summary.status == RunStatus::Completed
+            && error.is_none()
+            && checks.iter().all(|c| c.passed)
+            && grading_errors.is_empty();
+        let error = match (error, grading_errors.is_empty()) {
             (error, true) => error,
             (None, false) => Some(grading_errors.join("; ")),
             (Some(e), false) => Some(format!("{e}; {}", grading_errors.join("; "))),
@@ -672,6 +693,14 @@ fn run_case(
     ))
 }
 
+/// The message of the log's first fixture error (an effect the manifest cannot apply).
+fn fixture_error(events: &[Event]) -> Option<String> {
+    events.iter().find_map(|e| {
+        (e.kind == crate::event::Kind::Error && e.data["kind"] == "fixture_error")
+            .then(|| e.data["message"].as_str().unwrap_or("fixture error").to_string())
+    })
+}
+
 /// Does `target` name a value of one of the case's metric blocks? `recovery.*` never
 /// does: the extractor root exposes every recovery value per run (the block's gate is
 /// computed from the same marks), so those assertions read the log directly.
@@ -698,6 +727,13 @@ fn grade_blocks(case: &Case, envelopes: &[Value], metric_expect: &[&Assertion], 
                 for r in &outcome.runs {
                     if let Some(slot) = per_run.get_mut(r.run) {
                         slot.extend(r.targets.clone());
+                    }
+                }
+                // a run that failed a per-run block failed: its verdict, in every report
+                // and on the reliability card, says so rather than "passed"
+                for r in outcome.runs.iter().filter(|r| !r.passed) {
+                    if let Some(run) = runs.get_mut(r.run) {
+                        run.passed = false;
                     }
                 }
                 let actual = if outcome.runs.is_empty() {

@@ -27,6 +27,10 @@ pub struct ToolBoundary<'a> {
     /// Tools the poisoning checks flagged (announced once), and those refused.
     poisoned: Vec<Finding>,
     refused: Vec<String>,
+    /// The last call's fixture could not answer it (see [`crate::sandbox::FixtureError`]):
+    /// logged as an `error` event of kind `fixture_error`; the agent loop takes it and
+    /// fails the run.
+    pub fixture_error: Option<String>,
 }
 
 impl<'a> ToolBoundary<'a> {
@@ -58,6 +62,7 @@ impl<'a> ToolBoundary<'a> {
             idempotency: idempotency::IdempotencyStore::default(),
             poisoned,
             refused,
+            fixture_error: None,
         }
     }
 
@@ -211,6 +216,12 @@ impl<'a> ToolBoundary<'a> {
             data["idempotency_key"] = json!(key);
         }
         let seq = rec.emit(Kind::ToolExecuted, data)?;
+        if let Some(fixture) = &execution.fixture_error {
+            let message = fixture.to_string();
+            rec.emit(Kind::Error, json!({"kind": "fixture_error", "message": message, "source": seq}))?;
+            self.fixture_error = Some(message);
+            return Ok((execution.result, true));
+        }
         if let Some(key) = key
             && !execution.is_error
         {

@@ -1,4 +1,4 @@
-//! Deterministic safety detectors: the four default constraints of METRICS.md §6.
+//! Deterministic safety detectors: the four default constraints of docs/metrics.md §6.
 //!
 //! They watch events as the recorder writes them and add a `security_flagged` event
 //! (class, severity, source seq, detail) right after the event that violated a

@@ -1,4 +1,4 @@
-//! The built-in runtime: the reference agent loop (DESIGN.md §5).
+//! The built-in runtime: the reference agent loop (docs/design.md §5).
 //!
 //! Per user turn: compile the context → ask the provider → for each proposed call:
 //! policy (deny > escalate > allow) → approval if escalated → execution (built-in
@@ -133,6 +133,9 @@ struct Loop<'a, 'p> {
 struct Stop {
     status: RunStatus,
     error: String,
+    /// The `error` event is already in the log (a fixture error, which the tool
+    /// boundary records where it happens).
+    logged: bool,
 }
 
 impl<'a, 'p> Loop<'a, 'p> {
@@ -226,7 +229,9 @@ impl<'a, 'p> Loop<'a, 'p> {
                     RunStatus::ReplayDiverged => "replay_diverged",
                     _ => "run_failed",
                 };
-                self.rec.emit(Kind::Error, json!({"kind": kind, "message": stop.error}))?;
+                if !stop.logged {
+                    self.rec.emit(Kind::Error, json!({"kind": kind, "message": stop.error}))?;
+                }
                 (stop.status, Some(stop.error))
             }
         };
@@ -250,7 +255,13 @@ impl<'a, 'p> Loop<'a, 'p> {
             let request = ModelRequest { turn, step, hash };
             let replayed = match self.provider.complete(&request) {
                 Ok(r) => r,
-                Err(miss) => return Ok(Err(Stop { status: RunStatus::ReplayExhausted, error: miss.to_string() })),
+                Err(miss) => {
+                    return Ok(Err(Stop {
+                        status: RunStatus::ReplayExhausted,
+                        error: miss.to_string(),
+                        logged: false,
+                    }));
+                }
             };
             let position = replayed.position;
             let recorded = replayed.recorded.clone();
@@ -262,7 +273,9 @@ impl<'a, 'p> Loop<'a, 'p> {
                 )?;
                 let message = format!("replay diverged at position {}: {}", d.position, d.reason);
                 match self.input.on_divergence {
-                    OnDivergence::Fail => return Ok(Err(Stop { status: RunStatus::ReplayDiverged, error: message })),
+                    OnDivergence::Fail => {
+                        return Ok(Err(Stop { status: RunStatus::ReplayDiverged, error: message, logged: false }));
+                    }
                     OnDivergence::Warn => self.warnings.push(message),
                 }
             }
@@ -306,6 +319,10 @@ impl<'a, 'p> Loop<'a, 'p> {
             }
             for (call_id, tool, args) in calls {
                 let result = self.call(&call_id, &tool, &args)?;
+                // a broken fixture fails the case; the model never sees its error
+                if let Some(error) = self.boundary.fixture_error.take() {
+                    return Ok(Err(Stop { status: RunStatus::Failed, error, logged: true }));
+                }
                 self.push_message(json!({"role": "tool", "call_id": call_id, "content": result}))?;
             }
         }
@@ -313,6 +330,7 @@ impl<'a, 'p> Loop<'a, 'p> {
         Ok(Err(Stop {
             status: RunStatus::Failed,
             error: format!("turn {turn}: the model was still calling tools after {limit} steps (max_steps_per_turn)"),
+            logged: false,
         }))
     }
 

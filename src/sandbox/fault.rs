@@ -1,4 +1,4 @@
-//! Fault injection (METRICS.md §4): declared faults that make fixture tool calls hang,
+//! Fault injection (docs/metrics.md §4): declared faults that make fixture tool calls hang,
 //! slow down or fail — in virtual time, so nothing ever sleeps.
 //!
 //! A declaration names a tool, a server, or both, and one fault:

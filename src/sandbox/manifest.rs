@@ -9,8 +9,31 @@ use serde_json::Value;
 use super::fault::{self, FaultDecl};
 use crate::canon::{self, Context, Digest};
 use crate::diag::{InputError, line_col, locate, parse_json_strict};
-use crate::pipeline::SafetyClass;
 use crate::schemas::TOOLS_SCHEMA;
+
+/// Consequence class of a tool, from its manifest. A property of the tool, so it
+/// lives with the manifest; policy rules in a pipeline name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SafetyClass {
+    Read,
+    Write,
+    Network,
+    Financial,
+    Privileged,
+}
+
+impl SafetyClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SafetyClass::Read => "read",
+            SafetyClass::Write => "write",
+            SafetyClass::Network => "network",
+            SafetyClass::Financial => "financial",
+            SafetyClass::Privileged => "privileged",
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -86,6 +109,9 @@ pub struct Manifest {
     pub faults: Vec<FaultDecl>,
     #[serde(skip)]
     pub digest: Option<Digest>,
+    /// The file it was read from, as messages show it (`fixtures/tools/bank.json`).
+    #[serde(skip)]
+    pub source: Option<String>,
 }
 
 impl Manifest {
@@ -97,6 +123,7 @@ impl Manifest {
             tools: Vec::new(),
             faults: Vec::new(),
             digest: None,
+            source: None,
         }
     }
 
@@ -104,9 +131,10 @@ impl Manifest {
         let shown = Path::new(display);
         let text = std::fs::read_to_string(path)
             .map_err(|e| InputError::file(shown, format!("cannot read tool manifest: {e}")))?;
-        let value = parse_json_strict(&text).map_err(|(l, c, m)| InputError::new(shown, l, c, m))?;
+        let text = crate::diag::strip_bom(&text);
+        let value = parse_json_strict(text).map_err(|(l, c, m)| InputError::new(shown, l, c, m))?;
         let at = |pointer: &str, message: String| {
-            let (l, c) = line_col(&text, locate(&text, pointer));
+            let (l, c) = line_col(text, locate(text, pointer));
             InputError::new(shown, l, c, message)
         };
         // before the schema, whose "does not match" would hide what is wrong with a fault
@@ -146,6 +174,7 @@ impl Manifest {
         manifest.digest = Some(
             canon::canonical_digest(Context::Content, &value).map_err(|e| InputError::file(shown, e.to_string()))?,
         );
+        manifest.source = Some(display.to_string());
         Ok(manifest)
     }
 
@@ -177,15 +206,21 @@ impl ToolSpec {
     /// The keyed response whose `args` equal `args` canonically (key order and number
     /// spelling never matter), if any.
     pub fn response_for(&self, args: &Value) -> Option<&KeyedResponse> {
+        self.response_index_for(args).map(|i| &self.responses[i])
+    }
+
+    /// The index in `responses` of [`ToolSpec::response_for`]'s answer (messages name
+    /// the response by it).
+    pub fn response_index_for(&self, args: &Value) -> Option<usize> {
         if self.by_args.is_empty() {
             // a manifest built in code, not compiled: no index to use
-            return self.responses.iter().find(|r| canon::json_eq(&r.args, args));
+            return self.responses.iter().position(|r| canon::json_eq(&r.args, args));
         }
         match canon::to_canonical(args) {
-            Ok(key) => self.by_args.get(&key).map(|&i| &self.responses[i]),
+            Ok(key) => self.by_args.get(&key).copied(),
             // not I-JSON (a huge integer): no fixture could have been keyed by it
             // canonically, so compare the slow way
-            Err(_) => self.responses.iter().find(|r| canon::json_eq(&r.args, args)),
+            Err(_) => self.responses.iter().position(|r| canon::json_eq(&r.args, args)),
         }
     }
 }

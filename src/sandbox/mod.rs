@@ -7,6 +7,12 @@
 //! only through a response's `effect`, a JSON Patch recorded in `tool_executed`, so the
 //! state is always the fold [`crate::event::fold::sandbox_at`] of the log.
 //!
+//! An effect that cannot apply (a patch whose path is not in the state, an `$arg` the
+//! call did not pass) is the fixture's fault, not the tool's answer: the execution
+//! carries a [`FixtureError`] naming the manifest, the tool and the effect, and the
+//! runtime fails the case with it instead of showing the model an error it never
+//! earned.
+//!
 //! Declared faults ([`fault`]) sit in front of the fixtures: a call may time out, answer
 //! late or fail before (or instead of) reaching its fixture response. Their time is
 //! virtual: an [`Execution`] says how long the call took, and the runtime advances its
@@ -19,7 +25,7 @@ pub mod poisoning;
 use serde_json::{Value, json};
 
 pub use fault::{Fault, FaultDecl, FaultKind, Injection, Injector};
-pub use manifest::{Manifest, Outcome, ToolSpec, Trust};
+pub use manifest::{Manifest, Outcome, SafetyClass, ToolSpec, Trust};
 
 /// The result of executing one call.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +38,21 @@ pub struct Execution {
     pub fault: Option<Injection>,
     /// Virtual milliseconds the call took (0 unless a fault delayed it).
     pub duration_ms: u64,
+    /// The fixture itself is wrong: the case fails with this (the state is unchanged).
+    pub fixture_error: Option<FixtureError>,
+}
+
+/// A fixture effect that cannot be applied: a mistake in the manifest (or in the
+/// arguments it expects), which fails the case rather than reach the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("fixture error: {manifest}: {effect}: tool {tool}: {problem}")]
+pub struct FixtureError {
+    /// The manifest file, as shown to the user (`inline` when it has none).
+    pub manifest: String,
+    pub tool: String,
+    /// JSON Pointer to the effect in the manifest (`/tools/2/default/effect`).
+    pub effect: String,
+    pub problem: String,
 }
 
 pub struct Sandbox<'m> {
@@ -99,46 +120,85 @@ impl<'m> Sandbox<'m> {
         if let Some(e) = spec.validator.as_ref().and_then(|v| v.iter_errors(args).next()) {
             return error(format!("invalid arguments for {tool}: {e}"));
         }
-        let outcome = spec.response_for(args).map(|r| &r.outcome).or(spec.default.as_ref());
-        let Some(outcome) = outcome else {
-            return error(format!("no fixture response for {tool} with these arguments"));
+        let (outcome, place) = match spec.response_index_for(args) {
+            Some(j) => (&spec.responses[j].outcome, format!("responses/{j}")),
+            None => match &spec.default {
+                Some(outcome) => (outcome, "default".to_string()),
+                None => return error(format!("no fixture response for {tool} with these arguments")),
+            },
         };
-        let effect = outcome
-            .effect
-            .as_ref()
-            .filter(|_| !self.read_only.contains(tool))
-            .map(|ops| substitute_args(&Value::Array(ops.clone()), args));
-        if let Some(patch_value) = &effect {
-            let applied = serde_json::from_value::<json_patch::Patch>(patch_value.clone())
-                .map_err(|e| e.to_string())
-                .and_then(|patch| {
-                    let mut next = self.state.clone();
-                    json_patch::patch(&mut next, &patch).map_err(|e| e.to_string()).map(|()| next)
-                });
-            match applied {
-                Ok(next) => self.state = next,
-                Err(e) => return error(format!("{tool}: fixture effect does not apply: {e}")),
-            }
+        let Some(ops) = outcome.effect.as_ref().filter(|_| !self.read_only.contains(tool)) else {
+            return answer(outcome, None);
+        };
+        let index = self.manifest.tools.iter().position(|t| t.name == tool).unwrap_or_default();
+        let fixture_error = |problem: String| {
+            let mut execution = error(format!("{tool}: the fixture cannot answer this call"));
+            execution.fixture_error = Some(FixtureError {
+                manifest: self.manifest.source.clone().unwrap_or_else(|| "inline".into()),
+                tool: tool.to_string(),
+                effect: format!("/tools/{index}/{place}/effect"),
+                problem,
+            });
+            execution
+        };
+        let patch_value = match substitute_args(&Value::Array(ops.clone()), args) {
+            Ok(value) => value,
+            Err(problem) => return fixture_error(problem),
+        };
+        let applied = serde_json::from_value::<json_patch::Patch>(patch_value.clone())
+            .map_err(|e| e.to_string())
+            .and_then(|patch| {
+                let mut next = self.state.clone();
+                json_patch::patch(&mut next, &patch).map_err(|e| e.to_string()).map(|()| next)
+            });
+        match applied {
+            Ok(next) => self.state = next,
+            Err(e) => return fixture_error(format!("the effect does not apply to the fixture state: {e}")),
         }
-        Execution { result: outcome.result.clone(), is_error: outcome.is_error, effect, fault: None, duration_ms: 0 }
+        answer(outcome, Some(patch_value))
+    }
+}
+
+fn answer(outcome: &Outcome, effect: Option<Value>) -> Execution {
+    Execution {
+        result: outcome.result.clone(),
+        is_error: outcome.is_error,
+        effect,
+        fault: None,
+        duration_ms: 0,
+        fixture_error: None,
     }
 }
 
 fn error(message: String) -> Execution {
-    Execution { result: json!({ "error": message }), is_error: true, effect: None, fault: None, duration_ms: 0 }
+    Execution {
+        result: json!({ "error": message }),
+        is_error: true,
+        effect: None,
+        fault: None,
+        duration_ms: 0,
+        fixture_error: None,
+    }
 }
 
-/// Replace every `{"$arg": "/pointer"}` with that argument (null when absent).
-fn substitute_args(template: &Value, args: &Value) -> Value {
-    match template {
+/// Replace every `{"$arg": "/pointer"}` with that argument. A pointer the call's
+/// arguments do not have is an error: a silent `null` would write a wrong state.
+fn substitute_args(template: &Value, args: &Value) -> Result<Value, String> {
+    Ok(match template {
         Value::Object(map) if map.len() == 1 && map.get("$arg").is_some_and(Value::is_string) => {
             let pointer = map["$arg"].as_str().unwrap_or_default();
-            args.pointer(pointer).cloned().unwrap_or(Value::Null)
+            args.pointer(pointer)
+                .cloned()
+                .ok_or_else(|| format!("{{\"$arg\": \"{pointer}\"}}: the call has no argument at {pointer:?}"))?
         }
-        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), substitute_args(v, args))).collect()),
-        Value::Array(items) => Value::Array(items.iter().map(|v| substitute_args(v, args)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter().map(|(k, v)| Ok((k.clone(), substitute_args(v, args)?))).collect::<Result<_, String>>()?,
+        ),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| substitute_args(v, args)).collect::<Result<_, String>>()?)
+        }
         other => other.clone(),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -226,6 +286,46 @@ mod tests {
         let mut s = Sandbox::with_faults(&m, &[], 5000);
         let e = s.call("nope", &json!({}));
         assert_eq!((e.fault, e.result), (None, json!({"error": "unknown tool \"nope\""})));
+    }
+
+    #[test]
+    fn an_arg_the_call_did_not_pass_is_a_fixture_error_not_a_null() {
+        let m = manifest();
+        let mut s = Sandbox::new(&m);
+        // the schema requires to and amount; the effect also reads /memo
+        let mut m2 = m.clone();
+        if let Some(effect) = m2.tools[0].default.as_mut().and_then(|d| d.effect.as_mut()) {
+            effect[0]["value"]["memo"] = json!({"$arg": "/memo"});
+        }
+        let mut s2 = Sandbox::new(&m2);
+        let e = s2.execute("transfer", &json!({"to": "al", "amount": 1}));
+        let err = e.fixture_error.map(|f| f.to_string()).unwrap_or_default();
+        assert_eq!(
+            err,
+            "fixture error: inline: /tools/0/default/effect: tool transfer: \
+             {\"$arg\": \"/memo\"}: the call has no argument at \"/memo\""
+        );
+        assert_eq!((e.is_error, s2.state()), (true, &json!({"ledger": []})));
+        // the same call against the unchanged fixture applies
+        assert_eq!(s.execute("transfer", &json!({"to": "al", "amount": 1})).fixture_error, None);
+    }
+
+    #[test]
+    fn an_effect_that_cannot_apply_is_a_fixture_error_naming_manifest_tool_and_effect() {
+        let mut m = manifest();
+        m.source = Some("fixtures/tools/t.json".into());
+        m.state = json!({});
+        let mut s = Sandbox::new(&m);
+        let e = s.execute("transfer", &json!({"to": "al", "amount": 1}));
+        let err = e.fixture_error.map(|f| f.to_string()).unwrap_or_default();
+        assert!(
+            err.starts_with(
+                "fixture error: fixtures/tools/t.json: /tools/0/default/effect: tool transfer: \
+                 the effect does not apply to the fixture state: "
+            ),
+            "{err}"
+        );
+        assert_eq!((e.is_error, e.effect, s.state()), (true, None, &json!({})));
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub enum StoreError {
     Io(#[from] std::io::Error),
     #[error("store: corrupt record: {0}")]
     Corrupt(#[from] serde_json::Error),
+    /// Another process (a second `stateval run`) holds the catalog open.
+    #[error("{}: the store is in use by another stateval process (its catalog is locked)", dir.display())]
+    Locked { dir: PathBuf },
 }
 
 /// One `stateval run`.

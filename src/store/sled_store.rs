@@ -20,8 +20,17 @@ pub struct SledStore {
 }
 
 impl SledStore {
+    /// Opens (or creates) the catalog in `dir`. A catalog another process holds is
+    /// [`StoreError::Locked`], so callers can tell the user rather than report a bug.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        let db = sled::Config::new().path(dir).cache_capacity(CACHE_BYTES).open()?;
+        let db = match sled::Config::new().path(dir).cache_capacity(CACHE_BYTES).open() {
+            Ok(db) => db,
+            // sled 0.34 says so only in the message of an `Other` I/O error
+            Err(sled::Error::Io(e)) if e.to_string().starts_with("could not acquire lock") => {
+                return Err(StoreError::Locked { dir: dir.to_path_buf() });
+            }
+            Err(e) => return Err(e.into()),
+        };
         Ok(SledStore {
             runs: db.open_tree("runs")?,
             logs: db.open_tree("logs")?,

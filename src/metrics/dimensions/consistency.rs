@@ -18,7 +18,7 @@ use super::{Run, Task, Variant, usable_confidence};
 const PREPRINT_VARIANCE_EPSILON: f64 = 1e-8;
 
 /// Weights of outcome, trajectory and resource in `consistency.score`: equal thirds
-/// (METRICS.md), renormalised over the parts that are defined.
+/// (docs/metrics.md), renormalised over the parts that are defined.
 const W_OUTCOME: f64 = 1.0 / 3.0;
 const W_TRAJECTORY: f64 = 1.0 / 3.0;
 const W_RESOURCE: f64 = 1.0 / 3.0;

@@ -1,11 +1,9 @@
 //! Reads the section 9 `agent-reliability` JSON into typed tasks.
 //!
-//! Missing fields (and `null`) read conservatively, as METRICS.md asks: no `success` is
+//! Missing fields (and `null`) read conservatively, as docs/metrics.md asks: no `success` is
 //! a failure, no `actions` an empty trajectory, no number a 0. A value of the wrong
 //! type or out of range is an error naming its JSON Pointer, so a dataset typo is
 //! found where it is rather than averaged into a score.
-
-use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
@@ -18,6 +16,26 @@ pub(super) struct Parsed {
     pub(super) perturbed: Perturbed,
 }
 
+/// The keys each object of the input may have (docs/metrics.md §9's shape).
+const ROOT_KEYS: &[&str] = &["variant", "tasks", "perturbed"];
+const TASK_KEYS: &[&str] = &["id", "runs"];
+const PERTURBED_TASK_KEYS: &[&str] = &["id", "of", "runs"];
+const RUN_KEYS: &[&str] =
+    &["success", "confidence", "actions", "cost", "time", "model_calls", "errors", "latency", "violations"];
+const VIOLATION_KEYS: &[&str] = &["severity"];
+
+/// An object with a key outside `allowed` is an error naming the key.
+fn known_keys(
+    object: &Map<String, Value>,
+    path: &Path,
+    allowed: &'static [&'static str],
+) -> Result<(), DimensionsError> {
+    match object.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(key) => Err(DimensionsError::UnknownKey { pointer: path.render(), key: key.clone(), allowed }),
+        None => Ok(()),
+    }
+}
+
 /// Largest integer a double holds exactly: a count written as `3.0` is read as 3 up to here.
 const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_992.0;
 
@@ -25,14 +43,15 @@ const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_992.0;
 pub(super) fn read(input: &Value) -> Result<Parsed, DimensionsError> {
     let root = Path::Root;
     let object = input.as_object().ok_or_else(|| expected(&root, "a JSON object"))?;
+    known_keys(object, &root, ROOT_KEYS)?;
     let variant = read_variant(object, &root)?;
     let tasks_path = root.key("tasks");
     let tasks = array(object.get("tasks"), &tasks_path, "an array of tasks")?
         .iter()
         .enumerate()
-        .map(|(i, task)| read_task(task, &tasks_path.index(i)))
+        .map(|(i, task)| read_task(task, &tasks_path.index(i), TASK_KEYS))
         .collect::<Result<Vec<_>, _>>()?;
-    let perturbed = read_perturbed(object.get("perturbed"), &root.key("perturbed"), &tasks)?;
+    let perturbed = read_perturbed(object.get("perturbed"), &root.key("perturbed"))?;
     Ok(Parsed { variant, tasks, perturbed })
 }
 
@@ -46,8 +65,9 @@ fn read_variant(object: &Map<String, Value>, root: &Path) -> Result<Variant, Dim
     }
 }
 
-fn read_task(value: &Value, path: &Path) -> Result<Task, DimensionsError> {
+fn read_task(value: &Value, path: &Path, keys: &'static [&'static str]) -> Result<Task, DimensionsError> {
     let object = value.as_object().ok_or_else(|| expected(path, "a task object"))?;
+    known_keys(object, path, keys)?;
     let id = optional_string(object.get("id"), &path.key("id"))?.unwrap_or_default();
     let runs_path = path.key("runs");
     let runs = array(object.get("runs"), &runs_path, "an array of runs")?
@@ -60,6 +80,7 @@ fn read_task(value: &Value, path: &Path) -> Result<Task, DimensionsError> {
 
 fn read_run(value: &Value, path: &Path) -> Result<Run, DimensionsError> {
     let object = value.as_object().ok_or_else(|| expected(path, "a run object"))?;
+    known_keys(object, path, RUN_KEYS)?;
     let field = |name: &'static str| present(object.get(name));
     let success = match field("success") {
         None => false,
@@ -113,13 +134,14 @@ fn tool_name(value: &Value, path: &Path) -> Result<String, DimensionsError> {
 
 fn read_severity(value: &Value, path: &Path) -> Result<Severity, DimensionsError> {
     let object = value.as_object().ok_or_else(|| expected(path, "a violation object"))?;
+    known_keys(object, path, VIOLATION_KEYS)?;
     Ok(match optional_string(object.get("severity"), &path.key("severity"))? {
         None => Severity::Unspecified,
         Some(label) => Severity::from_label(label),
     })
 }
 
-fn read_perturbed(value: Option<&Value>, path: &Path, tasks: &[Task]) -> Result<Perturbed, DimensionsError> {
+fn read_perturbed(value: Option<&Value>, path: &Path) -> Result<Perturbed, DimensionsError> {
     let mut perturbed = Perturbed::default();
     let Some(value) = present(value) else {
         return Ok(perturbed);
@@ -127,33 +149,17 @@ fn read_perturbed(value: Option<&Value>, path: &Path, tasks: &[Task]) -> Result<
     let object = value.as_object().ok_or_else(|| {
         expected(path, "an object of perturbed tasks by kind (\"fault\", \"structural\", \"prompt\")")
     })?;
-    let known: BTreeSet<&str> = tasks.iter().map(|t| t.id.as_str()).filter(|id| !id.is_empty()).collect();
     for (name, list) in object {
         let kind_path = path.key(name);
         let kind = PerturbationKind::from_name(name)
             .ok_or_else(|| DimensionsError::UnknownPerturbationKind { pointer: kind_path.render() })?;
         for (i, item) in array(Some(list), &kind_path, "an array of tasks")?.iter().enumerate() {
             let item_path = kind_path.index(i);
-            let task = read_task(item, &item_path)?;
-            let of_path = item_path.key("of");
-            let of = item
-                .get("of")
-                .and_then(present_value)
-                .map(|v| match v {
-                    Value::String(s) if !s.is_empty() => Ok(s.clone()),
-                    _ => Err(expected(&of_path, "a non-empty task id")),
-                })
-                .transpose()?;
-            let (of, named_by) = match of {
-                Some(of) => (of, of_path),
-                None if !task.id.is_empty() => (task.id.clone(), item_path.key("id")),
-                None => {
-                    return Err(DimensionsError::MissingBaseline { pointer: item_path.render() });
-                }
-            };
-            if !known.contains(of.as_str()) {
-                return Err(DimensionsError::UnknownBaseline { pointer: named_by.render(), id: of });
-            }
+            let task = read_task(item, &item_path, PERTURBED_TASK_KEYS)?;
+            // `of` names the task this one perturbs, as a label only: accuracies are
+            // pooled over every task (docs/metrics.md §6), so ids need not match
+            let of =
+                optional_string(item.get("of"), &item_path.key("of"))?.map_or_else(|| task.id.clone(), str::to_string);
             perturbed.of_kind_mut(kind).push(PerturbedTask { of, runs: task.runs });
         }
     }

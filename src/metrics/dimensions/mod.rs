@@ -14,7 +14,7 @@
 //!
 //! Rabanser et al. 2026, "Towards a Science of AI Agent Reliability" (arXiv:2602.16666),
 //! which decomposes reliability into twelve metrics over these four dimensions.
-//! METRICS.md section 6 is our contract; section 9 (`agent-reliability`) fixes the JSON
+//! docs/metrics.md section 6 is our contract; section 9 (`agent-reliability`) fixes the JSON
 //! shapes. A *task* is a case, its *runs* are its recorded runs, `success` is the case
 //! verdict of that run.
 //!
@@ -34,16 +34,13 @@
 //!   carries a confidence; robustness and safety pool runs.
 //! - **Robustness pooling.** For each kind (`fault`, `structural`, `prompt`) the
 //!   *perturbed* accuracy pools every run of every perturbed task of that kind, and the
-//!   *baseline* accuracy pools every run of the tasks those perturbed tasks name with
-//!   `of` (a case's `"perturbation": {"kind", "of"}`). The named tasks form a set: two
-//!   perturbed variants of the same task count its baseline runs once. A perturbed task
-//!   with no runs names nothing. In the JSON input a perturbed task without `of` names
-//!   the task with its own `id` (a perturbed copy of `t1` may simply be called `t1`).
-//!   With one perturbed task per baseline task, as in the paper, this is the paper's
-//!   whole-benchmark ratio `Acc_perturbed / Acc_baseline`.
+//!   *baseline* accuracy every run of every baseline task: the paper's whole-benchmark
+//!   ratio `Acc_perturbed / Acc_baseline`. Perturbed tasks need not share ids with the
+//!   baseline (a reworded prompt is often a task of its own; HAL publishes perturbed
+//!   suites under their own ids), so `of` is a label, not a join key.
 //! - **Only the unperturbed tasks** feed consistency, predictability and safety;
 //!   perturbed tasks feed robustness alone.
-//! - **Input reading** follows METRICS.md: a missing field is read conservatively
+//! - **Input reading** follows docs/metrics.md: a missing field is read conservatively
 //!   (no `success` is a failure, no `actions` is an empty trajectory, an absent
 //!   resource or error count is 0), a field of the wrong type or out of range is a
 //!   [`DimensionsError`] naming the JSON Pointer of the offending value. An unknown
@@ -107,7 +104,7 @@ impl Variant {
 /// One task (a case) and its recorded runs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Task {
-    /// The case id. Perturbed tasks name their baseline by it; an empty id is never named.
+    /// The case id (a label: nothing is joined on it).
     pub id: String,
     /// The recorded runs, in order.
     pub runs: Vec<Run>,
@@ -152,7 +149,7 @@ pub enum Severity {
 }
 
 impl Severity {
-    /// The harm weight of METRICS.md section 6.
+    /// The harm weight of docs/metrics.md section 6.
     pub fn weight(self) -> f64 {
         match self {
             Severity::Low => 0.25,
@@ -179,7 +176,7 @@ impl Severity {
 /// The three perturbation kinds of the paper's robustness dimension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum PerturbationKind {
-    /// Injected tool faults (METRICS.md section 4).
+    /// Injected tool faults (docs/metrics.md section 4).
     Fault,
     /// Structural changes to the environment (renamed tools, reordered results, …).
     Structural,
@@ -207,10 +204,11 @@ impl PerturbationKind {
     }
 }
 
-/// A perturbed copy of a task: its runs, and the id of the task it perturbs.
+/// A perturbed task: its runs, and the id of the task it perturbs (a label).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PerturbedTask {
-    /// Id of the baseline task in `tasks` (the case's `perturbation.of`).
+    /// The case's `perturbation.of`, or the task's own id; accuracies are pooled, so
+    /// it need not name a task of `tasks`.
     pub of: String,
     /// The runs recorded under the perturbation.
     pub runs: Vec<Run>,
@@ -272,20 +270,24 @@ pub enum DimensionsError {
         /// JSON Pointer of the key's value, e.g. `/perturbed/faults`.
         pointer: String,
     },
-    /// A perturbed task names (with `of`, or failing that its `id`) no task of `tasks`.
-    #[error("{pointer}: no task in /tasks has id {id:?}")]
-    UnknownBaseline {
-        /// JSON Pointer of the `of` (or `id`) that names it.
+    /// A key the input shape does not define: a typo (`sucess`) must not read as an
+    /// absent field, which the lenient reading would score as a failure.
+    #[error("{}: unknown key {key:?}{}; allowed keys: {}", shown(.pointer), did_you_mean(.key, .allowed), .allowed.join(", "))]
+    UnknownKey {
+        /// JSON Pointer of the object holding the key.
         pointer: String,
-        /// The id named.
-        id: String,
+        /// The key found.
+        key: String,
+        /// The keys the object may have.
+        allowed: &'static [&'static str],
     },
-    /// A perturbed task with neither `of` nor `id`: its baseline cannot be found.
-    #[error("{pointer}: a perturbed task needs \"of\" (or an \"id\") naming its task in /tasks")]
-    MissingBaseline {
-        /// JSON Pointer of the perturbed task.
-        pointer: String,
-    },
+}
+
+/// ` (did you mean "x"?)` when `key` is a likely typo of one of `allowed`.
+fn did_you_mean(key: &str, allowed: &[&str]) -> String {
+    crate::diag::did_you_mean(key, allowed.iter().copied())
+        .map(|s| format!(" (did you mean {s:?}?)"))
+        .unwrap_or_default()
 }
 
 /// A pointer for a message: the empty pointer (the whole document) reads as `input`.

@@ -1,4 +1,4 @@
-//! The report of all four dimensions: its JSON form (METRICS.md section 9), its gate
+//! The report of all four dimensions: its JSON form (docs/metrics.md section 9), its gate
 //! targets and its one-line summary.
 
 use std::collections::BTreeMap;

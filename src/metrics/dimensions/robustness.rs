@@ -4,15 +4,13 @@
 //! perturbation to the accuracy without it, capped at 1 (Rabanser et al. 2026,
 //! definitions 3.4–3.5: doing better under a fault is luck, not robustness).
 //!
-//! Pooling, decided here because METRICS.md only says "pooled over all runs": the
-//! perturbed accuracy pools every run of every perturbed task of the kind; the
-//! baseline accuracy pools every run of the set of tasks those perturbed tasks name
-//! with `of`. A task named twice (two fault variants of one task) contributes its
-//! baseline runs once. A perturbed task with no runs, or one whose `of` names no task,
-//! takes part in neither pool. With one perturbed copy of every task this is the
-//! paper's whole-benchmark `Acc_perturbed / Acc_baseline`.
-
-use std::collections::BTreeSet;
+//! Pooling (docs/metrics.md §6): the perturbed accuracy pools every run of every
+//! perturbed task of the kind; the baseline accuracy pools every run of every baseline
+//! task. Perturbed tasks need not share ids with baseline tasks — a reworded prompt is
+//! often a task of its own, and benchmark harnesses (HAL) publish the perturbed suite
+//! under its own ids — so the ratio is the paper's whole-benchmark
+//! `Acc_perturbed / Acc_baseline`, and a perturbed task's `of`, when given, is only a
+//! label.
 
 use super::stats::{mean_of_defined, unit};
 use super::{PerturbationKind, Perturbed, Run, Task};
@@ -31,7 +29,7 @@ pub struct Robustness {
     pub score: Option<f64>,
 }
 
-/// Scores the robustness dimension: `tasks` are the baselines `perturbed` refers to.
+/// Scores the robustness dimension: `tasks` are the baseline, `perturbed` the variants.
 pub(super) fn score(tasks: &[Task], perturbed: &Perturbed) -> Robustness {
     let ratio = |kind| ratio(tasks, perturbed, kind);
     let fault = ratio(PerturbationKind::Fault);
@@ -41,18 +39,12 @@ pub(super) fn score(tasks: &[Task], perturbed: &Perturbed) -> Robustness {
 }
 
 fn ratio(tasks: &[Task], perturbed: &Perturbed, kind: PerturbationKind) -> Option<f64> {
-    let known: BTreeSet<&str> = tasks.iter().map(|t| t.id.as_str()).filter(|id| !id.is_empty()).collect();
-    let mut named = BTreeSet::new();
     let mut perturbed_tally = Tally::default();
     for task in perturbed.of_kind(kind) {
-        if task.runs.is_empty() || !known.contains(task.of.as_str()) {
-            continue;
-        }
-        named.insert(task.of.as_str());
         perturbed_tally.add(&task.runs);
     }
     let mut baseline_tally = Tally::default();
-    for task in tasks.iter().filter(|t| named.contains(t.id.as_str())) {
+    for task in tasks {
         baseline_tally.add(&task.runs);
     }
     let baseline = baseline_tally.accuracy()?;
@@ -114,24 +106,19 @@ mod tests {
     }
 
     #[test]
-    fn the_baseline_is_only_the_tasks_the_perturbations_name() {
-        // a' perturbs a (TT, 1.0) only; c (FF) is not named: 1/2 ÷ 1 = 0.5, not 1/2 ÷ 1/2 = 1
+    fn the_baseline_pools_every_baseline_task_whatever_the_perturbations_name() {
+        // baseline a TT + c FF = 2/4; a' (perturbs a only) TF = 1/2: ½ ÷ ½ = 1, not ½ ÷ 1
         let tasks = [task("a", &[T, T]), task("c", &[F, F])];
         let perturbed = Perturbed { prompt: vec![copy_of("a", &[T, F])], ..Perturbed::default() };
-        assert_eq!(score(&tasks, &perturbed).prompt, Some(0.5));
+        assert_eq!(score(&tasks, &perturbed).prompt, Some(1.0));
     }
 
     #[test]
-    fn a_task_named_twice_counts_its_baseline_runs_once() {
-        // baseline {a: TF, b: TT} = 3/4 whoever names a; perturbed a' T, a'' F, b' T = 2/3
-        // 2/3 ÷ 3/4 = 8/9 (counting a twice would give 2/3 ÷ 4/6 = 1)
-        let tasks = [task("a", &[T, F]), task("b", &[T, T])];
-        let perturbed = Perturbed {
-            structural: vec![copy_of("a", &[T]), copy_of("a", &[F]), copy_of("b", &[T])],
-            ..Perturbed::default()
-        };
-        let r = score(&tasks, &perturbed).structural.unwrap();
-        assert!((r - 8.0 / 9.0).abs() < 1e-12);
+    fn perturbed_tasks_need_not_share_ids_with_the_baseline() {
+        // HAL-style: baseline t1 TTTF (3/4), perturbed p1 TF + p2 TT (3/4) under other ids: 1
+        let tasks = [task("t1", &[T, T, T, F])];
+        let perturbed = Perturbed { fault: vec![copy_of("p1", &[T, F]), copy_of("", &[T, T])], ..Perturbed::default() };
+        assert_eq!(score(&tasks, &perturbed).fault, Some(1.0));
     }
 
     #[test]
@@ -144,17 +131,14 @@ mod tests {
 
     #[test]
     fn a_zero_baseline_accuracy_leaves_the_ratio_undefined() {
-        // 1/2 ÷ 0 has no value: None, and the score ignores it: mean of prompt alone = 0.5
-        let tasks = [task("a", &[F, F]), task("b", &[T, T])];
+        // 1/2 ÷ 0 has no value: every ratio is None, and so is the score
+        let tasks = [task("a", &[F, F]), task("b", &[F])];
         let perturbed = Perturbed {
             fault: vec![copy_of("a", &[T, F])],
             prompt: vec![copy_of("b", &[T, F])],
             ..Perturbed::default()
         };
-        let r = score(&tasks, &perturbed);
-        assert_eq!(r.fault, None);
-        assert_eq!(r.prompt, Some(0.5));
-        assert_eq!(r.score, Some(0.5));
+        assert_eq!(score(&tasks, &perturbed), Robustness::default());
     }
 
     #[test]
@@ -178,13 +162,10 @@ mod tests {
     }
 
     #[test]
-    fn perturbations_of_unknown_or_run_less_tasks_are_left_out() {
-        // x' names no task and a'' has no runs: only a' counts, 1/2 ÷ 1 = 0.5
+    fn perturbed_tasks_without_runs_add_nothing_to_the_pool() {
+        // a'' has no runs: only a' counts, 1/2 ÷ 1 = 0.5
         let tasks = [task("a", &[T])];
-        let perturbed = Perturbed {
-            fault: vec![copy_of("x", &[F, F, F]), copy_of("a", &[]), copy_of("a", &[T, F])],
-            ..Perturbed::default()
-        };
+        let perturbed = Perturbed { fault: vec![copy_of("a", &[]), copy_of("a", &[T, F])], ..Perturbed::default() };
         assert_eq!(score(&tasks, &perturbed).fault, Some(0.5));
     }
 

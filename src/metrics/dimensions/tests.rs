@@ -90,6 +90,25 @@ fn an_unknown_variant_is_an_error() {
 }
 
 #[test]
+fn an_unknown_key_is_refused_at_every_level_like_every_other_metric() {
+    // a misspelt "success" would otherwise read as absent, i.e. as a failed run
+    assert_eq!(
+        error(json!({"tasks": [{"id": "a", "runs": [{"sucess": true}]}]})),
+        "/tasks/0/runs/0: unknown key \"sucess\" (did you mean \"success\"?); allowed keys: success, confidence, \
+         actions, cost, time, model_calls, errors, latency, violations"
+    );
+    assert!(error(json!({"task": []})).starts_with("input: unknown key \"task\" (did you mean \"tasks\"?)"));
+    assert!(error(json!({"tasks": [{"id": "a", "of": "b"}]})).starts_with("/tasks/0: unknown key \"of\""));
+    assert!(
+        error(json!({"tasks": [{"runs": [{"violations": [{"severty": "high"}]}]}]}))
+            .starts_with("/tasks/0/runs/0/violations/0: unknown key \"severty\"")
+    );
+    // `of` belongs to perturbed tasks
+    ok(json!({"tasks": [{"id": "a", "runs": [{"success": true}]}],
+              "perturbed": {"fault": [{"of": "a", "runs": [{"success": true}]}]}}));
+}
+
+#[test]
 fn an_unknown_perturbation_kind_is_an_error_with_an_escaped_pointer() {
     // RFC 6901: "/" in a key is written ~1
     assert_eq!(
@@ -99,32 +118,30 @@ fn an_unknown_perturbation_kind_is_an_error_with_an_escaped_pointer() {
 }
 
 #[test]
-fn a_perturbation_must_name_a_known_task() {
-    let tasks = json!([{"id": "a", "runs": [{"success": true}]}]);
-    assert_eq!(
-        error(json!({"tasks": tasks, "perturbed": {"fault": [{"of": "b", "runs": []}]}})),
-        "/perturbed/fault/0/of: no task in /tasks has id \"b\""
-    );
-    assert_eq!(
-        error(json!({"tasks": tasks, "perturbed": {"prompt": [{"id": "z"}]}})),
-        "/perturbed/prompt/0/id: no task in /tasks has id \"z\""
-    );
-    assert_eq!(
-        error(json!({"tasks": tasks, "perturbed": {"structural": [{"runs": []}]}})),
-        "/perturbed/structural/0: a perturbed task needs \"of\" (or an \"id\") naming its task in /tasks"
-    );
+fn perturbed_tasks_need_not_share_ids_with_the_baseline_tasks() {
+    // HAL publishes a perturbed suite under its own ids: baseline a TT (1), perturbed
+    // x TF and an unnamed task FF pooled: 1/4 ÷ 1 = 0.25
+    let report = ok(json!({
+        "tasks": [{"id": "a", "runs": [{"success": true}, {"success": true}]}],
+        "perturbed": {"prompt": [{"id": "x", "runs": [{"success": true}, {"success": false}]},
+                                 {"runs": [{"success": false}, {"success": false}]}],
+                      "fault": [{"of": "nowhere", "runs": [{"success": true}]}]}
+    }));
+    assert_eq!(report.robustness.prompt, Some(0.25));
+    assert_eq!(report.robustness.fault, Some(1.0));
+    // perturbed runs never enter the other dimensions: outcome stays (2·1 − 1)² = 1
+    assert_eq!(report.consistency.outcome, Some(1.0));
 }
 
 #[test]
-fn a_perturbed_task_without_of_perturbs_the_task_with_its_id() {
-    // baseline a: TT = 1; perturbed copy also called a: TF = ½ → ½
+fn accuracies_are_pooled_over_every_run_of_every_task() {
+    // baseline a TTTT + b FF = 4/6; perturbed a' TF (perturbs a) = 1/2: ½ ÷ ⅔ = 0.75
     let report = ok(json!({
-        "tasks": [{"id": "a", "runs": [{"success": true}, {"success": true}]}],
-        "perturbed": {"fault": [{"id": "a", "runs": [{"success": true}, {"success": false}]}]}
+        "tasks": [{"id": "a", "runs": [{"success": true}, {"success": true}, {"success": true}, {"success": true}]},
+                  {"id": "b", "runs": [{"success": false}, {"success": false}]}],
+        "perturbed": {"fault": [{"of": "a", "runs": [{"success": true}, {"success": false}]}]}
     }));
-    assert_eq!(report.robustness.fault, Some(0.5));
-    // perturbed runs never enter the other dimensions: outcome stays (2·1 − 1)² = 1
-    assert_eq!(report.consistency.outcome, Some(1.0));
+    assert!(close(report.robustness.fault, 0.75), "{:?}", report.robustness.fault);
 }
 
 #[test]

@@ -135,6 +135,40 @@ fn a_misstated_argument_of_a_mentioned_call_is_an_arg_mismatch() {
 }
 
 #[test]
+fn a_claim_made_twice_is_one_claimed_action_kept_where_first_seen() {
+    // "sent the payment" twice: one claim, not two; it sits at word 1
+    let r = score("I sent the payment. Yes, I sent the payment to Bob.", json!([]));
+    assert_eq!(r.claimed_but_absent, 1);
+    assert!(
+        matches!(&r.items[0], NarrativeItem::ClaimedButAbsent { action, word_index: 1, .. } if action == "send_payment")
+    );
+    // 1 item / max(1, 0 calls + 1 claim) = 1.0, not 2 / 2
+    assert_eq!(r.divergence_score, 1.0);
+}
+
+#[test]
+fn every_item_carries_kind_mutating_and_a_tool_or_an_action() {
+    let calls = json!([{"name": "set_temperature", "args": {"temperature": 21}}, {"name": "get_weather"}]);
+    let r = score("I set the temperature to 22 and deleted the schedule.", calls);
+    let kinds: Vec<&str> = r
+        .items
+        .iter()
+        .map(|i| match i {
+            NarrativeItem::PresentButUnclaimed { .. } => "present_but_unclaimed",
+            NarrativeItem::ArgMismatch { .. } => "arg_mismatch",
+            NarrativeItem::ClaimedButAbsent { .. } => "claimed_but_absent",
+        })
+        .collect();
+    assert_eq!(kinds, ["present_but_unclaimed", "arg_mismatch", "claimed_but_absent"]);
+    for item in serde_json::to_value(&r.items).unwrap_or_default().as_array().into_iter().flatten() {
+        assert!(item["kind"].is_string() && item["mutating"].is_boolean(), "{item}");
+        assert!(item["tool"].is_string() != item["action"].is_string(), "{item}");
+    }
+    // set_temperature's tokens hold the mutating verb "set"
+    assert!(matches!(&r.items[1], NarrativeItem::ArgMismatch { mutating: true, .. }));
+}
+
+#[test]
 fn argument_keys_and_values_must_appear_as_contiguous_whole_words() {
     let calls = json!([{"name": "send_email", "args": {"userId": "ann lee"}}]);
     // "user id" contiguous, "ann lee" not contiguous -> mismatch

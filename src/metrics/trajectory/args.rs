@@ -1,4 +1,4 @@
-//! Args shapes of an expected call (METRICS.md §3) and the JSON-Pointer diffs that explain
+//! Args shapes of an expected call (docs/metrics.md §3) and the JSON-Pointer diffs that explain
 //! why recorded args do not fit one.
 //!
 //! | args | meaning |

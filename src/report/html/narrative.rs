@@ -63,7 +63,7 @@ pub fn section(events: &[Event], passed: bool, anchor: &Anchor, k: usize) -> Str
                 format!("<code>{}</code>", esc(tool)),
                 link(executed.get(*call_index).copied()),
             ),
-            NarrativeItem::ArgMismatch { call_index, tool, key, value } => (
+            NarrativeItem::ArgMismatch { call_index, tool, key, value, .. } => (
                 "argument misstated",
                 format!("<code>{}</code> <code>{}</code> = {}", esc(tool), esc(key), payload(value)),
                 link(executed.get(*call_index).copied()),

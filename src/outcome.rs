@@ -1,5 +1,10 @@
 //! The runner's result stream: what every reporter and gate consumes.
 //!
+//! These are domain types, not the runner's internals: they sit below the runner, the
+//! graders, the gates and the reporters alike, so data flows one way — the runner
+//! produces outcomes, gates and reporters read them, and nothing below the runner
+//! imports it.
+//!
 //! Everything here is deterministic for the same inputs (no wall-clock time, cases in
 //! dataset order), so every report rendered from it is byte-stable.
 
