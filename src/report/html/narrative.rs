@@ -1,6 +1,6 @@
 //! Narrative claims beside their evidence: for a case with a `narrative` block, the
 //! final answer next to the calls the run executed, each divergence linked to the
-//! event that shows it (METRICS.md §5).
+//! event that shows it (docs/metrics.md §5).
 //!
 //! The block's own verdict is in the checks; this view re-scores the run's final
 //! answer with the default narrative options to list *which* claims and calls diverge
