@@ -86,7 +86,7 @@ mod tests {
     fn keys_tokens_and_jwts_are_scrubbed_and_ordinary_text_is_not() {
         let s = Scrubber::new(&["acct-[0-9]{8}".into()]);
         let mut v = json!({"system": "use sk-proj-abcdefghijklmnop1234 and AKIAABCDEFGHIJKLMNOP",
-                           "h": "Bearer abc.def-ghi_jkl123", "jwt": "eyJhbGciOi.eyJzdWIiOiIx.c2lnbmF0dXJl",
+                           "h": "Bearer abc.def-ghi_jkl123", "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLXNpZw",
                            "n": ["acct-12345678", "ask-me later", 7]});
         s.value(&mut v);
         assert_eq!(
