@@ -220,15 +220,19 @@ fn each_way_an_agent_misbehaves_fails_only_its_own_case_with_a_named_reason() {
     assert_eq!(report_case(&report, "fine")["passed"], true);
     // the hung agent's whole process tree was killed, its grandchild included
     let pid = p.read("grandchild.pid").trim().to_string();
-    let gone = (0..100).any(|_| {
+    assert!(gone_within_5s(&pid), "process {pid} outlived its case run");
+}
+
+/// Whether process `pid` is gone (or a zombie) within five seconds.
+fn gone_within_5s(pid: &str) -> bool {
+    (0..100).any(|_| {
         let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .is_ok_and(|s| s.split_whitespace().nth(2).is_none_or(|state| state != "Z"));
         if alive {
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         !alive
-    });
-    assert!(gone, "process {pid} outlived its case run");
+    })
 }
 
 #[test]
@@ -382,15 +386,7 @@ fn interrupt_with(signal: nix::sys::signal::Signal) {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{signal}");
     let grandchild = p.read("grandchild.pid").trim().to_string();
-    let gone = (0..100).any(|_| {
-        let alive = std::fs::read_to_string(format!("/proc/{grandchild}/stat"))
-            .is_ok_and(|s| s.split_whitespace().nth(2).is_none_or(|state| state != "Z"));
-        if alive {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        !alive
-    });
-    assert!(gone, "the agent's process {grandchild} outlived the interrupted run");
+    assert!(gone_within_5s(&grandchild), "the agent's process {grandchild} outlived the interrupted run");
 }
 
 // ---- stateval record ----------------------------------------------------------------

@@ -14,8 +14,7 @@ use serde_json::Value;
 
 use super::{CliError, Exit};
 use stateval::external::neutral;
-use stateval::pipeline::{AgentKind, OnDivergence};
-use stateval::runner::{Plan, Selection};
+use stateval::pipeline::OnDivergence;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -45,19 +44,11 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     if args.runs < 2 {
         return Err(CliError::invalid("--runs: at least 2 replays are needed to compare"));
     }
-    let filter =
-        glob::Pattern::new(&glob::Pattern::escape(&args.case)).map_err(|e| CliError::invalid(e.to_string()))?;
-    let mut plan = Plan::load(&args.pipeline, &Selection { filter: Some(filter), tags: Vec::new() })?;
-    if plan.cases.is_empty() {
-        return Err(CliError::invalid(format!("no case {:?} in {}", args.case, args.pipeline.display())));
-    }
-    let case = plan.case(0)?;
-    if plan.pipeline.agents[&case.agent].kind != AgentKind::External {
-        return Err(CliError::invalid(format!(
-            "case {:?} runs a built-in profile, whose requests are stateval's own: doctor looks at external agents",
-            case.id
-        )));
-    }
+    let (mut plan, case) = super::external_case(
+        &args.pipeline,
+        &args.case,
+        "its requests are stateval's own; doctor looks at external agents",
+    )?;
     // every replay runs to its end, so every request is seen
     plan.pipeline.replay.on_divergence = OnDivergence::Warn;
     let recording = case.recordings.first().ok_or_else(|| CliError::invalid("the case has no recording"))?;

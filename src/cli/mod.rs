@@ -110,6 +110,29 @@ enum Command {
     McpStdio(mcp_stdio::Args),
 }
 
+/// The plan of `pipeline` narrowed to case `id`, and that case, whose agent must be
+/// external (`record`, `doctor`); `why` says what the command needs it for.
+fn external_case(
+    pipeline: &std::path::Path,
+    id: &str,
+    why: &str,
+) -> Result<(stateval::runner::Plan, stateval::dataset::Case), CliError> {
+    use stateval::runner::{Plan, Selection};
+    let filter = glob::Pattern::new(&glob::Pattern::escape(id)).map_err(|e| CliError::invalid(e.to_string()))?;
+    let plan = Plan::load(pipeline, &Selection { filter: Some(filter), tags: Vec::new() })?;
+    if plan.cases.is_empty() {
+        return Err(CliError::invalid(format!("no case {id:?} in {}", pipeline.display())));
+    }
+    let case = plan.case(0)?;
+    if plan.pipeline.agents[&case.agent].kind != stateval::pipeline::AgentKind::External {
+        return Err(CliError::invalid(format!(
+            "case {:?} runs agent {:?}, a built-in profile: {why}",
+            case.id, case.agent
+        )));
+    }
+    Ok((plan, case))
+}
+
 /// The pipeline `stateval run` uses when none is given.
 pub const DEFAULT_PIPELINE: &str = "pipeline/ci.toml";
 

@@ -14,9 +14,8 @@ use std::sync::Mutex;
 use super::{CliError, Exit};
 use stateval::external::RecordMode;
 use stateval::external::upstream::{Provider, Upstream};
-use stateval::pipeline::{AgentKind, Pipeline};
+use stateval::pipeline::Pipeline;
 use stateval::replay::Recording;
-use stateval::runner::{Plan, Selection};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -51,20 +50,11 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     // the recordings a case names may not exist yet: an empty placeholder lets the
     // dataset load, and goes again if nothing is recorded into it
     let placeholders = Placeholders::create(&pipeline, &args.case).map_err(CliError::invalid)?;
-    let filter =
-        glob::Pattern::new(&glob::Pattern::escape(&args.case)).map_err(|e| CliError::invalid(e.to_string()))?;
-    let mut plan = Plan::load(&args.pipeline, &Selection { filter: Some(filter), tags: Vec::new() })?;
-    if plan.cases.is_empty() {
-        return Err(CliError::invalid(format!("no case {:?} in {}", args.case, args.pipeline.display())));
-    }
-    let case = plan.case(0)?;
-    if plan.pipeline.agents[&case.agent].kind != AgentKind::External {
-        return Err(CliError::invalid(format!(
-            "case {:?} runs agent {:?}, a built-in profile: record needs kind = \"external\" (the built-in runtime \
-             makes no API requests to forward)",
-            case.id, case.agent
-        )));
-    }
+    let (mut plan, case) = super::external_case(
+        &args.pipeline,
+        &args.case,
+        "record needs kind = \"external\" (the built-in runtime makes no API requests to forward)",
+    )?;
     let named = placeholders.named.clone();
     let runs = args.runs.unwrap_or(named.len()).max(1);
     let targets: Vec<PathBuf> = (0..runs)

@@ -127,12 +127,7 @@ pub fn stream(answer: &Answer<'_>) -> String {
     events.push(json!({"type": "message_delta", "delta": {"stop_reason": stop_reason(answer), "stop_sequence": null},
                        "usage": {"output_tokens": answer.usage.output_tokens}}));
     events.push(json!({"type": "message_stop"}));
-    let mut out = String::new();
-    for event in events {
-        let kind = event["type"].as_str().unwrap_or_default().to_string();
-        out.push_str(&format!("event: {kind}\ndata: {event}\n\n"));
-    }
-    out
+    super::typed_events(events)
 }
 
 #[cfg(test)]

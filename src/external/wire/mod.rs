@@ -145,6 +145,17 @@ impl Reply {
     }
 }
 
+/// Server-sent events named by their `type` (`event: T` then `data: JSON`), the framing
+/// of the Responses and Anthropic streams.
+pub fn typed_events(events: impl IntoIterator<Item = Value>) -> String {
+    let mut out = String::new();
+    for event in events {
+        let kind = event["type"].as_str().unwrap_or_default().to_string();
+        out.push_str(&format!("event: {kind}\ndata: {event}\n\n"));
+    }
+    out
+}
+
 /// Text cut into pieces of at most `size` characters (at least one piece).
 pub fn pieces(text: &str, size: usize) -> Vec<&str> {
     let mut out = Vec::new();

@@ -182,13 +182,10 @@ pub fn stream(answer: &Answer<'_>) -> String {
         index += 1;
     }
     events.push(json!({"type": "response.completed", "response": response(answer, "completed")}));
-    let mut out = String::new();
-    for (seq, mut event) in events.into_iter().enumerate() {
+    super::typed_events(events.into_iter().enumerate().map(|(seq, mut event)| {
         event["sequence_number"] = json!(seq);
-        let kind = event["type"].as_str().unwrap_or_default().to_string();
-        out.push_str(&format!("event: {kind}\ndata: {event}\n\n"));
-    }
-    out
+        event
+    }))
 }
 
 #[cfg(test)]
