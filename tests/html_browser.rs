@@ -228,14 +228,17 @@ fn the_failing_pipelines_report_shows_its_failures_in_a_browser_offline_and_with
     // in its golden diff and its timeline, and the state after the turn
     let deep = browser.dom(&format!("{url}#case/wrong-expectation/run/0/seq/1"));
     let dom = &deep.dom;
-    let section = &dom[dom.find("<section class=\"case failed\" id=\"case/wrong-expectation\"").expect("the case")..];
+    // the script focused the linked case (it alone is shown)
+    let section =
+        &dom[dom.find("<section class=\"case failed focused\" id=\"case/wrong-expectation\"").expect("the case")..];
     let section = &section[..section.find("</section>").expect("the case's end")];
     assert!(section.contains("<strong>First divergent event:</strong>"), "{section}");
     assert!(
         section.contains("payload changed at /data/input: \"What is my balance?\" → \"What is my balance today?\"")
     );
     assert!(section.contains("<tr class=\"first\">"), "the golden diff highlights it");
-    assert!(section.contains("<li id=\"case/wrong-expectation/run/0/seq/1\" class=\"k-turn_started diff first\">"));
+    assert!(section.contains("<li id=\"case/wrong-expectation/run/0/seq/1\" class=\"diff first\">"));
+    assert!(dom.contains("<body class=\"focus\">"), "the other cases are hidden");
     assert!(section.contains("<strong>State after turn 0</strong>"), "the state at a turn");
     assert!(section.contains("<code>/sandbox/balance</code>: <code>1250</code>"), "with the sandbox it folded");
     assert!(section.contains("expected to contain \"$9,999\""), "each check with its reason");

@@ -25,12 +25,14 @@ const CHECK_VALUE: usize = 600;
 const MAX_CHANGES: usize = 10;
 
 /// How much of a case to draw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Detail {
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Detail<'a> {
     /// Everything, logs read.
     Full,
-    /// Reasons and checks, logs not read.
-    Compact,
+    /// Reasons and checks, logs not read; the first divergent event the index found
+    /// (run, pointer) is named where the timeline would be, under the id the index
+    /// links to.
+    Compact { first: Option<&'a (usize, Pointer)> },
 }
 
 /// The case's `<section>`.
@@ -40,12 +42,10 @@ pub fn section(case: &CaseOutcome, logs: &dyn Logs, detail: Detail) -> String {
     let badge = if case.passed { "pass" } else { "fail" };
     let tags: Vec<String> = case.tags.iter().map(|t| format!("<code>{}</code>", esc(t))).collect();
     let mut out = format!(
-        "<section class=\"case {class}\" id=\"{}\" aria-labelledby=\"{}/h\">\n\
+        "<section class=\"case {class}\" id=\"{}\">\n\
          <p class=\"focus-note\"><a href=\"#index\">← All cases</a></p>\n\
-         <header><h3 id=\"{}/h\"><span class=\"b {badge}\">{label}</span> <code>{}</code></h3>\n\
+         <header><h3><span class=\"b {badge}\">{label}</span> <code>{}</code></h3>\n\
          <p class=\"muted\">{} · agent <code>{}</code> · <code>{}</code>{}</p></header>\n",
-        anchor.id(),
-        anchor.id(),
         anchor.id(),
         esc(&case.id),
         esc(&case.dataset),
@@ -65,7 +65,7 @@ pub fn section(case: &CaseOutcome, logs: &dyn Logs, detail: Detail) -> String {
         out.push_str("<h4>Metric blocks, across runs</h4>\n");
         out.push_str(&checks_table(&case.blocks, &BTreeMap::new(), &anchor, 0));
     }
-    if detail == Detail::Compact {
+    if detail != Detail::Full {
         out.push_str(
             "<p class=\"muted\">Shown compact: the report's detail budget was spent on the cases above. \
              <code>stateval show LOG --html OUT</code> draws any run of it in full.</p>\n",
@@ -98,8 +98,28 @@ fn run_details(case: &CaseOutcome, run: &RunResult, logs: &dyn Logs, detail: Det
     for w in &run.warnings {
         let _ = writeln!(out, "<p class=\"warn\">{}</p>", esc(w));
     }
-    if detail == Detail::Compact {
-        out.push_str(&checks_table(&run.checks, &BTreeMap::new(), anchor, k));
+    if let Detail::Compact { first } = detail {
+        if let Some((_, p)) = first.filter(|(run_k, _)| *run_k == k) {
+            let _ = writeln!(
+                out,
+                "<p class=\"callout\" id=\"{}\"><strong>First divergent event:</strong> seq {}{} · {} — {}</p>",
+                anchor.seq(k, p.seq),
+                p.seq,
+                p.turn.map(|t| format!(" · turn {t}")).unwrap_or_default(),
+                esc(&p.kind),
+                esc(&super::markup::cut(&p.what, 600).text)
+            );
+        }
+        // the failing checks in full, the passing ones by name
+        let (passed, failed): (Vec<&Check>, Vec<&Check>) = run.checks.iter().partition(|c| c.passed);
+        if !failed.is_empty() {
+            let failed: Vec<Check> = failed.into_iter().cloned().collect();
+            out.push_str(&checks_table(&failed, &BTreeMap::new(), anchor, k));
+        }
+        if !passed.is_empty() {
+            let names: Vec<String> = passed.iter().map(|c| format!("<code>{}</code>", esc(&c.name))).collect();
+            let _ = writeln!(out, "<p class=\"muted\">Passed: {}</p>", names.join(", "));
+        }
         out.push_str("</details>\n");
         return out;
     }

@@ -49,9 +49,10 @@ use crate::golden::normalize::normalize_events;
 use crate::runner::outcome::{CaseOutcome, RunResult, SuiteOutcome};
 
 /// Bytes of case detail (timelines, diffs, states) drawn in full before the remaining
-/// cases are drawn compact. Failing cases come first, so they are the ones in full; a
-/// report stays a file a browser opens in a few seconds however large the suite.
-pub const DETAIL_BUDGET: usize = 24 * 1024 * 1024;
+/// cases are drawn compact. Failing cases come first, so they are the ones in full:
+/// about 60 cases of 50 turns, far more than a reviewer reads, and a report a browser
+/// opens in about two seconds however large the suite (docs/report.md).
+pub const DETAIL_BUDGET: usize = 8 * 1024 * 1024;
 
 /// Where a report finds the logs it draws.
 pub trait Logs {
@@ -142,6 +143,9 @@ pub fn write(outcome: &SuiteOutcome, logs: &dyn Logs, out: &mut dyn Write) -> io
     out.write_all(index::extras(&outcome.extras).as_bytes())?;
 
     out.write_all(index::open(total, failing).as_bytes())?;
+    // the first divergent event of each failing case, in order: the index links to it,
+    // and a case drawn compact names it under that link's id (~200 bytes a case)
+    let mut pointers = Vec::with_capacity(failing);
     for wanted in [false, true] {
         for case in outcome.cases.iter() {
             let case = case?;
@@ -150,6 +154,9 @@ pub fn write(outcome: &SuiteOutcome, logs: &dyn Logs, out: &mut dyn Write) -> io
             }
             let pointer = if case.passed { None } else { index::first_divergence(&case, logs) };
             out.write_all(index::row(&case, pointer.as_ref()).as_bytes())?;
+            if !case.passed {
+                pointers.push(pointer);
+            }
         }
     }
     out.write_all(index::close().as_bytes())?;
@@ -157,12 +164,14 @@ pub fn write(outcome: &SuiteOutcome, logs: &dyn Logs, out: &mut dyn Write) -> io
     out.write_all(b"<section id=\"cases\" aria-label=\"Cases\">\n")?;
     let mut spent = 0usize;
     let mut full = true;
+    let mut pointers = pointers.into_iter();
     for wanted in [false, true] {
         for case in outcome.cases.iter() {
             let case = case?;
             if case.passed != wanted {
                 continue;
             }
+            let first = if case.passed { None } else { pointers.next().flatten() };
             let mut html = String::new();
             if full {
                 html = case::section(&case, logs, case::Detail::Full);
@@ -171,7 +180,7 @@ pub fn write(outcome: &SuiteOutcome, logs: &dyn Logs, out: &mut dyn Write) -> io
             if full {
                 spent += html.len();
             } else {
-                html = case::section(&case, logs, case::Detail::Compact);
+                html = case::section(&case, logs, case::Detail::Compact { first: first.as_ref() });
             }
             out.write_all(html.as_bytes())?;
         }

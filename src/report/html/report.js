@@ -26,8 +26,17 @@
     }
   };
 
+  // A link into a case shows that case alone (report.css, body.focus).
+  const focus = (el) => {
+    const shown = el && el.closest(".case");
+    for (const c of document.querySelectorAll(".case.focused")) c.classList.remove("focused");
+    if (shown) shown.classList.add("focused");
+    document.body.classList.toggle("focus", Boolean(shown));
+  };
+
   const reveal = () => {
     const el = target();
+    focus(el);
     if (!el) return;
     for (let d = el.closest("details"); d; d = d.parentElement && d.parentElement.closest("details")) d.open = true;
     if (el.tagName === "DETAILS") el.open = true;

@@ -262,7 +262,7 @@ fn a_golden_diff_highlights_the_first_divergence_and_classifies_every_difference
         "<tr class=\"first\"><td class=\"cls \"><span class=\"b fail\">first divergence</span><br>payload changed</td>"
     ));
     assert!(html.contains("<code>/data/result/balance</code>: <code>1250</code> → <code>9</code>"));
-    assert!(html.contains("<li id=\"case/pays-trusted-payee/run/0/seq/4\" class=\"k-tool_executed diff first\">"));
+    assert!(html.contains("<li id=\"case/pays-trusted-payee/run/0/seq/4\" class=\"diff first\">"));
     assert!(html.contains("4 differences (4 payload changed)"), "{html}");
 }
 
@@ -321,9 +321,18 @@ fn a_run_over_the_event_limit_embeds_only_the_turns_that_matter() {
 fn cases_are_drawn_compact_once_the_detail_budget_is_spent() {
     let (outcome, logs) = suite_and_logs();
     let case = outcome.cases.to_vec().unwrap_or_default().remove(2);
-    let compact = case::section(&case, &logs, case::Detail::Compact);
+    let first = index::first_divergence(&case, &logs);
+    let compact = case::section(&case, &logs, case::Detail::Compact { first: first.as_ref() });
     assert!(compact.contains("Shown compact: the report's detail budget was spent"));
     assert!(!compact.contains("<h4>Timeline</h4>"));
+    // the index's link to the first divergent event still lands on something
+    let target = Anchor::case("idempotent-transfer-replay").seq(0, 2);
+    assert!(
+        compact.contains(&format!(
+            "<p class=\"callout\" id=\"{target}\"><strong>First divergent event:</strong> seq 2 · turn 0 · error"
+        )),
+        "{compact}"
+    );
     let full = case::section(&case, &logs, case::Detail::Full);
     assert!(full.contains("<h4>Timeline</h4>"));
 }

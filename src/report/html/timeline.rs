@@ -228,13 +228,13 @@ fn summary(label: Label, events: &[Event], ctx: &Context) -> String {
 /// One event: seq (its own link), virtual time, a bar, kind, and what happened.
 fn row(e: &Event, ctx: &Context) -> String {
     let id = ctx.anchor.seq(ctx.k, e.seq);
-    let mut class = format!("k-{}", e.kind.as_str());
-    if ctx.marks.diffs.contains(&e.seq) {
-        class.push_str(" diff");
-    }
-    if ctx.marks.first == Some(e.seq) {
-        class.push_str(" first");
-    }
+    // rows are most of a report's bytes: classes only where they mark something, and
+    // the cells are told apart by element (a, span, s, b, div), not by class
+    let class = match (ctx.marks.diffs.contains(&e.seq), ctx.marks.first == Some(e.seq)) {
+        (_, true) => " class=\"diff first\"",
+        (true, false) => " class=\"diff\"",
+        (false, false) => "",
+    };
     let duration = match e.kind {
         Kind::ModelCalled => e.get("latency_ms").as_u64(),
         Kind::ToolExecuted => e.get("duration_ms").as_u64(),
@@ -253,13 +253,10 @@ fn row(e: &Event, ctx: &Context) -> String {
         let _ = write!(what, "<div class=\"fail\">failing check reads this event: {}</div>", list.join(", "));
     }
     format!(
-        "<li id=\"{id}\" class=\"{class}\"><a class=\"seq mono\" href=\"#{id}\">{}</a><span class=\"t mono\">{}</span>\
-         <span class=\"bar\" aria-hidden=\"true\" title=\"t {} ms{}\"><i class=\"o{offset} w{width}\"></i></span>\
-         <span class=\"kind\">{}</span><div class=\"what\">{what}</div></li>\n",
+        "<li id=\"{id}\"{class}><a href=\"#{id}\">{}</a><span>{}</span><s><i class=\"o{offset} w{width}\"></i></s>\
+         <b>{}</b><div>{what}</div></li>\n",
         e.seq,
         thousands(e.t),
-        thousands(e.t),
-        if duration > 0 { format!(", {} ms", thousands(duration)) } else { String::new() },
         e.kind.as_str(),
     )
 }
