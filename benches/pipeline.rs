@@ -28,9 +28,13 @@ fn whole_pipeline(c: &mut Criterion) {
     group.throughput(Throughput::Elements(events));
     group.bench_function("100 cases x 50 turns, 1 job", |b| {
         b.iter(|| {
-            let outcome =
-                runner::execute(plan.clone(), store.clone(), &Options { jobs: 1, selective: false }, &mut |_| {})
-                    .expect("run");
+            let outcome = runner::execute(
+                plan.clone(),
+                store.clone(),
+                &Options { jobs: 1, selective: false, signer: None },
+                &mut |_| {},
+            )
+            .expect("run");
             assert!(outcome.passed);
             let reports = (
                 junit::render(&outcome).expect("junit"),
@@ -95,9 +99,13 @@ fn long_horizon_300(c: &mut Criterion) {
     group.sample_size(20);
     group.bench_function("300 turns: replay, log, grade", |b| {
         b.iter(|| {
-            let outcome =
-                runner::execute(plan.clone(), store.clone(), &Options { jobs: 1, selective: false }, &mut |_| {})
-                    .expect("run");
+            let outcome = runner::execute(
+                plan.clone(),
+                store.clone(),
+                &Options { jobs: 1, selective: false, signer: None },
+                &mut |_| {},
+            )
+            .expect("run");
             assert!(outcome.passed);
         })
     });

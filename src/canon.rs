@@ -33,6 +33,8 @@ pub enum Context {
     Request,
     /// Any input artefact: a dataset line, a profile, a tool manifest, a recording.
     Content,
+    /// A run manifest (every log's head): its digest is the run's root.
+    Manifest,
 }
 
 impl Context {
@@ -41,6 +43,7 @@ impl Context {
             Context::Event => "stateval event v1",
             Context::Request => "stateval request v1",
             Context::Content => "stateval content v1",
+            Context::Manifest => "stateval manifest v1",
         }
     }
 }

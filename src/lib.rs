@@ -13,6 +13,8 @@ pub mod dataset;
 pub mod diag;
 /// The event log: envelope, kinds, writer, reader, verification, folds.
 pub mod event;
+/// Run manifests, roots and signatures: what anchors a run's logs.
+pub mod evidence;
 /// The team's own agent under test: process protocol, replay endpoints, MCP and HTTP tools.
 pub mod external;
 /// Extractors: pure functions from a run's events to target values.

@@ -125,6 +125,10 @@ pub struct SuiteOutcome {
     pub pipeline: String,
     /// Content-derived: the same inputs give the same id.
     pub run_id: String,
+    /// The run's root: the digest of its manifest, which lists every log's head. An
+    /// archived report's root anchors the logs (`stateval verify RUN_DIR --root`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
     pub cases: Cases,
     pub gates: Vec<GateOutcome>,
     /// Every gate passed.
@@ -144,6 +148,7 @@ impl SuiteOutcome {
         SuiteHeader {
             pipeline: self.pipeline.clone(),
             run_id: self.run_id.clone(),
+            root: self.root.clone(),
             gates: self.gates.clone(),
             passed: self.passed,
             extras: self.extras.clone(),
@@ -174,6 +179,8 @@ pub const SUITE_FILE: &str = "suite.json";
 pub struct SuiteHeader {
     pub pipeline: String,
     pub run_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
     pub gates: Vec<GateOutcome>,
     pub passed: bool,
     #[serde(skip_serializing_if = "serde_json::Map::is_empty", default)]
@@ -182,8 +189,8 @@ pub struct SuiteHeader {
 
 impl SuiteHeader {
     pub fn with_cases(self, cases: Cases) -> SuiteOutcome {
-        let SuiteHeader { pipeline, run_id, gates, passed, extras } = self;
-        SuiteOutcome { pipeline, run_id, cases, gates, passed, extras }
+        let SuiteHeader { pipeline, run_id, root, gates, passed, extras } = self;
+        SuiteOutcome { pipeline, run_id, root, cases, gates, passed, extras }
     }
 }
 
@@ -403,6 +410,7 @@ mod tests {
         let outcome = SuiteOutcome {
             pipeline: "p".into(),
             run_id: "r-1".into(),
+            root: Some("blake3:00".into()),
             cases: spill.finish()?,
             gates: Vec::new(),
             passed: false,

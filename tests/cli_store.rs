@@ -23,21 +23,23 @@ struct Verified {
 
 /// Verify `logs` in one invocation (exit 0 expected) and parse its `ok` lines.
 fn verify_all(p: &Project, logs: &[String]) -> BTreeMap<String, Verified> {
-    let mut args = vec!["verify"];
+    // a killed run leaves logs without run_completed and no manifest: their chains alone
+    let mut args = vec!["verify", "--allow-incomplete"];
     args.extend(logs.iter().map(String::as_str));
     let out = p.stateval(&args);
     out.expect_code(0);
     assert_eq!(out.stderr, "");
     let mut seen = BTreeMap::new();
     for line in out.stdout.lines() {
-        // ok PATH: N events, head H (STATE)
+        // ok PATH: N events, head H (STATE; HOW)
         let rest = line.strip_prefix("ok ").unwrap_or_else(|| panic!("not an ok line: {line}"));
         let (path, rest) = rest.split_once(": ").expect("path: ");
         let (events, rest) = rest.split_once(" events, head ").expect("events, head");
         let (head, state) = rest.split_once(" (").expect("(state)");
+        let state = state.split_once("; ").map_or(state, |(state, _)| state);
         let complete = match state {
-            "complete)" => true,
-            "incomplete: no run_completed)" => false,
+            "complete" => true,
+            "incomplete: no run_completed" => false,
             other => panic!("unknown state {other:?} in {line}"),
         };
         let head = (head != "none").then(|| head.to_string());
@@ -51,7 +53,10 @@ fn verify_all(p: &Project, logs: &[String]) -> BTreeMap<String, Verified> {
 fn reindex(p: &Project, pipeline: &str) -> (usize, usize, usize, usize) {
     let out = p.stateval(&["reindex", pipeline]);
     out.expect_code(0);
-    assert_eq!(out.stderr, "", "no file the run left is a problem for reindex");
+    // incomplete logs (a killed run) are named, one warning each, and are no failure
+    for line in out.stderr.lines() {
+        assert!(line.starts_with("warning: incomplete: runs/"), "no other problem for reindex: {line}");
+    }
     let line = out.stdout.strip_suffix('\n').expect("one line");
     assert!(line.starts_with("reindexed ") && !line.contains('\n'), "{line}");
     let counts = line.rsplit_once(": ").expect("reindexed ROOT: counts").1;

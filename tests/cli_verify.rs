@@ -68,7 +68,7 @@ fn every_log_of_both_pipelines_verifies_with_the_heads_and_counts_of_the_reports
         for case in p.json(report)["cases"].as_array().expect("cases") {
             for run in case["runs"].as_array().expect("runs") {
                 expected.push(format!(
-                    "ok {}: {} events, head {} (complete)",
+                    "ok {}: {} events, head {} (complete; as its run's manifest lists)",
                     run["log"].as_str().expect("log"),
                     run["events"],
                     run["head"].as_str().expect("head")
@@ -158,17 +158,38 @@ fn a_truncated_last_line_is_named_at_the_last_seq() {
 }
 
 #[test]
-fn a_log_cut_at_a_line_boundary_verifies_and_is_reported_incomplete() {
+fn a_log_cut_at_a_line_boundary_fails_unless_incomplete_logs_are_allowed() {
     let (p, log) = project_with_log();
     let lines = lines_of(&p.read_bytes(&log));
     p.write("tampered/prefix.jsonl", lines[..12].concat());
+    // alone, a prefix is a valid chain; without run_completed it is no finished run
     let out = p.stateval(&["verify", "tampered/prefix.jsonl"]);
+    out.expect_code(1);
+    assert_eq!(
+        out.stderr,
+        "FAILED tampered/prefix.jsonl: incomplete: 12 events, no run_completed (a killed run; \
+         --allow-incomplete accepts it)\n"
+    );
+    let out = p.stateval(&["verify", "--allow-incomplete", "tampered/prefix.jsonl"]);
     out.expect_code(0);
     let head = events_of(&lines[11])[0]["hash"].as_str().expect("hash").to_string();
     assert_eq!(
         out.stdout,
-        format!("ok tampered/prefix.jsonl: 12 events, head {head} (incomplete: no run_completed)\n")
+        format!(
+            "ok tampered/prefix.jsonl: 12 events, head {head} (incomplete: no run_completed; \
+             chain only: no run manifest anchors it)\n"
+        )
     );
+}
+
+#[test]
+fn an_empty_log_fails_unless_incomplete_logs_are_allowed() {
+    let p = Project::new();
+    p.write("tampered/empty.jsonl", "");
+    let out = p.stateval(&["verify", "tampered/empty.jsonl"]);
+    out.expect_code(1);
+    assert_eq!(out.stderr, "FAILED tampered/empty.jsonl: empty: no event at all\n");
+    p.stateval(&["verify", "--allow-incomplete", "tampered/empty.jsonl"]).expect_code(0);
 }
 
 #[test]

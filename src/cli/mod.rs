@@ -3,6 +3,7 @@
 mod diff;
 mod doctor;
 mod import;
+mod keygen;
 mod mcp_stdio;
 mod metric;
 mod reconstruct;
@@ -79,8 +80,11 @@ enum Command {
     Run(run::Args),
     /// Validate pipelines, datasets, recordings, tool manifests and event logs.
     Validate(validate::Args),
-    /// Verify event logs: canonical form and hash chain; names the first bad event.
+    /// Verify a run or event logs: each chain, each log against the run's manifest, the
+    /// manifest against an archived root and signature; names the first bad event.
     Verify(verify::Args),
+    /// Write an ed25519 key pair for signing run manifests (`STATEVAL_SIGNING_KEY`).
+    Keygen(keygen::Args),
     /// Compare two event logs: the first divergent event and every difference, classified.
     Diff(diff::Args),
     /// Print the JSON Schema of an input format (case, recording, tools, pipeline, event).
@@ -148,6 +152,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Validate(args) => validate::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Keygen(args) => keygen::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Schema(args) => schema::run(args),
         Command::Targets(args) => targets::run(args),

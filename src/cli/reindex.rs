@@ -1,4 +1,7 @@
 //! `stateval reindex`: rebuild the sled catalog from the log files alone.
+//!
+//! Names every incomplete, torn or tampered log and every run without `run.json`;
+//! exits 1 when any log fails to verify (`--repair` moves those aside).
 
 use std::path::PathBuf;
 
@@ -14,6 +17,10 @@ pub struct Args {
     /// The store directory, instead of the pipeline's.
     #[arg(long)]
     store: Option<PathBuf>,
+    /// Move logs that fail to verify to `<store>/quarantine/` and leave them out of the
+    /// catalog.
+    #[arg(long)]
+    repair: bool,
 }
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
@@ -26,17 +33,32 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     };
     let layout = Layout::new(&root);
     let store = super::open_store(&layout, setting)?;
-    let summary = reindex(&store, &layout).map_err(|e| CliError::internal(e.to_string()))?;
+    let summary = reindex(&store, &layout, args.repair).map_err(|e| CliError::internal(e.to_string()))?;
     super::out(format!(
         "reindexed {}: {} runs, {} logs ({} incomplete), {} verdicts",
         root.display(),
         summary.runs,
         summary.logs,
-        summary.incomplete_logs,
+        summary.incomplete.len(),
         summary.verdicts
     ));
+    for run in &summary.without_meta {
+        eprintln!("warning: {run}: no run.json (the run was killed before it started writing)");
+    }
+    for log in &summary.incomplete {
+        eprintln!("warning: incomplete: {log}");
+    }
+    for log in &summary.torn {
+        eprintln!("warning: torn: {log}");
+    }
     for p in &summary.problems {
         eprintln!("warning: {p}");
     }
-    Ok(Exit::Pass)
+    for log in &summary.failed {
+        eprintln!("FAILED {log}");
+    }
+    for (from, to) in &summary.moved {
+        eprintln!("moved {} to {}", from.display(), to.display());
+    }
+    Ok(if summary.failed.is_empty() { Exit::Pass } else { Exit::Fail })
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{CliError, Exit};
+use stateval::evidence::SecretKey;
 use stateval::golden;
 use stateval::pipeline::Pipeline;
 use stateval::report;
@@ -43,6 +44,11 @@ fn in_ci() -> bool {
 }
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
+    // An earlier run's reports must never stand in for this one: they go before
+    // anything else, so no failure or signal at any later point (SIGKILL included)
+    // leaves a stale green report behind.
+    remove_stale_reports(&args.pipeline);
+    let signer = SecretKey::from_env().map_err(|e| CliError::invalid(e.to_string()))?.map(Arc::new);
     if args.bless && in_ci() && !args.allow_bless_in_ci {
         return Err(CliError::invalid(
             "refusing to bless goldens under CI (CI is set): goldens change in a reviewed commit, \
@@ -56,15 +62,8 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .transpose()
         .map_err(|e| CliError::invalid(format!("--filter: {e}")))?;
     let selection = Selection { filter, tags: args.tags };
-    let mut plan = match Plan::load(&args.pipeline, &selection) {
-        Ok(plan) => plan,
-        Err(e) => {
-            remove_stale_reports(&args.pipeline);
-            return Err(e.into());
-        }
-    };
+    let mut plan = Plan::load(&args.pipeline, &selection)?;
     if plan.cases.is_empty() {
-        remove_stale_reports(&args.pipeline);
         return Err(CliError::invalid("no case matches the selection: nothing to run"));
     }
     if args.bless {
@@ -81,19 +80,11 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let total = plan.cases.len();
     let selective = selection.filter.is_some() || !selection.tags.is_empty();
     let progress = report::pretty::Progress::new(total);
-    let outcome = runner::execute(plan.clone(), Arc::new(store), &Options { jobs, selective }, &mut |case| {
+    let outcome = runner::execute(plan.clone(), Arc::new(store), &Options { jobs, selective, signer }, &mut |case| {
         progress.case_done(case)
     });
     progress.finish();
-    let outcome = match outcome {
-        Ok(o) => o,
-        // interrupted, an input changed under the run, a log that cannot be written:
-        // no earlier report may stand in for this run
-        Err(e) => {
-            remove_stale_reports(&args.pipeline);
-            return Err(e.into());
-        }
-    };
+    let outcome = outcome?;
 
     let written = report::write_reports(&outcome, &plan.pipeline.report, &plan.pipeline.base)
         .map_err(|e| if e.is_users() { CliError::invalid(e.to_string()) } else { CliError::internal(e.to_string()) })?;
@@ -110,8 +101,8 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
 }
 
-/// Reports from an earlier run must not stand in for a run that did not happen: when
-/// the inputs are invalid or the run is interrupted, the configured report files go.
+/// Reports from an earlier run must not stand in for a run that did not happen (invalid
+/// inputs, an interrupt, a kill): the configured report files go before the run starts.
 /// The pipeline itself may be the invalid input, so its `[report]` table is read
 /// leniently, as plain TOML.
 fn remove_stale_reports(pipeline: &std::path::Path) {

@@ -1,41 +1,97 @@
-//! `stateval verify LOG...`: check canonical form and the hash chain of event logs.
+//! `stateval verify RUN_DIR | LOG…`: check logs against their chain, their run's
+//! manifest, an archived root and, with `--pubkey`, the manifest's signature.
 //!
-//! Exit 0 when every log verifies (a log cut short at a turn boundary, as a killed run
-//! leaves it, verifies and is reported as incomplete), 1 when one does not (the first
-//! bad event is named), 2 when a file cannot be read.
+//! Exit 0 when everything holds, 1 when anything does not (each finding names the log
+//! and its first bad event; the first printed is the first found), 2 when a path
+//! cannot be read or an option is malformed.
 
 use std::path::PathBuf;
 
 use super::{CliError, Exit};
-use stateval::event::reader::{ReadError, read_log};
+use stateval::canon::Digest;
+use stateval::evidence::{CheckOptions, PublicKey, RunCheck, check_log, check_run};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Event log files (JSONL).
-    #[arg(required = true)]
-    logs: Vec<PathBuf>,
+    /// A run directory (`<store>/runs/<run-id>`: every log against its manifest) or
+    /// event log files.
+    #[arg(required = true, value_name = "RUN_DIR|LOG")]
+    paths: Vec<PathBuf>,
+    /// The root an archived report printed (JUnit property `root`, TAP `# run … root`,
+    /// `report.json`, `summary.md`): the run's manifest must hash to it.
+    #[arg(long, value_name = "DIGEST", value_parser = parse_root)]
+    root: Option<Digest>,
+    /// The public key of the run's signer (`stateval keygen`): the manifest must carry
+    /// a signature by it.
+    #[arg(long, value_name = "FILE")]
+    pubkey: Option<PathBuf>,
+    /// Accept a run without a manifest and logs without `run_completed` (a killed
+    /// run), checking their chains alone.
+    #[arg(long)]
+    allow_incomplete: bool,
+}
+
+fn parse_root(text: &str) -> Result<Digest, String> {
+    text.trim().parse().map_err(|e| format!("{e} (the root as a report prints it)"))
 }
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
+    let pubkey =
+        args.pubkey.as_deref().map(PublicKey::read).transpose().map_err(|e| CliError::invalid(e.to_string()))?;
+    let options = CheckOptions { root: args.root, pubkey, allow_incomplete: args.allow_incomplete };
     let mut exit = Exit::Pass;
-    for path in &args.logs {
-        match read_log(path) {
-            Ok(v) => {
-                let head = v.head.map_or_else(|| "none".to_string(), |h| h.to_string());
-                let state = if v.complete { "complete" } else { "incomplete: no run_completed" };
-                super::out(format!("ok {}: {} events, head {head} ({state})", path.display(), v.events.len()));
+    for path in &args.paths {
+        let metadata = std::fs::metadata(path).map_err(|e| CliError::invalid(format!("{}: {e}", path.display())))?;
+        let check = if metadata.is_dir() { check_run(path, &options) } else { check_log(path, &options) };
+        if check.passed() {
+            super::out(describe(path, metadata.is_dir(), &check, &options));
+        } else {
+            for finding in &check.findings {
+                eprintln!("FAILED {finding}");
             }
-            Err(e @ ReadError::Invalid { .. }) => {
-                eprintln!("FAILED {e}");
-                exit = exit.max_with(Exit::Fail);
-            }
-            Err(e @ ReadError::Io { .. }) => {
-                eprintln!("error: {e}");
-                exit = exit.max_with(Exit::Invalid);
-            }
+            exit = exit.max_with(Exit::Fail);
         }
     }
     Ok(exit)
+}
+
+/// `ok RUN_DIR: 24 logs, 1380 events, root blake3:… (matches --root; …)` for a run,
+/// `ok LOG: 45 events, head blake3:… (complete; as its run's manifest lists)` for a log.
+fn describe(path: &std::path::Path, is_dir: bool, check: &RunCheck, options: &CheckOptions) -> String {
+    let events: u64 = check.logs.iter().map(|l| l.summary.events).sum();
+    let mut notes = Vec::new();
+    let mut text = if is_dir {
+        let mut text = format!("ok {}: {} logs, {events} events", path.display(), check.logs.len());
+        match check.root {
+            Some(root) => text.push_str(&format!(", root {root}")),
+            None => notes.push("chain only: no run manifest anchors them".to_string()),
+        }
+        text
+    } else {
+        let log = check.logs.first();
+        notes.push(match log {
+            Some(l) if l.summary.complete => "complete".to_string(),
+            _ => "incomplete: no run_completed".to_string(),
+        });
+        notes.push(match check.root {
+            Some(_) => "as its run's manifest lists".to_string(),
+            None => "chain only: no run manifest anchors it".to_string(),
+        });
+        let head = log.and_then(|l| l.summary.head).map_or("none".to_string(), |h| h.to_string());
+        format!("ok {}: {events} events, head {head}", path.display())
+    };
+    if options.root.is_some() && check.root.is_some() {
+        notes.push("root matches --root".to_string());
+    }
+    match (&check.signed_by, check.signature_checked) {
+        (Some(key), true) => notes.push(format!("signature by {key} verified")),
+        (Some(key), false) => notes.push(format!("signed by {key}, not checked: pass --pubkey")),
+        (None, _) => {}
+    }
+    if !notes.is_empty() {
+        text.push_str(&format!(" ({})", notes.join("; ")));
+    }
+    text
 }
 
 impl Exit {

@@ -4,7 +4,12 @@
 //! line must equal that encoding byte for byte (canonical form and hash at once), its
 //! `seq` must equal its position and its `prev` the previous line's hash. The first line
 //! that fails is reported by position, so an edit, a deleted, swapped or inserted event
-//! and a truncated last line are all named at the first `seq` they break.
+//! and a truncated last line are all named at the first `seq` they break; so is any
+//! event after `run_completed`. What the chain alone cannot show — a lost tail cut at a
+//! line boundary, a log re-chained from an edit — the run manifest does
+//! (`crate::evidence`).
+
+use std::io::BufRead;
 
 use serde_json::Value;
 
@@ -21,6 +26,16 @@ pub struct Verified {
     pub complete: bool,
 }
 
+/// What a streamed verification keeps: counts and the head, never the events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    pub events: u64,
+    pub head: Option<Digest>,
+    pub complete: bool,
+    /// Bytes of whole, verified lines (where a torn tail would be cut).
+    pub bytes: u64,
+}
+
 /// The first line that does not verify.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line}: event seq {seq}: {reason}")]
@@ -30,30 +45,40 @@ pub struct VerifyError {
     /// The seq this position should hold (= line − 1).
     pub seq: u64,
     pub reason: String,
+    /// The last line has no terminating newline: a write cut short (a torn tail), which
+    /// a reader may drop; every line before it verified.
+    pub torn: bool,
 }
 
-/// Verify a whole log held in memory.
-pub fn verify_bytes(bytes: &[u8]) -> Result<Verified, VerifyError> {
-    let mut events = Vec::new();
-    let mut prev: Option<Digest> = None;
-    let mut rest = bytes;
-    let mut position: u64 = 0;
-    while !rest.is_empty() {
-        let line_no = position as usize + 1;
-        let fail = |reason: String| VerifyError { line: line_no, seq: position, reason };
-        let (line, tail) = match rest.iter().position(|&b| b == b'\n') {
-            Some(i) => (&rest[..i], &rest[i + 1..]),
-            None => return Err(fail("truncated line: no terminating newline".into())),
-        };
-        rest = tail;
+/// Verifies a log line by line, keeping only the previous hash: memory does not grow
+/// with the log. The writer and this check share one encoder ([`Unhashed::encode`]).
+#[derive(Debug, Default)]
+pub struct Chain {
+    position: u64,
+    prev: Option<Digest>,
+    complete: bool,
+    bytes: u64,
+}
+
+impl Chain {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Verify the next line (without its newline) and return its event.
+    pub fn push(&mut self, line: &[u8]) -> Result<Event, VerifyError> {
+        let fail = |reason: String| self.error(reason);
+        if self.complete {
+            return Err(fail("an event after run_completed (nothing is written once a run has ended)".into()));
+        }
         let event = parse_line(line).map_err(fail)?;
-        if event.seq != position {
+        if event.seq != self.position {
             return Err(fail(format!(
-                "expected seq {position}, found seq {} (an event is missing, inserted or out of order)",
-                event.seq
+                "expected seq {}, found seq {} (an event is missing, inserted or out of order)",
+                self.position, event.seq
             )));
         }
-        if event.prev != prev {
+        if event.prev != self.prev {
             return Err(fail("prev does not match the previous event's hash (the chain is broken)".into()));
         }
         let unhashed = Unhashed {
@@ -71,12 +96,69 @@ pub fn verify_bytes(bytes: &[u8]) -> Result<Verified, VerifyError> {
         if expected_line != line {
             return Err(fail("not in RFC 8785 canonical form".into()));
         }
-        prev = Some(event.hash);
-        events.push(event);
-        position += 1;
+        self.prev = Some(event.hash);
+        self.complete = event.kind == Kind::RunCompleted;
+        self.position += 1;
+        self.bytes += line.len() as u64 + 1;
+        Ok(event)
     }
-    let complete = events.last().is_some_and(|e| e.kind == Kind::RunCompleted);
-    Ok(Verified { events, head: prev, complete })
+
+    /// The error for the current position.
+    fn error(&self, reason: String) -> VerifyError {
+        VerifyError { line: self.position as usize + 1, seq: self.position, reason, torn: false }
+    }
+
+    /// The error for a last line without its newline.
+    fn torn(&self) -> VerifyError {
+        VerifyError { torn: true, ..self.error("truncated line: no terminating newline (a torn tail)".into()) }
+    }
+
+    pub fn summary(&self) -> Summary {
+        Summary { events: self.position, head: self.prev, complete: self.complete, bytes: self.bytes }
+    }
+}
+
+/// Why a streamed log did not verify.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Invalid(#[from] VerifyError),
+}
+
+/// Verify a log from a reader, one line in memory at a time; `visit` sees each event
+/// with its line as it verifies (`show` prints them, `reindex` notes turn offsets).
+pub fn verify_stream<R: BufRead>(mut reader: R, mut visit: impl FnMut(&Event, &[u8])) -> Result<Summary, StreamError> {
+    let mut chain = Chain::new();
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line)? == 0 {
+            return Ok(chain.summary());
+        }
+        let Some(body) = line.strip_suffix(b"\n") else {
+            return Err(chain.torn().into());
+        };
+        let event = chain.push(body)?;
+        visit(&event, &line);
+    }
+}
+
+/// Verify a whole log held in memory, keeping its events.
+pub fn verify_bytes(bytes: &[u8]) -> Result<Verified, VerifyError> {
+    let mut events = Vec::new();
+    let mut chain = Chain::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let Some(i) = rest.iter().position(|&b| b == b'\n') else {
+            return Err(chain.torn());
+        };
+        events.push(chain.push(&rest[..i])?);
+        rest = &rest[i + 1..];
+    }
+    let Summary { head, complete, .. } = chain.summary();
+    Ok(Verified { events, head, complete })
 }
 
 /// Parse one line into an event without checking the chain.
@@ -173,6 +255,36 @@ mod tests {
         let prefix: Vec<u8> = l[..3].concat();
         let v = verify_bytes(&prefix).unwrap();
         assert!(!v.complete);
+        assert!(err.torn, "a cut inside the last line is a torn tail");
+    }
+
+    #[test]
+    fn an_event_appended_after_run_completed_is_rejected() {
+        let log = sample_log(4);
+        let l = lines(&log);
+        // a forged copy of the first event, re-chained onto the completed log
+        let mut w = LogWriter::new(Vec::new());
+        for line in &l {
+            let e = parse_line(&line[..line.len() - 1]).unwrap();
+            w.append(e.turn, e.t, e.kind, e.data).unwrap();
+        }
+        w.append(None, 99, Kind::ToolExecuted, json!({"call_id": "forged"})).unwrap();
+        let forged = w.finish().unwrap().0;
+        let err = verify_bytes(&forged).unwrap_err();
+        assert_eq!(err.seq, 4);
+        assert!(err.reason.contains("after run_completed"), "{}", err.reason);
+    }
+
+    #[test]
+    fn streaming_and_in_memory_verification_agree() {
+        let log = sample_log(7);
+        let mut seen = 0;
+        let summary = verify_stream(&log[..], |_, _| seen += 1).unwrap();
+        let whole = verify_bytes(&log).unwrap();
+        assert_eq!((summary.events, summary.head, summary.complete), (7, whole.head, true));
+        assert_eq!((seen, summary.bytes), (7, log.len() as u64));
+        let torn = verify_stream(&log[..log.len() - 3], |_, _| {}).unwrap_err();
+        assert!(matches!(torn, StreamError::Invalid(VerifyError { torn: true, seq: 6, .. })));
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! brackets: a dataset cannot take it (a bracket in a dataset glob is a character
 //! class), so the two never merge in a viewer.
 //!
-//! Properties: the suite carries `run_id`; each case carries `source`, `agent`, and
+//! Properties: the suite carries `run_id` and the run's `root`; each case carries `source`, `agent`, and
 //! `head.<k>` per run (the blake3 head of run k's event log, so a log rewritten after
 //! the fact is caught by comparing heads; omitted for a run that wrote no event).
 //! quick-junit supports properties on test cases, so heads sit beside the case they
@@ -79,7 +79,7 @@ pub fn write(outcome: &SuiteOutcome, out: &mut dyn Write) -> io::Result<()> {
             ("failures", suite.failures.to_string().as_str()),
         ]);
         xml.write_event(Event::Start(tag))?;
-        properties(&mut xml, &[("run_id", outcome.run_id.clone())])?;
+        properties(&mut xml, &suite_properties(outcome))?;
         for _ in 0..suite.tests {
             let case = cases.next().ok_or_else(|| changed("fewer cases than counted"))??;
             test_case(&mut xml, &case)?;
@@ -175,7 +175,7 @@ fn gates_suite(xml: &mut Writer<&mut dyn Write>, outcome: &SuiteOutcome, failed:
         ("failures", failed.to_string().as_str()),
     ]);
     xml.write_event(Event::Start(tag))?;
-    properties(xml, &[("run_id", outcome.run_id.clone())])?;
+    properties(xml, &suite_properties(outcome))?;
     for gate in &outcome.gates {
         gate_case(xml, gate)?;
     }
@@ -206,6 +206,16 @@ fn gate_case(xml: &mut Writer<&mut dyn Write>, gate: &GateOutcome) -> io::Result
 
 fn gate_text(gate: &GateOutcome) -> String {
     format!("{}\n", gate.reason)
+}
+
+/// Every suite carries the run id and the run's root (the digest that anchors its
+/// logs: `stateval verify RUN_DIR --root ROOT`).
+fn suite_properties(outcome: &SuiteOutcome) -> Vec<(&'static str, String)> {
+    let mut props = vec![("run_id", outcome.run_id.clone())];
+    if let Some(root) = &outcome.root {
+        props.push(("root", root.clone()));
+    }
+    props
 }
 
 fn properties(xml: &mut Writer<&mut dyn Write>, props: &[(&str, String)]) -> io::Result<()> {
@@ -396,7 +406,7 @@ mod tests {
     }
 
     #[test]
-    fn every_run_head_is_a_case_property_and_the_run_id_a_suite_property() {
+    fn every_run_head_is_a_case_property_and_the_run_id_and_root_suite_properties() {
         parse_and(|doc| {
             let properties = |node: roxmltree::Node<'_, '_>| -> Vec<(String, String)> {
                 node.children()
@@ -406,7 +416,11 @@ mod tests {
                     .collect()
             };
             for suite in doc.descendants().filter(|n| n.has_tag_name("testsuite")) {
-                assert_eq!(properties(suite), [("run_id".to_string(), "run-3f2a9c1d".to_string())]);
+                let root = fixture::suite().root.unwrap_or_default();
+                assert_eq!(
+                    properties(suite),
+                    [("run_id".to_string(), "run-3f2a9c1d".to_string()), ("root".to_string(), root)]
+                );
             }
             let tricky =
                 doc.descendants().find(|n| n.has_tag_name("testcase") && attr(*n, "name") == fixture::TRICKY_ID);
@@ -444,6 +458,9 @@ mod tests {
             if suites.last().is_none_or(|s| s.name.as_str() != case.dataset) {
                 let mut suite = TestSuite::new(&case.dataset);
                 suite.add_property(Property::new("run_id", &outcome.run_id));
+                if let Some(root) = &outcome.root {
+                    suite.add_property(Property::new("root", root));
+                }
                 suites.push(suite);
             }
             let status = if case.passed {
@@ -474,6 +491,9 @@ mod tests {
         if !outcome.gates.is_empty() {
             let mut suite = TestSuite::new(GATES_SUITE);
             suite.add_property(Property::new("run_id", &outcome.run_id));
+            if let Some(root) = &outcome.root {
+                suite.add_property(Property::new("root", root));
+            }
             for gate in &outcome.gates {
                 let status = if gate.passed {
                     TestCaseStatus::success()

@@ -59,12 +59,13 @@ pub fn write(outcome: &SuiteOutcome, out: &mut dyn io::Write) -> io::Result<()> 
     let _ = writeln!(head, "## {icon} stateval {}: {verdict}\n", code(&outcome.pipeline));
     let _ = writeln!(
         head,
-        "{} of {} cases passed · {} of {} gates failed · run {}\n",
+        "{} of {} cases passed · {} of {} gates failed · run {}{}\n",
         outcome.passed_cases(),
         outcome.cases.len(),
         failed_gates,
         outcome.gates.len(),
-        code(&outcome.run_id)
+        code(&outcome.run_id),
+        outcome.root.as_deref().map(|r| format!(" · root {}", code(r))).unwrap_or_default()
     );
     let mut tail = gates(&outcome.gates);
     tail.push_str(&render_extras(&outcome.extras));

@@ -185,7 +185,11 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
         failed_gates,
         outcome.gates.len(),
         visible(&outcome.run_id)
-    )
+    )?;
+    match &outcome.root {
+        Some(root) => writeln!(out, "root {}", visible(root)),
+        None => Ok(()),
+    }
 }
 
 /// One line per dataset: its passing and total cases, in dataset order.

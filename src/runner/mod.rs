@@ -23,6 +23,7 @@ use crate::dataset::{Case, CaseParser, CaseRef, Loader};
 use crate::diag::InputError;
 use crate::event::Event;
 use crate::event::writer::{Sink, WriteError};
+use crate::evidence::{LogEntry, ManifestError, RunManifest, SecretKey};
 use crate::external::{ExternalAgent, Launch, RecordMode, Server};
 use crate::gate::Tally;
 use crate::grade::Assertion;
@@ -85,6 +86,9 @@ pub struct Plan {
     pub agents: BTreeMap<String, (Arc<Manifest>, Digest)>,
     /// Content-derived: the same inputs give the same id.
     pub run_id: String,
+    /// The digest the run id is cut from: everything that decides the run's logs. The
+    /// run manifest records it.
+    pub digest: Digest,
     /// Where each run's golden is, and whether runs are compared with it or bless it.
     pub goldens: crate::golden::Goldens,
     /// Judge profile name → its validated judge recording.
@@ -150,7 +154,8 @@ impl Plan {
             }
         };
         let programs = programs_digest(&pipeline);
-        let (cases, run_id) = (loaded.cases, run_id(&pipeline, loaded.digest, &agents, programs, &judges));
+        let digest = plan_digest(&pipeline, loaded.digest, &agents, programs, &judges);
+        let (cases, run_id) = (loaded.cases, format!("r-{}", &digest.to_hex()[..16]));
         let goldens = crate::golden::Goldens::from_pipeline(&pipeline);
         Ok(Plan {
             pipeline,
@@ -158,6 +163,7 @@ impl Plan {
             parser: Mutex::new(CaseParser::default()),
             agents,
             run_id,
+            digest,
             goldens,
             judges,
             server: Mutex::new(None),
@@ -376,14 +382,14 @@ fn check_command(pipeline: &Pipeline, name: &str, profile: &AgentProfile) -> Res
 }
 
 /// Digest over everything that decides a run's logs (`cases`: the selected cases and
-/// their recordings, see [`crate::dataset::Loaded`]).
-fn run_id(
+/// their recordings, see [`crate::dataset::Loaded`]); the run id is its prefix.
+fn plan_digest(
     pipeline: &Pipeline,
     cases: Digest,
     agents: &BTreeMap<String, (Arc<Manifest>, Digest)>,
     programs: Option<Digest>,
     judges: &BTreeMap<String, Arc<JudgeBook>>,
-) -> String {
+) -> Digest {
     let mut hasher = Vec::new();
     if let Some(programs) = programs {
         hasher.extend_from_slice(&programs.0);
@@ -403,8 +409,7 @@ fn run_id(
         hasher.extend_from_slice(&book.digest.0);
     }
     hasher.extend_from_slice(&cases.0);
-    let digest = canon::digest(Context::Content, &hasher);
-    format!("r-{}", &digest.to_hex()[..16])
+    canon::digest(Context::Content, &hasher)
 }
 
 /// Options for [`execute`].
@@ -413,6 +418,8 @@ pub struct Options {
     /// Only some cases were selected (`--filter`, `--tag`): `min_cases` bounds are not
     /// applied, and tag gates without a selected case are left out.
     pub selective: bool,
+    /// Sign the run's root (`STATEVAL_SIGNING_KEY`).
+    pub signer: Option<Arc<SecretKey>>,
 }
 
 /// Run every case of the plan. `progress` sees each case as it finishes (in completion
@@ -426,9 +433,7 @@ pub fn execute(
     let layout = plan.layout();
     let run_dir = layout.run_dir(&plan.run_id);
     // The same inputs give the same run id: a rerun replaces the earlier one whole.
-    if run_dir.exists() {
-        std::fs::remove_dir_all(&run_dir).map_err(at(&run_dir))?;
-    }
+    remove_run_dir(&run_dir)?;
     std::fs::create_dir_all(&run_dir).map_err(at(&run_dir))?;
     let run = RunRecord {
         run_id: plan.run_id.clone(),
@@ -527,9 +532,13 @@ pub fn execute(
     }
     gates.extend(crate::gate::evaluate_cards(&plan.pipeline.gates, &card_targets));
     let passed = gates.iter().all(|g| g.passed);
+    // the manifest marks the run finished and anchors its logs; written before the
+    // reports so that every report can carry its root
+    let root = write_manifest(&plan, &run_dir, &cases, options.signer.as_deref())?;
     let outcome = SuiteOutcome {
         pipeline: plan.pipeline.pipeline.name.clone(),
         run_id: plan.run_id.clone(),
+        root: Some(root.to_string()),
         cases,
         gates,
         passed,
@@ -547,6 +556,50 @@ pub fn execute(
     store.put_run(&done)?;
     store.flush()?;
     Ok(outcome)
+}
+
+/// Every log's head and event count, from the graded cases (in dataset order), into
+/// `manifest.json`; signed when a key is given. Returns the run's root.
+fn write_manifest(
+    plan: &Plan,
+    run_dir: &Path,
+    cases: &Cases,
+    signer: Option<&SecretKey>,
+) -> Result<Digest, RunnerError> {
+    let mut logs = Vec::new();
+    for case in cases.iter() {
+        let case = case?;
+        for r in &case.runs {
+            let head = r.head.as_deref().map(str::parse).transpose().map_err(|_| {
+                RunnerError::Internal(format!("case {}: run {}: a log head that is not a digest", case.id, r.index))
+            })?;
+            logs.push(LogEntry { path: format!("{}/{}.jsonl", case.id, r.index), head, events: r.events });
+        }
+    }
+    let manifest = RunManifest::new(&plan.run_id, plan.digest, logs);
+    let manifest_error = |e: ManifestError| RunnerError::Internal(e.to_string());
+    let root = manifest.write(run_dir).map_err(manifest_error)?;
+    if let Some(key) = signer {
+        key.sign(root).write(run_dir).map_err(|e| RunnerError::Internal(e.to_string()))?;
+    }
+    Ok(root)
+}
+
+/// Remove an earlier run's directory. It is first renamed aside (one atomic step), so
+/// a kill while deleting never leaves a half-deleted directory under the run's name;
+/// leftovers of such a kill are swept on the next run.
+fn remove_run_dir(run_dir: &Path) -> Result<(), RunnerError> {
+    let (Some(runs), Some(name)) = (run_dir.parent(), run_dir.file_name()) else { return Ok(()) };
+    let doomed = runs.join(format!(".deleting-{}", name.to_string_lossy()));
+    if doomed.exists() {
+        std::fs::remove_dir_all(&doomed).map_err(at(&doomed))?;
+    }
+    match std::fs::rename(run_dir, &doomed) {
+        Ok(()) => std::fs::remove_dir_all(&doomed).map_err(at(&doomed))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(at(run_dir)(e)),
+    }
+    Ok(())
 }
 
 /// During the run, verdict lines are appended as cases finish (so a killed run keeps

@@ -117,37 +117,71 @@ impl Layout {
     }
 }
 
-/// Index one log file: verify it and record its head, length and turn offsets. A log
-/// that does not verify is indexed up to its valid prefix and reported.
-pub fn index_log(layout: &Layout, run_id: &str, case: &str, k: usize) -> Result<LogRecord, String> {
+/// Index one log file, streamed: verify it and record its head, length and turn
+/// offsets. A log that does not verify is indexed up to its valid prefix and the
+/// failure returned beside it; a torn tail (a last line without its newline, left by
+/// a kill in mid-write) is cut off the file, as it holds no whole event.
+pub fn index_log(
+    layout: &Layout,
+    run_id: &str,
+    case: &str,
+    k: usize,
+) -> Result<(LogRecord, Option<LogProblem>), String> {
+    use std::io::BufRead;
     let path = &layout.log_path(run_id, case, k);
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let valid = match crate::event::verify::verify_bytes(&bytes) {
-        Ok(v) => v,
-        Err(e) => {
-            // index the prefix that does verify, so a killed run is still catalogued
-            let cut: usize = bytes.split_inclusive(|&b| b == b'\n').take(e.line - 1).map(<[u8]>::len).sum();
-            crate::event::verify::verify_bytes(&bytes[..cut]).map_err(|e| format!("{}: {e}", path.display()))?
-        }
-    };
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
+    let mut chain = crate::event::verify::Chain::new();
     let mut offsets = Vec::new();
-    let mut offset = 0u64;
-    for (line, event) in bytes.split_inclusive(|&b| b == b'\n').zip(&valid.events) {
-        if event.kind == Kind::TurnStarted {
-            offsets.push(offset);
+    let mut line = Vec::new();
+    let mut problem = None;
+    loop {
+        line.clear();
+        let offset = chain.summary().bytes;
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => return Err(format!("{}: {e}", path.display())),
         }
-        offset += line.len() as u64;
+        let Some(body) = line.strip_suffix(b"\n") else {
+            let file = std::fs::OpenOptions::new().write(true).open(path);
+            let cut = file.and_then(|f| f.set_len(offset).and_then(|()| f.sync_all()));
+            problem = Some(LogProblem::Torn {
+                bytes: line.len(),
+                cut: cut.map_err(|e| format!("{}: cannot cut the torn tail: {e}", path.display())).err(),
+            });
+            break;
+        };
+        match chain.push(body) {
+            Ok(event) if event.kind == Kind::TurnStarted => offsets.push(offset),
+            Ok(_) => {}
+            Err(e) => {
+                problem = Some(LogProblem::Invalid(e.to_string()));
+                break;
+            }
+        }
     }
-    Ok(LogRecord {
+    let valid = chain.summary();
+    let record = LogRecord {
         run_id: run_id.to_string(),
         case: case.to_string(),
         k,
         path: Layout::log_rel(run_id, case, k),
         head: valid.head.map(|h| h.to_string()),
-        events: valid.events.len() as u64,
+        events: valid.events,
         complete: valid.complete,
         turn_offsets: offsets,
-    })
+    };
+    Ok((record, problem))
+}
+
+/// What is wrong with a log, beyond being incomplete.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogProblem {
+    /// A last line without its newline, `bytes` long; cut off unless `cut` says why not.
+    Torn { bytes: usize, cut: Option<String> },
+    /// A line that does not verify (an edit, a lost or extra event, a re-chained log).
+    Invalid(String),
 }
 
 /// What `reindex` found.
@@ -155,14 +189,26 @@ pub fn index_log(layout: &Layout, run_id: &str, case: &str, k: usize) -> Result<
 pub struct ReindexSummary {
     pub runs: usize,
     pub logs: usize,
-    pub incomplete_logs: usize,
     pub verdicts: usize,
-    /// Files that could not be indexed, one line each.
+    /// Logs without `run_completed` (a killed run), relative to the store.
+    pub incomplete: Vec<String>,
+    /// Logs whose torn last line was cut off, with what was cut.
+    pub torn: Vec<String>,
+    /// Logs that fail to verify — an edit, a lost tail, a re-chained log, events after
+    /// `run_completed`, a log missing from or added to its run — one line each.
+    pub failed: Vec<String>,
+    /// Failing logs moved aside by `--repair`: (from, to).
+    pub moved: Vec<(PathBuf, PathBuf)>,
+    /// Runs without `run.json`.
+    pub without_meta: Vec<String>,
+    /// Other files that could not be read, one line each.
     pub problems: Vec<String>,
 }
 
-/// Rebuild the catalog from the files under the store directory.
-pub fn reindex(store: &dyn Store, layout: &Layout) -> Result<ReindexSummary, StoreError> {
+/// Rebuild the catalog from the files under the store directory. Every log is checked
+/// against its run's manifest when the run has one (else its chain alone); with
+/// `repair`, logs that fail are moved to `<store>/quarantine/<run-id>/…` and left out.
+pub fn reindex(store: &dyn Store, layout: &Layout, repair: bool) -> Result<ReindexSummary, StoreError> {
     store.clear()?;
     let mut summary = ReindexSummary::default();
     let runs_dir = layout.root.join("runs");
@@ -171,6 +217,8 @@ pub fn reindex(store: &dyn Store, layout: &Layout) -> Result<ReindexSummary, Sto
             .filter_map(Result::ok)
             .filter(|e| e.path().is_dir())
             .map(|e| e.file_name().to_string_lossy().into_owned())
+            // `.deleting-*`: an earlier run's directory caught mid-removal
+            .filter(|name| !name.starts_with('.'))
             .collect(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(e.into()),
@@ -180,8 +228,20 @@ pub fn reindex(store: &dyn Store, layout: &Layout) -> Result<ReindexSummary, Sto
         let dir = layout.run_dir(&run_id);
         let mut run: RunRecord = match std::fs::read(layout.meta_path(&run_id)) {
             Ok(bytes) => serde_json::from_slice(&bytes)?,
-            Err(_) => RunRecord { run_id: run_id.clone(), pipeline: String::new(), cases: 0, passed: None },
+            Err(_) => {
+                summary.without_meta.push(format!("runs/{run_id}"));
+                RunRecord { run_id: run_id.clone(), pipeline: String::new(), cases: 0, passed: None }
+            }
         };
+        // against the manifest: lost tails, re-chained logs, missing and extra logs
+        let options = crate::evidence::CheckOptions { allow_incomplete: true, ..Default::default() };
+        let check = crate::evidence::check_run(&dir, &options);
+        let mut bad: Vec<PathBuf> = Vec::new();
+        for finding in &check.findings {
+            let at = finding.line.map(|l| format!(":{l}")).unwrap_or_default();
+            summary.failed.push(format!("{}{at}: {}", shown(layout, &finding.subject), finding.problem));
+            bad.push(finding.subject.clone());
+        }
         let mut cases: Vec<PathBuf> =
             std::fs::read_dir(&dir)?.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect();
         cases.sort();
@@ -196,11 +256,36 @@ pub fn reindex(store: &dyn Store, layout: &Layout) -> Result<ReindexSummary, Sto
                 })
                 .collect();
             logs.sort();
-            for (k, _) in logs {
+            for (k, path) in logs {
+                let rel = Layout::log_rel(&run_id, &case, k);
+                if repair && bad.contains(&path) {
+                    let to = layout.root.join("quarantine").join(&run_id).join(&case).join(format!("{k}.jsonl"));
+                    if let Some(parent) = to.parent() {
+                        std::fs::create_dir_all(parent)?;
+                    }
+                    std::fs::rename(&path, &to)?;
+                    summary.moved.push((path, to));
+                    continue;
+                }
                 match index_log(layout, &run_id, &case, k) {
-                    Ok(record) => {
+                    Ok((record, problem)) => {
+                        match problem {
+                            Some(LogProblem::Torn { bytes, cut: None }) => {
+                                summary.torn.push(format!("{rel}: a torn last line ({bytes} bytes) was cut off"))
+                            }
+                            Some(LogProblem::Torn { bytes, cut: Some(why) }) => {
+                                summary.failed.push(format!("{rel}: a torn last line ({bytes} bytes): {why}"))
+                            }
+                            // named by the run check already when the run has a manifest
+                            Some(LogProblem::Invalid(reason)) if !bad.contains(&path) => {
+                                summary.failed.push(format!("{rel}: {reason}"));
+                            }
+                            Some(LogProblem::Invalid(_)) | None => {}
+                        }
+                        if !record.complete {
+                            summary.incomplete.push(format!("{rel} ({} events, no run_completed)", record.events));
+                        }
                         summary.logs += 1;
-                        summary.incomplete_logs += usize::from(!record.complete);
                         store.put_log(&record)?;
                     }
                     Err(problem) => summary.problems.push(problem),
@@ -238,4 +323,9 @@ pub fn reindex(store: &dyn Store, layout: &Layout) -> Result<ReindexSummary, Sto
     }
     store.flush()?;
     Ok(summary)
+}
+
+/// A path under the store, relative to it when it is.
+fn shown(layout: &Layout, path: &Path) -> String {
+    path.strip_prefix(&layout.root).unwrap_or(path).to_string_lossy().into_owned()
 }

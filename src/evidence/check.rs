@@ -1,0 +1,308 @@
+//! `verify`'s checks: each log's chain, each log against the manifest, the manifest
+//! against an archived root and, with a public key, against its signature.
+//!
+//! Logs are streamed (one line in memory at a time), so a check's memory does not grow
+//! with the size of a log.
+
+use std::collections::BTreeSet;
+use std::path::{Component, Path, PathBuf};
+
+use super::manifest::{MANIFEST_FILE, ManifestError, RunManifest};
+use super::signing::{PublicKey, SignatureFile};
+use crate::canon::Digest;
+use crate::event::reader::{ReadError, stream_log};
+use crate::event::verify::Summary;
+
+#[derive(Debug, Default, Clone)]
+pub struct CheckOptions {
+    /// The root an archived report printed; the manifest must hash to it.
+    pub root: Option<Digest>,
+    /// The manifest's signature must verify with this key.
+    pub pubkey: Option<PublicKey>,
+    /// Accept a run without a manifest and logs without `run_completed` (a killed run),
+    /// checking their chains alone.
+    pub allow_incomplete: bool,
+}
+
+/// One thing that does not hold, named by the file it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub subject: PathBuf,
+    /// The 1-based line of the first bad event, when one line is to blame.
+    pub line: Option<usize>,
+    pub problem: String,
+}
+
+/// `path:line: problem`, or `path: problem`.
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.subject.display(), self.problem),
+            None => write!(f, "{}: {}", self.subject.display(), self.problem),
+        }
+    }
+}
+
+/// One log that verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogCheck {
+    pub path: PathBuf,
+    pub summary: Summary,
+}
+
+/// What checking a run directory (or some of its logs) found.
+#[derive(Debug, Default)]
+pub struct RunCheck {
+    pub manifest: Option<RunManifest>,
+    pub root: Option<Digest>,
+    /// The key named in `manifest.sig`, and whether the signature was checked with the
+    /// verifier's own key (`--pubkey`) and held.
+    pub signed_by: Option<String>,
+    pub signature_checked: bool,
+    /// Logs that verified (their chain, and against the manifest when there is one).
+    pub logs: Vec<LogCheck>,
+    /// Everything that failed, in the order checked: the manifest first, then logs in
+    /// manifest order, then logs the manifest does not list.
+    pub findings: Vec<Finding>,
+}
+
+impl RunCheck {
+    pub fn passed(&self) -> bool {
+        self.findings.is_empty()
+    }
+
+    fn fail(&mut self, subject: &Path, problem: impl Into<String>) {
+        self.findings.push(Finding { subject: subject.to_path_buf(), line: None, problem: problem.into() });
+    }
+}
+
+/// Check a whole run directory: its manifest, every listed log, and no log unlisted.
+pub fn check_run(dir: &Path, options: &CheckOptions) -> RunCheck {
+    check(dir, None, options)
+}
+
+/// Check one log file: against its run's manifest when it sits in a run directory that
+/// has one, else its chain alone (which cannot see a lost tail or a re-chained edit).
+pub fn check_log(path: &Path, options: &CheckOptions) -> RunCheck {
+    if let Some((dir, rel)) = run_dir_of(path) {
+        return check(&dir, Some(&rel), options);
+    }
+    let mut out = RunCheck::default();
+    if options.root.is_some() || options.pubkey.is_some() {
+        out.fail(path, "no run manifest beside this log (expected ../../manifest.json): --root and --pubkey need one");
+    }
+    chain_only(&mut out, path, options);
+    out
+}
+
+/// `<run dir>/<case>/<k>.jsonl` → (run dir, `<case>/<k>.jsonl`), when the run dir has
+/// a manifest.
+fn run_dir_of(path: &Path) -> Option<(PathBuf, String)> {
+    let case_dir = path.parent()?;
+    let run_dir = case_dir.parent()?;
+    let run_dir = if run_dir.as_os_str().is_empty() { Path::new(".") } else { run_dir };
+    if !run_dir.join(MANIFEST_FILE).is_file() {
+        return None;
+    }
+    let rel = format!("{}/{}", case_dir.file_name()?.to_str()?, path.file_name()?.to_str()?);
+    Some((run_dir.to_path_buf(), rel))
+}
+
+fn check(dir: &Path, only: Option<&str>, options: &CheckOptions) -> RunCheck {
+    let mut out = RunCheck::default();
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let manifest = match RunManifest::read(dir) {
+        Ok(m) => m,
+        Err(ManifestError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            if !options.allow_incomplete {
+                out.fail(
+                    &manifest_path,
+                    "missing: the run did not finish (killed or interrupted), so nothing anchors its logs; \
+                     --allow-incomplete checks their chains alone",
+                );
+            }
+            if options.root.is_some() || options.pubkey.is_some() {
+                out.fail(&manifest_path, "missing: --root and --pubkey need the run's manifest");
+            }
+            for log in logs_in(dir) {
+                chain_only(&mut out, &log, options);
+            }
+            return out;
+        }
+        Err(e) => {
+            out.fail(&manifest_path, e.to_string().trim_start_matches(&format!("{}: ", manifest_path.display())));
+            return out;
+        }
+    };
+    let root = manifest.root();
+    out.root = Some(root);
+    if let Some(expected) = options.root
+        && expected != root
+    {
+        out.fail(
+            &manifest_path,
+            format!(
+                "its root is {root}, the archived report's is {expected}: the manifest was rewritten \
+                 (or this is another run)"
+            ),
+        );
+    }
+    check_signature(&mut out, dir, root, options);
+
+    let mut listed = BTreeSet::new();
+    for entry in &manifest.logs {
+        listed.insert(entry.path.clone());
+        if only.is_some_and(|rel| rel != entry.path) {
+            continue;
+        }
+        let path = dir.join(&entry.path);
+        if !is_plain_relative(&entry.path) {
+            out.fail(&manifest_path, format!("log path \"{}\" leaves the run directory", entry.path));
+            continue;
+        }
+        let summary = match stream_log(&path, |_, _| {}) {
+            Ok(summary) => summary,
+            Err(ReadError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                out.fail(&path, "missing: the manifest lists it");
+                continue;
+            }
+            Err(e) => {
+                out.findings.push(read_finding(&path, e));
+                continue;
+            }
+        };
+        if let Some((line, problem)) = against_manifest(&summary, entry.events, entry.head) {
+            out.findings.push(Finding { subject: path, line, problem });
+            continue;
+        }
+        if !summary.complete && !options.allow_incomplete {
+            out.fail(&path, "incomplete: the log does not end with run_completed");
+            continue;
+        }
+        out.logs.push(LogCheck { path, summary });
+    }
+    match only {
+        Some(rel) if !listed.contains(rel) => {
+            out.fail(&dir.join(rel), "not in the run's manifest (added after the run)");
+        }
+        Some(_) => {}
+        None => {
+            for log in logs_in(dir) {
+                let rel = log.strip_prefix(dir).map(relative_text).unwrap_or_default();
+                if !listed.contains(&rel) {
+                    out.fail(&log, "not in the run's manifest (added after the run)");
+                }
+            }
+        }
+    }
+    out.manifest = Some(manifest);
+    out
+}
+
+fn check_signature(out: &mut RunCheck, dir: &Path, root: Digest, options: &CheckOptions) {
+    let signature = match SignatureFile::read(dir) {
+        Ok(s) => s,
+        Err(e) => {
+            out.fail(&dir.join(super::signing::SIGNATURE_FILE), e.to_string());
+            return;
+        }
+    };
+    out.signed_by = signature.as_ref().map(|s| s.public_key.clone());
+    let Some(key) = &options.pubkey else { return };
+    let sig_path = dir.join(super::signing::SIGNATURE_FILE);
+    match signature {
+        None => out.fail(&sig_path, "missing: --pubkey asks for a signed run, and this run was not signed"),
+        Some(sig) => match sig.check(key, root) {
+            Ok(()) => out.signature_checked = true,
+            Err(e) => out.fail(&sig_path, e.to_string()),
+        },
+    }
+}
+
+/// How a verified log differs from its manifest entry, if it does: the line of the
+/// first event that differs, when one can be named, and why.
+fn against_manifest(found: &Summary, events: u64, head: Option<Digest>) -> Option<(Option<usize>, String)> {
+    let line = |seq: u64| Some(seq as usize + 1);
+    if found.events < events {
+        return Some((
+            line(found.events),
+            format!(
+                "event seq {}: lost tail: {} events verify, the manifest lists {events} (the log was cut short)",
+                found.events, found.events
+            ),
+        ));
+    }
+    if found.events > events {
+        return Some((
+            line(events),
+            format!(
+                "event seq {events}: not in the manifest ({} events, the manifest lists {events}): \
+                 appended after the run",
+                found.events
+            ),
+        ));
+    }
+    if found.head != head {
+        let shown = |d: Option<Digest>| d.map_or("none".to_string(), |d| d.to_string());
+        return Some((
+            None,
+            format!(
+                "head {} differs from the manifest's {}: the log was rewritten and re-chained",
+                shown(found.head),
+                shown(head)
+            ),
+        ));
+    }
+    None
+}
+
+/// A log with no manifest to hold it to: its chain, and completeness.
+fn chain_only(out: &mut RunCheck, path: &Path, options: &CheckOptions) {
+    match stream_log(path, |_, _| {}) {
+        Ok(summary) if summary.events == 0 && !options.allow_incomplete => {
+            out.fail(path, "empty: no event at all");
+        }
+        Ok(summary) if !summary.complete && !options.allow_incomplete => out.fail(
+            path,
+            format!(
+                "incomplete: {} events, no run_completed (a killed run; --allow-incomplete accepts it)",
+                summary.events
+            ),
+        ),
+        Ok(summary) => out.logs.push(LogCheck { path: path.to_path_buf(), summary }),
+        Err(e) => out.findings.push(read_finding(path, e)),
+    }
+}
+
+fn read_finding(path: &Path, e: ReadError) -> Finding {
+    let (line, problem) = match e {
+        ReadError::Io { source, .. } => (None, source.to_string()),
+        ReadError::Invalid { source, .. } => {
+            (Some(source.line), format!("event seq {}: {}", source.seq, source.reason))
+        }
+    };
+    Finding { subject: path.to_path_buf(), line, problem }
+}
+
+/// Every `<case>/<k>.jsonl` under a run directory, sorted.
+pub fn logs_in(dir: &Path) -> Vec<PathBuf> {
+    let mut logs = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return logs };
+    for case in entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()) {
+        let Ok(files) = std::fs::read_dir(&case) else { continue };
+        logs.extend(
+            files.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "jsonl")),
+        );
+    }
+    logs.sort();
+    logs
+}
+
+fn relative_text(rel: &Path) -> String {
+    rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+}
+
+/// `a/b.jsonl`: no root, no `..`, no `.`.
+fn is_plain_relative(rel: &str) -> bool {
+    !rel.is_empty() && Path::new(rel).components().all(|c| matches!(c, Component::Normal(_)))
+}

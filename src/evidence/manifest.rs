@@ -1,0 +1,149 @@
+//! The run manifest: every log's head and event count, the plan's digest and the
+//! stateval version, written as one canonical JSON line (`manifest.json`). Its digest
+//! (blake3 under the manifest context) is the run's root.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::canon::{self, Context, Digest};
+
+/// The file a finished run's manifest is written to, in the run directory.
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// Names the manifest's format; a later format gets a new name.
+pub const FORMAT: &str = "stateval-manifest/1";
+
+/// One log of the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogEntry {
+    /// Relative to the run directory: `<case>/<k>.jsonl`.
+    pub path: String,
+    /// Hash of the last event; `None` for an empty log (which never verifies as a run).
+    pub head: Option<Digest>,
+    pub events: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunManifest {
+    pub format: String,
+    pub run_id: String,
+    /// Digest over everything that decides the run's logs (the run id is its prefix).
+    pub plan: Digest,
+    pub stateval: String,
+    /// In dataset order, each case's runs in order.
+    pub logs: Vec<LogEntry>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{}: {reason}", path.display())]
+    Invalid { path: PathBuf, reason: String },
+}
+
+impl RunManifest {
+    pub fn new(run_id: &str, plan: Digest, logs: Vec<LogEntry>) -> Self {
+        RunManifest {
+            format: FORMAT.to_string(),
+            run_id: run_id.to_string(),
+            plan,
+            stateval: env!("CARGO_PKG_VERSION").to_string(),
+            logs,
+        }
+    }
+
+    /// The manifest's canonical bytes (RFC 8785), as written and as hashed.
+    pub fn canonical(&self) -> Vec<u8> {
+        let value = serde_json::to_value(self).expect("a manifest is plain JSON");
+        canon::to_canonical(&value).expect("a manifest holds no unsafe integers")
+    }
+
+    /// The run's root: the digest of the manifest's canonical bytes.
+    pub fn root(&self) -> Digest {
+        canon::digest(Context::Manifest, &self.canonical())
+    }
+
+    /// Write `manifest.json` into `dir` atomically (a temporary file renamed), so a
+    /// killed run leaves either no manifest or a whole one.
+    pub fn write(&self, dir: &Path) -> Result<Digest, ManifestError> {
+        let mut bytes = self.canonical();
+        bytes.push(b'\n');
+        let path = dir.join(MANIFEST_FILE);
+        write_atomic(&path, &bytes).map_err(|source| ManifestError::Io { path, source })?;
+        Ok(self.root())
+    }
+
+    /// Read `manifest.json` from a run directory. The file must be exactly the
+    /// canonical form of what it holds, so its root is well defined.
+    pub fn read(dir: &Path) -> Result<RunManifest, ManifestError> {
+        let path = dir.join(MANIFEST_FILE);
+        let bytes = std::fs::read(&path).map_err(|source| ManifestError::Io { path: path.clone(), source })?;
+        let invalid = |reason: String| ManifestError::Invalid { path: path.clone(), reason };
+        let manifest: RunManifest =
+            serde_json::from_slice(&bytes).map_err(|e| invalid(format!("not a stateval run manifest: {e}")))?;
+        if manifest.format != FORMAT {
+            return Err(invalid(format!("format \"{}\" is not \"{FORMAT}\"", manifest.format)));
+        }
+        let mut expected = manifest.canonical();
+        expected.push(b'\n');
+        if expected != bytes {
+            return Err(invalid("not in canonical form (the manifest was edited by hand or by another tool)".into()));
+        }
+        Ok(manifest)
+    }
+}
+
+/// Write `bytes` to `path` through a temporary file in the same directory, fsync'd
+/// and renamed: readers see the old file or the whole new one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> RunManifest {
+        let head = canon::digest(Context::Event, b"x");
+        RunManifest::new(
+            "r-0123",
+            canon::digest(Context::Content, b"plan"),
+            vec![LogEntry { path: "case-a/0.jsonl".into(), head: Some(head), events: 12 }],
+        )
+    }
+
+    #[test]
+    fn a_written_manifest_reads_back_with_the_same_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = sample().write(dir.path()).unwrap();
+        let read = RunManifest::read(dir.path()).unwrap();
+        assert_eq!((read.root(), read), (root, sample()));
+    }
+
+    #[test]
+    fn any_change_to_a_listed_log_changes_the_root() {
+        let mut other = sample();
+        other.logs[0].events = 11; // a lost tail
+        assert_ne!(other.root(), sample().root());
+    }
+
+    #[test]
+    fn a_reformatted_manifest_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        sample().write(dir.path()).unwrap();
+        let path = dir.path().join(MANIFEST_FILE);
+        let pretty = serde_json::to_vec_pretty(&sample()).unwrap();
+        std::fs::write(&path, pretty).unwrap();
+        let err = RunManifest::read(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("canonical form"), "{err}");
+    }
+}
