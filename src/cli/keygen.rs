@@ -29,6 +29,9 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             return Err(CliError::invalid(format!("{} exists; pass --force to replace it", path.display())));
         }
     }
+    if let Some(dir) = secret_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| CliError::invalid(format!("{}: {e}", dir.display())))?;
+    }
     let key = SecretKey::generate().map_err(|e| CliError::internal(e.to_string()))?;
     write_secret(&secret_path, &format!("{}\n", key.to_line()))?;
     std::fs::write(&public_path, format!("{}\n", key.public().to_line()))

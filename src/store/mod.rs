@@ -233,6 +233,21 @@ pub fn reindex(store: &dyn Store, layout: &Layout, repair: bool) -> Result<Reind
                 RunRecord { run_id: run_id.clone(), pipeline: String::new(), cases: 0, passed: None }
             }
         };
+        // a run killed in mid-write may leave a torn last line: cut what is not a
+        // whole line (only where no manifest says the run finished), then check
+        if !dir.join(crate::evidence::manifest::MANIFEST_FILE).exists() {
+            for log in crate::evidence::check::logs_in(&dir) {
+                match cut_torn_tail(&log) {
+                    Ok(0) => {}
+                    Ok(bytes) => summary
+                        .torn
+                        .push(format!("{}: a torn last line ({bytes} bytes) was cut off", shown(layout, &log))),
+                    Err(e) => summary
+                        .failed
+                        .push(format!("{}: a torn last line that cannot be cut: {e}", shown(layout, &log))),
+                }
+            }
+        }
         // against the manifest: lost tails, re-chained logs, missing and extra logs
         let options = crate::evidence::CheckOptions { allow_incomplete: true, ..Default::default() };
         let check = crate::evidence::check_run(&dir, &options);
@@ -323,6 +338,32 @@ pub fn reindex(store: &dyn Store, layout: &Layout, repair: bool) -> Result<Reind
     }
     store.flush()?;
     Ok(summary)
+}
+
+/// Cut a log back to its last newline; returns how many bytes were cut (0 when the
+/// log ends with a whole line). Reads backwards from the end, not the whole file.
+fn cut_torn_tail(path: &Path) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+    let len = file.metadata()?.len();
+    let mut end = len;
+    let mut chunk = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let buf = &mut chunk[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(buf)?;
+        if let Some(i) = buf.iter().rposition(|&b| b == b'\n') {
+            end = start + i as u64 + 1;
+            break;
+        }
+        end = start;
+    }
+    if end < len {
+        file.set_len(end)?;
+        file.sync_all()?;
+    }
+    Ok(len - end)
 }
 
 /// A path under the store, relative to it when it is.
