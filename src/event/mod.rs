@@ -74,22 +74,76 @@ impl Unhashed<'_> {
 
     /// `,"kind":…,"prev":…,"seq":…,"t":…,"turn":…}` — all plain ASCII, canonical as is.
     fn tail(&self) -> Vec<u8> {
-        let prev = match self.prev {
-            Some(d) => format!("\"{d}\""),
-            None => "null".to_string(),
-        };
-        let turn = match self.turn {
-            Some(t) => t.to_string(),
-            None => "null".to_string(),
-        };
-        format!(
-            ",\"kind\":\"{}\",\"prev\":{prev},\"seq\":{},\"t\":{},\"turn\":{turn}}}",
-            self.kind.as_str(),
-            self.seq,
-            self.t
-        )
-        .into_bytes()
+        let mut out = Vec::with_capacity(160);
+        self.write_tail(&mut out);
+        out
     }
+
+    fn write_tail(&self, out: &mut Vec<u8>) {
+        use std::io::Write;
+        // writing into a Vec cannot fail
+        let _ = write!(out, ",\"kind\":\"{}\",\"prev\":", self.kind.as_str());
+        match self.prev {
+            Some(d) => {
+                out.extend_from_slice(b"\"blake3:");
+                out.extend_from_slice(blake3::Hash::from_bytes(d.0).to_hex().as_bytes());
+                out.push(b'"');
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+        let _ = write!(out, ",\"seq\":{},\"t\":{},\"turn\":", self.seq, self.t);
+        match self.turn {
+            Some(t) => {
+                let _ = write!(out, "{t}");
+            }
+            None => out.extend_from_slice(b"null"),
+        }
+        out.push(b'}');
+    }
+
+    /// Check that `line` is exactly this event's canonical line, without building that
+    /// line: the pieces are compared in place and hashed as they are (the verifier's
+    /// hot path; `scratch` is reused across lines). Returns the event's hash.
+    pub fn check_line(&self, line: &[u8], scratch: &mut Vec<u8>) -> Result<Digest, CheckError> {
+        scratch.clear();
+        canon::write_canonical(scratch, self.data).map_err(|e| CheckError::Canon(e.to_string()))?;
+        let data_end = scratch.len();
+        self.write_tail(scratch);
+        let (data, tail) = scratch.split_at(data_end);
+
+        let mut digester = canon::Digester::new(Context::Event);
+        digester.update(b"{\"data\":");
+        digester.update(data);
+        digester.update(tail);
+        let hash = digester.finish();
+
+        const OPEN: &[u8] = b"{\"data\":";
+        const HASH_OPEN: &[u8] = b",\"hash\":\"blake3:";
+        let hex = blake3::Hash::from_bytes(hash.0).to_hex();
+        let expected_len = OPEN.len() + data.len() + HASH_OPEN.len() + 64 + 1 + tail.len();
+        let hash_at = OPEN.len() + data.len() + HASH_OPEN.len();
+        let canonical = line.len() == expected_len
+            && line.starts_with(OPEN)
+            && &line[OPEN.len()..OPEN.len() + data.len()] == data
+            && &line[OPEN.len() + data.len()..hash_at] == HASH_OPEN
+            && line[hash_at + 64] == b'"'
+            && &line[hash_at + 65..] == tail;
+        if !canonical {
+            return Err(CheckError::NotCanonical);
+        }
+        if &line[hash_at..hash_at + 64] != hex.as_bytes() {
+            return Err(CheckError::Hash);
+        }
+        Ok(hash)
+    }
+}
+
+/// Why a line is not its event's canonical line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CheckError {
+    Canon(String),
+    NotCanonical,
+    Hash,
 }
 
 impl Event {

@@ -13,7 +13,7 @@ use std::io::BufRead;
 
 use serde_json::Value;
 
-use super::{Event, Kind, Unhashed};
+use super::{CheckError, Event, Kind, Unhashed};
 use crate::canon::Digest;
 
 /// A log whose every line verified.
@@ -58,6 +58,8 @@ pub struct Chain {
     prev: Option<Digest>,
     complete: bool,
     bytes: u64,
+    /// Reused for each line's canonical pieces.
+    scratch: Vec<u8>,
 }
 
 impl Chain {
@@ -67,7 +69,8 @@ impl Chain {
 
     /// Verify the next line (without its newline) and return its event.
     pub fn push(&mut self, line: &[u8]) -> Result<Event, VerifyError> {
-        let fail = |reason: String| self.error(reason);
+        let position = self.position;
+        let fail = |reason: String| VerifyError { line: position as usize + 1, seq: position, reason, torn: false };
         if self.complete {
             return Err(fail("an event after run_completed (nothing is written once a run has ended)".into()));
         }
@@ -89,12 +92,13 @@ impl Chain {
             data: &event.data,
             prev: event.prev.as_ref(),
         };
-        let (expected_line, hash) = unhashed.encode().map_err(|e| fail(e.to_string()))?;
-        if hash != event.hash {
-            return Err(fail("hash does not match the event's content (the event was edited)".into()));
-        }
-        if expected_line != line {
-            return Err(fail("not in RFC 8785 canonical form".into()));
+        match unhashed.check_line(line, &mut self.scratch) {
+            Ok(hash) if hash == event.hash => {}
+            Ok(_) | Err(CheckError::Hash) => {
+                return Err(fail("hash does not match the event's content (the event was edited)".into()));
+            }
+            Err(CheckError::NotCanonical) => return Err(fail("not in RFC 8785 canonical form".into())),
+            Err(CheckError::Canon(e)) => return Err(fail(e)),
         }
         self.prev = Some(event.hash);
         self.complete = event.kind == Kind::RunCompleted;
@@ -161,39 +165,56 @@ pub fn verify_bytes(bytes: &[u8]) -> Result<Verified, VerifyError> {
     Ok(Verified { events, head, complete })
 }
 
+/// The envelope as a line holds it; strings borrow from the line where they can.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line<'a> {
+    data: Value,
+    #[serde(borrow)]
+    hash: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    prev: Option<std::borrow::Cow<'a, str>>,
+    seq: Value,
+    t: Value,
+    turn: Value,
+}
+
 /// Parse one line into an event without checking the chain.
 pub fn parse_line(line: &[u8]) -> Result<Event, String> {
-    let value: Value = serde_json::from_slice(line).map_err(|e| format!("not valid JSON: {e}"))?;
-    let Value::Object(mut map) = value else {
-        return Err("expected a JSON object".into());
-    };
-    const FIELDS: [&str; 7] = ["data", "hash", "kind", "prev", "seq", "t", "turn"];
-    if let Some(extra) = map.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(format!("unexpected field \"{extra}\""));
-    }
-    let mut take = |name: &str| map.remove(name).ok_or_else(|| format!("missing field \"{name}\""));
-    let data = take("data")?;
-    let hash = digest_field(take("hash")?, "hash")?.ok_or("hash must not be null")?;
-    let kind = match take("kind")? {
-        Value::String(s) => s.parse::<Kind>()?,
-        _ => return Err("kind must be a string".into()),
-    };
-    let prev = digest_field(take("prev")?, "prev")?;
-    let seq = take("seq")?.as_u64().ok_or("seq must be a non-negative integer")?;
-    let t = take("t")?.as_u64().ok_or("t must be a non-negative integer")?;
-    let turn = match take("turn")? {
+    let parsed: Line<'_> = serde_json::from_slice(line).map_err(|e| describe(&e))?;
+    let hash = digest_text(parsed.hash.as_deref(), "hash")?.ok_or("hash must not be null")?;
+    let kind = parsed.kind.parse::<Kind>()?;
+    let prev = digest_text(parsed.prev.as_deref(), "prev")?;
+    let seq = parsed.seq.as_u64().ok_or("seq must be a non-negative integer")?;
+    let t = parsed.t.as_u64().ok_or("t must be a non-negative integer")?;
+    let turn = match parsed.turn {
         Value::Null => None,
         v => Some(v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or("turn must be null or a non-negative integer")?),
     };
-    Ok(Event { seq, turn, t, kind, data, prev, hash })
+    Ok(Event { seq, turn, t, kind, data: parsed.data, prev, hash })
 }
 
-fn digest_field(value: Value, name: &str) -> Result<Option<Digest>, String> {
-    match value {
-        Value::Null => Ok(None),
-        Value::String(s) => s.parse().map(Some).map_err(|e| format!("{name}: {e}")),
-        _ => Err(format!("{name} must be a digest string or null")),
+/// serde's message in the log's own words: which field, and JSON errors as such.
+fn describe(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let text = text.split(" at line ").next().unwrap_or(&text).to_string();
+    if let Some(field) = text.strip_prefix("missing field `").and_then(|r| r.strip_suffix('`')) {
+        return format!("missing field \"{field}\"");
     }
+    if let Some(rest) = text.strip_prefix("unknown field `") {
+        let field = rest.split('`').next().unwrap_or_default();
+        return format!("unexpected field \"{field}\"");
+    }
+    if e.is_data() {
+        return format!("expected a JSON object of an event: {text}");
+    }
+    format!("not valid JSON: {text}")
+}
+
+fn digest_text(text: Option<&str>, name: &str) -> Result<Option<Digest>, String> {
+    text.map(|s| s.parse().map_err(|e| format!("{name}: {e}"))).transpose()
 }
 
 #[cfg(test)]
