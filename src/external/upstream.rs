@@ -1,14 +1,18 @@
 //! The live model API behind `stateval record`: the one place stateval calls anything
 //! live, and only when asked to record.
 //!
-//! The agent's request is forwarded as it came (with `stream` off: the recording holds
-//! the assembled response, and the agent still gets the stream it asked for, rendered
-//! from it exactly as replay will render it). The key comes from stateval's own
+//! The agent's request is forwarded as it came, streamed if the agent asked for a
+//! stream (Chat also asks for the usage chunk). A streamed answer is reassembled
+//! ([`sse`]) and must have completed; the recording holds the assembled response, and
+//! the agent gets the stream it asked for rendered from it, exactly as replay will
+//! render it. The key comes from stateval's own
 //! environment (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`), which the agent never sees; it
 //! travels in a header and is never written anywhere.
 //!
 //! Judge models are asked here too ([`Upstream::ask_judge`]), for `stateval record
 //! --judge`: one sample of a rendered judge request per call.
+
+mod sse;
 
 use std::time::{Duration, Instant};
 
@@ -112,10 +116,14 @@ impl Upstream {
             Dialect::Responses => "/responses",
             Dialect::Messages => "/v1/messages",
         };
+        let streamed = body.get("stream") == Some(&json!(true));
         let mut forwarded = body.clone();
-        if let Some(map) = forwarded.as_object_mut() {
-            map.insert("stream".into(), json!(false));
-            map.remove("stream_options");
+        if let Some(map) = forwarded.as_object_mut()
+            && streamed
+            && dialect == Dialect::Chat
+        {
+            // without it a Chat stream carries no usage
+            map.insert("stream_options".into(), json!({"include_usage": true}));
         }
         let request = self.agent.post(format!("{base}{path}")).header("content-type", "application/json");
         let request = match provider {
@@ -134,8 +142,17 @@ impl Upstream {
             let shown: String = text.chars().take(300).collect();
             return Err(format!("upstream {base}{path} answered HTTP {status}: {shown}"));
         }
-        let value: Value = serde_json::from_str(&text)
-            .map_err(|e| format!("upstream {base}{path}: the answer is not whole JSON ({e}); nothing recorded"))?;
+        let event_stream = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let value: Value = if event_stream {
+            sse::reassemble(dialect, &text).map_err(|e| format!("upstream {base}{path}: {e}; nothing recorded"))?
+        } else {
+            serde_json::from_str(&text)
+                .map_err(|e| format!("upstream {base}{path}: the answer is not whole JSON ({e}); nothing recorded"))?
+        };
         let mut fetched = assemble(dialect, &value)?;
         fetched.latency_ms = latency_ms;
         Ok(fetched)
