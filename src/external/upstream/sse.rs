@@ -47,7 +47,8 @@ pub fn reassemble(dialect: Dialect, text: &str) -> Result<Value, String> {
         }
         let value = parsed(&data)?;
         let kind = name.or_else(|| value.get("type").and_then(Value::as_str).map(str::to_string));
-        if matches!(kind.as_deref(), Some("error" | "response.failed")) || value.get("error").is_some_and(|e| !e.is_null())
+        if matches!(kind.as_deref(), Some("error" | "response.failed"))
+            || value.get("error").is_some_and(|e| !e.is_null())
         {
             return Err(format!("the upstream streamed an error: {data}"));
         }
@@ -100,7 +101,9 @@ fn chat(chunks: &[(Option<String>, Value)], done: bool) -> Result<Value, String>
     if !calls.is_empty() {
         let calls: Vec<Value> = calls
             .into_values()
-            .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+            .map(
+                |(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}),
+            )
             .collect();
         message["tool_calls"] = json!(calls);
     }
@@ -179,7 +182,10 @@ mod tests {
             "data: [DONE]\n\n"
         );
         let f = assemble(Dialect::Chat, &reassemble(Dialect::Chat, stream).unwrap()).unwrap();
-        assert_eq!((f.content.as_str(), f.tool_calls[0].args.clone(), f.usage.input_tokens), ("Hello", json!({"a": 1}), 7));
+        assert_eq!(
+            (f.content.as_str(), f.tool_calls[0].args.clone(), f.usage.input_tokens),
+            ("Hello", json!({"a": 1}), 7)
+        );
         let cut_at = stream.find("data: [DONE]").unwrap();
         assert!(reassemble(Dialect::Chat, &stream[..cut_at]).unwrap_err().contains("did not complete"));
     }
