@@ -396,3 +396,41 @@ fn a_judge_answer_that_a_recording_cannot_hold_writes_nothing() {
     upstream.join().unwrap();
     assert!(!p.exists("judges/tone.jsonl") && !p.exists("judges/care.jsonl"), "a placeholder was left");
 }
+
+// ---- the README's walk-through ---------------------------------------------------------
+
+#[test]
+fn the_record_replay_judge_walk_through_in_examples_runs_as_the_readme_says() {
+    if !python() {
+        return;
+    }
+    let p = Project::empty();
+    common::copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/record"), &p.join("examples/record"));
+    let mut upstream = std::process::Command::new("python3")
+        .args(["examples/record/fake_upstream.py", "0"])
+        .current_dir(p.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(upstream.stdout.take().unwrap()).read_line(&mut url).unwrap();
+    let url = url.trim().to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let steps: [&[&str]; 4] = [
+        &["record", "examples/record/record.toml", "--case", "where-is-my-order", "--upstream-url", &url],
+        &["record", "examples/record/record.toml", "--judge", "--upstream-url", &url],
+        &["run", "examples/record/record.toml"],
+        &["run", "examples/record/record.toml"],
+    ];
+    let outcomes: Vec<common::Outcome> = steps.iter().map(|args| with_keys(&p, args)).collect();
+    let _ = upstream.kill();
+    let _ = upstream.wait();
+    for (args, out) in steps.iter().zip(&outcomes) {
+        assert_eq!(out.code, 0, "stateval {}\n{}\n{}", args.join(" "), out.stdout, out.stderr);
+    }
+    assert!(outcomes[0].stdout.contains("recorded run 0 of where-is-my-order"), "{}", outcomes[0].stdout);
+    assert!(outcomes[1].stdout.contains("recorded 3 judge answer(s) into judges/tone.jsonl"), "{}", outcomes[1].stdout);
+    assert!(outcomes[2].stdout.contains("1/1 cases passed"), "{}", outcomes[2].stdout);
+    assert_eq!(outcomes[2].stdout, outcomes[3].stdout, "the same run twice says the same");
+    assert_no_key_written(&p);
+}

@@ -65,6 +65,8 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     // the recordings a case names may not exist yet: an empty placeholder lets the
     // dataset load, and goes again if nothing is recorded into it
     let placeholders = Placeholders::create(&pipeline, id).map_err(CliError::invalid)?;
+    // nor may the judge recordings (nothing is graded while recording the agent)
+    let _judges = judge::placeholders(&pipeline)?;
     let (mut plan, case) = super::external_case(
         &args.pipeline,
         id,

@@ -95,7 +95,7 @@ pub(super) fn record(args: &super::Args, only: Option<Provider>) -> Result<Exit,
 }
 
 /// Empty judge recordings for the profiles whose file does not exist yet.
-fn placeholders(pipeline: &Pipeline) -> Result<super::Placeholders, CliError> {
+pub(super) fn placeholders(pipeline: &Pipeline) -> Result<super::Placeholders, CliError> {
     let mut created = Vec::new();
     for profile in pipeline.judges.values() {
         let full = pipeline.resolve(&profile.recordings);
