@@ -213,7 +213,7 @@ impl Placeholders {
                     }
                     for r in value.get("recordings").and_then(serde_json::Value::as_array).into_iter().flatten() {
                         if let Some(rel) = r.as_str() {
-                            named.push(pipeline.resolve(rel));
+                            named.push(stateval::dataset::paths::resolve(pipeline, &path, rel));
                         }
                     }
                 }
