@@ -15,30 +15,30 @@ use stateval::grade::judge::{JudgeProfile, default_output_schema, render_request
 const REPLY: &str = "Sorry for the wait, and thank you! Your order ships tomorrow.";
 const RUBRIC: &str = "# Tone\n\nScore the reply from 1 (rude) to 5 (warm).\n";
 
-/// A pipeline in `ci/` (so its base is `ci/`) loading a dataset in `shared/` (not under
-/// a `datasets/` directory, so it names paths from `shared/`): its recording, its
+/// A pipeline in `ci/` (so its base is `ci/`) loading a dataset in `suites/` (not under
+/// a `datasets/` directory, so it names paths from `suites/`): its recording, its
 /// rubric and its grader script all sit next to it; the judge recording is the
 /// pipeline's.
 fn split_project() -> Project {
     let p = Project::empty();
     p.write(
         "ci/p.toml",
-        "[pipeline]\nname = \"split\"\ndatasets = [\"../shared/*.jsonl\"]\n\n\
+        "[pipeline]\nname = \"split\"\ndatasets = [\"../suites/*.jsonl\"]\n\n\
          [agents.support]\nsystem = \"You are a help-desk agent.\"\n\n\
          [judges.tone]\nrecordings = \"judges/tone.jsonl\"\nmodel = \"judge-model-1\"\n\n\
          [gates]\ndefault = { min_pass_rate = 1.0 }\n\n[report]\njson = \"reports/report.json\"\n",
     );
-    p.write("shared/recordings/late.jsonl", format!("{}\n", json!({"response": {"content": REPLY}})));
-    p.write("shared/rubrics/tone.md", RUBRIC);
+    p.write("suites/recordings/late.jsonl", format!("{}\n", json!({"response": {"content": REPLY}})));
+    p.write("suites/rubrics/tone.md", RUBRIC);
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    p.write("shared/graders/tone.py", std::fs::read(repo.join("examples/graders/tone.py")).unwrap());
+    p.write("suites/graders/tone.py", std::fs::read(repo.join("examples/graders/tone.py")).unwrap());
     let case = json!({"id": "late", "agent": "support", "turns": ["Where is my order?"],
         "recordings": ["recordings/late.jsonl"],
         "expect": [
             {"target": "final_response", "matcher": {"custom": {"command": ["python3", "graders/tone.py"], "timeout_ms": 10000}}},
             {"target": "final_response", "matcher": {"judge": {"rubric": "rubrics/tone.md", "profile": "tone",
                                                               "pass": {"schema": {"minimum": 4}}}}}]});
-    p.write("shared/cases.jsonl", format!("{case}\n"));
+    p.write("suites/cases.jsonl", format!("{case}\n"));
     // the judge's answer, keyed as `run` will render the request
     let profile = JudgeProfile {
         recordings: "judges/tone.jsonl".into(),
@@ -75,7 +75,7 @@ fn a_dataset_names_its_recording_rubric_and_grader_from_its_own_directory_whatev
     for (cwd, pipeline) in [
         (p.path().to_path_buf(), "ci/p.toml"),
         (p.join("ci"), "p.toml"),
-        (p.join("shared"), "../ci/p.toml"),
+        (p.join("suites"), "../ci/p.toml"),
         (elsewhere.path().to_path_buf(), absolute.as_str()),
     ] {
         let _ = std::fs::remove_dir_all(p.join("ci/.stateval"));
@@ -95,19 +95,19 @@ fn a_dataset_names_its_recording_rubric_and_grader_from_its_own_directory_whatev
     let log = snapshots[0].1.iter().find(|(name, _)| name.ends_with("/late/0.jsonl")).unwrap().1.clone();
     let events = common::events_of(&log);
     let grader = events.iter().find(|e| e["kind"] == "grader_called").unwrap();
-    assert_eq!(grader["data"]["command"], json!(["python3", "../shared/graders/tone.py"]), "{grader}");
+    assert_eq!(grader["data"]["command"], json!(["python3", "../suites/graders/tone.py"]), "{grader}");
     assert!(events.iter().any(|e| e["kind"] == "judge_verdict" && e["data"]["passed"] == true));
 }
 
 #[test]
 fn record_writes_the_recording_a_dataset_names_next_to_the_dataset() {
     let p = split_project();
-    std::fs::remove_file(p.join("shared/recordings/late.jsonl")).unwrap();
+    std::fs::remove_file(p.join("suites/recordings/late.jsonl")).unwrap();
     // the built-in runtime makes no API calls to record: the error proves the case
     // loaded, i.e. the placeholder was made where the dataset means it
     let out = p.cmd().current_dir(p.join("ci")).args(["record", "p.toml", "--case", "late"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("built-in profile"), "{stderr}");
-    assert!(!p.exists("shared/recordings/late.jsonl") && !p.exists("ci/recordings"), "a placeholder was left");
+    assert!(!p.exists("suites/recordings/late.jsonl") && !p.exists("ci/recordings"), "a placeholder was left");
 }

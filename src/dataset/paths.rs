@@ -156,15 +156,15 @@ mod tests {
         // the usual layout: nothing is rewritten
         assert_eq!(rebase(&pipeline_at("."), Path::new(""), "fixtures/r.jsonl"), "fixtures/r.jsonl");
         assert_eq!(rebase(&pipeline_at(".."), Path::new(".."), "fixtures/r.jsonl"), "fixtures/r.jsonl");
-        // a pipeline in `ci/` loading `shared/cases.jsonl`: ../shared/…
-        assert_eq!(rebase(&pipeline_at("ci"), Path::new("shared"), "rec/a.jsonl"), "../shared/rec/a.jsonl");
-        assert_eq!(rebase(&pipeline_at("."), Path::new("shared/x"), "../rec/a.jsonl"), "shared/rec/a.jsonl");
+        // a pipeline in `ci/` loading `suites/cases.jsonl`: ../suites/…
+        assert_eq!(rebase(&pipeline_at("ci"), Path::new("suites"), "rec/a.jsonl"), "../suites/rec/a.jsonl");
+        assert_eq!(rebase(&pipeline_at("."), Path::new("suites/x"), "../rec/a.jsonl"), "suites/rec/a.jsonl");
     }
 
     #[test]
     fn a_matchers_rubric_and_grader_script_are_rebased_and_nothing_else() {
         let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("shared");
+        let root = dir.path().join("suites");
         std::fs::create_dir_all(&root).unwrap();
         std::fs::write(root.join("tone.py"), "").unwrap();
         let p = pipeline_at(&dir.path().join("ci").to_string_lossy());
@@ -173,10 +173,10 @@ mod tests {
             {"custom": {"command": ["python3", "tone.py", "--strict"]}},
             {"contains": "tone.py"}]});
         let rebased = rebase_matcher(&p, &root, &spec);
-        assert_eq!(rebased["all_of"][0]["judge"]["rubric"], "../shared/r.md");
+        assert_eq!(rebased["all_of"][0]["judge"]["rubric"], "../suites/r.md");
         assert_eq!(
             rebased["all_of"][1]["custom"]["command"],
-            serde_json::json!(["python3", "../shared/tone.py", "--strict"])
+            serde_json::json!(["python3", "../suites/tone.py", "--strict"])
         );
         assert_eq!(rebased["all_of"][2], spec["all_of"][2]);
         assert_eq!(rebase_matcher(&p, &dir.path().join("ci"), &spec), spec);
