@@ -434,3 +434,43 @@ fn the_record_replay_judge_walk_through_in_examples_runs_as_the_readme_says() {
     assert_eq!(outcomes[2].stdout, outcomes[3].stdout, "the same run twice says the same");
     assert_no_key_written(&p);
 }
+
+#[test]
+fn recording_lint_names_judge_votes_no_run_asks_for_and_a_secret_in_a_judge_recording() {
+    let p = judge_project();
+    let care = |score: u32| {
+        Answer::Json(json!({"id": "m", "content": [{"type": "text", "text": format!("{{\"score\": {score}}}")}],
+            "usage": {"input_tokens": 1, "output_tokens": 1}}))
+    };
+    let (url, upstream) = fake_upstream(vec![chat_vote(5), chat_vote(4), care(4)]);
+    with_keys(&p, &["record", "pipeline/judged.toml", "--judge", "--upstream-url", &url]).expect_code(0);
+    upstream.join().unwrap();
+    let lint = ["recording", "lint", "--pipeline", "pipeline/judged.toml"];
+    let out = p.stateval(&lint);
+    out.expect_code(0);
+    assert!(out.stdout.contains("2 file(s), 0 finding(s)"), "{}", out.stdout);
+
+    // a changed rubric: every vote recorded so far is for a request no run makes any more
+    p.write("rubrics/tone.md", "# Tone\n\nScore the reply from 1 (curt) to 5 (warm).\n");
+    let (url, upstream) = fake_upstream(vec![chat_vote(5), chat_vote(5), care(5)]);
+    with_keys(&p, &["record", "pipeline/judged.toml", "--judge", "--upstream-url", &url]).expect_code(0);
+    upstream.join().unwrap();
+    // and a secret pasted into a reason by hand (the reason is not part of the key)
+    p.write(
+        "judges/tone.jsonl",
+        p.read("judges/tone.jsonl").replacen("\\\"warm\\\"", "\\\"sk-abcdefghijklmnopqrstuvwx\\\"", 1),
+    );
+    p.stateval(&["run", "pipeline/judged.toml"]).expect_code(0);
+    let out = p.stateval(&lint);
+    out.expect_code(1);
+    for expected in [
+        "judges/tone.jsonl:1: holds a secret",
+        "judges/tone.jsonl:1: no run asks for this vote",
+        "judges/tone.jsonl:2: no run asks for this vote",
+        "judges/care.jsonl:1: no run asks for this vote",
+        "2 file(s), 4 finding(s)",
+    ] {
+        assert!(out.stdout.contains(expected), "missing {expected:?} in\n{}", out.stdout);
+    }
+    assert!(!out.stdout.contains("judges/tone.jsonl:3:"), "{}", out.stdout);
+}

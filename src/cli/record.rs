@@ -34,7 +34,7 @@ pub struct Args {
     case: Option<String>,
     /// Record judge answers, not the agent: replay the case from its recordings and ask
     /// the live judge model each judge sample its judge recording lacks.
-    #[arg(long, conflicts_with = "output")]
+    #[arg(long, conflicts_with_all = ["output", "runs"])]
     judge: bool,
     /// Recorded runs to make (default: as many as the case names, at least one).
     #[arg(long)]
