@@ -53,8 +53,9 @@ pub(super) fn record(args: &super::Args, only: Option<Provider>) -> Result<Exit,
     let mut replayed = 0;
     for index in 0..plan.cases.len() {
         let case = plan.case(index)?;
-        let assertions = log_assertions(&case);
-        if !assertions.iter().any(|a| a.matcher.calls_out()) {
+        // only what asks a judge is graded: custom graders have nothing to record
+        let assertions: Vec<_> = log_assertions(&case).into_iter().filter(|a| a.matcher.uses_judge()).collect();
+        if assertions.is_empty() {
             continue;
         }
         for (k, reference) in case.recordings.iter().enumerate() {
@@ -73,7 +74,7 @@ pub(super) fn record(args: &super::Args, only: Option<Provider>) -> Result<Exit,
         }
     }
     if replayed == 0 {
-        return Err(CliError::invalid("no selected case has a judge or custom grader to replay"));
+        return Err(CliError::invalid("no selected case asks a judge"));
     }
 
     let mut written = Vec::new();
