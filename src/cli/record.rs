@@ -5,8 +5,8 @@
 //! Tools still answer from the fixtures, so a recording agrees with them. The key comes
 //! from stateval's environment and never reaches the agent or a file; requests are
 //! scrubbed of secrets before they are digested or written. A run that does not finish
-//! cleanly (an upstream error, an answer cut short, a failing agent) writes nothing, and
-//! every file is written whole or not at all.
+//! cleanly (an upstream error, an answer cut short, a stream that never reached its end
+//! event, a failing agent) writes nothing, and every file is written whole or not at all.
 //!
 //! `--judge` records judges instead ([`judge`]): the case is replayed from its
 //! recordings as `stateval run` replays it, and every judge sample its judge recording
