@@ -194,6 +194,7 @@ fn request(rubric: &str) -> JudgeRequest {
         top_p: None,
         max_tokens: None,
         seed: None,
+        upstream: None,
     };
     render_request(&profile, rubric, "final_response", &json!(REPLY), None, &default_output_schema()).unwrap()
 }

@@ -5,8 +5,14 @@
 //! Tools still answer from the fixtures, so a recording agrees with them. The key comes
 //! from stateval's environment and never reaches the agent or a file; requests are
 //! scrubbed of secrets before they are digested or written. A run that does not finish
-//! cleanly (an upstream error, an answer cut short, a failing agent) writes nothing, and
-//! every file is written whole or not at all.
+//! cleanly (an upstream error, an answer cut short, a stream that never reached its end
+//! event, a failing agent) writes nothing, and every file is written whole or not at all.
+//!
+//! `--judge` records judges instead ([`judge`]): the case is replayed from its
+//! recordings as `stateval run` replays it, and every judge sample its judge recording
+//! does not hold yet is asked of the live judge model.
+
+mod judge;
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -22,9 +28,14 @@ pub struct Args {
     /// Pipeline definition.
     #[arg(default_value = super::DEFAULT_PIPELINE)]
     pipeline: PathBuf,
-    /// The case to record (its agent must be `kind = "external"`).
-    #[arg(long = "case", value_name = "ID")]
-    case: String,
+    /// The case to record (its agent must be `kind = "external"`); with `--judge`, the
+    /// case whose judges to record (default: every case that asks a judge).
+    #[arg(long = "case", value_name = "ID", required_unless_present = "judge")]
+    case: Option<String>,
+    /// Record judge answers, not the agent: replay the case from its recordings and ask
+    /// the live judge model each judge sample its judge recording lacks.
+    #[arg(long, conflicts_with_all = ["output", "runs"])]
+    judge: bool,
     /// Recorded runs to make (default: as many as the case names, at least one).
     #[arg(long)]
     runs: Option<usize>,
@@ -46,13 +57,19 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
     let only = args.upstream.as_deref().map(Provider::parse).transpose().map_err(CliError::invalid)?;
+    if args.judge {
+        return judge::record(&args, only);
+    }
+    let id = args.case.as_deref().ok_or_else(|| CliError::invalid("--case ID: the case to record"))?;
     let pipeline = Pipeline::load(&args.pipeline).map_err(|e| CliError::invalid(e.to_string()))?;
     // the recordings a case names may not exist yet: an empty placeholder lets the
     // dataset load, and goes again if nothing is recorded into it
-    let placeholders = Placeholders::create(&pipeline, &args.case).map_err(CliError::invalid)?;
+    let placeholders = Placeholders::create(&pipeline, id).map_err(CliError::invalid)?;
+    // nor may the judge recordings (nothing is graded while recording the agent)
+    let _judges = judge::placeholders(&pipeline)?;
     let (mut plan, case) = super::external_case(
         &args.pipeline,
-        &args.case,
+        id,
         "record needs kind = \"external\" (the built-in runtime makes no API requests to forward)",
     )?;
     let named = placeholders.named.clone();
@@ -127,12 +144,22 @@ fn write_atomically(path: &Path, lines: &[stateval::replay::RecordedResponse]) -
         text.push_str(&recording_line(line).to_string());
         text.push('\n');
     }
+    replace_file(path, &text, |_| Ok(()))
+}
+
+/// Write `text` to `path` whole or not at all: into a temporary file beside it, which
+/// `check` may refuse (the file stays as it was), then renamed over it.
+fn replace_file(path: &Path, text: &str, check: impl FnOnce(&Path) -> Result<(), String>) -> std::io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
     let tmp = path.with_extension("jsonl.tmp");
     std::fs::write(&tmp, text)?;
     std::fs::File::open(&tmp)?.sync_all()?;
+    if let Err(why) = check(&tmp) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(std::io::Error::other(why));
+    }
     std::fs::rename(&tmp, path)
 }
 
@@ -186,7 +213,7 @@ impl Placeholders {
                     }
                     for r in value.get("recordings").and_then(serde_json::Value::as_array).into_iter().flatten() {
                         if let Some(rel) = r.as_str() {
-                            named.push(pipeline.resolve(rel));
+                            named.push(stateval::dataset::paths::resolve(pipeline, &path, rel));
                         }
                     }
                 }

@@ -1,17 +1,21 @@
 //! `stateval recording lint [PATH…] [--pipeline P]`: what is wrong with recordings, by
 //! file and line — a secret written into one, responses no run ever reaches, and request
 //! digests that no longer match what the agent sends today (found by replaying every
-//! case that uses the recording). Exit 0 clean, 1 with findings, 2 on invalid input.
+//! case that uses the recording). Judge recordings are linted too: a secret in a line,
+//! and votes no run asks for any more (the rubric, the judged answer or the profile
+//! changed since they were recorded), found by replaying the cases that ask a judge.
+//! Exit 0 clean, 1 with findings, 2 on invalid input.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use super::{CliError, Exit};
 use stateval::dataset::RecordingRef;
 use stateval::event::Kind;
 use stateval::external::scrub::Scrubber;
+use stateval::grade::Assertion;
 use stateval::pipeline::OnDivergence;
-use stateval::runner::{Plan, Selection};
+use stateval::runner::{Plan, Selection, log_assertions};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -47,14 +51,47 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     }
     let mut findings: BTreeSet<(String, usize, String)> = BTreeSet::new();
     let mut checked: BTreeSet<PathBuf> = BTreeSet::new();
+    // judge recordings to lint (canonical path → as shown), and the keys runs ask
+    let judge_files: BTreeMap<PathBuf, String> = plan
+        .pipeline
+        .judges
+        .values()
+        .map(|j| plan.pipeline.resolve(&j.recordings))
+        .map(|full| (canonical(&full), plan.pipeline.display(&full)))
+        .filter(|(path, _)| wanted.is_empty() || wanted.contains(path))
+        .collect();
+    let mut asked: BTreeSet<(String, u64)> = BTreeSet::new();
     for index in 0..plan.cases.len() {
         let case = plan.case(index)?;
         let scrubber = Scrubber::new(&plan.pipeline.agents[&case.agent].scrub);
+        let judged: Vec<&Assertion> = if judge_files.is_empty() {
+            Vec::new()
+        } else {
+            log_assertions(&case).into_iter().filter(|a| a.matcher.uses_judge()).collect()
+        };
         for (k, reference) in case.recordings.iter().enumerate() {
-            let RecordingRef::File { path, display, .. } = reference else { continue };
-            if !wanted.is_empty() && !wanted.contains(&canonical(path)) {
+            let file = match reference {
+                RecordingRef::File { path, display, .. } if wanted.is_empty() || wanted.contains(&canonical(path)) => {
+                    Some((path, display))
+                }
+                _ => None,
+            };
+            if file.is_none() && judged.is_empty() {
                 continue;
             }
+            // one replay serves both lints: the judges asked, and the agent's requests
+            let recording = reference.load().map_err(CliError::invalid)?;
+            let events = plan
+                .replay(&case, k, &recording, Box::new(Vec::<u8>::new()), None, &judged)
+                .map(|run| run.events)
+                .map_err(|e| CliError::internal(e.to_string()))?;
+            for event in events.iter().filter(|e| e.kind == Kind::JudgeCalled) {
+                if let (Some(hash), Some(sample)) = (event.data["request_hash"].as_str(), event.data["sample"].as_u64())
+                {
+                    asked.insert((hash.to_string(), sample));
+                }
+            }
+            let Some((path, display)) = file else { continue };
             let lines = data_lines(path).map_err(|e| CliError::invalid(format!("{display}: {e}")))?;
             if checked.insert(canonical(path)) {
                 for (number, text) in &lines {
@@ -63,11 +100,6 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
                     }
                 }
             }
-            let recording = reference.load().map_err(CliError::invalid)?;
-            let events = plan
-                .replay(&case, k, &recording, Box::new(Vec::<u8>::new()), None, &[])
-                .map(|run| run.events)
-                .map_err(|e| CliError::internal(e.to_string()))?;
             let used = events.iter().filter(|e| e.kind == Kind::ModelCalled).count();
             if let Some((number, _)) = lines.get(used) {
                 findings.insert((
@@ -97,6 +129,30 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
                     format!(
                         "the request digest no longer matches what {} sends in run {k} of {}{at}",
                         case.agent, case.id
+                    ),
+                ));
+            }
+        }
+    }
+    for (path, display) in &judge_files {
+        if !checked.insert(path.clone()) {
+            continue;
+        }
+        let lines = data_lines(path).map_err(|e| CliError::invalid(format!("{display}: {e}")))?;
+        for (number, text) in &lines {
+            if Scrubber::default().text(text).is_some() {
+                findings.insert((display.clone(), *number, "holds a secret (an API key, token or JWT)".into()));
+            }
+            let Ok(line) = serde_json::from_str::<serde_json::Value>(text) else { continue };
+            let key =
+                (line["request_hash"].as_str().unwrap_or_default().to_string(), line["sample"].as_u64().unwrap_or(0));
+            if !asked.contains(&key) {
+                findings.insert((
+                    display.clone(),
+                    *number,
+                    format!(
+                        "no run asks for this vote ({}#{}): the rubric, the judged value or the profile changed since it was recorded",
+                        key.0, key.1
                     ),
                 ));
             }

@@ -11,6 +11,8 @@
 //! checks it is byte for byte the line that was validated, and parses it with the same
 //! code. So memory does not grow with the size of a suite.
 
+pub mod paths;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -539,17 +541,19 @@ impl CaseParser {
             let pointer = format!("/recordings/{i}");
             let recording = match (r, &known) {
                 (Value::String(rel), Recordings::Known(digests)) => {
-                    let full = pipeline.resolve(rel);
-                    let display = full.to_string_lossy().trim_start_matches("./").to_string();
+                    let full = paths::resolve(pipeline, path, rel);
+                    let display = pipeline.display(&full);
                     let Some(RecordingKey { digest, file: Some(bytes) }) = digests.get(i).copied() else {
                         return Err(at(&pointer, "the recording changed since validation".into()));
                     };
                     RecordingRef::File { path: full, display, digest, bytes }
                 }
-                (Value::String(rel), Recordings::Validate) => self.recording(pipeline, rel).map_err(|e| match e {
-                    RecordingError::Missing(m) => at(&pointer, m),
-                    RecordingError::Invalid(e) => e,
-                })?,
+                (Value::String(rel), Recordings::Validate) => {
+                    self.recording(pipeline, path, rel).map_err(|e| match e {
+                        RecordingError::Missing(m) => at(&pointer, m),
+                        RecordingError::Invalid(e) => e,
+                    })?
+                }
                 (Value::Object(obj), _) => {
                     let responses = obj.get("responses").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
                     let rec = Recording::inline(responses, line, &pointer)
@@ -600,14 +604,17 @@ impl CaseParser {
         }
 
         let mut expect = Vec::new();
+        let root = paths::dataset_base(path);
         for (i, a) in raw.expect.into_iter().enumerate() {
             check_case_target(&a.target, &blocks).map_err(|m| at(&format!("/expect/{i}/target"), m))?;
-            let matcher = self.matcher(&a.matcher).map_err(|(ptr, m)| at(&format!("/expect/{i}/matcher{ptr}"), m))?;
+            // the files a grader or judge names are the dataset's, said as the runner reads them
+            let rebased = paths::rebase_matcher(pipeline, &root, &a.matcher);
+            let matcher = self.matcher(&rebased).map_err(|(ptr, m)| at(&format!("/expect/{i}/matcher{ptr}"), m))?;
             if matcher.calls_out() {
                 if targets_block_value(&a.target, &blocks) {
                     return Err(at(&format!("/expect/{i}/matcher"), CALLS_ON_BLOCKS.into()));
                 }
-                check_calls(pipeline, &a.matcher, &format!("/expect/{i}/matcher")).map_err(|(ptr, m)| at(&ptr, m))?;
+                check_calls(pipeline, &rebased, &format!("/expect/{i}/matcher")).map_err(|(ptr, m)| at(&ptr, m))?;
             }
             expect.push(Assertion { target: a.target, matcher, spec: a.matcher, description: a.description });
         }
@@ -660,8 +667,8 @@ impl CaseParser {
         Ok(m)
     }
 
-    fn recording(&mut self, pipeline: &Pipeline, rel: &str) -> Result<RecordingRef, RecordingError> {
-        let full = pipeline.resolve(rel);
+    fn recording(&mut self, pipeline: &Pipeline, dataset: &Path, rel: &str) -> Result<RecordingRef, RecordingError> {
+        let full = paths::resolve(pipeline, dataset, rel);
         if let Some(r) = self.recordings.get(&full) {
             return Ok(r.clone());
         }
@@ -671,7 +678,7 @@ impl CaseParser {
                 full.display()
             )));
         }
-        let display = full.to_string_lossy().trim_start_matches("./").to_string();
+        let display = pipeline.display(&full);
         let (rec, bytes) = Recording::load_file(&full, &display).map_err(RecordingError::Invalid)?;
         let reference = RecordingRef::File { path: full.clone(), display, digest: rec.digest, bytes };
         self.recordings.insert(full, reference.clone());

@@ -1,17 +1,25 @@
 //! The live model API behind `stateval record`: the one place stateval calls anything
 //! live, and only when asked to record.
 //!
-//! The agent's request is forwarded as it came (with `stream` off: the recording holds
-//! the assembled response, and the agent still gets the stream it asked for, rendered
-//! from it exactly as replay will render it). The key comes from stateval's own
+//! The agent's request is forwarded as it came, streamed if the agent asked for a
+//! stream (Chat also asks for the usage chunk). A streamed answer is reassembled
+//! ([`sse`]) and must have completed; the recording holds the assembled response, and
+//! the agent gets the stream it asked for rendered from it, exactly as replay will
+//! render it. The key comes from stateval's own
 //! environment (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`), which the agent never sees; it
 //! travels in a header and is never written anywhere.
+//!
+//! Judge models are asked here too ([`Upstream::ask_judge`]), for `stateval record
+//! --judge`: one sample of a rendered judge request per call.
+
+mod sse;
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::wire::{Dialect, parse_arguments, text_of};
+use crate::grade::judge::{self, JudgeUpstream};
 use crate::replay::{ToolCall, Usage};
 
 /// Which vendor a request goes to.
@@ -108,10 +116,14 @@ impl Upstream {
             Dialect::Responses => "/responses",
             Dialect::Messages => "/v1/messages",
         };
+        let streamed = body.get("stream") == Some(&json!(true));
         let mut forwarded = body.clone();
-        if let Some(map) = forwarded.as_object_mut() {
-            map.insert("stream".into(), json!(false));
-            map.remove("stream_options");
+        if let Some(map) = forwarded.as_object_mut()
+            && streamed
+            && dialect == Dialect::Chat
+        {
+            // without it a Chat stream carries no usage
+            map.insert("stream_options".into(), json!({"include_usage": true}));
         }
         let request = self.agent.post(format!("{base}{path}")).header("content-type", "application/json");
         let request = match provider {
@@ -130,11 +142,59 @@ impl Upstream {
             let shown: String = text.chars().take(300).collect();
             return Err(format!("upstream {base}{path} answered HTTP {status}: {shown}"));
         }
-        let value: Value = serde_json::from_str(&text)
-            .map_err(|e| format!("upstream {base}{path}: the answer is not whole JSON ({e}); nothing recorded"))?;
+        let event_stream = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let value: Value = if event_stream {
+            sse::reassemble(dialect, &text).map_err(|e| format!("upstream {base}{path}: {e}; nothing recorded"))?
+        } else {
+            serde_json::from_str(&text)
+                .map_err(|e| format!("upstream {base}{path}: the answer is not whole JSON ({e}); nothing recorded"))?
+        };
         let mut fetched = assemble(dialect, &value)?;
         fetched.latency_ms = latency_ms;
         Ok(fetched)
+    }
+}
+
+/// The one sampling parameter Anthropic Messages cannot take.
+const NO_ANTHROPIC_SEED: &str = "seed: Anthropic Messages has no seed; drop it from the profile or ask through openai";
+
+impl Upstream {
+    /// Ask a judge model one sample of a rendered judge request (`grade::judge`): the
+    /// prompt is [`judge::messages`] of the request, the model and sampling parameters
+    /// are the request's own, so what is asked is exactly what the key pins. OpenAI is
+    /// also asked for a JSON object (`response_format`), which the prompt demands anyway.
+    pub fn ask_judge(&self, api: JudgeUpstream, request: &Value) -> Result<Fetched, String> {
+        let messages = judge::messages(request);
+        let params = request.get("params").and_then(Value::as_object).cloned().unwrap_or_default();
+        let mut body = json!({"model": request["model"]});
+        let dialect = match api {
+            JudgeUpstream::Openai => {
+                body["messages"] = messages;
+                body["response_format"] = json!({"type": "json_object"});
+                Dialect::Chat
+            }
+            JudgeUpstream::Anthropic => {
+                if params.contains_key("seed") {
+                    return Err(NO_ANTHROPIC_SEED.into());
+                }
+                if !params.contains_key("max_tokens") {
+                    return Err("max_tokens: Anthropic Messages needs it; set it in the judge profile \
+                                (it is part of the request, so of the key)"
+                        .into());
+                }
+                body["system"] = messages[0]["content"].clone();
+                body["messages"] = json!([messages[1]]);
+                Dialect::Messages
+            }
+        };
+        if let Some(map) = body.as_object_mut() {
+            map.extend(params);
+        }
+        self.call(dialect, &body)
     }
 }
 

@@ -211,6 +211,7 @@ mod tests {
                 top_p: None,
                 max_tokens: None,
                 seed: None,
+                upstream: None,
             })
         }
         fn judge_answer(&mut self, _: &str, key: &JudgeKey, _: &Value) -> Result<RecordedAnswer, JudgeMiss> {

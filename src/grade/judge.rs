@@ -51,6 +51,20 @@ pub struct JudgeProfile {
     pub max_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<i64>,
+    /// Whose API `stateval record --judge` asks (OpenAI Chat Completions when unset).
+    /// Not part of the request: the same model asked through a gateway is the same judge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<JudgeUpstream>,
+}
+
+/// The API a judge model is asked through when its answers are recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JudgeUpstream {
+    /// OpenAI Chat Completions (and every gateway that speaks it).
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
 }
 
 impl JudgeProfile {
@@ -227,6 +241,9 @@ impl JudgeRequest {
 /// for its digest, so the same inputs give the same key on every machine; `reference`
 /// is left out when there is none (`null` would be a reference). The rubric's line ends
 /// are normalised to `\n`, so a checkout that turned them into `\r\n` asks the same.
+/// Secrets (keys, bearer tokens, JWTs) are scrubbed from the whole request before it is
+/// digested: a judge is never shown one, a judge recording never holds one, and the key
+/// a recording was made under is the key a replay asks for.
 pub fn render_request(
     profile: &JudgeProfile,
     rubric_text: &str,
@@ -247,6 +264,7 @@ pub fn render_request(
     if let Some(reference) = reference {
         request["reference"] = reference.clone();
     }
+    crate::external::scrub::Scrubber::default().value(&mut request);
     let hash = request_digest(&request)?;
     Ok(JudgeRequest { value: request, hash })
 }
@@ -380,6 +398,7 @@ mod tests {
             top_p: None,
             max_tokens: Some(200),
             seed: None,
+            upstream: None,
         }
     }
 
@@ -445,6 +464,15 @@ mod tests {
         // (field names, FORMAT, canonical form) must be deliberate, with a new FORMAT
         let r = spec(json!({})).request(&profile(), "Rate it.", "final_response", &json!("Hello")).unwrap();
         assert_eq!(r.hash.to_string(), "blake3:cebb8107d09bef7539c2b72f50f9ce04a1dee3126941a32aedd9919a646e1d61");
+    }
+
+    #[test]
+    fn a_secret_in_the_judged_value_is_scrubbed_before_the_judge_or_the_key_sees_it() {
+        let s = spec(json!({}));
+        let leaked = s.request(&profile(), "r", "t", &json!("key sk-proj-ABCDEFGHIJKLMNOPQRST, ok")).unwrap();
+        let clean = s.request(&profile(), "r", "t", &json!("key [scrubbed], ok")).unwrap();
+        assert_eq!(leaked.value["value"], "key [scrubbed], ok");
+        assert_eq!(leaked.hash, clean.hash);
     }
 
     #[test]

@@ -77,6 +77,34 @@ pub struct JudgeBook {
     index: BTreeMap<JudgeKey, Entry>,
     /// Digest of the file's bytes as validated (part of the run id).
     pub digest: Digest,
+    /// `stateval record --judge`: a live judge answers what the book does not hold.
+    filling: Option<Filling>,
+}
+
+/// Asks a live judge one sample of a rendered request (`stateval record --judge`).
+pub type Ask = Box<dyn Fn(&Value, u32) -> Result<Asked, String> + Send + Sync>;
+
+/// What a live judge answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked {
+    pub content: String,
+    pub usage: Usage,
+    pub latency_ms: u64,
+}
+
+/// A book being filled: the live judge, and what it answered in this process.
+struct Filling {
+    ask: Ask,
+    /// Ask again for keys the book holds (`--force`).
+    refresh: bool,
+    /// Lines answered live, in the order asked.
+    fresh: std::sync::Mutex<Vec<JudgeLine>>,
+}
+
+impl std::fmt::Debug for Filling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Filling").field("refresh", &self.refresh).finish_non_exhaustive()
+    }
 }
 
 impl JudgeBook {
@@ -122,7 +150,49 @@ impl JudgeBook {
             display: display.to_string(),
             index,
             digest: canon::digest(Context::Content, text.as_bytes()),
+            filling: None,
         })
+    }
+
+    /// This book, with `ask` answering every key it does not hold (every key asked, with
+    /// `refresh`) instead of a miss. Answers are kept in memory ([`JudgeBook::fresh`])
+    /// until [`JudgeBook::merged`] writes them; the file is not touched here.
+    pub fn filled_by(mut self, ask: Ask, refresh: bool) -> JudgeBook {
+        self.filling = Some(Filling { ask, refresh, fresh: std::sync::Mutex::new(Vec::new()) });
+        self
+    }
+
+    /// The lines a live judge answered so far, in the order asked.
+    pub fn fresh(&self) -> Vec<JudgeLine> {
+        self.filling.as_ref().and_then(|f| f.fresh.lock().ok().map(|l| l.clone())).unwrap_or_default()
+    }
+
+    /// The file as it would be with the fresh lines in it: every recorded line kept as it
+    /// is (byte for byte) unless a fresh line has its key, then the fresh lines, each in
+    /// canonical form. `(text, kept, replaced)`.
+    pub fn merged(&self) -> Result<(String, usize, usize), String> {
+        let fresh = self.fresh();
+        let text = std::fs::read_to_string(&self.path).map_err(|e| format!("{}: {e}", self.display))?;
+        let (mut out, mut kept, mut replaced) = (String::new(), 0, 0);
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let parsed: JudgeLine = serde_json::from_str(line).map_err(|e| format!("{}: {e}", self.display))?;
+            if fresh.iter().any(|f| f.key() == parsed.key()) {
+                replaced += 1;
+                continue;
+            }
+            out.push_str(line);
+            out.push('\n');
+            kept += 1;
+        }
+        for line in &fresh {
+            out.push_str(&canonical_line(line).map_err(|e| e.to_string())?);
+            out.push('\n');
+        }
+        Ok((out, kept, replaced))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Recorded answers.
@@ -141,6 +211,11 @@ impl JudgeBook {
     /// The recorded answer for `key`. `request` is the rendered request that was asked,
     /// for naming what differs on a miss.
     pub fn answer(&self, key: &JudgeKey, request: &Value) -> Result<RecordedAnswer, JudgeMiss> {
+        if let Some(filling) = &self.filling
+            && (filling.refresh || !self.index.contains_key(key))
+        {
+            return self.ask(filling, key, request);
+        }
         let Some(entry) = self.index.get(key) else {
             return Err(self.miss(key, request));
         };
@@ -165,6 +240,41 @@ impl JudgeBook {
             usage: serde_json::to_value(line.usage).unwrap_or(Value::Null),
             at: format!("{}:{}", self.display, entry.line),
         })
+    }
+
+    /// Ask the live judge for `key` (once per process: a key asked again, by another
+    /// run with the same judged value, gets the same answer). The answer must be one the
+    /// recording can hold — JSON satisfying the request's output schema — or nothing is
+    /// kept; a secret in it is scrubbed.
+    fn ask(&self, filling: &Filling, key: &JudgeKey, request: &Value) -> Result<RecordedAnswer, JudgeMiss> {
+        let failed = |message: String| JudgeMiss { kind: "upstream", message, pointers: Vec::new() };
+        let mut fresh = filling.fresh.lock().map_err(|_| failed("judge recording lock poisoned".into()))?;
+        let served = |line: &JudgeLine| RecordedAnswer {
+            content: line.response.content.clone(),
+            usage: serde_json::to_value(line.usage).unwrap_or(Value::Null),
+            at: format!("{} (asked live)", self.display),
+        };
+        if let Some(line) = fresh.iter().find(|l| l.key() == *key) {
+            return Ok(served(line));
+        }
+        let asked = (filling.ask)(request, key.sample)
+            .map_err(|e| failed(format!("asking the judge for {key}: {e}; nothing recorded")))?;
+        let content = crate::external::scrub::Scrubber::default().text(&asked.content).unwrap_or(asked.content);
+        let output = jsonschema::validator_for(&request["output_schema"])
+            .map_err(|e| failed(format!("the request's output schema: {e}")))?;
+        judge::read_answer(&output, &content)
+            .map_err(|m| failed(format!("the judge's answer for {key} cannot be recorded: {m}")))?;
+        let line = JudgeLine {
+            request_hash: key.request_hash,
+            sample: key.sample,
+            request: request.clone(),
+            response: ModelResponse { content, ..ModelResponse::default() },
+            usage: asked.usage,
+            latency_ms: asked.latency_ms,
+        };
+        let answer = served(&line);
+        fresh.push(line);
+        Ok(answer)
     }
 
     /// A miss, explained: the samples of this request that are recorded, or the nearest
@@ -216,6 +326,19 @@ impl JudgeBook {
     }
 }
 
+/// One judge recording line in canonical form, with only the fields that have values.
+pub fn canonical_line(line: &JudgeLine) -> Result<String, canon::CanonError> {
+    let value = serde_json::json!({
+        "request_hash": line.request_hash.to_string(),
+        "sample": line.sample,
+        "request": line.request,
+        "response": {"content": line.response.content},
+        "usage": {"input_tokens": line.usage.input_tokens, "output_tokens": line.usage.output_tokens},
+        "latency_ms": line.latency_ms,
+    });
+    canon::to_canonical_string(&value)
+}
+
 /// Parse, schema-check and type one line; errors carry a 1-based column.
 fn check_line(line: &str) -> Result<JudgeLine, (usize, String)> {
     let value = parse_json_strict(line).map_err(|(_, col, m)| (col, m))?;
@@ -252,6 +375,7 @@ mod tests {
             top_p: None,
             max_tokens: None,
             seed: None,
+            upstream: None,
         };
         render_request(&profile, "Rate it.", "final_response", &json!(value), None, &default_output_schema()).unwrap()
     }
@@ -316,6 +440,53 @@ mod tests {
         let (_dir, b) = book(&[line(&r, 0, "five")]);
         let e = b.unwrap_err();
         assert!(e.message.contains("not JSON"), "{e}");
+    }
+
+    fn asking(answers: &'static [&'static str]) -> (Ask, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = asked.clone();
+        let ask: Ask = Box::new(move |_request, _sample| {
+            let n = count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(Asked { content: answers[n % answers.len()].into(), usage: Usage::default(), latency_ms: 9 })
+        });
+        (ask, asked)
+    }
+
+    #[test]
+    fn a_filled_book_asks_only_for_what_it_lacks_once_and_merges_it_after_what_it_holds() {
+        let r = request("Hello");
+        let (dir, b) = book(&[line(&r, 0, "{\"score\": 5}")]);
+        let (ask, asked) = asking(&["{\"score\": 3, \"reason\": \"key sk-abcdefghijklmnopqrstuv\"}"]);
+        let b = b.unwrap().filled_by(ask, false);
+        assert_eq!(b.answer(&r.key(0), &r.value).unwrap().content, "{\"score\": 5}");
+        let live = b.answer(&r.key(1), &r.value).unwrap();
+        assert_eq!(live.content, "{\"score\": 3, \"reason\": \"key [scrubbed]\"}");
+        assert_eq!(b.answer(&r.key(1), &r.value).unwrap(), live);
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1, "sample 1 is asked once");
+        let (text, kept, replaced) = b.merged().unwrap();
+        assert_eq!((kept, replaced, text.lines().count()), (1, 0, 2));
+        std::fs::write(dir.path().join("j.jsonl"), &text).unwrap();
+        let again = JudgeBook::load(&dir.path().join("j.jsonl"), "j.jsonl").unwrap();
+        assert_eq!(again.answer(&r.key(1), &r.value).unwrap().content, live.content);
+    }
+
+    #[test]
+    fn a_refreshing_book_asks_again_and_a_bad_answer_is_kept_nowhere() {
+        let r = request("Hello");
+        let (_dir, b) = book(&[line(&r, 0, "{\"score\": 5}")]);
+        let (ask, _) = asking(&["{\"score\": 2}"]);
+        let b = b.unwrap().filled_by(ask, true);
+        assert_eq!(b.answer(&r.key(0), &r.value).unwrap().content, "{\"score\": 2}");
+        let (_, kept, replaced) = b.merged().unwrap();
+        assert_eq!((kept, replaced), (0, 1), "the old line is replaced");
+
+        let (_dir, b) = book(&[]);
+        let (ask, _) = asking(&["```json {\"score\": 2}```"]);
+        let b = b.unwrap().filled_by(ask, false);
+        let miss = b.answer(&r.key(0), &r.value).unwrap_err();
+        assert_eq!(miss.kind, "upstream");
+        assert!(miss.message.contains("cannot be recorded"), "{}", miss.message);
+        assert!(b.fresh().is_empty());
     }
 
     #[test]

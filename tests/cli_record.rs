@@ -1,0 +1,476 @@
+//! `stateval record` against a fake upstream on 127.0.0.1 (nothing here reaches the
+//! network): each vendor dialect — OpenAI Chat, Responses, Anthropic Messages — whole
+//! and streamed, then `stateval run` replays green and byte-identically; the key set in
+//! the environment reaches no file; an interrupted stream writes nothing; and
+//! `stateval record --judge` fills judge recordings that `run` then serves.
+//! (Chat without streaming, `-o`, `--force` and the cut-short whole answer are in
+//! `cli_external.rs`.)
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+
+use common::Project;
+use serde_json::{Value, json};
+
+const OPENAI_KEY: &str = "sk-test-openai-key-0123456789abcdef";
+const ANTHROPIC_KEY: &str = "sk-ant-test-key-0123456789abcdefgh";
+
+/// One scripted answer of the fake upstream.
+enum Answer {
+    /// A whole JSON body.
+    Json(Value),
+    /// A server-sent event stream; `Some(n)`: the connection closes after `n` bytes of it.
+    Stream(String, Option<usize>),
+}
+
+/// What the fake upstream received: the request path, its headers (lower-cased names)
+/// and its JSON body.
+#[derive(Debug)]
+struct Seen {
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// A fake upstream on 127.0.0.1 answering each connection with the next of `answers`;
+/// joined, it hands back what it received. Base URL: `http://127.0.0.1:PORT/v1`.
+fn fake_upstream(answers: Vec<Answer>) -> (String, std::thread::JoinHandle<Vec<Seen>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let handle = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for answer in answers {
+            let (stream, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut request_line = String::new();
+            reader.read_line(&mut request_line).unwrap();
+            let path = request_line.split_whitespace().nth(1).unwrap_or_default().to_string();
+            let mut headers = Vec::new();
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                if line.trim_end().is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = line.trim_end().split_once(':') {
+                    headers.push((name.to_ascii_lowercase(), value.trim().to_string()));
+                }
+            }
+            let length: usize =
+                headers.iter().find(|(n, _)| n == "content-length").map_or(0, |(_, v)| v.parse().unwrap());
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            seen.push(Seen { path, headers, body: serde_json::from_slice(&body).unwrap() });
+            let mut stream = reader.into_inner();
+            let bytes = match answer {
+                Answer::Json(v) => {
+                    let text = v.to_string();
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+                        text.len()
+                    )
+                }
+                Answer::Stream(text, cut) => {
+                    let text = cut.map_or(text.as_str(), |n| &text[..n]);
+                    format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n{text}")
+                }
+            };
+            let _ = stream.write_all(bytes.as_bytes());
+        }
+        seen
+    });
+    (url, handle)
+}
+
+/// The whole answer, and the streamed one, of each dialect saying `text`.
+fn answer(api: &str, text: &str, streamed: bool) -> Answer {
+    let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n");
+    match (api, streamed) {
+        ("chat", false) => Answer::Json(json!({"id": "chatcmpl-up", "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 3}})),
+        ("chat", true) => {
+            let (head, tail) = text.split_at(text.len() / 2);
+            let chunk = |delta: Value| {
+                format!("data: {}\n\n", json!({"id": "chatcmpl-up", "choices": [{"index": 0, "delta": delta}]}))
+            };
+            Answer::Stream(
+                chunk(json!({"role": "assistant", "content": head}))
+                    + &chunk(json!({"content": tail}))
+                    + &format!(
+                        "data: {}\n\n",
+                        json!({"id": "chatcmpl-up", "choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 3}})
+                    )
+                    + "data: [DONE]\n\n",
+                None,
+            )
+        }
+        ("responses", false) => Answer::Json(json!({"id": "resp_up", "object": "response", "status": "completed",
+            "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}],
+            "usage": {"input_tokens": 11, "output_tokens": 3}})),
+        ("responses", true) => {
+            let whole = json!({"id": "resp_up", "object": "response", "status": "completed",
+                "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}],
+                "usage": {"input_tokens": 11, "output_tokens": 3}});
+            Answer::Stream(
+                event("response.output_text.delta", json!({"type": "response.output_text.delta", "delta": text}))
+                    + &event("response.completed", json!({"type": "response.completed", "response": whole})),
+                None,
+            )
+        }
+        ("messages", false) => Answer::Json(json!({"id": "msg_up", "type": "message", "role": "assistant",
+            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 11, "output_tokens": 3}})),
+        _ => Answer::Stream(
+            event(
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "msg_up", "usage": {"input_tokens": 11}}}),
+            ) + &event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ) + &event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+            ) + &event("content_block_stop", json!({"type": "content_block_stop", "index": 0}))
+                + &event("message_delta", json!({"type": "message_delta", "usage": {"output_tokens": 3}}))
+                + &event("message_stop", json!({"type": "message_stop"})),
+            None,
+        ),
+    }
+}
+
+fn python() -> bool {
+    let ok =
+        std::process::Command::new("python3").arg("-c").arg("import json").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipped: no python3 on PATH (the standard-library test agent needs it)");
+    }
+    ok
+}
+
+/// A project with one external case `rec`, whose agent speaks `api` (streamed or not),
+/// asserting that the final response is `expected`.
+fn agent_project(api: &str, streamed: bool, expected: &str) -> Project {
+    let p = Project::empty();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    p.write("agents/dialect_agent.py", std::fs::read(repo.join("tests/agents/dialect_agent.py")).unwrap());
+    let stream = if streamed { "1" } else { "0" };
+    p.write(
+        "pipeline/rec.toml",
+        format!(
+            "[pipeline]\nname = \"rec\"\ndatasets = [\"datasets/rec.jsonl\"]\n\n\
+             [agents.dialect]\nkind = \"external\"\ncommand = [\"python3\", \"agents/dialect_agent.py\"]\n\
+             timeout_ms = 20000\nenv = {{ DIALECT_API = \"{api}\", DIALECT_STREAM = \"{stream}\" }}\n\n\
+             [gates]\ndefault = {{ min_pass_rate = 1.0 }}\n"
+        ),
+    );
+    let case = json!({"id": "rec", "agent": "dialect", "turns": ["Say hello."],
+                      "recordings": ["fixtures/recordings/rec.jsonl"],
+                      "expect": [{"target": "final_response", "matcher": {"exact": expected}}]});
+    p.write("datasets/rec.jsonl", format!("{case}\n"));
+    p
+}
+
+/// `stateval ARGS` in `p` with both vendors' keys in the environment.
+fn with_keys(p: &Project, args: &[&str]) -> common::Outcome {
+    let output =
+        p.cmd().env("OPENAI_API_KEY", OPENAI_KEY).env("ANTHROPIC_API_KEY", ANTHROPIC_KEY).args(args).output().unwrap();
+    common::Outcome {
+        code: output.status.code().unwrap(),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+/// No file under the project holds either key.
+fn assert_no_key_written(p: &Project) {
+    for file in p.files_under(".") {
+        let text = String::from_utf8_lossy(&p.read_bytes(&file)).into_owned();
+        assert!(!text.contains(OPENAI_KEY) && !text.contains(ANTHROPIC_KEY), "a key reached {file}");
+    }
+}
+
+#[test]
+fn each_dialect_whole_or_streamed_records_then_replays_green_byte_identically_without_the_key() {
+    if !python() {
+        return;
+    }
+    for api in ["chat", "responses", "messages"] {
+        for streamed in [false, true] {
+            let what = format!("{api}, streamed: {streamed}");
+            let text = "Hello from the upstream.";
+            let p = agent_project(api, streamed, text);
+            let (url, upstream) = fake_upstream(vec![answer(api, text, streamed)]);
+            with_keys(&p, &["record", "pipeline/rec.toml", "--case", "rec", "--upstream-url", &url]).expect_code(0);
+            let seen = upstream.join().unwrap();
+            assert_eq!(seen.len(), 1, "{what}");
+            let (path, auth) = match api {
+                "chat" => ("/v1/chat/completions", seen[0].header("authorization").map(str::to_string)),
+                "responses" => ("/v1/responses", seen[0].header("authorization").map(str::to_string)),
+                _ => ("/v1/v1/messages", seen[0].header("x-api-key").map(str::to_string)),
+            };
+            assert_eq!(seen[0].path, path, "{what}");
+            let key = if api == "messages" { ANTHROPIC_KEY.to_string() } else { format!("Bearer {OPENAI_KEY}") };
+            assert_eq!(auth.as_deref(), Some(key.as_str()), "{what}");
+            // the upstream is asked to stream exactly when the agent asked
+            assert_eq!(seen[0].body.get("stream") == Some(&json!(true)), streamed, "{what}");
+
+            let lines: Vec<Value> =
+                p.read("fixtures/recordings/rec.jsonl").lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            assert_eq!(lines.len(), 1, "{what}");
+            assert_eq!(lines[0]["response"]["content"], text, "{what}");
+            assert_eq!(lines[0]["usage"], json!({"input_tokens": 11, "output_tokens": 3}), "{what}");
+
+            p.stateval(&["run", "pipeline/rec.toml"]).expect_code(0);
+            let log = p.log_files()[0].clone();
+            let bytes = p.read_bytes(&log);
+            assert!(!String::from_utf8_lossy(&bytes).contains("replay_diverged"), "{what}");
+            p.stateval(&["run", "pipeline/rec.toml"]).expect_code(0);
+            assert_eq!(p.read_bytes(&log), bytes, "{what}: a second run wrote a different log");
+            assert_no_key_written(&p);
+        }
+    }
+}
+
+#[test]
+fn an_interrupted_stream_writes_nothing_in_any_dialect() {
+    if !python() {
+        return;
+    }
+    for (api, end) in
+        [("chat", "data: [DONE]"), ("responses", "event: response.completed"), ("messages", "event: message_stop")]
+    {
+        let p = agent_project(api, true, "never");
+        let Answer::Stream(text, _) = answer(api, "Hello from the upstream.", true) else { unreachable!() };
+        let cut = text.find(end).unwrap();
+        let (url, upstream) = fake_upstream(vec![Answer::Stream(text, Some(cut))]);
+        let out = with_keys(&p, &["record", "pipeline/rec.toml", "--case", "rec", "--upstream-url", &url]);
+        out.expect_code(1);
+        assert!(
+            out.stderr.contains("did not complete") && out.stderr.contains("nothing written"),
+            "{api}: {}",
+            out.stderr
+        );
+        upstream.join().unwrap();
+        assert!(!p.exists("fixtures/recordings/rec.jsonl"), "{api}: a placeholder or a partial recording was left");
+    }
+}
+
+// ---- stateval record --judge ---------------------------------------------------------
+
+const REPLY: &str = "Sorry for the wait! Your order ships tomorrow.";
+
+/// A built-in agent's case judged by two profiles: `tone` asks OpenAI, `care` asks
+/// Anthropic; neither judge recording exists yet.
+fn judge_project() -> Project {
+    let p = Project::empty();
+    p.write(
+        "pipeline/judged.toml",
+        "[pipeline]\nname = \"judged\"\ndatasets = [\"datasets/judged.jsonl\"]\n\n\
+         [agents.support]\nsystem = \"You are a help-desk agent.\"\n\n\
+         [judges.tone]\nrecordings = \"judges/tone.jsonl\"\nmodel = \"gpt-judge\"\ntemperature = 0.7\n\n\
+         [judges.care]\nrecordings = \"judges/care.jsonl\"\nmodel = \"claude-judge\"\nmax_tokens = 100\nupstream = \"anthropic\"\n\n\
+         [gates]\ndefault = { min_pass_rate = 1.0 }\n",
+    );
+    p.write("rubrics/tone.md", "# Tone\n\nScore the reply from 1 (rude) to 5 (warm).\n");
+    let judge = |profile: &str, samples: u32| {
+        json!({"target": "final_response", "matcher": {"judge": {"rubric": "rubrics/tone.md", "profile": profile,
+               "samples": samples, "reduce": "mean", "pass": {"schema": {"minimum": 4}}}}})
+    };
+    let case = json!({"id": "judged", "agent": "support", "turns": ["Where is my order?"],
+                      "recordings": [{"responses": [{"response": {"content": REPLY}}]}],
+                      "expect": [judge("tone", 2), judge("care", 1)]});
+    p.write("datasets/judged.jsonl", format!("{case}\n"));
+    p
+}
+
+fn chat_vote(score: u32) -> Answer {
+    Answer::Json(json!({"id": "chatcmpl-j", "choices": [{"index": 0, "message": {"role": "assistant",
+        "content": format!("{{\"score\": {score}, \"reason\": \"warm\"}}")}}], "usage": {"prompt_tokens": 90, "completion_tokens": 9}}))
+}
+
+#[test]
+fn record_judge_asks_each_missing_sample_once_and_run_then_serves_every_vote() {
+    let p = judge_project();
+    // run before recording: a miss, never a live call
+    p.stateval(&["run", "pipeline/judged.toml"]).expect_code(2);
+
+    let messages =
+        Answer::Json(json!({"id": "msg_j", "type": "message", "content": [{"type": "text", "text": "{\"score\": 4}"}],
+        "usage": {"input_tokens": 80, "output_tokens": 5}}));
+    let (url, upstream) = fake_upstream(vec![chat_vote(5), chat_vote(4), messages]);
+    let out = with_keys(&p, &["record", "pipeline/judged.toml", "--judge", "--upstream-url", &url]);
+    out.expect_code(0);
+    assert!(
+        out.stdout.contains("recorded 2 judge answer(s) into judges/tone.jsonl (0 kept, 0 replaced)"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("recorded 1 judge answer(s) into judges/care.jsonl"), "{}", out.stdout);
+    let seen = upstream.join().unwrap();
+    assert_eq!(
+        seen.iter().map(|s| s.path.as_str()).collect::<Vec<_>>(),
+        ["/v1/chat/completions", "/v1/chat/completions", "/v1/v1/messages"]
+    );
+    // what the judge is asked: the profile's model and parameters, the rubric and the reply
+    assert_eq!((&seen[0].body["model"], &seen[0].body["temperature"]), (&json!("gpt-judge"), &json!(0.7)));
+    assert_eq!(seen[0].body["response_format"], json!({"type": "json_object"}));
+    assert!(seen[0].body["messages"][0]["content"].as_str().unwrap().starts_with("# Tone"));
+    assert!(seen[0].body["messages"][1]["content"].as_str().unwrap().contains(REPLY));
+    assert_eq!(seen[0].header("authorization"), Some(format!("Bearer {OPENAI_KEY}").as_str()));
+    assert_eq!((&seen[2].body["model"], &seen[2].body["max_tokens"]), (&json!("claude-judge"), &json!(100)));
+    assert!(seen[2].body["system"].as_str().unwrap().starts_with("# Tone"));
+    assert_eq!(seen[2].header("x-api-key"), Some(ANTHROPIC_KEY));
+
+    let tone: Vec<Value> = p.read("judges/tone.jsonl").lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(tone.iter().map(|l| l["sample"].as_u64().unwrap()).collect::<Vec<_>>(), [0, 1]);
+    assert_eq!(tone[1]["response"]["content"], "{\"score\": 4, \"reason\": \"warm\"}");
+    assert_eq!(tone[0]["usage"], json!({"input_tokens": 90, "output_tokens": 9}));
+
+    // run serves every vote from the recordings, green, twice byte for byte
+    p.stateval(&["run", "pipeline/judged.toml"]).expect_code(0);
+    let log = p.log_files()[0].clone();
+    let bytes = p.read_bytes(&log);
+    let events = common::events_of(&bytes);
+    let called: Vec<&Value> = events.iter().filter(|e| e["kind"] == "judge_called").collect();
+    assert_eq!(called.len(), 3);
+    assert!(called.iter().all(|e| e["data"].get("error").is_none()), "{called:?}");
+    p.stateval(&["run", "pipeline/judged.toml"]).expect_code(0);
+    assert_eq!(p.read_bytes(&log), bytes);
+    assert_no_key_written(&p);
+
+    // a second record asks nothing (the upstream is gone: a call would fail)
+    let out = with_keys(&p, &["record", "pipeline/judged.toml", "--judge", "--upstream-url", "http://127.0.0.1:9/v1"]);
+    out.expect_code(0);
+    assert!(out.stdout.contains("judges/tone.jsonl: every judge sample asked is recorded already"), "{}", out.stdout);
+
+    // --force asks again; here the care judge asks Anthropic, which `--upstream openai`
+    // refuses, so nothing at all is written
+    let before = (p.read_bytes("judges/tone.jsonl"), p.read_bytes("judges/care.jsonl"));
+    let (url, upstream) = fake_upstream(vec![chat_vote(3), chat_vote(3)]);
+    let force = ["record", "pipeline/judged.toml", "--judge", "--force", "--upstream", "openai", "--upstream-url"];
+    let out = with_keys(&p, &[&force[..], &[url.as_str()]].concat());
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains("restricted to the other vendor") && out.stderr.contains("no judge answer written"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(upstream.join().unwrap().len(), 2, "both tone samples were asked again");
+    assert_eq!((p.read_bytes("judges/tone.jsonl"), p.read_bytes("judges/care.jsonl")), before);
+    // and without the restriction, --force replaces the answers it asked again
+    let (url, upstream) = fake_upstream(vec![
+        chat_vote(3),
+        chat_vote(3),
+        Answer::Json(json!({"id": "m",
+        "content": [{"type": "text", "text": "{\"score\": 2}"}], "usage": {"input_tokens": 1, "output_tokens": 1}})),
+    ]);
+    let out = with_keys(&p, &["record", "pipeline/judged.toml", "--judge", "--force", "--upstream-url", &url]);
+    out.expect_code(0);
+    assert!(
+        out.stdout.contains("recorded 2 judge answer(s) into judges/tone.jsonl (0 kept, 2 replaced)"),
+        "{}",
+        out.stdout
+    );
+    upstream.join().unwrap();
+    p.stateval(&["run", "pipeline/judged.toml"]).expect_code(1);
+}
+
+#[test]
+fn a_judge_answer_that_a_recording_cannot_hold_writes_nothing() {
+    let p = judge_project();
+    let prose = Answer::Json(json!({"id": "c", "choices": [{"index": 0, "message": {"role": "assistant",
+        "content": "I'd say about a 5."}}]}));
+    let (url, upstream) = fake_upstream(vec![prose]);
+    let out = with_keys(&p, &["record", "pipeline/judged.toml", "--judge", "--case", "judged", "--upstream-url", &url]);
+    out.expect_code(1);
+    assert!(out.stderr.contains("cannot be recorded: the answer is not JSON"), "{}", out.stderr);
+    upstream.join().unwrap();
+    assert!(!p.exists("judges/tone.jsonl") && !p.exists("judges/care.jsonl"), "a placeholder was left");
+}
+
+// ---- the README's walk-through ---------------------------------------------------------
+
+#[test]
+fn the_record_replay_judge_walk_through_in_examples_runs_as_the_readme_says() {
+    if !python() {
+        return;
+    }
+    let p = Project::empty();
+    common::copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/record"), &p.join("examples/record"));
+    let mut upstream = std::process::Command::new("python3")
+        .args(["examples/record/fake_upstream.py", "0"])
+        .current_dir(p.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(upstream.stdout.take().unwrap()).read_line(&mut url).unwrap();
+    let url = url.trim().to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let steps: [&[&str]; 4] = [
+        &["record", "examples/record/record.toml", "--case", "where-is-my-order", "--upstream-url", &url],
+        &["record", "examples/record/record.toml", "--judge", "--upstream-url", &url],
+        &["run", "examples/record/record.toml"],
+        &["run", "examples/record/record.toml"],
+    ];
+    let outcomes: Vec<common::Outcome> = steps.iter().map(|args| with_keys(&p, args)).collect();
+    let _ = upstream.kill();
+    let _ = upstream.wait();
+    for (args, out) in steps.iter().zip(&outcomes) {
+        assert_eq!(out.code, 0, "stateval {}\n{}\n{}", args.join(" "), out.stdout, out.stderr);
+    }
+    assert!(outcomes[0].stdout.contains("recorded run 0 of where-is-my-order"), "{}", outcomes[0].stdout);
+    assert!(outcomes[1].stdout.contains("recorded 3 judge answer(s) into judges/tone.jsonl"), "{}", outcomes[1].stdout);
+    assert!(outcomes[2].stdout.contains("1/1 cases passed"), "{}", outcomes[2].stdout);
+    assert_eq!(outcomes[2].stdout, outcomes[3].stdout, "the same run twice says the same");
+    assert_no_key_written(&p);
+}
+
+#[test]
+fn recording_lint_names_judge_votes_no_run_asks_for_and_a_secret_in_a_judge_recording() {
+    let p = judge_project();
+    let care = |score: u32| {
+        Answer::Json(json!({"id": "m", "content": [{"type": "text", "text": format!("{{\"score\": {score}}}")}],
+            "usage": {"input_tokens": 1, "output_tokens": 1}}))
+    };
+    let (url, upstream) = fake_upstream(vec![chat_vote(5), chat_vote(4), care(4)]);
+    with_keys(&p, &["record", "pipeline/judged.toml", "--judge", "--upstream-url", &url]).expect_code(0);
+    upstream.join().unwrap();
+    let lint = ["recording", "lint", "--pipeline", "pipeline/judged.toml"];
+    let out = p.stateval(&lint);
+    out.expect_code(0);
+    assert!(out.stdout.contains("2 file(s), 0 finding(s)"), "{}", out.stdout);
+
+    // a changed rubric: every vote recorded so far is for a request no run makes any more
+    p.write("rubrics/tone.md", "# Tone\n\nScore the reply from 1 (curt) to 5 (warm).\n");
+    let (url, upstream) = fake_upstream(vec![chat_vote(5), chat_vote(5), care(5)]);
+    with_keys(&p, &["record", "pipeline/judged.toml", "--judge", "--upstream-url", &url]).expect_code(0);
+    upstream.join().unwrap();
+    // and a secret pasted into a reason by hand (the reason is not part of the key)
+    p.write(
+        "judges/tone.jsonl",
+        p.read("judges/tone.jsonl").replacen("\\\"warm\\\"", "\\\"sk-abcdefghijklmnopqrstuvwx\\\"", 1),
+    );
+    p.stateval(&["run", "pipeline/judged.toml"]).expect_code(0);
+    let out = p.stateval(&lint);
+    out.expect_code(1);
+    for expected in [
+        "judges/tone.jsonl:1: holds a secret",
+        "judges/tone.jsonl:1: no run asks for this vote",
+        "judges/tone.jsonl:2: no run asks for this vote",
+        "judges/care.jsonl:1: no run asks for this vote",
+        "2 file(s), 4 finding(s)",
+    ] {
+        assert!(out.stdout.contains(expected), "missing {expected:?} in\n{}", out.stdout);
+    }
+    assert!(!out.stdout.contains("judges/tone.jsonl:3:"), "{}", out.stdout);
+}
