@@ -5,7 +5,9 @@ mod doctor;
 mod import;
 mod keygen;
 mod mcp_stdio;
+mod merge;
 mod metric;
+mod plan;
 mod reconstruct;
 mod record;
 mod recording;
@@ -57,7 +59,7 @@ impl From<stateval::runner::RunnerError> for CliError {
     fn from(e: stateval::runner::RunnerError) -> Self {
         use stateval::runner::RunnerError as E;
         let exit = match &e {
-            E::Input(_) => Exit::Invalid,
+            E::Input(_) | E::Refused(_) => Exit::Invalid,
             E::Interrupted => Exit::Interrupted,
             _ => Exit::Internal,
         };
@@ -78,6 +80,12 @@ struct Cli {
 enum Command {
     /// Run a pipeline: replay every case, grade it, apply the gates, write reports.
     Run(run::Args),
+    /// Validate every input once and list the units of work (case × recorded run) with
+    /// their unit ids, for sharded runs.
+    Plan(plan::Args),
+    /// Put shard runs back together: checked union, then gates and reports once over
+    /// the whole (byte-identical to one unsharded run).
+    Merge(merge::Args),
     /// Validate pipelines, datasets, recordings, tool manifests and event logs.
     Validate(validate::Args),
     /// Verify a run or event logs: each chain, each log against the run's manifest, the
@@ -153,6 +161,8 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => validate::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Keygen(args) => keygen::run(args),
+        Command::Plan(args) => plan::run(args),
+        Command::Merge(args) => merge::run(args),
         Command::Diff(args) => diff::run(args),
         Command::Schema(args) => schema::run(args),
         Command::Targets(args) => targets::run(args),

@@ -8,6 +8,7 @@ use stateval::evidence::SecretKey;
 use stateval::golden;
 use stateval::pipeline::Pipeline;
 use stateval::report;
+use stateval::runner::shard::{PlanFile, Shard, Strategy};
 use stateval::runner::{self, Options, Plan, Selection};
 
 #[derive(clap::Args)]
@@ -32,6 +33,24 @@ pub struct Args {
     /// Let `--bless` run where the environment says CI.
     #[arg(long, requires = "bless")]
     allow_bless_in_ci: bool,
+    /// Run one shard of the suite, `hash:I/N` (a case by a digest of its id: stable when
+    /// cases are added) or `slice:I/N` (round-robin), I from 1. Every recorded run of a
+    /// case stays in its shard. Writes logs and case outcomes for `stateval merge`,
+    /// which decides the gates; no reports.
+    #[arg(long, value_name = "STRATEGY:I/N", conflicts_with_all = ["shard_from_env", "bless", "filter", "tags"])]
+    shard: Option<Shard>,
+    /// The shard from the CI engine's environment: `STATEVAL_SHARD=I/N` (a GitHub Actions
+    /// matrix), `CI_NODE_INDEX`/`CI_NODE_TOTAL` (GitLab), `BUILDKITE_PARALLEL_JOB`/`_COUNT`,
+    /// `JOB_COMPLETION_INDEX` with `STATEVAL_SHARD_TOTAL` (Kubernetes Indexed Job).
+    #[arg(long, conflicts_with_all = ["bless", "filter", "tags"])]
+    shard_from_env: bool,
+    /// The plan written by `stateval plan`: refuse to run when the inputs changed since.
+    #[arg(long, value_name = "PLAN.json")]
+    plan: Option<PathBuf>,
+    /// The store directory for this run instead of the pipeline's (a shard's output,
+    /// uploaded for the merge job).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
     /// List every metric of each reliability card in the summary, not one line per card
     /// (the JSON and Markdown reports always hold all of them).
     #[arg(long, short)]
@@ -62,9 +81,30 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .transpose()
         .map_err(|e| CliError::invalid(format!("--filter: {e}")))?;
     let selection = Selection { filter, tags: args.tags };
+    let shard = match (args.shard, args.shard_from_env) {
+        (Some(shard), _) => Some(shard),
+        (None, true) => {
+            let (shard, how) =
+                Shard::from_env(Strategy::Hash, &|name| std::env::var(name).ok()).map_err(CliError::invalid)?;
+            super::out(how);
+            Some(shard)
+        }
+        (None, false) => None,
+    };
     let mut plan = Plan::load(&args.pipeline, &selection)?;
     if plan.cases.is_empty() {
         return Err(CliError::invalid("no case matches the selection: nothing to run"));
+    }
+    if let Some(path) = &args.plan {
+        check_plan_file(path, &plan)?;
+    }
+    if let Some(out) = &args.out {
+        plan.pipeline.pipeline.store = out.to_string_lossy().into_owned();
+    }
+    let whole = plan.cases.len();
+    if let Some(shard) = shard {
+        plan.keep_shard(shard);
+        plan.run_id = format!("{}-shard-{}of{}", plan.run_id, shard.index, shard.total);
     }
     if args.bless {
         plan.goldens.mode = golden::Mode::Bless;
@@ -80,11 +120,21 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let total = plan.cases.len();
     let selective = selection.filter.is_some() || !selection.tags.is_empty();
     let progress = report::pretty::Progress::new(total);
-    let outcome = runner::execute(plan.clone(), Arc::new(store), &Options { jobs, selective, signer }, &mut |case| {
-        progress.case_done(case)
-    });
+    let outcome =
+        runner::execute(plan.clone(), Arc::new(store), &Options { jobs, selective, signer, shard }, &mut |case| {
+            progress.case_done(case)
+        });
     progress.finish();
     let outcome = outcome?;
+    if let Some(shard) = shard {
+        super::out(format!(
+            "shard {shard}: {} of {whole} cases ({} passed) in {}; `stateval merge` decides the gates",
+            outcome.cases.len(),
+            outcome.passed_cases(),
+            plan.pipeline.display(&plan.layout().run_dir(&plan.run_id)),
+        ));
+        return Ok(Exit::Pass);
+    }
 
     let written = report::write_reports(&outcome, &plan.pipeline.report, &plan.pipeline.base)
         .map_err(|e| if e.is_users() { CliError::invalid(e.to_string()) } else { CliError::internal(e.to_string()) })?;
@@ -101,11 +151,25 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
 }
 
+/// A plan file from `stateval plan` must be this plan: same digest.
+pub fn check_plan_file(path: &std::path::Path, plan: &Plan) -> Result<(), CliError> {
+    let file = PlanFile::read(path).map_err(CliError::invalid)?;
+    if file.plan != plan.digest {
+        return Err(CliError::invalid(format!(
+            "{}: the plan is {}, but the inputs now make {}: they changed since `stateval plan`",
+            path.display(),
+            file.plan,
+            plan.digest
+        )));
+    }
+    Ok(())
+}
+
 /// Reports from an earlier run must not stand in for a run that did not happen (invalid
 /// inputs, an interrupt, a kill): the configured report files go before the run starts.
 /// The pipeline itself may be the invalid input, so its `[report]` table is read
 /// leniently, as plain TOML.
-fn remove_stale_reports(pipeline: &std::path::Path) {
+pub fn remove_stale_reports(pipeline: &std::path::Path) {
     let Ok(text) = std::fs::read_to_string(pipeline) else { return };
     let Ok(value) = toml::from_str::<toml::Table>(&text) else { return };
     let base = match Pipeline::parse(pipeline, &text) {

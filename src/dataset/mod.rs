@@ -135,6 +135,11 @@ pub struct CaseRef {
     bytes: Digest,
     /// Each recorded run, in order.
     pub recordings: Box<[RecordingKey]>,
+    pub id: String,
+    pub agent: String,
+    /// Over the case's line and the files its graders read: with a recording, the
+    /// agent's profile and manifest, what decides one unit of work (`stateval plan`).
+    pub inputs: Digest,
 }
 
 impl CaseRef {
@@ -481,6 +486,8 @@ impl<'p> Loader<'p> {
         for r in &case.recordings {
             self.content.update(&r.digest().0);
         }
+        let mut inputs = canon::Digester::new(Context::Content);
+        inputs.update(&case.digest.0);
         // the files custom graders and judges read decide verdicts: a changed one is a
         // new run, not a rerun that overwrites the last (cases without them hash as before)
         for a in &case.expect {
@@ -493,6 +500,8 @@ impl<'p> Loader<'p> {
                 if let Some(d) = digest {
                     self.content.update(file.as_bytes());
                     self.content.update(&d.0);
+                    inputs.update(file.as_bytes());
+                    inputs.update(&d.0);
                 }
             }
         }
@@ -503,6 +512,9 @@ impl<'p> Loader<'p> {
             len: line.len(),
             bytes: canon::digest(Context::Content, line.as_bytes()),
             recordings: case.recordings.iter().map(RecordingRef::key).collect(),
+            id: case.id.clone(),
+            agent: case.agent.clone(),
+            inputs: inputs.finish(),
         }))
     }
 }

@@ -9,6 +9,8 @@
 
 pub mod cards;
 pub mod graders;
+pub mod merge;
+pub mod shard;
 /// The outcome types live below the runner, which produces them; this path stays for
 /// callers that name them through the runner.
 pub use crate::outcome;
@@ -58,6 +60,9 @@ pub enum RunnerError {
     Interrupted,
     #[error("internal error: {0}")]
     Internal(String),
+    /// A merge or shard request that cannot be honoured as given (exit 2).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// Selection of cases within a pipeline.
@@ -89,6 +94,9 @@ pub struct Plan {
     /// The digest the run id is cut from: everything that decides the run's logs. The
     /// run manifest records it.
     pub digest: Digest,
+    /// Over the judges' recordings and the external agents' programs: what every unit
+    /// shares besides its case (see [`shard::unit_id`]).
+    pub graders: Digest,
     /// Where each run's golden is, and whether runs are compared with it or bless it.
     pub goldens: crate::golden::Goldens,
     /// Judge profile name → its validated judge recording.
@@ -155,6 +163,17 @@ impl Plan {
         };
         let programs = programs_digest(&pipeline);
         let digest = plan_digest(&pipeline, loaded.digest, &agents, programs, &judges);
+        let graders = {
+            let mut d = canon::Digester::new(Context::Content);
+            if let Some(programs) = programs {
+                d.update(&programs.0);
+            }
+            for (name, book) in &judges {
+                d.update(name.as_bytes());
+                d.update(&book.digest.0);
+            }
+            d.finish()
+        };
         let (cases, run_id) = (loaded.cases, format!("r-{}", &digest.to_hex()[..16]));
         let goldens = crate::golden::Goldens::from_pipeline(&pipeline);
         Ok(Plan {
@@ -164,12 +183,23 @@ impl Plan {
             agents,
             run_id,
             digest,
+            graders,
             goldens,
             judges,
             server: Mutex::new(None),
             record: None,
             requests: None,
         })
+    }
+
+    /// Keep only the cases of `shard`; the plan's digest and run id stay those of the
+    /// whole plan, so every shard and the merge agree on them.
+    pub fn keep_shard(&mut self, shard: shard::Shard) {
+        let mut position = 0;
+        self.cases.retain(|case| {
+            position += 1;
+            shard.keeps(position - 1, &case.id)
+        });
     }
 
     /// Case `index` in full, read again from its dataset (see [`CaseRef::load`]).
@@ -420,6 +450,9 @@ pub struct Options {
     pub selective: bool,
     /// Sign the run's root (`STATEVAL_SIGNING_KEY`).
     pub signer: Option<Arc<SecretKey>>,
+    /// Run one shard of the plan (its cases are already selected, see
+    /// [`Plan::keep_shard`]): logs and case outcomes, no gates.
+    pub shard: Option<shard::Shard>,
 }
 
 /// Run every case of the plan. `progress` sees each case as it finishes (in completion
@@ -511,8 +544,35 @@ pub fn execute(
     })?;
 
     let cases = spill.finish().map_err(at(&spill_path))?;
+    conclude(&plan, store.as_ref(), run, Decided { cases, tally, card_cases }, options)
+}
+
+/// A run once every case is decided: its cases (in dataset order, on disk), the tally
+/// of verdicts by tag and the inputs of reliability cards.
+pub(crate) struct Decided {
+    pub cases: Cases,
+    pub tally: Tally,
+    pub card_cases: BTreeMap<usize, cards::CardCase>,
+}
+
+/// Everything written once every case is decided: verdicts in order, gates and cards
+/// (not for a shard: `merge` decides those over the whole), the manifest and its
+/// root, the units, `suite.json`, `run.json`. `run` and `merge` both end here, so a
+/// merged run writes what one unsharded run would.
+pub(crate) fn conclude(
+    plan: &Plan,
+    store: &dyn Store,
+    run: RunRecord,
+    decided: Decided,
+    options: &Options,
+) -> Result<SuiteOutcome, RunnerError> {
+    let Decided { cases, tally, card_cases } = decided;
+    let layout = plan.layout();
+    let run_dir = layout.run_dir(&plan.run_id);
     rewrite_verdicts_in_order(&layout, &plan.run_id, &cases)?;
-    let mut gates = if options.selective {
+    let mut gates = if options.shard.is_some() {
+        Vec::new()
+    } else if options.selective {
         // a selection judges pass rates, not suite sizes: min_cases is the full run's
         // guard, and tags the selection left without cases are not this run's to judge
         let mut config = plan.pipeline.gates.clone();
@@ -524,17 +584,32 @@ pub fn execute(
         crate::gate::evaluate(&plan.pipeline.gates, &tally)
     };
     let mut extras = serde_json::Map::new();
-    let mut card_targets = BTreeMap::new();
-    for (agent, report) in cards::cards(card_cases.values()) {
-        let targets = report.targets();
-        extras.insert(format!("reliability.{agent}"), json!(targets));
-        card_targets.insert(agent, targets);
+    if options.shard.is_none() {
+        let mut card_targets = BTreeMap::new();
+        for (agent, report) in cards::cards(card_cases.values()) {
+            let targets = report.targets();
+            extras.insert(format!("reliability.{agent}"), json!(targets));
+            card_targets.insert(agent, targets);
+        }
+        gates.extend(crate::gate::evaluate_cards(&plan.pipeline.gates, &card_targets));
     }
-    gates.extend(crate::gate::evaluate_cards(&plan.pipeline.gates, &card_targets));
-    let passed = gates.iter().all(|g| g.passed);
+    let passed = if options.shard.is_some() { cases.passed() == cases.len() } else { gates.iter().all(|g| g.passed) };
+    write_units(plan, &run_dir, &cases)?;
+    if let Some(shard) = options.shard {
+        let record = shard::ShardRecord {
+            plan: plan.digest,
+            run_id: plan.run_id.clone(),
+            stateval: env!("CARGO_PKG_VERSION").into(),
+            shard,
+            cases: cases.len(),
+        };
+        let path = run_dir.join(shard::SHARD_FILE);
+        let bytes = serde_json::to_vec_pretty(&record).map_err(|e| RunnerError::Internal(e.to_string()))?;
+        std::fs::write(&path, bytes).map_err(at(&path))?;
+    }
     // the manifest marks the run finished and anchors its logs; written before the
     // reports so that every report can carry its root
-    let root = write_manifest(&plan, &run_dir, &cases, options.signer.as_deref())?;
+    let root = write_manifest(plan, &run_dir, &cases, options.signer.as_deref())?;
     let outcome = SuiteOutcome {
         pipeline: plan.pipeline.pipeline.name.clone(),
         run_id: plan.run_id.clone(),
@@ -556,6 +631,28 @@ pub fn execute(
     store.put_run(&done)?;
     store.flush()?;
     Ok(outcome)
+}
+
+/// `units.jsonl`: each unit the run wrote (in dataset order), with its log's head, so a
+/// merge can check shards and `--reuse` can find work already done.
+fn write_units(plan: &Plan, run_dir: &Path, cases: &Cases) -> Result<(), RunnerError> {
+    let path = run_dir.join(shard::UNITS_FILE);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).map_err(at(&path))?);
+    for (case, case_ref) in cases.iter().zip(&plan.cases) {
+        let case = case?;
+        for r in &case.runs {
+            let record = shard::UnitRecord {
+                unit: shard::unit_id(plan, case_ref, r.index),
+                case: case.id.clone(),
+                k: r.index,
+                head: r.head.as_deref().and_then(|h| h.parse().ok()),
+                events: r.events,
+            };
+            serde_json::to_writer(&mut out, &record).map_err(|e| RunnerError::Internal(e.to_string()))?;
+            out.write_all(b"\n").map_err(at(&path))?;
+        }
+    }
+    out.flush().map_err(at(&path))
 }
 
 /// Every log's head and event count, from the graded cases (in dataset order), into

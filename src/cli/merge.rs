@@ -1,0 +1,55 @@
+//! `stateval merge DIR…`: shard runs put back together; gates, cards and reports once
+//! over the whole, byte-identical to one unsharded run.
+
+use std::path::PathBuf;
+
+use super::{CliError, Exit};
+use stateval::report;
+use stateval::runner::shard::PlanFile;
+use stateval::runner::{Options, Plan, Selection, merge};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Shard outputs: the `--out` directories of `stateval run --shard`, or their run
+    /// directories.
+    #[arg(required = true, value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    /// Pipeline definition (the one the shards ran).
+    #[arg(long, default_value = super::DEFAULT_PIPELINE)]
+    pipeline: PathBuf,
+    /// The plan written by `stateval plan`: every shard must have run it.
+    #[arg(long, value_name = "PLAN.json")]
+    plan: Option<PathBuf>,
+    /// The store directory for the merged run instead of the pipeline's.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// List every metric of each reliability card in the summary.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+pub fn run(args: Args) -> Result<Exit, CliError> {
+    super::run::remove_stale_reports(&args.pipeline);
+    let mut plan = Plan::load(&args.pipeline, &Selection::default())?;
+    let plan_file = args.plan.as_deref().map(PlanFile::read).transpose().map_err(CliError::invalid)?;
+    if let Some(out) = &args.out {
+        plan.pipeline.pipeline.store = out.to_string_lossy().into_owned();
+    }
+    let layout = plan.layout();
+    let store = super::open_store(&layout, if args.out.is_some() { "--out" } else { "pipeline.store" })?;
+    let signer = stateval::evidence::SecretKey::from_env()
+        .map_err(|e| CliError::invalid(e.to_string()))?
+        .map(std::sync::Arc::new);
+    let options = Options { jobs: 1, selective: false, signer, shard: None };
+    let outcome = merge::merge(&plan, &store, &args.dirs, plan_file.as_ref(), &options)?;
+    let written = report::write_reports(&outcome, &plan.pipeline.report, &plan.pipeline.base)
+        .map_err(|e| if e.is_users() { CliError::invalid(e.to_string()) } else { CliError::internal(e.to_string()) })?;
+    let mut stdout = std::io::stdout().lock();
+    report::pretty::write_summary(&outcome, &mut stdout, report::pretty::stdout_color_choice(), args.verbose)
+        .map_err(|e| CliError::internal(e.to_string()))?;
+    drop(stdout);
+    for path in written {
+        super::out(format!("report: {}", plan.pipeline.display(&path)));
+    }
+    Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
+}

@@ -1,0 +1,233 @@
+//! `stateval merge`: shard runs put back together into the run one machine would have
+//! written.
+//!
+//! A merge is a checked union. Every shard must have run against the same plan (its
+//! digest), verify against its own manifest, and hold each unit at most once with one
+//! log head (a unit run twice with the same head — a retried Kubernetes pod — is
+//! deduplicated); every planned unit must be present. Then the logs are copied into the
+//! run directory an unsharded run would use, and the run ends as any run does
+//! ([`super::conclude`]): per-tag gates, reliability cards, manifest and root computed
+//! once over the whole. The reports of a merge are byte-identical to those of one
+//! unsharded run of the same plan.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::shard::{PlanFile, SHARD_FILE, ShardRecord, UNITS_FILE, UnitRecord, unit_id};
+use super::{Decided, Options, Plan, RunnerError, at, cards, conclude, remove_run_dir};
+use crate::canon::Digest;
+use crate::evidence::{CheckOptions, check_run};
+use crate::gate::Tally;
+use crate::metrics::dimensions as cards_api;
+use crate::outcome::{CaseOutcome, CaseSpill, SuiteOutcome};
+use crate::store::{RunRecord, Store, VerdictRecord, index_log};
+
+/// One shard run, read and checked.
+struct ShardRun {
+    dir: PathBuf,
+    units: Vec<UnitRecord>,
+}
+
+/// The run directory a shard output holds: `DIR` itself when it has `shard.json`, else
+/// the one run under `DIR/runs/` that has.
+fn shard_dir(dir: &Path) -> Result<PathBuf, RunnerError> {
+    if dir.join(SHARD_FILE).is_file() {
+        return Ok(dir.to_path_buf());
+    }
+    let runs = dir.join("runs");
+    let found: Vec<PathBuf> = std::fs::read_dir(&runs)
+        .map(|rd| rd.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.join(SHARD_FILE).is_file()).collect())
+        .unwrap_or_default();
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(refused(format!(
+            "{}: no shard run here (no {SHARD_FILE} in it or in runs/*/): pass the --out directory of \
+             `stateval run --shard`",
+            dir.display()
+        ))),
+        many => Err(refused(format!(
+            "{}: holds {} shard runs ({}); pass each run directory",
+            dir.display(),
+            many.len(),
+            many.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+fn refused(message: String) -> RunnerError {
+    RunnerError::Refused(message)
+}
+
+fn read_shard(plan: &Plan, dir: &Path) -> Result<ShardRun, RunnerError> {
+    let dir = shard_dir(dir)?;
+    let record_path = dir.join(SHARD_FILE);
+    let text = std::fs::read_to_string(&record_path).map_err(at(&record_path))?;
+    let record: ShardRecord = serde_json::from_str(&text)
+        .map_err(|e| refused(format!("{}: not a stateval shard record: {e}", record_path.display())))?;
+    if record.plan != plan.digest {
+        return Err(refused(format!(
+            "{}: ran against plan {} (stateval {}), but this pipeline's plan is {}: the shards ran against \
+             different plans or the inputs changed since",
+            dir.display(),
+            record.plan,
+            record.stateval,
+            plan.digest
+        )));
+    }
+    let check = check_run(&dir, &CheckOptions::default());
+    if let Some(first) = check.findings.first() {
+        return Err(refused(format!("{}: does not verify: {first}", dir.display())));
+    }
+    let units_path = dir.join(UNITS_FILE);
+    let text = std::fs::read_to_string(&units_path).map_err(at(&units_path))?;
+    let mut units = Vec::new();
+    for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let unit: UnitRecord = serde_json::from_str(line)
+            .map_err(|e| refused(format!("{}:{}: not a unit record: {e}", units_path.display(), i + 1)))?;
+        units.push(unit);
+    }
+    Ok(ShardRun { dir, units })
+}
+
+/// Merge shard outputs `dirs` into the plan's run (in the plan's store).
+pub fn merge(
+    plan: &Plan,
+    store: &dyn Store,
+    dirs: &[PathBuf],
+    plan_file: Option<&PlanFile>,
+    options: &Options,
+) -> Result<SuiteOutcome, RunnerError> {
+    if let Some(file) = plan_file
+        && file.plan != plan.digest
+    {
+        return Err(refused(format!(
+            "the plan file is for plan {}, but this pipeline's plan is {}: the inputs changed since `stateval plan`",
+            file.plan, plan.digest
+        )));
+    }
+    let shards = dirs.iter().map(|d| read_shard(plan, d)).collect::<Result<Vec<_>, _>>()?;
+    // every unit once: identical reruns deduplicated, conflicting ones refused
+    let mut units: BTreeMap<Digest, (usize, &UnitRecord)> = BTreeMap::new();
+    for (s, shard) in shards.iter().enumerate() {
+        for unit in &shard.units {
+            match units.get(&unit.unit) {
+                Some((first, seen)) if seen.head != unit.head => {
+                    return Err(refused(format!(
+                        "unit {} (case {}, run {}) appears in {} and {} with different log heads: \
+                         the same work gave two results",
+                        unit.unit,
+                        unit.case,
+                        unit.k,
+                        shards[*first].dir.display(),
+                        shard.dir.display()
+                    )));
+                }
+                Some(_) => {}
+                None => {
+                    units.insert(unit.unit, (s, unit));
+                }
+            }
+        }
+    }
+    // every planned unit present
+    let mut owner_of_case: Vec<usize> = Vec::with_capacity(plan.cases.len());
+    for case in &plan.cases {
+        let mut owner = None;
+        for k in 0..case.recordings.len() {
+            let id = unit_id(plan, case, k);
+            let Some((s, _)) = units.get(&id) else {
+                return Err(refused(format!("unit {id} (case {}, run {k}) is missing: no shard ran it", case.id)));
+            };
+            owner.get_or_insert(*s);
+        }
+        owner_of_case.push(owner.unwrap_or(0));
+    }
+
+    let layout = plan.layout();
+    let run_dir = layout.run_dir(&plan.run_id);
+    remove_run_dir(&run_dir)?;
+    std::fs::create_dir_all(&run_dir).map_err(at(&run_dir))?;
+    let run = RunRecord {
+        run_id: plan.run_id.clone(),
+        pipeline: plan.pipeline.pipeline.name.clone(),
+        cases: plan.cases.len(),
+        passed: None,
+    };
+    let meta = layout.meta_path(&plan.run_id);
+    std::fs::write(&meta, serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?)
+        .map_err(at(&meta))?;
+    store.put_run(&run)?;
+
+    // the outcomes of the cases each shard decided, read one shard at a time
+    let mut outcomes: BTreeMap<String, CaseOutcome> = BTreeMap::new();
+    for shard in &shards {
+        for case in crate::outcome::Cases::from_file(&shard.dir.join(crate::outcome::CASES_FILE))?.iter() {
+            let case = case?;
+            outcomes.entry(case.id.clone()).or_insert_with(|| case.into_owned());
+        }
+    }
+    let spill_path = layout.cases_path(&plan.run_id);
+    let mut spill = CaseSpill::create(&spill_path).map_err(at(&spill_path))?;
+    let mut tally = Tally::default();
+    let mut card_cases = BTreeMap::new();
+    for (index, case_ref) in plan.cases.iter().enumerate() {
+        let from = &shards[owner_of_case[index]].dir;
+        let mut outcome = outcomes.remove(&case_ref.id).ok_or_else(|| {
+            refused(format!("case {}: {} ran its units but holds no outcome for it", case_ref.id, from.display()))
+        })?;
+        for r in &mut outcome.runs {
+            let to = layout.log_path(&plan.run_id, &outcome.id, r.index);
+            copy_log(&from.join(&outcome.id), to.parent().unwrap_or(&run_dir), r.index)?;
+            r.log = plan.pipeline.display(&to);
+            let record = index_log(&layout, &plan.run_id, &outcome.id, r.index).map_err(|e| refused(e.to_string()))?.0;
+            store.put_log(&record)?;
+            store.put_verdict(&VerdictRecord {
+                run_id: plan.run_id.clone(),
+                case: outcome.id.clone(),
+                dataset: outcome.dataset.clone(),
+                k: r.index,
+                passed: r.passed,
+                status: r.status.clone(),
+            })?;
+        }
+        let case = plan.case(index)?;
+        if cards::feeds_card(&case) {
+            let price = plan.pipeline.agents.get(&case.agent).and_then(|p| p.price);
+            let mut runs = Vec::new();
+            for r in &outcome.runs {
+                let events = crate::event::reader::read_log(&layout.log_path(&plan.run_id, &case.id, r.index))
+                    .map_err(|e| refused(e.to_string()))?
+                    .events;
+                runs.push(cards_api::Run { success: r.passed, ..cards::card_run(&events, r.passed, price) });
+            }
+            card_cases.insert(
+                index,
+                cards::CardCase {
+                    id: case.id.clone(),
+                    agent: case.agent.clone(),
+                    perturbation: case.perturbation.clone(),
+                    runs,
+                },
+            );
+        }
+        tally.add(&outcome.tags, outcome.passed);
+        spill.push(&outcome).map_err(at(&spill_path))?;
+    }
+    let cases = spill.finish().map_err(at(&spill_path))?;
+    conclude(plan, store, run, Decided { cases, tally, card_cases }, options)
+}
+
+/// Copy log `k` (and its agent's stderr, when there is one) from a shard's case
+/// directory into the merged run's.
+fn copy_log(from_case: &Path, to_case: &Path, k: usize) -> Result<(), RunnerError> {
+    std::fs::create_dir_all(to_case).map_err(at(to_case))?;
+    for ext in ["jsonl", "stderr"] {
+        let from = from_case.join(format!("{k}.{ext}"));
+        if ext == "stderr" && !from.exists() {
+            continue;
+        }
+        let to = to_case.join(format!("{k}.{ext}"));
+        std::fs::copy(&from, &to).map_err(at(&from))?;
+    }
+    Ok(())
+}
