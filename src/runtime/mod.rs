@@ -13,6 +13,7 @@ pub mod detectors;
 pub mod handoff;
 pub mod idempotency;
 pub mod memory;
+pub mod normalize;
 pub mod policy;
 pub mod recorder;
 pub mod taint;
