@@ -16,6 +16,7 @@ pub mod memory;
 pub mod normalize;
 pub mod policy;
 pub mod recorder;
+pub mod switches;
 pub mod taint;
 
 use std::collections::BTreeMap;
@@ -26,7 +27,7 @@ use crate::canon::{self, Digest};
 use crate::dataset::Case;
 use crate::event::fold::{self, Memory};
 use crate::event::{Kind, writer::WriteError};
-use crate::pipeline::{AgentProfile, OnDivergence};
+use crate::pipeline::{AgentProfile, OnDivergence, SafetyClass};
 use crate::replay::{ModelProvider, ModelRequest, Recording, ReplayProvider};
 use crate::sandbox::Manifest;
 use boundary::ToolBoundary;
@@ -400,18 +401,28 @@ impl<'a, 'p> Loop<'a, 'p> {
     }
 
     /// Hand a task to another agent profile. The target runs under its own policy,
-    /// tools and approvals (it inherits no authority); a privileged target refuses a
-    /// payload carrying untrusted content. The target's answer is the call's result.
+    /// tools and approvals (it inherits no authority) but carries the caller's taint (it
+    /// inherits every untrusted source the caller read, with the events that brought
+    /// them); a target that is privileged or holds a financial or privileged tool
+    /// refuses a payload carrying untrusted content. The target's answer is the call's
+    /// result.
     fn handoff(&mut self, call_id: &str, args: &Value, tainted: bool) -> Result<Value, WriteError> {
         let to = args.get("to").and_then(Value::as_str).unwrap_or_default().to_string();
         let task = args.get("task").and_then(Value::as_str).unwrap_or_default().to_string();
         let peer = self.input.peers.get(to.as_str()).copied();
+        let cross_agent = !switches::off("cross-agent-taint");
+        // a target that holds money or authority is a deputy, marked privileged or not
+        let sensitive = |m: &Manifest| {
+            m.tools.iter().any(|t| matches!(t.safety_class(), SafetyClass::Financial | SafetyClass::Privileged))
+        };
         let refusal = if !self.input.profile.handoffs.contains(&to) {
             Some(format!("{to:?} is not among this agent's handoff targets"))
         } else if peer.is_none() {
             Some(format!("no agent profile named {to:?}"))
         } else if tainted && peer.is_some_and(|(p, _)| p.privileged) {
             Some(format!("the payload carries untrusted content and {to} is privileged"))
+        } else if tainted && cross_agent && peer.is_some_and(|(_, m)| sensitive(m)) {
+            Some(format!("the payload carries untrusted content and {to} holds financial or privileged tools"))
         } else {
             None
         };
@@ -441,12 +452,16 @@ impl<'a, 'p> Loop<'a, 'p> {
             manifest,
             recording: self.input.recording,
             on_divergence: self.input.on_divergence,
-            peers: BTreeMap::new(),
+            // the target may hand on to its own targets, among the same profiles
+            peers: self.input.peers.clone(),
         };
         let turn = self.rec.turn().unwrap_or(0);
         let mut nested = Loop::new(&target, &mut *self.provider, &mut *self.rec)?;
         nested.nested = true;
-        if tainted {
+        if cross_agent {
+            // every agent down the chain carries everything its caller read
+            nested.boundary.taint.inherit(&self.boundary.taint);
+        } else if tainted {
             nested.boundary.taint.absorb(&json!(task), seq);
         }
         nested.conversation.user(&task).map_err(|source| WriteError::Canon { seq, kind: Kind::Handoff, source })?;

@@ -29,6 +29,8 @@ use regex::Regex;
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
+use super::switches;
+
 /// Runs shorter than this are words, not encodings ("deadbeef" is a word).
 pub const MIN_ENCODED_RUN: usize = 12;
 
@@ -59,6 +61,9 @@ pub fn is_ignorable(c: char) -> bool {
 
 /// The comparable form of `text` (see the module doc). Idempotent.
 pub fn fold(text: &str) -> String {
+    if switches::off("normalisation") {
+        return text.to_string();
+    }
     let lowered: String = text.nfkc().filter(|c| !is_ignorable(*c)).flat_map(char::to_lowercase).collect();
     let mut out = String::with_capacity(lowered.len());
     for c in lowered.chars() {
@@ -95,16 +100,23 @@ fn collapse_whitespace(text: &str) -> String {
 /// first is the plain text's fold. Deduplicated, in a fixed order.
 pub fn views(text: &str) -> Vec<String> {
     let mut raw = vec![text.to_string()];
+    if switches::off("decoding") {
+        return vec![fold(text)];
+    }
     raw.extend(percent_decoded(text));
     raw.extend(entity_decoded(text));
     raw.extend(base64_runs(text));
     raw.extend(hex_runs(text));
     raw.extend(tag_text(text));
     raw.extend(bidi_logical(text));
+    // invisible characters used as word separators: `pay\u{2062}to\u{2062}x` reads as words
+    if text.chars().any(is_ignorable) {
+        raw.push(text.chars().map(|c| if is_ignorable(c) { ' ' } else { c }).collect());
+    }
     let mut out: Vec<String> = Vec::new();
     for r in raw {
         let folded = fold(&r);
-        let canonical = canonical_addresses(&folded);
+        let canonical = if switches::off("normalisation") { folded.clone() } else { canonical_addresses(&folded) };
         for v in [folded, canonical] {
             if !out.contains(&v) {
                 out.push(v);
