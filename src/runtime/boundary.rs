@@ -131,15 +131,18 @@ impl<'a> ToolBoundary<'a> {
         {
             decision = floor;
         }
+        // name the event that introduced the taint, so a denial points at its real cause
+        let tainted_by = source.map(|seq| {
+            let by = rec.events().get(seq as usize).and_then(|e| e.str("tool")).unwrap_or_default().to_string();
+            if decision.verdict == Verdict::Deny {
+                decision.reason = format!("{} (taint introduced by event {seq}, {by})", decision.reason);
+            }
+            json!({"seq": seq, "tool": by})
+        });
         let mut data = json!({"call_id": call_id, "tool": tool, "verdict": decision.verdict.as_str(),
                               "rule": decision.rule, "reason": decision.reason, "args_tainted": args_tainted});
-        // name the event that introduced the taint, so a denial points at its real cause
-        if let Some(seq) = source {
-            let by = rec.events().get(seq as usize).and_then(|e| e.str("tool")).unwrap_or_default().to_string();
-            data["tainted_by"] = json!({"seq": seq, "tool": by});
-            if decision.verdict == Verdict::Deny {
-                decision.reason = format!("{} (untrusted content from event {seq}, {by})", decision.reason);
-            }
+        if let Some(by) = tainted_by {
+            data["tainted_by"] = by;
         }
         rec.emit(Kind::PolicyDecided, data)?;
         let allowed = match decision.verdict {

@@ -84,6 +84,9 @@ pub fn fold(text: &str) -> String {
 /// The identifier form: [`fold`] without combining marks or whitespace, so `transfer`,
 /// `Transfer`, `trаnsfer` (Cyrillic а), `transfer\u{ad}` and `transḟer` are one name.
 pub fn fold_name(name: &str) -> String {
+    if switches::off("normalisation") {
+        return name.to_string();
+    }
     fold(name).nfd().filter(|c| !is_combining_mark(*c) && !c.is_whitespace()).collect()
 }
 
@@ -100,18 +103,17 @@ fn collapse_whitespace(text: &str) -> String {
 /// first is the plain text's fold. Deduplicated, in a fixed order.
 pub fn views(text: &str) -> Vec<String> {
     let mut raw = vec![text.to_string()];
-    if switches::off("decoding") {
-        return vec![fold(text)];
-    }
-    raw.extend(percent_decoded(text));
-    raw.extend(entity_decoded(text));
-    raw.extend(base64_runs(text));
-    raw.extend(hex_runs(text));
-    raw.extend(tag_text(text));
-    raw.extend(bidi_logical(text));
-    // invisible characters used as word separators: `pay\u{2062}to\u{2062}x` reads as words
-    if text.chars().any(is_ignorable) {
-        raw.push(text.chars().map(|c| if is_ignorable(c) { ' ' } else { c }).collect());
+    if !switches::off("decoding") {
+        raw.extend(percent_decoded(text));
+        raw.extend(entity_decoded(text));
+        raw.extend(base64_runs(text));
+        raw.extend(hex_runs(text));
+        raw.extend(tag_text(text));
+        raw.extend(bidi_logical(text));
+        // invisible characters used as word separators: `pay\u{2062}to\u{2062}x` reads as words
+        if text.chars().any(is_ignorable) {
+            raw.push(text.chars().map(|c| if is_ignorable(c) { ' ' } else { c }).collect());
+        }
     }
     let mut out: Vec<String> = Vec::new();
     for r in raw {
