@@ -13,7 +13,8 @@ use stateval::runtime::switches;
 
 /// Run the security suite with `off` switched off; the ids of its failing cases.
 fn failing_with(p: &Project, off: &str) -> BTreeSet<String> {
-    let output = p.cmd().env(switches::VARIABLE, off).args(["run", "--tag", "security"]).output().expect("run stateval");
+    let output =
+        p.cmd().env(switches::VARIABLE, off).args(["run", "--tag", "security"]).output().expect("run stateval");
     assert_eq!(output.status.code(), Some(if off.is_empty() { 0 } else { 1 }), "{off}: exit code");
     let report = p.json("reports/report.json");
     report["cases"]
@@ -100,7 +101,12 @@ fn every_switch_has_a_test_and_every_case_a_reason_to_exist() {
     let lines = p.read("datasets/security/suite.jsonl");
     for line in lines.lines() {
         let case: serde_json::Value = serde_json::from_str(line).expect("a dataset line");
-        let needs = case["tags"].as_array().expect("tags").iter().filter(|t| t.as_str().is_some_and(|t| t.starts_with("needs-"))).count();
+        let needs = case["tags"]
+            .as_array()
+            .expect("tags")
+            .iter()
+            .filter(|t| t.as_str().is_some_and(|t| t.starts_with("needs-")))
+            .count();
         let id = case["id"].as_str().expect("id");
         assert_eq!(needs == 0, controls.contains(id), "{id}: an attack needs a mitigation, a control none");
     }

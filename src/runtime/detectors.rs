@@ -100,9 +100,7 @@ pub fn find_injection<'r>(patterns: impl IntoIterator<Item = &'r Regex>, text: &
 /// invisible to a reader, visible to a model. Variation selectors and the zero-width
 /// joiner, which emoji need, are not counted.
 pub fn hidden_characters(text: &str) -> usize {
-    text.chars()
-        .filter(|c| normalize::is_ignorable(*c) && !matches!(*c as u32, 0x200D | 0xFE00..=0xFE0F))
-        .count()
+    text.chars().filter(|c| normalize::is_ignorable(*c) && !matches!(*c as u32, 0x200D | 0xFE00..=0xFE0F)).count()
 }
 
 /// A detector's finding, as `security_flagged` data.

@@ -74,9 +74,13 @@ pub fn key_and_args(scope: &str, turn: u32, tool: &str, args: &Value, declared: 
         &format!("{scope}/{turn}/{tool}"),
     );
     match given {
-        Some(key) => {
-            Keyed { key: format!("given:{}", normalize::fold(&key)), given: true, operation, turn_operation, args: rest }
-        }
+        Some(key) => Keyed {
+            key: format!("given:{}", normalize::fold(&key)),
+            given: true,
+            operation,
+            turn_operation,
+            args: rest,
+        },
         None => {
             // the logged key digests the arguments as sent (logs written before
             // normalisation keep their bytes); retries find it through `turn_operation`

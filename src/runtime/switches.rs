@@ -15,7 +15,10 @@ pub const VARIABLE: &str = "STATEVAL_TEST_MITIGATIONS_OFF";
 
 /// Every mitigation that can be switched off, with what switching it off does.
 pub const NAMES: &[(&str, &str)] = &[
-    ("normalisation", "compare raw text: no NFKC, case folding, ignorable removal, confusable mapping or canonical addresses"),
+    (
+        "normalisation",
+        "compare raw text: no NFKC, case folding, ignorable removal, confusable mapping or canonical addresses",
+    ),
     ("decoding", "read only the plain text: no percent, entity, base64, hex, tag or bidi readings"),
     ("taint-splitting", "do not match an address split across arguments"),
     ("cross-agent-taint", "a handoff target starts untainted and only a privileged one refuses tainted payloads"),

@@ -239,7 +239,9 @@ mod tests {
     fn a_real_base64_attachment_is_not_tainted() {
         let t = page();
         // "%PDF-1.7 invoice 883 for acme" in base64: text, but not the attacker's
-        assert!(!t.touches(&json!({"to": "bob@example.com", "attachment": "JVBERi0xLjcgaW52b2ljZSA4ODMgZm9yIGFjbWU="})));
+        assert!(
+            !t.touches(&json!({"to": "bob@example.com", "attachment": "JVBERi0xLjcgaW52b2ljZSA4ODMgZm9yIGFjbWU="}))
+        );
     }
 
     #[test]

@@ -99,9 +99,9 @@ fn takes_address(tool: &ToolSpec) -> bool {
     else {
         return false;
     };
-    properties.keys().any(|k| {
-        k.to_lowercase().split(|c: char| !c.is_ascii_alphanumeric()).any(|w| ADDRESS_ARGUMENTS.contains(&w))
-    })
+    properties
+        .keys()
+        .any(|k| k.to_lowercase().split(|c: char| !c.is_ascii_alphanumeric()).any(|w| ADDRESS_ARGUMENTS.contains(&w)))
 }
 
 #[cfg(test)]
