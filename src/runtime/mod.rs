@@ -540,4 +540,6 @@ impl<'a, 'p> Loop<'a, 'p> {
 }
 
 #[cfg(test)]
+mod handoff_tests;
+#[cfg(test)]
 mod tests;
