@@ -14,7 +14,8 @@
 //! the text itself, its percent-decoded, HTML-entity-decoded, base64-run and hex-run
 //! decoded forms, the ASCII hidden in tag characters, and the text under a bidi
 //! override read in logical order — each folded, with e-mail obfuscations canonicalised
-//! (`(at)` → `@`, `(dot)` → `.`, plus-addressing `user+tag@` → `user@`). [`fold_name`]
+//! (`(at)` → `@`, `(dot)` → `.`, plus-addressing `user+tag@` → `user@`) and URLs without
+//! their scheme, `www.` and default port. [`fold_name`]
 //! is the identifier form (also without combining marks and whitespace) for names that
 //! must not collide.
 //!
@@ -46,6 +47,9 @@ static OBFUSCATED_DOT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*|(\w)\s+dot\s+(\w)").expect("dot pattern"));
 static PLUS_ADDRESS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"([a-z0-9._%-]+)\+[a-z0-9._%+-]*@").expect("plus-address pattern"));
+/// The parts of a URL that do not change where it points: scheme, `www.`, default ports.
+static URL_PREFIX: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b(?:https?|hxxps?)://(?:www\.)?|\bwww\.|:(?:80|443)\b").expect("URL pattern"));
 /// Single characters separated by single spaces: `m a l l o r y`.
 static SPACED_OUT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:\S ){4,}\S").expect("spaced-out pattern"));
 
@@ -128,7 +132,8 @@ pub fn views(text: &str) -> Vec<String> {
     out
 }
 
-/// `(at)` → `@`, `(dot)` → `.`, spaced-out letters joined, plus-addressing dropped.
+/// `(at)` → `@`, `(dot)` → `.`, spaced-out letters joined, plus-addressing dropped,
+/// URLs without scheme, `www.` and default port.
 pub fn canonical_addresses(folded: &str) -> String {
     let joined = SPACED_OUT.replace_all(folded, |c: &regex::Captures<'_>| compact(&c[0]));
     let at = OBFUSCATED_AT.replace_all(&joined, |c: &regex::Captures<'_>| {
@@ -137,7 +142,8 @@ pub fn canonical_addresses(folded: &str) -> String {
     let dot = OBFUSCATED_DOT.replace_all(&at, |c: &regex::Captures<'_>| {
         format!("{}.{}", c.get(1).map_or("", |m| m.as_str()), c.get(2).map_or("", |m| m.as_str()))
     });
-    PLUS_ADDRESS.replace_all(&dot, "$1@").into_owned()
+    let plus = PLUS_ADDRESS.replace_all(&dot, "$1@");
+    URL_PREFIX.replace_all(&plus, "").into_owned()
 }
 
 fn percent_decoded(text: &str) -> Option<String> {
@@ -336,6 +342,8 @@ mod tests {
         assert!(any_view_contains("mallory[at]evil[dot]example", "mallory@evil.example"));
         assert!(any_view_contains("Mallory+payroll@evil.example", "mallory@evil.example"));
         assert!(any_view_contains("m a l l o r y @ e v i l . e x a m p l e", "mallory@evil.example"));
+        assert!(any_view_contains("HTTPS://WWW.Evil.example:443/pay", "evil.example/pay"));
+        assert!(any_view_contains("hxxp://evil.example/pay", "evil.example/pay"));
         // an ordinary sentence with "at" keeps its words in the plain reading
         assert_eq!(views("meet at noon")[0], "meet at noon");
     }
