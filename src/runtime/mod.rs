@@ -379,7 +379,7 @@ impl<'a, 'p> Loop<'a, 'p> {
     fn call(&mut self, call_id: &str, tool: &str, args: &Value) -> Result<Value, WriteError> {
         self.rec.emit(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
         let class = if memory::is_builtin(tool) { memory::class(tool) } else { self.boundary.class(tool) };
-        let args_tainted = self.boundary.taint.touches(args);
+        let taint_source = self.boundary.taint.source_of(args);
         if let Some(denied) = self.boundary.decide(self.rec, call_id, tool, class, args)? {
             return Ok(denied);
         }
@@ -388,7 +388,7 @@ impl<'a, 'p> Loop<'a, 'p> {
         }
         if tool == handoff::TOOL && !self.input.profile.handoffs.is_empty() {
             // the handoff is itself a tool call, executed once the target has answered
-            let result = self.handoff(call_id, args, args_tainted)?;
+            let result = self.handoff(call_id, args, taint_source)?;
             let is_error = result.get("error").is_some();
             self.rec.emit(
                 Kind::ToolExecuted,
@@ -406,7 +406,15 @@ impl<'a, 'p> Loop<'a, 'p> {
     /// them); a target that is privileged or holds a financial or privileged tool
     /// refuses a payload carrying untrusted content. The target's answer is the call's
     /// result.
-    fn handoff(&mut self, call_id: &str, args: &Value, tainted: bool) -> Result<Value, WriteError> {
+    fn handoff(&mut self, call_id: &str, args: &Value, source: Option<u64>) -> Result<Value, WriteError> {
+        let tainted = source.is_some();
+        // the event that introduced the payload's taint, named in a refusal
+        let tainted_by = source.map(|seq| {
+            let tool = self.rec.events().get(seq as usize).and_then(|e| e.str("tool")).unwrap_or_default();
+            (seq, tool.to_string())
+        });
+        let cause = tainted_by.as_ref().map(|(seq, tool)| format!(" (taint introduced by event {seq}, {tool})"));
+        let cause = cause.unwrap_or_default();
         let to = args.get("to").and_then(Value::as_str).unwrap_or_default().to_string();
         let task = args.get("task").and_then(Value::as_str).unwrap_or_default().to_string();
         let peer = self.input.peers.get(to.as_str()).copied();
@@ -420,19 +428,20 @@ impl<'a, 'p> Loop<'a, 'p> {
         } else if peer.is_none() {
             Some(format!("no agent profile named {to:?}"))
         } else if tainted && peer.is_some_and(|(p, _)| p.privileged) {
-            Some(format!("the payload carries untrusted content and {to} is privileged"))
+            Some(format!("the payload carries untrusted content and {to} is privileged{cause}"))
         } else if tainted && cross_agent && peer.is_some_and(|(_, m)| sensitive(m)) {
-            Some(format!("the payload carries untrusted content and {to} holds financial or privileged tools"))
+            Some(format!("the payload carries untrusted content and {to} holds financial or privileged tools{cause}"))
         } else {
             None
         };
         let payload_hash =
             canon::canonical_digest(canon::Context::Content, &json!(task)).map(|d| d.to_string()).unwrap_or_default();
-        let seq = self.rec.emit(
-            Kind::Handoff,
-            json!({"call_id": call_id, "from": self.input.agent, "to": to, "allowed": refusal.is_none(),
-                   "payload_hash": payload_hash, "taint": tainted, "reason": refusal}),
-        )?;
+        let mut data = json!({"call_id": call_id, "from": self.input.agent, "to": to, "allowed": refusal.is_none(),
+                              "payload_hash": payload_hash, "taint": tainted, "reason": refusal});
+        if let Some((seq, tool)) = &tainted_by {
+            data["tainted_by"] = json!({"seq": seq, "tool": tool});
+        }
+        let seq = self.rec.emit(Kind::Handoff, data)?;
         let (Some((profile, manifest)), None) = (peer, &refusal) else {
             if tainted {
                 self.rec.emit(
