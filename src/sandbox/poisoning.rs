@@ -59,9 +59,7 @@ pub fn scan(manifest: &Manifest, reserved: &[&str]) -> Vec<Finding> {
                 reasons.push(format!("its description hides text in a comment (\"{comment}\")"));
             }
             if !takes_address(tool)
-                && let Some(address) = normalize::views(&tool.description)
-                    .iter()
-                    .find_map(|v| ADDRESS.find(v).map(|m| m.as_str().to_string()))
+                && let Some(address) = stray_address(&tool.description)
             {
                 reasons.push(format!("its description names {address} though the tool takes no address"));
             }
@@ -91,6 +89,15 @@ fn hidden_comment(description: &str) -> Option<String> {
         let body = c.get(1).or_else(|| c.get(2))?.as_str().trim();
         (!body.is_empty()).then(|| normalize::fold(body).chars().take(60).collect())
     })
+}
+
+/// The first address in any reading of `description`, preferring one only a decoded
+/// reading shows (the plain text of a reversed or encoded address is noise).
+fn stray_address(description: &str) -> Option<String> {
+    let views = normalize::views(description);
+    let found: Vec<String> = views.iter().flat_map(|v| ADDRESS.find_iter(v).map(|m| m.as_str().to_string())).collect();
+    let plain = views.first().map(String::as_str).unwrap_or_default();
+    found.iter().find(|a| !plain.contains(a.as_str())).or(found.first()).cloned()
 }
 
 /// Does the tool declare an argument that holds an address (`to`, `email`, `url`, …)?
