@@ -1,6 +1,7 @@
 //! The adversarial suite (`datasets/security/`) and proof that each mitigation is
-//! load-bearing: switched off in the profile or manifest, exactly its fixtures fail,
-//! while every negative control still passes.
+//! load-bearing: switched off in the profile or manifest, exactly the cases tagged
+//! `needs-<mitigation>` fail, while every negative control still passes. The runtime's
+//! own switches are proved the same way in `security_switches.rs`.
 
 mod common;
 
@@ -22,8 +23,17 @@ fn failing_security_cases(p: &Project) -> (i32, BTreeSet<String>) {
     (out.code, failed)
 }
 
-fn ids(list: &[&str]) -> BTreeSet<String> {
-    list.iter().map(|s| s.to_string()).collect()
+/// The ids of the suite's cases carrying `tag`.
+fn tagged(p: &Project, tag: &str) -> BTreeSet<String> {
+    let ids: BTreeSet<String> = p
+        .read("datasets/security/suite.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a dataset line"))
+        .filter(|c| c["tags"].as_array().is_some_and(|t| t.iter().any(|t| t == tag)))
+        .map(|c| c["id"].as_str().expect("id").to_string())
+        .collect();
+    assert!(!ids.is_empty(), "no case is tagged {tag}");
+    ids
 }
 
 #[test]
@@ -40,7 +50,7 @@ fn without_the_poisoning_checks_the_poisoning_fixtures_fail() {
     p.write("pipeline/ci.toml", &toml);
     let (code, failed) = failing_security_cases(&p);
     assert_eq!(code, 1);
-    assert_eq!(failed, ids(&["poisoned-description-refused", "shadowing-tool-name-refused"]));
+    assert_eq!(failed, tagged(&p, "needs-poisoning-checks"));
 }
 
 #[test]
@@ -54,11 +64,15 @@ poisoned_tools = "refuse""#;
     p.write("pipeline/ci.toml", toml.replace(rule, "]\npoisoned_tools = \"refuse\""));
     let (code, failed) = failing_security_cases(&p);
     assert_eq!(code, 1);
-    // the poisoned description's address is stopped by the same taint rule
-    assert_eq!(
-        failed,
-        ids(&["injected-payee-in-invoice-denied", "hidden-unicode-payee-denied", "poisoned-description-refused"])
-    );
+    // the poisoned descriptions' addresses are stopped by the same taint rule
+    assert_eq!(failed, tagged(&p, "needs-taint-rule"));
+    // ... and the built-in floor still keeps the money where it is
+    let report = p.json("reports/report.json");
+    for case in report["cases"].as_array().unwrap().iter().filter(|c| c["passed"] == false) {
+        let checks = case["runs"][0]["checks"].as_array().unwrap();
+        let ledger = checks.iter().find(|c| c["name"] == "sandbox.ledger").expect("a ledger check");
+        assert_eq!(ledger["passed"], true, "{}", case["id"]);
+    }
 }
 
 #[test]
@@ -76,7 +90,7 @@ fn without_idempotency_the_replay_fixtures_fail() {
     p.write("pipeline/ci.toml", toml.replace(&pinned, &format!("tools_digest = \"{digest}\"")));
     let (code, failed) = failing_security_cases(&p);
     assert_eq!(code, 1);
-    assert_eq!(failed, ids(&["replayed-transfer-deduplicated", "retried-transfer-in-one-turn-deduplicated"]));
+    assert_eq!(failed, tagged(&p, "needs-idempotency"));
 }
 
 #[test]
@@ -96,22 +110,72 @@ fn a_deduplicated_execution_is_visible_in_the_log_with_its_key_and_first_executi
 }
 
 #[test]
-fn without_the_privileged_target_the_confused_deputy_fixtures_fail() {
+fn a_treasurer_that_is_not_privileged_still_refuses_a_tainted_payload_because_it_holds_transfer() {
     let p = Project::full();
     let toml = p.read("pipeline/ci.toml");
     assert_eq!(toml.matches("privileged = true").count(), 1);
     p.write("pipeline/ci.toml", toml.replace("privileged = true", "privileged = false"));
-    let (code, failed) = failing_security_cases(&p);
-    assert_eq!(code, 1);
-    assert_eq!(
-        failed,
-        ids(&["tainted-handoff-to-privileged-refused", "hidden-payee-laundered-through-handoff-refused"])
-    );
+    assert_eq!(failing_security_cases(&p), (0, BTreeSet::new()));
+    let log = p.log_files().into_iter().find(|l| l.contains("tainted-handoff-to-privileged-refused")).unwrap();
+    let events = common::events_of(&p.read_bytes(&log));
+    let handoff = events.iter().find(|e| e["kind"] == "handoff").expect("a handoff event");
+    assert_eq!(handoff["data"]["allowed"], false);
+    assert!(handoff["data"]["reason"].as_str().unwrap().contains("holds financial or privileged tools"), "{handoff}");
+}
+
+#[test]
+fn without_the_privileged_target_or_cross_agent_taint_the_confused_deputy_fixtures_fail() {
+    let p = Project::full();
+    let toml = p.read("pipeline/ci.toml");
+    p.write("pipeline/ci.toml", toml.replace("privileged = true", "privileged = false"));
+    let out = p
+        .cmd()
+        .env(stateval::runtime::switches::VARIABLE, "cross-agent-taint")
+        .args(["run", "--tag", "security"])
+        .output()
+        .expect("run stateval");
+    assert_eq!(out.status.code(), Some(1));
+    let report = p.json("reports/report.json");
+    let failed: BTreeSet<String> = report["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["passed"] == false)
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    // the relay never passed a tainted payload: it fails for want of cross-agent taint alone
+    let expected: BTreeSet<String> =
+        tagged(&p, "needs-handoff-refusal").union(&tagged(&p, "needs-cross-agent-taint")).cloned().collect();
+    assert_eq!(failed, expected);
     // the tainted payload now reaches the treasurer: the handoff is allowed
     let log = p.log_files().into_iter().find(|l| l.contains("tainted-handoff-to-privileged-refused")).unwrap();
     let events = common::events_of(&p.read_bytes(&log));
     let handoff = events.iter().find(|e| e["kind"] == "handoff").expect("a handoff event");
     assert_eq!((handoff["data"]["allowed"].as_bool(), handoff["data"]["taint"].as_bool()), (Some(true), Some(true)));
+}
+
+#[test]
+fn every_tainted_denial_names_the_event_of_the_channel_its_case_attacks() {
+    let p = Project::full();
+    p.stateval(&["run", "--tag", "security"]).expect_code(0);
+    let mut named = 0;
+    for log in p.log_files() {
+        let events = common::events_of(&p.read_bytes(&log));
+        for e in events.iter().filter(|e| e["kind"] == "policy_decided" && e["data"]["verdict"] == "deny") {
+            let Some(by) = e["data"].get("tainted_by") else { continue };
+            let source = &events[by["seq"].as_u64().unwrap() as usize];
+            let tool = by["tool"].as_str().unwrap();
+            // a fetched page's execution, or the flag that refused a poisoned description
+            let fetched = source["kind"] == "tool_executed" && source["data"]["tool"] == tool && tool == "fetch_page";
+            let refused = source["kind"] == "security_flagged"
+                && source["data"]["class"] == "tool_poisoning"
+                && source["data"]["tool"] == tool;
+            assert!(fetched || refused, "{log}: {e} names {source}");
+            assert!(e["data"]["reason"].as_str().unwrap().contains(&format!("event {}", by["seq"])), "{e}");
+            named += 1;
+        }
+    }
+    assert!(named >= 30, "{named} tainted denials");
 }
 
 #[test]

@@ -15,7 +15,7 @@
 //! | `memory.<tier>.<key>` | final memory (a fold over the log) |
 //! | `memory_at[<turn>].<tier>.<key>` | memory at the end of turn n |
 //! | `memory_lifecycle.<tier>.<key>` | `{value, source, confidence, superseded: [{value, source, superseded_by}]}` |
-//! | `policy.verdicts` | `[{turn, call_id, tool, verdict, rule}]` |
+//! | `policy.verdicts` | `[{turn, call_id, tool, verdict, rule}]`, plus `tainted_by: {seq, tool}` when the arguments were tainted |
 //! | `policy.denials` / `policy.escalations` | counts |
 //! | `policy.verdict_at_turn[<n>]` | strongest verdict of turn n (deny > escalate > allow) |
 //! | `context.max_total` / `context.budget_exceeded` | over `context_compiled` events (0/1) |
@@ -217,8 +217,13 @@ fn policy(events: &[Event]) -> Value {
                 per_turn[t] = Some(verdict);
             }
         }
-        verdicts.push(json!({"turn": e.turn, "call_id": e.get("call_id"), "tool": e.get("tool"),
-                             "verdict": verdict, "rule": e.get("rule")}));
+        let mut entry = json!({"turn": e.turn, "call_id": e.get("call_id"), "tool": e.get("tool"),
+                               "verdict": verdict, "rule": e.get("rule")});
+        // the event that introduced the taint a decision saw, when it saw one
+        if !e.get("tainted_by").is_null() {
+            entry["tainted_by"] = e.get("tainted_by").clone();
+        }
+        verdicts.push(entry);
     }
     json!({
         "verdicts": verdicts,

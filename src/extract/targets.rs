@@ -55,7 +55,10 @@ pub const TARGETS: &[Target] = &[
         "memory_lifecycle.<tier>.<key>",
         "a key's final value, source event and confidence, and the values it superseded",
     ),
-    log("policy.verdicts", "every policy decision: [{turn, call_id, tool, verdict, rule}]"),
+    log(
+        "policy.verdicts",
+        "every policy decision: [{turn, call_id, tool, verdict, rule}], with tainted_by {seq, tool} when tainted",
+    ),
     log("policy.denials", "how many proposals policy denied"),
     log("policy.escalations", "how many proposals policy escalated to an approval"),
     log("policy.verdict_at_turn[<n>]", "the strongest verdict of turn n (deny > escalate > allow), null without one"),

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Recorder, idempotency, policy, taint};
+use super::{Recorder, idempotency, policy, switches, taint};
 use crate::dataset::Case;
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::profile::PoisonedTools;
@@ -85,14 +85,15 @@ impl<'a> ToolBoundary<'a> {
             PoisonedTools::Allow => "allowed (poisoned_tools = \"allow\")",
         };
         for finding in std::mem::take(&mut self.poisoned) {
-            if let Some(spec) = self.manifest.tool(&finding.tool) {
-                self.taint.absorb(&json!(spec.description), 0);
-            }
-            rec.emit(
+            let seq = rec.emit(
                 Kind::SecurityFlagged,
                 json!({"class": "tool_poisoning", "severity": "high", "source": 0, "tool": finding.tool,
                        "detail": format!("tool {}: {}; {action}", finding.tool, finding.detail)}),
             )?;
+            // the flag is the event that introduced the description's taint
+            if let Some(spec) = self.manifest.tool(&finding.tool) {
+                self.taint.absorb(&json!(spec.description), seq);
+            }
         }
         Ok(())
     }
@@ -112,21 +113,38 @@ impl<'a> ToolBoundary<'a> {
         class: SafetyClass,
         args: &Value,
     ) -> Result<Option<Value>, WriteError> {
-        let args_tainted = self.taint.touches(args);
-        let decision = if self.refused.iter().any(|r| r == tool) {
+        let source = self.taint.source_of(args);
+        let args_tainted = source.is_some();
+        let proposal = policy::Proposal { tool, class, args_tainted };
+        let mut decision = if self.refused.iter().any(|r| r == tool) {
             policy::Decision {
                 verdict: Verdict::Deny,
                 rule: "poisoned-tool".into(),
                 reason: "the tool failed the manifest poisoning checks and is refused".into(),
             }
         } else {
-            policy::decide(&self.profile.policy, &policy::Proposal { tool, class, args_tainted })
+            policy::decide(&self.profile.policy, &proposal)
         };
-        rec.emit(
-            Kind::PolicyDecided,
-            json!({"call_id": call_id, "tool": tool, "verdict": decision.verdict.as_str(), "rule": decision.rule,
-                   "reason": decision.reason, "args_tainted": args_tainted}),
-        )?;
+        if decision.verdict != Verdict::Deny
+            && !switches::off("taint-floor")
+            && let Some(floor) = policy::taint_floor(&proposal)
+        {
+            decision = floor;
+        }
+        // name the event that introduced the taint, so a denial points at its real cause
+        let tainted_by = source.map(|seq| {
+            let by = rec.events().get(seq as usize).and_then(|e| e.str("tool")).unwrap_or_default().to_string();
+            if decision.verdict == Verdict::Deny {
+                decision.reason = format!("{} (taint introduced by event {seq}, {by})", decision.reason);
+            }
+            json!({"seq": seq, "tool": by})
+        });
+        let mut data = json!({"call_id": call_id, "tool": tool, "verdict": decision.verdict.as_str(),
+                              "rule": decision.rule, "reason": decision.reason, "args_tainted": args_tainted});
+        if let Some(by) = tainted_by {
+            data["tainted_by"] = by;
+        }
+        rec.emit(Kind::PolicyDecided, data)?;
         let allowed = match decision.verdict {
             Verdict::Allow => true,
             Verdict::Deny => false,
@@ -181,13 +199,13 @@ impl<'a> ToolBoundary<'a> {
     ) -> Result<(Value, bool), WriteError> {
         let spec = self.manifest.tool(tool);
         let idempotent = spec.is_some_and(|s| s.idempotent);
-        let (key, fixture_args) = if idempotent {
+        let keyed = idempotent.then(|| {
             let scope = format!("{}/{}", self.case.id, self.run_index);
-            let (key, rest) = idempotency::key_and_args(&scope, rec.turn().unwrap_or(0), tool, args);
-            (Some(key), rest)
-        } else {
-            (None, args.clone())
-        };
+            let declared = spec.and_then(declared_arguments);
+            idempotency::key_and_args(&scope, rec.turn().unwrap_or(0), tool, args, declared.as_deref())
+        });
+        let key = keyed.as_ref().map(|k| self.idempotency.key_for(k));
+        let fixture_args = keyed.as_ref().map_or_else(|| args.clone(), |k| k.args.clone());
         if let Some(key) = &key
             && let Some((result, first)) = self.idempotency.replay(key).cloned()
         {
@@ -222,10 +240,10 @@ impl<'a> ToolBoundary<'a> {
             self.fixture_error = Some(message);
             return Ok((execution.result, true));
         }
-        if let Some(key) = key
+        if let (Some(key), Some(keyed)) = (key, &keyed)
             && !execution.is_error
         {
-            self.idempotency.record(key, execution.result.clone(), seq);
+            self.idempotency.record(keyed, key, execution.result.clone(), seq);
         }
         // a timeout or an injected error is our own text, not the tool's content
         let answered = execution.fault.as_ref().is_none_or(|f| f.kind == FaultKind::Slow);
@@ -234,4 +252,10 @@ impl<'a> ToolBoundary<'a> {
         }
         Ok((execution.result, execution.is_error))
     }
+}
+
+/// The argument names a tool's `input_schema` declares, when it declares any.
+fn declared_arguments(spec: &ToolSpec) -> Option<Vec<String>> {
+    let properties = spec.input_schema.as_ref()?.get("properties")?.as_object()?;
+    Some(properties.keys().cloned().collect())
 }

@@ -1,12 +1,14 @@
 //! The built-in `handoff` tool: give a task to another agent profile.
 //!
 //! A handoff is a proposal like any call (policy decides first). Then: the target must
-//! be one of the caller's `handoffs`; a `privileged` target refuses a payload that
-//! carries untrusted (tainted) content — the confused-deputy mitigation, flagged as
-//! `security_flagged` class `confused_deputy`; and the target runs under its own
-//! policy, tools and approvals, inheriting no authority from the caller. Its model
-//! calls come from the same recording, in order, and its events sit in the same log
-//! after the `handoff` event.
+//! be one of the caller's `handoffs`; a target that is `privileged`, or holds a
+//! `financial` or `privileged` tool, refuses a payload that carries untrusted (tainted)
+//! content — the confused-deputy mitigation, flagged as `security_flagged` class
+//! `confused_deputy`; and the target runs under its own policy, tools and approvals,
+//! inheriting no authority from the caller but all of its taint (every untrusted source
+//! the caller read, with the event that brought it), and may hand on to its own
+//! targets. Its model calls come from the same recording, in order, and its events sit
+//! in the same log after the `handoff` event.
 
 use serde_json::{Value, json};
 

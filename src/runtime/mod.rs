@@ -13,8 +13,10 @@ pub mod detectors;
 pub mod handoff;
 pub mod idempotency;
 pub mod memory;
+pub mod normalize;
 pub mod policy;
 pub mod recorder;
+pub mod switches;
 pub mod taint;
 
 use std::collections::BTreeMap;
@@ -25,7 +27,7 @@ use crate::canon::{self, Digest};
 use crate::dataset::Case;
 use crate::event::fold::{self, Memory};
 use crate::event::{Kind, writer::WriteError};
-use crate::pipeline::{AgentProfile, OnDivergence};
+use crate::pipeline::{AgentProfile, OnDivergence, SafetyClass};
 use crate::replay::{ModelProvider, ModelRequest, Recording, ReplayProvider};
 use crate::sandbox::Manifest;
 use boundary::ToolBoundary;
@@ -377,7 +379,7 @@ impl<'a, 'p> Loop<'a, 'p> {
     fn call(&mut self, call_id: &str, tool: &str, args: &Value) -> Result<Value, WriteError> {
         self.rec.emit(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
         let class = if memory::is_builtin(tool) { memory::class(tool) } else { self.boundary.class(tool) };
-        let args_tainted = self.boundary.taint.touches(args);
+        let taint_source = self.boundary.taint.source_of(args);
         if let Some(denied) = self.boundary.decide(self.rec, call_id, tool, class, args)? {
             return Ok(denied);
         }
@@ -386,7 +388,7 @@ impl<'a, 'p> Loop<'a, 'p> {
         }
         if tool == handoff::TOOL && !self.input.profile.handoffs.is_empty() {
             // the handoff is itself a tool call, executed once the target has answered
-            let result = self.handoff(call_id, args, args_tainted)?;
+            let result = self.handoff(call_id, args, taint_source)?;
             let is_error = result.get("error").is_some();
             self.rec.emit(
                 Kind::ToolExecuted,
@@ -399,28 +401,47 @@ impl<'a, 'p> Loop<'a, 'p> {
     }
 
     /// Hand a task to another agent profile. The target runs under its own policy,
-    /// tools and approvals (it inherits no authority); a privileged target refuses a
-    /// payload carrying untrusted content. The target's answer is the call's result.
-    fn handoff(&mut self, call_id: &str, args: &Value, tainted: bool) -> Result<Value, WriteError> {
+    /// tools and approvals (it inherits no authority) but carries the caller's taint (it
+    /// inherits every untrusted source the caller read, with the events that brought
+    /// them); a target that is privileged or holds a financial or privileged tool
+    /// refuses a payload carrying untrusted content. The target's answer is the call's
+    /// result.
+    fn handoff(&mut self, call_id: &str, args: &Value, source: Option<u64>) -> Result<Value, WriteError> {
+        let tainted = source.is_some();
+        // the event that introduced the payload's taint, named in a refusal
+        let tainted_by = source.map(|seq| {
+            let tool = self.rec.events().get(seq as usize).and_then(|e| e.str("tool")).unwrap_or_default();
+            (seq, tool.to_string())
+        });
+        let cause = tainted_by.as_ref().map(|(seq, tool)| format!(" (taint introduced by event {seq}, {tool})"));
+        let cause = cause.unwrap_or_default();
         let to = args.get("to").and_then(Value::as_str).unwrap_or_default().to_string();
         let task = args.get("task").and_then(Value::as_str).unwrap_or_default().to_string();
         let peer = self.input.peers.get(to.as_str()).copied();
+        let cross_agent = !switches::off("cross-agent-taint");
+        // a target that holds money or authority is a deputy, marked privileged or not
+        let sensitive = |m: &Manifest| {
+            m.tools.iter().any(|t| matches!(t.safety_class(), SafetyClass::Financial | SafetyClass::Privileged))
+        };
         let refusal = if !self.input.profile.handoffs.contains(&to) {
             Some(format!("{to:?} is not among this agent's handoff targets"))
         } else if peer.is_none() {
             Some(format!("no agent profile named {to:?}"))
         } else if tainted && peer.is_some_and(|(p, _)| p.privileged) {
-            Some(format!("the payload carries untrusted content and {to} is privileged"))
+            Some(format!("the payload carries untrusted content and {to} is privileged{cause}"))
+        } else if tainted && cross_agent && peer.is_some_and(|(_, m)| sensitive(m)) {
+            Some(format!("the payload carries untrusted content and {to} holds financial or privileged tools{cause}"))
         } else {
             None
         };
         let payload_hash =
             canon::canonical_digest(canon::Context::Content, &json!(task)).map(|d| d.to_string()).unwrap_or_default();
-        let seq = self.rec.emit(
-            Kind::Handoff,
-            json!({"call_id": call_id, "from": self.input.agent, "to": to, "allowed": refusal.is_none(),
-                   "payload_hash": payload_hash, "taint": tainted, "reason": refusal}),
-        )?;
+        let mut data = json!({"call_id": call_id, "from": self.input.agent, "to": to, "allowed": refusal.is_none(),
+                              "payload_hash": payload_hash, "taint": tainted, "reason": refusal});
+        if let Some((seq, tool)) = &tainted_by {
+            data["tainted_by"] = json!({"seq": seq, "tool": tool});
+        }
+        let seq = self.rec.emit(Kind::Handoff, data)?;
         let (Some((profile, manifest)), None) = (peer, &refusal) else {
             if tainted {
                 self.rec.emit(
@@ -440,12 +461,16 @@ impl<'a, 'p> Loop<'a, 'p> {
             manifest,
             recording: self.input.recording,
             on_divergence: self.input.on_divergence,
-            peers: BTreeMap::new(),
+            // the target may hand on to its own targets, among the same profiles
+            peers: self.input.peers.clone(),
         };
         let turn = self.rec.turn().unwrap_or(0);
         let mut nested = Loop::new(&target, &mut *self.provider, &mut *self.rec)?;
         nested.nested = true;
-        if tainted {
+        if cross_agent {
+            // every agent down the chain carries everything its caller read
+            nested.boundary.taint.inherit(&self.boundary.taint);
+        } else if tainted {
             nested.boundary.taint.absorb(&json!(task), seq);
         }
         nested.conversation.user(&task).map_err(|source| WriteError::Canon { seq, kind: Kind::Handoff, source })?;
@@ -523,5 +548,7 @@ impl<'a, 'p> Loop<'a, 'p> {
     }
 }
 
+#[cfg(test)]
+mod handoff_tests;
 #[cfg(test)]
 mod tests;

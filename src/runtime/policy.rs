@@ -4,6 +4,12 @@
 //! escalate beats allow), and among the rules with that verdict the highest `priority`
 //! (then the earliest in the file) is the one reported. No matching rule: allow, by the
 //! rule named `default`.
+//!
+//! Under every profile's rules lies one floor ([`taint_floor`]): a call of a
+//! `financial` or `privileged` tool whose arguments carry untrusted content is denied
+//! (rule [`TAINT_FLOOR_RULE`]), whatever the profile says — an agent that holds money
+//! or authority is a deputy an attacker can confuse whether or not its profile thought
+//! to write the rule, and whether or not it is marked `privileged`.
 
 use crate::pipeline::{PolicyRule, RuleWhen, SafetyClass, Verdict};
 
@@ -42,6 +48,19 @@ pub fn decide(rules: &[PolicyRule], p: &Proposal<'_>) -> Decision {
         },
         None => Decision { verdict: Verdict::Allow, rule: "default".into(), reason: "no rule matched".into() },
     }
+}
+
+/// The rule id of the built-in floor.
+pub const TAINT_FLOOR_RULE: &str = "tainted-sensitive-call";
+
+/// The floor's denial of `p`, if it applies (see the module doc).
+pub fn taint_floor(p: &Proposal<'_>) -> Option<Decision> {
+    let sensitive = matches!(p.class, SafetyClass::Financial | SafetyClass::Privileged);
+    (sensitive && p.args_tainted).then(|| Decision {
+        verdict: Verdict::Deny,
+        rule: TAINT_FLOOR_RULE.into(),
+        reason: format!("arguments carry untrusted content and {} is a {} tool", p.tool, p.class.as_str()),
+    })
 }
 
 fn describe(rule: &PolicyRule, p: &Proposal<'_>) -> String {
@@ -102,6 +121,15 @@ mod tests {
         let p = Proposal { tool: "x", class: SafetyClass::Read, args_tainted: false };
         assert_eq!(decide(&rules, &p).rule, "urgent");
         assert_eq!(decide(&rules[..2], &p).rule, "first");
+    }
+
+    #[test]
+    fn a_tainted_call_of_a_sensitive_tool_meets_the_floor_and_a_clean_or_read_one_does_not() {
+        let p = |class, tainted| Proposal { tool: "transfer", class, args_tainted: tainted };
+        assert_eq!(taint_floor(&p(SafetyClass::Financial, true)).map(|d| d.rule), Some(TAINT_FLOOR_RULE.into()));
+        assert_eq!(taint_floor(&p(SafetyClass::Privileged, true)).map(|d| d.verdict), Some(Verdict::Deny));
+        assert_eq!(taint_floor(&p(SafetyClass::Financial, false)), None);
+        assert_eq!(taint_floor(&p(SafetyClass::Read, true)), None);
     }
 
     #[test]
