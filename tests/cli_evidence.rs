@@ -310,13 +310,15 @@ fn assert_no_stale_report(p: &Project, round: usize) {
 fn no_kill_at_any_moment_leaves_a_torn_log_or_a_stale_report() {
     use std::os::unix::process::ExitStatusExt;
     let p = Project::new();
+    let started = std::time::Instant::now();
     p.stateval(&["run"]).expect_code(0);
+    // moments spread over one whole run, from loading to writing reports
+    let whole = started.elapsed();
     let signals =
         [nix::sys::signal::Signal::SIGKILL, nix::sys::signal::Signal::SIGTERM, nix::sys::signal::Signal::SIGINT];
-    // a fixed spread of moments, from loading to writing reports
     let mut interrupted = 0;
     for round in 0..12usize {
-        let delay = std::time::Duration::from_millis((round as u64 * 97) % 900);
+        let delay = whole.mul_f64(((round * 7) % 12) as f64 / 14.0);
         let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("stateval"))
             .current_dir(p.path())
             .args(["run", "--jobs", "2"])
@@ -344,7 +346,10 @@ fn no_kill_at_any_moment_leaves_a_torn_log_or_a_stale_report() {
             p.stateval(&["verify", "--allow-incomplete", &format!(".stateval/runs/{id}")]).expect_code(0);
         }
     }
-    assert!(interrupted >= 6, "most rounds must catch the run before it finished: {interrupted} of 12");
+    assert!(
+        interrupted >= 4,
+        "rounds must catch the run before it finished: {interrupted} of 12 (a run takes {whole:?})"
+    );
     // and a rerun after all that is clean
     p.stateval(&["run"]).expect_code(0);
     let runs: Vec<String> = p.run_ids().into_iter().filter(|id| !id.starts_with('.')).collect();

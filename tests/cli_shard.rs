@@ -1,0 +1,254 @@
+//! Sharded runs end to end: the commands of each scale-out example (GitHub Actions,
+//! GitLab, a Kubernetes Indexed Job) run as separate processes, in separate copies of
+//! the project, with the environment each engine sets; the merge's reports are
+//! byte-identical to one unsharded run. And every refusal of `merge`, unit named.
+
+mod common;
+
+use std::path::Path;
+
+use common::{CI_REPORTS, Project, copy_dir};
+
+const SHARDS: usize = 4;
+
+/// The `stateval …` commands of an example file, in order: each sits on one line and
+/// runs to its end (or to the closing quote of a container command).
+fn commands(example: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scale-out").join(example))
+        .expect("read the example");
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| {
+            ["stateval plan", "stateval run", "stateval merge"]
+                .iter()
+                .find_map(|c| l.find(c))
+                .map(|at| l[at..].trim_end().trim_end_matches(']').trim_end_matches('"').to_string())
+        })
+        .collect()
+}
+
+/// Run a command line of an example through `sh`, as the engine would, with the built
+/// binary first on `PATH`.
+fn sh(p: &Project, line: &str, env: &[(String, String)]) -> common::Outcome {
+    let bin = assert_cmd::cargo::cargo_bin("stateval");
+    let path = format!("{}:{}", bin.parent().expect("bin dir").display(), std::env::var("PATH").unwrap_or_default());
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", line]).current_dir(p.path()).env("PATH", path).env("NO_COLOR", "1").env_remove("CI");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run sh");
+    common::Outcome {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// One engine: its example, the environment of shard `i` (1-based), where a shard's
+/// output is in its job and where the merge job finds it.
+struct Engine {
+    example: &'static str,
+    env: fn(usize) -> Vec<(String, String)>,
+    output: fn(usize) -> (String, String),
+}
+
+fn unsharded_reports() -> Vec<Vec<u8>> {
+    let p = Project::new();
+    p.stateval(&["run"]).expect_code(0);
+    CI_REPORTS.iter().map(|r| p.read_bytes(r)).collect()
+}
+
+fn run_engine(engine: &Engine, expected: &[Vec<u8>]) {
+    let lines = commands(engine.example);
+    let plan_lines: Vec<&String> = lines.iter().filter(|l| l.starts_with("stateval plan")).collect();
+    let shard_lines: Vec<&String> = lines.iter().filter(|l| l.starts_with("stateval run")).collect();
+    let merge_lines: Vec<&String> = lines.iter().filter(|l| l.starts_with("stateval merge")).collect();
+    assert!(!shard_lines.is_empty() && !merge_lines.is_empty(), "{}: {lines:?}", engine.example);
+
+    let planner = Project::new();
+    for line in &plan_lines {
+        sh(&planner, line, &[]).expect_code(0);
+    }
+    let merger = Project::new();
+    for i in 1..=SHARDS {
+        let job = Project::new(); // a fresh checkout per job
+        if !plan_lines.is_empty() {
+            job.write("plan.json", planner.read_bytes("plan.json"));
+        }
+        for line in &shard_lines {
+            let out = sh(&job, line, &(engine.env)(i));
+            out.expect_code(0);
+            assert!(out.stdout.contains(&format!("shard hash:{i}/{SHARDS} from ")), "{}", out.stdout);
+        }
+        let (from, to) = (engine.output)(i);
+        copy_dir(&job.join(from), &merger.join(to));
+    }
+    if !plan_lines.is_empty() {
+        merger.write("plan.json", planner.read_bytes("plan.json"));
+    }
+    for line in &merge_lines {
+        sh(&merger, line, &[]).expect_code(0);
+    }
+    for (report, bytes) in CI_REPORTS.iter().zip(expected) {
+        assert!(merger.read_bytes(report) == *bytes, "{}: {report} differs from the unsharded run's", engine.example);
+    }
+}
+
+fn env(pairs: &[(&str, String)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
+#[test]
+fn every_scale_out_example_merges_to_the_reports_of_one_unsharded_run() {
+    let expected = unsharded_reports();
+    let engines = [
+        Engine {
+            example: "github-actions.yml",
+            env: |i| env(&[("STATEVAL_SHARD", format!("{i}/{SHARDS}"))]),
+            output: |i| ("shard-out".into(), format!("shards/shard-{i}")),
+        },
+        Engine {
+            example: "gitlab-ci.yml",
+            env: |i| env(&[("CI_NODE_INDEX", i.to_string()), ("CI_NODE_TOTAL", SHARDS.to_string())]),
+            output: |i| (format!("shard-out/{i}"), format!("shard-out/{i}")),
+        },
+        Engine {
+            example: "kubernetes.yaml",
+            env: |i| {
+                env(&[("JOB_COMPLETION_INDEX", (i - 1).to_string()), ("STATEVAL_SHARD_TOTAL", SHARDS.to_string())])
+            },
+            output: |i| (format!("shards/{}", i - 1), format!("shards/{}", i - 1)),
+        },
+    ];
+    for engine in &engines {
+        run_engine(engine, &expected);
+    }
+}
+
+/// A project with the four `slice` shards run into `shards/1..4`.
+fn sharded() -> Project {
+    let p = Project::new();
+    for i in 1..=SHARDS {
+        p.stateval(&["run", "--shard", &format!("slice:{i}/{SHARDS}"), "--out", &format!("shards/{i}")]).expect_code(0);
+    }
+    p
+}
+
+fn shard_args(extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = vec!["merge".into()];
+    args.extend((1..=SHARDS).map(|i| format!("shards/{i}")));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+fn merge(p: &Project, args: &[String]) -> common::Outcome {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    p.stateval(&args)
+}
+
+/// The one run directory under a shard output.
+fn run_dir_of(p: &Project, shard: usize) -> String {
+    let runs = p.join(format!("shards/{shard}/runs"));
+    let name = std::fs::read_dir(&runs).expect("runs").next().expect("a run").expect("entry").file_name();
+    format!("shards/{shard}/runs/{}", name.to_string_lossy())
+}
+
+#[test]
+fn a_retried_shard_is_deduplicated_and_a_missing_one_is_refused_naming_a_unit() {
+    let p = sharded();
+    // shard 2 uploaded twice (a retried pod): identical heads, merged once
+    let mut args = shard_args(&[]);
+    args.push("shards/2".into());
+    merge(&p, &args).expect_code(0);
+
+    let out = merge(&p, &args[..args.len() - 2]); // shards 1..3 only
+    out.expect_code(2);
+    assert!(out.stderr.contains("is missing: no shard ran it"), "{}", out.stderr);
+    assert!(out.stderr.contains("error: unit blake3:"), "{}", out.stderr);
+}
+
+#[test]
+fn a_shard_of_another_plan_or_one_that_does_not_verify_is_refused() {
+    let p = sharded();
+    // the inputs change after the shards ran
+    p.stateval(&["plan", "-o", "before.json"]).expect_code(0);
+    let ci = p.read("pipeline/ci.toml");
+    p.write("pipeline/ci.toml", format!("{ci}\n# edited\n"));
+    let out = merge(&p, &shard_args(&[]));
+    out.expect_code(2);
+    assert!(out.stderr.contains("ran against plan blake3:"), "{}", out.stderr);
+    let out = merge(&p, &shard_args(&["--plan", "before.json"]));
+    out.expect_code(2);
+    assert!(out.stderr.contains("the plan file is for plan"), "{}", out.stderr);
+    p.write("pipeline/ci.toml", ci);
+
+    // a log changed after the shard ran
+    let dir = run_dir_of(&p, 3);
+    let log = stateval::evidence::check::logs_in(&p.join(&dir)).remove(0);
+    let text = std::fs::read_to_string(&log).expect("read").replacen("\"turn\":0", "\"turn\":1", 1);
+    std::fs::write(&log, text).expect("write");
+    let out = merge(&p, &shard_args(&[]));
+    out.expect_code(2);
+    assert!(out.stderr.contains(&format!("{dir}: does not verify: ")), "{}", out.stderr);
+}
+
+#[test]
+fn one_unit_with_two_different_heads_is_refused() {
+    use stateval::evidence::RunManifest;
+    use stateval::runner::shard::UnitRecord;
+    let p = sharded();
+    // a copy of shard 1 whose first log differs (re-chained, with its own manifest and
+    // units agreeing): it verifies alone, but the same unit now has two results
+    copy_dir(&p.join("shards/1"), &p.join("shards/1b"));
+    let dir = p.join(run_dir_of(&p, 1).replace("shards/1/", "shards/1b/"));
+    let log = stateval::evidence::check::logs_in(&dir).remove(0);
+    let mut writer = stateval::event::writer::LogWriter::new(Vec::new());
+    for line in std::fs::read_to_string(&log).expect("read").lines() {
+        let e = stateval::event::verify::parse_line(line.as_bytes()).expect("parse");
+        let data = if e.seq == 1 { serde_json::json!({"changed": true}) } else { e.data };
+        writer.append(e.turn, e.t, e.kind, data).expect("append");
+    }
+    let (bytes, head) = writer.finish().expect("finish");
+    std::fs::write(&log, bytes).expect("write");
+    let rel = log.strip_prefix(&dir).expect("in the run").to_string_lossy().into_owned();
+    let mut manifest = RunManifest::read(&dir).expect("manifest");
+    manifest.logs.iter_mut().filter(|l| l.path == rel).for_each(|l| l.head = head);
+    manifest.write(&dir).expect("rewrite");
+    let units_path = dir.join("units.jsonl");
+    let units: Vec<String> = std::fs::read_to_string(&units_path)
+        .expect("units")
+        .lines()
+        .map(|l| {
+            let mut u: UnitRecord = serde_json::from_str(l).expect("unit");
+            if format!("{}/{}.jsonl", u.case, u.k) == rel {
+                u.head = head;
+            }
+            serde_json::to_string(&u).expect("json")
+        })
+        .collect();
+    std::fs::write(&units_path, units.join("\n") + "\n").expect("write units");
+
+    let mut args = shard_args(&[]);
+    args.push("shards/1b".into());
+    let out = merge(&p, &args);
+    out.expect_code(2);
+    assert!(out.stderr.contains("with different log heads"), "{}", out.stderr);
+}
+
+#[test]
+fn shard_flags_are_checked_before_anything_runs() {
+    let p = Project::new();
+    for (flag, why) in [("hash:0/4", "1 ≤ I ≤ N"), ("mod:1/2", "hash:I/N or slice:I/N"), ("hash:5/4", "1 ≤ I ≤ N")]
+    {
+        let out = p.stateval(&["run", "--shard", flag]);
+        out.expect_code(2);
+        assert!(out.stderr.contains(why), "{flag}: {}", out.stderr);
+    }
+    let out = p.cmd().args(["run", "--shard-from-env"]).env_remove("STATEVAL_SHARD").output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let out = p.cmd().args(["run", "--shard-from-env"]).env("JOB_COMPLETION_INDEX", "1").output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("STATEVAL_SHARD_TOTAL"));
+    assert!(p.run_ids().is_empty(), "nothing ran");
+}
