@@ -31,7 +31,7 @@ fn whole_pipeline(c: &mut Criterion) {
             let outcome = runner::execute(
                 plan.clone(),
                 store.clone(),
-                &Options { jobs: 1, selective: false, signer: None, shard: None },
+                &Options { jobs: 1, selective: false, signer: None, shard: None, reuse: None },
                 &mut |_| {},
             )
             .expect("run");
@@ -102,7 +102,7 @@ fn long_horizon_300(c: &mut Criterion) {
             let outcome = runner::execute(
                 plan.clone(),
                 store.clone(),
-                &Options { jobs: 1, selective: false, signer: None, shard: None },
+                &Options { jobs: 1, selective: false, signer: None, shard: None, reuse: None },
                 &mut |_| {},
             )
             .expect("run");

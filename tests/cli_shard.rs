@@ -252,3 +252,29 @@ fn shard_flags_are_checked_before_anything_runs() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("STATEVAL_SHARD_TOTAL"));
     assert!(p.run_ids().is_empty(), "nothing ran");
 }
+
+#[test]
+fn reuse_skips_unchanged_units_and_gives_the_reports_of_a_fresh_run() {
+    let p = Project::new();
+    p.stateval(&["run"]).expect_code(0);
+    // one case changes (its line, hence its unit ids); the others do not
+    let dataset = "datasets/examples/treasury.jsonl";
+    let text = p.read(dataset);
+    let first = text.lines().next().expect("a case").to_string();
+    let edited = first.replacen("\"tags\":[", "\"tags\":[\"edited\",", 1);
+    assert_ne!(first, edited, "the first case has tags");
+    p.write(dataset, text.replacen(&first, &edited, 1));
+
+    let out = p.stateval(&["run", "--reuse", ".stateval"]);
+    out.expect_code(0);
+    let cases = p.json("reports/report.json")["cases"].as_array().map(Vec::len).unwrap_or_default();
+    assert!(out.stdout.contains(&format!("reused {} of {cases} cases from .stateval", cases - 1)), "{}", out.stdout);
+    let reused: Vec<Vec<u8>> = CI_REPORTS.iter().map(|r| p.read_bytes(r)).collect();
+    // the same inputs, replayed from scratch
+    let fresh = Project::new();
+    fresh.write(dataset, p.read(dataset));
+    fresh.stateval(&["run"]).expect_code(0);
+    for (report, bytes) in CI_REPORTS.iter().zip(&reused) {
+        assert!(fresh.read_bytes(report) == *bytes, "{report} differs from a fresh run's");
+    }
+}

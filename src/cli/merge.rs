@@ -40,7 +40,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let signer = stateval::evidence::SecretKey::from_env()
         .map_err(|e| CliError::invalid(e.to_string()))?
         .map(std::sync::Arc::new);
-    let options = Options { jobs: 1, selective: false, signer, shard: None };
+    let options = Options { jobs: 1, selective: false, signer, shard: None, reuse: None };
     let outcome = merge::merge(&plan, &store, &args.dirs, plan_file.as_ref(), &options)?;
     let written = report::write_reports(&outcome, &plan.pipeline.report, &plan.pipeline.base)
         .map_err(|e| if e.is_users() { CliError::invalid(e.to_string()) } else { CliError::internal(e.to_string()) })?;

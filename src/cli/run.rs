@@ -51,6 +51,11 @@ pub struct Args {
     /// uploaded for the merge job).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Skip cases whose every unit (case × recorded run, by content id) already has a
+    /// verified log in DIR — a store, a shard output or a run directory; their logs are
+    /// copied and their golden checks redone.
+    #[arg(long, value_name = "DIR")]
+    reuse: Option<PathBuf>,
     /// List every metric of each reliability card in the summary, not one line per card
     /// (the JSON and Markdown reports always hold all of them).
     #[arg(long, short)]
@@ -102,6 +107,13 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         plan.pipeline.pipeline.store = out.to_string_lossy().into_owned();
     }
     let whole = plan.cases.len();
+    let reuse = args
+        .reuse
+        .as_deref()
+        .map(|dir| stateval::runner::reuse::Reuse::scan(dir, &plan.layout().run_dir(&plan.run_id)))
+        .transpose()
+        .map_err(CliError::invalid)?
+        .map(Arc::new);
     if let Some(shard) = shard {
         plan.keep_shard(shard);
         plan.run_id = format!("{}-shard-{}of{}", plan.run_id, shard.index, shard.total);
@@ -120,12 +132,18 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let total = plan.cases.len();
     let selective = selection.filter.is_some() || !selection.tags.is_empty();
     let progress = report::pretty::Progress::new(total);
-    let outcome =
-        runner::execute(plan.clone(), Arc::new(store), &Options { jobs, selective, signer, shard }, &mut |case| {
-            progress.case_done(case)
-        });
+    let outcome = runner::execute(
+        plan.clone(),
+        Arc::new(store),
+        &Options { jobs, selective, signer, shard, reuse: reuse.clone() },
+        &mut |case| progress.case_done(case),
+    );
     progress.finish();
     let outcome = outcome?;
+    if let (Some(reuse), Some(dir)) = (&reuse, &args.reuse) {
+        let reused = reuse.reused.load(std::sync::atomic::Ordering::Relaxed);
+        super::out(format!("reused {reused} of {} cases from {}", outcome.cases.len(), dir.display()));
+    }
     if let Some(shard) = shard {
         super::out(format!(
             "shard {shard}: {} of {whole} cases ({} passed) in {}; `stateval merge` decides the gates",

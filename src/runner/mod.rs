@@ -10,6 +10,7 @@
 pub mod cards;
 pub mod graders;
 pub mod merge;
+pub mod reuse;
 pub mod shard;
 /// The outcome types live below the runner, which produces them; this path stays for
 /// callers that name them through the runner.
@@ -453,6 +454,8 @@ pub struct Options {
     /// Run one shard of the plan (its cases are already selected, see
     /// [`Plan::keep_shard`]): logs and case outcomes, no gates.
     pub shard: Option<shard::Shard>,
+    /// Take cases over from earlier runs whose units have verified logs (`--reuse`).
+    pub reuse: Option<Arc<reuse::Reuse>>,
 }
 
 /// Run every case of the plan. `progress` sees each case as it finishes (in completion
@@ -510,8 +513,20 @@ pub fn execute(
         loop {
             while pending.len() < jobs && next < plan.cases.len() && next < written + window {
                 let (plan, store, verdicts) = (plan.clone(), store.clone(), verdicts.clone());
+                let reuse = options.reuse.clone();
                 let index = next;
-                pending.spawn_blocking(move || (index, run_case(&plan, index, store.as_ref(), &verdicts)));
+                pending.spawn_blocking(move || {
+                    let taken = match &reuse {
+                        Some(reuse) => reuse::take_over(&plan, index, reuse, store.as_ref(), &verdicts),
+                        None => Ok(None),
+                    };
+                    let result = match taken {
+                        Ok(Some(result)) => Ok(result),
+                        Ok(None) => run_case(&plan, index, store.as_ref(), &verdicts),
+                        Err(e) => Err(e),
+                    };
+                    (index, result)
+                });
                 next += 1;
             }
             if pending.is_empty() {

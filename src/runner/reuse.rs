@@ -1,0 +1,186 @@
+//! `--reuse DIR`: a case whose every unit already has a verified log in an earlier run
+//! is not replayed again; its logs are copied and its outcome taken over.
+//!
+//! A unit id covers everything that decides a log (see [`super::shard::unit_id`]), so
+//! the same id means the same log. Two things are checked again rather than trusted:
+//! each log verifies against its run's manifest with the head the earlier run
+//! recorded, and the golden comparison is redone (goldens are not part of a unit's
+//! id: a golden blessed since must judge the reused log as it would a new one).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::shard::{UNITS_FILE, UnitRecord, unit_id};
+use super::{Plan, RunnerError, at, cards};
+use crate::canon::Digest;
+use crate::evidence::{CheckOptions, check_log};
+use crate::metrics::dimensions as cards_api;
+use crate::outcome::{CaseOutcome, Cases};
+use crate::store::{Store, VerdictRecord, index_log};
+
+/// Where a unit's earlier log is.
+#[derive(Debug, Clone)]
+struct Source {
+    run_dir: PathBuf,
+    head: Option<Digest>,
+}
+
+/// The units of earlier finished runs, and their case outcomes (read on first use).
+#[derive(Debug, Default)]
+pub struct Reuse {
+    units: HashMap<Digest, Source>,
+    outcomes: Mutex<HashMap<PathBuf, HashMap<String, CaseOutcome>>>,
+    /// Cases taken over, for the summary.
+    pub reused: std::sync::atomic::AtomicUsize,
+}
+
+impl Reuse {
+    /// Every finished run under `dir`: `dir` itself, or `dir/runs/*` (a store or a shard
+    /// output). A run without a manifest (killed) offers nothing, nor does `exclude`:
+    /// the run directory about to be replaced.
+    pub fn scan(dir: &Path, exclude: &Path) -> Result<Reuse, String> {
+        if !dir.is_dir() {
+            return Err(format!("--reuse {}: not a directory", dir.display()));
+        }
+        let mut run_dirs = vec![dir.to_path_buf()];
+        if let Ok(entries) = std::fs::read_dir(dir.join("runs")) {
+            run_dirs.extend(
+                entries
+                    .filter_map(Result::ok)
+                    .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir()),
+            );
+        }
+        let mut reuse = Reuse::default();
+        for run_dir in run_dirs {
+            let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            };
+            if same(&run_dir, exclude) || !run_dir.join(crate::evidence::manifest::MANIFEST_FILE).is_file() {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(run_dir.join(UNITS_FILE)) else { continue };
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                let unit: UnitRecord = serde_json::from_str(line)
+                    .map_err(|e| format!("{}: not a unit record: {e}", run_dir.join(UNITS_FILE).display()))?;
+                reuse.units.entry(unit.unit).or_insert(Source { run_dir: run_dir.clone(), head: unit.head });
+            }
+        }
+        Ok(reuse)
+    }
+
+    pub fn units(&self) -> usize {
+        self.units.len()
+    }
+
+    fn outcome(&self, run_dir: &Path, case: &str) -> Result<Option<CaseOutcome>, RunnerError> {
+        let mut cache = self.outcomes.lock().map_err(|_| RunnerError::Internal("reuse cache poisoned".into()))?;
+        if !cache.contains_key(run_dir) {
+            let mut by_id = HashMap::new();
+            for c in Cases::from_file(&run_dir.join(crate::outcome::CASES_FILE))?.iter() {
+                let c = c?.into_owned();
+                by_id.insert(c.id.clone(), c);
+            }
+            cache.insert(run_dir.to_path_buf(), by_id);
+        }
+        Ok(cache.get(run_dir).and_then(|m| m.get(case)).cloned())
+    }
+}
+
+/// Take case `index` over from an earlier run when every one of its units is there and
+/// verifies; `None` means replay it.
+pub(super) fn take_over(
+    plan: &Plan,
+    index: usize,
+    reuse: &Reuse,
+    store: &dyn Store,
+    verdicts: &Mutex<std::fs::File>,
+) -> Result<Option<(Option<cards::CardCase>, CaseOutcome)>, RunnerError> {
+    let case_ref = &plan.cases[index];
+    let n = case_ref.recordings.len();
+    let mut sources = Vec::with_capacity(n);
+    for k in 0..n {
+        match reuse.units.get(&unit_id(plan, case_ref, k)) {
+            Some(source) => sources.push(source),
+            None => return Ok(None),
+        }
+    }
+    let Some(first) = sources.first() else { return Ok(None) };
+    if sources.iter().any(|s| s.run_dir != first.run_dir) {
+        return Ok(None);
+    }
+    let from_case = first.run_dir.join(&case_ref.id);
+    for (k, source) in sources.iter().enumerate() {
+        let check = check_log(&from_case.join(format!("{k}.jsonl")), &CheckOptions::default());
+        let head = check.logs.first().and_then(|l| l.summary.head);
+        if !check.passed() || head != source.head {
+            return Ok(None);
+        }
+    }
+    let Some(mut outcome) = reuse.outcome(&first.run_dir, &case_ref.id)? else { return Ok(None) };
+    if outcome.runs.len() != n {
+        return Ok(None);
+    }
+
+    let case = plan.case(index)?;
+    let layout = plan.layout();
+    let profile = &plan.pipeline.agents[&case.agent];
+    let mut card_runs = Vec::new();
+    for r in &mut outcome.runs {
+        let to = layout.log_path(&plan.run_id, &case.id, r.index);
+        let dir = to.parent().unwrap_or(&layout.root).to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(at(&dir))?;
+        for ext in ["jsonl", "stderr"] {
+            let from = from_case.join(format!("{}.{ext}", r.index));
+            if from.exists() {
+                let dest = dir.join(format!("{}.{ext}", r.index));
+                std::fs::copy(&from, &dest).map_err(at(&from))?;
+            }
+        }
+        let events = crate::event::reader::read_log(&to).map_err(|e| RunnerError::Internal(e.to_string()))?.events;
+        r.log = plan.pipeline.display(&to);
+        // the golden may have been blessed since: judge the log against today's
+        let golden = plan
+            .goldens
+            .check(&case.dataset, &case.id, r.index, &events, &r.log)
+            .map_err(|e| RunnerError::Internal(e.to_string()))?;
+        if let Some(c) = r.checks.iter_mut().find(|c| c.name == golden.name) {
+            *c = golden;
+        }
+        r.passed = r.status == "completed" && r.error.is_none() && r.checks.iter().all(|c| c.passed);
+        if cards::feeds_card(&case) {
+            card_runs.push(cards_api::Run { success: r.passed, ..cards::card_run(&events, r.passed, profile.price) });
+        }
+        let record = index_log(&layout, &plan.run_id, &case.id, r.index).map_err(RunnerError::Internal)?.0;
+        store.put_log(&record)?;
+    }
+    outcome.passed = outcome.runs.iter().all(|r| r.passed) && outcome.blocks.iter().all(|c| c.passed);
+    {
+        use std::io::Write;
+        let mut file = verdicts.lock().map_err(|_| RunnerError::Internal("verdict file lock poisoned".into()))?;
+        for r in &outcome.runs {
+            let v = VerdictRecord {
+                run_id: plan.run_id.clone(),
+                case: case.id.clone(),
+                dataset: case.dataset.clone(),
+                k: r.index,
+                passed: r.passed,
+                status: r.status.clone(),
+            };
+            store.put_verdict(&v)?;
+            let line = serde_json::to_string(&v).map_err(|e| RunnerError::Internal(e.to_string()))?;
+            writeln!(file, "{line}")?;
+        }
+    }
+    let card_case = cards::feeds_card(&case).then(|| cards::CardCase {
+        id: case.id.clone(),
+        agent: case.agent.clone(),
+        perturbation: case.perturbation.clone(),
+        runs: card_runs,
+    });
+    reuse.reused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(Some((card_case, outcome)))
+}
