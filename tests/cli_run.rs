@@ -58,7 +58,8 @@ fn the_failing_pipeline_gives_byte_identical_logs_and_reports_in_two_copies_and_
 
 #[test]
 fn every_file_under_the_runs_directory_is_byte_identical_however_the_workers_interleave() {
-    // run.json, verdicts.jsonl, cases.jsonl and suite.json sit beside the logs; reindex
+    // run.json, verdicts.jsonl, cases.jsonl, suite.json, manifest.json and units.jsonl
+    // sit beside the logs; reindex
     // rebuilds the catalog from them and `stateval report` renders from them, so they must
     // be as reproducible as the logs themselves (docs/design.md §3, STYLE: "results re-ordered by
     // case index before they are written").
@@ -66,8 +67,8 @@ fn every_file_under_the_runs_directory_is_byte_identical_however_the_workers_int
     a.stateval(&["run", "--jobs", "1"]).expect_code(0);
     b.stateval(&["run", "--jobs", "4"]).expect_code(0);
     let (sa, sb) = (a.snapshot(".stateval/runs"), b.snapshot(".stateval/runs"));
-    // 17 logs + run.json + verdicts.jsonl + cases.jsonl + suite.json
-    assert_eq!(sa.len(), 21, "{:#?}", sa.keys());
+    // 17 logs + run.json + verdicts.jsonl + cases.jsonl + suite.json + manifest.json + units.jsonl
+    assert_eq!(sa.len(), 23, "{:#?}", sa.keys());
     assert_same("every file under .stateval/runs (--jobs 1 vs --jobs 4)", &sa, &sb);
 }
 

@@ -7,8 +7,9 @@
 //! naming the first bad seq). The timeline has one line per event — seq, turn, virtual
 //! time, kind, tool, verdict, and what changed (input, calls, results, memory writes
 //! and expiries, errors). With `--at-turn N` it stops after turn N and prints the state
-//! folded over that prefix: memory (`event::fold::memory_at`) and the fixture sandbox
-//! (`event::fold::sandbox_at`), the same folds extractors use.
+//! folded over that prefix: memory and the fixture sandbox, with the same folds
+//! extractors use (`event::fold::apply_memory`, `apply_sandbox`). The log is streamed
+//! twice (verify, then print), so memory does not grow with its size.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,8 +17,8 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use super::{CliError, Exit};
-use stateval::event::fold::{memory_at, sandbox_at};
-use stateval::event::reader::{ReadError, read_log};
+use stateval::event::fold::{Memory, apply_memory, apply_sandbox};
+use stateval::event::reader::{ReadError, read_log, stream_log};
 use stateval::event::{Event, Kind};
 use stateval::report::{self, html};
 
@@ -38,21 +39,25 @@ const CELL: usize = 72;
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
     let shown = args.log.display().to_string();
-    let verified = read_log(&args.log).map_err(|e| match e {
+    let refuse = |e: ReadError| match e {
         ReadError::Invalid { source, .. } => CliError::invalid(format!(
             "{shown}: refusing to show a log that does not verify: line {}: event seq {}: {}",
             source.line, source.seq, source.reason
         )),
         e @ ReadError::Io { .. } => CliError::invalid(e.to_string()),
-    })?;
-    let events = &verified.events;
+    };
     if let Some(out) = &args.html {
-        let write = |w: &mut dyn std::io::Write| html::write_log(&shown, events, w);
+        // one page holds every event anyway
+        let verified = read_log(&args.log).map_err(refuse)?;
+        let write = |w: &mut dyn std::io::Write| html::write_log(&shown, &verified.events, w);
         report::write_file(out, "html", write).map_err(|e| CliError::internal(e.to_string()))?;
         super::out(format!("report: {}", out.display()));
         return Ok(Exit::Pass);
     }
-    let last_turn = events.iter().filter_map(|e| e.turn).max();
+    // Two streamed passes, never the whole log in memory: the first verifies it and
+    // learns its size, the second prints it and folds the state as it goes.
+    let mut last_turn = None;
+    let summary = stream_log(&args.log, |e, _| last_turn = last_turn.max(e.turn)).map_err(refuse)?;
     if let Some(n) = args.at_turn {
         match last_turn {
             None => return Err(CliError::invalid(format!("--at-turn {n}: {shown} has no turns"))),
@@ -62,19 +67,33 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             _ => {}
         }
     }
-    let head = verified.head.map_or_else(|| "none".to_string(), |h| h.to_string());
-    let state = if verified.complete { "complete" } else { "incomplete: no run_completed" };
-    super::out(format!("{shown}: {} events, head {head} ({state})", events.len()));
+    let head = summary.head.map_or_else(|| "none".to_string(), |h| h.to_string());
+    let state = if summary.complete { "complete" } else { "incomplete: no run_completed" };
+    super::out(format!("{shown}: {} events, head {head} ({state})", summary.events));
     super::out(format!(
         "{:>4}  {:>4}  {:>8}  {:<18} {:<16} {:<9} detail",
         "seq", "turn", "t(ms)", "kind", "tool", "verdict"
     ));
     let mut tools: BTreeMap<String, String> = BTreeMap::new();
-    for e in events {
+    let mut memory = Memory::new();
+    let mut sandbox = serde_json::json!({});
+    let mut sandbox_error = None;
+    let mut done = false;
+    let printed = stream_log(&args.log, |e, _| {
+        if done {
+            return;
+        }
         if let (Some(limit), Some(turn)) = (args.at_turn, e.turn)
             && turn > limit
         {
-            break;
+            done = true;
+            return;
+        }
+        apply_memory(&mut memory, e);
+        if sandbox_error.is_none()
+            && let Err(err) = apply_sandbox(&mut sandbox, e)
+        {
+            sandbox_error = Some(err);
         }
         if let (Some(id), Some(tool)) = (e.str("call_id"), e.str("tool")) {
             tools.insert(id.to_string(), tool.to_string());
@@ -91,21 +110,25 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             verdict(e),
             detail(e)
         ));
-    }
+    });
+    // the file changed between the passes
+    printed.map_err(refuse)?;
     if let Some(n) = args.at_turn {
-        print_state(events, n, &shown)?;
+        if let Some(err) = sandbox_error {
+            return Err(CliError::invalid(format!("{shown}: {err}")));
+        }
+        print_state(&memory, &sandbox, n);
     }
     Ok(Exit::Pass)
 }
 
-fn print_state(events: &[Event], n: u32, shown: &str) -> Result<(), CliError> {
+fn print_state(memory: &Memory, sandbox: &Value, n: u32) {
     super::out(format!("\nstate at the end of turn {n}:"));
-    let memory = memory_at(events, Some(n));
     if memory.is_empty() {
         super::out("memory: (empty)");
     } else {
         super::out("memory:");
-        for (tier, keys) in &memory {
+        for (tier, keys) in memory {
             for (key, entry) in keys {
                 let mut line = format!("  {tier}.{key} = {}  (written at seq {}", compact(&entry.value), entry.source);
                 if let Some(c) = entry.confidence {
@@ -119,13 +142,11 @@ fn print_state(events: &[Event], n: u32, shown: &str) -> Result<(), CliError> {
             }
         }
     }
-    let sandbox = sandbox_at(events, Some(n)).map_err(|e| CliError::invalid(format!("{shown}: {e}")))?;
-    let pretty = serde_json::to_string_pretty(&sandbox).unwrap_or_else(|_| sandbox.to_string());
+    let pretty = serde_json::to_string_pretty(sandbox).unwrap_or_else(|_| sandbox.to_string());
     super::out("sandbox:");
     for line in pretty.lines() {
         super::out(format!("  {line}"));
     }
-    Ok(())
 }
 
 fn verdict(e: &Event) -> String {
