@@ -23,6 +23,9 @@ pub fn detect(src: &Source) -> Result<Format, ImportError> {
             message: "this is already a stateval event log: verify, show or reconstruct it directly".into(),
         });
     }
+    if let Some(message) = api_error(src) {
+        return Err(ImportError::Detect { path: src.path.clone(), message });
+    }
     let found: Vec<Format> = Format::ALL.into_iter().filter(|f| evidence(src, *f)).collect();
     let fail = |message: String| ImportError::Detect { path: src.path.clone(), message };
     match found.as_slice() {
@@ -39,6 +42,23 @@ pub fn detect(src: &Source) -> Result<Format, ImportError> {
             Format::list()
         ))),
     }
+}
+
+/// A provider's error body (`{"error": {"type", "code", "message"}}`, as OpenAI and
+/// Anthropic return it) holds no conversation: say what it is and what it says.
+fn api_error(src: &Source) -> Option<String> {
+    let [doc] = src.docs.as_slice() else { return None };
+    let error = doc.value.get("error").filter(|e| e.get("message").is_some())?;
+    let conversational = ["messages", "input", "output", "choices", "content"];
+    if conversational.iter().any(|k| doc.value.get(k).is_some()) {
+        return None;
+    }
+    let kind = ["type", "code"].iter().find_map(|k| error.get(*k).and_then(Value::as_str)).unwrap_or("unknown");
+    let message = error.get("message").and_then(Value::as_str).unwrap_or_default();
+    Some(format!(
+        "this is an API error response ({kind}: {message}), not a conversation: there is nothing to import; import \
+         the request that led to it, or the trace around it"
+    ))
 }
 
 /// The top-level values to look at: each document, the elements of a top-level

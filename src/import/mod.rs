@@ -38,12 +38,14 @@ pub mod anthropic;
 pub mod builder;
 pub mod detect;
 pub mod envelope;
+pub mod framing;
 pub mod mcp;
 pub mod openai;
 pub mod openai_responses;
 pub mod otel;
 pub mod reconstruct;
 pub mod source;
+pub mod stream;
 pub mod trace;
 pub mod writer;
 
@@ -115,19 +117,94 @@ pub enum ImportError {
 }
 
 /// Parse `text` (read from `path`) as `format`, or detect the format when `None`.
+///
+/// SSE and log-line framing is removed first ([`framing`]); a recorded stream is
+/// assembled into the response bodies it streamed ([`stream`]) and those are read.
 pub fn import(path: &Path, text: &str, format: Option<Format>) -> Result<Trace, ImportError> {
-    let source = Source::parse(path, text)?;
+    let (text, framing) = framing::unframe(text);
+    let source = Source::parse(path, &text)?;
+    if let Some(stream) = stream::detect(&source)
+        && format.is_none_or(|f| f == stream.format())
+    {
+        let mut trace = import_stream(&source, stream)?;
+        if let Some(f) = framing.describe() {
+            trace.reads = format!("{} (framing: {f})", trace.reads);
+        }
+        return Ok(trace);
+    }
     let format = match format {
         Some(f) => f,
         None => detect::detect(&source)?,
     };
-    let trace = match format {
-        Format::OpenAi => openai::parse(&source)?,
-        Format::OpenAiResponses => openai_responses::parse(&source)?,
-        Format::Anthropic => anthropic::parse(&source)?,
-        Format::Otel => otel::parse(&source)?,
-        Format::Mcp => mcp::parse(&source)?,
-        Format::Envelope => envelope::parse(&source)?,
+    let mut trace = parse_as(&source, format)?;
+    if let Some(f) = framing.describe() {
+        trace.reads = format!("{} (framing: {f})", trace.reads);
+    }
+    Ok(trace)
+}
+
+fn parse_as(source: &Source, format: Format) -> Result<Trace, InputError> {
+    match format {
+        Format::OpenAi => openai::parse(source),
+        Format::OpenAiResponses => openai_responses::parse(source),
+        Format::Anthropic => anthropic::parse(source),
+        Format::Otel => otel::parse(source),
+        Format::Mcp => mcp::parse(source),
+        Format::Envelope => envelope::parse(source),
+    }
+}
+
+/// A stream → its assembled bodies → the format's parser, with the assembly's warnings.
+fn import_stream(source: &Source, stream: stream::Stream) -> Result<Trace, ImportError> {
+    let assembled = stream::assemble(source, stream);
+    if assembled.bodies.is_empty() {
+        return Err(source.error(0, "", format!("{} with no response in it: nothing to import", stream.describe())).into());
+    }
+    let body_text = serde_json::to_string_pretty(&serde_json::Value::Array(assembled.bodies))
+        .map_err(|e| InputError::file(&source.path, format!("assembling the stream: {e}")))?;
+    let assembled_src = Source::parse(&source.path, &body_text)?;
+    let failure = assembled.warnings.iter().find(|w| w.code == "stream_error");
+    let mut trace = parse_as(&assembled_src, stream.format()).map_err(|e| {
+        // a stream whose only response failed holds no conversation: say why
+        let (at, why) = match failure {
+            Some(w) => (source.loc(w.at.doc, &w.at.pointer), w.message.clone()),
+            None => (source.loc(0, ""), e.message),
+        };
+        InputError::new(
+            &source.path,
+            at.line,
+            at.column,
+            format!("the response assembled from {} cannot be read: {why}", stream.describe()),
+        )
+    })?;
+    // the parser's warnings point into the assembled bodies: point them at the
+    // stream's first event of the response they concern instead
+    let body_lines: Vec<usize> =
+        (0..assembled.starts.len()).map(|i| assembled_src.loc(0, &format!("/{i}")).line).collect();
+    let relocate = |w: &mut trace::Warning| {
+        let line = w.at.as_deref().and_then(|a| a.rsplit(':').nth(1)).and_then(|l| l.parse::<usize>().ok());
+        if let Some(line) = line {
+            let body = body_lines.iter().rposition(|start| *start <= line).unwrap_or(0);
+            if let Some(start) = assembled.starts.get(body) {
+                w.at = Some(source.at(start.doc, &start.pointer));
+                w.message = format!("{} (in response {body} as assembled from the stream)", w.message);
+            }
+        }
     };
+    trace.warnings.iter_mut().for_each(&relocate);
+    for turn in &mut trace.turns {
+        turn.warnings.iter_mut().for_each(&relocate);
+        for step in &mut turn.steps {
+            step.warnings.iter_mut().for_each(&relocate);
+        }
+    }
+    trace.reads = format!("{}, assembled from {}", trace.reads, stream.describe());
+    trace.meta.insert("stream".into(), serde_json::Value::String(stream.describe().into()));
+    let warnings = assembled.warnings.into_iter().map(|w| trace::Warning {
+        code: w.code,
+        message: w.message,
+        at: Some(source.at(w.at.doc, &w.at.pointer)),
+    });
+    trace.warnings.extend(warnings);
     Ok(trace)
 }
