@@ -37,6 +37,7 @@
 //! instrumentations' default), inputs and texts are absent and each response's calls
 //! come from the `execute_tool` spans that ran before the next inference span.
 
+pub mod dialects;
 pub mod messages;
 pub mod otlp;
 
@@ -49,10 +50,8 @@ use super::builder::Builder;
 use super::source::Source;
 use super::trace::{Args, Call, Content, ErrorKind, Outcome, Ptr, Step, Trace, Usage, provenance};
 use crate::diag::InputError;
-use messages::{DETAILS_EVENT, Forms, MESSAGE_EVENTS, Msg, Part, read_chat};
+use messages::{DETAILS_EVENT, Forms, LEGACY_EVENTS, MESSAGE_EVENTS, Msg, Part, read_chat};
 use otlp::{Record, Span};
-
-const INFERENCE: [&str; 3] = ["chat", "text_completion", "generate_content"];
 
 pub fn parse(src: &Source) -> Result<Trace, InputError> {
     let data = otlp::collect(src)?;
@@ -68,11 +67,18 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
         if !span.trace_id.is_empty() && !trace_ids.contains(&span.trace_id.as_str()) {
             trace_ids.push(&span.trace_id);
         }
-        match span.attr_str("gen_ai.operation.name") {
-            Some(op) if INFERENCE.contains(&op) => inference.push(*span),
-            Some("execute_tool") => tools.push(*span),
-            Some(op) => b.count_other(&format!("span:{op}")),
-            None => b.count_other("span:other"),
+        match role(span) {
+            SpanRole::Inference => inference.push(*span),
+            SpanRole::Tool => tools.push(*span),
+            SpanRole::Other(why) => {
+                b.count_other(&format!("span:{}", span.attr_str("gen_ai.operation.name").unwrap_or("other")));
+                let w = b.warning(
+                    "span_skipped",
+                    &span.at,
+                    format!("span \"{}\" ({}) is not imported: {why}", span.name, span.span_id),
+                );
+                b.warn_trace(w);
+            }
         }
     }
     b.meta("trace_ids", json!(trace_ids));
@@ -91,7 +97,7 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
         chats.push(read_chat(&mut b, span, &events, &mut forms)?);
     }
     b.set_reads(reads(&forms));
-    if !forms.attributes && !forms.events {
+    if !forms.attributes && !forms.events && forms.dialects.is_empty() {
         let w = b.warning(
             "content_not_captured",
             &Ptr::new(0, ""),
@@ -166,13 +172,70 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
 }
 
 fn reads(forms: &Forms) -> String {
-    let form = match (forms.attributes, forms.events) {
-        (true, true) => "semconv v1.37+ attribute form and v1.28–v1.36 event form",
-        (true, false) => "semconv v1.37+ attribute form (gen_ai.input.messages / gen_ai.output.messages)",
-        (false, true) => "semconv v1.28–v1.36 event form (gen_ai.*.message / gen_ai.choice events)",
-        (false, false) => "no message content captured",
-    };
-    format!("OpenTelemetry GenAI spans in OTLP/JSON: {form}, execute_tool spans")
+    let mut found = Vec::new();
+    if forms.attributes {
+        found.push("semconv v1.37+ attribute form (gen_ai.input.messages / gen_ai.output.messages)");
+    }
+    if forms.events {
+        found.push("semconv v1.28–v1.36 event form (gen_ai.*.message / gen_ai.choice events)");
+    }
+    found.extend(forms.dialects.iter().copied());
+    if found.is_empty() {
+        found.push("no message content captured");
+    }
+    format!("OpenTelemetry GenAI spans in OTLP/JSON: {}; tool spans", found.join(", "))
+}
+
+/// What a span is, told by what it carries rather than by its operation name alone.
+enum SpanRole {
+    Inference,
+    Tool,
+    Other(String),
+}
+
+/// Operation names of model calls across conventions and libraries.
+const INFERENCE_OPS: [&str; 4] = ["chat", "text_completion", "generate_content", "completion"];
+/// Attributes (or prefixes) that only a model call carries.
+const MESSAGE_KEYS: [&str; 8] = [
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.prompt",
+    "gen_ai.completion",
+    "llm.input_messages.",
+    "llm.output_messages.",
+    "ai.prompt.messages",
+    "events",
+];
+
+fn role(span: &Span) -> SpanRole {
+    let op = span.attr_str("gen_ai.operation.name");
+    let kind = span.attr_str("openinference.span.kind").or(span.attr_str("traceloop.span.kind"));
+    let is_tool = matches!(op, Some("execute_tool" | "tool"))
+        || matches!(kind, Some("TOOL" | "tool"))
+        || span.attr("gen_ai.tool.name").is_some()
+        || span.attr("ai.toolCall.name").is_some();
+    if is_tool {
+        return SpanRole::Tool;
+    }
+    let carries_messages = span.attrs.keys().any(|k| MESSAGE_KEYS.iter().any(|m| k == m || k.starts_with(m) && m.ends_with('.') || k.starts_with(&format!("{m}."))))
+        || span.events.iter().any(|e| {
+            MESSAGE_EVENTS.contains(&e.name.as_str()) || e.name == DETAILS_EVENT || LEGACY_EVENTS.contains(&e.name.as_str())
+        });
+    let vercel_outer = span.attr_str("ai.operationId").is_some_and(|o| !o.contains(".do"));
+    if vercel_outer {
+        return SpanRole::Other("a Vercel AI SDK call around its provider-call (doGenerate / doStream) spans, which are read instead".into());
+    }
+    if carries_messages || op.is_some_and(|o| INFERENCE_OPS.contains(&o)) || kind == Some("LLM") {
+        return SpanRole::Inference;
+    }
+    if op.is_none() && ["gen_ai.request.model", "gen_ai.response.model"].iter().any(|k| span.attr(k).is_some()) {
+        // content capture off and no operation name: a model call all the same
+        return SpanRole::Inference;
+    }
+    SpanRole::Other(match op {
+        Some(op) => format!("operation \"{op}\" is neither a model call nor a tool call"),
+        None => "it carries no GenAI messages, model or tool attributes".into(),
+    })
 }
 
 /// Log records by the inference span they belong to: by `spanId`, else by time.
@@ -291,13 +354,31 @@ fn output_step(b: &mut Builder, msg: &Msg) -> Step {
 }
 
 fn call_from_tool_span(tool: &Span, with_id: bool) -> Call {
-    let id = if with_id { tool.attr_str("gen_ai.tool.call.id").map(str::to_string) } else { None };
-    let args = tool.attr("gen_ai.tool.call.arguments").map_or(Args::Absent, Args::from_value);
+    let id = if with_id { tool_call_id(tool) } else { None };
+    let args = first_attr(tool, &TOOL_ARGS).map_or(Args::Absent, Args::from_value);
     Call::new(id, tool_name(tool), args, tool.at.clone())
 }
 
+/// A tool span's attributes in each convention, by precedence: GenAI semconv, Vercel
+/// AI SDK, OpenInference, OpenLLMetry.
+const TOOL_NAME: [&str; 4] = ["gen_ai.tool.name", "ai.toolCall.name", "tool.name", "traceloop.entity.name"];
+const TOOL_ID: [&str; 3] = ["gen_ai.tool.call.id", "ai.toolCall.id", "tool_call.id"];
+const TOOL_ARGS: [&str; 5] =
+    ["gen_ai.tool.call.arguments", "ai.toolCall.args", "ai.toolCall.input", "input.value", "traceloop.entity.input"];
+const TOOL_RESULT: [&str; 5] =
+    ["gen_ai.tool.call.result", "ai.toolCall.result", "ai.toolCall.output", "output.value", "traceloop.entity.output"];
+
+fn first_attr<'s>(span: &'s Span, keys: &[&str]) -> Option<&'s Value> {
+    keys.iter().find_map(|k| span.attr(k)).filter(|v| !v.is_null())
+}
+
+fn tool_call_id(tool: &Span) -> Option<String> {
+    first_attr(tool, &TOOL_ID).and_then(Value::as_str).map(str::to_string)
+}
+
 fn tool_name(tool: &Span) -> String {
-    tool.attr_str("gen_ai.tool.name")
+    first_attr(tool, &TOOL_NAME)
+        .and_then(Value::as_str)
         .map(str::to_string)
         .unwrap_or_else(|| tool.name.strip_prefix("execute_tool ").unwrap_or(&tool.name).to_string())
 }
@@ -320,7 +401,7 @@ fn outcomes(
 ) -> Result<(), InputError> {
     let mut spans_by_call: BTreeMap<String, &Span> = BTreeMap::new();
     for (k, tool) in tools.iter().enumerate() {
-        let id = tool.attr_str("gen_ai.tool.call.id").map(str::to_string);
+        let id = tool_call_id(tool);
         let name = tool_name(tool);
         let target = match id {
             Some(id) if b.has_call(&id) => Some(id),
@@ -357,7 +438,7 @@ fn outcomes(
                 source.insert("error_type".into(), t.clone());
             }
         }
-        let result = message.map(|(v, _)| v).or_else(|| span.and_then(|s| s.attr("gen_ai.tool.call.result").cloned()));
+        let result = message.map(|(v, _)| v).or_else(|| span.and_then(|s| first_attr(s, &TOOL_RESULT).cloned()));
         let outcome = Outcome {
             result,
             is_error: failed,
