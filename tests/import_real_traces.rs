@@ -259,3 +259,103 @@ fn an_api_error_body_is_refused_as_one_with_its_message() {
     assert!(err.contains("API error response"), "{err}");
     assert!(err.contains("insufficient_quota"), "{err}");
 }
+
+// --- OpenTelemetry: the specification's examples and the libraries' conventions
+
+#[test]
+fn semconv_tool_call_example_reads_the_second_span_although_it_names_no_operation() {
+    let t = import("semconv-tool-calls-content-on.otlp.json");
+    assert_eq!(t.format, Format::Otel);
+    assert_eq!(tools(&t), ["get_weather"]);
+    assert_eq!(args_of(&t, 0), serde_json::json!({"location": "Paris"}));
+    assert_eq!(t.turns.len(), 1);
+    assert_eq!(t.turns[0].input, Content::Text("Weather in Paris?".into()));
+    let outcome = t.calls().next().and_then(|c| c.outcome.clone());
+    assert_eq!(outcome.and_then(|o| o.result), Some(serde_json::json!("rainy, 57°F")));
+    assert_eq!(answer(&t).as_deref(), Some("The weather in Paris is currently rainy with a temperature of 57°F."));
+    assert!(codes(&t).is_empty(), "{:?}", codes(&t));
+}
+
+#[test]
+fn semconv_tool_call_example_without_content_keeps_the_call_and_marks_text_absent() {
+    let t = import("semconv-tool-calls-content-off.otlp.json");
+    assert_eq!(tools(&t), ["get_weather"]);
+    assert_eq!(t.calls().next().map(|c| c.args.clone()), Some(Args::Absent));
+    assert_eq!(t.turns[0].input, Content::Absent);
+    // the second span (no operation name) is the answer, its text not captured
+    assert_eq!(t.turns[0].steps.len(), 2);
+    assert_eq!(t.turns[0].steps[1].content, Content::Absent);
+    assert!(codes(&t).contains(&"content_not_captured"));
+}
+
+#[test]
+fn semconv_reasoning_example_answers_the_joke_and_names_the_reasoning_part_it_skips() {
+    let t = import("semconv-chat-reasoning.otlp.json");
+    assert_eq!(t.system, ["You are a helpful bot"]);
+    assert_eq!(t.turns[0].input, Content::Text("Tell me a joke about OpenTelemetry".into()));
+    let a = answer(&t).unwrap_or_default();
+    assert!(a.contains("trace the fun"), "{a}");
+    let w = t.turns[0].steps[0].warnings.iter().find(|w| w.code == "unsupported_part");
+    assert!(w.is_some_and(|w| w.message.contains("\"reasoning\"")), "{:?}", t.turns[0].steps[0].warnings);
+}
+
+#[test]
+fn openinference_spec_example_multiplies_23_by_87_without_call_ids() {
+    let t = import("openinference-spec-llm-tool-call.otlp.json");
+    assert!(t.reads.contains("OpenInference"), "{}", t.reads);
+    assert_eq!(tools(&t), ["multiply"]);
+    assert_eq!(args_of(&t, 0), serde_json::json!({"a": 23, "b": 87}));
+    assert_eq!(t.turns[0].input, Content::Text("what is 23 times 87".into()));
+    let result = t.calls().next().and_then(|c| c.outcome.clone()).and_then(|o| o.result);
+    assert_eq!(result, Some(serde_json::json!("2001")));
+    assert_eq!(answer(&t).as_deref(), Some("The product of 23 times 87 is 2001."));
+    assert!(t.system[0].starts_with("You are a Shakespearean writing assistant"));
+}
+
+#[test]
+fn openllmetry_flattened_prompt_replays_the_weather_tool_result_and_answer() {
+    let t = import("openllmetry-openai-chat-tool-calls.otlp.json");
+    assert!(t.reads.contains("OpenLLMetry"), "{}", t.reads);
+    assert_eq!(tools(&t), ["get_current_weather"]);
+    assert_eq!(args_of(&t, 0), serde_json::json!({"location": "San Francisco"}));
+    let result = t.calls().next().and_then(|c| c.outcome.clone()).and_then(|o| o.result);
+    assert_eq!(result, Some(serde_json::json!("The weather in San Francisco is 70 degrees and sunny.")));
+    assert_eq!(answer(&t).as_deref(), Some("The weather in San Francisco is 70 degrees and sunny."));
+    // gen_ai.prompt.N is content: no false "content capture was off"
+    assert!(!codes(&t).contains(&"content_not_captured"));
+}
+
+/// The eight calls of the Logfire sample, in order.
+const WEATHER_CALLS: [&str; 8] = [
+    "get_lat_lng",
+    "get_weather",
+    "get_lat_lng",
+    "get_weather",
+    "analyze_weather_image",
+    "analyze_weather_image",
+    "generate_weather_report",
+    "generate_weather_report",
+];
+
+#[test]
+fn vercel_ai_sdk_provider_span_gives_eight_calls_with_results_and_the_report() {
+    let t = import("logfire-js-vercel-ai-doGenerate.otlp.json");
+    assert!(t.reads.contains("Vercel AI SDK"), "{}", t.reads);
+    assert_eq!(tools(&t), WEATHER_CALLS);
+    assert!(t.calls().all(|c| c.outcome.as_ref().is_some_and(|o| o.result.is_some())));
+    let input = t.turns[0].input.text().unwrap_or_default().to_string();
+    assert!(input.starts_with("Analyze the weather conditions in London and New York."), "{input}");
+    let a = answer(&t).unwrap_or_default();
+    assert!(a.starts_with("The weather conditions in London and New York have been analyzed"), "{a}");
+    assert_eq!(t.turns.len(), 1);
+}
+
+#[test]
+fn logfire_events_attribute_gives_the_same_eight_calls_and_the_report() {
+    let t = import("logfire-js-pydantic-events.otlp.json");
+    assert!(t.reads.contains("Logfire"), "{}", t.reads);
+    assert_eq!(tools(&t), WEATHER_CALLS);
+    let a = answer(&t).unwrap_or_default();
+    assert!(a.starts_with("The weather conditions in London and New York have been analyzed"), "{a}");
+    assert!(codes(&t).is_empty(), "{:?}", codes(&t));
+}

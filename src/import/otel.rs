@@ -345,9 +345,17 @@ fn output_step(b: &mut Builder, msg: &Msg) -> Step {
             step.calls.push(Call::new(id.clone(), name.clone(), args.clone(), msg.at.clone()));
         }
     }
-    if msg.parts.iter().any(|p| matches!(p, Part::Other(_) | Part::ToolResult { .. })) {
-        let w =
-            b.warning("unsupported_part", &msg.at, "a model output part other than text or tool_call is not imported");
+    for part in &msg.parts {
+        let kind = match part {
+            Part::Other(kind) => kind.as_str(),
+            Part::ToolResult { .. } => "tool_call_response",
+            _ => continue,
+        };
+        let w = b.warning(
+            "unsupported_part",
+            &msg.at,
+            format!("a \"{kind}\" part of the model's output is not imported (text and tool_call are)"),
+        );
         step.warnings.push(w);
     }
     step

@@ -115,8 +115,18 @@ fn indexed(span: &Span, prefix: &str, inner: &str) -> BTreeMap<usize, (Ptr, Map<
 }
 
 /// Flattened, indexed messages (OpenLLMetry, OpenInference).
+///
+/// Both may leave out call ids (OpenInference's own example does). A call without
+/// one gets `NAME#N`, its N-th call of that name in the span's messages, and a tool
+/// message without `tool_call_id` is the result of the N-th call of its `name` (or,
+/// unnamed, of the N-th call): the span's history repeats every earlier call in
+/// order, so the same call gets the same id in every span that shows it.
 fn flattened(span: &Span, dialect: &'static str, prefixes: [&str; 2], inner: &str) -> Read {
     let mut r = Read { dialect, input: Vec::new(), output: Vec::new(), skipped: Vec::new() };
+    let mut calls_by_name: BTreeMap<String, usize> = BTreeMap::new();
+    let mut results_by_name: BTreeMap<String, usize> = BTreeMap::new();
+    let mut call_ids: Vec<String> = Vec::new();
+    let mut results = 0usize;
     for (side, prefix) in prefixes.iter().enumerate() {
         for (_, (at, fields)) in indexed(span, prefix, inner) {
             let default_role = if side == 0 { "user" } else { "assistant" };
@@ -131,8 +141,19 @@ fn flattened(span: &Span, dialect: &'static str, prefixes: [&str; 2], inner: &st
                     .collect();
                 (!texts.is_empty()).then(|| texts.concat())
             });
-            let call_id = fields.get("tool_call_id").and_then(Value::as_str).map(str::to_string);
+            let mut call_id = fields.get("tool_call_id").and_then(Value::as_str).map(str::to_string);
+            if role == "tool" && call_id.is_none() {
+                call_id = match fields.get("name").and_then(Value::as_str) {
+                    Some(name) => {
+                        let n = results_by_name.entry(name.to_string()).or_insert(0);
+                        *n += 1;
+                        Some(format!("{name}#{}", *n - 1))
+                    }
+                    None => call_ids.get(results).cloned(),
+                };
+            }
             if role == "tool" {
+                results += 1;
                 parts.push(Part::ToolResult {
                     id: call_id,
                     response: text.clone().map(Value::String).unwrap_or(Value::Null),
@@ -154,8 +175,12 @@ fn flattened(span: &Span, dialect: &'static str, prefixes: [&str; 2], inner: &st
                     r.skipped.push((at.clone(), format!("{prefix}: a tool call without a name is not imported")));
                     continue;
                 };
+                let n = calls_by_name.entry(name.to_string()).or_insert(0);
+                *n += 1;
+                let id = c.get("id").and_then(Value::as_str).map_or_else(|| format!("{name}#{}", *n - 1), str::to_string);
+                call_ids.push(id.clone());
                 parts.push(Part::ToolCall {
-                    id: c.get("id").and_then(Value::as_str).map(str::to_string),
+                    id: Some(id),
                     name: name.to_string(),
                     args: c.get("arguments").or(c.get("function.arguments")).map_or(Args::Absent, Args::from_value),
                 });

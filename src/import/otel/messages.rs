@@ -137,7 +137,8 @@ pub(super) fn read_chat<'s>(
         .collect();
     let mut message_events: Vec<&Record> =
         events.iter().copied().filter(|e| MESSAGE_EVENTS.contains(&e.name.as_str())).collect();
-    if message_events.is_empty() {
+    let from_attribute = message_events.is_empty();
+    if from_attribute {
         message_events = carried.iter().filter(|e| MESSAGE_EVENTS.contains(&e.name.as_str())).collect();
         if !message_events.is_empty() && !forms.dialects.contains(&LOGFIRE) {
             forms.dialects.push(LOGFIRE);
@@ -167,6 +168,10 @@ pub(super) fn read_chat<'s>(
     for e in message_events {
         let (is_output, msg) = event_message(b, e)?;
         if is_output { output.push(msg) } else { input.push(msg) }
+    }
+    // Logfire writes the response as the last assistant message, not as gen_ai.choice
+    if from_attribute && output.is_empty() && input.last().is_some_and(|m| m.role == "assistant") {
+        output.extend(input.pop());
     }
     chat.input = Some(input);
     chat.output = (!output.is_empty()).then_some(output);
