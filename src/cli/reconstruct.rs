@@ -190,7 +190,7 @@ fn load_trace(
         let bytes = std::fs::read(path).map_err(|e| CliError::invalid(format!("{shown}: {e}")))?;
         return Ok((verified.events, bytes, format!("{shown} (event log)")));
     }
-    let imported = import_file(path, format)?;
+    let imported = import_file(path, format, None)?;
     let source = format!("{shown} ({})", imported.trace.format);
     Ok((imported.events, imported.bytes, source))
 }

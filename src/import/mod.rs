@@ -116,11 +116,34 @@ pub enum ImportError {
     Detect { path: PathBuf, message: String },
 }
 
+/// The trace ids of an OpenTelemetry file, in order (empty for other formats or a
+/// file that cannot be read: [`import`] then says why).
+pub fn trace_ids(path: &Path, text: &str) -> Vec<String> {
+    let (text, _) = framing::unframe(text);
+    let Ok(source) = Source::parse(path, &text) else { return Vec::new() };
+    if detect::detect(&source).ok() != Some(Format::Otel) {
+        return Vec::new();
+    }
+    otel::otlp::collect(&source).map(|d| d.trace_ids().into_iter().map(|(id, _)| id).collect()).unwrap_or_default()
+}
+
 /// Parse `text` (read from `path`) as `format`, or detect the format when `None`.
 ///
 /// SSE and log-line framing is removed first ([`framing`]); a recorded stream is
 /// assembled into the response bodies it streamed ([`stream`]) and those are read.
 pub fn import(path: &Path, text: &str, format: Option<Format>) -> Result<Trace, ImportError> {
+    import_trace(path, text, format, None)
+}
+
+/// [`import`], keeping only trace `trace_id` of a file that holds several (OTel). A
+/// file with several traces and no `trace_id` is an error that lists them: read as
+/// one, they would be merged into one conversation.
+pub fn import_trace(
+    path: &Path,
+    text: &str,
+    format: Option<Format>,
+    trace_id: Option<&str>,
+) -> Result<Trace, ImportError> {
     let (text, framing) = framing::unframe(text);
     let source = Source::parse(path, &text)?;
     if let Some(stream) = stream::detect(&source)
@@ -136,7 +159,13 @@ pub fn import(path: &Path, text: &str, format: Option<Format>) -> Result<Trace, 
         Some(f) => f,
         None => detect::detect(&source)?,
     };
-    let mut trace = parse_as(&source, format)?;
+    if trace_id.is_some() && format != Format::Otel {
+        return Err(InputError::file(path, format!("--trace-id selects a trace of an OpenTelemetry file; this is {format}")).into());
+    }
+    let mut trace = match format {
+        Format::Otel => otel::parse(&source, trace_id)?,
+        other => parse_as(&source, other)?,
+    };
     if let Some(f) = framing.describe() {
         trace.reads = format!("{} (framing: {f})", trace.reads);
     }
@@ -148,7 +177,7 @@ fn parse_as(source: &Source, format: Format) -> Result<Trace, InputError> {
         Format::OpenAi => openai::parse(source),
         Format::OpenAiResponses => openai_responses::parse(source),
         Format::Anthropic => anthropic::parse(source),
-        Format::Otel => otel::parse(source),
+        Format::Otel => otel::parse(source, None),
         Format::Mcp => mcp::parse(source),
         Format::Envelope => envelope::parse(source),
     }

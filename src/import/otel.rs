@@ -53,8 +53,27 @@ use crate::diag::InputError;
 use messages::{DETAILS_EVENT, Forms, LEGACY_EVENTS, MESSAGE_EVENTS, Msg, Part, read_chat};
 use otlp::{Record, Span};
 
-pub fn parse(src: &Source) -> Result<Trace, InputError> {
-    let data = otlp::collect(src)?;
+pub fn parse(src: &Source, trace_id: Option<&str>) -> Result<Trace, InputError> {
+    let mut data = otlp::collect(src)?;
+    let ids = data.trace_ids();
+    let listed = || ids.iter().map(|(id, n)| format!("{id} ({n} spans)")).collect::<Vec<_>>().join(", ");
+    match trace_id {
+        Some(id) if ids.iter().any(|(t, _)| t == id) => data.keep_trace(id),
+        Some(id) => return Err(src.error(0, "", format!("no trace \"{id}\" in this file; its traces: {}", listed()))),
+        None if ids.len() > 1 => {
+            return Err(src.error(
+                0,
+                "",
+                format!(
+                    "this file holds {} traces: {}; read as one they would be merged into one conversation. Pass \
+                     --trace-id ID to import one, or -o DIR to write one log per trace",
+                    ids.len(),
+                    listed()
+                ),
+            ));
+        }
+        None => {}
+    }
     let mut b = Builder::new(src, Format::Otel, "");
     let mut spans: Vec<&Span> = data.spans.iter().collect();
     spans.sort_by_key(|s| s.start);
@@ -517,7 +536,7 @@ mod tests {
             ),
         ]);
         let src = Source::parse(Path::new("otel.json"), &text).unwrap();
-        let trace = parse(&src).unwrap();
+        let trace = parse(&src, None).unwrap();
         assert_eq!(trace.turns.len(), 1);
         assert_eq!(trace.turns[0].steps.len(), 2);
         let outcome = trace.calls().next().unwrap().outcome.clone().unwrap();
@@ -536,7 +555,7 @@ mod tests {
             ],
         )]);
         let src = Source::parse(Path::new("otel.json"), &text).unwrap();
-        let err = parse(&src).unwrap_err();
+        let err = parse(&src, None).unwrap_err();
         assert!(err.message.contains("unknown role \"human\""), "{err}");
     }
 
@@ -562,7 +581,7 @@ mod tests {
             vec![attr("gen_ai.operation.name", "execute_tool"), attr("gen_ai.tool.call.id", "c1")],
         );
         let src_text = otlp(vec![first, tool, second]);
-        let trace = parse(&Source::parse(Path::new("otel.json"), &src_text).unwrap()).unwrap();
+        let trace = parse(&Source::parse(Path::new("otel.json"), &src_text).unwrap(), None).unwrap();
         assert!(trace.reads.contains("v1.28–v1.36"), "{}", trace.reads);
         assert_eq!(trace.turns.len(), 1);
         let call = trace.calls().next().unwrap();
@@ -587,7 +606,7 @@ mod tests {
             ),
             span("c", 5_000_000, vec![attr("gen_ai.operation.name", "chat")]),
         ]);
-        let trace = parse(&Source::parse(Path::new("otel.json"), &text).unwrap()).unwrap();
+        let trace = parse(&Source::parse(Path::new("otel.json"), &text).unwrap(), None).unwrap();
         assert_eq!(trace.turns[0].input, Content::Absent);
         let steps = &trace.turns[0].steps;
         assert_eq!((steps[0].content.clone(), steps[0].calls[0].name.as_str()), (Content::Absent, "ping"));

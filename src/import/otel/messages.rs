@@ -133,7 +133,14 @@ pub(super) fn read_chat<'s>(
     let carried: Vec<Record> = super::dialects::logfire_events(span)
         .unwrap_or_default()
         .into_iter()
-        .map(|(name, fields)| Record { at: span.attr_ptr("events"), name, time: span.start, fields, span_id: None })
+        .map(|(name, fields)| Record {
+            at: span.attr_ptr("events"),
+            name,
+            time: span.start,
+            fields,
+            span_id: None,
+            trace_id: None,
+        })
         .collect();
     let mut message_events: Vec<&Record> =
         events.iter().copied().filter(|e| MESSAGE_EVENTS.contains(&e.name.as_str())).collect();
