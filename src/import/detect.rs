@@ -26,21 +26,50 @@ pub fn detect(src: &Source) -> Result<Format, ImportError> {
     if let Some(message) = api_error(src) {
         return Err(ImportError::Detect { path: src.path.clone(), message });
     }
+    if let Some(what) = super::foreign::recognise(src) {
+        return Err(ImportError::Detect { path: src.path.clone(), message: format!("this is {what}") });
+    }
     let found: Vec<Format> = Format::ALL.into_iter().filter(|f| evidence(src, *f)).collect();
     let fail = |message: String| ImportError::Detect { path: src.path.clone(), message };
     match found.as_slice() {
         [one] => Ok(*one),
         [] if looks_like_chat(src) => Err(fail(format!(
             "ambiguous format: a list of plain user/assistant messages reads the same as openai, openai-responses \
-             and anthropic; pass --from FORMAT (one of: {})",
+             and anthropic, and none of their own marks is present ({}); pass --from FORMAT (one of: {})",
+            Format::ALL.iter().map(|f| format!("{f}: {}", looks_for(*f))).collect::<Vec<_>>().join("; "),
             Format::list()
         ))),
-        [] => Err(fail(format!("unknown format: the content matches none of: {}; pass --from FORMAT", Format::list()))),
+        [] => Err(fail(format!(
+            "unknown format: the content has the marks of no format read — {}; pass --from FORMAT (one of: {}) if \
+             you know it",
+            Format::ALL.iter().map(|f| format!("{f}: {}", looks_for(*f))).collect::<Vec<_>>().join("; "),
+            Format::list()
+        ))),
         several => Err(fail(format!(
-            "ambiguous format: the content has marks of {}; pass --from FORMAT (one of: {})",
-            several.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(" and "),
+            "ambiguous format: the content has marks of several formats — {}; pass --from FORMAT (one of: {})",
+            several.iter().map(|f| format!("{f} ({})", looks_for(*f))).collect::<Vec<_>>().join(", "),
             Format::list()
         ))),
+    }
+}
+
+/// What `auto` looks for in each format, for messages that say why a format was or
+/// was not taken.
+fn looks_for(format: Format) -> &'static str {
+    match format {
+        Format::OpenAi => {
+            "no tool_calls, tool_call_id, tool role, chat.completion object or gpt/o-series model beside messages"
+        }
+        Format::OpenAiResponses => {
+            "no function_call / function_call_output / reasoning item, input_text / output_text part or response \
+             object"
+        }
+        Format::Anthropic => {
+            "no tool_use / tool_result / thinking block, message with stop_reason, top-level system or claude model"
+        }
+        Format::Otel => "no resourceSpans / resourceLogs",
+        Format::Mcp => "no \"jsonrpc\": \"2.0\" message",
+        Format::Envelope => "no tool_calls list, conversation.turns or trace.tool_calls",
     }
 }
 
@@ -121,7 +150,12 @@ fn evidence(src: &Source, format: Format) -> bool {
                 })
         }
         Format::Anthropic => {
-            docs().any(|d| has_key(d, "messages") && (has_key(d, "system") || has_key(d, "anthropic_version")))
+            docs().any(|d| {
+                has_key(d, "messages")
+                    && (has_key(d, "system")
+                        || has_key(d, "anthropic_version")
+                        || model(d).is_some_and(|m| m.starts_with("claude")))
+            })
                 || items.iter().any(|v| {
                     (v.get("type").and_then(Value::as_str) == Some("message")
                         && v.get("role").is_some()
@@ -131,7 +165,7 @@ fn evidence(src: &Source, format: Format) -> bool {
                         })
                 })
         }
-        Format::OpenAi => items.iter().any(|v| {
+        Format::OpenAi => docs().any(|d| has_key(d, "messages") && model(d).is_some_and(is_openai_model)) || items.iter().any(|v| {
             v.get("object").and_then(Value::as_str) == Some("chat.completion")
                 || has_key(v, "tool_calls") && v.get("role").is_some()
                 || has_key(v, "tool_call_id")
@@ -139,6 +173,15 @@ fn evidence(src: &Source, format: Format) -> bool {
                 || block_types(v).iter().any(|t| t == "image_url")
         }),
     }
+}
+
+fn model(v: &Value) -> Option<&str> {
+    v.get("model").and_then(Value::as_str)
+}
+
+/// OpenAI's model families, by name: a request body names its model.
+fn is_openai_model(m: &str) -> bool {
+    m.starts_with("gpt-") || ["o1", "o3", "o4"].iter().any(|p| m == *p || m.starts_with(&format!("{p}-")))
 }
 
 /// Messages with roles and nothing else to go by.
@@ -174,6 +217,14 @@ mod tests {
     }
 
     #[test]
+    fn a_request_body_names_its_provider_by_its_model() {
+        let claude = r#"{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}"#;
+        assert_eq!(detect_text(claude).unwrap(), Format::Anthropic);
+        let gpt = r#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#;
+        assert_eq!(detect_text(gpt).unwrap(), Format::OpenAi);
+    }
+
+    #[test]
     fn plain_chat_is_ambiguous_and_unknown_content_lists_the_formats() {
         let err =
             detect_text(r#"[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]"#).unwrap_err();
@@ -183,6 +234,7 @@ mod tests {
         assert!(log.unwrap_err().to_string().contains("already a stateval event log"));
         let err = detect_text(r#"{"hello":"world"}"#).unwrap_err();
         assert!(err.to_string().contains("unknown format"), "{err}");
-        assert!(err.to_string().contains("envelope"), "{err}");
+        assert!(err.to_string().contains("envelope: no tool_calls list"), "{err}");
+        assert!(err.to_string().contains("otel: no resourceSpans"), "{err}");
     }
 }

@@ -38,6 +38,7 @@ pub mod anthropic;
 pub mod builder;
 pub mod detect;
 pub mod envelope;
+pub mod foreign;
 pub mod framing;
 pub mod mcp;
 pub mod openai;
@@ -145,7 +146,15 @@ pub fn import_trace(
     trace_id: Option<&str>,
 ) -> Result<Trace, ImportError> {
     let (text, framing) = framing::unframe(text);
-    let source = Source::parse(path, &text)?;
+    let source = match Source::parse(path, &text) {
+        Ok(source) => source,
+        Err(e) => {
+            return Err(match foreign::recognise_text(&text) {
+                Some(what) => ImportError::Detect { path: path.to_path_buf(), message: format!("this is {what}") },
+                None => e.into(),
+            });
+        }
+    };
     if let Some(stream) = stream::detect(&source)
         && format.is_none_or(|f| f == stream.format())
     {
