@@ -112,3 +112,34 @@ fn a_zip_archive_is_refused_as_one_with_the_conversion_to_use() {
     assert!(out.stderr.contains("inspect log convert"), "{}", out.stderr);
     assert!(!out.stderr.contains("UTF-8"), "{}", out.stderr);
 }
+
+#[test]
+fn proxy_records_of_request_and_streamed_response_become_one_conversation() {
+    let p = Project::empty();
+    let sse: String = real("vercel-anthropic-anthropic-tool-no-args.jsonl").lines().map(|l| format!("data: {l}\n\n")).collect();
+    let first = serde_json::json!({
+        "request": {"url": "https://api.anthropic.com/v1/messages", "body": {
+            "model": "claude-sonnet-4-5", "max_tokens": 64,
+            "messages": [{"role": "user", "content": "Please update the issue list"}]}},
+        "response": {"status": 200, "body": sse},
+    });
+    p.write("proxy.jsonl", format!("{first}\n"));
+    let out = p.stateval(&["import", "proxy.jsonl", "-o", "x.jsonl"]);
+    out.expect_code(0);
+    assert!(out.stderr.contains("(anthropic)") && out.stderr.contains("1 tool calls"), "{}", out.stderr);
+    let log = p.read("x.jsonl");
+    assert!(log.contains("Please update the issue list") && log.contains("updateIssueList"), "{log}");
+
+    // a second record that is another conversation is refused, not merged
+    let other = serde_json::json!({
+        "request": {"url": "https://api.anthropic.com/v1/messages", "body": {
+            "model": "claude-sonnet-4-5", "max_tokens": 64,
+            "messages": [{"role": "user", "content": "Something else entirely"}]}},
+        "response": {"status": 200, "body": {"type": "message", "role": "assistant", "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}},
+    });
+    p.write("two.jsonl", format!("{first}\n{other}\n"));
+    let err = p.stateval(&["import", "two.jsonl"]);
+    err.expect_code(2);
+    assert!(err.stderr.contains("not one conversation"), "{}", err.stderr);
+    assert!(err.stderr.contains("two.jsonl:1:"), "{}", err.stderr);
+}

@@ -359,3 +359,18 @@ fn logfire_events_attribute_gives_the_same_eight_calls_and_the_report() {
     assert!(a.starts_with("The weather conditions in London and New York have been analyzed"), "{a}");
     assert!(codes(&t).is_empty(), "{:?}", codes(&t));
 }
+
+// --- Recorded HTTP exchanges
+
+#[test]
+fn openllmetry_cassette_imports_its_last_recording_and_warns_about_the_repeats() {
+    let t = import("openllmetry-test_chat_tool_calls.cassette.json");
+    assert_eq!(t.format, Format::OpenAi);
+    assert!(t.reads.contains("VCR cassette"), "{}", t.reads);
+    assert_eq!(tools(&t), ["get_current_weather"]);
+    let result = t.calls().next().and_then(|c| c.outcome.clone()).and_then(|o| o.result);
+    assert_eq!(result, Some(serde_json::json!("The weather in San Francisco is 70 degrees and sunny.")));
+    // the third recording's answer, not the first's
+    assert_eq!(answer(&t).as_deref(), Some("The current weather in San Francisco is 70 degrees and sunny."));
+    assert_eq!(codes(&t).iter().filter(|c| **c == "exchange_repeated").count(), 2);
+}

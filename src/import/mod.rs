@@ -38,6 +38,7 @@ pub mod anthropic;
 pub mod builder;
 pub mod detect;
 pub mod envelope;
+pub mod exchange;
 pub mod foreign;
 pub mod framing;
 pub mod mcp;
@@ -56,7 +57,7 @@ use std::str::FromStr;
 
 use crate::diag::InputError;
 pub use source::Source;
-pub use trace::Trace;
+pub use trace::{Ptr, Trace};
 
 /// A foreign trace format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -164,6 +165,9 @@ pub fn import_trace(
         }
         return Ok(trace);
     }
+    if format.is_none() && exchange::detect(&source) {
+        return import_exchanges(&source);
+    }
     let format = match format {
         Some(f) => f,
         None => detect::detect(&source)?,
@@ -198,35 +202,77 @@ fn import_stream(source: &Source, stream: stream::Stream) -> Result<Trace, Impor
     if assembled.bodies.is_empty() {
         return Err(source.error(0, "", format!("{} with no response in it: nothing to import", stream.describe())).into());
     }
-    let body_text = serde_json::to_string_pretty(&serde_json::Value::Array(assembled.bodies))
-        .map_err(|e| InputError::file(&source.path, format!("assembling the stream: {e}")))?;
-    let assembled_src = Source::parse(&source.path, &body_text)?;
-    let failure = assembled.warnings.iter().find(|w| w.code == "stream_error");
-    let mut trace = parse_as(&assembled_src, stream.format()).map_err(|e| {
+    let failure = assembled.warnings.iter().find(|w| w.code == "stream_error").map(|w| (w.at.clone(), w.message.clone()));
+    let places: Vec<(String, Ptr)> =
+        assembled.starts.iter().enumerate().map(|(i, at)| (format!("/{i}"), at.clone())).collect();
+    let mut trace = read_rebuilt(
+        source,
+        &serde_json::Value::Array(assembled.bodies),
+        stream.format(),
+        &places,
+        &format!("the response assembled from {}", stream.describe()),
+        failure,
+    )?;
+    trace.reads = format!("{}, assembled from {}", trace.reads, stream.describe());
+    trace.meta.insert("stream".into(), serde_json::Value::String(stream.describe().into()));
+    trace.warnings.extend(assembled.warnings.into_iter().map(|w| trace::Warning {
+        code: w.code,
+        message: w.message,
+        at: Some(source.at(w.at.doc, &w.at.pointer)),
+    }));
+    Ok(trace)
+}
+
+/// Recorded exchanges → the conversation of the last one → the API's parser.
+fn import_exchanges(source: &Source) -> Result<Trace, ImportError> {
+    let x = exchange::unwrap(source)?;
+    let places = vec![(String::new(), x.at.clone())];
+    let mut trace = read_rebuilt(source, &x.body, x.format, &places, &format!("the conversation of {}", x.container), None)?;
+    trace.reads = format!("{}, from {} (the last request and its response)", trace.reads, x.container);
+    trace.warnings.extend(x.warnings.into_iter().map(|(at, code, message)| trace::Warning {
+        code,
+        message,
+        at: Some(source.at(at.doc, &at.pointer)),
+    }));
+    Ok(trace)
+}
+
+/// Read `value` — bodies rebuilt from `source` (assembled from a stream, unwrapped from
+/// exchanges) — as `format`. Its errors and warnings point into the rebuilt text, so
+/// they are moved to the place in `source` it came from: `places` maps the pointer of
+/// each rebuilt body to the source value it was built from.
+fn read_rebuilt(
+    source: &Source,
+    value: &serde_json::Value,
+    format: Format,
+    places: &[(String, Ptr)],
+    what: &str,
+    failure: Option<(Ptr, String)>,
+) -> Result<Trace, ImportError> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| InputError::file(&source.path, format!("rebuilding {what}: {e}")))?;
+    let rebuilt = Source::parse(&source.path, &text)?;
+    let lines: Vec<usize> = places.iter().map(|(p, _)| rebuilt.loc(0, p).line).collect();
+    let origin = |line: usize| -> (usize, Ptr) {
+        let i = lines.iter().rposition(|start| *start <= line).unwrap_or(0);
+        (i, places.get(i).map(|(_, at)| at.clone()).unwrap_or_default())
+    };
+    let mut trace = parse_as(&rebuilt, format).map_err(|e| {
         // a stream whose only response failed holds no conversation: say why
-        let (at, why) = match failure {
-            Some(w) => (source.loc(w.at.doc, &w.at.pointer), w.message.clone()),
-            None => (source.loc(0, ""), e.message),
+        let (at, why) = match &failure {
+            Some((at, why)) => (at.clone(), why.clone()),
+            None => (origin(e.line).1, e.message),
         };
-        InputError::new(
-            &source.path,
-            at.line,
-            at.column,
-            format!("the response assembled from {} cannot be read: {why}", stream.describe()),
-        )
+        let loc = source.loc(at.doc, &at.pointer);
+        InputError::new(&source.path, loc.line, loc.column, format!("{what} cannot be read: {why}"))
     })?;
-    // the parser's warnings point into the assembled bodies: point them at the
-    // stream's first event of the response they concern instead
-    let body_lines: Vec<usize> =
-        (0..assembled.starts.len()).map(|i| assembled_src.loc(0, &format!("/{i}")).line).collect();
     let relocate = |w: &mut trace::Warning| {
         let line = w.at.as_deref().and_then(|a| a.rsplit(':').nth(1)).and_then(|l| l.parse::<usize>().ok());
         if let Some(line) = line {
-            let body = body_lines.iter().rposition(|start| *start <= line).unwrap_or(0);
-            if let Some(start) = assembled.starts.get(body) {
-                w.at = Some(source.at(start.doc, &start.pointer));
-                w.message = format!("{} (in response {body} as assembled from the stream)", w.message);
-            }
+            let (i, at) = origin(line);
+            w.at = Some(source.at(at.doc, &at.pointer));
+            let which = if places.len() > 1 { format!("response {i} of ") } else { String::new() };
+            w.message = format!("{} (in {which}{what})", w.message);
         }
     };
     trace.warnings.iter_mut().for_each(&relocate);
@@ -236,13 +282,5 @@ fn import_stream(source: &Source, stream: stream::Stream) -> Result<Trace, Impor
             step.warnings.iter_mut().for_each(&relocate);
         }
     }
-    trace.reads = format!("{}, assembled from {}", trace.reads, stream.describe());
-    trace.meta.insert("stream".into(), serde_json::Value::String(stream.describe().into()));
-    let warnings = assembled.warnings.into_iter().map(|w| trace::Warning {
-        code: w.code,
-        message: w.message,
-        at: Some(source.at(w.at.doc, &w.at.pointer)),
-    });
-    trace.warnings.extend(warnings);
     Ok(trace)
 }
