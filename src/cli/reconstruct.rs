@@ -33,7 +33,7 @@ use super::{CliError, Exit};
 use stateval::diag::parse_json_strict;
 use stateval::event::Event;
 use stateval::event::reader::{ReadError, read_log};
-use stateval::import::reconstruct::{self, Incident, Options, first_divergence};
+use stateval::import::reconstruct::{self, Incident, Options, final_answer, first_divergence};
 use stateval::pipeline::Pipeline;
 use stateval::runner::{Plan, RunnerError, Selection};
 use stateval::sandbox::Manifest;
@@ -148,7 +148,22 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             let _ = std::fs::remove_file(args.out.join(p));
         }
     })?;
+    // "reproduces" needs the tool path and the final answer both
+    let answer_differs = match (final_answer(&events), final_answer(&actual)) {
+        (Some(want), got) => got != Some(want),
+        (None, _) => false,
+    };
     let exit = match first_divergence(&events, &actual) {
+        None if answer_differs => {
+            super::out(format!(
+                "replay under agent \"{}\" reproduces the trace's tool calls but not its final answer\n  trace:  {}\n  \
+                 replay: {}",
+                profile.name,
+                final_answer(&events).map_or_else(String::new, |v| v.to_string()),
+                final_answer(&actual).map_or_else(|| "no answer".into(), |v| v.to_string())
+            ));
+            Exit::Fail
+        }
         None => {
             super::out(format!(
                 "replay under agent \"{}\" reproduces the trace's {} tool call(s): {}",

@@ -395,10 +395,17 @@ fn marker(e: &Event) -> Marker {
     Marker { seq: e.seq, turn: e.turn, kind: e.kind, summary }
 }
 
+/// The last answer of `events` (the final `turn_completed` response), `None` when there
+/// is none or the trace did not capture it.
+pub fn final_answer(events: &[Event]) -> Option<&Value> {
+    let last = events.iter().rev().find(|e| e.kind == Kind::TurnCompleted)?;
+    (!super::writer::is_absent(&last.data, "/response")).then(|| last.get("response"))
+}
+
 /// The first path-deciding event where `actual` (a replay) leaves `expected` (the
 /// trace), or `None` when they agree: same turns, same tools with canonically equal
-/// arguments in the same order, and no denial, refusal, divergence or error on one side
-/// only.
+/// arguments in the same order (arguments the trace marks absent are not compared),
+/// and no denial, refusal, divergence or error on one side only.
 pub fn first_divergence(expected: &[Event], actual: &[Event]) -> Option<Divergence> {
     let exp: Vec<&Event> = expected.iter().filter(|e| compared(e)).collect();
     let act: Vec<&Event> = actual.iter().filter(|e| compared(e)).collect();
@@ -413,7 +420,12 @@ pub fn first_divergence(expected: &[Event], actual: &[Event]) -> Option<Divergen
                 a.str("tool").unwrap_or("?"),
                 e.str("tool").unwrap_or("?")
             ),
-            (Some(e), Some(a)) if e.kind == Kind::ToolExecuted && !json_eq(e.get("args"), a.get("args")) => {
+            // arguments the trace did not capture cannot differ: the replay's are its own
+            (Some(e), Some(a))
+                if e.kind == Kind::ToolExecuted
+                    && !super::writer::is_absent(&e.data, "/args")
+                    && !json_eq(e.get("args"), a.get("args")) =>
+            {
                 format!("{} was called with different arguments", e.str("tool").unwrap_or("?"))
             }
             (Some(_), Some(_)) => continue,
@@ -461,6 +473,19 @@ mod tests {
             (Some(1), Kind::ModelCalled, json!({"response": {"content": "Done.", "tool_calls": []}})),
             (None, Kind::RunCompleted, json!({"status": "imported"})),
         ])
+    }
+
+    #[test]
+    fn arguments_the_trace_did_not_capture_are_no_divergence() {
+        let t = log(&[(
+            Some(0),
+            Kind::ToolExecuted,
+            json!({"tool": "ping", "args": null, "absent": ["/args"], "result": null}),
+        )]);
+        let r = log(&[(Some(0), Kind::ToolExecuted, json!({"tool": "ping", "args": {}, "result": null}))]);
+        assert!(first_divergence(&t, &r).is_none());
+        let other = log(&[(Some(0), Kind::ToolExecuted, json!({"tool": "pong", "args": {}, "result": null}))]);
+        assert!(first_divergence(&t, &other).is_some());
     }
 
     fn opts() -> Options<'static> {
