@@ -69,7 +69,8 @@ fn an_sse_recording_is_read_through_its_data_lines_and_errors_keep_their_lines()
     let sse: String = jsonl
         .lines()
         .map(|l| {
-            let kind = serde_json::from_str::<serde_json::Value>(l).ok().and_then(|v| v["type"].as_str().map(String::from));
+            let kind =
+                serde_json::from_str::<serde_json::Value>(l).ok().and_then(|v| v["type"].as_str().map(String::from));
             format!("event: {}\ndata: {l}\n\n", kind.unwrap_or_default())
         })
         .collect();
@@ -81,7 +82,8 @@ fn an_sse_recording_is_read_through_its_data_lines_and_errors_keep_their_lines()
     // a broken data line is named at its own line and column in the SSE file
     let broken = sse.replacen("\"type\":\"ping\"}", "\"type\":\"ping\"", 1);
     p.write("broken.sse", &broken);
-    let line = broken.lines().position(|l| l.starts_with("data: {\"type\":\"ping\"") && !l.ends_with('}')).unwrap_or(0) + 1;
+    let line =
+        broken.lines().position(|l| l.starts_with("data: {\"type\":\"ping\"") && !l.ends_with('}')).unwrap_or(0) + 1;
     let err = p.stateval(&["import", "broken.sse"]);
     err.expect_code(2);
     assert!(err.stderr.contains(&format!("broken.sse:{line}:")), "line {line}: {}", err.stderr);
@@ -116,7 +118,8 @@ fn a_zip_archive_is_refused_as_one_with_the_conversion_to_use() {
 #[test]
 fn proxy_records_of_request_and_streamed_response_become_one_conversation() {
     let p = Project::empty();
-    let sse: String = real("vercel-anthropic-anthropic-tool-no-args.jsonl").lines().map(|l| format!("data: {l}\n\n")).collect();
+    let sse: String =
+        real("vercel-anthropic-anthropic-tool-no-args.jsonl").lines().map(|l| format!("data: {l}\n\n")).collect();
     let first = serde_json::json!({
         "request": {"url": "https://api.anthropic.com/v1/messages", "body": {
             "model": "claude-sonnet-4-5", "max_tokens": 64,

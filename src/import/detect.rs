@@ -155,23 +155,25 @@ fn evidence(src: &Source, format: Format) -> bool {
                     && (has_key(d, "system")
                         || has_key(d, "anthropic_version")
                         || model(d).is_some_and(|m| m.starts_with("claude")))
+            }) || items.iter().any(|v| {
+                (v.get("type").and_then(Value::as_str) == Some("message")
+                    && v.get("role").is_some()
+                    && has_key(v, "stop_reason"))
+                    || block_types(v)
+                        .iter()
+                        .any(|t| matches!(t.as_str(), "tool_use" | "tool_result" | "thinking" | "redacted_thinking"))
             })
+        }
+        Format::OpenAi => {
+            docs().any(|d| has_key(d, "messages") && model(d).is_some_and(is_openai_model))
                 || items.iter().any(|v| {
-                    (v.get("type").and_then(Value::as_str) == Some("message")
-                        && v.get("role").is_some()
-                        && has_key(v, "stop_reason"))
-                        || block_types(v).iter().any(|t| {
-                            matches!(t.as_str(), "tool_use" | "tool_result" | "thinking" | "redacted_thinking")
-                        })
+                    v.get("object").and_then(Value::as_str) == Some("chat.completion")
+                        || has_key(v, "tool_calls") && v.get("role").is_some()
+                        || has_key(v, "tool_call_id")
+                        || matches!(v.get("role").and_then(Value::as_str), Some("tool" | "function"))
+                        || block_types(v).iter().any(|t| t == "image_url")
                 })
         }
-        Format::OpenAi => docs().any(|d| has_key(d, "messages") && model(d).is_some_and(is_openai_model)) || items.iter().any(|v| {
-            v.get("object").and_then(Value::as_str) == Some("chat.completion")
-                || has_key(v, "tool_calls") && v.get("role").is_some()
-                || has_key(v, "tool_call_id")
-                || matches!(v.get("role").and_then(Value::as_str), Some("tool" | "function"))
-                || block_types(v).iter().any(|t| t == "image_url")
-        }),
     }
 }
 

@@ -50,7 +50,8 @@ pub fn detect(src: &Source) -> bool {
     let first = src.docs.first().map(|d| &d.value);
     first.is_some_and(|d| d.pointer("/log/entries").is_some_and(Value::is_array))
         || first.is_some_and(|d| d.get("interactions").is_some_and(Value::is_array))
-        || (!records.is_empty() && records.iter().all(|(_, _, r)| r.get("request").is_some() && r.get("response").is_some()))
+        || (!records.is_empty()
+            && records.iter().all(|(_, _, r)| r.get("request").is_some() && r.get("response").is_some()))
 }
 
 pub fn unwrap(src: &Source) -> Result<Unwrapped, InputError> {

@@ -12,7 +12,8 @@ use super::source::Source;
 pub fn recognise(src: &Source) -> Option<String> {
     let first = &src.docs.first()?.value;
     let has = |v: &Value, k: &str| v.get(k).is_some();
-    if has(first, "eval") && has(first, "samples") || has(first, "eval") && has(first, "status") && has(first, "version")
+    if has(first, "eval") && has(first, "samples")
+        || has(first, "eval") && has(first, "status") && has(first, "version")
     {
         return Some(
             "an Inspect AI eval log (JSON): its samples are evaluations, not one production trace; stateval does not \

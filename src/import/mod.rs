@@ -173,7 +173,11 @@ pub fn import_trace(
         None => detect::detect(&source)?,
     };
     if trace_id.is_some() && format != Format::Otel {
-        return Err(InputError::file(path, format!("--trace-id selects a trace of an OpenTelemetry file; this is {format}")).into());
+        return Err(InputError::file(
+            path,
+            format!("--trace-id selects a trace of an OpenTelemetry file; this is {format}"),
+        )
+        .into());
     }
     let mut trace = match format {
         Format::Otel => otel::parse(&source, trace_id)?,
@@ -200,9 +204,12 @@ fn parse_as(source: &Source, format: Format) -> Result<Trace, InputError> {
 fn import_stream(source: &Source, stream: stream::Stream) -> Result<Trace, ImportError> {
     let assembled = stream::assemble(source, stream);
     if assembled.bodies.is_empty() {
-        return Err(source.error(0, "", format!("{} with no response in it: nothing to import", stream.describe())).into());
+        return Err(source
+            .error(0, "", format!("{} with no response in it: nothing to import", stream.describe()))
+            .into());
     }
-    let failure = assembled.warnings.iter().find(|w| w.code == "stream_error").map(|w| (w.at.clone(), w.message.clone()));
+    let failure =
+        assembled.warnings.iter().find(|w| w.code == "stream_error").map(|w| (w.at.clone(), w.message.clone()));
     let places: Vec<(String, Ptr)> =
         assembled.starts.iter().enumerate().map(|(i, at)| (format!("/{i}"), at.clone())).collect();
     let mut trace = read_rebuilt(
@@ -227,7 +234,8 @@ fn import_stream(source: &Source, stream: stream::Stream) -> Result<Trace, Impor
 fn import_exchanges(source: &Source) -> Result<Trace, ImportError> {
     let x = exchange::unwrap(source)?;
     let places = vec![(String::new(), x.at.clone())];
-    let mut trace = read_rebuilt(source, &x.body, x.format, &places, &format!("the conversation of {}", x.container), None)?;
+    let mut trace =
+        read_rebuilt(source, &x.body, x.format, &places, &format!("the conversation of {}", x.container), None)?;
     trace.reads = format!("{}, from {} (the last request and its response)", trace.reads, x.container);
     trace.warnings.extend(x.warnings.into_iter().map(|(at, code, message)| trace::Warning {
         code,

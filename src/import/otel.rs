@@ -236,13 +236,17 @@ fn role(span: &Span) -> SpanRole {
     if is_tool {
         return SpanRole::Tool;
     }
-    let carries_messages = span.attrs.keys().any(|k| MESSAGE_KEYS.iter().any(|m| k == m || k.starts_with(m) && m.ends_with('.') || k.starts_with(&format!("{m}."))))
-        || span.events.iter().any(|e| {
-            MESSAGE_EVENTS.contains(&e.name.as_str()) || e.name == DETAILS_EVENT || LEGACY_EVENTS.contains(&e.name.as_str())
-        });
+    let carries_messages = span.attrs.keys().any(|k| {
+        MESSAGE_KEYS.iter().any(|m| k == m || k.starts_with(m) && m.ends_with('.') || k.starts_with(&format!("{m}.")))
+    }) || span.events.iter().any(|e| {
+        MESSAGE_EVENTS.contains(&e.name.as_str()) || e.name == DETAILS_EVENT || LEGACY_EVENTS.contains(&e.name.as_str())
+    });
     let vercel_outer = span.attr_str("ai.operationId").is_some_and(|o| !o.contains(".do"));
     if vercel_outer {
-        return SpanRole::Other("a Vercel AI SDK call around its provider-call (doGenerate / doStream) spans, which are read instead".into());
+        return SpanRole::Other(
+            "a Vercel AI SDK call around its provider-call (doGenerate / doStream) spans, which are read instead"
+                .into(),
+        );
     }
     if carries_messages || op.is_some_and(|o| INFERENCE_OPS.contains(&o)) || kind == Some("LLM") {
         return SpanRole::Inference;

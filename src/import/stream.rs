@@ -76,8 +76,14 @@ pub struct Assembled {
     pub warnings: Vec<StreamWarning>,
 }
 
-const ANTHROPIC_EVENTS: [&str; 6] =
-    ["message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"];
+const ANTHROPIC_EVENTS: [&str; 6] = [
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+];
 
 /// The stream `src` holds, if it is one: every record is an event of the same stream
 /// (`ping` and `error` events allowed in any).
@@ -200,7 +206,9 @@ fn chat(events: &[(Ptr, &Value)], out: &mut Assembled) {
         let calls: Vec<Value> = c
             .calls
             .into_values()
-            .map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+            .map(
+                |(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}),
+            )
             .collect();
         let mut message = json!({"role": "assistant", "content": c.content});
         if !calls.is_empty() {
@@ -283,9 +291,9 @@ fn anthropic(events: &[(Ptr, &Value)], out: &mut Assembled) {
     let mut message: Option<(Ptr, Map<String, Value>)> = None;
     let mut blocks: BTreeMap<u64, (Ptr, Value, String)> = BTreeMap::new();
     let finish = |message: &mut Option<(Ptr, Map<String, Value>)>,
-                      blocks: &mut BTreeMap<u64, (Ptr, Value, String)>,
-                      out: &mut Assembled,
-                      stopped: bool| {
+                  blocks: &mut BTreeMap<u64, (Ptr, Value, String)>,
+                  out: &mut Assembled,
+                  stopped: bool| {
         let Some((at, mut m)) = message.take() else { return };
         let mut content = Vec::new();
         for (_, (block_at, mut block, json_text)) in std::mem::take(blocks) {
@@ -296,7 +304,9 @@ fn anthropic(events: &[(Ptr, &Value)], out: &mut Assembled) {
                         out.warnings.push(StreamWarning {
                             code: "arguments_unparsed",
                             at: block_at.clone(),
-                            message: format!("the streamed input of this block is not JSON ({e}): kept as the raw text"),
+                            message: format!(
+                                "the streamed input of this block is not JSON ({e}): kept as the raw text"
+                            ),
                         });
                         block["input"] = Value::String(json_text);
                     }
@@ -433,8 +443,9 @@ mod tests {
 
     #[test]
     fn plain_messages_are_not_a_stream() {
-        let src = Source::parse(Path::new("s.jsonl"), "{\"role\":\"user\",\"content\":\"x\"}\n{\"type\":\"message\"}\n")
-            .unwrap();
+        let src =
+            Source::parse(Path::new("s.jsonl"), "{\"role\":\"user\",\"content\":\"x\"}\n{\"type\":\"message\"}\n")
+                .unwrap();
         assert_eq!(detect(&src), None);
     }
 }

@@ -45,7 +45,12 @@ pub(super) struct Read {
 /// The first library convention the span's attributes (or `legacy` event fields) carry.
 pub(super) fn read(span: &Span, legacy: &Map<String, Value>) -> Option<Read> {
     if span.attrs.keys().any(|k| k.starts_with("gen_ai.prompt.") || k.starts_with("gen_ai.completion.")) {
-        return Some(flattened(span, "OpenLLMetry flattened gen_ai.prompt.N / gen_ai.completion.N", ["gen_ai.prompt.", "gen_ai.completion."], ""));
+        return Some(flattened(
+            span,
+            "OpenLLMetry flattened gen_ai.prompt.N / gen_ai.completion.N",
+            ["gen_ai.prompt.", "gen_ai.completion."],
+            "",
+        ));
     }
     if span.attrs.keys().any(|k| k.starts_with("llm.input_messages.") || k.starts_with("llm.output_messages.")) {
         return Some(flattened(
@@ -177,7 +182,8 @@ fn flattened(span: &Span, dialect: &'static str, prefixes: [&str; 2], inner: &st
                 };
                 let n = calls_by_name.entry(name.to_string()).or_insert(0);
                 *n += 1;
-                let id = c.get("id").and_then(Value::as_str).map_or_else(|| format!("{name}#{}", *n - 1), str::to_string);
+                let id =
+                    c.get("id").and_then(Value::as_str).map_or_else(|| format!("{name}#{}", *n - 1), str::to_string);
                 call_ids.push(id.clone());
                 parts.push(Part::ToolCall {
                     id: Some(id),
@@ -270,10 +276,9 @@ pub(super) fn chat_message(m: &Value, at: &Ptr) -> Result<Msg, String> {
         Some(Value::Array(items)) => {
             for p in items {
                 match chat_part(p) {
-                    Some(Part::ToolResult { id: None, response }) if role == "tool" => parts.push(Part::ToolResult {
-                        id: str_field(m, "tool_call_id").map(str::to_string),
-                        response,
-                    }),
+                    Some(Part::ToolResult { id: None, response }) if role == "tool" => {
+                        parts.push(Part::ToolResult { id: str_field(m, "tool_call_id").map(str::to_string), response })
+                    }
                     Some(part) => parts.push(part),
                     None => parts.push(Part::Other(str_field(p, "type").unwrap_or("untyped").to_string())),
                 }
@@ -295,9 +300,7 @@ pub(super) fn chat_message(m: &Value, at: &Ptr) -> Result<Msg, String> {
 fn chat_part(p: &Value) -> Option<Part> {
     let kind = str_field(p, "type").unwrap_or("");
     let function = p.get("function");
-    let name = str_field(p, "toolName")
-        .or(str_field(p, "name"))
-        .or(function.and_then(|f| str_field(f, "name")));
+    let name = str_field(p, "toolName").or(str_field(p, "name")).or(function.and_then(|f| str_field(f, "name")));
     match kind {
         "text" | "output_text" | "input_text" => {
             Some(Part::Text(str_field(p, "text").or(str_field(p, "content")).unwrap_or_default().to_string()))

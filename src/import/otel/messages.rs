@@ -160,8 +160,12 @@ pub(super) fn read_chat<'s>(
             if !forms.dialects.contains(&read.dialect) {
                 forms.dialects.push(read.dialect);
             }
-            let system: Vec<String> =
-                read.input.iter().filter(|m| m.role == "system").filter_map(|m| m.text().text().map(str::to_string)).collect();
+            let system: Vec<String> = read
+                .input
+                .iter()
+                .filter(|m| m.role == "system")
+                .filter_map(|m| m.text().text().map(str::to_string))
+                .collect();
             if !system.is_empty() {
                 chat.system = Some(system.join("\n"));
             }
@@ -217,7 +221,8 @@ fn structured_messages(b: &mut Builder, at: &Ptr, value: &Value) -> Result<Vec<M
         if item.get("parts").is_none() {
             // `content` (a string or parts) instead of `parts`, as several
             // instrumentations write it
-            let msg = super::dialects::chat_message(item, at).map_err(|why| b.error(at, format!("message {i}: {why}")))?;
+            let msg =
+                super::dialects::chat_message(item, at).map_err(|why| b.error(at, format!("message {i}: {why}")))?;
             out.push(msg);
             continue;
         }

@@ -74,7 +74,11 @@ impl Otlp {
     /// The trace ids of the file, in first-seen order, with how many spans each has.
     pub fn trace_ids(&self) -> Vec<(String, usize)> {
         let mut out: Vec<(String, usize)> = Vec::new();
-        let ids = self.spans.iter().map(|s| s.trace_id.as_str()).chain(self.logs.iter().filter_map(|l| l.trace_id.as_deref()));
+        let ids = self
+            .spans
+            .iter()
+            .map(|s| s.trace_id.as_str())
+            .chain(self.logs.iter().filter_map(|l| l.trace_id.as_deref()));
         for (i, id) in ids.enumerate() {
             if id.is_empty() {
                 continue;
