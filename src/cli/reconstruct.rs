@@ -296,6 +296,9 @@ fn write_incident(
 fn pipeline_toml(paths: &Paths, profile: &Profile, id: &str, source: &str) -> Result<String, CliError> {
     let mut agent = profile.table.clone();
     agent.insert("tools".into(), toml::Value::String(paths.tools.clone()));
+    // a digest pin names the profile's own manifest; the incident's manifest is another
+    // file, so a copied pin could never match and would refuse every run
+    agent.remove("tools_digest");
     let text = |s: &str| toml::Value::String(s.to_string());
     let table = |pairs: Vec<(&str, toml::Value)>| {
         toml::Value::Table(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
