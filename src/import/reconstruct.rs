@@ -307,6 +307,27 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
                     .filter(|r| !responses.iter().any(|n| json_eq(&n["args"], r.get("args").unwrap_or(&Value::Null))))
                     .cloned()
                     .collect();
+                // a recorded answer keeps the state effect the profile's answer for the
+                // same arguments (else its default) has: the trace shows results, not
+                // what the call did to the state, and the policy may read that state
+                let theirs = spec.get("responses").and_then(Value::as_array).cloned().unwrap_or_default();
+                let default_effect = spec.pointer("/default/effect").cloned();
+                let responses: Vec<Value> = responses
+                    .into_iter()
+                    .map(|mut r| {
+                        let effect = theirs
+                            .iter()
+                            .find(|t| json_eq(&r["args"], t.get("args").unwrap_or(&Value::Null)))
+                            .and_then(|t| t.get("effect").cloned())
+                            .or_else(|| default_effect.clone());
+                        // a call that failed did nothing to the state
+                        let failed = r["is_error"] == Value::Bool(true);
+                        if let (Some(effect), false, Value::Object(m)) = (effect, failed, &mut r) {
+                            m.insert("effect".into(), effect);
+                        }
+                        r
+                    })
+                    .collect();
                 spec["responses"] = Value::Array(responses.into_iter().chain(own).collect());
             }
             None => {
@@ -505,6 +526,43 @@ mod tests {
         assert_eq!(pay["responses"][0], json!({"args": {"to": "bob"}, "result": "limit", "is_error": true}));
         assert_eq!(incident.manifest["tools"][0]["description"], json!("Find a payee"));
         assert!(incident.notes.iter().any(|n| n.contains("placeholder")), "{:?}", incident.notes);
+    }
+
+    #[test]
+    fn recorded_answers_keep_the_state_effect_of_the_profiles_answer() {
+        let base = json!({"tools": [{"name": "pay", "description": "Pay",
+            "responses": [{"args": {"to": "bob"}, "result": "ok", "effect": [{"op": "add", "path": "/paid/-", "value": "bob"}]}],
+            "default": {"result": "ok", "effect": [{"op": "add", "path": "/other", "value": 1}]}}]});
+        let mut o = opts();
+        o.base_manifest = Some(base);
+        let incident = build(&trace(), &o).unwrap();
+        let pay = incident.manifest["tools"].as_array().unwrap().iter().find(|t| t["name"] == "pay").unwrap();
+        // the trace's pay failed ("limit"): a failed call keeps no effect
+        assert_eq!(pay["responses"][0]["result"], json!("limit"));
+        assert_eq!(pay["responses"][0].get("effect"), None);
+        // lookup is not in the profile's manifest: added as recorded
+        let lookup = incident.manifest["tools"].as_array().unwrap().iter().find(|t| t["name"] == "lookup").unwrap();
+        assert_eq!(lookup["responses"][0].get("effect"), None);
+        // a pay that succeeded keeps the profile's effect for its arguments
+        let ok = log(&[
+            (None, Kind::RunStarted, json!({})),
+            (Some(0), Kind::TurnStarted, json!({"turn": 0, "input": "pay bob"})),
+            (
+                Some(0),
+                Kind::ModelCalled,
+                json!({"response": {"content": "", "tool_calls": [{"id": "c", "name": "pay", "args": {"to": "bob"}}]}}),
+            ),
+            (
+                Some(0),
+                Kind::ToolExecuted,
+                json!({"tool": "pay", "args": {"to": "bob"}, "result": "sent", "is_error": false}),
+            ),
+            (Some(0), Kind::ModelCalled, json!({"response": {"content": "Paid.", "tool_calls": []}})),
+        ]);
+        let incident = build(&ok, &o).unwrap();
+        let pay = &incident.manifest["tools"][0];
+        assert_eq!(pay["responses"][0]["result"], json!("sent"));
+        assert_eq!(pay["responses"][0]["effect"], json!([{"op": "add", "path": "/paid/-", "value": "bob"}]));
     }
 
     #[test]
