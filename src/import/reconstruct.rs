@@ -244,6 +244,15 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
             }
         };
         let is_error = e.get("is_error").as_bool();
+        if e.str("error_kind") == Some("protocol") {
+            // the sandbox's fixtures answer with results or tool errors only
+            notes.push(format!(
+                "event seq {}: {tool} failed with a protocol error (the call never reached the tool); a fixture can \
+                 only answer with a tool error, so the replay shows it as one (the trace's log keeps error_kind \
+                 \"protocol\")",
+                e.seq
+            ));
+        }
         if is_error.is_none() {
             unknown_error.push(format!("{tool} (seq {})", e.seq));
         }
