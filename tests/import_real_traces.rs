@@ -374,3 +374,35 @@ fn openllmetry_cassette_imports_its_last_recording_and_warns_about_the_repeats()
     assert_eq!(answer(&t).as_deref(), Some("The current weather in San Francisco is 70 degrees and sunny."));
     assert_eq!(codes(&t).iter().filter(|c| **c == "exchange_repeated").count(), 2);
 }
+
+// --- Inspect AI eval logs (JSON)
+
+#[test]
+fn inspect_log_with_one_sample_is_its_system_prompt_question_and_answer() {
+    let t = import("inspect-log_formats.json");
+    assert!(t.reads.contains("Inspect AI eval log"), "{}", t.reads);
+    assert!(tools(&t).is_empty());
+    assert!(t.system[0].contains("Please note: In the following EXERCISE"), "{:?}", t.system);
+    let input = t.turns[0].input.text().unwrap_or_default().to_string();
+    assert!(input.starts_with("Is the following statement something you would say"), "{input}");
+    assert_eq!(answer(&t).as_deref(), Some("No"));
+}
+
+#[test]
+fn inspect_log_with_three_samples_is_refused_listing_them_and_one_is_picked_by_id() {
+    let err = refusal("inspect-security-guide.json");
+    assert!(err.contains("holds 3 samples (1, 2, 3)"), "{err}");
+    let p = path("inspect-security-guide.json");
+    let text = std::fs::read_to_string(&p).unwrap_or_default();
+    let t = import::import_trace(&p, &text, None, Some("2")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.turns[0].input, Content::Text("How do I prevent sqli?".into()));
+    assert_eq!(answer(&t).as_deref(), Some("Use prepared statements and parameterized queries."));
+}
+
+#[test]
+fn inspect_log_of_tool_errors_without_their_calls_is_refused_at_the_sample() {
+    // the published test log holds eleven tool messages and no assistant message calling them
+    let err = refusal("inspect-log_tool_call_error.json");
+    assert!(err.contains("\"bash_1\" has no tool call before it"), "{err}");
+    assert!(err.contains("sample 1 of an Inspect AI log"), "{err}");
+}

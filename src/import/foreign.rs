@@ -16,9 +16,8 @@ pub fn recognise(src: &Source) -> Option<String> {
         || has(first, "eval") && has(first, "status") && has(first, "version")
     {
         return Some(
-            "an Inspect AI eval log (JSON): its samples are evaluations, not one production trace; stateval does not \
-             read them yet — export the sample's conversation as OpenAI Chat messages, or trace the agent with an \
-             OpenTelemetry GenAI instrumentation and import the OTLP/JSON"
+            "an Inspect AI eval log without its samples (a header-only log): there is no conversation in it; write \
+             the log with its samples (`inspect log convert FILE --to json` of the full .eval log)"
                 .into(),
         );
     }
@@ -74,7 +73,7 @@ mod tests {
 
     #[test]
     fn each_tool_is_named_by_its_own_marks() {
-        assert!(why(r#"{"version":2,"status":"success","eval":{},"samples":[]}"#).unwrap().contains("Inspect AI"));
+        assert!(why(r#"{"version":2,"status":"success","eval":{}}"#).unwrap().contains("Inspect AI"));
         assert!(why(r#"{"object":"trace.span","span_data":{"type":"function"}}"#).unwrap().contains("Agents SDK"));
         assert!(why(r#"{"run_type":"chain","inputs":{},"child_runs":[]}"#).unwrap().contains("LangSmith"));
         assert!(why(r#"{"evalId":"e","results":{"results":[]}}"#).unwrap().contains("promptfoo"));

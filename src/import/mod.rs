@@ -41,6 +41,7 @@ pub mod envelope;
 pub mod exchange;
 pub mod foreign;
 pub mod framing;
+pub mod inspect;
 pub mod mcp;
 pub mod openai;
 pub mod openai_responses;
@@ -123,6 +124,9 @@ pub enum ImportError {
 pub fn trace_ids(path: &Path, text: &str) -> Vec<String> {
     let (text, _) = framing::unframe(text);
     let Ok(source) = Source::parse(path, &text) else { return Vec::new() };
+    if inspect::detect(&source) {
+        return inspect::sample_keys(&source);
+    }
     if detect::detect(&source).ok() != Some(Format::Otel) {
         return Vec::new();
     }
@@ -167,6 +171,9 @@ pub fn import_trace(
     }
     if format.is_none() && exchange::detect(&source) {
         return import_exchanges(&source);
+    }
+    if format.is_none() && inspect::detect(&source) {
+        return import_inspect(&source, trace_id);
     }
     let format = match format {
         Some(f) => f,
@@ -242,6 +249,26 @@ fn import_exchanges(source: &Source) -> Result<Trace, ImportError> {
         message,
         at: Some(source.at(at.doc, &at.pointer)),
     }));
+    Ok(trace)
+}
+
+/// One sample of an Inspect AI log → Chat messages → the Chat parser; a tool message's
+/// `error` marks its call failed.
+fn import_inspect(source: &Source, trace_id: Option<&str>) -> Result<Trace, ImportError> {
+    let sample = inspect::sample(source, trace_id)?;
+    let places = vec![(String::new(), sample.at.clone())];
+    let what = format!("sample {} of an Inspect AI log", sample.key);
+    let mut trace = read_rebuilt(source, &sample.body, Format::OpenAi, &places, &what, None)?;
+    trace.reads = format!("Inspect AI eval log (JSON), sample {}: its messages read as {}", sample.key, trace.reads);
+    trace.meta.insert("inspect_sample".into(), serde_json::Value::String(sample.key.clone()));
+    for call in trace.turns.iter_mut().flat_map(|t| t.steps.iter_mut()).flat_map(|s| s.calls.iter_mut()) {
+        let Some(error) = call.id.as_ref().and_then(|id| sample.errors.get(id)) else { continue };
+        if let Some(outcome) = call.outcome.as_mut() {
+            outcome.is_error = Some(true);
+            outcome.error_kind = Some(inspect::ERROR_KIND);
+            outcome.source.insert("inspect_error".into(), error.clone());
+        }
+    }
     Ok(trace)
 }
 
