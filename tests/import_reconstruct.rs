@@ -49,3 +49,24 @@ fn real_traces_reconstruct_and_their_pipelines_pass_their_goldens() {
         p.stateval(&["run", &format!("pipeline/incidents/{id}.toml"), "--jobs", "1"]).expect_code(0);
     }
 }
+
+#[test]
+fn an_early_text_answer_mid_turn_is_joined_so_the_whole_turn_replays() {
+    let p = Project::new();
+    p.write(
+        "early.json",
+        r#"[{"role":"user","content":"refund order 7"},
+ {"role":"assistant","content":"Let me look into that."},
+ {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_order","arguments":"{\"id\":7}"}}]},
+ {"role":"tool","tool_call_id":"c1","content":"{\"status\":\"delivered\"}"},
+ {"role":"assistant","content":"Refund issued."}]"#,
+    );
+    let out = p.stateval(&["reconstruct", "early.json", "--as", "early"]);
+    out.expect_code(0);
+    assert!(out.stdout.contains("joins that text to its next response"), "{}", out.stdout);
+    assert!(out.stdout.contains("reproduces the trace's 1 tool call(s): get_order"), "{}", out.stdout);
+    let recording = p.read("fixtures/recordings/incidents/early.jsonl");
+    assert_eq!(recording.lines().count(), 2, "{recording}");
+    assert!(recording.lines().next().unwrap_or_default().contains("Let me look into that."), "{recording}");
+    p.stateval(&["run", "pipeline/incidents/early.toml", "--jobs", "1"]).expect_code(0);
+}

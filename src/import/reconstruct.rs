@@ -78,6 +78,8 @@ pub fn build(events: &[Event], opts: &Options) -> Result<Incident, String> {
     // per turn: the steps recorded and whether the last one called tools
     let mut steps: Vec<(u32, bool)> = Vec::new();
     let mut calls: Vec<&Event> = Vec::new();
+    // the text of a text-only response the model followed with more calls in its turn
+    let mut interim: Option<String> = None;
     for e in events {
         match e.kind {
             Kind::TurnStarted => {
@@ -98,14 +100,28 @@ pub fn build(events: &[Event], opts: &Options) -> Result<Incident, String> {
                     return Err(format!("event seq {}: a model call before any turn cannot be replayed", e.seq));
                 };
                 let turn = turns.len() - 1;
-                let line = recorded_response(e, turn, *step, &mut notes)?;
-                *last_called = line["response"]["tool_calls"].as_array().is_some_and(|c| !c.is_empty());
-                if !*last_called && events_after_in_turn(events, e) {
-                    notes.push(format!(
-                        "turn {turn}: the model answered at step {step} and was called again in the same turn; the \
-                         replay ends the turn at that answer and will diverge there"
-                    ));
+                let mut line = recorded_response(e, turn, *step, &mut notes)?;
+                let called = line["response"]["tool_calls"].as_array().is_some_and(|c| !c.is_empty());
+                if let Some(text) = interim.take() {
+                    let joined = [text, line["response"]["content"].as_str().unwrap_or_default().to_string()]
+                        .into_iter()
+                        .filter(|t| !t.is_empty())
+                        .collect::<Vec<_>>()
+                        .join("\n\n");
+                    line["response"]["content"] = json!(joined);
                 }
+                if !called && events_after_in_turn(events, e) {
+                    // a replay would end the turn at a text-only response: carry its text
+                    // into the next response so the whole turn replays
+                    notes.push(format!(
+                        "turn {turn}: the model answered at seq {} and was called again in the same turn; the \
+                         recording joins that text to its next response so the whole turn replays",
+                        e.seq
+                    ));
+                    interim = Some(line["response"]["content"].as_str().unwrap_or_default().to_string());
+                    continue;
+                }
+                *last_called = called;
                 recording.push(line);
                 *step += 1;
             }
