@@ -549,6 +549,61 @@ mod tests {
     }
 
     #[test]
+    fn spans_are_read_by_what_they_carry_and_the_rest_are_skipped_with_a_reason() {
+        // no operation name, messages with `content` instead of `parts`
+        let input = r#"[{"role":"user","content":"weather in Oslo?"}]"#;
+        let output = r#"[{"role":"assistant","content":[{"type":"tool_call","id":"k1","name":"forecast","arguments":{"city":"Oslo"}}]}]"#;
+        let mut tool = span(
+            "t",
+            3_000_000,
+            vec![
+                attr("traceloop.span.kind", "tool"),
+                attr("traceloop.entity.name", "forecast"),
+                attr("traceloop.entity.output", "snow"),
+            ],
+        );
+        tool["name"] = json!("forecast.tool");
+        let mut http = span("h", 4_000_000, vec![attr("http.request.method", "POST")]);
+        http["name"] = json!("POST /v1/chat/completions");
+        let text = otlp(vec![
+            span("a", 1_000_000, vec![attr("gen_ai.input.messages", input), attr("gen_ai.output.messages", output)]),
+            tool,
+            http,
+        ]);
+        let trace = parse(&Source::parse(Path::new("otel.json"), &text).unwrap(), None).unwrap();
+        assert_eq!(trace.turns[0].input, Content::Text("weather in Oslo?".into()));
+        let call = trace.calls().next().unwrap();
+        assert_eq!(call.name, "forecast");
+        // the OpenLLMetry tool span has no call id: matched by name, its output is the result
+        assert_eq!(call.outcome.as_ref().and_then(|o| o.result.clone()), Some(json!("snow")));
+        let skipped = trace.warnings.iter().find(|w| w.code == "span_skipped").unwrap();
+        assert!(
+            skipped.message.contains("POST /v1/chat/completions") && skipped.message.contains("no GenAI"),
+            "{}",
+            skipped.message
+        );
+    }
+
+    #[test]
+    fn a_span_with_two_conventions_reads_the_first_by_precedence_and_names_the_other() {
+        let text = otlp(vec![span(
+            "a",
+            1_000_000,
+            vec![
+                attr("gen_ai.operation.name", "chat"),
+                attr("gen_ai.input.messages", r#"[{"role":"user","parts":[{"type":"text","content":"semconv"}]}]"#),
+                attr("gen_ai.output.messages", r#"[{"role":"assistant","parts":[{"type":"text","content":"ok"}]}]"#),
+                attr("gen_ai.prompt.0.role", "user"),
+                attr("gen_ai.prompt.0.content", "openllmetry"),
+            ],
+        )]);
+        let trace = parse(&Source::parse(Path::new("otel.json"), &text).unwrap(), None).unwrap();
+        assert_eq!(trace.turns[0].input, Content::Text("semconv".into()));
+        let w = trace.warnings.iter().find(|w| w.code == "dialect_ignored").unwrap();
+        assert!(w.message.contains("OpenLLMetry"), "{}", w.message);
+    }
+
+    #[test]
     fn an_unknown_role_in_input_messages_is_an_error() {
         let text = otlp(vec![span(
             "a",

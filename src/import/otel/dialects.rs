@@ -83,6 +83,37 @@ pub(super) fn read(span: &Span, legacy: &Map<String, Value>) -> Option<Read> {
     None
 }
 
+/// Every message convention a span carries, in the order of precedence they are read
+/// in (the first is the one read). `events` / `legacy`: the span has v1.28 message
+/// events / pre-v1.28 `gen_ai.content.*` events.
+pub(super) fn present(span: &Span, events: bool, legacy: bool) -> Vec<&'static str> {
+    let key = |k: &str| span.attrs.contains_key(k);
+    let prefix = |p: &str| span.attrs.keys().any(|k| k.starts_with(p));
+    let mut out = Vec::new();
+    if key("gen_ai.input.messages") || key("gen_ai.output.messages") {
+        out.push("semconv v1.37+ gen_ai.input.messages / gen_ai.output.messages");
+    }
+    if events {
+        out.push("semconv v1.28–v1.36 message events");
+    }
+    if logfire_events(span).is_some() {
+        out.push("Logfire events attribute");
+    }
+    if prefix("gen_ai.prompt.") || prefix("gen_ai.completion.") {
+        out.push("OpenLLMetry gen_ai.prompt.N / gen_ai.completion.N");
+    }
+    if prefix("llm.input_messages.") || prefix("llm.output_messages.") {
+        out.push("OpenInference llm.input_messages / llm.output_messages");
+    }
+    if key("ai.prompt.messages") {
+        out.push("Vercel AI SDK ai.prompt.messages");
+    }
+    if key("gen_ai.prompt") || key("gen_ai.completion") || legacy {
+        out.push("gen_ai.prompt / gen_ai.completion");
+    }
+    out
+}
+
 /// Pydantic AI / Logfire's `events` attribute: the v1.28 message events, as fields.
 pub(super) fn logfire_events(span: &Span) -> Option<Vec<(String, Map<String, Value>)>> {
     let list = parse_json(span.attr("events")?)?;

@@ -113,6 +113,23 @@ pub(super) fn read_chat<'s>(
             }
         }
     }
+    // several conventions on one span: the first by precedence is read, and each other
+    // one is named so nothing is dropped silently
+    let has_events = events.iter().any(|e| MESSAGE_EVENTS.contains(&e.name.as_str()));
+    let present = super::dialects::present(span, has_events, !legacy.is_empty());
+    if let [read, ignored @ ..] = present.as_slice() {
+        for other in ignored {
+            let w = b.warning(
+                "dialect_ignored",
+                &span.at,
+                format!(
+                    "span {} also carries {other}; {read} is read instead (precedence: docs/import.md)",
+                    span.span_id
+                ),
+            );
+            b.warn_trace(w);
+        }
+    }
     let mut chat = Chat { span, input: None, output: None, system: None };
     let input = attrs.get("gen_ai.input.messages").filter(|v| !v.is_null());
     let output = attrs.get("gen_ai.output.messages").filter(|v| !v.is_null());
