@@ -40,11 +40,7 @@ fn real_traces_reconstruct_and_their_pipelines_pass_their_goldens() {
     ] {
         let out = p.stateval(&["reconstruct", &format!("{REAL}/{file}"), "--as", id]);
         out.expect_code(0);
-        assert!(
-            out.stdout.contains(&format!("reproduces the trace's")) && out.stdout.contains(tools),
-            "{file}: {}",
-            out.stdout
-        );
+        assert!(out.stdout.contains("reproduces the trace's") && out.stdout.contains(tools), "{file}: {}", out.stdout);
         assert!(p.exists(format!("goldens/incidents/{id}/{id}.0.jsonl")), "{file}");
         p.stateval(&["run", &format!("pipeline/incidents/{id}.toml"), "--jobs", "1"]).expect_code(0);
     }
