@@ -406,3 +406,22 @@ fn inspect_log_of_tool_errors_without_their_calls_is_refused_at_the_sample() {
     assert!(err.contains("\"bash_1\" has no tool call before it"), "{err}");
     assert!(err.contains("sample 1 of an Inspect AI log"), "{err}");
 }
+
+#[test]
+fn latitude_completion_spans_give_the_barcelona_weather_call_and_answer() {
+    let t = import("latitude-rendering-spans.otlp.json");
+    // operation "completion", instructions under gen_ai.system.instructions, tool span "tool"
+    assert_eq!(tools(&t), ["get_weather"]);
+    assert_eq!(args_of(&t, 0), serde_json::json!({"location": "Barcelona"}));
+    assert_eq!(t.turns[0].input, Content::Text("What is the weather in Barcelona?".into()));
+    let outcome = t.calls().next().and_then(|c| c.outcome.clone());
+    assert_eq!(outcome.as_ref().and_then(|o| o.is_error), Some(false));
+    assert!(outcome.and_then(|o| o.result).is_some_and(|r| r.to_string().contains("SUNNY")));
+    assert_eq!(answer(&t).as_deref(), Some("The weather in Barcelona is sunny."));
+    assert_eq!(t.system.len(), 1);
+    assert!(t.system[0].ends_with("Finally, answer the user question."), "{:?}", t.system);
+    let c = codes(&t);
+    // the Latitude "prompt" span carries no GenAI call; two text-only answers come mid-turn
+    assert!(c.contains(&"span_skipped"), "{c:?}");
+    assert_eq!(c.iter().filter(|x| **x == "answer_mid_turn").count(), 2, "{c:?}");
+}

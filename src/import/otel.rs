@@ -134,7 +134,7 @@ pub fn parse(src: &Source, trace_id: Option<&str>) -> Result<Trace, InputError> 
         if let Some(system) = &chat.system
             && !b.has_system(system)
         {
-            b.system(system.clone());
+            b.system_grown(system.clone());
         }
         if let Some(input) = &chat.input {
             let new = new_messages(&mut b, &seen, input, span);
@@ -396,8 +396,15 @@ const TOOL_NAME: [&str; 4] = ["gen_ai.tool.name", "ai.toolCall.name", "tool.name
 const TOOL_ID: [&str; 3] = ["gen_ai.tool.call.id", "ai.toolCall.id", "tool_call.id"];
 const TOOL_ARGS: [&str; 5] =
     ["gen_ai.tool.call.arguments", "ai.toolCall.args", "ai.toolCall.input", "input.value", "traceloop.entity.input"];
-const TOOL_RESULT: [&str; 5] =
-    ["gen_ai.tool.call.result", "ai.toolCall.result", "ai.toolCall.output", "output.value", "traceloop.entity.output"];
+const TOOL_RESULT: [&str; 6] = [
+    "gen_ai.tool.call.result",
+    "ai.toolCall.result",
+    "ai.toolCall.output",
+    "output.value",
+    "traceloop.entity.output",
+    // Latitude
+    "gen_ai.tool.result.value",
+];
 
 fn first_attr<'s>(span: &'s Span, keys: &[&str]) -> Option<&'s Value> {
     keys.iter().find_map(|k| span.attr(k)).filter(|v| !v.is_null())
@@ -461,7 +468,11 @@ fn outcomes(
         let message = results.remove(&id);
         let span = spans_by_call.get(&id).copied();
         let at = message.as_ref().map(|(_, at)| at.clone()).or(span.map(|s| s.at.clone())).unwrap_or_default();
-        let failed = span.map(|s| s.error || s.attr("error.type").is_some());
+        let failed = span.map(|s| {
+            s.error
+                || s.attr("error.type").is_some()
+                || s.attr("gen_ai.tool.result.is_error").and_then(Value::as_bool) == Some(true)
+        });
         let mut source = Map::new();
         if let Some(s) = span {
             source.insert("tool_span_id".into(), json!(s.span_id));

@@ -141,7 +141,9 @@ pub(super) fn read_chat<'s>(
         if let Some(v) = output {
             chat.output = Some(structured_messages(b, &attr_ptr["gen_ai.output.messages"], v)?);
         }
-        if let Some(v) = attrs.get("gen_ai.system_instructions").filter(|v| !v.is_null()) {
+        // Latitude writes gen_ai.system.instructions
+        let system = ["gen_ai.system_instructions", "gen_ai.system.instructions"];
+        if let Some(v) = system.iter().find_map(|k| attrs.get(*k)).filter(|v| !v.is_null()) {
             chat.system = Some(system_text(v));
         }
         return Ok(chat);
