@@ -146,3 +146,73 @@ fn proxy_records_of_request_and_streamed_response_become_one_conversation() {
     assert!(err.stderr.contains("not one conversation"), "{}", err.stderr);
     assert!(err.stderr.contains("two.jsonl:1:"), "{}", err.stderr);
 }
+
+/// The semconv tool-call example's spans as (key, plain value) lists.
+fn semconv_spans() -> Vec<serde_json::Value> {
+    let doc: serde_json::Value =
+        serde_json::from_str(&real("semconv-tool-calls-content-on.otlp.json")).unwrap_or_default();
+    doc["resourceSpans"][0]["scopeSpans"][0]["spans"].as_array().cloned().unwrap_or_default()
+}
+
+fn plain(v: &serde_json::Value) -> String {
+    match (v.get("stringValue"), v.get("intValue"), v.get("doubleValue")) {
+        (Some(s), _, _) => s.as_str().unwrap_or_default().to_string(),
+        (_, Some(i), _) => i.as_str().unwrap_or_default().to_string(),
+        (_, _, Some(d)) => d.to_string(),
+        _ => v.to_string(),
+    }
+}
+
+fn micros(v: &serde_json::Value) -> u64 {
+    v.as_str().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0) / 1_000
+}
+
+#[test]
+fn jaeger_and_zipkin_exports_of_the_same_spans_import_like_otlp() {
+    let p = Project::empty();
+    let spans = semconv_spans();
+    let jaeger_spans: Vec<serde_json::Value> = spans
+        .iter()
+        .map(|s| {
+            let tags: Vec<serde_json::Value> = s["attributes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|a| serde_json::json!({"key": a["key"], "type": "string", "value": plain(&a["value"])}))
+                .collect();
+            serde_json::json!({"traceID": s["traceId"], "spanID": s["spanId"], "operationName": s["name"],
+                "startTime": micros(&s["startTimeUnixNano"]),
+                "duration": micros(&s["endTimeUnixNano"]) - micros(&s["startTimeUnixNano"]), "tags": tags})
+        })
+        .collect();
+    p.write(
+        "jaeger.json",
+        serde_json::json!({"data": [{"traceID": spans[0]["traceId"], "spans": jaeger_spans}]}).to_string(),
+    );
+    let zipkin: Vec<serde_json::Value> = spans
+        .iter()
+        .map(|s| {
+            let tags: serde_json::Map<String, serde_json::Value> = s["attributes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|a| (a["key"].as_str().unwrap_or_default().to_string(), serde_json::json!(plain(&a["value"]))))
+                .collect();
+            serde_json::json!({"traceId": s["traceId"], "id": s["spanId"], "name": s["name"],
+                "timestamp": micros(&s["startTimeUnixNano"]),
+                "duration": micros(&s["endTimeUnixNano"]) - micros(&s["startTimeUnixNano"]), "tags": tags})
+        })
+        .collect();
+    p.write("zipkin.json", serde_json::Value::Array(zipkin).to_string());
+    for file in ["jaeger.json", "zipkin.json"] {
+        let out = p.stateval(&["import", file, "-o", &format!("{file}.log")]);
+        out.expect_code(0);
+        assert!(
+            out.stderr.contains("(otel)") && out.stderr.contains("1 turns, 1 tool calls, 0 warnings"),
+            "{file}: {}",
+            out.stderr
+        );
+        let log = p.read(format!("{file}.log"));
+        assert!(log.contains("rainy, 57°F") && log.contains("currently rainy"), "{file}");
+    }
+}

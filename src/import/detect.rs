@@ -67,7 +67,7 @@ fn looks_for(format: Format) -> &'static str {
         Format::Anthropic => {
             "no tool_use / tool_result / thinking block, message with stop_reason, top-level system or claude model"
         }
-        Format::Otel => "no resourceSpans / resourceLogs",
+        Format::Otel => "no resourceSpans / resourceLogs, Jaeger data[].spans or Zipkin span list",
         Format::Mcp => "no \"jsonrpc\": \"2.0\" message",
         Format::Envelope => "no tool_calls list, conversation.turns or trace.tool_calls",
     }
@@ -118,7 +118,12 @@ fn evidence(src: &Source, format: Format) -> bool {
         }
     };
     match format {
-        Format::Otel => docs().any(|d| d.get("resourceSpans").is_some() || d.get("resourceLogs").is_some()),
+        Format::Otel => docs().any(|d| {
+            d.get("resourceSpans").is_some()
+                || d.get("resourceLogs").is_some()
+                || super::otel::exports::is_jaeger(d)
+                || super::otel::exports::is_zipkin(d)
+        }),
         Format::Mcp => items.iter().any(|v| {
             v.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
                 || v.as_array().is_some_and(|batch| batch.iter().any(|m| m.get("jsonrpc").is_some()))

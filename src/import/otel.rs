@@ -38,6 +38,7 @@
 //! come from the `execute_tool` spans that ran before the next inference span.
 
 pub mod dialects;
+pub mod exports;
 pub mod messages;
 pub mod otlp;
 

@@ -106,7 +106,14 @@ pub fn collect(src: &Source) -> Result<Otlp, InputError> {
     for (d, doc) in src.docs.iter().enumerate() {
         let v = &doc.value;
         if v.get("resourceSpans").is_none() && v.get("resourceLogs").is_none() {
-            return Err(src.error(d, "", "not OTLP/JSON: expected \"resourceSpans\" or \"resourceLogs\""));
+            if super::exports::collect(src, d, &mut out) {
+                continue;
+            }
+            return Err(src.error(
+                d,
+                "",
+                "not OTLP/JSON (\"resourceSpans\" / \"resourceLogs\"), nor a Jaeger or Zipkin span export",
+            ));
         }
         for (r, resource) in array(src, d, v, "", "resourceSpans")? {
             schema(&mut out, resource);
