@@ -70,6 +70,7 @@ fn looks_for(format: Format) -> &'static str {
         Format::Otel => "no resourceSpans / resourceLogs, Jaeger data[].spans or Zipkin span list",
         Format::Mcp => "no \"jsonrpc\": \"2.0\" message",
         Format::Envelope => "no tool_calls list, conversation.turns or trace.tool_calls",
+        Format::AgentsSdk => "no trace / trace.span object with span_data",
     }
 }
 
@@ -128,6 +129,7 @@ fn evidence(src: &Source, format: Format) -> bool {
             v.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
                 || v.as_array().is_some_and(|batch| batch.iter().any(|m| m.get("jsonrpc").is_some()))
         }),
+        Format::AgentsSdk => super::agents_sdk::detect(src),
         Format::Envelope => docs().any(|d| {
             d.is_object()
                 && (d.get("tool_calls").is_some_and(Value::is_array)

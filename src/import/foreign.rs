@@ -21,16 +21,6 @@ pub fn recognise(src: &Source) -> Option<String> {
                 .into(),
         );
     }
-    if matches!(first.get("object").and_then(Value::as_str), Some("trace" | "trace.span"))
-        || first.get("span_data").is_some()
-    {
-        return Some(
-            "an OpenAI Agents SDK trace export (trace / trace.span objects with span_data): not read; run the agent \
-             with an OpenTelemetry processor for the Agents SDK (OpenInference or Logfire) and import the OTLP/JSON, \
-             or import the Responses API items the run sent"
-                .into(),
-        );
-    }
     if has(first, "run_type") && (has(first, "inputs") || has(first, "child_runs")) {
         return Some(
             "a LangSmith run tree (run_type / inputs / outputs / child_runs): not read; export the run with \
@@ -74,7 +64,6 @@ mod tests {
     #[test]
     fn each_tool_is_named_by_its_own_marks() {
         assert!(why(r#"{"version":2,"status":"success","eval":{}}"#).unwrap().contains("Inspect AI"));
-        assert!(why(r#"{"object":"trace.span","span_data":{"type":"function"}}"#).unwrap().contains("Agents SDK"));
         assert!(why(r#"{"run_type":"chain","inputs":{},"child_runs":[]}"#).unwrap().contains("LangSmith"));
         assert!(why(r#"{"evalId":"e","results":{"results":[]}}"#).unwrap().contains("promptfoo"));
         assert_eq!(why(r#"{"messages":[]}"#), None);

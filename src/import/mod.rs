@@ -34,6 +34,7 @@
 //! with an `error` event of kind `import_warning` at the place it concerns, so nothing
 //! is dropped silently.
 
+pub mod agents_sdk;
 pub mod anthropic;
 pub mod builder;
 pub mod detect;
@@ -69,11 +70,19 @@ pub enum Format {
     Otel,
     Mcp,
     Envelope,
+    AgentsSdk,
 }
 
 impl Format {
-    pub const ALL: [Format; 6] =
-        [Format::OpenAi, Format::OpenAiResponses, Format::Anthropic, Format::Otel, Format::Mcp, Format::Envelope];
+    pub const ALL: [Format; 7] = [
+        Format::OpenAi,
+        Format::OpenAiResponses,
+        Format::Anthropic,
+        Format::Otel,
+        Format::Mcp,
+        Format::Envelope,
+        Format::AgentsSdk,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -83,6 +92,7 @@ impl Format {
             Format::Otel => "otel",
             Format::Mcp => "mcp",
             Format::Envelope => "envelope",
+            Format::AgentsSdk => "openai-agents",
         }
     }
 
@@ -126,6 +136,9 @@ pub fn trace_ids(path: &Path, text: &str) -> Vec<String> {
     let Ok(source) = Source::parse(path, &text) else { return Vec::new() };
     if inspect::detect(&source) {
         return inspect::sample_keys(&source);
+    }
+    if agents_sdk::detect(&source) {
+        return agents_sdk::trace_ids(&source);
     }
     if detect::detect(&source).ok() != Some(Format::Otel) {
         return Vec::new();
@@ -179,6 +192,9 @@ pub fn import_trace(
         Some(f) => f,
         None => detect::detect(&source)?,
     };
+    if format == Format::AgentsSdk {
+        return Ok(agents_sdk::parse(&source, trace_id)?);
+    }
     if trace_id.is_some() && format != Format::Otel {
         return Err(InputError::file(
             path,
@@ -204,6 +220,7 @@ fn parse_as(source: &Source, format: Format) -> Result<Trace, InputError> {
         Format::Otel => otel::parse(source, None),
         Format::Mcp => mcp::parse(source),
         Format::Envelope => envelope::parse(source),
+        Format::AgentsSdk => agents_sdk::parse(source, None),
     }
 }
 
