@@ -21,7 +21,7 @@ use stateval::import::{self, Format, ImportError, Trace};
 pub struct Args {
     /// Trace file: JSON or JSONL.
     file: PathBuf,
-    /// Format of FILE: openai, openai-responses, anthropic, otel, mcp, envelope, openai-agents, or auto
+    /// Format of FILE: openai, openai-responses, anthropic, otel, mcp, envelope, openai-agents, langsmith, or auto
     /// (told from the content; an ambiguous or unknown file is an error).
     #[arg(long = "from", value_name = "FORMAT", default_value = "auto")]
     from: String,

@@ -71,6 +71,7 @@ fn looks_for(format: Format) -> &'static str {
         Format::Mcp => "no \"jsonrpc\": \"2.0\" message",
         Format::Envelope => "no tool_calls list, conversation.turns or trace.tool_calls",
         Format::AgentsSdk => "no trace / trace.span object with span_data",
+        Format::LangSmith => "no run with run_type and inputs / child_runs",
     }
 }
 
@@ -130,6 +131,7 @@ fn evidence(src: &Source, format: Format) -> bool {
                 || v.as_array().is_some_and(|batch| batch.iter().any(|m| m.get("jsonrpc").is_some()))
         }),
         Format::AgentsSdk => super::agents_sdk::detect(src),
+        Format::LangSmith => super::langsmith::detect(src),
         Format::Envelope => docs().any(|d| {
             d.is_object()
                 && (d.get("tool_calls").is_some_and(Value::is_array)

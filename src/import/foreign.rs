@@ -21,13 +21,6 @@ pub fn recognise(src: &Source) -> Option<String> {
                 .into(),
         );
     }
-    if has(first, "run_type") && (has(first, "inputs") || has(first, "child_runs")) {
-        return Some(
-            "a LangSmith run tree (run_type / inputs / outputs / child_runs): not read; export the run with \
-             LangSmith's OpenTelemetry exporter and import the OTLP/JSON"
-                .into(),
-        );
-    }
     if has(first, "evalId") || first.pointer("/results/results").is_some_and(Value::is_array) {
         return Some(
             "promptfoo eval results (evalId / results.results): prompt–response pairs graded by promptfoo, not an \
@@ -64,7 +57,6 @@ mod tests {
     #[test]
     fn each_tool_is_named_by_its_own_marks() {
         assert!(why(r#"{"version":2,"status":"success","eval":{}}"#).unwrap().contains("Inspect AI"));
-        assert!(why(r#"{"run_type":"chain","inputs":{},"child_runs":[]}"#).unwrap().contains("LangSmith"));
         assert!(why(r#"{"evalId":"e","results":{"results":[]}}"#).unwrap().contains("promptfoo"));
         assert_eq!(why(r#"{"messages":[]}"#), None);
         assert!(recognise_text("interactions:\n- request:\n").unwrap().contains("VCR cassette"));

@@ -43,6 +43,7 @@ pub mod exchange;
 pub mod foreign;
 pub mod framing;
 pub mod inspect;
+pub mod langsmith;
 pub mod mcp;
 pub mod openai;
 pub mod openai_responses;
@@ -71,10 +72,11 @@ pub enum Format {
     Mcp,
     Envelope,
     AgentsSdk,
+    LangSmith,
 }
 
 impl Format {
-    pub const ALL: [Format; 7] = [
+    pub const ALL: [Format; 8] = [
         Format::OpenAi,
         Format::OpenAiResponses,
         Format::Anthropic,
@@ -82,6 +84,7 @@ impl Format {
         Format::Mcp,
         Format::Envelope,
         Format::AgentsSdk,
+        Format::LangSmith,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -93,6 +96,7 @@ impl Format {
             Format::Mcp => "mcp",
             Format::Envelope => "envelope",
             Format::AgentsSdk => "openai-agents",
+            Format::LangSmith => "langsmith",
         }
     }
 
@@ -221,6 +225,7 @@ fn parse_as(source: &Source, format: Format) -> Result<Trace, InputError> {
         Format::Mcp => mcp::parse(source),
         Format::Envelope => envelope::parse(source),
         Format::AgentsSdk => agents_sdk::parse(source, None),
+        Format::LangSmith => langsmith::parse(source),
     }
 }
 
