@@ -11,10 +11,18 @@
 //! | `openai` | [`openai`] | Chat Completions message lists (`[...]`, `{"messages": [...]}`, or JSONL) |
 //! | `openai-responses` | [`openai_responses`] | Responses API items (`[...]`, `{"input", "output"}`, or JSONL) |
 //! | `anthropic` | [`anthropic`] | Messages API (`tool_use` / `tool_result` blocks) |
-//! | `otel` | [`otel`] | OpenTelemetry GenAI spans in OTLP/JSON: semconv v1.37+ attributes, v1.28–v1.36 events |
-//! | `mcp` | [`mcp`] | MCP JSON-RPC logs: `tools/call` request/response pairs |
+//! | `otel` | [`otel`] | OTLP/JSON, Jaeger or Zipkin spans: GenAI semconv (events ≤ v1.36, attributes ≥ v1.37) and the libraries' dialects |
+//! | `mcp` | [`mcp`] | MCP JSON-RPC logs: `tools/call` request/response pairs, task results |
 //! | `envelope` | [`envelope`] | the trace envelope of docs/metrics.md §1 |
+//! | `openai-agents` | [`agents_sdk`] | OpenAI Agents SDK trace exports |
+//! | `langsmith` | [`langsmith`] | LangSmith run trees |
 //! | `auto` | [`detect`] | one of the above, told from the content |
+//!
+//! Before a parser runs, what production wraps around a trace is taken off: SSE and
+//! log-line framing ([`framing`]), recorded streams assembled into bodies
+//! ([`stream`]), recorded HTTP exchanges unwrapped ([`exchange`]), an Inspect AI
+//! log's sample picked ([`inspect`]); other tools' logs are refused by name
+//! ([`foreign`]).
 //!
 //! **Faithful, never guessed.** Original ids are kept as provenance (`source` in each
 //! event's data); arguments sent as JSON strings are parsed and, when they do not
