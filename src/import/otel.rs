@@ -616,6 +616,37 @@ mod tests {
     }
 
     #[test]
+    fn pre_v1_28_prompt_and_completion_events_are_read_not_warned_about() {
+        // Semantic Kernel: gen_ai.content.prompt / .completion events with JSON message lists
+        let mut sk = span("k", 1_000_000, vec![attr("gen_ai.operation.name", "chat.completions")]);
+        sk["events"] = json!([
+            {"name": "gen_ai.content.prompt", "timeUnixNano": "1000000", "attributes": [
+                attr("gen_ai.prompt", r#"[{"role":"system","content":"Be brief."},{"role":"user","content":"Capital of France?"}]"#)]},
+            {"name": "gen_ai.content.completion", "timeUnixNano": "1500000", "attributes": [
+                attr("gen_ai.completion", r#"[{"role":"assistant","content":"Paris."}]"#)]},
+        ]);
+        let trace = parse(&Source::parse(Path::new("sk.json"), &otlp(vec![sk])).unwrap(), None).unwrap();
+        assert_eq!(trace.system, ["Be brief."]);
+        assert_eq!(trace.turns[0].input, Content::Text("Capital of France?".into()));
+        assert_eq!(trace.turns[0].steps[0].content, Content::Text("Paris.".into()));
+        assert!(trace.warnings.iter().all(|w| w.code != "content_not_captured" && w.code != "unsupported_event"));
+        assert!(trace.reads.contains("Semantic Kernel"), "{}", trace.reads);
+        // OpenLIT: plain-text gen_ai.prompt / gen_ai.completion attributes
+        let lit = span(
+            "l",
+            1_000_000,
+            vec![
+                attr("gen_ai.operation.name", "chat"),
+                attr("gen_ai.prompt", "user: hi"),
+                attr("gen_ai.completion", "hello"),
+            ],
+        );
+        let trace = parse(&Source::parse(Path::new("lit.json"), &otlp(vec![lit])).unwrap(), None).unwrap();
+        assert_eq!(trace.turns[0].input, Content::Text("user: hi".into()));
+        assert_eq!(trace.turns[0].steps[0].content, Content::Text("hello".into()));
+    }
+
+    #[test]
     fn an_unknown_role_in_input_messages_is_an_error() {
         let text = otlp(vec![span(
             "a",
