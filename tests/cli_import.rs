@@ -83,7 +83,12 @@ fn every_fixture_trace_imports_verifies_reconstructs_and_replays_its_tool_sequen
         let out = project.stateval(&["reconstruct", &log, "--as", &id]);
         out.expect_code(0);
         assert!(out.stdout.contains("reproduces the trace's"), "{file}:\n{}", out.stdout);
-        assert_eq!(project.read(format!("goldens/incidents/{id}.0.jsonl")), project.read(&log), "{file}: golden");
+        // the golden is where `stateval run` looks, and the incident's own pipeline passes it
+        let golden = format!("goldens/incidents/{id}/{id}.0.jsonl");
+        project.stateval(&["verify", &golden]).expect_code(0);
+        let own = project.stateval(&["run", &format!("pipeline/incidents/{id}.toml"), "--jobs", "1"]);
+        own.expect_code(0);
+        assert!(!project.read(&golden).is_empty(), "{file}: golden");
 
         // the reconstructed case, run by `stateval run` on a pipeline of this test's own
         let pipeline = format!("pipeline/replay-{id}.toml");
@@ -91,6 +96,7 @@ fn every_fixture_trace_imports_verifies_reconstructs_and_replays_its_tool_sequen
             &pipeline,
             format!(
                 "[pipeline]\nname = \"replay-{id}\"\ndatasets = [\"datasets/incidents/{id}.jsonl\"]\nstore = \".stateval-{id}\"\n\
+                 goldens = \"goldens-of-this-test\"\n\
                  [agents.incident]\nsystem = \"replay\"\ntools = \"fixtures/tools/incidents/{id}.json\"\n\
                  [gates]\ndefault = {{ min_pass_rate = 1.0 }}\n"
             ),
@@ -115,13 +121,13 @@ fn a_reconstructed_incident_validates_and_runs_with_its_own_pipeline() {
         "datasets/incidents/checkout.jsonl",
         "fixtures/recordings/incidents/checkout.jsonl",
         "fixtures/tools/incidents/checkout.json",
-        "goldens/incidents/checkout.0.jsonl",
+        "goldens/incidents/checkout/checkout.0.jsonl",
         "pipeline/incidents/checkout.toml",
     ] {
         assert!(project.exists(rel), "{rel} was written");
     }
     project.stateval(&["validate", "pipeline/incidents/checkout.toml"]).expect_code(0);
-    project.stateval(&["verify", "goldens/incidents/checkout.0.jsonl"]).expect_code(0);
+    project.stateval(&["verify", "goldens/incidents/checkout/checkout.0.jsonl"]).expect_code(0);
     let case = project.json("datasets/incidents/checkout.jsonl");
     assert_eq!(case["tags"], json!(["incident"]));
     assert_eq!(case["agent"], "incident");

@@ -1,7 +1,10 @@
-//! `stateval import [--from FORMAT] FILE [-o LOG]`: a foreign trace → a canonical event log.
+//! `stateval import [--from FORMAT] [--trace-id ID] FILE [-o LOG | -o DIR/]`: a foreign
+//! trace → a canonical event log.
 //!
 //! The log goes to stdout, or to LOG with `-o` (written whole, then renamed into
-//! place, so a failed import never leaves half a log). A summary and every import
+//! place, so a failed import never leaves half a log). A file with several traces
+//! (OpenTelemetry) is never merged: `--trace-id` picks one, and `-o DIR` (an existing
+//! directory, or a path ending in `/`) writes one log per trace, `DIR/TRACE_ID.jsonl`. A summary and every import
 //! warning go to stderr. Exit 0 when the trace was imported (warnings included), 2
 //! when it could not be: unreadable, not the format, or inconsistent (the error names
 //! `file:line:column`).
@@ -18,13 +21,17 @@ use stateval::import::{self, Format, ImportError, Trace};
 pub struct Args {
     /// Trace file: JSON or JSONL.
     file: PathBuf,
-    /// Format of FILE: openai, openai-responses, anthropic, otel, mcp, envelope, or auto
+    /// Format of FILE: openai, openai-responses, anthropic, otel, mcp, envelope, openai-agents, langsmith, or auto
     /// (told from the content; an ambiguous or unknown file is an error).
     #[arg(long = "from", value_name = "FORMAT", default_value = "auto")]
     from: String,
-    /// Write the event log to this file instead of stdout.
+    /// Write the event log to this file instead of stdout; a directory (existing, or
+    /// ending in `/`) gets one log per trace of FILE.
     #[arg(short = 'o', long = "output", value_name = "LOG")]
     output: Option<PathBuf>,
+    /// Import only this trace of a file that holds several (OpenTelemetry trace id).
+    #[arg(long = "trace-id", value_name = "ID")]
+    trace_id: Option<String>,
 }
 
 /// An imported trace: the intermediate, the log bytes and its events.
@@ -36,7 +43,10 @@ pub struct Imported {
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
     let format = parse_format(&args.from)?;
-    let imported = import_file(&args.file, format)?;
+    if let Some(dir) = args.output.as_deref().filter(|o| is_dir_target(o)) {
+        return per_trace(&args.file, format, args.trace_id.as_deref(), dir);
+    }
+    let imported = import_file(&args.file, format, args.trace_id.as_deref())?;
     match &args.output {
         Some(path) => write_atomically(path, &imported.bytes)?,
         None => {
@@ -52,6 +62,34 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     Ok(Exit::Pass)
 }
 
+/// `-o` names a directory: one that exists, or a path ending in a separator.
+fn is_dir_target(path: &Path) -> bool {
+    path.is_dir() || path.to_string_lossy().ends_with(['/', '\\'])
+}
+
+/// `-o DIR`: one log per trace (or the one trace `--trace-id` picks), each named by its
+/// trace id; a file of one trace (or not OpenTelemetry) is one log named after FILE.
+fn per_trace(file: &Path, format: Option<Format>, only: Option<&str>, dir: &Path) -> Result<Exit, CliError> {
+    let text = read_text(file)?;
+    let ids = import::trace_ids(file, &text);
+    let picked: Vec<Option<&str>> = match (only, ids.len()) {
+        (Some(id), _) => vec![Some(id)],
+        (None, 0 | 1) => vec![None],
+        (None, _) => ids.iter().map(|id| Some(id.as_str())).collect(),
+    };
+    for id in picked {
+        let imported = import_file(file, format, id)?;
+        let name = match id {
+            Some(id) => format!("{id}.jsonl"),
+            None => file.file_stem().map_or_else(|| "trace".into(), |s| s.to_string_lossy().into_owned()) + ".jsonl",
+        };
+        let out = dir.join(name);
+        write_atomically(&out, &imported.bytes)?;
+        report(file, &imported, Some(&out));
+    }
+    Ok(Exit::Pass)
+}
+
 /// `auto` → `None`.
 pub fn parse_format(from: &str) -> Result<Option<Format>, CliError> {
     if from == "auto" {
@@ -60,11 +98,11 @@ pub fn parse_format(from: &str) -> Result<Option<Format>, CliError> {
     from.parse::<Format>().map(Some).map_err(|e| CliError::invalid(format!("--from: {e}")))
 }
 
-/// Read and import `path`, and write it as an event log in memory.
-pub fn import_file(path: &Path, format: Option<Format>) -> Result<Imported, CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::invalid(format!("{}: cannot read the trace: {e}", path.display())))?;
-    let trace = import::import(path, &text, format).map_err(|e| match e {
+/// Read and import `path` (only trace `trace_id` when given), and write it as an event
+/// log in memory.
+pub fn import_file(path: &Path, format: Option<Format>, trace_id: Option<&str>) -> Result<Imported, CliError> {
+    let text = read_text(path)?;
+    let trace = import::import_trace(path, &text, format, trace_id).map_err(|e| match e {
         ImportError::Input(e) => CliError::invalid(e.to_string()),
         e @ ImportError::Detect { .. } => CliError::invalid(e.to_string()),
     })?;
@@ -73,6 +111,27 @@ pub fn import_file(path: &Path, format: Option<Format>) -> Result<Imported, CliE
     let (bytes, events) = writer::write(&trace, &case, &shown, &text)
         .map_err(|e| CliError::invalid(format!("{}: the trace cannot be written as a log: {e}", path.display())))?;
     Ok(Imported { trace, bytes, events })
+}
+
+/// The file as text. A zip archive (an Inspect AI `.eval` log, a zipped export) and
+/// bytes that are not UTF-8 are refused with what they are and what would be read.
+fn read_text(path: &Path) -> Result<String, CliError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| CliError::invalid(format!("{}: cannot read the trace: {e}", path.display())))?;
+    if bytes.starts_with(b"PK\x03\x04") {
+        return Err(CliError::invalid(format!(
+            "{}: this is a zip archive (an Inspect AI .eval log is one), not a JSON trace; stateval reads the JSON \
+             form of an Inspect log: convert it with `inspect log convert FILE --to json`",
+            path.display()
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        CliError::invalid(format!(
+            "{}: the file is not UTF-8 text (invalid byte at offset {}): stateval reads JSON or JSONL traces",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })
 }
 
 /// Write `bytes` to `path` through a temporary file in the same directory.

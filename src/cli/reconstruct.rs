@@ -9,7 +9,7 @@
 //! | `datasets/incidents/ID.jsonl` | the case: user turns, tag `incident`, agent PROFILE, an exact `tool_sequence` expectation |
 //! | `fixtures/recordings/incidents/ID.jsonl` | the model's responses, one line per model call, with `turn` / `step` |
 //! | `fixtures/tools/incidents/ID.json` | fixture tool responses keyed by the recorded arguments (`is_error` kept) |
-//! | `goldens/incidents/ID.0.jsonl` | the trace's event log, as the golden of the case's first run |
+//! | `goldens/incidents/ID/ID.0.jsonl` | the replay's log in golden form, where `stateval run` looks for the golden of the case's first run (dataset `incidents/ID`, case `ID`); written only when the replay reproduces the trace |
 //! | `pipeline/incidents/ID.toml` | a pipeline with the one case and PROFILE pointed at the fixture manifest |
 //!
 //! A tool manifest belongs to an agent profile, not to a case, so the incident gets its
@@ -33,7 +33,7 @@ use super::{CliError, Exit};
 use stateval::diag::parse_json_strict;
 use stateval::event::Event;
 use stateval::event::reader::{ReadError, read_log};
-use stateval::import::reconstruct::{self, Incident, Options, first_divergence};
+use stateval::import::reconstruct::{self, Incident, Options, final_answer, first_divergence};
 use stateval::pipeline::Pipeline;
 use stateval::runner::{Plan, RunnerError, Selection};
 use stateval::sandbox::Manifest;
@@ -81,7 +81,8 @@ impl Paths {
             case: format!("datasets/incidents/{id}.jsonl"),
             recording: format!("fixtures/recordings/incidents/{id}.jsonl"),
             tools: format!("fixtures/tools/incidents/{id}.json"),
-            golden: format!("goldens/incidents/{id}.0.jsonl"),
+            // where `stateval run` looks: goldens/<dataset>/<case>.<k>.jsonl
+            golden: format!("goldens/incidents/{id}/{id}.0.jsonl"),
             pipeline: format!("pipeline/incidents/{id}.toml"),
         }
     }
@@ -113,7 +114,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         )));
     }
     let format = parse_format(&args.from)?;
-    let (events, golden, source) = load_trace(&args.trace, format)?;
+    let (events, source) = load_trace(&args.trace, format)?;
     let paths = Paths::new(&args.id);
     let existing: Vec<&str> = paths.all().into_iter().filter(|p| args.out.join(p).exists()).collect();
     if !existing.is_empty() && !args.force {
@@ -135,21 +136,45 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         },
     )
     .map_err(|m| CliError::invalid(format!("{}: {m}", args.trace.display())))?;
-    write_incident(&args.out, &paths, &incident, &golden, &profile, &args.id, &source)?;
-    for p in paths.all() {
+    // a golden left from an earlier reconstruction would judge the new case
+    let _ = std::fs::remove_file(args.out.join(&paths.golden));
+    write_incident(&args.out, &paths, &incident, &profile, &args.id, &source)?;
+    for p in paths.all().into_iter().filter(|p| *p != paths.golden) {
         super::out(format!("wrote {}", shown(&args.out, p)));
     }
     for note in &incident.notes {
         super::out(format!("note: {note}"));
     }
-    let pipeline = args.out.join(&paths.pipeline);
+    // the path `stateval run` is told to use (no "./"): the dataset's name, which the
+    // golden records, is derived from it
+    let pipeline = PathBuf::from(shown(&args.out, &paths.pipeline));
     let actual = replay(&pipeline, &args.id).inspect_err(|_| {
         for p in paths.all() {
             let _ = std::fs::remove_file(args.out.join(p));
         }
     })?;
+    // "reproduces" needs the tool path and the final answer both
+    let answer_differs = match (final_answer(&events), final_answer(&actual)) {
+        (Some(want), got) => got != Some(want),
+        (None, _) => false,
+    };
     let exit = match first_divergence(&events, &actual) {
+        None if answer_differs => {
+            super::out(format!(
+                "replay under agent \"{}\" reproduces the trace's tool calls but not its final answer\n  trace:  {}\n  \
+                 replay: {}",
+                profile.name,
+                final_answer(&events).map_or_else(String::new, |v| v.to_string()),
+                final_answer(&actual).map_or_else(|| "no answer".into(), |v| v.to_string())
+            ));
+            Exit::Fail
+        }
         None => {
+            // the replay is what `stateval run` will produce: its log is the golden
+            let normalized = stateval::golden::normalize::normalize(&actual)
+                .map_err(|e| CliError::internal(format!("writing the golden: {e}")))?;
+            write_atomically(&args.out.join(&paths.golden), &normalized.bytes)?;
+            super::out(format!("wrote {}", shown(&args.out, &paths.golden)));
             super::out(format!(
                 "replay under agent \"{}\" reproduces the trace's {} tool call(s): {}",
                 profile.name,
@@ -160,6 +185,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         }
         Some(d) => {
             super::out(format!("replay under agent \"{}\" diverges from the trace: {d}", profile.name));
+            super::out(format!("no golden written: the replay does not reproduce the trace ({})", paths.golden));
             Exit::Fail
         }
     };
@@ -172,12 +198,9 @@ fn shown(out: &Path, rel: &str) -> String {
     if out == Path::new(".") { rel.to_string() } else { out.join(rel).display().to_string() }
 }
 
-/// An event log (verified) or a foreign trace (imported): its events, the golden's
-/// bytes and a description of the source.
-fn load_trace(
-    path: &Path,
-    format: Option<stateval::import::Format>,
-) -> Result<(Vec<Event>, Vec<u8>, String), CliError> {
+/// An event log (verified) or a foreign trace (imported): its events and a
+/// description of the source.
+fn load_trace(path: &Path, format: Option<stateval::import::Format>) -> Result<(Vec<Event>, String), CliError> {
     let shown = path.to_string_lossy().replace('\\', "/");
     if format.is_none() && is_event_log(path) {
         let verified = read_log(path).map_err(|e| match e {
@@ -187,12 +210,11 @@ fn load_trace(
             )),
             e @ ReadError::Io { .. } => CliError::invalid(e.to_string()),
         })?;
-        let bytes = std::fs::read(path).map_err(|e| CliError::invalid(format!("{shown}: {e}")))?;
-        return Ok((verified.events, bytes, format!("{shown} (event log)")));
+        return Ok((verified.events, format!("{shown} (event log)")));
     }
-    let imported = import_file(path, format)?;
+    let imported = import_file(path, format, None)?;
     let source = format!("{shown} ({})", imported.trace.format);
-    Ok((imported.events, imported.bytes, source))
+    Ok((imported.events, source))
 }
 
 /// Does the file start with an event-log line?
@@ -253,7 +275,6 @@ fn write_incident(
     out: &Path,
     paths: &Paths,
     incident: &Incident,
-    golden: &[u8],
     profile: &Profile,
     id: &str,
     source: &str,
@@ -268,7 +289,6 @@ fn write_incident(
     write_atomically(&out.join(&paths.recording), recording.as_bytes())?;
     let manifest = serde_json::to_string_pretty(&incident.manifest).map_err(|e| CliError::internal(e.to_string()))?;
     write_atomically(&out.join(&paths.tools), format!("{manifest}\n").as_bytes())?;
-    write_atomically(&out.join(&paths.golden), golden)?;
     write_atomically(&out.join(&paths.pipeline), pipeline_toml(paths, profile, id, source)?.as_bytes())
 }
 
@@ -276,6 +296,9 @@ fn write_incident(
 fn pipeline_toml(paths: &Paths, profile: &Profile, id: &str, source: &str) -> Result<String, CliError> {
     let mut agent = profile.table.clone();
     agent.insert("tools".into(), toml::Value::String(paths.tools.clone()));
+    // a digest pin names the profile's own manifest; the incident's manifest is another
+    // file, so a copied pin could never match and would refuse every run
+    agent.remove("tools_digest");
     let text = |s: &str| toml::Value::String(s.to_string());
     let table = |pairs: Vec<(&str, toml::Value)>| {
         toml::Value::Table(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())

@@ -77,6 +77,16 @@ impl<'s, 'a> Builder<'s, 'a> {
         self.trace.system.push(text);
     }
 
+    /// System instructions that may grow from call to call (a span's instructions
+    /// repeat the earlier ones and add to them): a text that extends the last one
+    /// replaces it, any other text is added.
+    pub fn system_grown(&mut self, text: String) {
+        match self.trace.system.last_mut() {
+            Some(last) if text.starts_with(last.as_str()) => *last = text,
+            _ => self.trace.system.push(text),
+        }
+    }
+
     pub fn has_system(&self, text: &str) -> bool {
         self.trace.system.iter().any(|s| s == text)
     }

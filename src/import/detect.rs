@@ -23,22 +23,73 @@ pub fn detect(src: &Source) -> Result<Format, ImportError> {
             message: "this is already a stateval event log: verify, show or reconstruct it directly".into(),
         });
     }
+    if let Some(message) = api_error(src) {
+        return Err(ImportError::Detect { path: src.path.clone(), message });
+    }
+    if let Some(what) = super::foreign::recognise(src) {
+        return Err(ImportError::Detect { path: src.path.clone(), message: format!("this is {what}") });
+    }
     let found: Vec<Format> = Format::ALL.into_iter().filter(|f| evidence(src, *f)).collect();
     let fail = |message: String| ImportError::Detect { path: src.path.clone(), message };
     match found.as_slice() {
         [one] => Ok(*one),
         [] if looks_like_chat(src) => Err(fail(format!(
             "ambiguous format: a list of plain user/assistant messages reads the same as openai, openai-responses \
-             and anthropic; pass --from FORMAT (one of: {})",
+             and anthropic, and none of their own marks is present ({}); pass --from FORMAT (one of: {})",
+            Format::ALL.iter().map(|f| format!("{f}: {}", looks_for(*f))).collect::<Vec<_>>().join("; "),
             Format::list()
         ))),
-        [] => Err(fail(format!("unknown format: the content matches none of: {}; pass --from FORMAT", Format::list()))),
+        [] => Err(fail(format!(
+            "unknown format: the content has the marks of no format read — {}; pass --from FORMAT (one of: {}) if \
+             you know it",
+            Format::ALL.iter().map(|f| format!("{f}: {}", looks_for(*f))).collect::<Vec<_>>().join("; "),
+            Format::list()
+        ))),
         several => Err(fail(format!(
-            "ambiguous format: the content has marks of {}; pass --from FORMAT (one of: {})",
-            several.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(" and "),
+            "ambiguous format: the content has marks of several formats — {}; pass --from FORMAT (one of: {})",
+            several.iter().map(|f| format!("{f} ({})", looks_for(*f))).collect::<Vec<_>>().join(", "),
             Format::list()
         ))),
     }
+}
+
+/// What `auto` looks for in each format, for messages that say why a format was or
+/// was not taken.
+fn looks_for(format: Format) -> &'static str {
+    match format {
+        Format::OpenAi => {
+            "no tool_calls, tool_call_id, tool role, chat.completion object or gpt/o-series model beside messages"
+        }
+        Format::OpenAiResponses => {
+            "no function_call / function_call_output / reasoning item, input_text / output_text part or response \
+             object"
+        }
+        Format::Anthropic => {
+            "no tool_use / tool_result / thinking block, message with stop_reason, top-level system or claude model"
+        }
+        Format::Otel => "no resourceSpans / resourceLogs, Jaeger data[].spans or Zipkin span list",
+        Format::Mcp => "no \"jsonrpc\": \"2.0\" message",
+        Format::Envelope => "no tool_calls list, conversation.turns or trace.tool_calls",
+        Format::AgentsSdk => "no trace / trace.span object with span_data",
+        Format::LangSmith => "no run with run_type and inputs / child_runs",
+    }
+}
+
+/// A provider's error body (`{"error": {"type", "code", "message"}}`, as OpenAI and
+/// Anthropic return it) holds no conversation: say what it is and what it says.
+fn api_error(src: &Source) -> Option<String> {
+    let [doc] = src.docs.as_slice() else { return None };
+    let error = doc.value.get("error").filter(|e| e.get("message").is_some())?;
+    let conversational = ["messages", "input", "output", "choices", "content"];
+    if conversational.iter().any(|k| doc.value.get(k).is_some()) {
+        return None;
+    }
+    let kind = ["type", "code"].iter().find_map(|k| error.get(*k).and_then(Value::as_str)).unwrap_or("unknown");
+    let message = error.get("message").and_then(Value::as_str).unwrap_or_default();
+    Some(format!(
+        "this is an API error response ({kind}: {message}), not a conversation: there is nothing to import; import \
+         the request that led to it, or the trace around it"
+    ))
 }
 
 /// The top-level values to look at: each document, the elements of a top-level
@@ -69,11 +120,18 @@ fn evidence(src: &Source, format: Format) -> bool {
         }
     };
     match format {
-        Format::Otel => docs().any(|d| d.get("resourceSpans").is_some() || d.get("resourceLogs").is_some()),
+        Format::Otel => docs().any(|d| {
+            d.get("resourceSpans").is_some()
+                || d.get("resourceLogs").is_some()
+                || super::otel::exports::is_jaeger(d)
+                || super::otel::exports::is_zipkin(d)
+        }),
         Format::Mcp => items.iter().any(|v| {
             v.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
                 || v.as_array().is_some_and(|batch| batch.iter().any(|m| m.get("jsonrpc").is_some()))
         }),
+        Format::AgentsSdk => super::agents_sdk::detect(src),
+        Format::LangSmith => super::langsmith::detect(src),
         Format::Envelope => docs().any(|d| {
             d.is_object()
                 && (d.get("tool_calls").is_some_and(Value::is_array)
@@ -101,24 +159,40 @@ fn evidence(src: &Source, format: Format) -> bool {
                 })
         }
         Format::Anthropic => {
-            docs().any(|d| has_key(d, "messages") && (has_key(d, "system") || has_key(d, "anthropic_version")))
+            docs().any(|d| {
+                has_key(d, "messages")
+                    && (has_key(d, "system")
+                        || has_key(d, "anthropic_version")
+                        || model(d).is_some_and(|m| m.starts_with("claude")))
+            }) || items.iter().any(|v| {
+                (v.get("type").and_then(Value::as_str) == Some("message")
+                    && v.get("role").is_some()
+                    && has_key(v, "stop_reason"))
+                    || block_types(v)
+                        .iter()
+                        .any(|t| matches!(t.as_str(), "tool_use" | "tool_result" | "thinking" | "redacted_thinking"))
+            })
+        }
+        Format::OpenAi => {
+            docs().any(|d| has_key(d, "messages") && model(d).is_some_and(is_openai_model))
                 || items.iter().any(|v| {
-                    (v.get("type").and_then(Value::as_str) == Some("message")
-                        && v.get("role").is_some()
-                        && has_key(v, "stop_reason"))
-                        || block_types(v).iter().any(|t| {
-                            matches!(t.as_str(), "tool_use" | "tool_result" | "thinking" | "redacted_thinking")
-                        })
+                    v.get("object").and_then(Value::as_str) == Some("chat.completion")
+                        || has_key(v, "tool_calls") && v.get("role").is_some()
+                        || has_key(v, "tool_call_id")
+                        || matches!(v.get("role").and_then(Value::as_str), Some("tool" | "function"))
+                        || block_types(v).iter().any(|t| t == "image_url")
                 })
         }
-        Format::OpenAi => items.iter().any(|v| {
-            v.get("object").and_then(Value::as_str) == Some("chat.completion")
-                || has_key(v, "tool_calls") && v.get("role").is_some()
-                || has_key(v, "tool_call_id")
-                || matches!(v.get("role").and_then(Value::as_str), Some("tool" | "function"))
-                || block_types(v).iter().any(|t| t == "image_url")
-        }),
     }
+}
+
+fn model(v: &Value) -> Option<&str> {
+    v.get("model").and_then(Value::as_str)
+}
+
+/// OpenAI's model families, by name: a request body names its model.
+fn is_openai_model(m: &str) -> bool {
+    m.starts_with("gpt-") || ["o1", "o3", "o4"].iter().any(|p| m == *p || m.starts_with(&format!("{p}-")))
 }
 
 /// Messages with roles and nothing else to go by.
@@ -154,6 +228,14 @@ mod tests {
     }
 
     #[test]
+    fn a_request_body_names_its_provider_by_its_model() {
+        let claude = r#"{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}"#;
+        assert_eq!(detect_text(claude).unwrap(), Format::Anthropic);
+        let gpt = r#"{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}"#;
+        assert_eq!(detect_text(gpt).unwrap(), Format::OpenAi);
+    }
+
+    #[test]
     fn plain_chat_is_ambiguous_and_unknown_content_lists_the_formats() {
         let err =
             detect_text(r#"[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]"#).unwrap_err();
@@ -163,6 +245,7 @@ mod tests {
         assert!(log.unwrap_err().to_string().contains("already a stateval event log"));
         let err = detect_text(r#"{"hello":"world"}"#).unwrap_err();
         assert!(err.to_string().contains("unknown format"), "{err}");
-        assert!(err.to_string().contains("envelope"), "{err}");
+        assert!(err.to_string().contains("envelope: no tool_calls list"), "{err}");
+        assert!(err.to_string().contains("otel: no resourceSpans"), "{err}");
     }
 }

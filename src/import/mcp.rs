@@ -9,6 +9,10 @@
 //!   failed — while a JSON-RPC `error` (`code`, `message`) is a **protocol error**: the
 //!   call never reached the tool. Both are `tool_executed` with `is_error: true`,
 //!   told apart by `error_kind` ("tool" / "protocol");
+//! - task-augmented calls (specification 2025-11-25): a `tools/call` answered with a
+//!   task (`result.task.taskId`) is followed to its real result, the response to the
+//!   `tasks/result` request for that task id; the task handle is kept as provenance,
+//!   and a task that never gets its result is a warning with its last known status;
 //! - `tools/list` results declare the tools (name, description, input schema);
 //!   `initialize` gives the protocol version and server; every other request and
 //!   notification is counted in `run_started.source.other_messages`, and a
@@ -29,8 +33,19 @@ use super::source::Source;
 use super::trace::{Args, Call, Content, DeclaredTool, ErrorKind, Outcome, Ptr, Step, Trace, str_field};
 use crate::diag::InputError;
 
-const READS: &str =
-    "MCP JSON-RPC 2.0 messages (specification 2024-11-05 to 2025-06-18): tools/call, tools/list, initialize";
+const READS: &str = "MCP JSON-RPC 2.0 messages (specification 2024-11-05 to 2025-11-25): tools/call, tasks/result, \
+                     tools/list, initialize";
+
+/// Task-augmented calls in flight.
+#[derive(Default)]
+struct Tasks {
+    /// task id → (the call's id, the last status seen, where the task was created)
+    calls: BTreeMap<String, (String, String, Ptr)>,
+    /// JSON-RPC id of a `tasks/result` or `tasks/get` request → its task id
+    asked: BTreeMap<String, String>,
+    /// task ids whose result arrived
+    done: Vec<String>,
+}
 
 /// The canonical text of a JSON-RPC id (so `1` and `"1"` stay distinct).
 fn id_key(id: &Value) -> String {
@@ -63,6 +78,7 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
     b.user(Content::Absent, Default::default(), None, &Ptr::new(0, ""));
     // JSON-RPC id → (method, where the request is)
     let mut pending: BTreeMap<String, (String, Ptr)> = BTreeMap::new();
+    let mut tasks = Tasks::default();
     let mut messages = Vec::new();
     for (doc, pointer, record) in src.records() {
         match record {
@@ -79,7 +95,14 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
         let method = str_field(message, "method");
         let id = message.get("id").filter(|v| !v.is_null());
         match (method, id) {
-            (Some(method), Some(id)) => request(&mut b, &mut pending, &at, method, id, message)?,
+            (Some(method), Some(id)) => {
+                if matches!(method, "tasks/result" | "tasks/get")
+                    && let Some(task) = message.pointer("/params/taskId").and_then(Value::as_str)
+                {
+                    tasks.asked.insert(id_key(id), task.to_string());
+                }
+                request(&mut b, &mut pending, &at, method, id, message)?
+            }
             (Some(method), None) => {
                 if method == "notifications/cancelled"
                     && let Some(request_id) = message.pointer("/params/requestId")
@@ -95,8 +118,21 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
                 }
                 b.count_other(method);
             }
-            (None, Some(id)) => response(&mut b, &mut pending, &at, id, message)?,
+            (None, Some(id)) => response(&mut b, &mut pending, &mut tasks, &at, id, message)?,
             (None, None) => return Err(b.error(&at, "JSON-RPC message with neither \"method\" nor \"id\"")),
+        }
+    }
+    for (task, (call, status, at)) in &tasks.calls {
+        if !tasks.done.contains(task) {
+            let w = b.warning(
+                "task_unresolved",
+                at,
+                format!(
+                    "tools/call {call} became task {task}, whose result the log never shows (last status: {status}): \
+                     its result is marked absent"
+                ),
+            );
+            b.warn_trace(w);
         }
     }
     b.finish()
@@ -139,6 +175,7 @@ fn request(
 fn response(
     b: &mut Builder,
     pending: &mut BTreeMap<String, (String, Ptr)>,
+    tasks: &mut Tasks,
     at: &Ptr,
     id: &Value,
     message: &Value,
@@ -151,6 +188,38 @@ fn response(
     };
     let result = message.get("result");
     let error = message.get("error");
+    // a task-augmented call answers with the task, not the result (2025-11-25)
+    if method == "tools/call"
+        && let Some(task) = result.and_then(|r| r.pointer("/task/taskId")).and_then(Value::as_str)
+    {
+        let status = result.and_then(|r| r.pointer("/task/status")).and_then(Value::as_str).unwrap_or("unknown");
+        tasks.calls.insert(task.to_string(), (id_text(id), status.to_string(), at.clone()));
+        if let Some(call) = b.call_mut(&id_text(id)) {
+            call.source.insert("task_id".into(), json!(task));
+        }
+        return Ok(());
+    }
+    let task_call = |tasks: &Tasks| {
+        let task = tasks.asked.get(&id_key(id))?;
+        Some((task.clone(), tasks.calls.get(task)?.0.clone()))
+    };
+    if method == "tasks/get" {
+        if let (Some((task, _)), Some(status)) = (
+            task_call(tasks),
+            result.and_then(|r| r.get("status").or(r.pointer("/task/status"))).and_then(Value::as_str),
+        ) && let Some(entry) = tasks.calls.get_mut(&task)
+        {
+            entry.1 = status.to_string();
+        }
+        return Ok(());
+    }
+    let (method, call_id) = match (method.as_str(), task_call(tasks)) {
+        ("tasks/result", Some((task, call))) => {
+            tasks.done.push(task);
+            ("tools/call".to_string(), call)
+        }
+        _ => (method, id_text(id)),
+    };
     match method.as_str() {
         "tools/call" => {
             let outcome = match (result, error) {
@@ -171,7 +240,7 @@ fn response(
                 }
                 (None, None) => return Err(b.error(at, "JSON-RPC response with neither \"result\" nor \"error\"")),
             };
-            b.result(&id_text(id), outcome, &at.join("/id"))
+            b.result(&call_id, outcome, &at.join("/id"))
         }
         "tools/list" => {
             for t in result.and_then(|r| r.get("tools")).and_then(Value::as_array).into_iter().flatten() {
@@ -208,6 +277,30 @@ mod tests {
 
     const CALL: &str =
         r#"{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"a"}}}"#;
+
+    #[test]
+    fn a_task_augmented_call_is_followed_to_its_real_result() {
+        let text = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"render","arguments":{"doc":"q3"},"task":{"ttl":60000}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"task":{"taskId":"t-9","status":"working"}}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"t-9"}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"result":{"taskId":"t-9","status":"completed"}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId":"t-9"}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"rendered"}],"isError":false}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"render","arguments":{"doc":"q4"},"task":{}}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"result":{"task":{"taskId":"t-10","status":"working"}}}"#,
+        ]
+        .join("\n");
+        let trace = parse_text(&text).unwrap();
+        let calls: Vec<&Call> = trace.calls().collect();
+        let first = calls[0].outcome.as_ref().unwrap();
+        // the result, not the task handle
+        assert_eq!(first.result.as_ref().unwrap()["content"][0]["text"], "rendered");
+        assert_eq!(calls[0].source.get("task_id"), Some(&json!("t-9")));
+        assert!(calls[1].outcome.is_none());
+        let w = trace.warnings.iter().find(|w| w.code == "task_unresolved").unwrap();
+        assert!(w.message.contains("t-10") && w.message.contains("working"), "{}", w.message);
+    }
 
     #[test]
     fn tool_errors_and_protocol_errors_are_told_apart() {

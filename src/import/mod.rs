@@ -11,10 +11,18 @@
 //! | `openai` | [`openai`] | Chat Completions message lists (`[...]`, `{"messages": [...]}`, or JSONL) |
 //! | `openai-responses` | [`openai_responses`] | Responses API items (`[...]`, `{"input", "output"}`, or JSONL) |
 //! | `anthropic` | [`anthropic`] | Messages API (`tool_use` / `tool_result` blocks) |
-//! | `otel` | [`otel`] | OpenTelemetry GenAI spans in OTLP/JSON: semconv v1.37+ attributes, v1.28–v1.36 events |
-//! | `mcp` | [`mcp`] | MCP JSON-RPC logs: `tools/call` request/response pairs |
+//! | `otel` | [`otel`] | OTLP/JSON, Jaeger or Zipkin spans: GenAI semconv (events ≤ v1.36, attributes ≥ v1.37) and the libraries' dialects |
+//! | `mcp` | [`mcp`] | MCP JSON-RPC logs: `tools/call` request/response pairs, task results |
 //! | `envelope` | [`envelope`] | the trace envelope of docs/metrics.md §1 |
+//! | `openai-agents` | [`agents_sdk`] | OpenAI Agents SDK trace exports |
+//! | `langsmith` | [`langsmith`] | LangSmith run trees |
 //! | `auto` | [`detect`] | one of the above, told from the content |
+//!
+//! Before a parser runs, what production wraps around a trace is taken off: SSE and
+//! log-line framing ([`framing`]), recorded streams assembled into bodies
+//! ([`stream`]), recorded HTTP exchanges unwrapped ([`exchange`]), an Inspect AI
+//! log's sample picked ([`inspect`]); other tools' logs are refused by name
+//! ([`foreign`]).
 //!
 //! **Faithful, never guessed.** Original ids are kept as provenance (`source` in each
 //! event's data); arguments sent as JSON strings are parsed and, when they do not
@@ -34,16 +42,23 @@
 //! with an `error` event of kind `import_warning` at the place it concerns, so nothing
 //! is dropped silently.
 
+pub mod agents_sdk;
 pub mod anthropic;
 pub mod builder;
 pub mod detect;
 pub mod envelope;
+pub mod exchange;
+pub mod foreign;
+pub mod framing;
+pub mod inspect;
+pub mod langsmith;
 pub mod mcp;
 pub mod openai;
 pub mod openai_responses;
 pub mod otel;
 pub mod reconstruct;
 pub mod source;
+pub mod stream;
 pub mod trace;
 pub mod writer;
 
@@ -53,7 +68,7 @@ use std::str::FromStr;
 
 use crate::diag::InputError;
 pub use source::Source;
-pub use trace::Trace;
+pub use trace::{Ptr, Trace};
 
 /// A foreign trace format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -64,11 +79,21 @@ pub enum Format {
     Otel,
     Mcp,
     Envelope,
+    AgentsSdk,
+    LangSmith,
 }
 
 impl Format {
-    pub const ALL: [Format; 6] =
-        [Format::OpenAi, Format::OpenAiResponses, Format::Anthropic, Format::Otel, Format::Mcp, Format::Envelope];
+    pub const ALL: [Format; 8] = [
+        Format::OpenAi,
+        Format::OpenAiResponses,
+        Format::Anthropic,
+        Format::Otel,
+        Format::Mcp,
+        Format::Envelope,
+        Format::AgentsSdk,
+        Format::LangSmith,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -78,6 +103,8 @@ impl Format {
             Format::Otel => "otel",
             Format::Mcp => "mcp",
             Format::Envelope => "envelope",
+            Format::AgentsSdk => "openai-agents",
+            Format::LangSmith => "langsmith",
         }
     }
 
@@ -114,20 +141,211 @@ pub enum ImportError {
     Detect { path: PathBuf, message: String },
 }
 
+/// The trace ids of an OpenTelemetry file, in order (empty for other formats or a
+/// file that cannot be read: [`import`] then says why).
+pub fn trace_ids(path: &Path, text: &str) -> Vec<String> {
+    let (text, _) = framing::unframe(text);
+    let Ok(source) = Source::parse(path, &text) else { return Vec::new() };
+    if inspect::detect(&source) {
+        return inspect::sample_keys(&source);
+    }
+    if agents_sdk::detect(&source) {
+        return agents_sdk::trace_ids(&source);
+    }
+    if detect::detect(&source).ok() != Some(Format::Otel) {
+        return Vec::new();
+    }
+    otel::otlp::collect(&source).map(|d| d.trace_ids().into_iter().map(|(id, _)| id).collect()).unwrap_or_default()
+}
+
 /// Parse `text` (read from `path`) as `format`, or detect the format when `None`.
+///
+/// SSE and log-line framing is removed first ([`framing`]); a recorded stream is
+/// assembled into the response bodies it streamed ([`stream`]) and those are read.
 pub fn import(path: &Path, text: &str, format: Option<Format>) -> Result<Trace, ImportError> {
-    let source = Source::parse(path, text)?;
+    import_trace(path, text, format, None)
+}
+
+/// [`import`], keeping only trace `trace_id` of a file that holds several (OTel). A
+/// file with several traces and no `trace_id` is an error that lists them: read as
+/// one, they would be merged into one conversation.
+pub fn import_trace(
+    path: &Path,
+    text: &str,
+    format: Option<Format>,
+    trace_id: Option<&str>,
+) -> Result<Trace, ImportError> {
+    let (text, framing) = framing::unframe(text);
+    let source = match Source::parse(path, &text) {
+        Ok(source) => source,
+        Err(e) => {
+            return Err(match foreign::recognise_text(&text) {
+                Some(what) => ImportError::Detect { path: path.to_path_buf(), message: format!("this is {what}") },
+                None => e.into(),
+            });
+        }
+    };
+    if let Some(stream) = stream::detect(&source)
+        && format.is_none_or(|f| f == stream.format())
+    {
+        let mut trace = import_stream(&source, stream)?;
+        if let Some(f) = framing.describe() {
+            trace.reads = format!("{} (framing: {f})", trace.reads);
+        }
+        return Ok(trace);
+    }
+    if format.is_none() && exchange::detect(&source) {
+        return import_exchanges(&source);
+    }
+    if format.is_none() && inspect::detect(&source) {
+        return import_inspect(&source, trace_id);
+    }
     let format = match format {
         Some(f) => f,
         None => detect::detect(&source)?,
     };
-    let trace = match format {
-        Format::OpenAi => openai::parse(&source)?,
-        Format::OpenAiResponses => openai_responses::parse(&source)?,
-        Format::Anthropic => anthropic::parse(&source)?,
-        Format::Otel => otel::parse(&source)?,
-        Format::Mcp => mcp::parse(&source)?,
-        Format::Envelope => envelope::parse(&source)?,
+    if format == Format::AgentsSdk {
+        return Ok(agents_sdk::parse(&source, trace_id)?);
+    }
+    if trace_id.is_some() && format != Format::Otel {
+        return Err(InputError::file(
+            path,
+            format!("--trace-id selects a trace of an OpenTelemetry file; this is {format}"),
+        )
+        .into());
+    }
+    let mut trace = match format {
+        Format::Otel => otel::parse(&source, trace_id)?,
+        other => parse_as(&source, other)?,
     };
+    if let Some(f) = framing.describe() {
+        trace.reads = format!("{} (framing: {f})", trace.reads);
+    }
+    Ok(trace)
+}
+
+fn parse_as(source: &Source, format: Format) -> Result<Trace, InputError> {
+    match format {
+        Format::OpenAi => openai::parse(source),
+        Format::OpenAiResponses => openai_responses::parse(source),
+        Format::Anthropic => anthropic::parse(source),
+        Format::Otel => otel::parse(source, None),
+        Format::Mcp => mcp::parse(source),
+        Format::Envelope => envelope::parse(source),
+        Format::AgentsSdk => agents_sdk::parse(source, None),
+        Format::LangSmith => langsmith::parse(source),
+    }
+}
+
+/// A stream → its assembled bodies → the format's parser, with the assembly's warnings.
+fn import_stream(source: &Source, stream: stream::Stream) -> Result<Trace, ImportError> {
+    let assembled = stream::assemble(source, stream);
+    if assembled.bodies.is_empty() {
+        return Err(source
+            .error(0, "", format!("{} with no response in it: nothing to import", stream.describe()))
+            .into());
+    }
+    let failure =
+        assembled.warnings.iter().find(|w| w.code == "stream_error").map(|w| (w.at.clone(), w.message.clone()));
+    let places: Vec<(String, Ptr)> =
+        assembled.starts.iter().enumerate().map(|(i, at)| (format!("/{i}"), at.clone())).collect();
+    let mut trace = read_rebuilt(
+        source,
+        &serde_json::Value::Array(assembled.bodies),
+        stream.format(),
+        &places,
+        &format!("the response assembled from {}", stream.describe()),
+        failure,
+    )?;
+    trace.reads = format!("{}, assembled from {}", trace.reads, stream.describe());
+    trace.meta.insert("stream".into(), serde_json::Value::String(stream.describe().into()));
+    trace.warnings.extend(assembled.warnings.into_iter().map(|w| trace::Warning {
+        code: w.code,
+        message: w.message,
+        at: Some(source.at(w.at.doc, &w.at.pointer)),
+    }));
+    Ok(trace)
+}
+
+/// Recorded exchanges → the conversation of the last one → the API's parser.
+fn import_exchanges(source: &Source) -> Result<Trace, ImportError> {
+    let x = exchange::unwrap(source)?;
+    let places = vec![(String::new(), x.at.clone())];
+    let mut trace =
+        read_rebuilt(source, &x.body, x.format, &places, &format!("the conversation of {}", x.container), None)?;
+    trace.reads = format!("{}, from {} (the last request and its response)", trace.reads, x.container);
+    trace.warnings.extend(x.warnings.into_iter().map(|(at, code, message)| trace::Warning {
+        code,
+        message,
+        at: Some(source.at(at.doc, &at.pointer)),
+    }));
+    Ok(trace)
+}
+
+/// One sample of an Inspect AI log → Chat messages → the Chat parser; a tool message's
+/// `error` marks its call failed.
+fn import_inspect(source: &Source, trace_id: Option<&str>) -> Result<Trace, ImportError> {
+    let sample = inspect::sample(source, trace_id)?;
+    let places = vec![(String::new(), sample.at.clone())];
+    let what = format!("sample {} of an Inspect AI log", sample.key);
+    let mut trace = read_rebuilt(source, &sample.body, Format::OpenAi, &places, &what, None)?;
+    trace.reads = format!("Inspect AI eval log (JSON), sample {}: its messages read as {}", sample.key, trace.reads);
+    trace.meta.insert("inspect_sample".into(), serde_json::Value::String(sample.key.clone()));
+    for call in trace.turns.iter_mut().flat_map(|t| t.steps.iter_mut()).flat_map(|s| s.calls.iter_mut()) {
+        let Some(error) = call.id.as_ref().and_then(|id| sample.errors.get(id)) else { continue };
+        if let Some(outcome) = call.outcome.as_mut() {
+            outcome.is_error = Some(true);
+            outcome.error_kind = Some(inspect::ERROR_KIND);
+            outcome.source.insert("inspect_error".into(), error.clone());
+        }
+    }
+    Ok(trace)
+}
+
+/// Read `value` — bodies rebuilt from `source` (assembled from a stream, unwrapped from
+/// exchanges) — as `format`. Its errors and warnings point into the rebuilt text, so
+/// they are moved to the place in `source` it came from: `places` maps the pointer of
+/// each rebuilt body to the source value it was built from.
+fn read_rebuilt(
+    source: &Source,
+    value: &serde_json::Value,
+    format: Format,
+    places: &[(String, Ptr)],
+    what: &str,
+    failure: Option<(Ptr, String)>,
+) -> Result<Trace, ImportError> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| InputError::file(&source.path, format!("rebuilding {what}: {e}")))?;
+    let rebuilt = Source::parse(&source.path, &text)?;
+    let lines: Vec<usize> = places.iter().map(|(p, _)| rebuilt.loc(0, p).line).collect();
+    let origin = |line: usize| -> (usize, Ptr) {
+        let i = lines.iter().rposition(|start| *start <= line).unwrap_or(0);
+        (i, places.get(i).map(|(_, at)| at.clone()).unwrap_or_default())
+    };
+    let mut trace = parse_as(&rebuilt, format).map_err(|e| {
+        // a stream whose only response failed holds no conversation: say why
+        let (at, why) = match &failure {
+            Some((at, why)) => (at.clone(), why.clone()),
+            None => (origin(e.line).1, e.message),
+        };
+        let loc = source.loc(at.doc, &at.pointer);
+        InputError::new(&source.path, loc.line, loc.column, format!("{what} cannot be read: {why}"))
+    })?;
+    let relocate = |w: &mut trace::Warning| {
+        let line = w.at.as_deref().and_then(|a| a.rsplit(':').nth(1)).and_then(|l| l.parse::<usize>().ok());
+        if let Some(line) = line {
+            let (i, at) = origin(line);
+            w.at = Some(source.at(at.doc, &at.pointer));
+            let which = if places.len() > 1 { format!("response {i} of ") } else { String::new() };
+            w.message = format!("{} (in {which}{what})", w.message);
+        }
+    };
+    trace.warnings.iter_mut().for_each(&relocate);
+    for turn in &mut trace.turns {
+        turn.warnings.iter_mut().for_each(&relocate);
+        for step in &mut turn.steps {
+            step.warnings.iter_mut().for_each(&relocate);
+        }
+    }
     Ok(trace)
 }

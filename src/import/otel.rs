@@ -37,6 +37,8 @@
 //! instrumentations' default), inputs and texts are absent and each response's calls
 //! come from the `execute_tool` spans that ran before the next inference span.
 
+pub mod dialects;
+pub mod exports;
 pub mod messages;
 pub mod otlp;
 
@@ -49,13 +51,30 @@ use super::builder::Builder;
 use super::source::Source;
 use super::trace::{Args, Call, Content, ErrorKind, Outcome, Ptr, Step, Trace, Usage, provenance};
 use crate::diag::InputError;
-use messages::{DETAILS_EVENT, Forms, MESSAGE_EVENTS, Msg, Part, read_chat};
+use messages::{DETAILS_EVENT, Forms, LEGACY_EVENTS, MESSAGE_EVENTS, Msg, Part, read_chat};
 use otlp::{Record, Span};
 
-const INFERENCE: [&str; 3] = ["chat", "text_completion", "generate_content"];
-
-pub fn parse(src: &Source) -> Result<Trace, InputError> {
-    let data = otlp::collect(src)?;
+pub fn parse(src: &Source, trace_id: Option<&str>) -> Result<Trace, InputError> {
+    let mut data = otlp::collect(src)?;
+    let ids = data.trace_ids();
+    let listed = || ids.iter().map(|(id, n)| format!("{id} ({n} spans)")).collect::<Vec<_>>().join(", ");
+    match trace_id {
+        Some(id) if ids.iter().any(|(t, _)| t == id) => data.keep_trace(id),
+        Some(id) => return Err(src.error(0, "", format!("no trace \"{id}\" in this file; its traces: {}", listed()))),
+        None if ids.len() > 1 => {
+            return Err(src.error(
+                0,
+                "",
+                format!(
+                    "this file holds {} traces: {}; read as one they would be merged into one conversation. Pass \
+                     --trace-id ID to import one, or -o DIR to write one log per trace",
+                    ids.len(),
+                    listed()
+                ),
+            ));
+        }
+        None => {}
+    }
     let mut b = Builder::new(src, Format::Otel, "");
     let mut spans: Vec<&Span> = data.spans.iter().collect();
     spans.sort_by_key(|s| s.start);
@@ -68,11 +87,18 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
         if !span.trace_id.is_empty() && !trace_ids.contains(&span.trace_id.as_str()) {
             trace_ids.push(&span.trace_id);
         }
-        match span.attr_str("gen_ai.operation.name") {
-            Some(op) if INFERENCE.contains(&op) => inference.push(*span),
-            Some("execute_tool") => tools.push(*span),
-            Some(op) => b.count_other(&format!("span:{op}")),
-            None => b.count_other("span:other"),
+        match role(span) {
+            SpanRole::Inference => inference.push(*span),
+            SpanRole::Tool => tools.push(*span),
+            SpanRole::Other(why) => {
+                b.count_other(&format!("span:{}", span.attr_str("gen_ai.operation.name").unwrap_or("other")));
+                let w = b.warning(
+                    "span_skipped",
+                    &span.at,
+                    format!("span \"{}\" ({}) is not imported: {why}", span.name, span.span_id),
+                );
+                b.warn_trace(w);
+            }
         }
     }
     b.meta("trace_ids", json!(trace_ids));
@@ -91,7 +117,7 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
         chats.push(read_chat(&mut b, span, &events, &mut forms)?);
     }
     b.set_reads(reads(&forms));
-    if !forms.attributes && !forms.events {
+    if !forms.attributes && !forms.events && forms.dialects.is_empty() {
         let w = b.warning(
             "content_not_captured",
             &Ptr::new(0, ""),
@@ -109,7 +135,7 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
         if let Some(system) = &chat.system
             && !b.has_system(system)
         {
-            b.system(system.clone());
+            b.system_grown(system.clone());
         }
         if let Some(input) = &chat.input {
             let new = new_messages(&mut b, &seen, input, span);
@@ -166,13 +192,74 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
 }
 
 fn reads(forms: &Forms) -> String {
-    let form = match (forms.attributes, forms.events) {
-        (true, true) => "semconv v1.37+ attribute form and v1.28–v1.36 event form",
-        (true, false) => "semconv v1.37+ attribute form (gen_ai.input.messages / gen_ai.output.messages)",
-        (false, true) => "semconv v1.28–v1.36 event form (gen_ai.*.message / gen_ai.choice events)",
-        (false, false) => "no message content captured",
-    };
-    format!("OpenTelemetry GenAI spans in OTLP/JSON: {form}, execute_tool spans")
+    let mut found = Vec::new();
+    if forms.attributes {
+        found.push("semconv v1.37+ attribute form (gen_ai.input.messages / gen_ai.output.messages)");
+    }
+    if forms.events {
+        found.push("semconv v1.28–v1.36 event form (gen_ai.*.message / gen_ai.choice events)");
+    }
+    found.extend(forms.dialects.iter().copied());
+    if found.is_empty() {
+        found.push("no message content captured");
+    }
+    format!("OpenTelemetry GenAI spans in OTLP/JSON: {}; tool spans", found.join(", "))
+}
+
+/// What a span is, told by what it carries rather than by its operation name alone.
+enum SpanRole {
+    Inference,
+    Tool,
+    Other(String),
+}
+
+/// Operation names of model calls across conventions and libraries.
+const INFERENCE_OPS: [&str; 4] = ["chat", "text_completion", "generate_content", "completion"];
+/// Attributes (or prefixes) that only a model call carries.
+const MESSAGE_KEYS: [&str; 8] = [
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.prompt",
+    "gen_ai.completion",
+    "llm.input_messages.",
+    "llm.output_messages.",
+    "ai.prompt.messages",
+    "events",
+];
+
+fn role(span: &Span) -> SpanRole {
+    let op = span.attr_str("gen_ai.operation.name");
+    let kind = span.attr_str("openinference.span.kind").or(span.attr_str("traceloop.span.kind"));
+    let is_tool = matches!(op, Some("execute_tool" | "tool"))
+        || matches!(kind, Some("TOOL" | "tool"))
+        || span.attr("gen_ai.tool.name").is_some()
+        || span.attr("ai.toolCall.name").is_some();
+    if is_tool {
+        return SpanRole::Tool;
+    }
+    let carries_messages = span.attrs.keys().any(|k| {
+        MESSAGE_KEYS.iter().any(|m| k == m || k.starts_with(m) && m.ends_with('.') || k.starts_with(&format!("{m}.")))
+    }) || span.events.iter().any(|e| {
+        MESSAGE_EVENTS.contains(&e.name.as_str()) || e.name == DETAILS_EVENT || LEGACY_EVENTS.contains(&e.name.as_str())
+    });
+    let vercel_outer = span.attr_str("ai.operationId").is_some_and(|o| !o.contains(".do"));
+    if vercel_outer {
+        return SpanRole::Other(
+            "a Vercel AI SDK call around its provider-call (doGenerate / doStream) spans, which are read instead"
+                .into(),
+        );
+    }
+    if carries_messages || op.is_some_and(|o| INFERENCE_OPS.contains(&o)) || kind == Some("LLM") {
+        return SpanRole::Inference;
+    }
+    if op.is_none() && ["gen_ai.request.model", "gen_ai.response.model"].iter().any(|k| span.attr(k).is_some()) {
+        // content capture off and no operation name: a model call all the same
+        return SpanRole::Inference;
+    }
+    SpanRole::Other(match op {
+        Some(op) => format!("operation \"{op}\" is neither a model call nor a tool call"),
+        None => "it carries no GenAI messages, model or tool attributes".into(),
+    })
 }
 
 /// Log records by the inference span they belong to: by `spanId`, else by time.
@@ -282,22 +369,55 @@ fn output_step(b: &mut Builder, msg: &Msg) -> Step {
             step.calls.push(Call::new(id.clone(), name.clone(), args.clone(), msg.at.clone()));
         }
     }
-    if msg.parts.iter().any(|p| matches!(p, Part::Other(_) | Part::ToolResult { .. })) {
-        let w =
-            b.warning("unsupported_part", &msg.at, "a model output part other than text or tool_call is not imported");
+    for part in &msg.parts {
+        let kind = match part {
+            Part::Other(kind) => kind.as_str(),
+            Part::ToolResult { .. } => "tool_call_response",
+            _ => continue,
+        };
+        let w = b.warning(
+            "unsupported_part",
+            &msg.at,
+            format!("a \"{kind}\" part of the model's output is not imported (text and tool_call are)"),
+        );
         step.warnings.push(w);
     }
     step
 }
 
 fn call_from_tool_span(tool: &Span, with_id: bool) -> Call {
-    let id = if with_id { tool.attr_str("gen_ai.tool.call.id").map(str::to_string) } else { None };
-    let args = tool.attr("gen_ai.tool.call.arguments").map_or(Args::Absent, Args::from_value);
+    let id = if with_id { tool_call_id(tool) } else { None };
+    let args = first_attr(tool, &TOOL_ARGS).map_or(Args::Absent, Args::from_value);
     Call::new(id, tool_name(tool), args, tool.at.clone())
 }
 
+/// A tool span's attributes in each convention, by precedence: GenAI semconv, Vercel
+/// AI SDK, OpenInference, OpenLLMetry.
+const TOOL_NAME: [&str; 4] = ["gen_ai.tool.name", "ai.toolCall.name", "tool.name", "traceloop.entity.name"];
+const TOOL_ID: [&str; 3] = ["gen_ai.tool.call.id", "ai.toolCall.id", "tool_call.id"];
+const TOOL_ARGS: [&str; 5] =
+    ["gen_ai.tool.call.arguments", "ai.toolCall.args", "ai.toolCall.input", "input.value", "traceloop.entity.input"];
+const TOOL_RESULT: [&str; 6] = [
+    "gen_ai.tool.call.result",
+    "ai.toolCall.result",
+    "ai.toolCall.output",
+    "output.value",
+    "traceloop.entity.output",
+    // Latitude
+    "gen_ai.tool.result.value",
+];
+
+fn first_attr<'s>(span: &'s Span, keys: &[&str]) -> Option<&'s Value> {
+    keys.iter().find_map(|k| span.attr(k)).filter(|v| !v.is_null())
+}
+
+fn tool_call_id(tool: &Span) -> Option<String> {
+    first_attr(tool, &TOOL_ID).and_then(Value::as_str).map(str::to_string)
+}
+
 fn tool_name(tool: &Span) -> String {
-    tool.attr_str("gen_ai.tool.name")
+    first_attr(tool, &TOOL_NAME)
+        .and_then(Value::as_str)
         .map(str::to_string)
         .unwrap_or_else(|| tool.name.strip_prefix("execute_tool ").unwrap_or(&tool.name).to_string())
 }
@@ -320,7 +440,7 @@ fn outcomes(
 ) -> Result<(), InputError> {
     let mut spans_by_call: BTreeMap<String, &Span> = BTreeMap::new();
     for (k, tool) in tools.iter().enumerate() {
-        let id = tool.attr_str("gen_ai.tool.call.id").map(str::to_string);
+        let id = tool_call_id(tool);
         let name = tool_name(tool);
         let target = match id {
             Some(id) if b.has_call(&id) => Some(id),
@@ -349,7 +469,11 @@ fn outcomes(
         let message = results.remove(&id);
         let span = spans_by_call.get(&id).copied();
         let at = message.as_ref().map(|(_, at)| at.clone()).or(span.map(|s| s.at.clone())).unwrap_or_default();
-        let failed = span.map(|s| s.error || s.attr("error.type").is_some());
+        let failed = span.map(|s| {
+            s.error
+                || s.attr("error.type").is_some()
+                || s.attr("gen_ai.tool.result.is_error").and_then(Value::as_bool) == Some(true)
+        });
         let mut source = Map::new();
         if let Some(s) = span {
             source.insert("tool_span_id".into(), json!(s.span_id));
@@ -357,7 +481,7 @@ fn outcomes(
                 source.insert("error_type".into(), t.clone());
             }
         }
-        let result = message.map(|(v, _)| v).or_else(|| span.and_then(|s| s.attr("gen_ai.tool.call.result").cloned()));
+        let result = message.map(|(v, _)| v).or_else(|| span.and_then(|s| first_attr(s, &TOOL_RESULT).cloned()));
         let outcome = Outcome {
             result,
             is_error: failed,
@@ -428,12 +552,98 @@ mod tests {
             ),
         ]);
         let src = Source::parse(Path::new("otel.json"), &text).unwrap();
-        let trace = parse(&src).unwrap();
+        let trace = parse(&src, None).unwrap();
         assert_eq!(trace.turns.len(), 1);
         assert_eq!(trace.turns[0].steps.len(), 2);
         let outcome = trace.calls().next().unwrap().outcome.clone().unwrap();
         assert_eq!((outcome.result, outcome.is_error), (Some(json!("jammed")), Some(true)));
         assert!(trace.reads.contains("v1.37"), "{}", trace.reads);
+    }
+
+    #[test]
+    fn spans_are_read_by_what_they_carry_and_the_rest_are_skipped_with_a_reason() {
+        // no operation name, messages with `content` instead of `parts`
+        let input = r#"[{"role":"user","content":"weather in Oslo?"}]"#;
+        let output = r#"[{"role":"assistant","content":[{"type":"tool_call","id":"k1","name":"forecast","arguments":{"city":"Oslo"}}]}]"#;
+        let mut tool = span(
+            "t",
+            3_000_000,
+            vec![
+                attr("traceloop.span.kind", "tool"),
+                attr("traceloop.entity.name", "forecast"),
+                attr("traceloop.entity.output", "snow"),
+            ],
+        );
+        tool["name"] = json!("forecast.tool");
+        let mut http = span("h", 4_000_000, vec![attr("http.request.method", "POST")]);
+        http["name"] = json!("POST /v1/chat/completions");
+        let text = otlp(vec![
+            span("a", 1_000_000, vec![attr("gen_ai.input.messages", input), attr("gen_ai.output.messages", output)]),
+            tool,
+            http,
+        ]);
+        let trace = parse(&Source::parse(Path::new("otel.json"), &text).unwrap(), None).unwrap();
+        assert_eq!(trace.turns[0].input, Content::Text("weather in Oslo?".into()));
+        let call = trace.calls().next().unwrap();
+        assert_eq!(call.name, "forecast");
+        // the OpenLLMetry tool span has no call id: matched by name, its output is the result
+        assert_eq!(call.outcome.as_ref().and_then(|o| o.result.clone()), Some(json!("snow")));
+        let skipped = trace.warnings.iter().find(|w| w.code == "span_skipped").unwrap();
+        assert!(
+            skipped.message.contains("POST /v1/chat/completions") && skipped.message.contains("no GenAI"),
+            "{}",
+            skipped.message
+        );
+    }
+
+    #[test]
+    fn a_span_with_two_conventions_reads_the_first_by_precedence_and_names_the_other() {
+        let text = otlp(vec![span(
+            "a",
+            1_000_000,
+            vec![
+                attr("gen_ai.operation.name", "chat"),
+                attr("gen_ai.input.messages", r#"[{"role":"user","parts":[{"type":"text","content":"semconv"}]}]"#),
+                attr("gen_ai.output.messages", r#"[{"role":"assistant","parts":[{"type":"text","content":"ok"}]}]"#),
+                attr("gen_ai.prompt.0.role", "user"),
+                attr("gen_ai.prompt.0.content", "openllmetry"),
+            ],
+        )]);
+        let trace = parse(&Source::parse(Path::new("otel.json"), &text).unwrap(), None).unwrap();
+        assert_eq!(trace.turns[0].input, Content::Text("semconv".into()));
+        let w = trace.warnings.iter().find(|w| w.code == "dialect_ignored").unwrap();
+        assert!(w.message.contains("OpenLLMetry"), "{}", w.message);
+    }
+
+    #[test]
+    fn pre_v1_28_prompt_and_completion_events_are_read_not_warned_about() {
+        // Semantic Kernel: gen_ai.content.prompt / .completion events with JSON message lists
+        let mut sk = span("k", 1_000_000, vec![attr("gen_ai.operation.name", "chat.completions")]);
+        sk["events"] = json!([
+            {"name": "gen_ai.content.prompt", "timeUnixNano": "1000000", "attributes": [
+                attr("gen_ai.prompt", r#"[{"role":"system","content":"Be brief."},{"role":"user","content":"Capital of France?"}]"#)]},
+            {"name": "gen_ai.content.completion", "timeUnixNano": "1500000", "attributes": [
+                attr("gen_ai.completion", r#"[{"role":"assistant","content":"Paris."}]"#)]},
+        ]);
+        let trace = parse(&Source::parse(Path::new("sk.json"), &otlp(vec![sk])).unwrap(), None).unwrap();
+        assert_eq!(trace.system, ["Be brief."]);
+        assert_eq!(trace.turns[0].input, Content::Text("Capital of France?".into()));
+        assert_eq!(trace.turns[0].steps[0].content, Content::Text("Paris.".into()));
+        assert!(trace.warnings.iter().all(|w| w.code != "content_not_captured" && w.code != "unsupported_event"));
+        assert!(trace.reads.contains("Semantic Kernel"), "{}", trace.reads);
+        // OpenLIT: plain-text gen_ai.prompt / gen_ai.completion attributes
+        let lit = span(
+            "l",
+            1_000_000,
+            vec![
+                attr("gen_ai.operation.name", "chat"),
+                attr("gen_ai.prompt", "user: hi"),
+                attr("gen_ai.completion", "hello"),
+            ],
+        );
+        let trace = parse(&Source::parse(Path::new("lit.json"), &otlp(vec![lit])).unwrap(), None).unwrap();
+        assert_eq!(trace.turns[0].input, Content::Text("user: hi".into()));
+        assert_eq!(trace.turns[0].steps[0].content, Content::Text("hello".into()));
     }
 
     #[test]
@@ -447,7 +657,7 @@ mod tests {
             ],
         )]);
         let src = Source::parse(Path::new("otel.json"), &text).unwrap();
-        let err = parse(&src).unwrap_err();
+        let err = parse(&src, None).unwrap_err();
         assert!(err.message.contains("unknown role \"human\""), "{err}");
     }
 
@@ -473,7 +683,7 @@ mod tests {
             vec![attr("gen_ai.operation.name", "execute_tool"), attr("gen_ai.tool.call.id", "c1")],
         );
         let src_text = otlp(vec![first, tool, second]);
-        let trace = parse(&Source::parse(Path::new("otel.json"), &src_text).unwrap()).unwrap();
+        let trace = parse(&Source::parse(Path::new("otel.json"), &src_text).unwrap(), None).unwrap();
         assert!(trace.reads.contains("v1.28–v1.36"), "{}", trace.reads);
         assert_eq!(trace.turns.len(), 1);
         let call = trace.calls().next().unwrap();
@@ -498,7 +708,7 @@ mod tests {
             ),
             span("c", 5_000_000, vec![attr("gen_ai.operation.name", "chat")]),
         ]);
-        let trace = parse(&Source::parse(Path::new("otel.json"), &text).unwrap()).unwrap();
+        let trace = parse(&Source::parse(Path::new("otel.json"), &text).unwrap(), None).unwrap();
         assert_eq!(trace.turns[0].input, Content::Absent);
         let steps = &trace.turns[0].steps;
         assert_eq!((steps[0].content.clone(), steps[0].calls[0].name.as_str()), (Content::Absent, "ping"));

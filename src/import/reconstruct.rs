@@ -78,6 +78,8 @@ pub fn build(events: &[Event], opts: &Options) -> Result<Incident, String> {
     // per turn: the steps recorded and whether the last one called tools
     let mut steps: Vec<(u32, bool)> = Vec::new();
     let mut calls: Vec<&Event> = Vec::new();
+    // the text of a text-only response the model followed with more calls in its turn
+    let mut interim: Option<String> = None;
     for e in events {
         match e.kind {
             Kind::TurnStarted => {
@@ -98,14 +100,28 @@ pub fn build(events: &[Event], opts: &Options) -> Result<Incident, String> {
                     return Err(format!("event seq {}: a model call before any turn cannot be replayed", e.seq));
                 };
                 let turn = turns.len() - 1;
-                let line = recorded_response(e, turn, *step, &mut notes)?;
-                *last_called = line["response"]["tool_calls"].as_array().is_some_and(|c| !c.is_empty());
-                if !*last_called && events_after_in_turn(events, e) {
-                    notes.push(format!(
-                        "turn {turn}: the model answered at step {step} and was called again in the same turn; the \
-                         replay ends the turn at that answer and will diverge there"
-                    ));
+                let mut line = recorded_response(e, turn, *step, &mut notes)?;
+                let called = line["response"]["tool_calls"].as_array().is_some_and(|c| !c.is_empty());
+                if let Some(text) = interim.take() {
+                    let joined = [text, line["response"]["content"].as_str().unwrap_or_default().to_string()]
+                        .into_iter()
+                        .filter(|t| !t.is_empty())
+                        .collect::<Vec<_>>()
+                        .join("\n\n");
+                    line["response"]["content"] = json!(joined);
                 }
+                if !called && events_after_in_turn(events, e) {
+                    // a replay would end the turn at a text-only response: carry its text
+                    // into the next response so the whole turn replays
+                    notes.push(format!(
+                        "turn {turn}: the model answered at seq {} and was called again in the same turn; the \
+                         recording joins that text to its next response so the whole turn replays",
+                        e.seq
+                    ));
+                    interim = Some(line["response"]["content"].as_str().unwrap_or_default().to_string());
+                    continue;
+                }
+                *last_called = called;
                 recording.push(line);
                 *step += 1;
             }
@@ -244,6 +260,15 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
             }
         };
         let is_error = e.get("is_error").as_bool();
+        if e.str("error_kind") == Some("protocol") {
+            // the sandbox's fixtures answer with results or tool errors only
+            notes.push(format!(
+                "event seq {}: {tool} failed with a protocol error (the call never reached the tool); a fixture can \
+                 only answer with a tool error, so the replay shows it as one (the trace's log keeps error_kind \
+                 \"protocol\")",
+                e.seq
+            ));
+        }
         if is_error.is_none() {
             unknown_error.push(format!("{tool} (seq {})", e.seq));
         }
@@ -306,6 +331,27 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
                     .flatten()
                     .filter(|r| !responses.iter().any(|n| json_eq(&n["args"], r.get("args").unwrap_or(&Value::Null))))
                     .cloned()
+                    .collect();
+                // a recorded answer keeps the state effect the profile's answer for the
+                // same arguments (else its default) has: the trace shows results, not
+                // what the call did to the state, and the policy may read that state
+                let theirs = spec.get("responses").and_then(Value::as_array).cloned().unwrap_or_default();
+                let default_effect = spec.pointer("/default/effect").cloned();
+                let responses: Vec<Value> = responses
+                    .into_iter()
+                    .map(|mut r| {
+                        let effect = theirs
+                            .iter()
+                            .find(|t| json_eq(&r["args"], t.get("args").unwrap_or(&Value::Null)))
+                            .and_then(|t| t.get("effect").cloned())
+                            .or_else(|| default_effect.clone());
+                        // a call that failed did nothing to the state
+                        let failed = r["is_error"] == Value::Bool(true);
+                        if let (Some(effect), false, Value::Object(m)) = (effect, failed, &mut r) {
+                            m.insert("effect".into(), effect);
+                        }
+                        r
+                    })
                     .collect();
                 spec["responses"] = Value::Array(responses.into_iter().chain(own).collect());
             }
@@ -395,10 +441,17 @@ fn marker(e: &Event) -> Marker {
     Marker { seq: e.seq, turn: e.turn, kind: e.kind, summary }
 }
 
+/// The last answer of `events` (the final `turn_completed` response), `None` when there
+/// is none or the trace did not capture it.
+pub fn final_answer(events: &[Event]) -> Option<&Value> {
+    let last = events.iter().rev().find(|e| e.kind == Kind::TurnCompleted)?;
+    (!super::writer::is_absent(&last.data, "/response")).then(|| last.get("response"))
+}
+
 /// The first path-deciding event where `actual` (a replay) leaves `expected` (the
 /// trace), or `None` when they agree: same turns, same tools with canonically equal
-/// arguments in the same order, and no denial, refusal, divergence or error on one side
-/// only.
+/// arguments in the same order (arguments the trace marks absent are not compared),
+/// and no denial, refusal, divergence or error on one side only.
 pub fn first_divergence(expected: &[Event], actual: &[Event]) -> Option<Divergence> {
     let exp: Vec<&Event> = expected.iter().filter(|e| compared(e)).collect();
     let act: Vec<&Event> = actual.iter().filter(|e| compared(e)).collect();
@@ -413,7 +466,12 @@ pub fn first_divergence(expected: &[Event], actual: &[Event]) -> Option<Divergen
                 a.str("tool").unwrap_or("?"),
                 e.str("tool").unwrap_or("?")
             ),
-            (Some(e), Some(a)) if e.kind == Kind::ToolExecuted && !json_eq(e.get("args"), a.get("args")) => {
+            // arguments the trace did not capture cannot differ: the replay's are its own
+            (Some(e), Some(a))
+                if e.kind == Kind::ToolExecuted
+                    && !super::writer::is_absent(&e.data, "/args")
+                    && !json_eq(e.get("args"), a.get("args")) =>
+            {
                 format!("{} was called with different arguments", e.str("tool").unwrap_or("?"))
             }
             (Some(_), Some(_)) => continue,
@@ -463,6 +521,19 @@ mod tests {
         ])
     }
 
+    #[test]
+    fn arguments_the_trace_did_not_capture_are_no_divergence() {
+        let t = log(&[(
+            Some(0),
+            Kind::ToolExecuted,
+            json!({"tool": "ping", "args": null, "absent": ["/args"], "result": null}),
+        )]);
+        let r = log(&[(Some(0), Kind::ToolExecuted, json!({"tool": "ping", "args": {}, "result": null}))]);
+        assert!(first_divergence(&t, &r).is_none());
+        let other = log(&[(Some(0), Kind::ToolExecuted, json!({"tool": "pong", "args": {}, "result": null}))]);
+        assert!(first_divergence(&t, &other).is_some());
+    }
+
     fn opts() -> Options<'static> {
         Options { id: "inc-1", agent: "incident", recording_path: "r.jsonl", source: "t.json", base_manifest: None }
     }
@@ -480,6 +551,43 @@ mod tests {
         assert_eq!(pay["responses"][0], json!({"args": {"to": "bob"}, "result": "limit", "is_error": true}));
         assert_eq!(incident.manifest["tools"][0]["description"], json!("Find a payee"));
         assert!(incident.notes.iter().any(|n| n.contains("placeholder")), "{:?}", incident.notes);
+    }
+
+    #[test]
+    fn recorded_answers_keep_the_state_effect_of_the_profiles_answer() {
+        let base = json!({"tools": [{"name": "pay", "description": "Pay",
+            "responses": [{"args": {"to": "bob"}, "result": "ok", "effect": [{"op": "add", "path": "/paid/-", "value": "bob"}]}],
+            "default": {"result": "ok", "effect": [{"op": "add", "path": "/other", "value": 1}]}}]});
+        let mut o = opts();
+        o.base_manifest = Some(base);
+        let incident = build(&trace(), &o).unwrap();
+        let pay = incident.manifest["tools"].as_array().unwrap().iter().find(|t| t["name"] == "pay").unwrap();
+        // the trace's pay failed ("limit"): a failed call keeps no effect
+        assert_eq!(pay["responses"][0]["result"], json!("limit"));
+        assert_eq!(pay["responses"][0].get("effect"), None);
+        // lookup is not in the profile's manifest: added as recorded
+        let lookup = incident.manifest["tools"].as_array().unwrap().iter().find(|t| t["name"] == "lookup").unwrap();
+        assert_eq!(lookup["responses"][0].get("effect"), None);
+        // a pay that succeeded keeps the profile's effect for its arguments
+        let ok = log(&[
+            (None, Kind::RunStarted, json!({})),
+            (Some(0), Kind::TurnStarted, json!({"turn": 0, "input": "pay bob"})),
+            (
+                Some(0),
+                Kind::ModelCalled,
+                json!({"response": {"content": "", "tool_calls": [{"id": "c", "name": "pay", "args": {"to": "bob"}}]}}),
+            ),
+            (
+                Some(0),
+                Kind::ToolExecuted,
+                json!({"tool": "pay", "args": {"to": "bob"}, "result": "sent", "is_error": false}),
+            ),
+            (Some(0), Kind::ModelCalled, json!({"response": {"content": "Paid.", "tool_calls": []}})),
+        ]);
+        let incident = build(&ok, &o).unwrap();
+        let pay = &incident.manifest["tools"][0];
+        assert_eq!(pay["responses"][0]["result"], json!("sent"));
+        assert_eq!(pay["responses"][0]["effect"], json!([{"op": "add", "path": "/paid/-", "value": "bob"}]));
     }
 
     #[test]

@@ -78,6 +78,8 @@ pub(super) struct Chat<'s> {
 pub(super) struct Forms {
     pub attributes: bool,
     pub events: bool,
+    /// Library conventions read (OpenLLMetry, OpenInference, …), in first-seen order.
+    pub dialects: Vec<&'static str>,
 }
 
 /// An inference span's messages from its attributes, else from its events.
@@ -102,13 +104,31 @@ pub(super) fn read_chat<'s>(
             }
         }
     }
+    // the pre-v1.28 events carry gen_ai.prompt / gen_ai.completion (Semantic Kernel, OpenLIT)
+    let mut legacy = serde_json::Map::new();
     for e in events.iter().filter(|e| LEGACY_EVENTS.contains(&e.name.as_str())) {
-        let w = b.warning(
-            "unsupported_event",
-            &e.at,
-            format!("{} is a pre-v1.28 span event; it is not read (use semconv v1.28+)", e.name),
-        );
-        b.warn_trace(w);
+        for key in ["gen_ai.prompt", "gen_ai.completion"] {
+            if let Some(v) = e.fields.get(key) {
+                legacy.insert(key.to_string(), v.clone());
+            }
+        }
+    }
+    // several conventions on one span: the first by precedence is read, and each other
+    // one is named so nothing is dropped silently
+    let has_events = events.iter().any(|e| MESSAGE_EVENTS.contains(&e.name.as_str()));
+    let present = super::dialects::present(span, has_events, !legacy.is_empty());
+    if let [read, ignored @ ..] = present.as_slice() {
+        for other in ignored {
+            let w = b.warning(
+                "dialect_ignored",
+                &span.at,
+                format!(
+                    "span {} also carries {other}; {read} is read instead (precedence: docs/import.md)",
+                    span.span_id
+                ),
+            );
+            b.warn_trace(w);
+        }
     }
     let mut chat = Chat { span, input: None, output: None, system: None };
     let input = attrs.get("gen_ai.input.messages").filter(|v| !v.is_null());
@@ -121,13 +141,56 @@ pub(super) fn read_chat<'s>(
         if let Some(v) = output {
             chat.output = Some(structured_messages(b, &attr_ptr["gen_ai.output.messages"], v)?);
         }
-        if let Some(v) = attrs.get("gen_ai.system_instructions").filter(|v| !v.is_null()) {
+        // Latitude writes gen_ai.system.instructions
+        let system = ["gen_ai.system_instructions", "gen_ai.system.instructions"];
+        if let Some(v) = system.iter().find_map(|k| attrs.get(*k)).filter(|v| !v.is_null()) {
             chat.system = Some(system_text(v));
         }
         return Ok(chat);
     }
-    let message_events: Vec<&&Record> = events.iter().filter(|e| MESSAGE_EVENTS.contains(&e.name.as_str())).collect();
+    // Logfire / Pydantic AI: the v1.28 events as one `events` attribute
+    let carried: Vec<Record> = super::dialects::logfire_events(span)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, fields)| Record {
+            at: span.attr_ptr("events"),
+            name,
+            time: span.start,
+            fields,
+            span_id: None,
+            trace_id: None,
+        })
+        .collect();
+    let mut message_events: Vec<&Record> =
+        events.iter().copied().filter(|e| MESSAGE_EVENTS.contains(&e.name.as_str())).collect();
+    let from_attribute = message_events.is_empty();
+    if from_attribute {
+        message_events = carried.iter().filter(|e| MESSAGE_EVENTS.contains(&e.name.as_str())).collect();
+        if !message_events.is_empty() && !forms.dialects.contains(&LOGFIRE) {
+            forms.dialects.push(LOGFIRE);
+        }
+    }
     if message_events.is_empty() {
+        if let Some(read) = super::dialects::read(span, &legacy) {
+            for (at, why) in &read.skipped {
+                let w = b.warning("message_skipped", at, why.clone());
+                b.warn_trace(w);
+            }
+            if !forms.dialects.contains(&read.dialect) {
+                forms.dialects.push(read.dialect);
+            }
+            let system: Vec<String> = read
+                .input
+                .iter()
+                .filter(|m| m.role == "system")
+                .filter_map(|m| m.text().text().map(str::to_string))
+                .collect();
+            if !system.is_empty() {
+                chat.system = Some(system.join("\n"));
+            }
+            chat.input = Some(read.input);
+            chat.output = (!read.output.is_empty()).then_some(read.output);
+        }
         return Ok(chat);
     }
     forms.events = true;
@@ -136,10 +199,16 @@ pub(super) fn read_chat<'s>(
         let (is_output, msg) = event_message(b, e)?;
         if is_output { output.push(msg) } else { input.push(msg) }
     }
+    // Logfire writes the response as the last assistant message, not as gen_ai.choice
+    if from_attribute && output.is_empty() && input.last().is_some_and(|m| m.role == "assistant") {
+        output.extend(input.pop());
+    }
     chat.input = Some(input);
     chat.output = (!output.is_empty()).then_some(output);
     Ok(chat)
 }
+
+const LOGFIRE: &str = "Logfire / Pydantic AI `events` attribute (v1.28 message events)";
 
 /// `gen_ai.system_instructions`: a string, or text parts.
 fn system_text(v: &Value) -> String {
@@ -168,6 +237,14 @@ fn structured_messages(b: &mut Builder, at: &Ptr, value: &Value) -> Result<Vec<M
     for (i, item) in items.iter().enumerate() {
         let role = str_field(item, "role").ok_or_else(|| b.error(at, format!("message {i} has no \"role\"")))?;
         check_role(b, at, role, i)?;
+        if item.get("parts").is_none() {
+            // `content` (a string or parts) instead of `parts`, as several
+            // instrumentations write it
+            let msg =
+                super::dialects::chat_message(item, at).map_err(|why| b.error(at, format!("message {i}: {why}")))?;
+            out.push(msg);
+            continue;
+        }
         let mut parts = Vec::new();
         for part in item.get("parts").and_then(Value::as_array).into_iter().flatten() {
             parts.push(match str_field(part, "type") {
@@ -181,7 +258,7 @@ fn structured_messages(b: &mut Builder, at: &Ptr, value: &Value) -> Result<Vec<M
                 },
                 Some("tool_call_response") => Part::ToolResult {
                     id: str_field(part, "id").map(str::to_string),
-                    response: part.get("response").cloned().unwrap_or(Value::Null),
+                    response: part.get("response").or(part.get("result")).cloned().unwrap_or(Value::Null),
                 },
                 other => Part::Other(other.unwrap_or("untyped").to_string()),
             });

@@ -58,6 +58,8 @@ pub struct Record {
     pub fields: Map<String, Value>,
     /// For log records: the span they belong to.
     pub span_id: Option<String>,
+    /// For log records: the trace they belong to.
+    pub trace_id: Option<String>,
 }
 
 /// Everything OTLP in the file.
@@ -68,13 +70,50 @@ pub struct Otlp {
     pub schema_urls: Vec<String>,
 }
 
+impl Otlp {
+    /// The trace ids of the file, in first-seen order, with how many spans each has.
+    pub fn trace_ids(&self) -> Vec<(String, usize)> {
+        let mut out: Vec<(String, usize)> = Vec::new();
+        let ids = self
+            .spans
+            .iter()
+            .map(|s| s.trace_id.as_str())
+            .chain(self.logs.iter().filter_map(|l| l.trace_id.as_deref()));
+        for (i, id) in ids.enumerate() {
+            if id.is_empty() {
+                continue;
+            }
+            let is_span = i < self.spans.len();
+            match out.iter_mut().find(|(t, _)| t == id) {
+                Some((_, n)) => *n += usize::from(is_span),
+                None => out.push((id.to_string(), usize::from(is_span))),
+            }
+        }
+        out
+    }
+
+    /// Keep only trace `id`'s spans and log records (records without a trace id stay:
+    /// they are tied to spans by span id).
+    pub fn keep_trace(&mut self, id: &str) {
+        self.spans.retain(|s| s.trace_id == id);
+        self.logs.retain(|l| l.trace_id.as_deref().is_none_or(|t| t == id));
+    }
+}
+
 /// Collect spans and log records from every document of the file.
 pub fn collect(src: &Source) -> Result<Otlp, InputError> {
     let mut out = Otlp::default();
     for (d, doc) in src.docs.iter().enumerate() {
         let v = &doc.value;
         if v.get("resourceSpans").is_none() && v.get("resourceLogs").is_none() {
-            return Err(src.error(d, "", "not OTLP/JSON: expected \"resourceSpans\" or \"resourceLogs\""));
+            if super::exports::collect(src, d, &mut out) {
+                continue;
+            }
+            return Err(src.error(
+                d,
+                "",
+                "not OTLP/JSON (\"resourceSpans\" / \"resourceLogs\"), nor a Jaeger or Zipkin span export",
+            ));
         }
         for (r, resource) in array(src, d, v, "", "resourceSpans")? {
             schema(&mut out, resource);
@@ -140,6 +179,7 @@ fn read_span(doc: usize, pointer: &str, span: &Value) -> Span {
                         time: e.get("timeUnixNano").and_then(as_u64_lenient).unwrap_or(0),
                         fields: attributes(e.get("attributes"), &here).0,
                         span_id: None,
+                        trace_id: None,
                     }
                 })
                 .collect()
@@ -186,6 +226,7 @@ fn read_log(doc: usize, pointer: &str, record: &Value) -> Record {
         time,
         fields,
         span_id: str_field(record, "spanId").filter(|s| !s.is_empty()).map(str::to_string),
+        trace_id: str_field(record, "traceId").filter(|s| !s.is_empty()).map(str::to_string),
     }
 }
 
