@@ -41,6 +41,11 @@ pub struct RunResult {
     /// `blake3:…` of the last event; absent only when nothing was written.
     pub head: Option<String>,
     pub events: u64,
+    /// Virtual time of the run's last event, in ms: how long the agent took by its
+    /// recorded latencies and injected delays (never the wall clock, so reports stay
+    /// byte-identical).
+    #[serde(default)]
+    pub virtual_ms: u64,
     /// `run_completed.status`.
     pub status: String,
     pub checks: Vec<Check>,

@@ -35,6 +35,7 @@ fn run(index: usize, status: &str, checks: Vec<Check>) -> RunResult {
         log: format!(".stateval/runs/r1/case/{index}.jsonl"),
         head: Some(format!("blake3:{index}f3a9{index}c1d")),
         events: 12 + index as u64,
+        virtual_ms: 1450 + 300 * index as u64,
         status: status.into(),
         checks,
         error: None,

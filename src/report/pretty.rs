@@ -151,6 +151,7 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
     }
 
     datasets(outcome, out)?;
+    slowest(outcome, out)?;
 
     let extras = crate::report::metric_extras(&outcome.extras);
     let width = extras.iter().map(|(name, _)| visible(name).chars().count()).max().unwrap_or(0);
@@ -190,6 +191,31 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
         Some(root) => writeln!(out, "root {}", visible(root)),
         None => Ok(()),
     }
+}
+
+/// How many of the slowest cases the summary names.
+const SLOWEST: usize = 3;
+
+/// `slowest (virtual time): a 12.4 s, b 9.1 s, c 0.8 s` — by the longest recorded run of
+/// each case, in virtual time (recorded latencies, injected delays), so it is the same
+/// on every machine. Ties keep dataset order.
+fn slowest(outcome: &SuiteOutcome, out: &mut impl Write) -> io::Result<()> {
+    let mut top: Vec<(u64, String)> = Vec::with_capacity(SLOWEST + 1);
+    for case in outcome.cases.iter() {
+        let case = case?;
+        let ms = case.runs.iter().map(|r| r.virtual_ms).max().unwrap_or(0);
+        let at = top.iter().position(|(t, _)| ms > *t).unwrap_or(top.len());
+        if at < SLOWEST {
+            top.insert(at, (ms, case.id.clone()));
+            top.truncate(SLOWEST);
+        }
+    }
+    if top.is_empty() || top.iter().all(|(ms, _)| *ms == 0) {
+        return Ok(());
+    }
+    let listed: Vec<String> =
+        top.iter().map(|(ms, id)| format!("{} {:.1} s", visible(id), *ms as f64 / 1000.0)).collect();
+    writeln!(out, "slowest (virtual time): {}", listed.join(", "))
 }
 
 /// One line per dataset: its passing and total cases, in dataset order.

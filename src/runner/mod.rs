@@ -811,6 +811,7 @@ fn run_case(
             log: shown,
             head,
             events: events.len() as u64,
+            virtual_ms: events.last().map_or(0, |e| e.t),
             status: summary.status.as_str().to_string(),
             checks,
             error,

@@ -208,6 +208,7 @@ pub fn write_log(label: &str, events: &[Event], out: &mut dyn Write) -> io::Resu
         log: label.to_string(),
         head: events.last().map(|e| e.hash.to_string()),
         events: events.len() as u64,
+        virtual_ms: events.last().map_or(0, |e| e.t),
         status: status.clone(),
         checks: Vec::new(),
         error: None,
