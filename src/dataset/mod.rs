@@ -140,6 +140,8 @@ pub struct CaseRef {
     /// Over the case's line and the files its graders read: with a recording, the
     /// agent's profile and manifest, what decides one unit of work (`stateval plan`).
     pub inputs: Digest,
+    /// The case is a perturbation of another (it feeds a reliability card).
+    pub perturbed: bool,
 }
 
 impl CaseRef {
@@ -515,6 +517,7 @@ impl<'p> Loader<'p> {
             id: case.id.clone(),
             agent: case.agent.clone(),
             inputs: inputs.finish(),
+            perturbed: case.perturbation.is_some(),
         }))
     }
 }

@@ -20,7 +20,7 @@ use crate::evidence::{CheckOptions, check_run};
 use crate::gate::Tally;
 use crate::metrics::dimensions as cards_api;
 use crate::outcome::{CaseOutcome, CaseSpill, SuiteOutcome};
-use crate::store::{RunRecord, Store, VerdictRecord, index_log};
+use crate::store::{Layout, LogRecord, RunRecord, Store, VerdictRecord};
 
 /// One shard run, read and checked.
 struct ShardRun {
@@ -179,8 +179,17 @@ pub fn merge(
             let to = layout.log_path(&plan.run_id, &outcome.id, r.index);
             copy_log(&from.join(&outcome.id), to.parent().unwrap_or(&run_dir), r.index)?;
             r.log = plan.pipeline.display(&to);
-            let record = index_log(&layout, &plan.run_id, &outcome.id, r.index).map_err(|e| refused(e.to_string()))?.0;
-            store.put_log(&record)?;
+            // the shard's check verified this log whole: index it without a second pass
+            store.put_log(&LogRecord {
+                run_id: plan.run_id.clone(),
+                case: outcome.id.clone(),
+                k: r.index,
+                path: Layout::log_rel(&plan.run_id, &outcome.id, r.index),
+                head: r.head.clone(),
+                events: r.events,
+                complete: true,
+                turn_offsets: turn_offsets(&to).map_err(at(&to))?,
+            })?;
             store.put_verdict(&VerdictRecord {
                 run_id: plan.run_id.clone(),
                 case: outcome.id.clone(),
@@ -190,8 +199,9 @@ pub fn merge(
                 status: r.status.clone(),
             })?;
         }
-        let case = plan.case(index)?;
-        if cards::feeds_card(&case) {
+        // only a card needs the case read again
+        if case_ref.recordings.len() >= 2 || case_ref.perturbed {
+            let case = plan.case(index)?;
             let price = plan.pipeline.agents.get(&case.agent).and_then(|p| p.price);
             let mut runs = Vec::new();
             for r in &outcome.runs {
@@ -217,6 +227,24 @@ pub fn merge(
     conclude(plan, store, run, Decided { cases, tally, card_cases }, options)
 }
 
+/// Byte offset of each `turn_started` line of a verified log. A canonical line ends
+/// with `,"kind":"…","prev":…}`, and nothing after `kind` can hold that text, so the
+/// last `,"kind":"` of a line is its kind.
+fn turn_offsets(path: &Path) -> std::io::Result<Vec<u64>> {
+    let bytes = std::fs::read(path)?;
+    let mut offsets = Vec::new();
+    let mut offset = 0u64;
+    const KIND: &[u8] = b",\"kind\":\"";
+    for line in bytes.split_inclusive(|&b| b == b'\n') {
+        let kind_at = line.windows(KIND.len()).rposition(|w| w == KIND);
+        if kind_at.is_some_and(|at| line[at + KIND.len()..].starts_with(b"turn_started\"")) {
+            offsets.push(offset);
+        }
+        offset += line.len() as u64;
+    }
+    Ok(offsets)
+}
+
 /// Copy log `k` (and its agent's stderr, when there is one) from a shard's case
 /// directory into the merged run's.
 fn copy_log(from_case: &Path, to_case: &Path, k: usize) -> Result<(), RunnerError> {
@@ -227,7 +255,11 @@ fn copy_log(from_case: &Path, to_case: &Path, k: usize) -> Result<(), RunnerErro
             continue;
         }
         let to = to_case.join(format!("{k}.{ext}"));
-        std::fs::copy(&from, &to).map_err(at(&from))?;
+        // a finished log never changes: a hard link is a copy without the bytes (and
+        // `verify` would catch a later edit of either name against the manifest)
+        if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to).map_err(at(&from))?;
+        }
     }
     Ok(())
 }
