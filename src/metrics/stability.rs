@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::gate::{BlockOutcome, Bound, CaseBlock, flag, float, parse_block_assertions};
-use super::sequence::lcs_len;
+use super::sequence::BitLcs;
 use super::trace::{ToolCall, Trace};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
@@ -327,13 +327,16 @@ pub fn score_across(runs: &[Trace]) -> StabilityAcrossReport {
     let (mut similarity, mut consistency, mut pairs) = (0.0, 0.0, 0usize);
     let (mut diverging, mut early) = (0usize, 0usize);
     for i in 0..runs.len() {
+        // LCS is symmetric: run i's masks are built once and every later run is read
+        // against them, keeping the pairs (and the float sums) in their documented order.
+        let masks = BitLcs::new(sequences[i].len(), ids.len(), sequences[i].iter().enumerate().map(|(p, s)| (*s, p)));
         for j in i + 1..runs.len() {
             let (a, b) = (&sequences[i], &sequences[j]);
             pairs += 1;
             similarity += if a.is_empty() && b.is_empty() {
                 1.0
             } else {
-                2.0 * lcs_len(a, b) as f64 / (a.len() + b.len()) as f64
+                2.0 * masks.len_against(b).0 as f64 / (a.len() + b.len()) as f64
             };
             consistency += argument_agreement(&runs[i].tool_calls, &runs[j].tool_calls);
             if let Some(at) = first_divergence(a, b) {
