@@ -179,7 +179,7 @@ pub fn score_trace(trace: &Trace) -> StabilityReport {
 }
 
 fn call_key(call: &ToolCall) -> (&str, Option<&str>, &str) {
-    (call.name.as_str(), call.server.as_deref(), call.canonical_args.as_str())
+    (call.name.as_str(), call.server.as_deref(), call.canonical_args())
 }
 
 fn tool_usage_stability(calls: &[ToolCall]) -> f64 {
@@ -362,7 +362,7 @@ fn argument_agreement(a: &[ToolCall], b: &[ToolCall]) -> f64 {
     for (x, y) in a.iter().zip(b) {
         if x.name == y.name {
             aligned += 1;
-            agreeing += usize::from(x.canonical_args == y.canonical_args);
+            agreeing += usize::from(x.canonical_args() == y.canonical_args());
         }
     }
     if aligned == 0 { 1.0 } else { agreeing as f64 / aligned as f64 }

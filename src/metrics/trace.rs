@@ -15,12 +15,14 @@
 //! neither an object nor a string is not a call and is skipped; every call keeps its
 //! position in the input array ([`ToolCall::index`]) so reports point at the right entry.
 
+use std::cell::OnceCell;
+
 use serde_json::{Map, Value};
 
 use crate::canon::to_canonical;
 
 /// One recorded tool call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ToolCall {
     /// Position in the input `tool_calls` array.
     pub index: usize,
@@ -29,15 +31,26 @@ pub struct ToolCall {
     pub server: Option<String>,
     /// The arguments; `{}` when absent.
     pub args: Value,
-    /// The args' RFC 8785 canonical text, so `{a,b}` and `{b,a}` key the same.
-    pub canonical_args: String,
+    /// The args' canonical text, computed the first time a metric asks: only stability
+    /// keys calls on it, so trajectory and golden path never pay for it.
+    canonical: OnceCell<String>,
+}
+
+impl PartialEq for ToolCall {
+    fn eq(&self, other: &Self) -> bool {
+        self.index == other.index && self.name == other.name && self.server == other.server && self.args == other.args
+    }
 }
 
 impl ToolCall {
     /// A call named `name` with `args`.
     pub fn new(index: usize, name: impl Into<String>, server: Option<String>, args: Value) -> Self {
-        let canonical_args = canonical_args(&args);
-        ToolCall { index, name: name.into(), server, args, canonical_args }
+        ToolCall { index, name: name.into(), server, args, canonical: OnceCell::new() }
+    }
+
+    /// The args' RFC 8785 canonical text, so `{a,b}` and `{b,a}` key the same.
+    pub fn canonical_args(&self) -> &str {
+        self.canonical.get_or_init(|| canonical_args(&self.args))
     }
 
     /// The name with any `<server>__` wire prefix removed (the part after the first `__`).
@@ -192,7 +205,7 @@ mod tests {
     fn an_openai_style_arguments_string_is_decoded_when_it_holds_an_object() {
         let calls =
             read_call_list(&json!([{"name": "a", "arguments": "{\"b\":2,\"a\":1}"}, {"name": "c", "args": "raw"}]));
-        assert_eq!(calls[0].canonical_args, r#"{"a":1,"b":2}"#);
+        assert_eq!(calls[0].canonical_args(), r#"{"a":1,"b":2}"#);
         assert_eq!(calls[1].args, json!("raw"));
     }
 
@@ -201,8 +214,8 @@ mod tests {
         let calls = read_call_list(
             &json!([{"name": "a"}, {"name": "a", "args": {}}, {"name": "b", "args": {"y": 1, "x": 2}}, {"name": "b", "args": {"x": 2, "y": 1}}]),
         );
-        assert_eq!(calls[0].canonical_args, calls[1].canonical_args);
-        assert_eq!(calls[2].canonical_args, calls[3].canonical_args);
+        assert_eq!(calls[0].canonical_args(), calls[1].canonical_args());
+        assert_eq!(calls[2].canonical_args(), calls[3].canonical_args());
     }
 
     #[test]
