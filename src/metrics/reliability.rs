@@ -99,13 +99,26 @@ pub fn score_outcomes(outcomes: &[bool]) -> ReliabilityReport {
 
 /// `floor(100 · (c/k)^k)`, exactly in integers while 100·k^k fits in 128 bits (k ≤ 25),
 /// else in floating point (by then the value is 0 or 100 unless c is within a hair of k).
+/// The two floating-point answers that need no `powf` are given without it: every run
+/// passed (100), and a value so far below 1 that a repeated-multiplication estimate,
+/// off by far less than 1 %, already floors it to 0 — the common case in a long run.
 fn decay_entry(c: usize, k: usize) -> u32 {
     let exact = u32::try_from(k).ok().and_then(|k32| {
         let num = (c as u128).checked_pow(k32)?.checked_mul(100)?;
         let den = (k as u128).checked_pow(k32)?;
         u32::try_from(num / den).ok()
     });
-    exact.unwrap_or_else(|| (100.0 * (c as f64 / k as f64).powf(k as f64)).floor() as u32)
+    exact.unwrap_or_else(|| {
+        if c == k {
+            return 100;
+        }
+        let ratio = c as f64 / k as f64;
+        let estimate = i32::try_from(k).map_or(0.0, |k| ratio.powi(k));
+        if 100.0 * estimate < 0.99 {
+            return 0;
+        }
+        (100.0 * ratio.powf(k as f64)).floor() as u32
+    })
 }
 
 /// `round(num / den)` half away from zero for non-negative integers; `den` > 0.
@@ -356,6 +369,16 @@ mod tests {
         assert_eq!(score_outcomes(&[T, T, T, F]).decay_curve, [100, 100, 100, 31]);
         // (0/1), (1/2)^2 = 25, (2/3)^3 = 29.6 -> 29
         assert_eq!(score_outcomes(&[F, T, T]).decay_curve, [0, 25, 29]);
+    }
+
+    #[test]
+    fn the_shortcuts_past_twenty_five_runs_agree_with_powf_everywhere() {
+        for k in 26..400usize {
+            for c in 0..=k {
+                let reference = (100.0 * (c as f64 / k as f64).powf(k as f64)).floor() as u32;
+                assert_eq!(decay_entry(c, k), reference, "c={c} k={k}");
+            }
+        }
     }
 
     #[test]
