@@ -103,6 +103,22 @@ pub fn score_outcomes(outcomes: &[bool]) -> ReliabilityReport {
 /// passed (100), and a value so far below 1 that a repeated-multiplication estimate,
 /// off by far less than 1 %, already floors it to 0 — the common case in a long run.
 fn decay_entry(c: usize, k: usize) -> u32 {
+    // Runs 1..=25 (every case of an ordinary batch) come from a table of the same exact
+    // integer answers, built once: 128-bit powers and divisions cost more than the rest.
+    static SMALL: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+    if (1..=EXACT_RUNS).contains(&k) && c <= k {
+        let table = SMALL
+            .get_or_init(|| (1..=EXACT_RUNS).flat_map(|k| (0..=k).map(move |c| exact_decay_entry(c, k))).collect());
+        return table[k * (k - 1) / 2 + k - 1 + c];
+    }
+    exact_decay_entry(c, k)
+}
+
+/// Runs up to which `100·k^k` fits in 128 bits, so [`exact_decay_entry`] is exact.
+const EXACT_RUNS: usize = 25;
+
+/// [`decay_entry`] computed, not looked up.
+fn exact_decay_entry(c: usize, k: usize) -> u32 {
     let exact = u32::try_from(k).ok().and_then(|k32| {
         let num = (c as u128).checked_pow(k32)?.checked_mul(100)?;
         let den = (k as u128).checked_pow(k32)?;
@@ -369,6 +385,15 @@ mod tests {
         assert_eq!(score_outcomes(&[T, T, T, F]).decay_curve, [100, 100, 100, 31]);
         // (0/1), (1/2)^2 = 25, (2/3)^3 = 29.6 -> 29
         assert_eq!(score_outcomes(&[F, T, T]).decay_curve, [0, 25, 29]);
+    }
+
+    #[test]
+    fn the_table_of_small_decay_entries_holds_the_computed_answers() {
+        for k in 1..=40usize {
+            for c in 0..=k {
+                assert_eq!(decay_entry(c, k), exact_decay_entry(c, k), "c={c} k={k}");
+            }
+        }
     }
 
     #[test]
