@@ -1,6 +1,7 @@
 //! The conversation the agent sends to the model, and the request digest.
 //!
-//! Each message keeps its canonical bytes from the moment it is added, so a request —
+//! Each message keeps its canonical bytes from the moment it is added (all of them in one
+//! comma-separated buffer), so a request —
 //! `{"memory":…,"messages":[…],"system":…,"tools":[…]}` in JCS key order — is assembled
 //! by concatenation rather than re-canonicalised in full at every model call.
 //!
@@ -36,7 +37,8 @@ pub fn approx_tokens(text: &str) -> u64 {
 }
 
 pub struct Message {
-    canonical: Vec<u8>,
+    /// Where this message's canonical bytes start in [`Conversation::joined`].
+    offset: usize,
     pub tokens: u64,
     /// Index of the first message of this message's unit (see the module doc).
     unit_start: usize,
@@ -54,6 +56,11 @@ pub struct Window {
 #[derive(Default)]
 pub struct Conversation {
     messages: Vec<Message>,
+    /// Every message's canonical bytes, comma-separated, in one buffer: the messages
+    /// from any start on are one slice, hashed without being copied.
+    joined: Vec<u8>,
+    /// The sum of the messages' tokens.
+    total_tokens: u64,
     /// The hashed prefix of the last request (see the module doc).
     prefix: Option<Prefix>,
 }
@@ -77,7 +84,12 @@ impl Conversation {
             Some("tool") => self.messages.last().map_or(index, |m| m.unit_start),
             _ => index,
         };
-        self.messages.push(Message { canonical, tokens, unit_start });
+        if !self.messages.is_empty() {
+            self.joined.push(b',');
+        }
+        self.messages.push(Message { offset: self.joined.len(), tokens, unit_start });
+        self.joined.extend_from_slice(&canonical);
+        self.total_tokens += tokens;
         Ok(())
     }
 
@@ -108,7 +120,7 @@ impl Conversation {
     }
 
     pub fn history_tokens(&self) -> u64 {
-        self.messages.iter().map(|m| m.tokens).sum()
+        self.total_tokens
     }
 
     pub fn len(&self) -> usize {
@@ -148,20 +160,15 @@ impl Conversation {
                 Prefix { memory: memory_canonical, start, end: start, digester }
             }
         };
-        // The new messages go to the hasher in one buffer: blake3 hashes a long input
-        // many chunks at a time, but a run of small updates one block at a time.
-        let new = &self.messages[prefix.end..];
-        let mut buf = Vec::with_capacity(256 + new.iter().map(|m| m.canonical.len() + 1).sum::<usize>());
-        for (i, m) in new.iter().enumerate() {
-            if prefix.end + i > prefix.start {
-                buf.push(b',');
-            }
-            buf.extend_from_slice(&m.canonical);
+        // The messages added since go to the hasher straight from the joined buffer, with
+        // the comma before them when they follow messages already fed.
+        if let Some(first_new) = self.messages.get(prefix.end) {
+            let from = if prefix.end > prefix.start { first_new.offset - 1 } else { first_new.offset };
+            prefix.digester.update(&self.joined[from..]);
         }
-        prefix.digester.update(&buf);
         prefix.end = self.messages.len();
         let mut whole = prefix.digester.clone();
-        buf.clear();
+        let mut buf = Vec::with_capacity(32 + system_canonical.len() + tools_canonical.len());
         buf.extend_from_slice(b"],\"system\":");
         buf.extend_from_slice(system_canonical);
         buf.extend_from_slice(b",\"tools\":");
