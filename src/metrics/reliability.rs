@@ -100,8 +100,8 @@ pub fn score_outcomes(outcomes: &[bool]) -> ReliabilityReport {
 /// `floor(100 · (c/k)^k)`, exactly in integers while 100·k^k fits in 128 bits (k ≤ 25),
 /// else in floating point (by then the value is 0 or 100 unless c is within a hair of k).
 /// The two floating-point answers that need no `powf` are given without it: every run
-/// passed (100), and a value so far below 1 that a repeated-multiplication estimate,
-/// off by far less than 1 %, already floors it to 0 — the common case in a long run.
+/// passed (100), and five or more failures, which bound the value below 0.68 so it
+/// floors to 0 — the common case in a long run.
 fn decay_entry(c: usize, k: usize) -> u32 {
     // Runs 1..=25 (every case of an ordinary batch) come from a table of the same exact
     // integer answers, built once: 128-bit powers and divisions cost more than the rest.
@@ -128,12 +128,11 @@ fn exact_decay_entry(c: usize, k: usize) -> u32 {
         if c == k {
             return 100;
         }
-        let ratio = c as f64 / k as f64;
-        let estimate = i32::try_from(k).map_or(0.0, |k| ratio.powi(k));
-        if 100.0 * estimate < 0.99 {
+        // (c/k)^k = (1 − d/k)^k ≤ e^(−d) for d = k − c failures, and 100·e^(−5) ≈ 0.67
+        if k.saturating_sub(c) >= 5 {
             return 0;
         }
-        (100.0 * ratio.powf(k as f64)).floor() as u32
+        (100.0 * (c as f64 / k as f64).powf(k as f64)).floor() as u32
     })
 }
 
