@@ -141,5 +141,37 @@ fn recovery_and_narrative(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, stability, reliability, trajectory, axes_and_golden, recovery_and_narrative);
+/// The hand-sized inputs of issue #19 that used to take seconds to a minute: each must stay
+/// well under a second (`benches/inputs/long_metric_inputs.py` writes the same shapes for
+/// `stateval metric`).
+fn long_inputs(c: &mut Criterion) {
+    let mut group = c.benchmark_group("long");
+    group.sample_size(10);
+    let recorded = envelope(3000, 0, 0);
+    let calls = read_tool_calls(&recorded);
+    for mode in ["unordered", "superset"] {
+        let exp = expected(mode, &recorded, 1);
+        group.bench_function(format!("trajectory/{mode} 3,000 vs 3,000"), |b| {
+            b.iter(|| validate(black_box(&exp), black_box(&calls)))
+        });
+    }
+    let long = read_tool_calls(&envelope(20_000, 0, 3));
+    let golden = GoldenPath {
+        calls: (0..20_000).map(|i| TOOLS[(i * 5 + i / 3) % TOOLS.len()].to_string()).collect(),
+        allow_extra_steps: false,
+        penalize_backtracking: true,
+        penalize_repeated_tools: true,
+        penalize_missing_steps: true,
+    };
+    group.bench_function("golden_path/20,000 vs 20,000", |b| b.iter(|| score_golden_path(&golden, black_box(&long))));
+    let runs: Vec<Trace> = (0..500).map(|r| Trace::read(&envelope(500, 2, r))).collect();
+    group.bench_function("stability/across 500 runs x 500 calls", |b| b.iter(|| score_across(black_box(&runs))));
+    let text = "I created the issue and sent the email with id 7 then updated the ticket. ".repeat(7_000);
+    group.bench_function("narrative/20,000 calls, 500 KB", |b| {
+        b.iter(|| score_narrative(black_box(&text), black_box(&long), &NarrativeOptions::default()))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, stability, reliability, trajectory, axes_and_golden, recovery_and_narrative, long_inputs);
 criterion_main!(benches);

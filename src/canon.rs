@@ -113,7 +113,9 @@ pub fn digest(context: Context, bytes: &[u8]) -> Digest {
     digester.finish()
 }
 
-/// A digest fed piece by piece: the same as [`digest`] of the concatenated pieces.
+/// A digest fed piece by piece: the same as [`digest`] of the concatenated pieces. A clone
+/// carries the state so far, so a shared prefix is hashed once (`runtime::context`).
+#[derive(Clone)]
 pub struct Digester(blake3::Hasher);
 
 impl Digester {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::{CliError, Exit};
 use stateval::diag::parse_json_strict;
-use stateval::metrics::cli::{METRIC_NAMES, run as run_metric};
+use stateval::metrics::cli::{METRIC_NAMES, run_owned as run_metric};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -110,5 +110,5 @@ fn grade(name: &str, text: &str) -> Result<Value, GradeError> {
     }
     let input =
         parse_json_strict(text).map_err(|(line, col, message)| GradeError { place: Some((line, col)), message })?;
-    run_metric(name, &input).map_err(|e| GradeError { place: None, message: e.to_string() })
+    run_metric(name, input).map_err(|e| GradeError { place: None, message: e.to_string() })
 }

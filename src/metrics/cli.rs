@@ -9,16 +9,16 @@ use serde_json::{Map, Value, json};
 
 use super::axes::{AxesBlock, score_axes};
 use super::gate::{flag, float, optional_bool, optional_number};
-use super::golden_path::{GoldenPath, score_golden_path};
+use super::golden_path::{GoldenPath, GoldenPathReport, score_golden_path};
 use super::narrative::{NarrativeOptions, final_answer, score_narrative};
 use super::recovery::{CLI_GATE_KEYS, RecoveryGate, RecoveryMarks};
 use super::reliability::{
     Confidence, MAX_RUNS_PER_CASE, TaskCounts, confidence_band, pass_at, pass_hat, recommend_runs, score_outcomes,
     suite_mean,
 };
-use super::stability::{Floors, drift_flags, score_across, score_trace};
-use super::trace::{Trace, read_tool_calls};
-use super::trajectory::{ExpectedTrace, validate};
+use super::stability::{Floors, StabilityAcrossReport, StabilityReport, drift_flags, score_across, score_trace};
+use super::trace::{Trace, read_tool_calls, take_tool_calls};
+use super::trajectory::{ExpectedTrace, TrajectoryReport, validate};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
 /// Every metric name `run` knows, in docs/metrics.md §9 order.
@@ -59,6 +59,34 @@ pub fn run(name: &str, input: &Value) -> Result<Value, MetricError> {
     }
 }
 
+/// [`run`] over an input the caller no longer needs: the trace families move the
+/// recorded calls' arguments out of it instead of copying them. Same output, same errors.
+pub fn run_owned(name: &str, mut input: Value) -> Result<Value, MetricError> {
+    let Value::Object(object) = &mut input else {
+        return run(name, &input);
+    };
+    match name {
+        "stability" if !object.contains_key("floors") => {
+            let report = score_trace(&Trace::take(&mut input));
+            Ok(stability_output(&report, &Floors::default()))
+        }
+        "stability-across" if matches!(object.get("runs"), Some(Value::Array(_))) => {
+            let Some(Value::Array(runs)) = object.get_mut("runs") else { return run(name, &input) };
+            let runs: Vec<Trace> = runs.iter_mut().map(Trace::take).collect();
+            Ok(across_output(&score_across(&runs)))
+        }
+        "trajectory" => {
+            let expected = ExpectedTrace::parse(required(object, "expected")?, "/expected")?;
+            Ok(trajectory_output(&validate(&expected, &take_tool_calls(&mut input))))
+        }
+        "golden-path" => {
+            let golden = GoldenPath::parse(required(object, "golden")?, "/golden")?;
+            Ok(golden_output(&score_golden_path(&golden, &take_tool_calls(&mut input))))
+        }
+        _ => run(name, &input),
+    }
+}
+
 fn required<'a>(object: &'a Map<String, Value>, key: &'static str) -> Result<&'a Value, MetricError> {
     object.get(key).ok_or(MetricError::Missing { pointer: String::new(), field: key })
 }
@@ -80,22 +108,28 @@ fn stability(input: &Value, object: &Map<String, Value>) -> Result<Value, Metric
         Some(f) => (Floors::from_value(f, "/floors")?, object.get("trace").unwrap_or(&Value::Null)),
         None => (Floors::default(), input),
     };
-    let report = score_trace(&Trace::read(envelope));
-    Ok(json!({
+    Ok(stability_output(&score_trace(&Trace::read(envelope)), &floors))
+}
+
+fn stability_output(report: &StabilityReport, floors: &Floors) -> Value {
+    json!({
         "tool_usage_stability": report.tool_usage_stability,
         "response_consistency": report.response_consistency,
         "redundancy": report.redundancy,
         "cost_per_progress": report.cost_per_progress,
         "weakest_score": report.weakest_score,
-        "drift_flags": drift_flags(&report, &floors),
+        "drift_flags": drift_flags(report, floors),
         "summary": report.summary(),
-    }))
+    })
 }
 
 fn stability_across(object: &Map<String, Value>) -> Result<Value, MetricError> {
     let runs: Vec<Trace> = array(object, "runs")?.iter().map(Trace::read).collect();
-    let r = score_across(&runs);
-    Ok(json!({
+    Ok(across_output(&score_across(&runs)))
+}
+
+fn across_output(r: &StabilityAcrossReport) -> Value {
+    json!({
         "score": r.score,
         "weakest_score": r.weakest_score,
         "variance": r.variance,
@@ -103,7 +137,7 @@ fn stability_across(object: &Map<String, Value>) -> Result<Value, MetricError> {
         "argument_consistency": r.argument_consistency,
         "early_divergence": flag(r.early_divergence),
         "runs": r.runs,
-    }))
+    })
 }
 
 fn reliability(object: &Map<String, Value>) -> Result<Value, MetricError> {
@@ -203,12 +237,15 @@ fn band(object: &Map<String, Value>) -> Result<Value, MetricError> {
 
 fn trajectory(input: &Value, object: &Map<String, Value>) -> Result<Value, MetricError> {
     let expected = ExpectedTrace::parse(required(object, "expected")?, "/expected")?;
-    let report = validate(&expected, &read_tool_calls(input));
-    Ok(json!({
+    Ok(trajectory_output(&validate(&expected, &read_tool_calls(input))))
+}
+
+fn trajectory_output(report: &TrajectoryReport) -> Value {
+    json!({
         "passed": flag(report.passed),
         "mismatch_count": report.mismatch_count,
         "mismatches": report.mismatches,
-    }))
+    })
 }
 
 fn axes(input: &Value) -> Result<Value, MetricError> {
@@ -222,15 +259,18 @@ fn axes(input: &Value) -> Result<Value, MetricError> {
 
 fn golden_path(input: &Value, object: &Map<String, Value>) -> Result<Value, MetricError> {
     let golden = GoldenPath::parse(required(object, "golden")?, "/golden")?;
-    let r = score_golden_path(&golden, &read_tool_calls(input));
-    Ok(json!({
+    Ok(golden_output(&score_golden_path(&golden, &read_tool_calls(input))))
+}
+
+fn golden_output(r: &GoldenPathReport) -> Value {
+    json!({
         "passed": flag(r.passed),
         "penalty": r.penalty,
         "extra_steps": r.extra_steps,
         "backtracks": r.backtracks,
         "repeated_tools": r.repeated_tools,
         "missing_steps": r.missing_steps,
-    }))
+    })
 }
 
 fn recovery(input: &Value, object: &Map<String, Value>) -> Result<Value, MetricError> {
@@ -278,6 +318,29 @@ fn narrative(input: &Value) -> Result<Value, MetricError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_owned_run_gives_the_same_output_and_errors_as_the_borrowed_one() {
+        let calls = json!([{"name": "s__a", "args": {"x": 1}}, "b", {"name": "a", "arguments": "{\"x\":1}"}]);
+        let inputs = [
+            (
+                "stability",
+                json!({"tool_calls": calls, "conversation": {"turns": [{"role": "assistant", "content": "a"}]}}),
+            ),
+            ("stability", json!({"trace": {"tool_calls": calls}, "floors": {"redundancy": 0.9}})),
+            ("stability-across", json!({"runs": [{"tool_calls": calls}, {"trace": {"tool_calls": ["a"]}}]})),
+            ("stability-across", json!({"runs": 3})),
+            ("trajectory", json!({"tool_calls": calls, "expected": {"mode": "unordered", "calls": ["a", "c"]}})),
+            ("trajectory", json!({"tool_calls": calls})),
+            ("golden-path", json!({"tool_calls": calls, "golden": {"calls": ["a", "b"]}})),
+            ("golden-path", json!({"golden": {"calls": 1}})),
+            ("reliability", json!({"outcomes": [true, false]})),
+            ("trajectory", json!([1])),
+        ];
+        for (name, input) in inputs {
+            assert_eq!(run_owned(name, input.clone()), run(name, &input), "{name} {input}");
+        }
+    }
 
     #[test]
     fn an_unknown_metric_lists_the_known_names() {

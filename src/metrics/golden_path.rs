@@ -8,13 +8,13 @@
 //! `1/(1 + 0.5·w)` falls smoothly with the enabled waste count w, as in mcptest-core's
 //! golden-path metric.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::gate::{BlockOutcome, Bound, CaseBlock, flag, float, optional_bool, run_outcome};
-use super::sequence::lcs_len_by;
+use super::sequence::BitLcs;
 use super::trace::{ToolCall, read_tool_calls};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
@@ -89,8 +89,7 @@ pub fn score_golden_path(golden: &GoldenPath, calls: &[ToolCall]) -> GoldenPathR
         }
         seen.insert(name);
     }
-    let common = lcs_len_by(golden.calls.len(), calls.len(), |i, j| calls[j].is_named(&golden.calls[i]));
-    let missing_steps = golden.calls.len() - common;
+    let missing_steps = golden.calls.len() - common_steps(&golden.calls, calls).0;
     let waste = [
         (!golden.allow_extra_steps, extra_steps),
         (golden.penalize_backtracking, backtracks),
@@ -109,6 +108,27 @@ pub fn score_golden_path(golden: &GoldenPath, calls: &[ToolCall]) -> GoldenPathR
         repeated_tools,
         missing_steps,
     }
+}
+
+/// LCS of the golden names and the recorded calls, a call answering to a golden name by
+/// its bare or its full name ([`ToolCall::is_named`]); and the word steps it took. Each
+/// recorded name is split on `__` once here, not on every comparison.
+pub fn common_steps(golden: &[String], calls: &[ToolCall]) -> (usize, u64) {
+    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let golden_ids: Vec<u32> = golden
+        .iter()
+        .map(|name| {
+            let next = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+            *ids.entry(name.as_str()).or_insert(next)
+        })
+        .collect();
+    let pairs = calls.iter().enumerate().flat_map(|(j, call)| {
+        let bare = call.bare_name();
+        let by_bare = ids.get(bare).map(|id| (*id, j));
+        let by_full = if bare == call.name { None } else { ids.get(call.name.as_str()).map(|id| (*id, j)) };
+        by_bare.into_iter().chain(by_full)
+    });
+    BitLcs::new(calls.len(), ids.len(), pairs).len_against(&golden_ids)
 }
 
 const GOLDEN_KEYS: &[&str] =

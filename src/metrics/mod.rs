@@ -19,6 +19,7 @@ pub mod cli;
 pub mod dimensions;
 pub mod gate;
 pub mod golden_path;
+pub mod matching;
 pub mod narrative;
 pub mod recovery;
 pub mod reliability;

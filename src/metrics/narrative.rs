@@ -14,7 +14,7 @@
 //! matching is symmetric. Narration is graded here but never decides a security verdict
 //! (§7): the gate only reads this report, it is not fed back into anything observable.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -153,8 +153,35 @@ pub fn name_tokens(name: &str) -> Vec<String> {
 }
 
 /// Does `needle` occur as a contiguous run of whole words in `haystack`?
-fn contains_run(haystack: &[String], needle: &[String]) -> bool {
-    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+/// "Does this run of words occur in the text?", answered from an index of where each
+/// word occurs, and remembered: 20,000 calls asking about the same key read the text once.
+struct WordRuns<'t> {
+    words: &'t [String],
+    at: HashMap<&'t str, Vec<usize>>,
+    answers: HashMap<Vec<String>, bool>,
+}
+
+impl<'t> WordRuns<'t> {
+    fn new(words: &'t [String]) -> Self {
+        let mut at: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, w) in words.iter().enumerate() {
+            at.entry(w.as_str()).or_default().push(i);
+        }
+        WordRuns { words, at, answers: Default::default() }
+    }
+
+    /// `needle` occurs as consecutive words; an empty needle never does.
+    fn contains(&mut self, needle: Vec<String>) -> bool {
+        let Some(first) = needle.first() else { return false };
+        if let Some(known) = self.answers.get(&needle) {
+            return *known;
+        }
+        let found = self.at.get(first.as_str()).is_some_and(|starts| {
+            starts.iter().any(|&s| self.words.get(s..s + needle.len()).is_some_and(|w| w == needle.as_slice()))
+        });
+        self.answers.insert(needle, found);
+        found
+    }
 }
 
 /// One divergence between the narrative and the trace.
@@ -252,18 +279,37 @@ pub fn score_narrative(narrative: &str, calls: &[ToolCall], options: &NarrativeO
     // a claim repeated ("sent the payment … the payment was sent") is one claim, kept
     // where it is first seen, as the peer does: repeating a claim is not a second action
     let mut claims: Vec<Claim> = Vec::new();
+    let mut claimed: HashSet<(&str, &str)> = HashSet::new();
     for (i, (_, verb)) in words.iter().enumerate().filter(|(_, (_, n))| is_mutating_verb(n)) {
         let window = words.iter().skip(i + 1).take(CLAIM_WINDOW);
         let Some((_, noun)) = window.into_iter().find(|(raw, norm)| !is_stopword(raw) && !is_stopword(norm)) else {
             continue;
         };
-        if !claims.iter().any(|c| c.verb == *verb && c.noun == *noun) {
+        if claimed.insert((verb.as_str(), noun.as_str())) {
             claims.push(Claim { verb: verb.clone(), noun: noun.clone(), word_index: i });
         }
     }
 
     let call_tokens: Vec<Vec<String>> = calls.iter().map(|c| name_tokens(c.bare_name())).collect();
-    let claim_matches = |claim: &Claim, tokens: &[String]| tokens.contains(&claim.verb) && tokens.contains(&claim.noun);
+    // A claim matches a call whose name tokens hold both its verb and its noun: look the
+    // call's token pairs up among the claims rather than every claim against every call.
+    let mut claims_met: HashSet<(&str, &str)> = HashSet::new();
+    let call_meets_a_claim: Vec<bool> = call_tokens
+        .iter()
+        .map(|tokens| {
+            let mut met = false;
+            for verb in tokens {
+                for noun in tokens {
+                    if let Some(pair) = claimed.get(&(verb.as_str(), noun.as_str())) {
+                        claims_met.insert(*pair);
+                        met = true;
+                    }
+                }
+            }
+            met
+        })
+        .collect();
+    let mut runs = WordRuns::new(&normal);
     let mentioned: Vec<bool> = call_tokens
         .iter()
         .map(|tokens| {
@@ -275,8 +321,8 @@ pub fn score_narrative(narrative: &str, calls: &[ToolCall], options: &NarrativeO
         .collect();
 
     let mut items = Vec::new();
-    for (call, (tokens, is_mentioned)) in calls.iter().zip(call_tokens.iter().zip(&mentioned)) {
-        if !is_mentioned && !claims.iter().any(|c| claim_matches(c, tokens)) {
+    for (k, (call, (tokens, is_mentioned))) in calls.iter().zip(call_tokens.iter().zip(&mentioned)).enumerate() {
+        if !is_mentioned && !call_meets_a_claim[k] {
             items.push(NarrativeItem::PresentButUnclaimed {
                 call_index: call.index,
                 tool: call.name.clone(),
@@ -296,10 +342,7 @@ pub fn score_narrative(narrative: &str, calls: &[ToolCall], options: &NarrativeO
                 _ => continue, // objects, arrays and null are not top-level scalars
             };
             let value_words: Vec<String> = text_words(&value_text).into_iter().map(|(_, n)| n).collect();
-            if contains_run(&normal, &name_tokens(key))
-                && !value_words.is_empty()
-                && !contains_run(&normal, &value_words)
-            {
+            if runs.contains(name_tokens(key)) && !value_words.is_empty() && !runs.contains(value_words) {
                 items.push(NarrativeItem::ArgMismatch {
                     call_index: call.index,
                     tool: call.name.clone(),
@@ -312,7 +355,7 @@ pub fn score_narrative(narrative: &str, calls: &[ToolCall], options: &NarrativeO
     }
     let mut absent_mutating = false;
     for claim in &claims {
-        if !call_tokens.iter().any(|tokens| claim_matches(claim, tokens)) {
+        if !claims_met.contains(&(claim.verb.as_str(), claim.noun.as_str())) {
             let action = format!("{}_{}", claim.verb, claim.noun);
             let mutating = options.is_mutating(&action, std::slice::from_ref(&claim.verb));
             absent_mutating |= mutating;

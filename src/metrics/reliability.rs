@@ -99,13 +99,41 @@ pub fn score_outcomes(outcomes: &[bool]) -> ReliabilityReport {
 
 /// `floor(100 · (c/k)^k)`, exactly in integers while 100·k^k fits in 128 bits (k ≤ 25),
 /// else in floating point (by then the value is 0 or 100 unless c is within a hair of k).
+/// The two floating-point answers that need no `powf` are given without it: every run
+/// passed (100), and five or more failures, which bound the value below 0.68 so it
+/// floors to 0 — the common case in a long run.
 fn decay_entry(c: usize, k: usize) -> u32 {
+    // Runs 1..=25 (every case of an ordinary batch) come from a table of the same exact
+    // integer answers, built once: 128-bit powers and divisions cost more than the rest.
+    static SMALL: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+    if (1..=EXACT_RUNS).contains(&k) && c <= k {
+        let table = SMALL
+            .get_or_init(|| (1..=EXACT_RUNS).flat_map(|k| (0..=k).map(move |c| exact_decay_entry(c, k))).collect());
+        return table[k * (k - 1) / 2 + k - 1 + c];
+    }
+    exact_decay_entry(c, k)
+}
+
+/// Runs up to which `100·k^k` fits in 128 bits, so [`exact_decay_entry`] is exact.
+const EXACT_RUNS: usize = 25;
+
+/// [`decay_entry`] computed, not looked up.
+fn exact_decay_entry(c: usize, k: usize) -> u32 {
     let exact = u32::try_from(k).ok().and_then(|k32| {
         let num = (c as u128).checked_pow(k32)?.checked_mul(100)?;
         let den = (k as u128).checked_pow(k32)?;
         u32::try_from(num / den).ok()
     });
-    exact.unwrap_or_else(|| (100.0 * (c as f64 / k as f64).powf(k as f64)).floor() as u32)
+    exact.unwrap_or_else(|| {
+        if c == k {
+            return 100;
+        }
+        // (c/k)^k = (1 − d/k)^k ≤ e^(−d) for d = k − c failures, and 100·e^(−5) ≈ 0.67
+        if k.saturating_sub(c) >= 5 {
+            return 0;
+        }
+        (100.0 * (c as f64 / k as f64).powf(k as f64)).floor() as u32
+    })
 }
 
 /// `round(num / den)` half away from zero for non-negative integers; `den` > 0.
@@ -356,6 +384,25 @@ mod tests {
         assert_eq!(score_outcomes(&[T, T, T, F]).decay_curve, [100, 100, 100, 31]);
         // (0/1), (1/2)^2 = 25, (2/3)^3 = 29.6 -> 29
         assert_eq!(score_outcomes(&[F, T, T]).decay_curve, [0, 25, 29]);
+    }
+
+    #[test]
+    fn the_table_of_small_decay_entries_holds_the_computed_answers() {
+        for k in 1..=40usize {
+            for c in 0..=k {
+                assert_eq!(decay_entry(c, k), exact_decay_entry(c, k), "c={c} k={k}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_shortcuts_past_twenty_five_runs_agree_with_powf_everywhere() {
+        for k in 26..400usize {
+            for c in 0..=k {
+                let reference = (100.0 * (c as f64 / k as f64).powf(k as f64)).floor() as u32;
+                assert_eq!(decay_entry(c, k), reference, "c={c} k={k}");
+            }
+        }
     }
 
     #[test]

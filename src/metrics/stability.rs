@@ -12,13 +12,13 @@
 //! Design choice: every score is the *weakest* view, so one bad dimension cannot hide
 //! behind three good ones; `drift_flags` names which one it was.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::gate::{BlockOutcome, Bound, CaseBlock, flag, float, parse_block_assertions};
-use super::sequence::lcs_len;
+use super::sequence::BitLcs;
 use super::trace::{ToolCall, Trace};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
@@ -179,7 +179,7 @@ pub fn score_trace(trace: &Trace) -> StabilityReport {
 }
 
 fn call_key(call: &ToolCall) -> (&str, Option<&str>, &str) {
-    (call.name.as_str(), call.server.as_deref(), call.canonical_args.as_str())
+    (call.name.as_str(), call.server.as_deref(), call.canonical_args())
 }
 
 fn tool_usage_stability(calls: &[ToolCall]) -> f64 {
@@ -324,18 +324,36 @@ pub fn score_across(runs: &[Trace]) -> StabilityAcrossReport {
         })
         .collect();
 
+    // Intern canonical args too: a pair of runs then compares integers, not strings.
+    let mut arg_ids: HashMap<&str, u32> = HashMap::new();
+    let arguments: Vec<Vec<u32>> = runs
+        .iter()
+        .map(|r| {
+            r.tool_calls
+                .iter()
+                .map(|c| {
+                    let next = arg_ids.len() as u32;
+                    *arg_ids.entry(c.canonical_args()).or_insert(next)
+                })
+                .collect()
+        })
+        .collect();
+
     let (mut similarity, mut consistency, mut pairs) = (0.0, 0.0, 0usize);
     let (mut diverging, mut early) = (0usize, 0usize);
     for i in 0..runs.len() {
+        // LCS is symmetric: run i's masks are built once and every later run is read
+        // against them, keeping the pairs (and the float sums) in their documented order.
+        let masks = BitLcs::new(sequences[i].len(), ids.len(), sequences[i].iter().enumerate().map(|(p, s)| (*s, p)));
         for j in i + 1..runs.len() {
             let (a, b) = (&sequences[i], &sequences[j]);
             pairs += 1;
             similarity += if a.is_empty() && b.is_empty() {
                 1.0
             } else {
-                2.0 * lcs_len(a, b) as f64 / (a.len() + b.len()) as f64
+                2.0 * masks.len_against(b).0 as f64 / (a.len() + b.len()) as f64
             };
-            consistency += argument_agreement(&runs[i].tool_calls, &runs[j].tool_calls);
+            consistency += argument_agreement(a, b, &arguments[i], &arguments[j]);
             if let Some(at) = first_divergence(a, b) {
                 diverging += 1;
                 early += usize::from(at <= EARLY_DIVERGENCE_INDEX);
@@ -354,12 +372,14 @@ pub fn score_across(runs: &[Trace]) -> StabilityAcrossReport {
     }
 }
 
-fn argument_agreement(a: &[ToolCall], b: &[ToolCall]) -> f64 {
+/// Over aligned positions whose names (interned in `names_*`) agree, the share whose
+/// canonical args (interned in `args_*`) agree too.
+fn argument_agreement(names_a: &[u32], names_b: &[u32], args_a: &[u32], args_b: &[u32]) -> f64 {
     let (mut aligned, mut agreeing) = (0usize, 0usize);
-    for (x, y) in a.iter().zip(b) {
-        if x.name == y.name {
+    for ((x, y), (p, q)) in names_a.iter().zip(names_b).zip(args_a.iter().zip(args_b)) {
+        if x == y {
             aligned += 1;
-            agreeing += usize::from(x.canonical_args == y.canonical_args);
+            agreeing += usize::from(p == q);
         }
     }
     if aligned == 0 { 1.0 } else { agreeing as f64 / aligned as f64 }

@@ -15,12 +15,14 @@
 //! neither an object nor a string is not a call and is skipped; every call keeps its
 //! position in the input array ([`ToolCall::index`]) so reports point at the right entry.
 
+use std::cell::OnceCell;
+
 use serde_json::{Map, Value};
 
 use crate::canon::to_canonical;
 
 /// One recorded tool call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ToolCall {
     /// Position in the input `tool_calls` array.
     pub index: usize,
@@ -29,15 +31,26 @@ pub struct ToolCall {
     pub server: Option<String>,
     /// The arguments; `{}` when absent.
     pub args: Value,
-    /// The args' RFC 8785 canonical text, so `{a,b}` and `{b,a}` key the same.
-    pub canonical_args: String,
+    /// The args' canonical text, computed the first time a metric asks: only stability
+    /// keys calls on it, so trajectory and golden path never pay for it.
+    canonical: OnceCell<String>,
+}
+
+impl PartialEq for ToolCall {
+    fn eq(&self, other: &Self) -> bool {
+        self.index == other.index && self.name == other.name && self.server == other.server && self.args == other.args
+    }
 }
 
 impl ToolCall {
     /// A call named `name` with `args`.
     pub fn new(index: usize, name: impl Into<String>, server: Option<String>, args: Value) -> Self {
-        let canonical_args = canonical_args(&args);
-        ToolCall { index, name: name.into(), server, args, canonical_args }
+        ToolCall { index, name: name.into(), server, args, canonical: OnceCell::new() }
+    }
+
+    /// The args' RFC 8785 canonical text, so `{a,b}` and `{b,a}` key the same.
+    pub fn canonical_args(&self) -> &str {
+        self.canonical.get_or_init(|| canonical_args(&self.args))
     }
 
     /// The name with any `<server>__` wire prefix removed (the part after the first `__`).
@@ -79,32 +92,45 @@ pub struct Trace {
 impl Trace {
     /// Read a trace envelope leniently.
     pub fn read(envelope: &Value) -> Trace {
-        let conversation = field(envelope, "conversation");
-        let total_tokens = conversation
-            .and_then(|c| c.get("tokens"))
-            .and_then(|t| t.get("total"))
-            .and_then(Value::as_f64)
-            .filter(|t| t.is_finite() && *t > 0.0)
-            .unwrap_or(0.0);
-        let assistant_turns = conversation
-            .and_then(|c| c.get("turns"))
-            .and_then(Value::as_array)
-            .map(|turns| {
-                turns
-                    .iter()
-                    .filter(|t| t.get("role").and_then(Value::as_str) == Some("assistant"))
-                    .map(|t| t.get("content").map(content_text).unwrap_or_default())
-                    .filter(|text| !text.is_empty())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let (assistant_turns, total_tokens) = conversation_parts(envelope);
         Trace { tool_calls: read_tool_calls(envelope), assistant_turns, total_tokens }
+    }
+
+    /// [`Trace::read`] of an envelope the caller no longer needs: the calls' arguments are
+    /// moved out of it rather than copied (the batch CLI reads 200 calls a line).
+    pub fn take(envelope: &mut Value) -> Trace {
+        let (assistant_turns, total_tokens) = conversation_parts(envelope);
+        Trace { tool_calls: take_tool_calls(envelope), assistant_turns, total_tokens }
     }
 
     /// The last assistant turn with text: the final answer the narrative is read from.
     pub fn final_answer(&self) -> Option<&str> {
         self.assistant_turns.last().map(String::as_str)
     }
+}
+
+/// The assistant turns' texts and the total tokens of an envelope.
+fn conversation_parts(envelope: &Value) -> (Vec<String>, f64) {
+    let conversation = field(envelope, "conversation");
+    let total_tokens = conversation
+        .and_then(|c| c.get("tokens"))
+        .and_then(|t| t.get("total"))
+        .and_then(Value::as_f64)
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .unwrap_or(0.0);
+    let assistant_turns = conversation
+        .and_then(|c| c.get("turns"))
+        .and_then(Value::as_array)
+        .map(|turns| {
+            turns
+                .iter()
+                .filter(|t| t.get("role").and_then(Value::as_str) == Some("assistant"))
+                .map(|t| t.get("content").map(content_text).unwrap_or_default())
+                .filter(|text| !text.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    (assistant_turns, total_tokens)
 }
 
 /// `envelope.key`, or `envelope.trace.key` when the envelope is nested under `trace`.
@@ -134,15 +160,47 @@ pub fn read_call_list(calls: &Value) -> Vec<ToolCall> {
 }
 
 fn read_call(index: usize, call: &Map<String, Value>) -> ToolCall {
+    let args = call.get("args").or_else(|| call.get("arguments")).cloned();
+    build_call(index, call, args)
+}
+
+/// [`read_tool_calls`] of an envelope the caller no longer needs: each call's arguments
+/// are moved out of the envelope (left `null` there) instead of copied.
+pub fn take_tool_calls(envelope: &mut Value) -> Vec<ToolCall> {
+    let calls = if envelope.get("tool_calls").is_some() {
+        envelope.get_mut("tool_calls")
+    } else {
+        envelope.get_mut("trace").and_then(|t| t.get_mut("tool_calls"))
+    };
+    let Some(Value::Array(items)) = calls else {
+        return Vec::new();
+    };
+    items
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(index, item)| match item {
+            Value::String(name) => Some(ToolCall::new(index, std::mem::take(name), None, empty_args())),
+            Value::Object(call) => {
+                let key = if call.contains_key("args") { "args" } else { "arguments" };
+                let args = call.get_mut(key).map(Value::take);
+                Some(build_call(index, call, args))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A call from its object and its (already read) `args`/`arguments` value.
+fn build_call(index: usize, call: &Map<String, Value>, args: Option<Value>) -> ToolCall {
     let name = call.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
     let server = call.get("server").and_then(Value::as_str).map(str::to_string);
-    let args = match call.get("args").or_else(|| call.get("arguments")) {
+    let args = match args {
         None | Some(Value::Null) => empty_args(),
-        Some(Value::String(text)) => match serde_json::from_str::<Value>(text) {
+        Some(Value::String(text)) => match serde_json::from_str::<Value>(&text) {
             Ok(decoded @ Value::Object(_)) => decoded,
-            _ => Value::String(text.clone()),
+            _ => Value::String(text),
         },
-        Some(other) => other.clone(),
+        Some(other) => other,
     };
     ToolCall::new(index, name, server, args)
 }
@@ -176,6 +234,21 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn taking_a_trace_reads_the_same_as_reading_it() {
+        let envelopes = [
+            json!({"tool_calls": [1, "search", {"name": "a", "arguments": "{\"b\":2}"}, {"name": "c", "args": null, "arguments": {"x": 1}}, {"name": "d", "arguments": {"y": [1]}}],
+                   "conversation": {"tokens": {"total": 10}, "turns": [{"role": "assistant", "content": "hi"}]}}),
+            json!({"trace": {"tool_calls": [{"name": "srv__e", "server": "srv", "args": {"z": 1}}]}}),
+            json!({"tool_calls": "not a list"}),
+        ];
+        for envelope in envelopes {
+            let read = Trace::read(&envelope);
+            let mut owned = envelope.clone();
+            assert_eq!(Trace::take(&mut owned), read, "{envelope}");
+        }
+    }
+
+    #[test]
     fn an_empty_envelope_has_no_calls_no_turns_and_no_tokens() {
         assert_eq!(Trace::read(&json!({})), Trace::default());
         assert_eq!(Trace::read(&json!("not an envelope")), Trace::default());
@@ -192,7 +265,7 @@ mod tests {
     fn an_openai_style_arguments_string_is_decoded_when_it_holds_an_object() {
         let calls =
             read_call_list(&json!([{"name": "a", "arguments": "{\"b\":2,\"a\":1}"}, {"name": "c", "args": "raw"}]));
-        assert_eq!(calls[0].canonical_args, r#"{"a":1,"b":2}"#);
+        assert_eq!(calls[0].canonical_args(), r#"{"a":1,"b":2}"#);
         assert_eq!(calls[1].args, json!("raw"));
     }
 
@@ -201,8 +274,8 @@ mod tests {
         let calls = read_call_list(
             &json!([{"name": "a"}, {"name": "a", "args": {}}, {"name": "b", "args": {"y": 1, "x": 2}}, {"name": "b", "args": {"x": 2, "y": 1}}]),
         );
-        assert_eq!(calls[0].canonical_args, calls[1].canonical_args);
-        assert_eq!(calls[2].canonical_args, calls[3].canonical_args);
+        assert_eq!(calls[0].canonical_args(), calls[1].canonical_args());
+        assert_eq!(calls[2].canonical_args(), calls[3].canonical_args());
     }
 
     #[test]

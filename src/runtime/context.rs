@@ -1,8 +1,18 @@
 //! The conversation the agent sends to the model, and the request digest.
 //!
-//! Each message keeps its canonical bytes from the moment it is added, so a request —
+//! Each message keeps its canonical bytes from the moment it is added (all of them in one
+//! comma-separated buffer), so a request —
 //! `{"memory":…,"messages":[…],"system":…,"tools":[…]}` in JCS key order — is assembled
 //! by concatenation rather than re-canonicalised in full at every model call.
+//!
+//! The request digest is the digest of that whole document (the same definition as an
+//! externally recorded request's, `external::neutral::digest`), but it is not re-hashed
+//! from the first byte at every model call: the hasher's state after
+//! `{"memory":…,"messages":[` and the messages sent so far is kept, and the next call
+//! feeds only the messages added since, then the closing sections to a copy. The state is
+//! rebuilt when what precedes the new messages changes — the memory view or the first
+//! message of the window — so a long case costs one pass over its history between such
+//! changes instead of one pass per model call. The digest is byte-for-byte the same.
 //!
 //! Token counts are a deterministic approximation: ⌈characters / 4⌉ per text, the
 //! common rule of thumb for English with BPE tokenisers. They are for budgets and
@@ -17,7 +27,7 @@
 
 use serde_json::{Value, json};
 
-use crate::canon::{self, CanonError, Context, Digest};
+use crate::canon::{self, CanonError, Context, Digest, Digester};
 
 /// Characters per token in the approximation.
 pub const CHARS_PER_TOKEN: usize = 4;
@@ -27,7 +37,8 @@ pub fn approx_tokens(text: &str) -> u64 {
 }
 
 pub struct Message {
-    canonical: Vec<u8>,
+    /// Where this message's canonical bytes start in [`Conversation::joined`].
+    offset: usize,
     pub tokens: u64,
     /// Index of the first message of this message's unit (see the module doc).
     unit_start: usize,
@@ -45,6 +56,21 @@ pub struct Window {
 #[derive(Default)]
 pub struct Conversation {
     messages: Vec<Message>,
+    /// Every message's canonical bytes, comma-separated, in one buffer: the messages
+    /// from any start on are one slice, hashed without being copied.
+    joined: Vec<u8>,
+    /// The sum of the messages' tokens.
+    total_tokens: u64,
+    /// The hashed prefix of the last request (see the module doc).
+    prefix: Option<Prefix>,
+}
+
+/// A request digest's state after `{"memory":M,"messages":[` and messages `start..end`.
+struct Prefix {
+    memory: Vec<u8>,
+    start: usize,
+    end: usize,
+    digester: Digester,
 }
 
 impl Conversation {
@@ -58,7 +84,12 @@ impl Conversation {
             Some("tool") => self.messages.last().map_or(index, |m| m.unit_start),
             _ => index,
         };
-        self.messages.push(Message { canonical, tokens, unit_start });
+        if !self.messages.is_empty() {
+            self.joined.push(b',');
+        }
+        self.messages.push(Message { offset: self.joined.len(), tokens, unit_start });
+        self.joined.extend_from_slice(&canonical);
+        self.total_tokens += tokens;
         Ok(())
     }
 
@@ -89,7 +120,7 @@ impl Conversation {
     }
 
     pub fn history_tokens(&self) -> u64 {
-        self.messages.iter().map(|m| m.tokens).sum()
+        self.total_tokens
     }
 
     pub fn len(&self) -> usize {
@@ -101,31 +132,51 @@ impl Conversation {
     }
 
     /// Digest of the request built from the system prompt, tool list and memory
-    /// (pre-canonicalised by the caller) and the messages from `start` on.
+    /// (pre-canonicalised by the caller) and the messages from `start` on: the digest of
+    /// the canonical request document, fed from the kept prefix when it still applies.
     pub fn request_digest(
-        &self,
+        &mut self,
         system_canonical: &[u8],
         tools_canonical: &[u8],
         memory: &Value,
         start: usize,
     ) -> Result<Digest, CanonError> {
-        let sent = &self.messages[start.min(self.messages.len())..];
-        let mut buf = Vec::with_capacity(1024 + sent.iter().map(|m| m.canonical.len() + 1).sum::<usize>());
-        buf.extend_from_slice(b"{\"memory\":");
-        canon::write_canonical(&mut buf, memory)?;
-        buf.extend_from_slice(b",\"messages\":[");
-        for (i, m) in sent.iter().enumerate() {
-            if i > 0 {
-                buf.push(b',');
+        let start = start.min(self.messages.len());
+        let mut memory_canonical = Vec::new();
+        canon::write_canonical(&mut memory_canonical, memory)?;
+        let reusable = self
+            .prefix
+            .as_ref()
+            .is_some_and(|p| p.start == start && p.end <= self.messages.len() && p.memory == memory_canonical);
+        let mut prefix = match self.prefix.take() {
+            Some(p) if reusable => p,
+            _ => {
+                let mut digester = Digester::new(Context::Request);
+                let mut head = Vec::with_capacity(memory_canonical.len() + 32);
+                head.extend_from_slice(b"{\"memory\":");
+                head.extend_from_slice(&memory_canonical);
+                head.extend_from_slice(b",\"messages\":[");
+                digester.update(&head);
+                Prefix { memory: memory_canonical, start, end: start, digester }
             }
-            buf.extend_from_slice(&m.canonical);
+        };
+        // The messages added since go to the hasher straight from the joined buffer, with
+        // the comma before them when they follow messages already fed.
+        if let Some(first_new) = self.messages.get(prefix.end) {
+            let from = if prefix.end > prefix.start { first_new.offset - 1 } else { first_new.offset };
+            prefix.digester.update(&self.joined[from..]);
         }
+        prefix.end = self.messages.len();
+        let mut whole = prefix.digester.clone();
+        let mut buf = Vec::with_capacity(32 + system_canonical.len() + tools_canonical.len());
         buf.extend_from_slice(b"],\"system\":");
         buf.extend_from_slice(system_canonical);
         buf.extend_from_slice(b",\"tools\":");
         buf.extend_from_slice(tools_canonical);
         buf.push(b'}');
-        Ok(canon::digest(Context::Request, &buf))
+        whole.update(&buf);
+        self.prefix = Some(prefix);
+        Ok(whole.finish())
     }
 }
 
@@ -151,6 +202,34 @@ mod tests {
             c.request_digest(&system, &tools, &memory, 0).unwrap(),
             canon::canonical_digest(Context::Request, &whole).unwrap()
         );
+    }
+
+    #[test]
+    fn every_request_digest_equals_the_digest_of_the_whole_request_as_the_history_grows() {
+        let system = canon::to_canonical(&json!("sys")).unwrap();
+        let tools = canon::to_canonical(&json!([{"name": "t"}])).unwrap();
+        let mut c = Conversation::default();
+        let mut sent: Vec<Value> = Vec::new();
+        for i in 0..40usize {
+            let message = json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": "x".repeat(i * 37)});
+            c.push(message.clone()).unwrap();
+            sent.push(message);
+            // memory changes now and then; the window start moves now and then
+            let memory = json!({"semantic": {"k": i / 7}});
+            let start = (i / 13) * 3;
+            let whole = json!({"system": "sys", "tools": [{"name": "t"}], "memory": memory,
+                               "messages": sent[start.min(sent.len())..]});
+            assert_eq!(
+                c.request_digest(&system, &tools, &memory, start).unwrap(),
+                canon::canonical_digest(Context::Request, &whole).unwrap(),
+                "after message {i}"
+            );
+            // asking twice without a new message gives the same digest
+            assert_eq!(
+                c.request_digest(&system, &tools, &memory, start).unwrap(),
+                canon::canonical_digest(Context::Request, &whole).unwrap()
+            );
+        }
     }
 
     fn conversation(messages: &[Value]) -> Conversation {
