@@ -115,7 +115,7 @@ fn a_passing_custom_grader_is_given_the_value_and_its_verdict_and_digests_go_int
     let log = p.log_files().pop().unwrap();
     let verified = p.stateval(&["verify", &log]);
     verified.expect_code(0);
-    assert!(verified.stdout.contains("(complete)"), "the log still ends with run_completed: {}", verified.stdout);
+    assert!(verified.stdout.contains("(complete;"), "the log still ends with run_completed: {}", verified.stdout);
 }
 
 #[test]
