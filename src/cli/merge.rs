@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use super::{CliError, Exit};
-use stateval::report;
 use stateval::runner::shard::PlanFile;
 use stateval::runner::{Options, Plan, Selection, merge};
 
@@ -42,14 +41,6 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .map(std::sync::Arc::new);
     let options = Options { jobs: 1, selective: false, signer, shard: None, reuse: None };
     let outcome = merge::merge(&plan, &store, &args.dirs, plan_file.as_ref(), &options)?;
-    let written = report::write_reports(&outcome, &plan.pipeline.report, &plan.pipeline.base)
-        .map_err(|e| if e.is_users() { CliError::invalid(e.to_string()) } else { CliError::internal(e.to_string()) })?;
-    let mut stdout = std::io::stdout().lock();
-    report::pretty::write_summary(&outcome, &mut stdout, report::pretty::stdout_color_choice(), args.verbose)
-        .map_err(|e| CliError::internal(e.to_string()))?;
-    drop(stdout);
-    for path in written {
-        super::out(format!("report: {}", plan.pipeline.display(&path)));
-    }
+    super::run::write_reports(&outcome, &plan, args.verbose)?;
     Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
 }

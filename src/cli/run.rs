@@ -154,19 +154,25 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         return Ok(Exit::Pass);
     }
 
-    let written = report::write_reports(&outcome, &plan.pipeline.report, &plan.pipeline.base)
+    write_reports(&outcome, &plan, args.verbose)?;
+    if args.bless {
+        super::out(bless_summary(&plan.goldens));
+    }
+    Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
+}
+
+/// The pipeline's report files, then the summary and where each report went.
+pub fn write_reports(outcome: &stateval::outcome::SuiteOutcome, plan: &Plan, verbose: bool) -> Result<(), CliError> {
+    let written = report::write_reports(outcome, &plan.pipeline.report, &plan.pipeline.base)
         .map_err(|e| if e.is_users() { CliError::invalid(e.to_string()) } else { CliError::internal(e.to_string()) })?;
     let mut stdout = std::io::stdout().lock();
-    report::pretty::write_summary(&outcome, &mut stdout, report::pretty::stdout_color_choice(), args.verbose)
+    report::pretty::write_summary(outcome, &mut stdout, report::pretty::stdout_color_choice(), verbose)
         .map_err(|e| CliError::internal(e.to_string()))?;
     drop(stdout);
     for path in written {
         super::out(format!("report: {}", plan.pipeline.display(&path)));
     }
-    if args.bless {
-        super::out(bless_summary(&plan.goldens));
-    }
-    Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
+    Ok(())
 }
 
 /// A plan file from `stateval plan` must be this plan: same digest.

@@ -14,13 +14,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::shard::{PlanFile, SHARD_FILE, ShardRecord, UNITS_FILE, UnitRecord, unit_id};
-use super::{Decided, Options, Plan, RunnerError, at, cards, conclude, remove_run_dir};
+use super::{Decided, Options, Plan, RunnerError, at, cards, conclude, start_run};
 use crate::canon::Digest;
 use crate::evidence::{CheckOptions, check_run};
 use crate::gate::Tally;
 use crate::metrics::dimensions as cards_api;
 use crate::outcome::{CaseOutcome, CaseSpill, SuiteOutcome};
-use crate::store::{Layout, LogRecord, RunRecord, Store, VerdictRecord};
+use crate::store::{Layout, LogRecord, Store, VerdictRecord};
 
 /// One shard run, read and checked.
 struct ShardRun {
@@ -145,18 +145,7 @@ pub fn merge(
 
     let layout = plan.layout();
     let run_dir = layout.run_dir(&plan.run_id);
-    remove_run_dir(&run_dir)?;
-    std::fs::create_dir_all(&run_dir).map_err(at(&run_dir))?;
-    let run = RunRecord {
-        run_id: plan.run_id.clone(),
-        pipeline: plan.pipeline.pipeline.name.clone(),
-        cases: plan.cases.len(),
-        passed: None,
-    };
-    let meta = layout.meta_path(&plan.run_id);
-    std::fs::write(&meta, serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?)
-        .map_err(at(&meta))?;
-    store.put_run(&run)?;
+    let run = start_run(plan, store)?;
 
     // the outcomes of the cases each shard decided, read one shard at a time
     let mut outcomes: BTreeMap<String, CaseOutcome> = BTreeMap::new();

@@ -467,20 +467,7 @@ pub fn execute(
     progress: &mut dyn FnMut(&CaseOutcome),
 ) -> Result<SuiteOutcome, RunnerError> {
     let layout = plan.layout();
-    let run_dir = layout.run_dir(&plan.run_id);
-    // The same inputs give the same run id: a rerun replaces the earlier one whole.
-    remove_run_dir(&run_dir)?;
-    std::fs::create_dir_all(&run_dir).map_err(at(&run_dir))?;
-    let run = RunRecord {
-        run_id: plan.run_id.clone(),
-        pipeline: plan.pipeline.pipeline.name.clone(),
-        cases: plan.cases.len(),
-        passed: None,
-    };
-    let meta = layout.meta_path(&plan.run_id);
-    std::fs::write(&meta, serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?)
-        .map_err(at(&meta))?;
-    store.put_run(&run)?;
+    let run = start_run(&plan, store.as_ref())?;
     let verdicts_path = layout.verdicts_path(&plan.run_id);
     let verdicts = Arc::new(Mutex::new(std::fs::File::create(&verdicts_path).map_err(at(&verdicts_path))?));
 
@@ -560,6 +547,51 @@ pub fn execute(
 
     let cases = spill.finish().map_err(at(&spill_path))?;
     conclude(&plan, store.as_ref(), run, Decided { cases, tally, card_cases }, options)
+}
+
+/// A fresh run directory (the same inputs give the same run id: a rerun replaces the
+/// earlier one whole) and its `run.json`, before any case runs.
+pub(crate) fn start_run(plan: &Plan, store: &dyn Store) -> Result<RunRecord, RunnerError> {
+    let layout = plan.layout();
+    let run_dir = layout.run_dir(&plan.run_id);
+    remove_run_dir(&run_dir)?;
+    std::fs::create_dir_all(&run_dir).map_err(at(&run_dir))?;
+    let run = RunRecord {
+        run_id: plan.run_id.clone(),
+        pipeline: plan.pipeline.pipeline.name.clone(),
+        cases: plan.cases.len(),
+        passed: None,
+    };
+    let meta = layout.meta_path(&plan.run_id);
+    std::fs::write(&meta, serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?)
+        .map_err(at(&meta))?;
+    store.put_run(&run)?;
+    Ok(run)
+}
+
+/// A run's verdicts for one case: into the store, and appended to `verdicts.jsonl` as
+/// the case finishes (rewritten in dataset order at the end).
+pub(crate) fn record_verdicts(
+    plan: &Plan,
+    case: &CaseOutcome,
+    store: &dyn Store,
+    verdicts: &Mutex<std::fs::File>,
+) -> Result<(), RunnerError> {
+    let mut file = verdicts.lock().map_err(|_| RunnerError::Internal("verdict file lock poisoned".into()))?;
+    for r in &case.runs {
+        let v = VerdictRecord {
+            run_id: plan.run_id.clone(),
+            case: case.id.clone(),
+            dataset: case.dataset.clone(),
+            k: r.index,
+            passed: r.passed,
+            status: r.status.clone(),
+        };
+        store.put_verdict(&v)?;
+        let line = serde_json::to_string(&v).map_err(|e| RunnerError::Internal(e.to_string()))?;
+        writeln!(file, "{line}")?;
+    }
+    Ok(())
 }
 
 /// A run once every case is decided: its cases (in dataset order, on disk), the tally
@@ -828,35 +860,18 @@ fn run_case(
         runs: card_runs.into_iter().zip(&runs).map(|(card, r)| cards_api::Run { success: r.passed, ..card }).collect(),
     });
     let passed = runs.iter().all(|r| r.passed) && blocks.iter().all(|c| c.passed);
-    {
-        let mut file = verdicts.lock().map_err(|_| RunnerError::Internal("verdict file lock poisoned".into()))?;
-        for r in &runs {
-            let v = VerdictRecord {
-                run_id: plan.run_id.clone(),
-                case: case.id.clone(),
-                dataset: case.dataset.clone(),
-                k: r.index,
-                passed: r.passed,
-                status: r.status.clone(),
-            };
-            store.put_verdict(&v)?;
-            let line = serde_json::to_string(&v).map_err(|e| RunnerError::Internal(e.to_string()))?;
-            writeln!(file, "{line}")?;
-        }
-    }
-    Ok((
-        card_case,
-        CaseOutcome {
-            dataset: case.dataset.clone(),
-            id: case.id.clone(),
-            tags: case.tags.clone(),
-            agent: case.agent.clone(),
-            source: case.source(),
-            runs,
-            blocks,
-            passed,
-        },
-    ))
+    let outcome = CaseOutcome {
+        dataset: case.dataset.clone(),
+        id: case.id.clone(),
+        tags: case.tags.clone(),
+        agent: case.agent.clone(),
+        source: case.source(),
+        runs,
+        blocks,
+        passed,
+    };
+    record_verdicts(plan, &outcome, store, verdicts)?;
+    Ok((card_case, outcome))
 }
 
 /// The message of the log's first fixture error (an effect the manifest cannot apply).

@@ -17,7 +17,7 @@ use crate::canon::Digest;
 use crate::evidence::{CheckOptions, check_log};
 use crate::metrics::dimensions as cards_api;
 use crate::outcome::{CaseOutcome, Cases};
-use crate::store::{Store, VerdictRecord, index_log};
+use crate::store::{Store, index_log};
 
 /// Where a unit's earlier log is.
 #[derive(Debug, Clone)]
@@ -158,23 +158,7 @@ pub(super) fn take_over(
         store.put_log(&record)?;
     }
     outcome.passed = outcome.runs.iter().all(|r| r.passed) && outcome.blocks.iter().all(|c| c.passed);
-    {
-        use std::io::Write;
-        let mut file = verdicts.lock().map_err(|_| RunnerError::Internal("verdict file lock poisoned".into()))?;
-        for r in &outcome.runs {
-            let v = VerdictRecord {
-                run_id: plan.run_id.clone(),
-                case: case.id.clone(),
-                dataset: case.dataset.clone(),
-                k: r.index,
-                passed: r.passed,
-                status: r.status.clone(),
-            };
-            store.put_verdict(&v)?;
-            let line = serde_json::to_string(&v).map_err(|e| RunnerError::Internal(e.to_string()))?;
-            writeln!(file, "{line}")?;
-        }
-    }
+    super::record_verdicts(plan, &outcome, store, verdicts)?;
     let card_case = cards::feeds_card(&case).then(|| cards::CardCase {
         id: case.id.clone(),
         agent: case.agent.clone(),
