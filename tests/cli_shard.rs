@@ -11,6 +11,18 @@ use common::{CI_REPORTS, Project, copy_dir};
 
 const SHARDS: usize = 4;
 
+/// Every variable `--shard-from-env` reads: cleared, so the machine running the tests
+/// (a CI job of one of these engines) cannot choose the shard instead of the test.
+const ENGINE_VARS: [&str; 7] = [
+    "STATEVAL_SHARD",
+    "CI_NODE_INDEX",
+    "CI_NODE_TOTAL",
+    "BUILDKITE_PARALLEL_JOB",
+    "BUILDKITE_PARALLEL_JOB_COUNT",
+    "JOB_COMPLETION_INDEX",
+    "STATEVAL_SHARD_TOTAL",
+];
+
 /// The `stateval …` commands of an example file, in order: each sits on one line and
 /// runs to its end (or to the closing quote of a container command).
 fn commands(example: &str) -> Vec<String> {
@@ -34,6 +46,9 @@ fn sh(p: &Project, line: &str, env: &[(String, String)]) -> common::Outcome {
     let path = format!("{}:{}", bin.parent().expect("bin dir").display(), std::env::var("PATH").unwrap_or_default());
     let mut cmd = std::process::Command::new("sh");
     cmd.args(["-c", line]).current_dir(p.path()).env("PATH", path).env("NO_COLOR", "1").env_remove("CI");
+    for var in ENGINE_VARS {
+        cmd.env_remove(var);
+    }
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -245,9 +260,17 @@ fn shard_flags_are_checked_before_anything_runs() {
         out.expect_code(2);
         assert!(out.stderr.contains(why), "{flag}: {}", out.stderr);
     }
-    let out = p.cmd().args(["run", "--shard-from-env"]).env_remove("STATEVAL_SHARD").output().expect("run");
+    let from_env = |pairs: &[(&str, &str)]| {
+        let mut cmd = p.cmd();
+        cmd.args(["run", "--shard-from-env"]);
+        for var in ENGINE_VARS {
+            cmd.env_remove(var);
+        }
+        cmd.envs(pairs.iter().copied()).output().expect("run")
+    };
+    let out = from_env(&[]);
     assert_eq!(out.status.code(), Some(2));
-    let out = p.cmd().args(["run", "--shard-from-env"]).env("JOB_COMPLETION_INDEX", "1").output().expect("run");
+    let out = from_env(&[("JOB_COMPLETION_INDEX", "1")]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("STATEVAL_SHARD_TOTAL"));
     assert!(p.run_ids().is_empty(), "nothing ran");
