@@ -384,3 +384,44 @@ fn reindex_cuts_a_torn_tail_and_names_tampered_logs_and_repair_moves_them_aside(
     assert!(p.exists(format!(".stateval/quarantine/{}", rel.trim_start_matches("runs/"))), "{}", out.stderr);
     assert!(!logs[2].exists(), "moved, not copied");
 }
+
+#[test]
+fn verify_allow_incomplete_leaves_out_the_torn_last_line_of_a_killed_run_and_names_it() {
+    let (p, run_dir, _) = green_run();
+    let dir = p.join(&run_dir);
+    let logs = stateval::evidence::check::logs_in(&dir);
+    std::fs::remove_file(dir.join("manifest.json")).expect("unfinish the run");
+    let log = &logs[0];
+    let rel = log.strip_prefix(p.path()).expect("in the project").to_string_lossy().into_owned();
+    let whole = std::fs::read(log).expect("read");
+    // what a kill leaves: whole lines up to a turn, then part of the next write
+    let lines: Vec<&[u8]> = whole.split_inclusive(|&b| b == b'\n').collect();
+    let kept = lines.len() - 1;
+    let torn = [lines[..kept].concat(), b"{\"data\":{\"par".to_vec()].concat();
+    std::fs::write(log, &torn).expect("tear");
+
+    let out = p.stateval(&["verify", &rel]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains(&format!("FAILED {rel}:{}: event seq {kept}: truncated line", kept + 1)),
+        "without --allow-incomplete a torn line fails: {}",
+        out.stderr
+    );
+    let out = p.stateval(&["verify", "--allow-incomplete", &rel]);
+    out.expect_code(0);
+    assert!(
+        out.stdout.starts_with(&format!("ok {rel}: {kept} events, head "))
+            && out.stdout.contains("(incomplete: no run_completed; a torn last line of 13 bytes left out"),
+        "{}",
+        out.stdout
+    );
+    let out = p.stateval(&["verify", "--allow-incomplete", &run_dir]);
+    out.expect_code(0);
+    assert!(out.stdout.contains("1 torn last line(s) left out"), "{}", out.stdout);
+
+    // bytes after run_completed are no torn write: nothing follows the end of a run
+    std::fs::write(log, [&whole[..], b"{\"data\":{\"par"].concat()).expect("append");
+    let out = p.stateval(&["verify", "--allow-incomplete", &rel]);
+    out.expect_code(1);
+    assert!(out.stderr.contains("bytes after run_completed"), "{}", out.stderr);
+}

@@ -66,6 +66,10 @@ fn describe(path: &std::path::Path, is_dir: bool, check: &RunCheck, options: &Ch
             Some(root) => text.push_str(&format!(", root {root}")),
             None => notes.push("chain only: no run manifest anchors them".to_string()),
         }
+        let torn = check.logs.iter().filter(|l| l.torn_tail > 0).count();
+        if torn > 0 {
+            notes.push(format!("{torn} torn last line(s) left out (a killed writer)"));
+        }
         text
     } else {
         let log = check.logs.first();
@@ -73,6 +77,9 @@ fn describe(path: &std::path::Path, is_dir: bool, check: &RunCheck, options: &Ch
             Some(l) if l.summary.complete => "complete".to_string(),
             _ => "incomplete: no run_completed".to_string(),
         });
+        if let Some(l) = log.filter(|l| l.torn_tail > 0) {
+            notes.push(format!("a torn last line of {} bytes left out (a killed writer)", l.torn_tail));
+        }
         notes.push(match check.root {
             Some(_) => "as its run's manifest lists".to_string(),
             None => "chain only: no run manifest anchors it".to_string(),

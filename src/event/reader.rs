@@ -24,8 +24,20 @@ pub fn read_log(path: &Path) -> Result<Verified, ReadError> {
 pub fn stream_log(path: &Path, visit: impl FnMut(&Event, &[u8])) -> Result<Summary, ReadError> {
     let file = std::fs::File::open(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
     let reader = std::io::BufReader::with_capacity(256 * 1024, file);
-    verify::verify_stream(reader, visit).map_err(|e| match e {
+    verify::verify_stream(reader, visit).map_err(|e| read_error(path, e))
+}
+
+/// [`stream_log`] for a log a killed run may have left: a torn last line is not an
+/// error, and its length in bytes is returned beside the summary of the whole lines.
+pub fn stream_log_whole_lines(path: &Path, visit: impl FnMut(&Event, &[u8])) -> Result<(Summary, u64), ReadError> {
+    let file = std::fs::File::open(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
+    let reader = std::io::BufReader::with_capacity(256 * 1024, file);
+    verify::verify_stream_whole_lines(reader, visit).map_err(|e| read_error(path, e))
+}
+
+fn read_error(path: &Path, e: StreamError) -> ReadError {
+    match e {
         StreamError::Io(source) => ReadError::Io { path: path.to_path_buf(), source },
         StreamError::Invalid(source) => ReadError::Invalid { path: path.to_path_buf(), source },
-    })
+    }
 }

@@ -133,16 +133,33 @@ pub enum StreamError {
 
 /// Verify a log from a reader, one line in memory at a time; `visit` sees each event
 /// with its line as it verifies (`show` prints them, `reindex` notes turn offsets).
-pub fn verify_stream<R: BufRead>(mut reader: R, mut visit: impl FnMut(&Event, &[u8])) -> Result<Summary, StreamError> {
+pub fn verify_stream<R: BufRead>(reader: R, visit: impl FnMut(&Event, &[u8])) -> Result<Summary, StreamError> {
+    match verify_stream_whole_lines(reader, visit)? {
+        (summary, 0) => Ok(summary),
+        (summary, _) => {
+            let chain = Chain { position: summary.events, ..Chain::default() };
+            Err(chain.torn().into())
+        }
+    }
+}
+
+/// Like [`verify_stream`], but a last line without its newline — the torn tail a
+/// writer killed inside a `write` leaves — ends the log instead of failing it: the
+/// summary covers the whole lines, and the torn bytes are counted beside it. Every
+/// whole line must still verify.
+pub fn verify_stream_whole_lines<R: BufRead>(
+    mut reader: R,
+    mut visit: impl FnMut(&Event, &[u8]),
+) -> Result<(Summary, u64), StreamError> {
     let mut chain = Chain::new();
     let mut line = Vec::with_capacity(4096);
     loop {
         line.clear();
         if reader.read_until(b'\n', &mut line)? == 0 {
-            return Ok(chain.summary());
+            return Ok((chain.summary(), 0));
         }
         let Some(body) = line.strip_suffix(b"\n") else {
-            return Err(chain.torn().into());
+            return Ok((chain.summary(), line.len() as u64));
         };
         let event = chain.push(body)?;
         visit(&event, &line);

@@ -10,7 +10,7 @@ use std::path::{Component, Path, PathBuf};
 use super::manifest::{MANIFEST_FILE, ManifestError, RunManifest};
 use super::signing::{PublicKey, SignatureFile};
 use crate::canon::Digest;
-use crate::event::reader::{ReadError, stream_log};
+use crate::event::reader::{ReadError, stream_log, stream_log_whole_lines};
 use crate::event::verify::Summary;
 
 #[derive(Debug, Default, Clone)]
@@ -48,6 +48,9 @@ impl std::fmt::Display for Finding {
 pub struct LogCheck {
     pub path: PathBuf,
     pub summary: Summary,
+    /// Bytes of a torn last line left out of the check: only for a log no manifest
+    /// lists, checked with `--allow-incomplete` (a writer killed inside a `write`).
+    pub torn_tail: u64,
 }
 
 /// What checking a run directory (or some of its logs) found.
@@ -179,7 +182,7 @@ fn check(dir: &Path, only: Option<&str>, options: &CheckOptions) -> RunCheck {
             out.fail(&path, "incomplete: the log does not end with run_completed");
             continue;
         }
-        out.logs.push(LogCheck { path, summary });
+        out.logs.push(LogCheck { path, summary, torn_tail: 0 });
     }
     match only {
         Some(rel) if !listed.contains(rel) => {
@@ -257,19 +260,34 @@ fn against_manifest(found: &Summary, events: u64, head: Option<Digest>) -> Optio
 }
 
 /// A log with no manifest to hold it to: its chain, and completeness.
+/// With `--allow-incomplete`, a torn last line is what a run killed inside a `write`
+/// leaves (the kernel stops a write between pages): the whole lines before it are
+/// checked and the torn bytes are named, never counted as events.
 fn chain_only(out: &mut RunCheck, path: &Path, options: &CheckOptions) {
-    match stream_log(path, |_, _| {}) {
-        Ok(summary) if summary.events == 0 && !options.allow_incomplete => {
+    let read = if options.allow_incomplete {
+        stream_log_whole_lines(path, |_, _| {})
+    } else {
+        stream_log(path, |_, _| {}).map(|summary| (summary, 0))
+    };
+    match read {
+        Ok((summary, _)) if summary.events == 0 && !options.allow_incomplete => {
             out.fail(path, "empty: no event at all");
         }
-        Ok(summary) if !summary.complete && !options.allow_incomplete => out.fail(
+        Ok((summary, _)) if !summary.complete && !options.allow_incomplete => out.fail(
             path,
             format!(
                 "incomplete: {} events, no run_completed (a killed run; --allow-incomplete accepts it)",
                 summary.events
             ),
         ),
-        Ok(summary) => out.logs.push(LogCheck { path: path.to_path_buf(), summary }),
+        Ok((summary, torn_tail)) if torn_tail > 0 && summary.complete => out.fail(
+            path,
+            format!(
+                "event seq {}: bytes after run_completed without a newline (nothing is written once a run has ended)",
+                summary.events
+            ),
+        ),
+        Ok((summary, torn_tail)) => out.logs.push(LogCheck { path: path.to_path_buf(), summary, torn_tail }),
         Err(e) => out.findings.push(read_finding(path, e)),
     }
 }

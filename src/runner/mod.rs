@@ -563,8 +563,12 @@ pub(crate) fn start_run(plan: &Plan, store: &dyn Store) -> Result<RunRecord, Run
         passed: None,
     };
     let meta = layout.meta_path(&plan.run_id);
-    std::fs::write(&meta, serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?)
-        .map_err(at(&meta))?;
+    // whole or absent, whenever the run is killed: reindex reads it back
+    crate::evidence::manifest::write_atomic(
+        &meta,
+        &serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?,
+    )
+    .map_err(at(&meta))?;
     store.put_run(&run)?;
     Ok(run)
 }
@@ -669,12 +673,14 @@ pub(crate) fn conclude(
     // beside cases.jsonl, everything else a report needs: reports can be rendered again later
     let suite = layout.suite_path(&plan.run_id);
     let header = serde_json::to_vec_pretty(&outcome.header()).map_err(|e| RunnerError::Internal(e.to_string()))?;
-    std::fs::write(&suite, header).map_err(at(&suite))?;
+    crate::evidence::manifest::write_atomic(&suite, &header).map_err(at(&suite))?;
     let done = RunRecord { passed: Some(passed), ..run };
-    std::fs::write(
-        layout.meta_path(&plan.run_id),
-        serde_json::to_vec_pretty(&done).map_err(|e| RunnerError::Internal(e.to_string()))?,
-    )?;
+    let meta = layout.meta_path(&plan.run_id);
+    crate::evidence::manifest::write_atomic(
+        &meta,
+        &serde_json::to_vec_pretty(&done).map_err(|e| RunnerError::Internal(e.to_string()))?,
+    )
+    .map_err(at(&meta))?;
     store.put_run(&done)?;
     store.flush()?;
     Ok(outcome)

@@ -226,11 +226,19 @@ pub fn reindex(store: &dyn Store, layout: &Layout, repair: bool) -> Result<Reind
     run_ids.sort();
     for run_id in run_ids {
         let dir = layout.run_dir(&run_id);
+        let unknown = || RunRecord { run_id: run_id.clone(), pipeline: String::new(), cases: 0, passed: None };
         let mut run: RunRecord = match std::fs::read(layout.meta_path(&run_id)) {
-            Ok(bytes) => serde_json::from_slice(&bytes)?,
+            Ok(bytes) => match serde_json::from_slice(&bytes) {
+                Ok(run) => run,
+                // the catalog is rebuilt from what can be read; the run's logs still count
+                Err(e) => {
+                    summary.problems.push(format!("runs/{run_id}/run.json: not a run record: {e}"));
+                    unknown()
+                }
+            },
             Err(_) => {
                 summary.without_meta.push(format!("runs/{run_id}"));
-                RunRecord { run_id: run_id.clone(), pipeline: String::new(), cases: 0, passed: None }
+                unknown()
             }
         };
         // a run killed in mid-write may leave a torn last line: cut what is not a
