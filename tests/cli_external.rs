@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::Project;
 use serde_json::{Value, json};
@@ -249,27 +249,10 @@ fn an_agent_program_that_cannot_be_found_is_a_load_error_naming_the_profile() {
 
 // ---- the example agents on the vendors' SDKs ----------------------------------------
 
-/// The Python with `openai`, `anthropic` and `mcp` installed, or why there is none.
-fn sdk_python() -> Option<PathBuf> {
-    match std::env::var_os("STATEVAL_SDK_PYTHON") {
-        Some(p) => Some(PathBuf::from(p)),
-        None if std::env::var_os("STATEVAL_REQUIRE_SDK").is_some() => {
-            panic!("STATEVAL_REQUIRE_SDK is set but STATEVAL_SDK_PYTHON is not: the SDK suites must run")
-        }
-        None => {
-            eprintln!(
-                "skipped: STATEVAL_SDK_PYTHON is not set (the SDK conformance suites need a Python with \
-                 openai, anthropic and mcp; .ci/run makes one)"
-            );
-            None
-        }
-    }
-}
-
 /// The whole project plus the example agents and the conformance client, with the SDK
 /// Python first on PATH as `python3`.
 fn sdk_project() -> Option<(Project, String)> {
-    let python = sdk_python()?;
+    let python = common::sdk_python()?;
     let p = Project::full();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     for dir in ["examples/agents", "tests/python"] {
@@ -287,14 +270,6 @@ fn sdk_project() -> Option<(Project, String)> {
     let bin = python.parent().expect("the SDK python is in a bin directory").to_string_lossy().into_owned();
     let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
     Some((p, path))
-}
-
-/// Leave proof that an SDK suite ran to its end (`.ci/run` checks for it): a suite
-/// that returns early because the SDKs are missing leaves none.
-fn mark_ran(suite: &str) {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-suites-ran");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(suite), b"ran\n").unwrap();
 }
 
 fn run_with(p: &Project, path: &str, args: &[&str]) -> common::Outcome {
@@ -323,7 +298,7 @@ fn the_sdk_example_agents_pass_their_suite_and_replay_byte_identically() {
     run_with(&p, &path, &["run", "pipeline/agents.toml"]).expect_code(0);
     let again: Vec<Vec<u8>> = logs.iter().map(|l| p.read_bytes(l)).collect();
     assert!(first == again, "a second run of the SDK agents wrote different logs");
-    mark_ran("agents");
+    common::mark_ran("agents");
 }
 
 #[test]
@@ -334,7 +309,7 @@ fn what_the_vendors_sdk_clients_assemble_equals_the_recordings() {
     let report = p.json("reports/conformance/report.json");
     let cases = report["cases"].as_array().unwrap();
     assert!(cases.len() >= 5 && cases.iter().all(|c| c["passed"] == true), "{}", out.stdout);
-    mark_ran("conformance");
+    common::mark_ran("conformance");
 }
 
 #[test]
@@ -353,7 +328,7 @@ fn the_failing_agents_pipeline_fails_each_case_for_its_own_reason() {
     for words in ["before answering", "timeout_ms", "not JSON", "does not serve", "replay miss"] {
         assert!(errors.iter().any(|(_, e)| e.contains(words)), "no case failed with {words:?}: {errors:?}");
     }
-    mark_ran("agents-failing");
+    common::mark_ran("agents-failing");
 }
 
 #[test]

@@ -5,6 +5,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use common::{CI_CASES, CI_REPORTS, FAILING_CASES, FAILING_REPORTS, Project, differing, events_of, head_of, lines_of};
 use serde_json::Value;
@@ -241,6 +242,37 @@ fn junit_of_the_failing_pipeline_has_five_failures_carrying_the_graders_reasons(
     assert!(message.contains("after 3 steps") && message.contains("max_steps_per_turn"), "{message}");
     let message = by_name["status-wedged-no-fallback"].0.expect("status-wedged-no-fallback fails");
     assert_eq!(message, "run 0: recovery.recovered: expected exactly 1, got 0");
+
+    // junitparser, the reader CI integrations use, counts the same failures
+    if let Some(counts) = junitparser_counts(&p, "reports/failing/junit.xml") {
+        assert_eq!((counts["tests"].as_u64(), counts["failures"].as_u64()), (Some(7), Some(6)), "{counts}");
+        let failed: Vec<&str> =
+            counts["failed"].as_array().expect("failed").iter().filter_map(|f| f[1].as_str()).collect();
+        assert_eq!(
+            failed,
+            [
+                "replay-miss",
+                "wrong-expectation",
+                "diverged-request",
+                "tool-loop",
+                "status-wedged-no-fallback",
+                "default"
+            ],
+            "{counts}"
+        );
+        common::mark_ran("junit-consumers");
+    }
+}
+
+/// What junitparser (Python) counts in a JUnit report: `tests/python/junit_counts.py`,
+/// run by the SDK Python `.ci/run` installs it in. `None` (a skip, which CI refuses)
+/// when there is no such Python.
+fn junitparser_counts(p: &Project, report: &str) -> Option<Value> {
+    let python = common::sdk_python()?;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/junit_counts.py");
+    let out = std::process::Command::new(python).arg(script).arg(p.join(report)).output().expect("run the SDK python");
+    assert!(out.status.success(), "junitparser could not read {report}: {}", String::from_utf8_lossy(&out.stderr));
+    Some(serde_json::from_slice(&out.stdout).expect("junit_counts.py prints JSON"))
 }
 
 // ---------------------------------------------------------------------------------
@@ -574,6 +606,11 @@ fn a_failed_gate_fails_junit_tap_and_prove_when_every_case_passed() {
         .map(|n| (attr(n, "classname"), attr(n, "name")))
         .collect();
     assert_eq!(failed, [("[gates]", "memory")]);
+    if let Some(counts) = junitparser_counts(&p, "reports/junit.xml") {
+        assert_eq!(counts["failures"], 1, "junitparser sees the failed gate: {counts}");
+        let first = &counts["failed"][0];
+        assert_eq!((first[0].as_str(), first[1].as_str()), (Some("[gates]"), Some("memory")), "{counts}");
+    }
 
     let tap = parse_tap(&p, "reports/results.tap");
     assert_eq!(tap.parse_errors, Vec::<String>::new());

@@ -354,3 +354,30 @@ pub fn column_of(line: &str, needle: &str) -> usize {
     let at = line.find(needle).unwrap_or_else(|| panic!("{needle:?} not in {line:?}"));
     line[..at].chars().count() + 1
 }
+
+/// The Python with `openai`, `anthropic`, `mcp` and `junitparser` installed (the
+/// virtual environment `.ci/run` makes from `tests/python/requirements.txt`), or why
+/// there is none.
+pub fn sdk_python() -> Option<PathBuf> {
+    match std::env::var_os("STATEVAL_SDK_PYTHON") {
+        Some(p) => Some(PathBuf::from(p)),
+        None if std::env::var_os("STATEVAL_REQUIRE_SDK").is_some() => {
+            panic!("STATEVAL_REQUIRE_SDK is set but STATEVAL_SDK_PYTHON is not: the SDK suites must run")
+        }
+        None => {
+            eprintln!(
+                "skipped: STATEVAL_SDK_PYTHON is not set (the SDK conformance suites need a Python with \
+                 openai, anthropic and mcp; .ci/run makes one)"
+            );
+            None
+        }
+    }
+}
+
+/// Leave proof that an SDK suite ran to its end (`.ci/run` checks for it): a suite
+/// that returns early because the SDKs are missing leaves none.
+pub fn mark_ran(suite: &str) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-suites-ran");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(suite), b"ran\n").unwrap();
+}
