@@ -32,6 +32,8 @@ pub mod metrics;
 /// What a run decided: checks, runs, cases, gates, the suite; the runner produces
 /// them, gates and reporters read them.
 pub mod outcome;
+/// Work spread over every core, results in input order.
+pub mod par;
 /// Pipeline definitions (TOML) and agent profiles.
 pub mod pipeline;
 /// The replay provider: recorded model responses, divergence and miss detection.

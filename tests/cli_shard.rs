@@ -301,3 +301,33 @@ fn reuse_skips_unchanged_units_and_gives_the_reports_of_a_fresh_run() {
         assert!(fresh.read_bytes(report) == *bytes, "{report} differs from a fresh run's");
     }
 }
+
+/// A catalogued log without its run id: case, run, head, events, complete, turn offsets.
+type CataloguedLog = (String, usize, Option<String>, u64, bool, Vec<u64>);
+
+/// Every log record of the catalog in `store`, by case and run.
+fn catalog_logs(p: &Project, store: &str) -> Vec<CataloguedLog> {
+    use stateval::store::{Layout, SledStore, Store};
+    let catalog = SledStore::open(&Layout::new(&p.join(store)).catalog()).expect("open the catalog");
+    let runs = catalog.runs().expect("runs");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let mut logs: Vec<_> = catalog
+        .logs(&runs[0].run_id)
+        .expect("logs")
+        .into_iter()
+        .map(|r| (r.case, r.k, r.head, r.events, r.complete, r.turn_offsets))
+        .collect();
+    logs.sort();
+    logs
+}
+
+#[test]
+fn a_merge_catalogues_every_log_as_one_unsharded_run_does_turn_offsets_included() {
+    let p = sharded();
+    merge(&p, &shard_args(&["--out", "merged"])).expect_code(0);
+    p.stateval(&["run"]).expect_code(0);
+    let merged = catalog_logs(&p, "merged");
+    assert_eq!(merged.len(), 17, "every log of the core suite");
+    assert!(merged.iter().all(|l| !l.5.is_empty()), "every log has turns to index: {merged:?}");
+    assert_eq!(merged, catalog_logs(&p, ".stateval"));
+}

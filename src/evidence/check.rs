@@ -7,9 +7,10 @@
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
 
-use super::manifest::{MANIFEST_FILE, ManifestError, RunManifest};
+use super::manifest::{LogEntry, MANIFEST_FILE, ManifestError, RunManifest};
 use super::signing::{PublicKey, SignatureFile};
 use crate::canon::Digest;
+use crate::event::Kind;
 use crate::event::reader::{ReadError, stream_log, stream_log_whole_lines};
 use crate::event::verify::Summary;
 
@@ -51,6 +52,8 @@ pub struct LogCheck {
     /// Bytes of a torn last line left out of the check: only for a log no manifest
     /// lists, checked with `--allow-incomplete` (a writer killed inside a `write`).
     pub torn_tail: u64,
+    /// Byte offset of each `turn_started` line, seen on the way (the catalog's index).
+    pub turn_offsets: Vec<u64>,
 }
 
 /// What checking a run directory (or some of its logs) found.
@@ -152,24 +155,25 @@ fn check(dir: &Path, only: Option<&str>, options: &CheckOptions) -> RunCheck {
     }
     check_signature(&mut out, dir, root, options);
 
-    let mut listed = BTreeSet::new();
-    for entry in &manifest.logs {
-        listed.insert(entry.path.clone());
-        if only.is_some_and(|rel| rel != entry.path) {
-            continue;
-        }
+    let listed: BTreeSet<String> = manifest.logs.iter().map(|e| e.path.clone()).collect();
+    let checked: Vec<&LogEntry> = manifest.logs.iter().filter(|e| only.is_none_or(|rel| rel == e.path)).collect();
+    // logs are independent: streamed on every core, judged in manifest order
+    let streamed = crate::par::in_parallel(&checked, |entry| {
+        is_plain_relative(&entry.path).then(|| stream_with_offsets(&dir.join(&entry.path)))
+    });
+    for (entry, streamed) in checked.into_iter().zip(streamed) {
         let path = dir.join(&entry.path);
-        if !is_plain_relative(&entry.path) {
-            out.fail(&manifest_path, format!("log path \"{}\" leaves the run directory", entry.path));
-            continue;
-        }
-        let summary = match stream_log(&path, |_, _| {}) {
-            Ok(summary) => summary,
-            Err(ReadError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+        let (summary, turn_offsets) = match streamed {
+            None => {
+                out.fail(&manifest_path, format!("log path \"{}\" leaves the run directory", entry.path));
+                continue;
+            }
+            Some(Ok(found)) => found,
+            Some(Err(ReadError::Io { source, .. })) if source.kind() == std::io::ErrorKind::NotFound => {
                 out.fail(&path, "missing: the manifest lists it");
                 continue;
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 out.findings.push(read_finding(&path, e));
                 continue;
             }
@@ -182,7 +186,7 @@ fn check(dir: &Path, only: Option<&str>, options: &CheckOptions) -> RunCheck {
             out.fail(&path, "incomplete: the log does not end with run_completed");
             continue;
         }
-        out.logs.push(LogCheck { path, summary, torn_tail: 0 });
+        out.logs.push(LogCheck { path, summary, torn_tail: 0, turn_offsets });
     }
     match only {
         Some(rel) if !listed.contains(rel) => {
@@ -287,9 +291,24 @@ fn chain_only(out: &mut RunCheck, path: &Path, options: &CheckOptions) {
                 summary.events
             ),
         ),
-        Ok((summary, torn_tail)) => out.logs.push(LogCheck { path: path.to_path_buf(), summary, torn_tail }),
+        Ok((summary, torn_tail)) => {
+            out.logs.push(LogCheck { path: path.to_path_buf(), summary, torn_tail, turn_offsets: Vec::new() })
+        }
         Err(e) => out.findings.push(read_finding(path, e)),
     }
+}
+
+/// Stream a log, noting the byte offset of each `turn_started` line.
+fn stream_with_offsets(path: &Path) -> Result<(Summary, Vec<u64>), ReadError> {
+    let mut offsets = Vec::new();
+    let mut at = 0u64;
+    let summary = stream_log(path, |event, line| {
+        if event.kind == Kind::TurnStarted {
+            offsets.push(at);
+        }
+        at += line.len() as u64;
+    })?;
+    Ok((summary, offsets))
 }
 
 fn read_finding(path: &Path, e: ReadError) -> Finding {
@@ -316,7 +335,8 @@ pub fn logs_in(dir: &Path) -> Vec<PathBuf> {
     logs
 }
 
-fn relative_text(rel: &Path) -> String {
+/// A relative path as manifests write it: `/` between components.
+pub fn relative_text(rel: &Path) -> String {
     rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
 }
 

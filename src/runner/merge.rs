@@ -10,7 +10,7 @@
 //! once over the whole. The reports of a merge are byte-identical to those of one
 //! unsharded run of the same plan.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use super::shard::{PlanFile, SHARD_FILE, ShardRecord, UNITS_FILE, UnitRecord, unit_id};
@@ -26,6 +26,8 @@ use crate::store::{Layout, LogRecord, Store, VerdictRecord};
 struct ShardRun {
     dir: PathBuf,
     units: Vec<UnitRecord>,
+    /// Turn offsets of each verified log, by `<case>/<k>.jsonl`, noted while verifying.
+    turn_offsets: HashMap<String, Vec<u64>>,
 }
 
 /// The run directory a shard output holds: `DIR` itself when it has `shard.json`, else
@@ -78,6 +80,13 @@ fn read_shard(plan: &Plan, dir: &Path) -> Result<ShardRun, RunnerError> {
     if let Some(first) = check.findings.first() {
         return Err(refused(format!("{}: does not verify: {first}", dir.display())));
     }
+    let turn_offsets = check
+        .logs
+        .into_iter()
+        .filter_map(|log| {
+            Some((log.path.strip_prefix(&dir).ok().map(crate::evidence::check::relative_text)?, log.turn_offsets))
+        })
+        .collect();
     let units_path = dir.join(UNITS_FILE);
     let text = std::fs::read_to_string(&units_path).map_err(at(&units_path))?;
     let mut units = Vec::new();
@@ -86,7 +95,7 @@ fn read_shard(plan: &Plan, dir: &Path) -> Result<ShardRun, RunnerError> {
             .map_err(|e| refused(format!("{}:{}: not a unit record: {e}", units_path.display(), i + 1)))?;
         units.push(unit);
     }
-    Ok(ShardRun { dir, units })
+    Ok(ShardRun { dir, units, turn_offsets })
 }
 
 /// Merge shard outputs `dirs` into the plan's run (in the plan's store).
@@ -144,7 +153,6 @@ pub fn merge(
     }
 
     let layout = plan.layout();
-    let run_dir = layout.run_dir(&plan.run_id);
     let run = start_run(plan, store)?;
 
     // the outcomes of the cases each shard decided, read one shard at a time
@@ -155,19 +163,36 @@ pub fn merge(
             outcomes.entry(case.id.clone()).or_insert_with(|| case.into_owned());
         }
     }
+    // the logs, linked into the merged run on every core (one directory per case)
+    let links: Vec<(&Path, &CaseOutcome)> = plan
+        .cases
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| Some((shards[owner_of_case[i]].dir.as_path(), outcomes.get(&c.id)?)))
+        .collect();
+    crate::par::in_parallel(&links, |(from, outcome)| {
+        let to_case = layout.run_dir(&plan.run_id).join(&outcome.id);
+        std::fs::create_dir_all(&to_case).map_err(at(&to_case))?;
+        outcome.runs.iter().try_for_each(|r| link_log(&from.join(&outcome.id), &to_case, r.index))
+    })
+    .into_iter()
+    .collect::<Result<(), RunnerError>>()?;
     let spill_path = layout.cases_path(&plan.run_id);
     let mut spill = CaseSpill::create(&spill_path).map_err(at(&spill_path))?;
     let mut tally = Tally::default();
     let mut card_cases = BTreeMap::new();
     for (index, case_ref) in plan.cases.iter().enumerate() {
-        let from = &shards[owner_of_case[index]].dir;
+        let shard = &shards[owner_of_case[index]];
         let mut outcome = outcomes.remove(&case_ref.id).ok_or_else(|| {
-            refused(format!("case {}: {} ran its units but holds no outcome for it", case_ref.id, from.display()))
+            refused(format!("case {}: {} ran its units but holds no outcome for it", case_ref.id, shard.dir.display()))
         })?;
         for r in &mut outcome.runs {
             let to = layout.log_path(&plan.run_id, &outcome.id, r.index);
-            copy_log(&from.join(&outcome.id), to.parent().unwrap_or(&run_dir), r.index)?;
             r.log = plan.pipeline.display(&to);
+            let rel = format!("{}/{}.jsonl", outcome.id, r.index);
+            let turn_offsets = shard.turn_offsets.get(&rel).cloned().ok_or_else(|| {
+                refused(format!("{}: {rel}: the outcome names a log its manifest does not list", shard.dir.display()))
+            })?;
             // the shard's check verified this log whole: index it without a second pass
             store.put_log(&LogRecord {
                 run_id: plan.run_id.clone(),
@@ -177,7 +202,7 @@ pub fn merge(
                 head: r.head.clone(),
                 events: r.events,
                 complete: true,
-                turn_offsets: turn_offsets(&to).map_err(at(&to))?,
+                turn_offsets,
             })?;
             store.put_verdict(&VerdictRecord {
                 run_id: plan.run_id.clone(),
@@ -216,38 +241,20 @@ pub fn merge(
     conclude(plan, store, run, Decided { cases, tally, card_cases }, options)
 }
 
-/// Byte offset of each `turn_started` line of a verified log. A canonical line ends
-/// with `,"kind":"…","prev":…}`, and nothing after `kind` can hold that text, so the
-/// last `,"kind":"` of a line is its kind.
-fn turn_offsets(path: &Path) -> std::io::Result<Vec<u64>> {
-    let bytes = std::fs::read(path)?;
-    let mut offsets = Vec::new();
-    let mut offset = 0u64;
-    const KIND: &[u8] = b",\"kind\":\"";
-    for line in bytes.split_inclusive(|&b| b == b'\n') {
-        let kind_at = line.windows(KIND.len()).rposition(|w| w == KIND);
-        if kind_at.is_some_and(|at| line[at + KIND.len()..].starts_with(b"turn_started\"")) {
-            offsets.push(offset);
-        }
-        offset += line.len() as u64;
-    }
-    Ok(offsets)
-}
-
-/// Copy log `k` (and its agent's stderr, when there is one) from a shard's case
-/// directory into the merged run's.
-fn copy_log(from_case: &Path, to_case: &Path, k: usize) -> Result<(), RunnerError> {
-    std::fs::create_dir_all(to_case).map_err(at(to_case))?;
+/// Link log `k` (and its agent's stderr, when there is one) from a shard's case
+/// directory into the merged run's. A finished log never changes: a hard link is a
+/// copy without the bytes (and `verify` would catch a later edit of either name
+/// against the manifest); where links cannot be made, the file is copied.
+fn link_log(from_case: &Path, to_case: &Path, k: usize) -> Result<(), RunnerError> {
     for ext in ["jsonl", "stderr"] {
         let from = from_case.join(format!("{k}.{ext}"));
-        if ext == "stderr" && !from.exists() {
-            continue;
-        }
         let to = to_case.join(format!("{k}.{ext}"));
-        // a finished log never changes: a hard link is a copy without the bytes (and
-        // `verify` would catch a later edit of either name against the manifest)
-        if std::fs::hard_link(&from, &to).is_err() {
-            std::fs::copy(&from, &to).map_err(at(&from))?;
+        match std::fs::hard_link(&from, &to) {
+            Ok(()) => {}
+            Err(e) if ext == "stderr" && e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => {
+                std::fs::copy(&from, &to).map_err(at(&from))?;
+            }
         }
     }
     Ok(())
