@@ -62,6 +62,9 @@ fn real_traces_reconstruct_and_their_pipelines_pass_their_goldens() {
         ("logfire-js-vercel-ai-doGenerate.otlp.json", "weather-report", "get_lat_lng, get_weather", true),
         ("vercel-deepseek-deepseek-tool-call.jsonl", "deepseek", "weather", false),
         ("openllmetry-test_chat_tool_calls.cassette.json", "cassette", "get_current_weather", true),
+        ("pydantic-ai-logfire-weather.otlp.json", "pydantic-ai", "get_weather", true),
+        ("openlit-openai-weather.otlp.json", "openlit", "get_weather", true),
+        ("semantic-kernel-agent-weather.otlp.jsonl", "semantic-kernel", "WeatherPlugin-get_weather", true),
     ] {
         let out = p.stateval(&["reconstruct", &format!("{REAL}/{file}"), "--as", id]);
         out.expect_code(0);
