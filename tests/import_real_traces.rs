@@ -452,6 +452,10 @@ fn pydantic_ai_under_logfire_is_one_turn_a_weather_call_and_its_answer() {
     assert_eq!(t.turns[0].input, Content::Text(PARIS.into()));
     assert!(no_failed_calls(&t));
     assert_eq!(answer(&t).as_deref(), Some(PARIS_ANSWER));
+    // the chat spans' gen_ai.tool.definitions declare the tool
+    let declared: Vec<(&str, Option<&str>)> =
+        t.tools.iter().map(|d| (d.name.as_str(), d.description.as_deref())).collect();
+    assert_eq!(declared, [("get_weather", Some("Current weather for a city."))]);
     // the invoke_agent span is named as skipped, not dropped silently
     assert_eq!(codes(&t), ["span_skipped"]);
 }
@@ -483,6 +487,8 @@ fn semantic_kernel_agent_reads_its_log_record_events_and_plugin_tool_span() {
     assert!(t.reads.contains("event form"), "{}", t.reads);
     // Semantic Kernel names a plugin function plugin-function
     assert_eq!(tools(&t), ["WeatherPlugin-get_weather"]);
+    // its agent span's gen_ai.tool.definitions (OpenAI's shape) declare the tool
+    assert_eq!(t.tools.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["WeatherPlugin-get_weather"]);
     assert_eq!(args_of(&t, 0), serde_json::json!({"city": "Paris"}));
     assert_eq!(t.turns.len(), 1);
     assert_eq!(t.turns[0].input, Content::Text(PARIS.into()));

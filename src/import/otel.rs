@@ -49,7 +49,7 @@ use serde_json::{Map, Value, json};
 use super::Format;
 use super::builder::Builder;
 use super::source::Source;
-use super::trace::{Args, Call, Content, ErrorKind, Outcome, Ptr, Step, Trace, Usage, provenance};
+use super::trace::{Args, Call, Content, DeclaredTool, ErrorKind, Outcome, Ptr, Step, Trace, Usage, provenance};
 use crate::diag::InputError;
 use messages::{DETAILS_EVENT, Forms, LEGACY_EVENTS, MESSAGE_EVENTS, Msg, Part, read_chat};
 use otlp::{Record, Span};
@@ -98,6 +98,25 @@ pub fn parse(src: &Source, trace_id: Option<&str>) -> Result<Trace, InputError> 
                     format!("span \"{}\" ({}) is not imported: {why}", span.name, span.span_id),
                 );
                 b.warn_trace(w);
+            }
+        }
+    }
+    // gen_ai.tool.definitions (semconv; Pydantic AI on its chat spans, Semantic Kernel
+    // on its agent span): `{name, description, parameters}`, or OpenAI's `{function: …}`
+    for span in &spans {
+        let definitions = match span.attr("gen_ai.tool.definitions") {
+            Some(Value::String(text)) => serde_json::from_str::<Value>(text).unwrap_or(Value::Null),
+            Some(other) => other.clone(),
+            None => continue,
+        };
+        for d in definitions.as_array().into_iter().flatten() {
+            let f = d.get("function").unwrap_or(d);
+            if let Some(name) = f.get("name").and_then(Value::as_str) {
+                b.tool(DeclaredTool {
+                    name: name.to_string(),
+                    description: f.get("description").and_then(Value::as_str).map(str::to_string),
+                    input_schema: f.get("parameters").or(f.get("parameters_json_schema")).cloned(),
+                });
             }
         }
     }
