@@ -18,7 +18,8 @@ const MANIFEST: &str = r#"{"state": {"ledger": []}, "tools": [
    "input_schema": {"type": "object", "properties": {"symbol": {"type": "string"}}},
    "responses": [{"args": {"symbol": "AAPL"}, "result": {"price": 227}},
                  {"args": {"symbol": "MSFT"}, "result": {"price": 415}},
-                 {"args": {"symbol": "NVDA"}, "result": {"price": 131}}]},
+                 {"args": {"symbol": "NVDA"}, "result": {"price": 131}},
+                 {"args": {"symbol": "ZZZZ"}, "protocol_error": {"code": -32602, "message": "unknown symbol"}}]},
   {"name": "transfer", "description": "Send money.", "safety_class": "financial",
    "default": {"result": {"status": "sent"}, "effect": [{"op": "add", "path": "/ledger/-", "value": {"$arg": "/to"}}]}}]}"#;
 
@@ -151,6 +152,27 @@ fn a_tool_the_agent_runs_itself_is_logged_from_its_next_model_request() {
     assert_eq!(executed.len(), 1);
     assert_eq!(executed[0]["data"]["source"], "agent");
     assert_eq!(executed[0]["data"]["result"], "{\"local\": true}");
+}
+
+#[test]
+fn a_fixture_protocol_error_answers_a_plain_http_agent_and_is_logged_as_one() {
+    let Some(_) = python() else { return };
+    let p = project(
+        &profile("quotes", WIRE, ""),
+        &[case(
+            "bad-symbol",
+            "quotes",
+            json!([calls(&[("q1", "get_quote", json!({"symbol": "ZZZZ"}))]), text("done")]),
+        )],
+    );
+    p.stateval(&["run", "pipeline/ext.toml"]).expect_code(0);
+    let events = events(&p, "bad-symbol");
+    let executed = of_kind(&events, "tool_executed");
+    assert_eq!(executed.len(), 1);
+    let data = &executed[0]["data"];
+    assert_eq!((data["is_error"].clone(), data["error_kind"].clone()), (json!(true), json!("protocol")), "{data}");
+    assert_eq!(data["result"], json!({"code": -32602, "message": "unknown symbol"}));
+    assert_eq!(data["effect"], Value::Null);
 }
 
 #[test]

@@ -191,6 +191,7 @@ fn replaying_under_todays_profile_reproduces_or_names_the_first_divergent_event(
     ]);
     out.expect_code(1);
     assert!(out.stdout.contains("diverges from the trace"), "{}", out.stdout);
+    assert!(out.stdout.contains("tool_executed send_email): tool call missing"), "{}", out.stdout);
     assert!(out.stdout.contains("trace:  seq 9 (turn 1, tool_executed): send_email"), "{}", out.stdout);
     assert!(out.stdout.contains("(turn 1, policy_decided): send_email denied by rule \"no-email\""), "{}", out.stdout);
     // and the case fails in CI for the same reason

@@ -1,5 +1,6 @@
-//! Traces others published, imported as they were published (`fixtures/traces/real/`,
-//! sources in its `SOURCES.md`). One test per file asserts what the source says the
+//! Traces others published, imported as they were published, and traces produced here
+//! by the instrumentation libraries themselves (`fixtures/traces/real/`, sources and
+//! generators in its `SOURCES.md`). One test per file asserts what the source says the
 //! trace holds: tool names in order, user turns, errors, the final answer. The facts
 //! come from reading each file by hand, not from stateval's output.
 
@@ -424,4 +425,76 @@ fn latitude_completion_spans_give_the_barcelona_weather_call_and_answer() {
     // the Latitude "prompt" span carries no GenAI call; two text-only answers come mid-turn
     assert!(c.contains(&"span_skipped"), "{c:?}");
     assert_eq!(c.iter().filter(|x| **x == "answer_mid_turn").count(), 2, "{c:?}");
+}
+
+// --- Traces produced here by the instrumentation libraries themselves, each running a
+// one-tool agent against a local fake OpenAI server (fixtures/traces/real/generators/):
+// the user asks for the weather in Paris, the model calls the weather tool with
+// {"city": "Paris"}, the tool answers 18 °C and sunny, the model answers with it.
+
+const PARIS: &str = "What is the weather in Paris?";
+const PARIS_ANSWER: &str = "It is 18 degrees and sunny in Paris.";
+
+/// No call failed: the tool answered (or the trace does not say it failed).
+fn no_failed_calls(t: &Trace) -> bool {
+    t.calls().all(|c| c.outcome.as_ref().is_some_and(|o| o.is_error != Some(true)))
+}
+
+#[test]
+fn pydantic_ai_under_logfire_is_one_turn_a_weather_call_and_its_answer() {
+    let t = import("pydantic-ai-logfire-weather.otlp.json");
+    assert_eq!(t.format, Format::Otel);
+    assert_eq!(tools(&t), ["get_weather"]);
+    assert_eq!(args_of(&t, 0), serde_json::json!({"city": "Paris"}));
+    // Pydantic AI returns the tool result as a user message of tool_call_response
+    // parts: a result, not a second user turn
+    assert_eq!(t.turns.len(), 1);
+    assert_eq!(t.turns[0].input, Content::Text(PARIS.into()));
+    assert!(no_failed_calls(&t));
+    assert_eq!(answer(&t).as_deref(), Some(PARIS_ANSWER));
+    // the chat spans' gen_ai.tool.definitions declare the tool
+    let declared: Vec<(&str, Option<&str>)> =
+        t.tools.iter().map(|d| (d.name.as_str(), d.description.as_deref())).collect();
+    assert_eq!(declared, [("get_weather", Some("Current weather for a city."))]);
+    // the invoke_agent span is named as skipped, not dropped silently
+    assert_eq!(codes(&t), ["span_skipped"]);
+}
+
+#[test]
+fn openlit_openai_spans_are_model_calls_though_they_name_the_requested_tool() {
+    let t = import("openlit-openai-weather.otlp.json");
+    assert_eq!(t.format, Format::Otel);
+    // OpenLIT's chat span carries gen_ai.tool.name for the call it requested: still
+    // a model call, and the one tool call is the model's
+    assert_eq!(tools(&t), ["get_weather"]);
+    assert_eq!(args_of(&t, 0), serde_json::json!({"city": "Paris"}));
+    // its second chat span leaves the assistant's tool call out of the history: the
+    // tool result is new, the repeated user message is not a second turn
+    assert_eq!(t.turns.len(), 1);
+    assert_eq!(t.turns[0].input, Content::Text(PARIS.into()));
+    assert!(no_failed_calls(&t));
+    assert_eq!(answer(&t).as_deref(), Some(PARIS_ANSWER));
+    let codes = codes(&t);
+    // the @openlit.trace span and two httpx spans skipped, the history rewrite named
+    assert_eq!(codes.iter().filter(|c| **c == "span_skipped").count(), 3, "{codes:?}");
+    assert!(codes.contains(&"history_rewritten"), "{codes:?}");
+}
+
+#[test]
+fn semantic_kernel_agent_reads_its_log_record_events_and_plugin_tool_span() {
+    let t = import("semantic-kernel-agent-weather.otlp.jsonl");
+    assert_eq!(t.format, Format::Otel);
+    assert!(t.reads.contains("event form"), "{}", t.reads);
+    // Semantic Kernel names a plugin function plugin-function
+    assert_eq!(tools(&t), ["WeatherPlugin-get_weather"]);
+    // its agent span's gen_ai.tool.definitions (OpenAI's shape) declare the tool
+    assert_eq!(t.tools.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["WeatherPlugin-get_weather"]);
+    assert_eq!(args_of(&t, 0), serde_json::json!({"city": "Paris"}));
+    assert_eq!(t.turns.len(), 1);
+    assert_eq!(t.turns[0].input, Content::Text(PARIS.into()));
+    assert!(no_failed_calls(&t));
+    assert_eq!(answer(&t).as_deref(), Some(PARIS_ANSWER));
+    // the invoke_agent span (which repeats the conversation) and the function-calling
+    // loop span are named as skipped
+    assert_eq!(codes(&t), ["span_skipped", "span_skipped"]);
 }

@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `datasets/incidents/ID.jsonl` | the case: user turns, tag `incident`, agent PROFILE, an exact `tool_sequence` expectation |
 //! | `fixtures/recordings/incidents/ID.jsonl` | the model's responses, one line per model call, with `turn` / `step` |
-//! | `fixtures/tools/incidents/ID.json` | fixture tool responses keyed by the recorded arguments (`is_error` kept) |
+//! | `fixtures/tools/incidents/ID.json` | fixture tool responses keyed by the recorded arguments (`is_error` kept, protocol errors as `protocol_error`) |
 //! | `goldens/incidents/ID/ID.0.jsonl` | the replay's log in golden form, where `stateval run` looks for the golden of the case's first run (dataset `incidents/ID`, case `ID`); written only when the replay reproduces the trace |
 //! | `pipeline/incidents/ID.toml` | a pipeline with the one case and PROFILE pointed at the fixture manifest |
 //!
@@ -19,10 +19,11 @@
 //! Without `--agent`, the profile is `incident`: the trace's system prompt and no policy.
 //!
 //! The case is then replayed once, in memory, under that profile, and compared with the
-//! trace ([`stateval::import::reconstruct::first_divergence`]): exit 0 when the replay
-//! reproduces the trace's tool sequence, 1 when it diverges (the first divergent event
-//! is named, seq / turn / kind, in both logs), 2 for bad input or existing files
-//! (`--force` replaces them).
+//! trace by the golden diff, the trace as the golden
+//! ([`stateval::import::reconstruct::first_divergence`]): exit 0 when the replay
+//! reproduces the trace's tool sequence and its final answer (the golden is then
+//! written), 1 when it diverges (the first difference is named, seq / turn / kind, in
+//! both logs), 2 for bad input or existing files (`--force` replaces them).
 
 use std::path::{Path, PathBuf};
 
@@ -153,22 +154,10 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             let _ = std::fs::remove_file(args.out.join(p));
         }
     })?;
-    // "reproduces" needs the tool path and the final answer both
-    let answer_differs = match (final_answer(&events), final_answer(&actual)) {
-        (Some(want), got) => got != Some(want),
-        (None, _) => false,
-    };
-    let exit = match first_divergence(&events, &actual) {
-        None if answer_differs => {
-            super::out(format!(
-                "replay under agent \"{}\" reproduces the trace's tool calls but not its final answer\n  trace:  {}\n  \
-                 replay: {}",
-                profile.name,
-                final_answer(&events).map_or_else(String::new, |v| v.to_string()),
-                final_answer(&actual).map_or_else(|| "no answer".into(), |v| v.to_string())
-            ));
-            Exit::Fail
-        }
+    // one comparison: the golden diff of the trace (as the golden) and the replay, which
+    // covers the tool path and the final answer both
+    let divergence = first_divergence(&events, &actual).map_err(CliError::internal)?;
+    let exit = match divergence {
         None => {
             // the replay is what `stateval run` will produce: its log is the golden
             let normalized = stateval::golden::normalize::normalize(&actual)
@@ -176,15 +165,30 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             write_atomically(&args.out.join(&paths.golden), &normalized.bytes)?;
             super::out(format!("wrote {}", shown(&args.out, &paths.golden)));
             super::out(format!(
-                "replay under agent \"{}\" reproduces the trace's {} tool call(s): {}",
+                "replay under agent \"{}\" reproduces the trace's {}{}",
                 profile.name,
-                incident.tool_sequence.len(),
-                incident.tool_sequence.join(", ")
+                match incident.tool_sequence.len() {
+                    0 => "0 tool calls".to_string(),
+                    n => format!("{n} tool call(s): {}", incident.tool_sequence.join(", ")),
+                },
+                if final_answer(&events).is_some() {
+                    " and its final answer"
+                } else {
+                    " (the trace captured no final answer to compare)"
+                }
             ));
             Exit::Pass
         }
         Some(d) => {
-            super::out(format!("replay under agent \"{}\" diverges from the trace: {d}", profile.name));
+            let what = if d.is_final_answer() {
+                "reproduces the trace's tool calls but not its final answer"
+            } else {
+                "diverges from the trace"
+            };
+            super::out(format!(
+                "replay under agent \"{}\" {what}: first divergence (the trace as the golden) at {d}",
+                profile.name
+            ));
             super::out(format!("no golden written: the replay does not reproduce the trace ({})", paths.golden));
             Exit::Fail
         }

@@ -2,8 +2,10 @@
 //!
 //! Streamable HTTP at `STATEVAL_MCP_URL` (`/r/TOKEN/mcp`): `tools/list` serves the
 //! manifest's offered tools and `tools/call` goes to the case run's session, through the
-//! same tool boundary as the built-in runtime. A fixture error is a result with
-//! `isError: true`, not a protocol error.
+//! same tool boundary as the built-in runtime. A fixture's tool error is a result with
+//! `isError: true`; a fixture response with a `protocol_error` is a JSON-RPC error
+//! response with its code, message and data, as a server that never reached the tool
+//! answers.
 //!
 //! `stateval mcp-stdio` is the same server on stdin/stdout for agents that only spawn
 //! MCP servers: it runs inside the agent's process tree, reads `STATEVAL_TOOLS_URL` from
@@ -61,6 +63,20 @@ fn result(answer: ToolAnswer) -> CallToolResult {
     r
 }
 
+/// A fixture's protocol error as the JSON-RPC error MCP answers with.
+fn protocol(error: &crate::sandbox::ProtocolError) -> ErrorData {
+    let code = i32::try_from(error.code).unwrap_or(rmcp::model::ErrorCode::INTERNAL_ERROR.0);
+    ErrorData::new(rmcp::model::ErrorCode(code), error.message.clone(), error.data.clone())
+}
+
+/// The answer of `tools/call`: a result, or the fixture's protocol error.
+fn respond(answer: ToolAnswer) -> Result<CallToolResponse, ErrorData> {
+    match &answer.protocol_error {
+        Some(error) => Err(protocol(error)),
+        None => Ok(result(answer).into()),
+    }
+}
+
 fn gone() -> ErrorData {
     ErrorData::invalid_request("stateval: no case run is in progress for this URL", None)
 }
@@ -104,7 +120,7 @@ impl ServerHandler for FixtureTools {
         let args = request.arguments.map(Value::Object).unwrap_or_else(|| json!({}));
         let answer =
             super::server::call(&self.sessions, &token, request.name.to_string(), args).await.ok_or_else(gone)?;
-        Ok(result(answer).into())
+        respond(answer)
     }
 }
 
@@ -157,8 +173,9 @@ impl ServerHandler for StdioBridge {
         let answer = ToolAnswer {
             result: body.get("result").cloned().unwrap_or(Value::Null),
             is_error: body.get("is_error").and_then(Value::as_bool).unwrap_or(true),
+            protocol_error: body.get("protocol_error").and_then(|p| serde_json::from_value(p.clone()).ok()),
         };
-        Ok(result(answer).into())
+        respond(answer)
     }
 }
 
@@ -233,11 +250,31 @@ mod tests {
 
     #[test]
     fn a_result_is_text_content_and_objects_are_structured_too() {
-        let r = result(ToolAnswer { result: json!({"a": 1}), is_error: false });
+        let r = result(ToolAnswer { result: json!({"a": 1}), is_error: false, protocol_error: None });
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["content"][0]["text"], "{\"a\":1}");
         assert_eq!(v["structuredContent"], json!({"a": 1}));
-        let r = serde_json::to_value(result(ToolAnswer { result: json!("no such file"), is_error: true })).unwrap();
+        let r = serde_json::to_value(result(ToolAnswer {
+            result: json!("no such file"),
+            is_error: true,
+            protocol_error: None,
+        }))
+        .unwrap();
         assert_eq!((r["content"][0]["text"].as_str(), r["isError"].as_bool()), (Some("no such file"), Some(true)));
+    }
+
+    #[test]
+    fn a_fixture_protocol_error_is_a_json_rpc_error_not_a_result() {
+        let error = crate::sandbox::ProtocolError {
+            code: -32602,
+            message: "Unknown tool: rollback".into(),
+            data: Some(json!({"tool": "rollback"})),
+        };
+        let answer = ToolAnswer { result: error.to_value(), is_error: true, protocol_error: Some(error) };
+        let e = respond(answer).expect_err("a JSON-RPC error");
+        assert_eq!((e.code.0, e.message.as_ref()), (-32602, "Unknown tool: rollback"));
+        assert_eq!(e.data, Some(json!({"tool": "rollback"})));
+        let ok = respond(ToolAnswer { result: json!("fine"), is_error: false, protocol_error: None });
+        assert!(ok.is_ok());
     }
 }

@@ -52,6 +52,8 @@ pub enum Msg {
 pub struct ToolAnswer {
     pub result: Value,
     pub is_error: bool,
+    /// The fixture answered with a protocol error: MCP sends it as a JSON-RPC error.
+    pub protocol_error: Option<crate::sandbox::ProtocolError>,
 }
 
 pub(crate) type Sessions = Arc<Mutex<HashMap<String, Sender<Msg>>>>;
@@ -261,7 +263,13 @@ async fn call_tool(State(s): State<Sessions>, Path((token, name)): Path<(String,
         }
     };
     match call(&s, &token, name, args).await {
-        Some(answer) => axum::Json(json!({"result": answer.result, "is_error": answer.is_error})).into_response(),
+        Some(answer) => {
+            let mut body = json!({"result": answer.result, "is_error": answer.is_error});
+            if let Some(protocol) = &answer.protocol_error {
+                body["protocol_error"] = protocol.to_value();
+            }
+            axum::Json(body).into_response()
+        }
         None => gone(&token),
     }
 }

@@ -611,10 +611,10 @@ impl<'a, 'p> Session<'a, 'p> {
         }
         let class = self.boundary.class(&tool);
         if let Some(denied) = self.boundary.decide(self.rec, &call_id, &tool, class, &args)? {
-            return Ok(ToolAnswer { result: denied, is_error: true });
+            return Ok(ToolAnswer { result: denied, is_error: true, protocol_error: None });
         }
-        let (result, is_error) = self.boundary.execute(self.rec, &call_id, &tool, &args)?;
-        Ok(ToolAnswer { result, is_error })
+        let answer = self.boundary.execute(self.rec, &call_id, &tool, &args)?;
+        Ok(ToolAnswer { result: answer.result, is_error: answer.is_error, protocol_error: answer.protocol_error })
     }
 
     /// A call the model did not propose in its last step.
@@ -637,7 +637,11 @@ impl<'a, 'p> Session<'a, 'p> {
             json!({"class": "unrequested_tool", "severity": "high", "source": source, "tool": tool, "call_id": call_id,
                    "detail": detail}),
         )?;
-        Ok(ToolAnswer { result: json!({"error": format!("refused by stateval: {detail}")}), is_error: true })
+        Ok(ToolAnswer {
+            result: json!({"error": format!("refused by stateval: {detail}")}),
+            is_error: true,
+            protocol_error: None,
+        })
     }
 
     fn finish(self, outcome: Option<Stop>) -> Result<RunSummary, WriteError> {

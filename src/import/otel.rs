@@ -49,7 +49,7 @@ use serde_json::{Map, Value, json};
 use super::Format;
 use super::builder::Builder;
 use super::source::Source;
-use super::trace::{Args, Call, Content, ErrorKind, Outcome, Ptr, Step, Trace, Usage, provenance};
+use super::trace::{Args, Call, Content, DeclaredTool, ErrorKind, Outcome, Ptr, Step, Trace, Usage, provenance};
 use crate::diag::InputError;
 use messages::{DETAILS_EVENT, Forms, LEGACY_EVENTS, MESSAGE_EVENTS, Msg, Part, read_chat};
 use otlp::{Record, Span};
@@ -98,6 +98,25 @@ pub fn parse(src: &Source, trace_id: Option<&str>) -> Result<Trace, InputError> 
                     format!("span \"{}\" ({}) is not imported: {why}", span.name, span.span_id),
                 );
                 b.warn_trace(w);
+            }
+        }
+    }
+    // gen_ai.tool.definitions (semconv; Pydantic AI on its chat spans, Semantic Kernel
+    // on its agent span): `{name, description, parameters}`, or OpenAI's `{function: …}`
+    for span in &spans {
+        let definitions = match span.attr("gen_ai.tool.definitions") {
+            Some(Value::String(text)) => serde_json::from_str::<Value>(text).unwrap_or(Value::Null),
+            Some(other) => other.clone(),
+            None => continue,
+        };
+        for d in definitions.as_array().into_iter().flatten() {
+            let f = d.get("function").unwrap_or(d);
+            if let Some(name) = f.get("name").and_then(Value::as_str) {
+                b.tool(DeclaredTool {
+                    name: name.to_string(),
+                    description: f.get("description").and_then(Value::as_str).map(str::to_string),
+                    input_schema: f.get("parameters").or(f.get("parameters_json_schema")).cloned(),
+                });
             }
         }
     }
@@ -230,11 +249,14 @@ const MESSAGE_KEYS: [&str; 8] = [
 fn role(span: &Span) -> SpanRole {
     let op = span.attr_str("gen_ai.operation.name");
     let kind = span.attr_str("openinference.span.kind").or(span.attr_str("traceloop.span.kind"));
+    // OpenLIT's OpenAI spans name the calls the model asked for in gen_ai.tool.*: an
+    // inference operation is a model call whatever tool attributes it carries
+    let inference_op = op.is_some_and(|o| INFERENCE_OPS.contains(&o));
     let is_tool = matches!(op, Some("execute_tool" | "tool"))
         || matches!(kind, Some("TOOL" | "tool"))
         || span.attr("gen_ai.tool.name").is_some()
         || span.attr("ai.toolCall.name").is_some();
-    if is_tool {
+    if is_tool && !inference_op {
         return SpanRole::Tool;
     }
     let carries_messages = span.attrs.keys().any(|k| {
@@ -242,6 +264,19 @@ fn role(span: &Span) -> SpanRole {
     }) || span.events.iter().any(|e| {
         MESSAGE_EVENTS.contains(&e.name.as_str()) || e.name == DETAILS_EVENT || LEGACY_EVENTS.contains(&e.name.as_str())
     });
+    if let Some(op @ ("invoke_agent" | "create_agent" | "invoke_workflow")) = op {
+        // Semantic Kernel's agent span repeats the conversation's messages: the model
+        // calls inside it are the conversation, read once
+        return SpanRole::Other(format!(
+            "operation \"{op}\" is an agent span around the model and tool calls inside it, which are read instead"
+        ));
+    }
+    if op.is_none() && span.attr("function.args").is_some() && span.attr("function.kwargs").is_some() {
+        // its gen_ai.output.messages is the function's return value, not messages
+        return SpanRole::Other(
+            "an OpenLIT @openlit.trace function span around the model calls inside it, which are read instead".into(),
+        );
+    }
     let vercel_outer = span.attr_str("ai.operationId").is_some_and(|o| !o.contains(".do"));
     if vercel_outer {
         return SpanRole::Other(
@@ -295,16 +330,26 @@ fn new_messages<'m>(b: &mut Builder, seen: &[Msg], input: &'m [Msg], span: &Span
     if input.len() >= seen.len() && seen.iter().zip(input).all(|(a, c)| a.same(c)) {
         return &input[seen.len()..];
     }
-    let from = input.iter().rposition(|m| m.role == "assistant").map_or(0, |i| i + 1);
+    // the longest start of the input that repeats the history in order, leaving some
+    // of it out (OpenLIT leaves out the assistant's tool-call messages)
+    let mut rest = seen.iter();
+    let repeated = input.iter().take_while(|m| rest.any(|s| s.same(m))).count();
+    let after_assistant = input.iter().rposition(|m| m.role == "assistant").map_or(0, |i| i + 1);
+    let from = repeated.max(after_assistant);
     if !seen.is_empty() {
         let w = b.warning(
             "history_rewritten",
             &span.at,
             format!(
                 "span {}: its input does not extend the history of the previous inference span; the {} message(s) \
-                 after its last assistant message are taken as new",
+                 after {} are taken as new",
                 span.span_id,
-                input.len() - from
+                input.len() - from,
+                if from == repeated && repeated > 0 {
+                    "the history it repeats (leaving some of it out)"
+                } else {
+                    "its last assistant message"
+                }
             ),
         );
         b.warn_trace(w);
@@ -328,6 +373,14 @@ fn input_message(
                 b.system(text);
             }
         }
+        // Pydantic AI sends tool results back as user messages of tool_call_response parts:
+        // those are results, and a new turn only when the message also has text
+        "user" if msg.parts.iter().any(|p| matches!(p, Part::ToolResult { .. })) => {
+            tool_results(b, msg, results)?;
+            if msg.parts.iter().any(|p| matches!(p, Part::Text(_))) {
+                b.user(msg.text(), provenance([("span_id", Some(json!(span.span_id)))]), t, &msg.at);
+            }
+        }
         "user" => b.user(msg.text(), provenance([("span_id", Some(json!(span.span_id)))]), t, &msg.at),
         "assistant" => {
             // history the file has no inference span for
@@ -335,18 +388,22 @@ fn input_message(
             step.source.insert("from_history_of_span".into(), json!(span.span_id));
             b.step(step)?;
         }
-        _ => {
-            for part in &msg.parts {
-                if let Part::ToolResult { id, response } = part {
-                    let Some(id) = id else {
-                        return Err(b.error(&msg.at, "a tool_call_response without an id cannot be attributed"));
-                    };
-                    if results.contains_key(id) {
-                        return Err(b.error(&msg.at, format!("duplicate result for tool call \"{id}\"")));
-                    }
-                    results.insert(id.clone(), (response.clone(), msg.at.clone()));
-                }
+        _ => tool_results(b, msg, results)?,
+    }
+    Ok(())
+}
+
+/// The `tool_call_response` parts of a message, by call id.
+fn tool_results(b: &mut Builder, msg: &Msg, results: &mut BTreeMap<String, (Value, Ptr)>) -> Result<(), InputError> {
+    for part in &msg.parts {
+        if let Part::ToolResult { id, response } = part {
+            let Some(id) = id else {
+                return Err(b.error(&msg.at, "a tool_call_response without an id cannot be attributed"));
+            };
+            if results.contains_key(id) {
+                return Err(b.error(&msg.at, format!("duplicate result for tool call \"{id}\"")));
             }
+            results.insert(id.clone(), (response.clone(), msg.at.clone()));
         }
     }
     Ok(())

@@ -6,20 +6,24 @@
 //! `incident`, an exact `tool_sequence` expectation), the recording (each
 //! `model_called` response with its `turn` / `step`, usage and latency), and a tool
 //! manifest whose `responses` are keyed by the recorded arguments with the recorded
-//! results (`is_error` kept); a tool the profile's manifest lacks gets the description
+//! results (`is_error` kept, a protocol error as the response's `protocol_error`); a
+//! tool the profile's manifest lacks gets the description
 //! the trace declared but not its input schema (that was the production contract, not
 //! today's, and a call failing it would change the replay). Gaps a replay needs filled
 //! are filled visibly and listed in [`Incident::notes`]: an absent user input becomes a
 //! marked placeholder, a turn that ended on tool calls gets an empty closing answer, a
 //! call seen twice with the same arguments but different results keeps the first.
 //!
-//! [`first_divergence`] is the minimal comparison reconstruction needs, behind the one
-//! function the golden diff (`golden/`) will later replace: it compares the two logs'
-//! *path-deciding* events in order — turn starts, executed tools (name and canonical
-//! arguments), denials, refused approvals, replay divergences and errors — and names
-//! the first event where they differ. Model calls and context events are left out:
-//! the recording replays the model verbatim, so only the agent's handling of it can
-//! differ, and that shows in the events compared.
+//! [`first_divergence`] compares a replay with the trace by the project's one
+//! comparison of logs, the golden diff ([`crate::golden::diff`]), the trace as the
+//! golden. The two logs come from different producers, so it diffs their *path views*:
+//! the events that decide or reveal the agent's path — turn starts, executed tools
+//! (name, canonical arguments, whether they failed, a protocol error's kind), denials,
+//! refused approvals, replay divergences and errors — and the final answer, each
+//! reduced to those fields. Model calls and context events are left out: the
+//! recording replays the model verbatim, so only the agent's handling of it can
+//! differ, and that shows in the events compared. What the trace did not capture
+//! cannot differ.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -28,7 +32,12 @@ use serde_json::{Map, Value, json};
 
 use super::writer::WARNING_KIND;
 use crate::canon::json_eq;
+use crate::event::writer::LogWriter;
 use crate::event::{Event, Kind};
+use crate::golden::{self, Difference};
+
+/// `error_kind` of a call that failed before it reached the tool.
+const PROTOCOL: &str = "protocol";
 
 /// The turn input written when the trace did not capture the user's message.
 pub const ABSENT_INPUT: &str = "[stateval: the source trace did not capture this user message]";
@@ -79,7 +88,7 @@ pub fn build(events: &[Event], opts: &Options) -> Result<Incident, String> {
     let mut steps: Vec<(u32, bool)> = Vec::new();
     let mut calls: Vec<&Event> = Vec::new();
     // the text of a text-only response the model followed with more calls in its turn
-    let mut interim: Option<String> = None;
+    let mut interim: Option<(String, u64)> = None;
     for e in events {
         match e.kind {
             Kind::TurnStarted => {
@@ -102,23 +111,31 @@ pub fn build(events: &[Event], opts: &Options) -> Result<Incident, String> {
                 let turn = turns.len() - 1;
                 let mut line = recorded_response(e, turn, *step, &mut notes)?;
                 let called = line["response"]["tool_calls"].as_array().is_some_and(|c| !c.is_empty());
-                if let Some(text) = interim.take() {
-                    let joined = [text, line["response"]["content"].as_str().unwrap_or_default().to_string()]
-                        .into_iter()
-                        .filter(|t| !t.is_empty())
-                        .collect::<Vec<_>>()
-                        .join("\n\n");
-                    line["response"]["content"] = json!(joined);
+                if let Some((text, at)) = interim.take() {
+                    if called {
+                        let joined = [text, line["response"]["content"].as_str().unwrap_or_default().to_string()]
+                            .into_iter()
+                            .filter(|t| !t.is_empty())
+                            .collect::<Vec<_>>()
+                            .join("\n\n");
+                        line["response"]["content"] = json!(joined);
+                        notes.push(format!(
+                            "turn {turn}: the model answered at seq {at} and was called again in the same turn; the \
+                             recording joins that text to its next response so the whole turn replays"
+                        ));
+                    } else {
+                        // joined to the turn's answer it would change the answer to compare
+                        notes.push(format!(
+                            "turn {turn}: the model answered at seq {at} and again at seq {} without calling a tool; \
+                             a replay answers once per turn, so the recording keeps the later answer",
+                            e.seq
+                        ));
+                    }
                 }
                 if !called && events_after_in_turn(events, e) {
                     // a replay would end the turn at a text-only response: carry its text
-                    // into the next response so the whole turn replays
-                    notes.push(format!(
-                        "turn {turn}: the model answered at seq {} and was called again in the same turn; the \
-                         recording joins that text to its next response so the whole turn replays",
-                        e.seq
-                    ));
-                    interim = Some(line["response"]["content"].as_str().unwrap_or_default().to_string());
+                    // to the next response so the whole turn replays
+                    interim = Some((line["response"]["content"].as_str().unwrap_or_default().to_string(), e.seq));
                     continue;
                 }
                 *last_called = called;
@@ -260,22 +277,25 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
             }
         };
         let is_error = e.get("is_error").as_bool();
-        if e.str("error_kind") == Some("protocol") {
-            // the sandbox's fixtures answer with results or tool errors only
-            notes.push(format!(
-                "event seq {}: {tool} failed with a protocol error (the call never reached the tool); a fixture can \
-                 only answer with a tool error, so the replay shows it as one (the trace's log keeps error_kind \
-                 \"protocol\")",
-                e.seq
-            ));
-        }
         if is_error.is_none() {
             unknown_error.push(format!("{tool} (seq {})", e.seq));
         }
         if e.get("result").is_null() && super::writer::is_absent(&e.data, "/result") {
             absent_result.push(format!("{tool} (seq {})", e.seq));
         }
-        let outcome = json!({"result": e.get("result"), "is_error": is_error.unwrap_or(false)});
+        let mut outcome = json!({"result": e.get("result"), "is_error": is_error.unwrap_or(false)});
+        if e.str("error_kind") == Some(PROTOCOL) {
+            // the call never reached the tool: the fixture answers with the same error
+            match protocol_error(e.get("result")) {
+                Some(error) => outcome = json!({"protocol_error": error}),
+                None => notes.push(format!(
+                    "event seq {}: {tool} failed with a protocol error whose error object has no integer code and \
+                     string message ({}); its fixture answers with a tool error",
+                    e.seq,
+                    truncate(&e.get("result").to_string())
+                )),
+            }
+        }
         let list = recorded.entry(tool.clone()).or_default();
         if !order.contains(&tool) {
             order.push(tool.clone());
@@ -315,8 +335,12 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
             .map(|(args, outcome, _)| {
                 let mut r = Map::new();
                 r.insert("args".into(), args.clone());
-                r.insert("result".into(), outcome["result"].clone());
-                r.insert("is_error".into(), outcome["is_error"].clone());
+                if let Some(error) = outcome.get("protocol_error") {
+                    r.insert("protocol_error".into(), error.clone());
+                } else {
+                    r.insert("result".into(), outcome["result"].clone());
+                    r.insert("is_error".into(), outcome["is_error"].clone());
+                }
                 Value::Object(r)
             })
             .collect();
@@ -346,7 +370,7 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
                             .and_then(|t| t.get("effect").cloned())
                             .or_else(|| default_effect.clone());
                         // a call that failed did nothing to the state
-                        let failed = r["is_error"] == Value::Bool(true);
+                        let failed = r["is_error"] == Value::Bool(true) || r.get("protocol_error").is_some();
                         if let (Some(effect), false, Value::Object(m)) = (effect, failed, &mut r) {
                             m.insert("effect".into(), effect);
                         }
@@ -371,6 +395,18 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
         }
     }
     Ok(manifest)
+}
+
+/// A JSON-RPC error object as a fixture's `protocol_error`: an integer code, a string
+/// message and, when present, data.
+fn protocol_error(error: &Value) -> Option<Value> {
+    let code = error.get("code")?.as_i64()?;
+    let message = error.get("message")?.as_str()?;
+    let mut out = json!({"code": code, "message": message});
+    if let Some(data) = error.get("data").filter(|d| !d.is_null()) {
+        out["data"] = data.clone();
+    }
+    Some(out)
 }
 
 fn truncate(text: &str) -> String {
@@ -400,29 +436,35 @@ impl fmt::Display for Marker {
 /// Where a replay first left the trace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Divergence {
-    /// The trace's event at that point (`None`: the trace had ended).
+    /// The trace's event at that point, or the one in its place when the trace lacks
+    /// the replay's event (`None`: the trace has nothing more in that turn).
     pub expected: Option<Marker>,
-    /// The replay's event at that point (`None`: the replay had ended).
+    /// The replay's event at that point, or the one in its place when the replay
+    /// lacks the trace's event (`None`: the replay has nothing more in that turn).
     pub actual: Option<Marker>,
-    pub reason: String,
+    /// The golden diff's first difference (the trace is the golden side), its seqs
+    /// those of the two logs.
+    pub difference: Difference,
+}
+
+impl Divergence {
+    /// The divergence is the final answer: every tool call reproduced.
+    pub fn is_final_answer(&self) -> bool {
+        self.difference.kind == Kind::TurnCompleted.as_str()
+    }
 }
 
 impl fmt::Display for Divergence {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let side =
-            |m: &Option<Marker>| m.as_ref().map_or_else(|| "nothing (the log had ended)".into(), |m| m.to_string());
-        write!(f, "{}\n  trace:  {}\n  replay: {}", self.reason, side(&self.expected), side(&self.actual))
-    }
-}
-
-/// Does this event decide or reveal the path the agent took?
-fn compared(e: &Event) -> bool {
-    match e.kind {
-        Kind::TurnStarted | Kind::ToolExecuted | Kind::ReplayDiverged => true,
-        Kind::PolicyDecided => e.str("verdict") == Some("deny"),
-        Kind::ApprovalResolved => e.get("approved") == &Value::Bool(false),
-        Kind::Error => e.str("kind") != Some(WARNING_KIND),
-        _ => false,
+            |m: &Option<Marker>| m.as_ref().map_or_else(|| "nothing more in this turn".into(), |m| m.to_string());
+        write!(
+            f,
+            "{}\n  trace:  {}\n  replay: {}",
+            golden::render::one_line(&self.difference),
+            side(&self.expected),
+            side(&self.actual)
+        )
     }
 }
 
@@ -436,52 +478,116 @@ fn marker(e: &Event) -> Marker {
         Kind::ApprovalResolved => format!("approval refused by {}", e.str("by").unwrap_or("?")),
         Kind::ReplayDiverged => e.str("reason").unwrap_or("").to_string(),
         Kind::Error => format!("{}: {}", e.str("kind").unwrap_or("error"), truncate(e.str("message").unwrap_or(""))),
+        Kind::TurnCompleted => format!("answer {}", truncate(&e.get("response").to_string())),
         _ => String::new(),
     };
     Marker { seq: e.seq, turn: e.turn, kind: e.kind, summary }
 }
 
-/// The last answer of `events` (the final `turn_completed` response), `None` when there
-/// is none or the trace did not capture it.
-pub fn final_answer(events: &[Event]) -> Option<&Value> {
-    let last = events.iter().rev().find(|e| e.kind == Kind::TurnCompleted)?;
-    (!super::writer::is_absent(&last.data, "/response")).then(|| last.get("response"))
+/// The *path view* of an event: what of it a reconstruction must reproduce, or `None`
+/// when the event is not compared. The trace and its replay come from different
+/// producers (an imported log has no context events, other call ids, no times), so
+/// the golden diff compares these views, not the logs: turn starts; executed tools
+/// (name, arguments, whether they failed, and a protocol error's kind); denials,
+/// refused approvals, replay divergences and errors (by kind). Fields a trace marks
+/// absent are left out of its view. Model calls are left out: the recording replays
+/// the model verbatim, so only the agent's handling of it can differ.
+fn path_view(e: &Event) -> Option<Value> {
+    let pick = |keys: &[&str]| {
+        let mut m = Map::new();
+        for k in keys {
+            let v = e.get(k);
+            if !v.is_null() && !super::writer::is_absent(&e.data, &format!("/{k}")) {
+                m.insert((*k).to_string(), v.clone());
+            }
+        }
+        Value::Object(m)
+    };
+    Some(match e.kind {
+        Kind::TurnStarted => json!({}),
+        Kind::ToolExecuted => {
+            let mut v = pick(&["tool", "args", "is_error"]);
+            // a tool error is the default kind of a failure; a protocol error is told apart
+            if e.str("error_kind") == Some(PROTOCOL) {
+                v["error_kind"] = json!(PROTOCOL);
+            }
+            v
+        }
+        Kind::PolicyDecided if e.str("verdict") == Some("deny") => pick(&["tool", "verdict"]),
+        Kind::ApprovalResolved if e.get("approved") == &Value::Bool(false) => pick(&["approved"]),
+        Kind::ReplayDiverged => json!({}),
+        Kind::Error if e.str("kind") != Some(WARNING_KIND) => pick(&["kind"]),
+        _ => return None,
+    })
 }
 
-/// The first path-deciding event where `actual` (a replay) leaves `expected` (the
-/// trace), or `None` when they agree: same turns, same tools with canonically equal
-/// arguments in the same order (arguments the trace marks absent are not compared),
-/// and no denial, refusal, divergence or error on one side only.
-pub fn first_divergence(expected: &[Event], actual: &[Event]) -> Option<Divergence> {
-    let exp: Vec<&Event> = expected.iter().filter(|e| compared(e)).collect();
-    let act: Vec<&Event> = actual.iter().filter(|e| compared(e)).collect();
-    for i in 0..exp.len().max(act.len()) {
-        let (e, a) = (exp.get(i).copied(), act.get(i).copied());
-        let reason = match (e, a) {
-            (Some(e), Some(a)) if e.kind != a.kind => {
-                format!("the replay has {} where the trace has {}", a.kind, e.kind)
-            }
-            (Some(e), Some(a)) if e.kind == Kind::ToolExecuted && e.str("tool") != a.str("tool") => format!(
-                "the replay called {} where the trace called {}",
-                a.str("tool").unwrap_or("?"),
-                e.str("tool").unwrap_or("?")
-            ),
-            // arguments the trace did not capture cannot differ: the replay's are its own
-            (Some(e), Some(a))
-                if e.kind == Kind::ToolExecuted
-                    && !super::writer::is_absent(&e.data, "/args")
-                    && !json_eq(e.get("args"), a.get("args")) =>
-            {
-                format!("{} was called with different arguments", e.str("tool").unwrap_or("?"))
-            }
-            (Some(_), Some(_)) => continue,
-            (Some(e), None) => format!("the replay ended before the trace's {}", e.kind),
-            (None, Some(a)) => format!("the replay goes on past the trace with {}", a.kind),
-            (None, None) => continue,
+/// The final answer of `events`: the last `turn_completed`, when it closes the last
+/// turn and its response was captured.
+pub fn final_answer(events: &[Event]) -> Option<&Event> {
+    let last_turn = events.iter().rev().find(|e| e.kind == Kind::TurnStarted)?.turn;
+    let last = events.iter().rev().find(|e| e.kind == Kind::TurnCompleted)?;
+    (last.turn == last_turn && !super::writer::is_absent(&last.data, "/response")).then_some(last)
+}
+
+/// The path view of a log, as a log the golden diff reads, with the event each view
+/// event stands for. `answer` adds the final `turn_completed` (its response only).
+fn view_log<'a>(events: &'a [Event], answer: Option<&'a Event>) -> Result<(Vec<Event>, Vec<&'a Event>), String> {
+    let mut writer = LogWriter::new(std::io::sink());
+    let (mut view, mut origin) = (Vec::new(), Vec::new());
+    for e in events {
+        let data = match path_view(e) {
+            Some(data) => data,
+            None if answer.is_some_and(|a| std::ptr::eq(a, e)) => json!({"response": e.get("response")}),
+            None => continue,
         };
-        return Some(Divergence { expected: e.map(marker), actual: a.map(marker), reason });
+        // times are the producers' own: the view has none
+        view.push(writer.append(e.turn, 0, e.kind, data).map_err(|err| err.to_string())?);
+        origin.push(e);
     }
-    None
+    Ok((view, origin))
+}
+
+/// Where `actual` (a replay) first leaves `expected` (the trace), by the golden diff
+/// ([`golden::diff`]) of their path views with the trace as the golden: `None` when
+/// they agree — same turns, the same tools in the same order with canonically equal
+/// arguments and the same failures, no denial, refusal, divergence or error on one
+/// side only, and the same final answer when the trace captured it. What the trace
+/// did not capture (arguments, whether a call failed, the answer) cannot differ.
+pub fn first_divergence(expected: &[Event], actual: &[Event]) -> Result<Option<Divergence>, String> {
+    let want = final_answer(expected);
+    let (golden_view, golden_origin) = view_log(expected, want)?;
+    let (actual_view, actual_origin) = view_log(actual, want.and_then(|_| final_answer(actual)))?;
+    let mut diff = golden::diff(&golden_view, &actual_view);
+    // a field the trace did not capture is left out of its view; the replay's value
+    // there is its own, not a difference
+    for d in &mut diff.differences {
+        let Some(trace) = d.golden_seq.and_then(|s| golden_origin.get(s as usize)) else { continue };
+        d.changes.retain(|c| {
+            let uncaptured = c.golden.is_none()
+                && c.path.strip_prefix("/data/").is_some_and(|k| !k.contains('/') && trace.get(k).is_null());
+            !uncaptured
+        });
+    }
+    diff.differences.retain(|d| d.class != golden::Class::PayloadChanged || !d.changes.is_empty());
+    let Some(first) = diff.first_divergence() else { return Ok(None) };
+    let origin = |seq: Option<u64>, of: &[&Event]| seq.and_then(|s| of.get(s as usize).map(|e| (*e).clone()));
+    // an event one log has and the other lacks: the other's side shows what it has in
+    // its place, the next difference of the same turn that it does have
+    let in_place = |side: fn(&Difference) -> Option<u64>| {
+        diff.differences.iter().skip_while(|d| !std::ptr::eq(*d, first)).filter(|d| d.turn == first.turn).find_map(side)
+    };
+    let golden_seq = first.golden_seq.or_else(|| in_place(|d| d.golden_seq));
+    let actual_seq = first.actual_seq.or_else(|| in_place(|d| d.actual_seq));
+    let (trace_event, replay_event) = (origin(golden_seq, &golden_origin), origin(actual_seq, &actual_origin));
+    let mut difference = first.clone();
+    let seq_of = |seq: Option<u64>, of: &[&Event]| seq.and_then(|s| of.get(s as usize).map(|e| e.seq));
+    difference.golden_seq = seq_of(first.golden_seq, &golden_origin);
+    difference.actual_seq = seq_of(first.actual_seq, &actual_origin);
+    Ok(Some(Divergence {
+        expected: trace_event.as_ref().map(marker),
+        actual: replay_event.as_ref().map(marker),
+        difference,
+    }))
 }
 
 #[cfg(test)]
@@ -529,9 +635,10 @@ mod tests {
             json!({"tool": "ping", "args": null, "absent": ["/args"], "result": null}),
         )]);
         let r = log(&[(Some(0), Kind::ToolExecuted, json!({"tool": "ping", "args": {}, "result": null}))]);
-        assert!(first_divergence(&t, &r).is_none());
+        assert_eq!(first_divergence(&t, &r), Ok(None));
         let other = log(&[(Some(0), Kind::ToolExecuted, json!({"tool": "pong", "args": {}, "result": null}))]);
-        assert!(first_divergence(&t, &other).is_some());
+        let d = first_divergence(&t, &other).unwrap().unwrap();
+        assert!(matches!(d.difference.class, golden::Class::ToolCallMissing | golden::Class::ToolCallExtra), "{d}");
     }
 
     fn opts() -> Options<'static> {
@@ -593,18 +700,51 @@ mod tests {
     #[test]
     fn identical_paths_do_not_diverge_and_a_denial_is_named_where_it_happens() {
         let t = trace();
-        assert_eq!(first_divergence(&t, &t), None);
+        assert_eq!(first_divergence(&t, &t), Ok(None));
         let replay = log(&[
             (None, Kind::RunStarted, json!({})),
             (Some(0), Kind::TurnStarted, json!({"turn": 0})),
-            (Some(0), Kind::ToolExecuted, json!({"tool": "lookup", "args": {"who": "bob"}})),
+            (Some(0), Kind::ToolExecuted, json!({"tool": "lookup", "args": {"who": "bob"}, "is_error": false})),
             (Some(0), Kind::PolicyDecided, json!({"tool": "pay", "verdict": "deny", "rule": "limits"})),
         ]);
-        let d = first_divergence(&t, &replay).unwrap();
-        let actual = d.actual.unwrap();
-        assert_eq!((actual.seq, actual.turn, actual.kind), (3, Some(0), Kind::PolicyDecided));
-        assert_eq!(d.expected.unwrap().seq, 4);
-        assert!(d.reason.contains("policy_decided"), "{}", d.reason);
+        let d = first_divergence(&t, &replay).unwrap().unwrap();
+        let shown = d.to_string();
+        // the golden diff names the trace's pay as missing where the replay denied it
+        assert_eq!(d.difference.class, golden::Class::ToolCallMissing, "{shown}");
+        let expected = d.expected.unwrap();
+        assert_eq!((expected.seq, expected.turn, expected.kind), (4, Some(0), Kind::ToolExecuted));
+        assert!(shown.contains("seq 4") && shown.contains("pay"), "{shown}");
+    }
+
+    #[test]
+    fn a_different_final_answer_is_a_divergence_and_an_uncaptured_one_is_not() {
+        let with = |answer: Value| {
+            log(&[
+                (Some(0), Kind::TurnStarted, json!({"turn": 0})),
+                (Some(0), Kind::ToolExecuted, json!({"tool": "f", "args": {}, "is_error": false})),
+                (Some(0), Kind::TurnCompleted, answer),
+            ])
+        };
+        let trace = with(json!({"turn": 0, "response": "Paid."}));
+        assert_eq!(first_divergence(&trace, &with(json!({"turn": 0, "response": "Paid."}))), Ok(None));
+        let d = first_divergence(&trace, &with(json!({"turn": 0, "response": "Sorry."}))).unwrap().unwrap();
+        assert!(d.is_final_answer(), "{d}");
+        assert!(d.to_string().contains("/data/response"), "{d}");
+        let uncaptured = with(json!({"turn": 0, "response": null, "absent": ["/response"]}));
+        assert_eq!(first_divergence(&uncaptured, &with(json!({"turn": 0, "response": ""}))), Ok(None));
+    }
+
+    #[test]
+    fn a_protocol_error_is_not_a_tool_error() {
+        let call = |data: Value| log(&[(Some(0), Kind::ToolExecuted, data)]);
+        let trace = call(json!({"tool": "f", "args": {}, "is_error": true, "error_kind": "protocol"}));
+        let as_tool = call(json!({"tool": "f", "args": {}, "is_error": true}));
+        let d = first_divergence(&trace, &as_tool).unwrap().unwrap();
+        assert!(d.to_string().contains("/data/error_kind"), "{d}");
+        assert_eq!(first_divergence(&trace, &trace), Ok(None));
+        // a tool error's kind is the default: "tool" in an import, unwritten in a replay
+        let tool = call(json!({"tool": "f", "args": {}, "is_error": true, "error_kind": "tool"}));
+        assert_eq!(first_divergence(&tool, &as_tool), Ok(None));
     }
 
     #[test]
@@ -612,8 +752,10 @@ mod tests {
         let a = log(&[(Some(0), Kind::ToolExecuted, json!({"tool": "f", "args": {"a": 1, "b": 2}}))]);
         let b = log(&[(Some(0), Kind::ToolExecuted, json!({"tool": "f", "args": {"b": 2, "a": 1.0}}))]);
         let c = log(&[(Some(0), Kind::ToolExecuted, json!({"tool": "f", "args": {"a": 2, "b": 2}}))]);
-        assert_eq!(first_divergence(&a, &b), None);
-        assert!(first_divergence(&a, &c).unwrap().reason.contains("different arguments"));
+        assert_eq!(first_divergence(&a, &b), Ok(None));
+        let d = first_divergence(&a, &c).unwrap().unwrap();
+        assert_eq!(d.difference.class, golden::Class::PayloadChanged);
+        assert!(d.to_string().contains("/data/args/a"), "{d}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::profile::PoisonedTools;
 use crate::pipeline::{AgentProfile, ApprovalAnswer, SafetyClass, Verdict};
 use crate::sandbox::poisoning::{self, Finding};
-use crate::sandbox::{FaultKind, Manifest, Sandbox, ToolSpec, Trust};
+use crate::sandbox::{FaultKind, Manifest, ProtocolError, Sandbox, ToolSpec, Trust};
 
 pub struct ToolBoundary<'a> {
     case: &'a Case,
@@ -189,14 +189,15 @@ impl<'a> ToolBoundary<'a> {
     }
 
     /// Execute an allowed call of a fixture tool: idempotency, faults, fixtures,
-    /// effects, `tool_executed`, taint. Returns the result and whether it is an error.
+    /// effects, `tool_executed`, taint. Returns the result, whether it is an error,
+    /// and the protocol error when the fixture answers with one.
     pub fn execute(
         &mut self,
         rec: &mut Recorder,
         call_id: &str,
         tool: &str,
         args: &Value,
-    ) -> Result<(Value, bool), WriteError> {
+    ) -> Result<Answer, WriteError> {
         let spec = self.manifest.tool(tool);
         let idempotent = spec.is_some_and(|s| s.idempotent);
         let keyed = idempotent.then(|| {
@@ -216,7 +217,7 @@ impl<'a> ToolBoundary<'a> {
                        "fault": null, "duration_ms": 0, "deduplicated": true, "effect": null,
                        "idempotency_key": key, "first_execution": first}),
             )?;
-            return Ok((result, false));
+            return Ok(Answer { result, is_error: false, protocol_error: None });
         }
         let execution = self.sandbox.call(tool, &fixture_args);
         // virtual time: a hang costs the timeout, and nothing sleeps
@@ -233,12 +234,16 @@ impl<'a> ToolBoundary<'a> {
         if let Some(key) = &key {
             data["idempotency_key"] = json!(key);
         }
+        // only protocol errors carry a kind, so other logs keep their bytes
+        if execution.protocol_error.is_some() {
+            data["error_kind"] = json!("protocol");
+        }
         let seq = rec.emit(Kind::ToolExecuted, data)?;
         if let Some(fixture) = &execution.fixture_error {
             let message = fixture.to_string();
             rec.emit(Kind::Error, json!({"kind": "fixture_error", "message": message, "source": seq}))?;
             self.fixture_error = Some(message);
-            return Ok((execution.result, true));
+            return Ok(Answer { result: execution.result, is_error: true, protocol_error: None });
         }
         if let (Some(key), Some(keyed)) = (key, &keyed)
             && !execution.is_error
@@ -250,8 +255,18 @@ impl<'a> ToolBoundary<'a> {
         if answered && spec.is_some_and(|s| s.trust == Trust::Untrusted) {
             self.taint.absorb(&execution.result, seq);
         }
-        Ok((execution.result, execution.is_error))
+        Ok(Answer { result: execution.result, is_error: execution.is_error, protocol_error: execution.protocol_error })
     }
+}
+
+/// What an executed call answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub result: Value,
+    pub is_error: bool,
+    /// The call failed before it reached the tool (`result` is the error object): an
+    /// MCP client gets it as a JSON-RPC error, not as a result.
+    pub protocol_error: Option<ProtocolError>,
 }
 
 /// The argument names a tool's `input_schema` declares, when it declares any.

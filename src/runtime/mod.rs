@@ -397,7 +397,7 @@ impl<'a, 'p> Loop<'a, 'p> {
             )?;
             return Ok(result);
         }
-        Ok(self.boundary.execute(self.rec, call_id, tool, args)?.0)
+        Ok(self.boundary.execute(self.rec, call_id, tool, args)?.result)
     }
 
     /// Hand a task to another agent profile. The target runs under its own policy,

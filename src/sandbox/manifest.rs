@@ -54,6 +54,34 @@ pub struct Outcome {
     pub is_error: bool,
     /// RFC 6902 patch on the fixture state; `{"$arg": "/ptr"}` values are substituted.
     pub effect: Option<Vec<Value>>,
+    /// The call fails before it reaches the tool (an MCP JSON-RPC `error` response);
+    /// excludes `result`, `is_error` and `effect`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_error: Option<ProtocolError>,
+}
+
+/// A protocol error: the JSON-RPC 2.0 `error` object an MCP server answers a
+/// `tools/call` with when the call never reached the tool (an unknown tool, invalid
+/// parameters, the server failing). Not the tool's answer: a tool that ran and failed
+/// answers with a result and `is_error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProtocolError {
+    pub code: i64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl ProtocolError {
+    /// The JSON-RPC error object, as a call's result shows it.
+    pub fn to_value(&self) -> Value {
+        let mut v = serde_json::json!({"code": self.code, "message": self.message});
+        if let Some(data) = &self.data {
+            v["data"] = data.clone();
+        }
+        v
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -158,6 +186,28 @@ impl Manifest {
                 && let Err(e) = jsonschema::meta::validate(schema)
             {
                 return Err(at(&format!("/tools/{i}/input_schema"), format!("malformed JSON Schema: {e}")));
+            }
+            let protocol = tool
+                .responses
+                .iter()
+                .enumerate()
+                .map(|(j, r)| (format!("/tools/{i}/responses/{j}"), &r.outcome))
+                .chain(tool.default.iter().map(|d| (format!("/tools/{i}/default"), d)));
+            for (at_outcome, outcome) in protocol {
+                if outcome.protocol_error.is_some() {
+                    let raw = value.pointer(&at_outcome);
+                    if let Some(key) =
+                        ["result", "is_error", "effect"].into_iter().find(|k| raw.and_then(|o| o.get(k)).is_some())
+                    {
+                        return Err(at(
+                            &format!("{at_outcome}/{key}"),
+                            format!(
+                                "a response with a protocol_error never reaches the tool, so it has no {key} (its result \
+                                 is the error object)"
+                            ),
+                        ));
+                    }
+                }
             }
             for (j, r) in tool.responses.iter().enumerate() {
                 if let Some(effect) = &r.outcome.effect {

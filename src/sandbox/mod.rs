@@ -7,6 +7,11 @@
 //! only through a response's `effect`, a JSON Patch recorded in `tool_executed`, so the
 //! state is always the fold [`crate::event::fold::sandbox_at`] of the log.
 //!
+//! A response may be a protocol error instead ([`ProtocolError`], a JSON-RPC `error`
+//! object): the call failed before it reached the tool, so it has no effect; its
+//! result is the error object and the execution says so, for the runtime to log
+//! `error_kind: "protocol"` and for MCP to answer with a JSON-RPC error.
+//!
 //! An effect that cannot apply (a patch whose path is not in the state, an `$arg` the
 //! call did not pass) is the fixture's fault, not the tool's answer: the execution
 //! carries a [`FixtureError`] naming the manifest, the tool and the effect, and the
@@ -25,7 +30,7 @@ pub mod poisoning;
 use serde_json::{Value, json};
 
 pub use fault::{Fault, FaultDecl, FaultKind, Injection, Injector};
-pub use manifest::{Manifest, Outcome, SafetyClass, ToolSpec, Trust};
+pub use manifest::{Manifest, Outcome, ProtocolError, SafetyClass, ToolSpec, Trust};
 
 /// The result of executing one call.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +45,8 @@ pub struct Execution {
     pub duration_ms: u64,
     /// The fixture itself is wrong: the case fails with this (the state is unchanged).
     pub fixture_error: Option<FixtureError>,
+    /// The fixture answers with a protocol error: `result` is its error object.
+    pub protocol_error: Option<ProtocolError>,
 }
 
 /// A fixture effect that cannot be applied: a mistake in the manifest (or in the
@@ -127,6 +134,13 @@ impl<'m> Sandbox<'m> {
                 None => return error(format!("no fixture response for {tool} with these arguments")),
             },
         };
+        if let Some(protocol) = &outcome.protocol_error {
+            // the call never reached the tool: no effect, the error object as the result
+            let mut execution = error(String::new());
+            execution.result = protocol.to_value();
+            execution.protocol_error = Some(protocol.clone());
+            return execution;
+        }
         let Some(ops) = outcome.effect.as_ref().filter(|_| !self.read_only.contains(tool)) else {
             return answer(outcome, None);
         };
@@ -167,6 +181,7 @@ fn answer(outcome: &Outcome, effect: Option<Value>) -> Execution {
         fault: None,
         duration_ms: 0,
         fixture_error: None,
+        protocol_error: None,
     }
 }
 
@@ -178,6 +193,7 @@ fn error(message: String) -> Execution {
         fault: None,
         duration_ms: 0,
         fixture_error: None,
+        protocol_error: None,
     }
 }
 

@@ -304,7 +304,8 @@ fn event_message(b: &mut Builder, e: &Record) -> Result<(bool, Msg), InputError>
     });
     if role == "tool" {
         parts.push(Part::ToolResult {
-            id: get("id").and_then(|v| v.as_str().map(str::to_string)),
+            // the v1.28 event body's `id`; Semantic Kernel writes OpenAI's `tool_call_id`
+            id: get("id").or_else(|| get("tool_call_id")).and_then(|v| v.as_str().map(str::to_string)),
             response: content.clone().unwrap_or(Value::Null),
         });
     } else if let Some(t) = &text {

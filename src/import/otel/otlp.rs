@@ -211,8 +211,15 @@ fn read_log(doc: usize, pointer: &str, record: &Value) -> Record {
         .map(str::to_string)
         .or_else(|| fields.get("event.name").and_then(Value::as_str).map(str::to_string))
         .unwrap_or_default();
-    if let Some(Value::Object(body)) = record.get("body").map(any_value) {
-        fields.extend(body);
+    match record.get("body").map(any_value) {
+        Some(Value::Object(body)) => fields.extend(body),
+        // Semantic Kernel logs the event body as a JSON string (its Python logging record)
+        Some(Value::String(text)) if !name.is_empty() => {
+            if let Ok(Value::Object(body)) = serde_json::from_str::<Value>(&text) {
+                fields.extend(body);
+            }
+        }
+        _ => {}
     }
     let time = record
         .get("timeUnixNano")
