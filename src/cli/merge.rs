@@ -29,7 +29,14 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
     super::run::remove_stale_reports(&args.pipeline);
-    let mut plan = Plan::load(&args.pipeline, &Selection::default())?;
+    // the shards verify while the plan loads: neither needs the other until the merge
+    let (plan, shards) = std::thread::scope(|scope| {
+        let shards = scope.spawn(|| merge::read_shards(&args.dirs));
+        let plan = Plan::load(&args.pipeline, &Selection::default());
+        (plan, shards.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    });
+    let mut plan = plan?;
+    let shards = shards?;
     let plan_file = args.plan.as_deref().map(PlanFile::read).transpose().map_err(CliError::invalid)?;
     if let Some(out) = &args.out {
         plan.pipeline.pipeline.store = out.to_string_lossy().into_owned();
@@ -40,7 +47,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .map_err(|e| CliError::invalid(e.to_string()))?
         .map(std::sync::Arc::new);
     let options = Options { jobs: 1, selective: false, signer, shard: None, reuse: None };
-    let outcome = merge::merge(&plan, &store, &args.dirs, plan_file.as_ref(), &options)?;
+    let outcome = merge::merge(&plan, &store, &shards, plan_file.as_ref(), &options)?;
     super::run::write_reports(&outcome, &plan, args.verbose)?;
     Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
 }

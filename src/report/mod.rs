@@ -206,13 +206,13 @@ impl ReportError {
 pub fn write_reports(outcome: &SuiteOutcome, config: &ReportConfig, base: &Path) -> Result<Vec<PathBuf>, ReportError> {
     let logs = html::LogFiles::under(base);
     let outputs = config.outputs()?;
-    let mut written = Vec::with_capacity(outputs.len());
-    for (format, relative) in outputs {
+    // each report streams the cases on its own: on every core at once
+    crate::par::in_parallel(&outputs, |(format, relative)| {
         let path = base.join(relative);
-        write_report(&path, format, outcome, &logs)?;
-        written.push(path);
-    }
-    Ok(written)
+        write_report(&path, *format, outcome, &logs).map(|()| path)
+    })
+    .into_iter()
+    .collect()
 }
 
 /// Writes one report to `path`, atomically (see [`write_reports`]).

@@ -16,17 +16,25 @@ use std::path::{Path, PathBuf};
 use super::shard::{PlanFile, SHARD_FILE, ShardRecord, UNITS_FILE, UnitRecord, unit_id};
 use super::{Decided, Options, Plan, RunnerError, at, cards, conclude, start_run};
 use crate::canon::Digest;
+use crate::evidence::check::relative_text;
 use crate::evidence::{CheckOptions, check_run};
 use crate::gate::Tally;
 use crate::metrics::dimensions as cards_api;
 use crate::outcome::{CaseOutcome, CaseSpill, SuiteOutcome};
 use crate::store::{Layout, LogRecord, Store, VerdictRecord};
 
-/// One shard run, read and checked.
-struct ShardRun {
+/// One shard run, read and verified: [`read_shards`] does this without the plan, so it
+/// can run while the plan loads.
+pub struct ShardRun {
     dir: PathBuf,
+    record: ShardRecord,
+    /// Its logs checked against its manifest: the units, and the turn offsets of each
+    /// log by `<case>/<k>.jsonl` (noted while verifying); or why they do not hold.
+    checked: Result<Checked, RunnerError>,
+}
+
+struct Checked {
     units: Vec<UnitRecord>,
-    /// Turn offsets of each verified log, by `<case>/<k>.jsonl`, noted while verifying.
     turn_offsets: HashMap<String, Vec<u64>>,
 }
 
@@ -60,32 +68,32 @@ fn refused(message: String) -> RunnerError {
     RunnerError::Refused(message)
 }
 
-fn read_shard(plan: &Plan, dir: &Path) -> Result<ShardRun, RunnerError> {
+/// Read and verify every shard output in `dirs`. A directory that is not a shard
+/// output is an error here; whether each shard ran this plan and verifies is decided by
+/// [`merge`], shard by shard, in order.
+pub fn read_shards(dirs: &[PathBuf]) -> Result<Vec<ShardRun>, RunnerError> {
+    dirs.iter().map(|d| read_shard(d)).collect()
+}
+
+fn read_shard(dir: &Path) -> Result<ShardRun, RunnerError> {
     let dir = shard_dir(dir)?;
     let record_path = dir.join(SHARD_FILE);
     let text = std::fs::read_to_string(&record_path).map_err(at(&record_path))?;
     let record: ShardRecord = serde_json::from_str(&text)
         .map_err(|e| refused(format!("{}: not a stateval shard record: {e}", record_path.display())))?;
-    if record.plan != plan.digest {
-        return Err(refused(format!(
-            "{}: ran against plan {} (stateval {}), but this pipeline's plan is {}: the shards ran against \
-             different plans or the inputs changed since",
-            dir.display(),
-            record.plan,
-            record.stateval,
-            plan.digest
-        )));
-    }
-    let check = check_run(&dir, &CheckOptions::default());
+    let checked = check_shard(&dir);
+    Ok(ShardRun { dir, record, checked })
+}
+
+fn check_shard(dir: &Path) -> Result<Checked, RunnerError> {
+    let check = check_run(dir, &CheckOptions::default());
     if let Some(first) = check.findings.first() {
         return Err(refused(format!("{}: does not verify: {first}", dir.display())));
     }
     let turn_offsets = check
         .logs
         .into_iter()
-        .filter_map(|log| {
-            Some((log.path.strip_prefix(&dir).ok().map(crate::evidence::check::relative_text)?, log.turn_offsets))
-        })
+        .filter_map(|log| Some((log.path.strip_prefix(dir).ok().map(relative_text)?, log.turn_offsets)))
         .collect();
     let units_path = dir.join(UNITS_FILE);
     let text = std::fs::read_to_string(&units_path).map_err(at(&units_path))?;
@@ -95,14 +103,36 @@ fn read_shard(plan: &Plan, dir: &Path) -> Result<ShardRun, RunnerError> {
             .map_err(|e| refused(format!("{}:{}: not a unit record: {e}", units_path.display(), i + 1)))?;
         units.push(unit);
     }
-    Ok(ShardRun { dir, units, turn_offsets })
+    Ok(Checked { units, turn_offsets })
 }
 
-/// Merge shard outputs `dirs` into the plan's run (in the plan's store).
+/// Each shard ran `plan` and verified, checked in the order the shards were named.
+fn checked<'a>(plan: &Plan, shards: &'a [ShardRun]) -> Result<Vec<&'a Checked>, RunnerError> {
+    let mut out = Vec::with_capacity(shards.len());
+    for shard in shards {
+        if shard.record.plan != plan.digest {
+            return Err(refused(format!(
+                "{}: ran against plan {} (stateval {}), but this pipeline's plan is {}: the shards ran against \
+                 different plans or the inputs changed since",
+                shard.dir.display(),
+                shard.record.plan,
+                shard.record.stateval,
+                plan.digest
+            )));
+        }
+        match &shard.checked {
+            Ok(checked) => out.push(checked),
+            Err(e) => return Err(refused(e.to_string())),
+        }
+    }
+    Ok(out)
+}
+
+/// Merge shard outputs ([`read_shards`]) into the plan's run (in the plan's store).
 pub fn merge(
     plan: &Plan,
     store: &dyn Store,
-    dirs: &[PathBuf],
+    shards: &[ShardRun],
     plan_file: Option<&PlanFile>,
     options: &Options,
 ) -> Result<SuiteOutcome, RunnerError> {
@@ -114,11 +144,11 @@ pub fn merge(
             file.plan, plan.digest
         )));
     }
-    let shards = dirs.iter().map(|d| read_shard(plan, d)).collect::<Result<Vec<_>, _>>()?;
+    let checked = checked(plan, shards)?;
     // every unit once: identical reruns deduplicated, conflicting ones refused
     let mut units: BTreeMap<Digest, (usize, &UnitRecord)> = BTreeMap::new();
     for (s, shard) in shards.iter().enumerate() {
-        for unit in &shard.units {
+        for unit in &checked[s].units {
             match units.get(&unit.unit) {
                 Some((first, seen)) if seen.head != unit.head => {
                     return Err(refused(format!(
@@ -157,7 +187,7 @@ pub fn merge(
 
     // the outcomes of the cases each shard decided, read one shard at a time
     let mut outcomes: BTreeMap<String, CaseOutcome> = BTreeMap::new();
-    for shard in &shards {
+    for shard in shards {
         for case in crate::outcome::Cases::from_file(&shard.dir.join(crate::outcome::CASES_FILE))?.iter() {
             let case = case?;
             outcomes.entry(case.id.clone()).or_insert_with(|| case.into_owned());
@@ -190,7 +220,7 @@ pub fn merge(
             let to = layout.log_path(&plan.run_id, &outcome.id, r.index);
             r.log = plan.pipeline.display(&to);
             let rel = format!("{}/{}.jsonl", outcome.id, r.index);
-            let turn_offsets = shard.turn_offsets.get(&rel).cloned().ok_or_else(|| {
+            let turn_offsets = checked[owner_of_case[index]].turn_offsets.get(&rel).cloned().ok_or_else(|| {
                 refused(format!("{}: {rel}: the outcome names a log its manifest does not list", shard.dir.display()))
             })?;
             // the shard's check verified this log whole: index it without a second pass
