@@ -239,12 +239,12 @@ fn write_number(out: &mut Vec<u8>, n: &serde_json::Number) -> Result<(), UnsafeI
         if u > MAX_SAFE_INTEGER {
             return Err(UnsafeInteger);
         }
-        out.extend_from_slice(u.to_string().as_bytes());
+        out.extend_from_slice(itoa::Buffer::new().format(u).as_bytes());
     } else if let Some(i) = n.as_i64() {
         if i.unsigned_abs() > MAX_SAFE_INTEGER {
             return Err(UnsafeInteger);
         }
-        out.extend_from_slice(i.to_string().as_bytes());
+        out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
     } else if let Some(f) = n.as_f64() {
         // ECMAScript prints -0 as "0"; ryu-js does the rest of Number::toString
         let f = if f == 0.0 { 0.0 } else { f };

@@ -89,3 +89,42 @@ fn cases_are_found_again_past_blank_lines_and_crlf_line_ends() -> Result<(), Run
     }
     Ok(())
 }
+
+#[test]
+fn a_tool_manifest_is_read_when_a_case_needs_it_and_must_be_the_one_validated() -> Result<(), RunnerError> {
+    let (dir, plan) = suite();
+    // the plan keeps the manifest's digest, not the manifest
+    let planned = &plan.agents["synth"];
+    let manifest = plan.manifest("synth").map_err(|e| RunnerError::Input(vec![e]))?;
+    assert_eq!(manifest.digest, planned.manifest);
+    assert_eq!(manifest.tools.len(), 1);
+    // once read, later cases share it; an edit is noticed when it is read again
+    let path = dir.path().join("fixtures/tools/synth.json");
+    let text = std::fs::read_to_string(&path)?;
+    std::fs::write(&path, text.replace("Look up a record", "Look up a recorx"))?;
+    let fresh = Plan::load(&dir.path().join("pipeline/synth.toml"), &Selection::default())?;
+    assert_ne!(fresh.agents["synth"].manifest, planned.manifest, "the edit is a new plan");
+    std::fs::write(&path, &text)?;
+    let err = fresh.manifest("synth").err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("synth.json"), "{err}");
+    assert!(err.contains("the tool manifest changed while the run went on"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn a_run_whose_manifest_is_edited_after_validation_stops_with_an_input_error() -> Result<(), RunnerError> {
+    let (dir, plan) = suite();
+    let path = dir.path().join("fixtures/tools/synth.json");
+    let text = std::fs::read_to_string(&path)?;
+    std::fs::write(&path, text.replace("Look up a record", "Look up a recorx"))?;
+    let case = plan.case(0)?;
+    let recording = case.recordings[0].load().map_err(RunnerError::Internal)?;
+    let err = plan.replay(&case, 0, &recording, Box::new(Vec::<u8>::new()), None, &[]).err();
+    match err {
+        Some(stateval::runner::ReplayError::Input(e)) => {
+            assert!(e.to_string().contains("the tool manifest changed while the run went on"), "{e}");
+        }
+        other => panic!("expected an input error, got {:?}", other.map(|e| e.to_string())),
+    }
+    Ok(())
+}

@@ -56,8 +56,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let mut replays: Vec<Vec<Value>> = Vec::new();
     for _ in 0..args.runs {
         plan.requests = Some(Mutex::new(Vec::new()));
-        plan.replay(&case, 0, &recording, Box::new(Vec::<u8>::new()), None, &[])
-            .map_err(|e| CliError::internal(e.to_string()))?;
+        plan.replay(&case, 0, &recording, Box::new(Vec::<u8>::new()), None, &[]).map_err(CliError::from)?;
         replays.push(plan.requests.take().and_then(|m| m.into_inner().ok()).unwrap_or_default());
     }
     let calls = replays.iter().map(Vec::len).max().unwrap_or(0);

@@ -67,6 +67,17 @@ impl From<stateval::runner::RunnerError> for CliError {
     }
 }
 
+impl From<stateval::runner::ReplayError> for CliError {
+    fn from(e: stateval::runner::ReplayError) -> Self {
+        use stateval::runner::ReplayError as E;
+        let exit = match &e {
+            E::Input(_) => Exit::Invalid,
+            E::Log(_) => Exit::Internal,
+        };
+        CliError { exit, message: e.to_string() }
+    }
+}
+
 /// Deterministic evaluation of stateful LLM agents: replay recorded runs into a
 /// hash-chained event log, grade what the agent observably did, gate CI per tag.
 #[derive(Parser)]

@@ -357,6 +357,6 @@ fn replay(pipeline: &Path, id: &str) -> Result<Vec<Event>, CliError> {
     let assertions = stateval::runner::log_assertions(case);
     let replayed = plan
         .replay(case, 0, &recording, Box::new(Vec::<u8>::new()), None, &assertions)
-        .map_err(|e| CliError::internal(format!("replaying {id}: {e}")))?;
+        .map_err(|e| CliError { message: format!("replaying {id}: {e}"), ..CliError::from(e) })?;
     Ok(replayed.events)
 }

@@ -107,7 +107,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         let summary = plan
             .replay(&case, k, &empty, Box::new(Vec::<u8>::new()), None, &[])
             .map(|run| run.summary)
-            .map_err(|e| CliError::internal(e.to_string()))?;
+            .map_err(CliError::from)?;
         let lines = plan.record.take().map(|r| r.lines.into_inner().unwrap_or_default()).unwrap_or_default();
         if let Some(error) = summary.error {
             return Err(CliError {

@@ -84,7 +84,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             let events = plan
                 .replay(&case, k, &recording, Box::new(Vec::<u8>::new()), None, &judged)
                 .map(|run| run.events)
-                .map_err(|e| CliError::internal(e.to_string()))?;
+                .map_err(CliError::from)?;
             for event in events.iter().filter(|e| e.kind == Kind::JudgeCalled) {
                 if let (Some(hash), Some(sample)) = (event.data["request_hash"].as_str(), event.data["sample"].as_u64())
                 {

@@ -52,31 +52,34 @@ impl Unhashed<'_> {
     /// turn`. Encoding the envelope by hand in that order canonicalises `data` once
     /// instead of twice (with and without `hash`), which is most of the writer's cost.
     pub fn encode(&self) -> Result<(Vec<u8>, Digest), CanonError> {
-        let mut data = Vec::with_capacity(256);
-        canon::write_canonical(&mut data, self.data)?;
-        let tail = self.tail();
-
-        let mut unhashed = Vec::with_capacity(data.len() + tail.len() + 16);
-        unhashed.extend_from_slice(b"{\"data\":");
-        unhashed.extend_from_slice(&data);
-        unhashed.extend_from_slice(&tail);
-        let hash = canon::digest(Context::Event, &unhashed);
-
-        let mut line = Vec::with_capacity(unhashed.len() + 84);
-        line.extend_from_slice(b"{\"data\":");
-        line.extend_from_slice(&data);
-        line.extend_from_slice(b",\"hash\":\"");
-        line.extend_from_slice(hash.to_string().as_bytes());
-        line.push(b'"');
-        line.extend_from_slice(&tail);
+        let mut line = Vec::with_capacity(512);
+        let hash = self.encode_into(&mut line, &mut Vec::with_capacity(160))?;
         Ok((line, hash))
     }
 
-    /// `,"kind":…,"prev":…,"seq":…,"t":…,"turn":…}` — all plain ASCII, canonical as is.
-    fn tail(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(160);
-        self.write_tail(&mut out);
-        out
+    /// Append this event's canonical line (without its newline) to `out` and return its
+    /// hash: the data is canonicalised straight into `out` and hashed where it lies, so
+    /// no copy of the line is made. `scratch` is reused for the fields after `data`. On
+    /// an error `out` is left as it was.
+    pub fn encode_into(&self, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<Digest, CanonError> {
+        const OPEN: &[u8] = b"{\"data\":";
+        let start = out.len();
+        out.extend_from_slice(OPEN);
+        if let Err(e) = canon::write_canonical(out, self.data) {
+            out.truncate(start);
+            return Err(e);
+        }
+        scratch.clear();
+        self.write_tail(scratch);
+        let mut digester = canon::Digester::new(Context::Event);
+        digester.update(&out[start..]);
+        digester.update(scratch);
+        let hash = digester.finish();
+        out.extend_from_slice(b",\"hash\":\"blake3:");
+        out.extend_from_slice(blake3::Hash::from_bytes(hash.0).to_hex().as_bytes());
+        out.push(b'"');
+        out.extend_from_slice(scratch);
+        Ok(hash)
     }
 
     fn write_tail(&self, out: &mut Vec<u8>) {

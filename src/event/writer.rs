@@ -48,6 +48,8 @@ pub enum WriteError {
 pub struct LogWriter<S: Sink> {
     sink: S,
     pending: Vec<u8>,
+    /// Reused by [`Unhashed::encode_into`].
+    scratch: Vec<u8>,
     seq: u64,
     prev: Option<Digest>,
     /// Bytes appended so far (flushed or pending): the offset of the next line.
@@ -66,7 +68,14 @@ impl LogWriter<File> {
 
 impl<S: Sink> LogWriter<S> {
     pub fn new(sink: S) -> Self {
-        LogWriter { sink, pending: Vec::with_capacity(16 * 1024), seq: 0, prev: None, offset: 0 }
+        LogWriter {
+            sink,
+            pending: Vec::with_capacity(16 * 1024),
+            scratch: Vec::with_capacity(160),
+            seq: 0,
+            prev: None,
+            offset: 0,
+        }
     }
 
     /// Append one event; returns it with its hash. Nothing reaches the sink until
@@ -74,10 +83,14 @@ impl<S: Sink> LogWriter<S> {
     pub fn append(&mut self, turn: Option<u32>, t: u64, kind: Kind, data: Value) -> Result<Event, WriteError> {
         let seq = self.seq;
         let unhashed = Unhashed { seq, turn, t, kind, data: &data, prev: self.prev.as_ref() };
-        let (line, hash) = unhashed.encode().map_err(|source| WriteError::Canon { seq, kind, source })?;
-        self.pending.extend_from_slice(&line);
+        let start = self.pending.len();
+        let hash = unhashed.encode_into(&mut self.pending, &mut self.scratch).map_err(|source| WriteError::Canon {
+            seq,
+            kind,
+            source,
+        })?;
         self.pending.push(b'\n');
-        self.offset += line.len() as u64 + 1;
+        self.offset += (self.pending.len() - start) as u64;
         let event = Event { seq, turn, t, kind, data, prev: self.prev, hash };
         self.seq += 1;
         self.prev = Some(hash);

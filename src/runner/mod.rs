@@ -88,8 +88,12 @@ pub struct Plan {
     /// The selected cases, validated; [`Plan::case`] reads one in full.
     pub cases: Vec<CaseRef>,
     parser: Mutex<CaseParser>,
-    /// Agent profile name → its manifest and profile digest.
-    pub agents: BTreeMap<String, (Arc<Manifest>, Digest)>,
+    /// Agent profile name → where its tool manifest is and the digests that pin it.
+    /// Manifests are not kept: [`Plan::manifest`] reads one when a case needs it, so a
+    /// suite with a manifest per case holds only the few in use.
+    pub agents: BTreeMap<String, PlannedAgent>,
+    /// The manifests read lately (see [`Plan::manifest`]).
+    manifests: Mutex<ManifestCache>,
     /// Content-derived: the same inputs give the same id.
     pub run_id: String,
     /// The digest the run id is cut from: everything that decides the run's logs. The
@@ -111,28 +115,88 @@ pub struct Plan {
     pub requests: Option<Mutex<Vec<Value>>>,
 }
 
+/// An agent profile as the plan keeps it once validated.
+pub struct PlannedAgent {
+    /// The tool manifest's file (resolved) and how messages show it; `None`: no tools.
+    pub tools: Option<(PathBuf, String)>,
+    /// The manifest's digest when the plan was validated (`None`: no tools).
+    pub manifest: Option<Digest>,
+    /// The digest of the profile itself.
+    pub profile: Digest,
+}
+
+/// The manifests read most recently, newest last: cases that share a manifest read it
+/// once, and a suite with one per case holds only these few.
+#[derive(Default)]
+struct ManifestCache {
+    recent: Vec<(PathBuf, Arc<Manifest>)>,
+}
+
+impl ManifestCache {
+    /// Enough for every worker's case and its handoff targets on a small machine; a
+    /// miss costs one read of a file that was already validated.
+    const CAPACITY: usize = 16;
+
+    fn get(&mut self, path: &Path) -> Option<Arc<Manifest>> {
+        let at = self.recent.iter().position(|(p, _)| p == path)?;
+        let entry = self.recent.remove(at);
+        let manifest = entry.1.clone();
+        self.recent.push(entry);
+        Some(manifest)
+    }
+
+    fn put(&mut self, path: PathBuf, manifest: Arc<Manifest>) {
+        if self.recent.len() >= Self::CAPACITY {
+            self.recent.remove(0);
+        }
+        self.recent.push((path, manifest));
+    }
+}
+
+/// Why [`Plan::replay`] could not replay a run.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The log could not be written.
+    #[error("{0}")]
+    Log(#[from] WriteError),
+    /// An input is no longer what the plan validated (a tool manifest edited or removed
+    /// while the run went on).
+    #[error("{0}")]
+    Input(InputError),
+}
+
 impl Plan {
     pub fn load(pipeline_path: &Path, selection: &Selection) -> Result<Plan, RunnerError> {
         let pipeline = Pipeline::load(pipeline_path).map_err(|e| RunnerError::Input(vec![e]))?;
         let mut agents = BTreeMap::new();
         let mut errors = Vec::new();
+        // each manifest file is validated once, however many profiles name it, and only
+        // its digest is kept
+        let mut validated: BTreeMap<PathBuf, Option<Digest>> = BTreeMap::new();
         for (name, profile) in &pipeline.agents {
-            let manifest = match &profile.tools {
+            let (tools, manifest) = match &profile.tools {
                 Some(rel) => {
                     let full = pipeline.resolve(rel);
                     let shown = full.to_string_lossy().trim_start_matches("./").to_string();
-                    match Manifest::load(&full, &shown) {
-                        Ok(m) => m,
-                        Err(e) => {
-                            errors.push(e);
-                            continue;
-                        }
-                    }
+                    let digest = match validated.get(&full) {
+                        Some(digest) => *digest,
+                        None => match Manifest::load(&full, &shown) {
+                            Ok(m) => {
+                                validated.insert(full.clone(), m.digest);
+                                m.digest
+                            }
+                            Err(e) => {
+                                errors.push(e);
+                                continue;
+                            }
+                        },
+                    };
+                    (Some((full, shown)), digest)
                 }
-                None => Manifest::empty(),
+                None => (None, None),
             };
             if let Some(pinned) = &profile.tools_digest {
-                let found = manifest.digest.map(|d| d.to_string()).unwrap_or_default();
+                let found = manifest.map(|d| d.to_string()).unwrap_or_default();
                 if *pinned != found {
                     errors.push(InputError::file(
                         &pipeline.path,
@@ -150,7 +214,7 @@ impl Plan {
             let profile_json = serde_json::to_value(profile).map_err(|e| RunnerError::Internal(e.to_string()))?;
             let digest = canon::canonical_digest(Context::Content, &profile_json)
                 .map_err(|e| RunnerError::Internal(e.to_string()))?;
-            agents.insert(name.clone(), (Arc::new(manifest), digest));
+            agents.insert(name.clone(), PlannedAgent { tools, manifest, profile: digest });
         }
         let judges = load_judges(&pipeline, &mut errors);
         let loaded = Loader::new(&pipeline).select(|case| selection.keeps(case)).load_all();
@@ -182,6 +246,7 @@ impl Plan {
             cases,
             parser: Mutex::new(CaseParser::default()),
             agents,
+            manifests: Mutex::new(ManifestCache::default()),
             run_id,
             digest,
             graders,
@@ -233,29 +298,26 @@ impl Plan {
         sink: Box<dyn Sink + Send>,
         stderr: Option<PathBuf>,
         assertions: &[&Assertion],
-    ) -> Result<ReplayedRun, WriteError> {
+    ) -> Result<ReplayedRun, ReplayError> {
         let profile = &self.pipeline.agents[&case.agent];
-        let (manifest, profile_digest) = &self.agents[&case.agent];
-        let detectors = Detectors::new(&profile.safety, manifest, case.allowed_tools.as_deref());
+        let profile_digest = self.agents[&case.agent].profile;
+        let manifest = self.manifest(&case.agent).map_err(ReplayError::Input)?;
+        let detectors = Detectors::new(&profile.safety, &manifest, case.allowed_tools.as_deref());
         let mut rec = Recorder::new(sink).with_detectors(detectors).holding_completion();
-        // handoff targets exist for the built-in runtime only
-        let peers = if profile.handoffs.is_empty() {
-            BTreeMap::new()
-        } else {
-            self.pipeline
-                .agents
-                .iter()
-                .filter(|(name, _)| **name != case.agent)
-                .map(|(name, profile)| (name.as_str(), (profile, self.agents[name].0.as_ref())))
-                .collect()
-        };
+        // handoff targets (the built-in runtime's only): the profiles this one can reach
+        // by handing off, read only for profiles that hand off
+        let reachable = self.handoff_targets(&case.agent).map_err(ReplayError::Input)?;
+        let peers = reachable
+            .iter()
+            .map(|(name, manifest)| (*name, (&self.pipeline.agents[*name], manifest.as_ref())))
+            .collect();
         let input = RunInput {
             case,
             run_index: k,
             agent: &case.agent,
             profile,
-            profile_digest: *profile_digest,
-            manifest,
+            profile_digest,
+            manifest: &manifest,
             recording,
             on_divergence: self.pipeline.replay.on_divergence,
             peers,
@@ -264,7 +326,7 @@ impl Plan {
         let summary = match profile.kind {
             AgentKind::Builtin => BuiltinAgent.run(&input, &mut provider, &mut rec)?,
             AgentKind::External => {
-                let server = self.server()?;
+                let server = self.server().map_err(WriteError::Io)?;
                 let launch = Launch {
                     server: &server,
                     run_id: &self.run_id,
@@ -309,6 +371,57 @@ impl Plan {
             }
         }
         Ok(ReplayedRun { summary, events, turn_offsets, checks, grading_errors: graded.errors })
+    }
+
+    /// The tool manifest of agent profile `agent`, read again from its file (or taken
+    /// from the few read lately) and checked against the digest it had when the plan
+    /// was validated: a manifest edited during the run is an input error, never a run
+    /// against other fixtures than the plan's id stands for.
+    pub fn manifest(&self, agent: &str) -> Result<Arc<Manifest>, InputError> {
+        let planned = self.agents.get(agent).ok_or_else(|| {
+            InputError::file(&self.pipeline.path, format!("no agent profile named {agent:?} in the plan"))
+        })?;
+        let Some((path, shown)) = &planned.tools else {
+            return Ok(Arc::new(Manifest::empty()));
+        };
+        let cached =
+            self.manifests.lock().map_err(|_| InputError::file(path, "manifest cache lock poisoned"))?.get(path);
+        if let Some(manifest) = cached {
+            return Ok(manifest);
+        }
+        let manifest = Manifest::load(path, shown)?;
+        if manifest.digest != planned.manifest {
+            let hex = |d: Option<Digest>| d.map(|d| d.to_string()).unwrap_or_else(|| "none".into());
+            return Err(InputError::file(
+                Path::new(shown),
+                format!(
+                    "the tool manifest changed while the run went on (validated as {}, now {}); run again to plan with it",
+                    hex(planned.manifest),
+                    hex(manifest.digest)
+                ),
+            ));
+        }
+        let manifest = Arc::new(manifest);
+        if let Ok(mut cache) = self.manifests.lock() {
+            cache.put(path.clone(), manifest.clone());
+        }
+        Ok(manifest)
+    }
+
+    /// Every profile `agent` can reach by handing off, directly or through its targets
+    /// (never `agent` itself), with its manifest; empty for a profile without handoffs.
+    fn handoff_targets(&self, agent: &str) -> Result<Vec<(&str, Arc<Manifest>)>, InputError> {
+        let mut reached = std::collections::BTreeSet::new();
+        let mut todo = vec![agent];
+        while let Some(from) = todo.pop() {
+            let Some(profile) = self.pipeline.agents.get(from) else { continue };
+            for to in &profile.handoffs {
+                if to != agent && self.pipeline.agents.contains_key(to) && reached.insert(to.as_str()) {
+                    todo.push(to);
+                }
+            }
+        }
+        reached.into_iter().map(|name| Ok((name, self.manifest(name)?))).collect()
     }
 
     /// The replay endpoints, started on the first external case.
@@ -417,7 +530,7 @@ fn check_command(pipeline: &Pipeline, name: &str, profile: &AgentProfile) -> Res
 fn plan_digest(
     pipeline: &Pipeline,
     cases: Digest,
-    agents: &BTreeMap<String, (Arc<Manifest>, Digest)>,
+    agents: &BTreeMap<String, PlannedAgent>,
     programs: Option<Digest>,
     judges: &BTreeMap<String, Arc<JudgeBook>>,
 ) -> Digest {
@@ -427,10 +540,10 @@ fn plan_digest(
     }
     hasher.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
     hasher.extend_from_slice(pipeline.text.as_bytes());
-    for (name, (manifest, profile)) in agents {
+    for (name, planned) in agents {
         hasher.extend_from_slice(name.as_bytes());
-        hasher.extend_from_slice(&profile.0);
-        if let Some(d) = manifest.digest {
+        hasher.extend_from_slice(&planned.profile.0);
+        if let Some(d) = planned.manifest {
             hasher.extend_from_slice(&d.0);
         }
     }
@@ -809,7 +922,10 @@ fn run_case(
         let file = std::fs::File::create(&path).map_err(at(&path))?;
         let stderr = (profile.kind == AgentKind::External).then(|| path.with_extension("stderr"));
         let ReplayedRun { summary, events, turn_offsets, checks, grading_errors } =
-            plan.replay(case, k, &recording, Box::new(file), stderr, &log_expect).map_err(log_error)?;
+            plan.replay(case, k, &recording, Box::new(file), stderr, &log_expect).map_err(|e| match e {
+                ReplayError::Log(source) => log_error(source),
+                ReplayError::Input(e) => RunnerError::Input(vec![e]),
+            })?;
         let golden = plan.goldens.check(&case.dataset, &case.id, k, &events, &plan.pipeline.display(&path));
         let checks: Vec<_> =
             checks.into_iter().chain([golden.map_err(|e| RunnerError::Internal(e.to_string()))?]).collect();

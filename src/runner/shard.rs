@@ -221,9 +221,9 @@ pub fn unit_id(plan: &Plan, case: &CaseRef, k: usize) -> Digest {
         d.update(&recording.digest.0);
     }
     d.update(case.agent.as_bytes());
-    if let Some((manifest, profile)) = plan.agents.get(&case.agent) {
-        d.update(&profile.0);
-        if let Some(m) = manifest.digest {
+    if let Some(planned) = plan.agents.get(&case.agent) {
+        d.update(&planned.profile.0);
+        if let Some(m) = planned.manifest {
             d.update(&m.0);
         }
     }

@@ -9,10 +9,13 @@
 //! externally recorded request's, `external::neutral::digest`), but it is not re-hashed
 //! from the first byte at every model call: the hasher's state after
 //! `{"memory":…,"messages":[` and the messages sent so far is kept, and the next call
-//! feeds only the messages added since, then the closing sections to a copy. The state is
-//! rebuilt when what precedes the new messages changes — the memory view or the first
-//! message of the window — so a long case costs one pass over its history between such
-//! changes instead of one pass per model call. The digest is byte-for-byte the same.
+//! feeds only the messages added since, then the closing sections to a copy. A few such
+//! states are kept, one per memory view and window start lately sent: when the memory
+//! returns to a view sent before (an episodic note expiring leaves the view it found),
+//! hashing resumes where that view's state left off. Only a view or window start not
+//! sent lately costs a pass over the history it precedes — the definition puts the
+//! memory before the messages, so no hash of it can be reused. The digest is
+//! byte-for-byte the same.
 //!
 //! Token counts are a deterministic approximation: ⌈characters / 4⌉ per text, the
 //! common rule of thumb for English with BPE tokenisers. They are for budgets and
@@ -61,9 +64,13 @@ pub struct Conversation {
     joined: Vec<u8>,
     /// The sum of the messages' tokens.
     total_tokens: u64,
-    /// The hashed prefix of the last request (see the module doc).
-    prefix: Option<Prefix>,
+    /// The hashed prefixes of the requests sent lately, the latest last (see the module
+    /// doc); at most [`PREFIXES`].
+    prefixes: Vec<Prefix>,
 }
+
+/// How many hashed prefixes a conversation keeps.
+const PREFIXES: usize = 4;
 
 /// A request digest's state after `{"memory":M,"messages":[` and messages `start..end`.
 struct Prefix {
@@ -145,12 +152,12 @@ impl Conversation {
         let mut memory_canonical = Vec::new();
         canon::write_canonical(&mut memory_canonical, memory)?;
         let reusable = self
-            .prefix
-            .as_ref()
-            .is_some_and(|p| p.start == start && p.end <= self.messages.len() && p.memory == memory_canonical);
-        let mut prefix = match self.prefix.take() {
-            Some(p) if reusable => p,
-            _ => {
+            .prefixes
+            .iter()
+            .rposition(|p| p.start == start && p.end <= self.messages.len() && p.memory == memory_canonical);
+        let mut prefix = match reusable {
+            Some(at) => self.prefixes.remove(at),
+            None => {
                 let mut digester = Digester::new(Context::Request);
                 let mut head = Vec::with_capacity(memory_canonical.len() + 32);
                 head.extend_from_slice(b"{\"memory\":");
@@ -175,7 +182,10 @@ impl Conversation {
         buf.extend_from_slice(tools_canonical);
         buf.push(b'}');
         whole.update(&buf);
-        self.prefix = Some(prefix);
+        if self.prefixes.len() >= PREFIXES {
+            self.prefixes.remove(0);
+        }
+        self.prefixes.push(prefix);
         Ok(whole.finish())
     }
 }
@@ -229,6 +239,32 @@ mod tests {
                 c.request_digest(&system, &tools, &memory, start).unwrap(),
                 canon::canonical_digest(Context::Request, &whole).unwrap()
             );
+        }
+    }
+
+    #[test]
+    fn a_memory_view_sent_again_resumes_its_own_hash_and_still_gives_the_whole_requests_digest() {
+        let system = canon::to_canonical(&json!("sys")).unwrap();
+        let tools = canon::to_canonical(&json!([])).unwrap();
+        let mut c = Conversation::default();
+        let mut sent: Vec<Value> = Vec::new();
+        for i in 0..60usize {
+            let message = json!({"role": "user", "content": format!("m{i}")});
+            c.push(message.clone()).unwrap();
+            sent.push(message);
+            // a note comes and goes, and more views than are kept pass by now and then
+            let memory = match i % 10 {
+                0..=4 => json!({}),
+                5..=7 => json!({"episodic": {"note": i / 10}}),
+                _ => json!({"episodic": {"other": i}}),
+            };
+            let whole = json!({"system": "sys", "tools": [], "memory": memory, "messages": sent});
+            assert_eq!(
+                c.request_digest(&system, &tools, &memory, 0).unwrap(),
+                canon::canonical_digest(Context::Request, &whole).unwrap(),
+                "after message {i}"
+            );
+            assert!(c.prefixes.len() <= PREFIXES);
         }
     }
 

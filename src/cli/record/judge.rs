@@ -62,7 +62,7 @@ pub(super) fn record(args: &super::Args, only: Option<Provider>) -> Result<Exit,
             let recording = reference.load().map_err(CliError::invalid)?;
             let run = plan
                 .replay(&case, k, &recording, Box::new(Vec::<u8>::new()), None, &assertions)
-                .map_err(|e| CliError::internal(e.to_string()))?;
+                .map_err(CliError::from)?;
             let failures: Vec<String> = run.summary.error.into_iter().chain(run.grading_errors).collect();
             if !failures.is_empty() {
                 return Err(CliError {
