@@ -684,7 +684,9 @@ mod tests {
             ("golden-path", r#"{"golden": {"calls": []}}"#.into()),
             (
                 "trajectory",
-                format!(r#"{{"tool_calls": {ENCODED_CALLS}, "expected": {{"calls": [{{"name": "x", "args": {{"subset": {{"k": [1, 2.5]}}}}}}]}}}}"#),
+                format!(
+                    r#"{{"tool_calls": {ENCODED_CALLS}, "expected": {{"calls": [{{"name": "x", "args": {{"subset": {{"k": [1, 2.5]}}}}}}]}}}}"#
+                ),
             ),
             ("golden-path", format!(r#"{{"tool_calls": {ENCODED_CALLS}, "golden": {{"calls": ["x", "open"]}}}}"#)),
         ];
@@ -715,7 +717,10 @@ mod tests {
             ("reliability", r#"{"outcomes": [true], "outcomes": [false]}"#),
             ("stability", r#"{"tool_calls": [{"name": "a", "name": "b"}]}"#),
             ("stability", r#"{"tool_calls": [{"name": "a", "args": {"q": 1, "q": 2}}]}"#),
-            ("golden-path", r#"{"tool_calls": [{"name": "a", "args": {"o": {"q": 1, "q": 2}}}], "golden": {"calls": []}}"#),
+            (
+                "golden-path",
+                r#"{"tool_calls": [{"name": "a", "args": {"o": {"q": 1, "q": 2}}}], "golden": {"calls": []}}"#,
+            ),
             ("stability", r#"{"conversation": {"turns": [{"role": "assistant", "role": "user"}]}}"#),
             // syntax
             ("reliability", r#"{"outcomes": [true,]}"#),
@@ -731,7 +736,10 @@ mod tests {
     #[test]
     fn skipped_arguments_refuse_a_repeated_key_in_a_big_object() {
         let keys: Vec<String> = (0..40).map(|i| format!("\"k{i}\": {i}")).collect();
-        let ok = format!(r#"{{"tool_calls": [{{"name": "a", "args": {{{}}}}}], "golden": {{"calls": ["a"]}}}}"#, keys.join(", "));
+        let ok = format!(
+            r#"{{"tool_calls": [{{"name": "a", "args": {{{}}}}}], "golden": {{"calls": ["a"]}}}}"#,
+            keys.join(", ")
+        );
         assert!(same("golden-path", &ok));
         let repeated = format!(
             r#"{{"tool_calls": [{{"name": "a", "args": {{{}, "k3": 0}}}}], "golden": {{"calls": ["a"]}}}}"#,
