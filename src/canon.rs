@@ -299,6 +299,17 @@ pub fn to_canonical_string(value: &Value) -> Result<String, CanonError> {
     to_canonical(value).map(|b| String::from_utf8(b).expect("JCS output is UTF-8"))
 }
 
+/// Append the canonical text of one number; `false` (nothing appended) for an integer
+/// outside ±(2^53−1). For readers that canonicalise while they parse.
+pub(crate) fn write_canonical_number(out: &mut Vec<u8>, n: &serde_json::Number) -> bool {
+    write_number(out, n).is_ok()
+}
+
+/// Append the canonical text of one string. For readers that canonicalise while they parse.
+pub(crate) fn write_canonical_str(out: &mut Vec<u8>, s: &str) {
+    write_string(out, s);
+}
+
 /// Digest of the canonical bytes of `value`.
 pub fn canonical_digest(context: Context, value: &Value) -> Result<Digest, CanonError> {
     Ok(digest(context, &to_canonical(value)?))

@@ -78,7 +78,9 @@ fn strip_position(message: &str) -> String {
     }
 }
 
-struct StrictValue(Value);
+/// A JSON value read with duplicate keys refused, for typed readers that keep one field
+/// as a tree (the metrics' call arguments and expectations).
+pub struct StrictValue(pub Value);
 
 impl<'de> Deserialize<'de> for StrictValue {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -7,7 +7,7 @@
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::{CliError, Exit};
 use stateval::diag::parse_json_strict;
@@ -51,32 +51,46 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
 fn single(name: &str, source: &str, mut reader: Box<dyn BufRead>) -> Result<Exit, CliError> {
     let mut text = String::new();
     reader.read_to_string(&mut text).map_err(|e| CliError::invalid(format!("{source}: {e}")))?;
-    let output = grade(name, stateval::diag::strip_bom(&text)).map_err(|e| CliError::invalid(e.at(source, None)))?;
-    super::out(output);
+    let mut output = Vec::new();
+    grade(name, stateval::diag::strip_bom(&text), &mut output).map_err(|e| CliError::invalid(e.at(source, None)))?;
+    super::out(String::from_utf8_lossy(&output));
     Ok(Exit::Pass)
 }
 
-fn batch(name: &str, source: &str, reader: Box<dyn BufRead>) -> Result<Exit, CliError> {
+fn batch(name: &str, source: &str, mut reader: Box<dyn BufRead>) -> Result<Exit, CliError> {
     let mut exit = Exit::Pass;
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    for (i, line) in reader.lines().enumerate() {
-        let line = line.map_err(|e| CliError::invalid(format!("{source}:{}: {e}", i + 1)))?;
-        let printed = match grade(name, &line) {
-            Ok(output) => output.to_string(),
-            Err(e) => {
-                exit = Exit::Invalid;
-                json!({ "error": e.at(source, Some(i + 1)) }).to_string()
-            }
-        };
-        if let Err(e) = writeln!(out, "{printed}") {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    // one line buffer and one output buffer for the whole batch
+    let (mut line, mut printed) = (String::new(), Vec::new());
+    for i in 0.. {
+        line.clear();
+        let read = reader.read_line(&mut line).map_err(|e| CliError::invalid(format!("{source}:{}: {e}", i + 1)))?;
+        if read == 0 {
+            break;
+        }
+        // the line as `BufRead::lines` gives it: without its `\n` or `\r\n`
+        let text = line.strip_suffix('\n').map_or(line.as_str(), |l| l.strip_suffix('\r').unwrap_or(l));
+        printed.clear();
+        if let Err(e) = grade(name, text, &mut printed) {
+            exit = Exit::Invalid;
+            printed.clear();
+            printed.extend_from_slice(json!({ "error": e.at(source, Some(i + 1)) }).to_string().as_bytes());
+        }
+        printed.push(b'\n');
+        if let Err(e) = out.write_all(&printed) {
             if e.kind() == std::io::ErrorKind::BrokenPipe {
                 return Ok(exit);
             }
             return Err(CliError::internal(e.to_string()));
         }
     }
-    out.flush().map_err(|e| CliError::internal(e.to_string()))?;
+    if let Err(e) = out.flush() {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(CliError::internal(e.to_string()));
+        }
+        return Ok(exit);
+    }
     if exit == Exit::Invalid {
         eprintln!("error: some input lines were invalid; their output lines carry {{\"error\": …}}");
     }
@@ -103,12 +117,18 @@ impl GradeError {
     }
 }
 
-/// Parse one document and grade it.
-fn grade(name: &str, text: &str) -> Result<Value, GradeError> {
+/// Grade one document into `out`: read typed when it has its metric's everyday shape
+/// (`metrics::typed`), else parsed strictly into a tree and graded from it, which also
+/// names what is wrong with a bad document.
+fn grade(name: &str, text: &str, out: &mut Vec<u8>) -> Result<(), GradeError> {
+    if stateval::metrics::typed::grade(name, text, out) {
+        return Ok(());
+    }
     if text.trim().is_empty() {
         return Err(GradeError { place: None, message: "empty input: expected one JSON document".into() });
     }
     let input =
         parse_json_strict(text).map_err(|(line, col, message)| GradeError { place: Some((line, col)), message })?;
-    run_metric(name, input).map_err(|e| GradeError { place: None, message: e.to_string() })
+    let output = run_metric(name, input).map_err(|e| GradeError { place: None, message: e.to_string() })?;
+    serde_json::to_writer(out, &output).map_err(|e| GradeError { place: None, message: e.to_string() })
 }

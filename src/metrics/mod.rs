@@ -27,6 +27,7 @@ pub mod sequence;
 pub mod stability;
 pub mod trace;
 pub mod trajectory;
+pub mod typed;
 
 /// A malformed input document or expectation. Every variant names where the problem is
 /// as a JSON Pointer into the document it was read from (`""` is the document itself,

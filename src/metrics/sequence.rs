@@ -85,6 +85,18 @@ impl BitLcs {
         if self.b_len == 0 || a.is_empty() {
             return (0, 0);
         }
+        // Up to 8 words (b of 512 positions) the row lives in registers, unrolled.
+        match self.words {
+            1 => return self.len_against_fixed::<1>(a),
+            2 => return self.len_against_fixed::<2>(a),
+            3 => return self.len_against_fixed::<3>(a),
+            4 => return self.len_against_fixed::<4>(a),
+            5 => return self.len_against_fixed::<5>(a),
+            6 => return self.len_against_fixed::<6>(a),
+            7 => return self.len_against_fixed::<7>(a),
+            8 => return self.len_against_fixed::<8>(a),
+            _ => {}
+        }
         // V starts all ones; a zero bit at j means "the LCS grew at column j".
         let mut v = vec![u64::MAX; self.words];
         let mut steps = 0u64;
@@ -94,17 +106,30 @@ impl BitLcs {
                 continue; // no match in b: the row equals the previous one
             }
             let mask = &self.masks[s as usize * self.words..(s as usize + 1) * self.words];
-            // V' = (V + (V & M)) | (V & !M), the addition carrying across words.
-            let mut carry = false;
-            for (word, m) in v.iter_mut().zip(mask) {
-                let u = *word & m;
-                let (sum, c1) = word.overflowing_add(u);
-                let (sum, c2) = sum.overflowing_add(u64::from(carry));
-                carry = c1 || c2;
-                *word = sum | (*word & !m);
-            }
+            advance(&mut v, mask);
             steps += self.words as u64;
         }
+        (self.zeros(&v), steps)
+    }
+
+    /// [`BitLcs::len_against`] for `W` words, the row kept in an array.
+    fn len_against_fixed<const W: usize>(&self, a: &[u32]) -> (usize, u64) {
+        let mut v = [u64::MAX; W];
+        let mut steps = 0u64;
+        for symbol in a {
+            let Some(&s) = self.slot.get(*symbol as usize) else { continue };
+            if s == u32::MAX {
+                continue;
+            }
+            let Some(mask) = self.masks.get(s as usize * W..).and_then(|m| m.first_chunk::<W>()) else { continue };
+            advance(&mut v, mask);
+            steps += W as u64;
+        }
+        (self.zeros(&v), steps)
+    }
+
+    /// Zero bits of the final row over b's positions: the LCS length.
+    fn zeros(&self, v: &[u64]) -> usize {
         let full = self.b_len / 64;
         let mut zeros: usize = v[..full].iter().map(|w| w.count_zeros() as usize).sum();
         let rest = self.b_len % 64;
@@ -112,7 +137,21 @@ impl BitLcs {
             let low = v[full] | !((1u64 << rest) - 1);
             zeros += low.count_zeros() as usize;
         }
-        (zeros, steps)
+        zeros
+    }
+}
+
+/// One row of the LCS table: V' = (V + (V & M)) | (V & !M), the addition carrying
+/// across words.
+#[inline(always)]
+fn advance(v: &mut [u64], mask: &[u64]) {
+    let mut carry = 0u64;
+    for (word, m) in v.iter_mut().zip(mask) {
+        let u = *word & m;
+        let (sum, c1) = word.overflowing_add(u);
+        let (sum, c2) = sum.overflowing_add(carry);
+        carry = u64::from(c1 | c2);
+        *word = sum | (*word & !m);
     }
 }
 
@@ -135,6 +174,16 @@ mod tests {
         let a: Vec<u8> = (0..300).map(|i| (i % 3) as u8).collect();
         let b: Vec<u8> = (0..200).map(|i| (i % 2) as u8).collect();
         assert_eq!(lcs_len(&a, &b), lcs_len_by(a.len(), b.len(), |i, j| a[i] == b[j]));
+    }
+
+    #[test]
+    fn every_row_width_agrees_with_the_textbook_table() {
+        // b of 1..=700 positions: one to eight words in registers, then the general row
+        let a: Vec<u8> = (0..640u32).map(|i| ((i * 7 + i / 5) % 5) as u8).collect();
+        for len in [1, 63, 64, 65, 128, 200, 300, 448, 511, 512, 513, 700] {
+            let b: Vec<u8> = (0..len as u32).map(|i| ((i * 3 + i / 7) % 5) as u8).collect();
+            assert_eq!(lcs_len(&a, &b), lcs_len_by(a.len(), b.len(), |i, j| a[i] == b[j]), "b of {len}");
+        }
     }
 
     proptest! {

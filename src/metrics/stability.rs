@@ -339,25 +339,18 @@ pub fn score_across(runs: &[Trace]) -> StabilityAcrossReport {
         })
         .collect();
 
+    let rows = pair_rows(&sequences, &arguments, ids.len());
     let (mut similarity, mut consistency, mut pairs) = (0.0, 0.0, 0usize);
     let (mut diverging, mut early) = (0usize, 0usize);
-    for i in 0..runs.len() {
-        // LCS is symmetric: run i's masks are built once and every later run is read
-        // against them, keeping the pairs (and the float sums) in their documented order.
-        let masks = BitLcs::new(sequences[i].len(), ids.len(), sequences[i].iter().enumerate().map(|(p, s)| (*s, p)));
-        for j in i + 1..runs.len() {
-            let (a, b) = (&sequences[i], &sequences[j]);
-            pairs += 1;
-            similarity += if a.is_empty() && b.is_empty() {
-                1.0
-            } else {
-                2.0 * masks.len_against(b).0 as f64 / (a.len() + b.len()) as f64
-            };
-            consistency += argument_agreement(a, b, &arguments[i], &arguments[j]);
-            if let Some(at) = first_divergence(a, b) {
-                diverging += 1;
-                early += usize::from(at <= EARLY_DIVERGENCE_INDEX);
-            }
+    // The sums run over the pairs in their documented order (i, then j > i) whichever
+    // thread compared them, so the floats are the same bits on every machine.
+    for pair in rows.iter().flatten() {
+        pairs += 1;
+        similarity += pair.similarity;
+        consistency += pair.consistency;
+        if let Some(at) = pair.divergence {
+            diverging += 1;
+            early += usize::from(at <= EARLY_DIVERGENCE_INDEX);
         }
     }
     let mean = weakest.iter().sum::<f64>() / weakest.len() as f64;
@@ -370,6 +363,69 @@ pub fn score_across(runs: &[Trace]) -> StabilityAcrossReport {
         early_divergence: 2 * early > diverging,
         runs: runs.len(),
     }
+}
+
+/// What one pair of runs contributes to the across-runs report.
+struct PairTerms {
+    similarity: f64,
+    consistency: f64,
+    divergence: Option<usize>,
+}
+
+/// Word steps of LCS work above which the pairs are shared among threads: below it
+/// (every ordinary case) a thread costs more than it saves.
+const PARALLEL_WORK: usize = 4_000_000;
+
+/// For each run i, the terms of its pairs with every later run j, in order. Rows are
+/// shared round-robin among up to [`std::thread::available_parallelism`] threads when the
+/// work is large (500 runs × 500 calls: 125,000 LCS of 500 × 8 words); each row is
+/// computed the same way wherever it runs.
+fn pair_rows(sequences: &[Vec<u32>], arguments: &[Vec<u32>], symbols: usize) -> Vec<Vec<PairTerms>> {
+    let n = sequences.len();
+    let row = |i: usize| -> Vec<PairTerms> {
+        // LCS is symmetric: run i's masks are built once and every later run is read
+        // against them.
+        let a = &sequences[i];
+        let masks = BitLcs::new(a.len(), symbols, a.iter().enumerate().map(|(p, s)| (*s, p)));
+        (i + 1..n)
+            .map(|j| {
+                let b = &sequences[j];
+                PairTerms {
+                    similarity: if a.is_empty() && b.is_empty() {
+                        1.0
+                    } else {
+                        2.0 * masks.len_against(b).0 as f64 / (a.len() + b.len()) as f64
+                    },
+                    consistency: argument_agreement(a, b, &arguments[i], &arguments[j]),
+                    divergence: first_divergence(a, b),
+                }
+            })
+            .collect()
+    };
+    let calls: usize = sequences.iter().map(Vec::len).sum();
+    let mean_words = calls.div_ceil(n.max(1)).div_ceil(64);
+    let work = n.saturating_mul(n) / 2 * calls.div_ceil(n.max(1)) * mean_words;
+    let threads = std::thread::available_parallelism().map_or(1, usize::from).min(n / 2);
+    if work < PARALLEL_WORK || threads < 2 {
+        return (0..n).map(row).collect();
+    }
+    let mut rows: Vec<Vec<PairTerms>> = (0..n).map(|_| Vec::new()).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let row = &row;
+                scope.spawn(move || (t..n).step_by(threads).map(|i| (i, row(i))).collect::<Vec<_>>())
+            })
+            .collect();
+        for worker in workers {
+            // a worker's panic is the computation's own, raised here as the serial path would
+            let done = worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            for (i, terms) in done {
+                rows[i] = terms;
+            }
+        }
+    });
+    rows
 }
 
 /// Over aligned positions whose names (interned in `names_*`) agree, the share whose

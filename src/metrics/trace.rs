@@ -48,6 +48,13 @@ impl ToolCall {
         ToolCall { index, name: name.into(), server, args, canonical: OnceCell::new() }
     }
 
+    /// A call known only by its args' canonical text, for a reader that canonicalised them
+    /// while parsing and a metric that reads nothing else of them (stability keys calls
+    /// on it): `args` is left `null`.
+    pub(crate) fn with_canonical_args(index: usize, name: String, server: Option<String>, canonical: String) -> Self {
+        ToolCall { index, name, server, args: Value::Null, canonical: OnceCell::from(canonical) }
+    }
+
     /// The args' RFC 8785 canonical text, so `{a,b}` and `{b,a}` key the same.
     pub fn canonical_args(&self) -> &str {
         self.canonical.get_or_init(|| canonical_args(&self.args))
@@ -194,15 +201,20 @@ pub fn take_tool_calls(envelope: &mut Value) -> Vec<ToolCall> {
 fn build_call(index: usize, call: &Map<String, Value>, args: Option<Value>) -> ToolCall {
     let name = call.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
     let server = call.get("server").and_then(Value::as_str).map(str::to_string);
-    let args = match args {
+    ToolCall::new(index, name, server, recorded_args(args))
+}
+
+/// A call's recorded `args`/`arguments` value as the metrics read it: absent or `null` is
+/// `{}`, a string holding a JSON object is that object, anything else is kept.
+pub(crate) fn recorded_args(args: Option<Value>) -> Value {
+    match args {
         None | Some(Value::Null) => empty_args(),
         Some(Value::String(text)) => match serde_json::from_str::<Value>(&text) {
             Ok(decoded @ Value::Object(_)) => decoded,
             _ => Value::String(text),
         },
         Some(other) => other,
-    };
-    ToolCall::new(index, name, server, args)
+    }
 }
 
 fn empty_args() -> Value {

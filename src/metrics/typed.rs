@@ -1,0 +1,764 @@
+//! Typed reading of the `stateval metric` documents graded in bulk (docs/metrics.md §9):
+//! stability, stability-across, reliability, trajectory and golden-path.
+//!
+//! [`cli::run`](super::cli::run) reads a document as a `serde_json::Value` tree and then
+//! walks it; on a batch of thousands of traces building that tree is most of the time.
+//! Here a document of the everyday shape is read straight into the structures the metric
+//! needs — only the fields it reads, call arguments kept as a tree only where a metric
+//! compares them — and its output is written straight to bytes.
+//!
+//! Design choice: this is a fast path, never a second contract. [`grade`] answers only
+//! for a document it reads completely — the keys of the everyday shape, each at most once
+//! (serde's derive refuses a repeated field; trees and skipped values refuse repeated keys
+//! too), the types the metric reads. Anything else — an unknown key, a `trace` or `floors`
+//! wrapper, an `arguments` alias, a wrong type, a syntax error — returns `false` and the
+//! caller grades the text the generic way, which gives the same output or the located
+//! error it always gave. So the output of every input is the generic path's, byte for
+//! byte (the tests below compare the two).
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::golden_path::{GoldenPath, score_golden_path};
+use super::reliability::score_outcomes;
+use super::stability::{Floors, drift_flags, score_across, score_trace};
+use super::trace::{ToolCall, Trace, content_text, recorded_args};
+use super::trajectory::{ExpectedTrace, validate};
+use crate::diag::StrictValue;
+
+/// Grade `text` (one JSON document) with metric `name`, appending its output object to
+/// `out`, when the document has the everyday shape of that metric. `false` (and `out`
+/// as it was) when it does not, or for another metric: grade it the generic way then.
+pub fn grade(name: &str, text: &str, out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    let written = match name {
+        "stability" => read::<Envelope>(text).is_some_and(|e| stability(e, out)),
+        "stability-across" => read::<Across>(text).is_some_and(|a| across(a, out)),
+        "reliability" => read::<Outcomes>(text).is_some_and(|o| reliability(o, out)),
+        "trajectory" => read::<TrajectoryInput>(text).is_some_and(|t| trajectory(t, out)),
+        "golden-path" => read::<GoldenInput>(text).is_some_and(|g| golden_path(g, out)),
+        _ => false,
+    };
+    if !written {
+        out.truncate(start);
+    }
+    written
+}
+
+/// The whole of `text` as a `T`, or `None` (a syntax error, trailing text, a shape `T`
+/// does not read).
+fn read<'de, T: Deserialize<'de>>(text: &'de str) -> Option<T> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = T::deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(value)
+}
+
+// ---- inputs -------------------------------------------------------------------------
+
+/// A trace envelope: `{"tool_calls"?, "conversation"?}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Envelope {
+    #[serde(default)]
+    tool_calls: Option<Calls<CanonArgs>>,
+    #[serde(default)]
+    conversation: Option<Conversation>,
+}
+
+impl Envelope {
+    /// The trace [`Trace::read`] would give for the same envelope.
+    fn into_trace(self) -> Trace {
+        let (assistant_turns, total_tokens) = match self.conversation {
+            Some(c) => {
+                let total = c.total_tokens();
+                (c.assistant_turns(), total)
+            }
+            None => (Vec::new(), 0.0),
+        };
+        Trace { tool_calls: self.tool_calls.map(|c| c.0).unwrap_or_default(), assistant_turns, total_tokens }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Conversation {
+    #[serde(default)]
+    tokens: Option<Tokens>,
+    #[serde(default)]
+    turns: Option<Vec<Turn>>,
+}
+
+impl Conversation {
+    fn total_tokens(&self) -> f64 {
+        self.tokens.as_ref().and_then(|t| t.total).filter(|t| t.is_finite() && *t > 0.0).unwrap_or(0.0)
+    }
+
+    fn assistant_turns(self) -> Vec<String> {
+        self.turns
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| t.role.as_deref() == Some("assistant"))
+            .map(|t| match t.content {
+                Some(StrictValue(Value::String(text))) => text,
+                Some(StrictValue(content)) => content_text(&content),
+                None => String::new(),
+            })
+            .filter(|text| !text.is_empty())
+            .collect()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Tokens {
+    #[serde(default)]
+    total: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Turn {
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    content: Option<StrictValue>,
+}
+
+/// `{"runs": [envelope, …]}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Across {
+    runs: Vec<Envelope>,
+}
+
+/// `{"outcomes": [true, false, …]}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Outcomes {
+    outcomes: Vec<bool>,
+}
+
+/// `{"tool_calls"?, "expected": {…}}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrajectoryInput {
+    #[serde(default)]
+    tool_calls: Option<Calls<StrictValue>>,
+    expected: StrictValue,
+}
+
+/// `{"tool_calls"?, "golden": {…}}`: the golden path reads names only, so arguments are
+/// checked (well-formed, no repeated key) and dropped.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GoldenInput {
+    #[serde(default)]
+    tool_calls: Option<Calls<Skipped>>,
+    golden: StrictValue,
+}
+
+/// What a call's arguments are read into: a tree, their canonical text, or nothing.
+trait Args: Sized {
+    fn into_call(index: usize, name: String, server: Option<String>, args: Option<Self>) -> ToolCall;
+}
+
+impl Args for StrictValue {
+    fn into_call(index: usize, name: String, server: Option<String>, args: Option<Self>) -> ToolCall {
+        ToolCall::new(index, name, server, recorded_args(args.map(|v| v.0)))
+    }
+}
+
+impl Args for CanonArgs {
+    fn into_call(index: usize, name: String, server: Option<String>, args: Option<Self>) -> ToolCall {
+        let canonical = args.map_or_else(|| "{}".to_string(), |a| a.0);
+        ToolCall::with_canonical_args(index, name, server, canonical)
+    }
+}
+
+impl Args for Skipped {
+    /// The arguments are never read by the metric that skips them: left `{}`.
+    fn into_call(index: usize, name: String, server: Option<String>, _: Option<Self>) -> ToolCall {
+        ToolCall::new(index, name, server, recorded_args(None))
+    }
+}
+
+/// A `tool_calls` array whose entries are all calls: a name, or `{"name", "server"?,
+/// "args"?}`. Any other entry (which the generic reader would skip, keeping the indices
+/// of the rest) is not read here.
+struct Calls<A>(Vec<ToolCall>, std::marker::PhantomData<A>);
+
+impl<'de, A: Deserialize<'de> + Args> Deserialize<'de> for Calls<A> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_seq(CallsVisitor(std::marker::PhantomData))
+    }
+}
+
+struct CallsVisitor<A>(std::marker::PhantomData<A>);
+
+impl<'de, A: Deserialize<'de> + Args> Visitor<'de> for CallsVisitor<A> {
+    type Value = Calls<A>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of tool calls")
+    }
+
+    fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Calls<A>, S::Error> {
+        let mut calls = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(entry) = seq.next_element_seed(EntrySeed::<A>(calls.len(), std::marker::PhantomData))? {
+            calls.push(entry);
+        }
+        Ok(Calls(calls, std::marker::PhantomData))
+    }
+}
+
+struct EntrySeed<A>(usize, std::marker::PhantomData<A>);
+
+impl<'de, A: Deserialize<'de> + Args> de::DeserializeSeed<'de> for EntrySeed<A> {
+    type Value = ToolCall;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ToolCall, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, A: Deserialize<'de> + Args> Visitor<'de> for EntrySeed<A> {
+    type Value = ToolCall;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a tool name or a call object")
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<ToolCall, E> {
+        Ok(ToolCall::new(self.0, name, None, recorded_args(None)))
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<ToolCall, M::Error> {
+        let call = CallObject::<A>::deserialize(MapAccessDeserializer::new(map))?;
+        Ok(A::into_call(self.0, call.name, call.server, call.args))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallObject<A> {
+    name: String,
+    #[serde(default)]
+    server: Option<String>,
+    #[serde(default = "none")]
+    args: Option<A>,
+}
+
+fn none<A>() -> Option<A> {
+    None
+}
+
+/// Any JSON value, read and dropped, with a repeated key in any object refused as the
+/// strict reader refuses it.
+struct Skipped;
+
+impl<'de> Deserialize<'de> for Skipped {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(SkipVisitor)
+    }
+}
+
+struct SkipVisitor;
+
+impl<'de> Visitor<'de> for SkipVisitor {
+    type Value = Skipped;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Skipped, E> {
+        Ok(Skipped)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Skipped, E> {
+        Ok(Skipped)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Skipped, E> {
+        Ok(Skipped)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Skipped, E> {
+        Ok(Skipped)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Skipped, E> {
+        Ok(Skipped)
+    }
+    fn visit_unit<E>(self) -> Result<Skipped, E> {
+        Ok(Skipped)
+    }
+    fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Skipped, S::Error> {
+        while seq.next_element::<Skipped>()?.is_some() {}
+        Ok(Skipped)
+    }
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Skipped, M::Error> {
+        let mut keys: Vec<Cow<'de, str>> = Vec::new();
+        let mut many: HashSet<Cow<'de, str>> = HashSet::new();
+        while let Some(Key(key)) = map.next_key()? {
+            // a handful of keys is searched in place; a big object is hashed
+            let repeated = if keys.len() < 16 {
+                let seen = keys.contains(&key);
+                keys.push(key);
+                seen
+            } else {
+                if many.is_empty() {
+                    many.extend(keys.iter().cloned());
+                }
+                !many.insert(key)
+            };
+            if repeated {
+                return Err(de::Error::custom("duplicate key"));
+            }
+            map.next_value::<Skipped>()?;
+        }
+        Ok(Skipped)
+    }
+}
+
+/// A call's arguments as their RFC 8785 canonical text (what [`ToolCall::canonical_args`]
+/// gives), written while they are parsed instead of from a tree. Refused, so that the
+/// generic path reads them: a string (an OpenAI-style encoded object), an integer beyond
+/// ±(2^53−1) (canonical text falls back to another form there), a repeated key.
+struct CanonArgs(String);
+
+impl<'de> Deserialize<'de> for CanonArgs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut out = Vec::with_capacity(64);
+        d.deserialize_any(Canon { out: &mut out, top: true })?;
+        // canonical text is built from whole strings and ASCII punctuation
+        String::from_utf8(out).map(CanonArgs).map_err(de::Error::custom)
+    }
+}
+
+/// Writes the canonical text of the value it visits to `out`.
+struct Canon<'a> {
+    out: &'a mut Vec<u8>,
+    top: bool,
+}
+
+impl<'de> de::DeserializeSeed<'de> for Canon<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Canon<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("tool call arguments")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<(), E> {
+        self.out.extend_from_slice(if v { b"true" } else { b"false" });
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        self.number(serde_json::Number::from(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        self.number(serde_json::Number::from(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        let n = serde_json::Number::from_f64(v).ok_or_else(|| E::custom("number is not finite"))?;
+        self.number(n)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        if self.top {
+            return Err(E::custom("string arguments are decoded by the generic reader"));
+        }
+        crate::canon::write_canonical_str(self.out, v);
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        self.out.extend_from_slice(b"null");
+        Ok(())
+    }
+    fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<(), S::Error> {
+        self.out.push(b'[');
+        let mut first = true;
+        loop {
+            let mark = self.out.len();
+            if !std::mem::take(&mut first) {
+                self.out.push(b',');
+            }
+            if seq.next_element_seed(Canon { out: &mut *self.out, top: false })?.is_none() {
+                self.out.truncate(mark);
+                break;
+            }
+        }
+        self.out.push(b']');
+        Ok(())
+    }
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
+        // Members are canonicalised into `values` in input order, then written sorted
+        // by key as the canonical form sorts them (UTF-16 code units; byte order gives
+        // the same answer unless a key holds a character at or above U+E000).
+        let mut values = Vec::new();
+        let mut members: Vec<(Cow<'de, str>, usize, usize)> = Vec::new();
+        while let Some(Key(key)) = map.next_key()? {
+            let start = values.len();
+            map.next_value_seed(Canon { out: &mut values, top: false })?;
+            members.push((key, start, values.len()));
+        }
+        if members.iter().any(|(k, _, _)| k.chars().any(|c| c >= '\u{E000}')) {
+            members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+        } else {
+            members.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        if members.windows(2).any(|w| w[0].0 == w[1].0) {
+            return Err(de::Error::custom("duplicate key"));
+        }
+        self.out.push(b'{');
+        for (i, (key, start, end)) in members.iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            crate::canon::write_canonical_str(self.out, key);
+            self.out.push(b':');
+            self.out.extend_from_slice(&values[*start..*end]);
+        }
+        self.out.push(b'}');
+        Ok(())
+    }
+}
+
+impl Canon<'_> {
+    fn number<E: de::Error>(self, n: serde_json::Number) -> Result<(), E> {
+        if crate::canon::write_canonical_number(self.out, &n) {
+            Ok(())
+        } else {
+            Err(E::custom("an integer is outside ±(2^53−1)"))
+        }
+    }
+}
+
+/// An object key, borrowed from the text when it has no escapes.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+// ---- metrics and outputs ------------------------------------------------------------
+//
+// Each output struct lists the generic path's keys in their printed (sorted) order, with
+// the same JSON types: counts as integers, booleans as 0/1, scores as floats (a
+// non-finite one, which no metric produces, would print `null` either way).
+
+fn write<T: Serialize>(value: &T, out: &mut Vec<u8>) -> bool {
+    serde_json::to_writer(out, value).is_ok()
+}
+
+fn stability(envelope: Envelope, out: &mut Vec<u8>) -> bool {
+    #[derive(Serialize)]
+    struct Output<'a> {
+        cost_per_progress: f64,
+        drift_flags: Vec<&'static str>,
+        redundancy: f64,
+        response_consistency: f64,
+        summary: &'a str,
+        tool_usage_stability: f64,
+        weakest_score: f64,
+    }
+    let r = score_trace(&envelope.into_trace());
+    let summary = r.summary();
+    write(
+        &Output {
+            cost_per_progress: r.cost_per_progress,
+            drift_flags: drift_flags(&r, &Floors::default()),
+            redundancy: r.redundancy,
+            response_consistency: r.response_consistency,
+            summary: &summary,
+            tool_usage_stability: r.tool_usage_stability,
+            weakest_score: r.weakest_score,
+        },
+        out,
+    )
+}
+
+fn across(input: Across, out: &mut Vec<u8>) -> bool {
+    #[derive(Serialize)]
+    struct Output {
+        argument_consistency: f64,
+        early_divergence: u8,
+        runs: usize,
+        score: f64,
+        tool_sequence_similarity: f64,
+        variance: f64,
+        weakest_score: f64,
+    }
+    let runs: Vec<Trace> = input.runs.into_iter().map(Envelope::into_trace).collect();
+    let r = score_across(&runs);
+    write(
+        &Output {
+            argument_consistency: r.argument_consistency,
+            early_divergence: u8::from(r.early_divergence),
+            runs: r.runs,
+            score: r.score,
+            tool_sequence_similarity: r.tool_sequence_similarity,
+            variance: r.variance,
+            weakest_score: r.weakest_score,
+        },
+        out,
+    )
+}
+
+fn reliability(input: Outcomes, out: &mut Vec<u8>) -> bool {
+    #[derive(Serialize)]
+    struct Output {
+        decay_curve: Vec<u32>,
+        graceful_degradation: u32,
+        pass_at_k: u32,
+        passhat_k: u32,
+        runs: usize,
+        variance_amplification: u32,
+    }
+    let r = score_outcomes(&input.outcomes);
+    write(
+        &Output {
+            decay_curve: r.decay_curve,
+            graceful_degradation: r.graceful_degradation,
+            pass_at_k: r.pass_at_k,
+            passhat_k: r.passhat_k,
+            runs: r.runs,
+            variance_amplification: r.variance_amplification,
+        },
+        out,
+    )
+}
+
+fn trajectory(input: TrajectoryInput, out: &mut Vec<u8>) -> bool {
+    #[derive(Serialize)]
+    struct Output {
+        mismatch_count: usize,
+        mismatches: Value,
+        passed: u8,
+    }
+    let Ok(expected) = ExpectedTrace::parse(&input.expected.0, "/expected") else { return false };
+    let calls = input.tool_calls.map(|c| c.0).unwrap_or_default();
+    let r = validate(&expected, &calls);
+    // a mismatch prints as the generic path prints it: through a tree, keys sorted
+    let Ok(mismatches) = serde_json::to_value(&r.mismatches) else { return false };
+    write(&Output { mismatch_count: r.mismatch_count, mismatches, passed: u8::from(r.passed) }, out)
+}
+
+fn golden_path(input: GoldenInput, out: &mut Vec<u8>) -> bool {
+    #[derive(Serialize)]
+    struct Output {
+        backtracks: usize,
+        extra_steps: usize,
+        missing_steps: usize,
+        passed: u8,
+        penalty: f64,
+        repeated_tools: usize,
+    }
+    let Ok(golden) = GoldenPath::parse(&input.golden.0, "/golden") else { return false };
+    let calls = input.tool_calls.map(|c| c.0).unwrap_or_default();
+    let r = score_golden_path(&golden, &calls);
+    write(
+        &Output {
+            backtracks: r.backtracks,
+            extra_steps: r.extra_steps,
+            missing_steps: r.missing_steps,
+            passed: u8::from(r.passed),
+            penalty: r.penalty,
+            repeated_tools: r.repeated_tools,
+        },
+        out,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diag::parse_json_strict;
+    use crate::metrics::cli::run_owned;
+
+    /// The generic path's output text, or `None` when it refuses the document.
+    fn generic(name: &str, text: &str) -> Option<String> {
+        let value = parse_json_strict(text).ok()?;
+        run_owned(name, value).ok().map(|v| v.to_string())
+    }
+
+    /// Whenever the typed path answers, it answers what the generic path does; and it
+    /// never answers a document the generic path refuses.
+    fn same(name: &str, text: &str) -> bool {
+        let mut out = Vec::new();
+        let typed = grade(name, text, &mut out);
+        if typed {
+            assert_eq!(Some(String::from_utf8(out).unwrap()), generic(name, text), "{name}: {text}");
+        }
+        typed
+    }
+
+    const CALLS: &str = r#"[{"name": "srv__search", "server": "srv", "args": {"q": "a", "n": 1}},
+        "open", {"name": "srv__search", "server": "srv", "args": {"n": 1.0, "q": "a"}},
+        {"name": "x", "args": null}, {"name": "x", "server": null, "args": {"k": [1, 2.5, {"b": 1, "a": -0.0}]}},
+        {"name": "x", "server": null, "args": {"k": [1, 2.5, {"a": 0, "b": 1}]}}, {"name": "open", "args": [1]}]"#;
+
+    /// The same with arguments as OpenAI encodes them: read typed where the arguments
+    /// are kept as a tree (trajectory) or skipped (golden path).
+    const ENCODED_CALLS: &str = r#"[{"name": "x", "args": "{\"k\": [1, 2.5]}"}, {"name": "open", "args": "raw"}, "x"]"#;
+
+    #[test]
+    fn arguments_are_canonicalised_while_read_as_from_a_tree() {
+        let texts = [
+            r#"{"q": "a", "limit": 3, "opts": {"lang": "en", "deep": [true, false, null]}}"#,
+            r#"{"b": 1e3, "a": -0.0, "c": 0.1, "d": 1.5e-7, "e": -12, "f": 9007199254740991}"#,
+            r#"{"\u20ac": 1, "\ue000": 2, "\ud83d\ude00": 3, "z": 4, "a\"b\n": "\u0001\t\u2028"}"#,
+            r#"[]"#,
+            r#"{}"#,
+            r#"[{}, [], "x", 1, {"y": {"x": {}}}]"#,
+            r#"7"#,
+        ];
+        for text in texts {
+            let value: Value = serde_json::from_str(text).unwrap();
+            let CanonArgs(canonical) = serde_json::from_str(text).unwrap();
+            assert_eq!(canonical, crate::metrics::trace::canonical_args(&value), "{text}");
+        }
+        for refused in [r#""{}""#, r#"{"a": 9007199254740992}"#, r#"{"a": 1, "a": 1}"#, r#"[{"b": [], "b": []}]"#] {
+            assert!(serde_json::from_str::<CanonArgs>(refused).is_err(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn the_everyday_shapes_are_read_typed_and_print_what_the_generic_path_prints() {
+        let conversation = r#"{"tokens": {"total": 12000}, "turns": [{"role": "assistant", "content": "done done"},
+            {"role": "user", "content": "x"}, {"role": "assistant", "content": [{"type": "text", "text": "ab"}]},
+            {"role": "assistant"}, {"content": "no role"}]}"#;
+        let cases = [
+            ("stability", format!(r#"{{"tool_calls": {CALLS}, "conversation": {conversation}}}"#)),
+            ("stability", r#"{"tool_calls": ["a", "a", "a", "a"], "conversation": {"tokens": {"total": 1e4}}}"#.into()),
+            ("stability", "{}".into()),
+            ("stability", r#"{"tool_calls": null, "conversation": null}"#.into()),
+            (
+                "stability-across",
+                format!(
+                    r#"{{"runs": [{{"tool_calls": {CALLS}, "conversation": {conversation}}}, {{"tool_calls": ["srv__search", "open"]}}, {{}}]}}"#
+                ),
+            ),
+            ("stability-across", r#"{"runs": []}"#.into()),
+            ("reliability", r#"{"outcomes": [true, false, true, true]}"#.into()),
+            ("reliability", r#"{"outcomes": []}"#.into()),
+            (
+                "trajectory",
+                format!(
+                    r#"{{"tool_calls": {CALLS}, "expected": {{"mode": "strict", "calls": [{{"name": "search", "args": {{"exact": {{"q": "b", "n": 1}}}}}}, "open"]}}}}"#
+                ),
+            ),
+            (
+                "trajectory",
+                format!(r#"{{"tool_calls": {CALLS}, "expected": {{"mode": "unordered", "calls": ["open", "nope"]}}}}"#),
+            ),
+            (
+                "golden-path",
+                format!(
+                    r#"{{"tool_calls": {CALLS}, "golden": {{"calls": ["search", {{"name": "open"}}, "x"], "allow_extra_steps": true}}}}"#
+                ),
+            ),
+            ("golden-path", r#"{"golden": {"calls": []}}"#.into()),
+            (
+                "trajectory",
+                format!(
+                    r#"{{"tool_calls": {ENCODED_CALLS}, "expected": {{"calls": [{{"name": "x", "args": {{"subset": {{"k": [1, 2.5]}}}}}}]}}}}"#
+                ),
+            ),
+            ("golden-path", format!(r#"{{"tool_calls": {ENCODED_CALLS}, "golden": {{"calls": ["x", "open"]}}}}"#)),
+        ];
+        for (name, text) in cases {
+            assert!(same(name, &text), "{name} was not read typed: {text}");
+        }
+    }
+
+    #[test]
+    fn other_shapes_and_bad_documents_are_left_to_the_generic_path() {
+        let cases = [
+            // wrappers, aliases and keys the typed shapes do not have
+            ("stability", r#"{"trace": {"tool_calls": ["a"]}}"#),
+            ("stability", r#"{"tool_calls": ["a"], "floors": {"redundancy": 0.9}}"#),
+            ("stability", r#"{"tool_calls": [{"name": "a", "arguments": {"x": 1}}]}"#),
+            ("stability", r#"{"tool_calls": [1, "a"]}"#),
+            ("stability", r#"{"tool_calls": [{"name": "a", "args": "{\"x\": 1}"}]}"#),
+            ("stability-across", r#"{"runs": [{"tool_calls": [{"name": "a", "args": {"n": 9007199254740993}}]}, {}]}"#),
+            ("stability", r#"{"tool_calls": "none", "extra": 1}"#),
+            ("stability-across", r#"{"runs": 3}"#),
+            ("stability-across", r#"{"runs": [1]}"#),
+            ("reliability", r#"{"outcomes": [true, 1]}"#),
+            ("reliability", r#"{"outcomes": [true], "k": 1}"#),
+            ("golden-path", r#"{"tool_calls": []}"#),
+            ("golden-path", r#"{"tool_calls": [], "golden": {"calls": 1}}"#),
+            ("trajectory", r#"{"tool_calls": [], "expected": {"mode": "sideways", "calls": []}}"#),
+            // repeated keys anywhere, including inside arguments the metric never reads
+            ("reliability", r#"{"outcomes": [true], "outcomes": [false]}"#),
+            ("stability", r#"{"tool_calls": [{"name": "a", "name": "b"}]}"#),
+            ("stability", r#"{"tool_calls": [{"name": "a", "args": {"q": 1, "q": 2}}]}"#),
+            (
+                "golden-path",
+                r#"{"tool_calls": [{"name": "a", "args": {"o": {"q": 1, "q": 2}}}], "golden": {"calls": []}}"#,
+            ),
+            ("stability", r#"{"conversation": {"turns": [{"role": "assistant", "role": "user"}]}}"#),
+            // syntax
+            ("reliability", r#"{"outcomes": [true,]}"#),
+            ("reliability", r#"{"outcomes": [true]} x"#),
+            ("stability", ""),
+            ("pass-k", r#"{"tasks": [], "k": [1]}"#),
+        ];
+        for (name, text) in cases {
+            assert!(!same(name, text), "{name} was read typed: {text}");
+        }
+    }
+
+    #[test]
+    fn skipped_arguments_refuse_a_repeated_key_in_a_big_object() {
+        let keys: Vec<String> = (0..40).map(|i| format!("\"k{i}\": {i}")).collect();
+        let ok = format!(
+            r#"{{"tool_calls": [{{"name": "a", "args": {{{}}}}}], "golden": {{"calls": ["a"]}}}}"#,
+            keys.join(", ")
+        );
+        assert!(same("golden-path", &ok));
+        let repeated = format!(
+            r#"{{"tool_calls": [{{"name": "a", "args": {{{}, "k3": 0}}}}], "golden": {{"calls": ["a"]}}}}"#,
+            keys.join(", ")
+        );
+        assert!(!same("golden-path", &repeated));
+    }
+
+    #[test]
+    fn every_public_vector_of_these_families_prints_the_same_either_way() {
+        let text = include_str!("../../tests/vectors/public.jsonl");
+        let mut typed = 0;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let vector: Value = serde_json::from_str(line).unwrap();
+            let (Some(name), Some(input)) = (vector.get("metric").and_then(Value::as_str), vector.get("input")) else {
+                continue;
+            };
+            typed += usize::from(same(name, &input.to_string()));
+        }
+        assert!(typed > 0, "no public vector was read typed");
+    }
+}
