@@ -440,18 +440,25 @@ fn no_failed_calls(t: &Trace) -> bool {
     t.calls().all(|c| c.outcome.as_ref().is_some_and(|o| o.is_error != Some(true)))
 }
 
+/// One user turn asking for the weather in Paris, one call of `tool` with
+/// `{"city": "Paris"}` that did not fail, and the model's answer with the tool's result.
+#[track_caller]
+fn assert_paris_weather(t: &Trace, tool: &str) {
+    assert_eq!(t.format, Format::Otel);
+    assert_eq!(tools(t), [tool]);
+    assert_eq!(args_of(t, 0), serde_json::json!({"city": "Paris"}));
+    assert_eq!(t.turns.len(), 1, "one user turn");
+    assert_eq!(t.turns[0].input, Content::Text(PARIS.into()));
+    assert!(no_failed_calls(t));
+    assert_eq!(answer(t).as_deref(), Some(PARIS_ANSWER));
+}
+
 #[test]
 fn pydantic_ai_under_logfire_is_one_turn_a_weather_call_and_its_answer() {
     let t = import("pydantic-ai-logfire-weather.otlp.json");
-    assert_eq!(t.format, Format::Otel);
-    assert_eq!(tools(&t), ["get_weather"]);
-    assert_eq!(args_of(&t, 0), serde_json::json!({"city": "Paris"}));
     // Pydantic AI returns the tool result as a user message of tool_call_response
     // parts: a result, not a second user turn
-    assert_eq!(t.turns.len(), 1);
-    assert_eq!(t.turns[0].input, Content::Text(PARIS.into()));
-    assert!(no_failed_calls(&t));
-    assert_eq!(answer(&t).as_deref(), Some(PARIS_ANSWER));
+    assert_paris_weather(&t, "get_weather");
     // the chat spans' gen_ai.tool.definitions declare the tool
     let declared: Vec<(&str, Option<&str>)> =
         t.tools.iter().map(|d| (d.name.as_str(), d.description.as_deref())).collect();
@@ -463,17 +470,11 @@ fn pydantic_ai_under_logfire_is_one_turn_a_weather_call_and_its_answer() {
 #[test]
 fn openlit_openai_spans_are_model_calls_though_they_name_the_requested_tool() {
     let t = import("openlit-openai-weather.otlp.json");
-    assert_eq!(t.format, Format::Otel);
     // OpenLIT's chat span carries gen_ai.tool.name for the call it requested: still
-    // a model call, and the one tool call is the model's
-    assert_eq!(tools(&t), ["get_weather"]);
-    assert_eq!(args_of(&t, 0), serde_json::json!({"city": "Paris"}));
-    // its second chat span leaves the assistant's tool call out of the history: the
-    // tool result is new, the repeated user message is not a second turn
-    assert_eq!(t.turns.len(), 1);
-    assert_eq!(t.turns[0].input, Content::Text(PARIS.into()));
-    assert!(no_failed_calls(&t));
-    assert_eq!(answer(&t).as_deref(), Some(PARIS_ANSWER));
+    // a model call, and the one tool call is the model's; its second chat span leaves
+    // the assistant's tool call out of the history: the tool result is new, the
+    // repeated user message is not a second turn
+    assert_paris_weather(&t, "get_weather");
     let codes = codes(&t);
     // the @openlit.trace span and two httpx spans skipped, the history rewrite named
     assert_eq!(codes.iter().filter(|c| **c == "span_skipped").count(), 3, "{codes:?}");
@@ -483,17 +484,11 @@ fn openlit_openai_spans_are_model_calls_though_they_name_the_requested_tool() {
 #[test]
 fn semantic_kernel_agent_reads_its_log_record_events_and_plugin_tool_span() {
     let t = import("semantic-kernel-agent-weather.otlp.jsonl");
-    assert_eq!(t.format, Format::Otel);
     assert!(t.reads.contains("event form"), "{}", t.reads);
     // Semantic Kernel names a plugin function plugin-function
-    assert_eq!(tools(&t), ["WeatherPlugin-get_weather"]);
+    assert_paris_weather(&t, "WeatherPlugin-get_weather");
     // its agent span's gen_ai.tool.definitions (OpenAI's shape) declare the tool
     assert_eq!(t.tools.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["WeatherPlugin-get_weather"]);
-    assert_eq!(args_of(&t, 0), serde_json::json!({"city": "Paris"}));
-    assert_eq!(t.turns.len(), 1);
-    assert_eq!(t.turns[0].input, Content::Text(PARIS.into()));
-    assert!(no_failed_calls(&t));
-    assert_eq!(answer(&t).as_deref(), Some(PARIS_ANSWER));
     // the invoke_agent span (which repeats the conversation) and the function-calling
     // loop span are named as skipped
     assert_eq!(codes(&t), ["span_skipped", "span_skipped"]);
