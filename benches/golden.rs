@@ -113,8 +113,8 @@ fn diff_100k(c: &mut Criterion) {
             let d = golden::diff(&g, &a);
             let text = render::text(
                 &d,
-                &render::Side { label: "golden.jsonl", events: &g },
-                &render::Side { label: "actual.jsonl", events: &a },
+                &render::Side::whole("golden.jsonl", &g),
+                &render::Side::whole("actual.jsonl", &a),
             );
             black_box(text)
         })

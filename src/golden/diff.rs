@@ -39,7 +39,7 @@ use crate::canon;
 use crate::event::{Event, Kind};
 
 /// Fields of `data` that hold the seq of another event of the same log.
-const SEQ_REFERENCES: [&str; 2] = ["source", "supersedes"];
+pub(crate) const SEQ_REFERENCES: [&str; 2] = ["source", "supersedes"];
 /// Fields of `run_started` that are content digests of the run's inputs.
 const INPUT_DIGESTS: [&str; 4] = ["dataset_line", "profile", "recording", "tools"];
 
@@ -171,13 +171,32 @@ impl Diff {
 
 /// Align and compare two logs (both already verified).
 pub fn diff(golden: &[Event], actual: &[Event]) -> Diff {
+    diff_around(golden, actual, None)
+}
+
+/// Events both logs held at the same seqs, identical pair by pair, and left out of the
+/// slices given to [`diff_around`] (a streamed diff does not keep them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gap {
+    /// Seq of the first event left out, the same in both logs.
+    pub seq: u64,
+    /// How many events were left out of each log.
+    pub len: u64,
+}
+
+/// [`diff`] of two logs whose events `gap` are left out of both slices. The caller
+/// vouches that the events left out are identical pair by pair, with the same seqs,
+/// in whole turns, and that the turns kept on either side of the gap differ in number;
+/// the result is then the diff of the whole logs, with steps counted over the slices.
+pub fn diff_around(golden: &[Event], actual: &[Event], gap: Option<Gap>) -> Diff {
     let (steps, coarse_turns) = align_by_turn(golden, actual);
-    let mut actual_to_golden: Vec<Option<u64>> = vec![None; actual.len()];
+    let mut by_index: Vec<Option<u64>> = vec![None; actual.len()];
     for s in &steps {
         if let Step::Keep(i, j) = *s {
-            actual_to_golden[j] = Some(i as u64);
+            by_index[j] = Some(golden[i].seq);
         }
     }
+    let actual_to_golden = SeqMap { by_index, gap };
 
     let mut differences = Vec::new();
     let mut missing: Vec<(usize, usize)> = Vec::new();
@@ -225,7 +244,33 @@ pub fn diff(golden: &[Event], actual: &[Event]) -> Diff {
         differences.push(difference(class, e, Some(e.seq), None, n, Vec::new()));
     }
     differences.sort_by_key(|d| d.step);
-    Diff { golden_events: golden.len(), actual_events: actual.len(), differences, steps, coarse_turns }
+    let left_out = gap.map_or(0, |g| g.len as usize);
+    Diff {
+        golden_events: golden.len() + left_out,
+        actual_events: actual.len() + left_out,
+        differences,
+        steps,
+        coarse_turns,
+    }
+}
+
+/// Which golden event an actual event's seq corresponds to, through the alignment and
+/// across a [`Gap`] (whose events correspond seq for seq).
+struct SeqMap {
+    /// By index into the actual slice: the golden seq it is aligned with.
+    by_index: Vec<Option<u64>>,
+    gap: Option<Gap>,
+}
+
+impl SeqMap {
+    fn golden_seq(&self, actual_seq: u64) -> Option<u64> {
+        let index = match self.gap {
+            Some(g) if actual_seq >= g.seq + g.len => actual_seq - g.len,
+            Some(g) if actual_seq >= g.seq => return Some(actual_seq),
+            _ => actual_seq,
+        };
+        self.by_index.get(usize::try_from(index).ok()?).copied().flatten()
+    }
 }
 
 /// Turn, kind, tool and call id come from `event`: the actual one, or the golden's
@@ -324,7 +369,7 @@ fn align_by_turn(golden: &[Event], actual: &[Event]) -> (Vec<Step>, Vec<Option<u
 }
 
 /// Changes between aligned events `golden[i]` and `actual[j]`.
-fn compare(golden: &[Event], i: usize, actual: &[Event], j: usize, actual_to_golden: &[Option<u64>]) -> Vec<Change> {
+fn compare(golden: &[Event], i: usize, actual: &[Event], j: usize, actual_to_golden: &SeqMap) -> Vec<Change> {
     let (g, a) = (&golden[i], &actual[j]);
     let mut changes = Vec::new();
     if g.turn != a.turn {
@@ -350,7 +395,7 @@ fn compare(golden: &[Event], i: usize, actual: &[Event], j: usize, actual_to_gol
                     && let (Some(Value::Number(gs)), Some(Value::Number(as_))) = (gv, av)
                     && let (Some(gs), Some(as_)) = (gs.as_u64(), as_.as_u64())
                 {
-                    let same_event = actual_to_golden.get(as_ as usize).copied().flatten() == Some(gs);
+                    let same_event = actual_to_golden.golden_seq(as_) == Some(gs);
                     if !same_event {
                         changes.push(Change { path, golden: gv.cloned(), actual: av.cloned() });
                     }
@@ -366,10 +411,10 @@ fn compare(golden: &[Event], i: usize, actual: &[Event], j: usize, actual_to_gol
 
 /// Every seq reference of `actual` points at the counterpart of the event `golden`'s
 /// points at.
-fn same_references(golden: &Value, actual: &Value, actual_to_golden: &[Option<u64>]) -> bool {
+fn same_references(golden: &Value, actual: &Value, actual_to_golden: &SeqMap) -> bool {
     SEQ_REFERENCES.iter().all(|k| {
         match (golden.get(k).and_then(Value::as_u64), actual.get(k).and_then(Value::as_u64)) {
-            (Some(g), Some(a)) => actual_to_golden.get(a as usize).copied().flatten() == Some(g),
+            (Some(g), Some(a)) => actual_to_golden.golden_seq(a) == Some(g),
             _ => true,
         }
     })

@@ -16,6 +16,7 @@ pub mod bless;
 pub mod diff;
 pub mod normalize;
 pub mod render;
+pub mod stream;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::align::{MAX_EDITS, Step};
 use super::diff::{Class, Diff, Difference};
 use crate::canon;
+use crate::canon::Digest;
 use crate::event::Event;
 
 /// Aligned events of context shown before and after each difference.
@@ -32,7 +33,20 @@ const MAX_VALUE_CHARS: usize = 160;
 pub struct Side<'a> {
     /// How the log is named (its path as given).
     pub label: &'a str,
+    /// The events the diff's steps index: the whole log, or what a streamed diff kept
+    /// of it (`golden::stream`).
     pub events: &'a [Event],
+    /// Events in the whole log.
+    pub total: usize,
+    /// The hash of its last event.
+    pub head: Option<Digest>,
+}
+
+impl<'a> Side<'a> {
+    /// A log held whole.
+    pub fn whole(label: &'a str, events: &'a [Event]) -> Self {
+        Side { label, events, total: events.len(), head: events.last().map(|e| e.hash) }
+    }
 }
 
 /// A difference in one line: the first divergence in a check's reason.
@@ -84,10 +98,10 @@ pub fn counts_line(diff: &Diff) -> String {
 /// The unified text diff.
 pub fn text(diff: &Diff, golden: &Side, actual: &Side) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "--- golden {} ({} events)", golden.label, golden.events.len());
-    let _ = writeln!(out, "+++ actual {} ({} events)", actual.label, actual.events.len());
+    let _ = writeln!(out, "--- golden {} ({} events)", golden.label, golden.total);
+    let _ = writeln!(out, "+++ actual {} ({} events)", actual.label, actual.total);
     let Some(first) = diff.first_divergence() else {
-        let _ = writeln!(out, "identical: {} events", golden.events.len());
+        let _ = writeln!(out, "identical: {} events", golden.total);
         return out;
     };
     let _ = writeln!(out, "first divergence: {}", one_line(first));
@@ -109,7 +123,7 @@ pub fn text(diff: &Diff, golden: &Side, actual: &Side) -> String {
             marks.insert(other, d);
         }
     }
-    let width = golden.events.len().max(actual.events.len()).max(1).to_string().len();
+    let width = golden.total.max(actual.total).max(1).to_string().len();
     for hunk in hunks(marks.keys().copied(), diff.steps.len()) {
         write_hunk(&mut out, diff, &marks, hunk, golden, actual, width);
     }
@@ -243,7 +257,7 @@ struct SideJson<'a> {
 
 impl<'a> SideJson<'a> {
     fn of(side: &Side<'a>) -> Self {
-        SideJson { path: side.label, events: side.events.len(), head: side.events.last().map(|e| e.hash.to_string()) }
+        SideJson { path: side.label, events: side.total, head: side.head.map(|h| h.to_string()) }
     }
 }
 

@@ -1,0 +1,491 @@
+//! The golden diff of two log files, read as streams (`stateval diff`).
+//!
+//! Each log is verified and put in golden form on its own thread, one line at a time,
+//! and handed over turn by turn. Turns that are identical in both logs — the same
+//! seqs, kinds, tools, elapsed time and data — are compared as they arrive and left
+//! out, keeping only the [`CONTEXT`] events a rendered hunk shows on either side of a
+//! difference. From the first turn that differs, both logs are kept to their ends and
+//! aligned as [`diff`](super::diff) aligns whole logs. So memory holds the part of the
+//! logs from where they first diverge (plus their first turn), not the part they
+//! share: two identical 1 GB logs are diffed in a few megabytes.
+//!
+//! The result is the diff of the whole logs ([`diff_around`] with the left-out
+//! [`Gap`]); where leaving events out could change an alignment (turns beyond
+//! aligning one by one), both logs are read again whole and diffed as before.
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+
+use super::diff::{Diff, Gap, SEQ_REFERENCES, diff_around};
+use super::normalize::normalize_events;
+use super::render::{CONTEXT, Side};
+use crate::canon::{self, Digest};
+use crate::event::Event;
+use crate::event::reader::{ReadError, read_log, stream_log};
+use crate::event::writer::{LogWriter, WriteError};
+
+/// Turns in flight between a reader thread and the comparison.
+const IN_FLIGHT: usize = 64;
+
+/// One log as the diff kept it.
+#[derive(Debug)]
+pub struct Kept {
+    /// The events the diff's steps index: every event but those of the gap.
+    pub events: Vec<Event>,
+    /// Events in the whole log (in golden form).
+    pub total: usize,
+    /// The hash of its last event in golden form.
+    pub head: Option<Digest>,
+}
+
+impl Kept {
+    pub fn side<'a>(&'a self, label: &'a str) -> Side<'a> {
+        Side { label, events: &self.events, total: self.total, head: self.head }
+    }
+}
+
+/// The diff of two log files, with what was kept of each to render it.
+#[derive(Debug)]
+pub struct Streamed {
+    pub diff: Diff,
+    pub golden: Kept,
+    pub actual: Kept,
+    /// The events both logs shared and the diff left out, if any.
+    pub gap: Option<Gap>,
+}
+
+/// Why a log could not be diffed.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// The log cannot be read or does not verify.
+    #[error("{0}")]
+    Read(#[from] ReadError),
+    /// A verified log that cannot be put in golden form (its data does not canonicalise).
+    #[error("{path}: {source}")]
+    Normalize { path: String, source: WriteError },
+}
+
+/// Which log an error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Golden,
+    Actual,
+}
+
+/// Diff the logs at `golden` and `actual`, each verified first. An error names the
+/// log it is about (the golden's when both fail).
+pub fn diff_files(golden: &Path, actual: &Path) -> Result<Streamed, (Role, StreamError)> {
+    let (g_tx, g_rx) = sync_channel(IN_FLIGHT);
+    let (a_tx, a_rx) = sync_channel(IN_FLIGHT);
+    let (kept, g_read, a_read) = std::thread::scope(|s| {
+        let g = s.spawn(|| read_turns(golden, g_tx));
+        let a = s.spawn(|| read_turns(actual, a_tx));
+        let kept = keep(&g_rx, &a_rx);
+        // a reader that panicked is a bug, not a property of the log
+        (kept, g.join().expect("golden reader"), a.join().expect("actual reader"))
+    });
+    let g_read = g_read.map_err(|e| (Role::Golden, e))?;
+    let a_read = a_read.map_err(|e| (Role::Actual, e))?;
+    let (g_events, a_events, gap) = (kept.golden, kept.actual, kept.gap);
+    let diff = diff_around(&g_events, &a_events, gap);
+    if gap.is_some() && !diff.coarse_turns.is_empty() {
+        // an alignment that gave up may have differed with the gap's events in it
+        return diff_whole(golden, actual);
+    }
+    Ok(Streamed {
+        diff,
+        golden: Kept { events: g_events, total: g_read.total, head: g_read.head },
+        actual: Kept { events: a_events, total: a_read.total, head: a_read.head },
+        gap,
+    })
+}
+
+/// Both logs read whole and diffed, as the runner diffs a run against its golden.
+fn diff_whole(golden: &Path, actual: &Path) -> Result<Streamed, (Role, StreamError)> {
+    let whole = |path: &Path| -> Result<Kept, StreamError> {
+        let events = normalize_events(read_log(path)?.events)
+            .map_err(|source| StreamError::Normalize { path: path.display().to_string(), source })?;
+        Ok(Kept { total: events.len(), head: events.last().map(|e| e.hash), events })
+    };
+    let golden = whole(golden).map_err(|e| (Role::Golden, e))?;
+    let actual = whole(actual).map_err(|e| (Role::Actual, e))?;
+    Ok(Streamed { diff: super::diff(&golden.events, &actual.events), golden, actual, gap: None })
+}
+
+/// What a reader saw of its whole log.
+struct Read {
+    total: usize,
+    head: Option<Digest>,
+}
+
+/// Verify the log at `path` as a stream, put it in golden form (re-chained from seq 0
+/// when it does not start there, as [`normalize_events`] does) and send it turn by
+/// turn: each message is a run of events with the same `turn`.
+fn read_turns(path: &Path, out: SyncSender<Vec<Event>>) -> Result<Read, StreamError> {
+    let mut turn: Vec<Event> = Vec::new();
+    let mut rechain: Option<LogWriter<std::io::Sink>> = None;
+    let mut failed: Option<WriteError> = None;
+    let (mut total, mut head, mut first) = (0usize, None, true);
+    stream_log(path, |e, _| {
+        if failed.is_some() {
+            return;
+        }
+        if std::mem::take(&mut first) && e.seq != 0 {
+            rechain = Some(LogWriter::new(std::io::sink()));
+        }
+        let event = match rechain.as_mut() {
+            None => e.clone(),
+            Some(w) => match w.append(e.turn, e.t, e.kind, e.data.clone()) {
+                Ok(event) => event,
+                Err(error) => return failed = Some(error),
+            },
+        };
+        if turn.last().is_some_and(|last| last.turn != event.turn) {
+            // the comparison hangs up only once it has read everything it needs
+            let _ = out.send(std::mem::take(&mut turn));
+        }
+        (total, head) = (total + 1, Some(event.hash));
+        turn.push(event);
+    })?;
+    if let Some(source) = failed {
+        return Err(StreamError::Normalize { path: path.display().to_string(), source });
+    }
+    if !turn.is_empty() {
+        let _ = out.send(turn);
+    }
+    Ok(Read { total, head })
+}
+
+/// What the comparison kept of both logs.
+struct Both {
+    golden: Vec<Event>,
+    actual: Vec<Event>,
+    gap: Option<Gap>,
+}
+
+/// Where the comparison is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// After a difference: this many more events are kept, for the hunk's context.
+    Context(usize),
+    /// Identical turns are left out, bar the last few.
+    Skipping,
+    /// Everything is kept to the end.
+    Keeping,
+}
+
+/// Read both logs' turns in step, leaving out what they share (see the module doc).
+/// Reads both channels to their ends, whatever the logs hold.
+fn keep(golden: &Receiver<Vec<Event>>, actual: &Receiver<Vec<Event>>) -> Both {
+    let mut both = Both { golden: Vec::new(), actual: Vec::new(), gap: None };
+    // identical turns not yet left out: the context before a later difference
+    let mut pending: VecDeque<(Vec<Event>, Vec<Event>)> = VecDeque::new();
+    let mut pending_events = 0usize;
+    let mut last_t = (0u64, 0u64);
+    let (first_g, first_a) = (golden.recv().ok(), actual.recv().ok());
+    let mut phase =
+        match (&first_g, &first_a) {
+            (Some(g), Some(a)) if g.len() == a.len() && g[0].turn == a[0].turn => {
+                if identical(g, a, &mut last_t, None) { Phase::Skipping } else { Phase::Context(CONTEXT + 1) }
+            }
+            _ => Phase::Keeping,
+        };
+    // events of the first turn, which later references may point into
+    let (head_len, head_identical) = (both_len(&first_g), phase == Phase::Skipping);
+    both.golden.extend(first_g.into_iter().flatten());
+    both.actual.extend(first_a.into_iter().flatten());
+
+    loop {
+        let (g, a) = (golden.recv().ok(), actual.recv().ok());
+        if g.is_none() && a.is_none() {
+            break;
+        }
+        let outside_head = (!head_identical).then_some(head_len as u64);
+        let (g, a) = match (g, a) {
+            (Some(g), Some(a)) if phase != Phase::Keeping && identical(&g, &a, &mut last_t, outside_head) => (g, a),
+            (g, a) => {
+                for (pg, pa) in pending.drain(..) {
+                    both.golden.extend(pg);
+                    both.actual.extend(pa);
+                }
+                both.golden.extend(g.into_iter().flatten());
+                both.actual.extend(a.into_iter().flatten());
+                phase = Phase::Keeping;
+                continue;
+            }
+        };
+        match phase {
+            Phase::Context(left) => {
+                let n = g.len();
+                both.golden.extend(g);
+                both.actual.extend(a);
+                phase = if n >= left { Phase::Skipping } else { Phase::Context(left - n) };
+            }
+            Phase::Skipping => {
+                pending_events += g.len();
+                pending.push_back((g, a));
+                leave_out(&mut both, &mut pending, &mut pending_events);
+            }
+            Phase::Keeping => unreachable!("a turn is compared only before the logs differ"),
+        }
+    }
+    for (pg, pa) in pending {
+        both.golden.extend(pg);
+        both.actual.extend(pa);
+    }
+    both
+}
+
+/// Leave out the oldest pending turns while more than [`CONTEXT`] events stay pending
+/// after them, and the turns kept on either side of the gap would still differ in number
+/// (or their events would run together as one turn).
+fn leave_out(both: &mut Both, pending: &mut VecDeque<(Vec<Event>, Vec<Event>)>, pending_events: &mut usize) {
+    while pending.len() > 1 {
+        let front = pending[0].0.len();
+        let before = both.golden.last().map(|e| e.turn);
+        if *pending_events - front <= CONTEXT || before == Some(pending[1].0[0].turn) {
+            return;
+        }
+        let (g, _) = pending.pop_front().expect("two pending turns");
+        *pending_events -= front;
+        let gap = both.gap.get_or_insert(Gap { seq: g[0].seq, len: 0 });
+        gap.len += front as u64;
+    }
+}
+
+fn both_len(turn: &Option<Vec<Event>>) -> usize {
+    turn.as_ref().map_or(0, Vec::len)
+}
+
+/// Two turns the whole-log diff would align event for event with no difference: the
+/// same seqs, turns, kinds, elapsed times and data, and seq references that point at
+/// the same event in both (outside the first turn, unless it was identical).
+fn identical(g: &[Event], a: &[Event], last_t: &mut (u64, u64), outside_head: Option<u64>) -> bool {
+    if g.len() != a.len() {
+        *last_t = (g.last().map_or(last_t.0, |e| e.t), a.last().map_or(last_t.1, |e| e.t));
+        return false;
+    }
+    let (mut gt, mut at) = *last_t;
+    // the next turn's elapsed times count from these turns' ends, whatever they hold
+    *last_t = (g.last().map_or(gt, |e| e.t), a.last().map_or(at, |e| e.t));
+    for (ge, ae) in g.iter().zip(a) {
+        let same = ge.seq == ae.seq
+            && ge.turn == ae.turn
+            && ge.kind == ae.kind
+            && ge.t.saturating_sub(gt) == ae.t.saturating_sub(at)
+            && canon::json_eq(&ge.data, &ae.data)
+            && references_outside(&ge.data, outside_head);
+        if !same {
+            return false;
+        }
+        (gt, at) = (ge.t, ae.t);
+    }
+    true
+}
+
+/// No seq reference in `data` points below `bound`.
+fn references_outside(data: &serde_json::Value, bound: Option<u64>) -> bool {
+    let Some(bound) = bound else { return true };
+    SEQ_REFERENCES.iter().all(|k| data.get(k).and_then(serde_json::Value::as_u64).is_none_or(|seq| seq >= bound))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::event::Kind;
+    use crate::golden::render;
+
+    /// One event of a test log: turn, virtual time, kind, data.
+    type Spec = (Option<u32>, u64, Kind, Value);
+
+    /// A run with one turn per entry of `shape`, holding that many of: its start, a
+    /// model call, a tool call, a memory write (its `source` the tool result of a turn
+    /// half as old, its `supersedes` the previous write), its end.
+    fn run_of(shape: &[usize]) -> Vec<Spec> {
+        let mut specs = vec![(None, 0, Kind::RunStarted, json!({"case": "c", "recording": "r1"}))];
+        let (mut t, mut tools, mut last_write): (u64, Vec<u64>, Option<u64>) = (0, Vec::new(), None);
+        for (turn, &events) in shape.iter().enumerate() {
+            let turn = turn as u32;
+            let tool = ["lookup", "transfer", "notify"][turn as usize % 3];
+            t += 100;
+            let all = [
+                (t, Kind::TurnStarted, json!({"turn": turn, "input": format!("step {turn}")})),
+                (t, Kind::ModelCalled, json!({"latency_ms": 100, "response": {"content": ""}})),
+                (t, Kind::ToolExecuted, json!({"tool": tool, "call_id": format!("c{turn}")})),
+                (t, Kind::MemoryWritten, Value::Null),
+                (t + 50, Kind::TurnCompleted, json!({"turn": turn, "response": "ok"})),
+            ];
+            for (t_event, kind, data) in all.into_iter().take(events) {
+                let seq = specs.len() as u64;
+                let data = match kind {
+                    Kind::ToolExecuted => {
+                        tools.push(seq);
+                        data
+                    }
+                    Kind::MemoryWritten => {
+                        let source = tools[(tools.len() - 1) / 2];
+                        let supersedes = last_write.replace(seq);
+                        json!({"key": "k", "value": turn, "source": source, "supersedes": supersedes})
+                    }
+                    _ => data,
+                };
+                specs.push((Some(turn), t_event, kind, data));
+                t = t.max(t_event);
+            }
+        }
+        specs.push((None, t, Kind::RunCompleted, json!({"status": "completed"})));
+        specs
+    }
+
+    fn run(turns: usize) -> Vec<Spec> {
+        run_of(&vec![5; turns])
+    }
+
+    fn bytes(specs: &[Spec]) -> Vec<u8> {
+        let mut w = LogWriter::new(Vec::new());
+        for (turn, t, kind, data) in specs {
+            w.append(*turn, *t, *kind, data.clone()).unwrap();
+        }
+        w.finish().unwrap().0
+    }
+
+    /// One edit of a log, at a position taken modulo its length.
+    #[derive(Debug, Clone)]
+    enum Edit {
+        Data(usize),
+        Slower(usize),
+        Insert(usize),
+        Delete(usize),
+        Swap(usize),
+        Input,
+    }
+
+    fn apply(specs: &mut Vec<Spec>, edit: &Edit) {
+        // the first and last events stay: run_started and run_completed frame a log
+        let inner = |at: usize, n: usize| 1 + at % (n - 2).max(1);
+        match *edit {
+            Edit::Data(at) => {
+                let at = inner(at, specs.len());
+                specs[at].3["edited"] = json!(true);
+            }
+            Edit::Slower(at) => {
+                let at = inner(at, specs.len());
+                for s in &mut specs[at..] {
+                    s.1 += 7;
+                }
+            }
+            Edit::Insert(at) => {
+                let at = inner(at, specs.len());
+                let (turn, t) = (specs[at].0, specs[at].1);
+                specs.insert(at, (turn, t, Kind::ToolExecuted, json!({"tool": "extra", "call_id": "x"})));
+            }
+            Edit::Delete(at) => {
+                let at = inner(at, specs.len());
+                if specs.len() > 3 {
+                    specs.remove(at);
+                }
+            }
+            Edit::Swap(at) => {
+                let at = inner(at, specs.len());
+                if at + 1 < specs.len() - 1 && specs[at].0 == specs[at + 1].0 {
+                    specs.swap(at, at + 1);
+                }
+            }
+            Edit::Input => specs[0].3["recording"] = json!("r2"),
+        }
+    }
+
+    fn edit() -> impl Strategy<Value = Edit> {
+        prop_oneof![
+            any::<usize>().prop_map(Edit::Data),
+            any::<usize>().prop_map(Edit::Slower),
+            any::<usize>().prop_map(Edit::Insert),
+            any::<usize>().prop_map(Edit::Delete),
+            any::<usize>().prop_map(Edit::Swap),
+            Just(Edit::Input),
+        ]
+    }
+
+    /// Both renderings of the streamed diff and of the whole-log diff of two logs.
+    fn rendered(golden: &[u8], actual: &[u8]) -> ((String, String), (String, String), Option<Gap>) {
+        let dir = tempfile::tempdir().unwrap();
+        let (g_path, a_path) = (dir.path().join("g.jsonl"), dir.path().join("a.jsonl"));
+        std::fs::write(&g_path, golden).unwrap();
+        std::fs::write(&a_path, actual).unwrap();
+        let render = |s: &Streamed| {
+            let (g, a) = (s.golden.side("g"), s.actual.side("a"));
+            (render::text(&s.diff, &g, &a), render::json(&s.diff, &g, &a).unwrap())
+        };
+        let streamed = diff_files(&g_path, &a_path).unwrap();
+        let whole = diff_whole(&g_path, &a_path).unwrap();
+        (render(&streamed), render(&whole), streamed.gap)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// What is left out never shows: the streamed diff renders byte for byte what
+        /// the diff of the whole logs renders, text and JSON.
+        #[test]
+        fn a_streamed_diff_renders_exactly_the_whole_logs_diff(
+            shape in prop::collection::vec(1usize..=5, 1..40),
+            golden_edits in prop::collection::vec(edit(), 0..2),
+            actual_edits in prop::collection::vec(edit(), 0..4),
+        ) {
+            let mut golden = run_of(&shape);
+            golden_edits.iter().for_each(|e| apply(&mut golden, e));
+            let mut actual = golden.clone();
+            actual_edits.iter().for_each(|e| apply(&mut actual, e));
+            let (streamed, whole, _) = rendered(&bytes(&golden), &bytes(&actual));
+            prop_assert_eq!(streamed, whole);
+        }
+    }
+
+    #[test]
+    fn identical_logs_keep_only_their_first_turn_and_the_last_few_events() {
+        let log = bytes(&run(200));
+        let (streamed, whole, gap) = rendered(&log, &log);
+        assert_eq!(streamed, whole);
+        assert!(streamed.0.contains("identical: 1002 events"), "{}", streamed.0);
+        let gap = gap.expect("identical turns left out");
+        // the first turn (run_started) and at least CONTEXT + 1 events before the end
+        assert_eq!(gap.seq, 1);
+        assert!(1002 - gap.len as usize <= 1 + 2 * 5 + 1, "kept {} of 1002 events", 1002 - gap.len);
+    }
+
+    #[test]
+    fn logs_that_part_late_keep_what_follows_the_parting_and_its_context() {
+        let golden = run(200);
+        let mut actual = golden.clone();
+        apply(&mut actual, &Edit::Data(900));
+        let (streamed, whole, gap) = rendered(&bytes(&golden), &bytes(&actual));
+        assert_eq!(streamed, whole);
+        assert!(streamed.0.contains("payload_changed") || streamed.0.contains("first divergence"), "{}", streamed.0);
+        let gap = gap.expect("the shared turns left out");
+        assert!(gap.len > 850, "left out only {} events", gap.len);
+    }
+
+    #[test]
+    fn a_log_that_does_not_verify_is_named_and_nothing_is_diffed() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.jsonl");
+        let bad = dir.path().join("bad.jsonl");
+        let log = bytes(&run(3));
+        std::fs::write(&good, &log).unwrap();
+        let mut edited = String::from_utf8(log).unwrap();
+        edited = edited.replacen("step 1", "step 9", 1);
+        std::fs::write(&bad, edited).unwrap();
+        match diff_files(&good, &bad) {
+            Err((Role::Actual, StreamError::Read(ReadError::Invalid { .. }))) => {}
+            other => panic!("expected the actual log refused, got {other:?}"),
+        }
+        match diff_files(&bad, &bad) {
+            Err((Role::Golden, StreamError::Read(ReadError::Invalid { .. }))) => {}
+            other => panic!("expected the golden log refused first, got {other:?}"),
+        }
+    }
+}
