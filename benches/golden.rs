@@ -111,11 +111,8 @@ fn diff_100k(c: &mut Criterion) {
             let g = verify_bytes(&golden_bytes).expect("verifies").events;
             let a = verify_bytes(&actual_bytes).expect("verifies").events;
             let d = golden::diff(&g, &a);
-            let text = render::text(
-                &d,
-                &render::Side::whole("golden.jsonl", &g),
-                &render::Side::whole("actual.jsonl", &a),
-            );
+            let text =
+                render::text(&d, &render::Side::whole("golden.jsonl", &g), &render::Side::whole("actual.jsonl", &a));
             black_box(text)
         })
     });

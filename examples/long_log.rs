@@ -2,7 +2,10 @@
 //! logs: the template's events (all but `run_completed`) are appended again and again,
 //! re-chained, until the log reaches the requested size; then `run_completed`.
 //!
-//! `cargo run --release --example long_log -- TEMPLATE.jsonl OUT.jsonl MEGABYTES`
+//! `cargo run --release --example long_log -- TEMPLATE.jsonl OUT.jsonl MEGABYTES [STATUS]`
+//!
+//! With `STATUS`, `run_completed` says that status instead of the template's: two logs
+//! that differ in their last event only, for measuring `diff` on large logs.
 
 use std::path::PathBuf;
 
@@ -12,10 +15,11 @@ use stateval::event::writer::LogWriter;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: long_log TEMPLATE.jsonl OUT.jsonl MEGABYTES";
+    let usage = "usage: long_log TEMPLATE.jsonl OUT.jsonl MEGABYTES [STATUS]";
     let template = PathBuf::from(args.next().ok_or(usage)?);
     let out = PathBuf::from(args.next().ok_or(usage)?);
     let megabytes: u64 = args.next().ok_or(usage)?.parse()?;
+    let status = args.next();
     let events = read_log(&template)?.events;
     let (body, last) = events.split_at(events.len() - 1);
     if last[0].kind != Kind::RunCompleted {
@@ -30,7 +34,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         writer.flush()?;
     }
-    writer.append(None, t + 1, Kind::RunCompleted, last[0].data.clone())?;
+    let mut completed = last[0].data.clone();
+    if let Some(status) = status {
+        completed["status"] = status.into();
+    }
+    writer.append(None, t + 1, Kind::RunCompleted, completed)?;
     let (_, head) = writer.finish()?;
     println!(
         "{}: {} bytes, head {}",

@@ -25,8 +25,9 @@ use crate::event::Event;
 use crate::event::reader::{ReadError, read_log, stream_log};
 use crate::event::writer::{LogWriter, WriteError};
 
-/// Turns in flight between a reader thread and the comparison.
-const IN_FLIGHT: usize = 64;
+/// Chunks in flight between a reader thread and the comparison, and events per chunk.
+const IN_FLIGHT: usize = 4;
+const CHUNK: usize = 512;
 
 /// One log as the diff kept it.
 #[derive(Debug)]
@@ -79,15 +80,18 @@ pub fn diff_files(golden: &Path, actual: &Path) -> Result<Streamed, (Role, Strea
     let (g_tx, g_rx) = sync_channel(IN_FLIGHT);
     let (a_tx, a_rx) = sync_channel(IN_FLIGHT);
     let (kept, g_read, a_read) = std::thread::scope(|s| {
-        let g = s.spawn(|| read_turns(golden, g_tx));
-        let a = s.spawn(|| read_turns(actual, a_tx));
-        let kept = keep(&g_rx, &a_rx);
+        let g = s.spawn(|| read_events(golden, g_tx));
+        let a = s.spawn(|| read_events(actual, a_tx));
+        let kept = keep(Cursor::new(&g_rx), Cursor::new(&a_rx));
         // a reader that panicked is a bug, not a property of the log
         (kept, g.join().expect("golden reader"), a.join().expect("actual reader"))
     });
     let g_read = g_read.map_err(|e| (Role::Golden, e))?;
     let a_read = a_read.map_err(|e| (Role::Actual, e))?;
-    let (g_events, a_events, gap) = (kept.golden, kept.actual, kept.gap);
+    let Some((g_events, a_events, gap)) = kept else {
+        // turns the gap would have run together (see `keep`)
+        return diff_whole(golden, actual);
+    };
     let diff = diff_around(&g_events, &a_events, gap);
     if gap.is_some() && !diff.coarse_turns.is_empty() {
         // an alignment that gave up may have differed with the gap's events in it
@@ -120,10 +124,10 @@ struct Read {
 }
 
 /// Verify the log at `path` as a stream, put it in golden form (re-chained from seq 0
-/// when it does not start there, as [`normalize_events`] does) and send it turn by
-/// turn: each message is a run of events with the same `turn`.
-fn read_turns(path: &Path, out: SyncSender<Vec<Event>>) -> Result<Read, StreamError> {
-    let mut turn: Vec<Event> = Vec::new();
+/// when it does not start there, as [`normalize_events`] does) and send it on in
+/// chunks of [`CHUNK`] events.
+fn read_events(path: &Path, out: SyncSender<Vec<Event>>) -> Result<Read, StreamError> {
+    let mut chunk: Vec<Event> = Vec::with_capacity(CHUNK);
     let mut rechain: Option<LogWriter<std::io::Sink>> = None;
     let mut failed: Option<WriteError> = None;
     let (mut total, mut head, mut first) = (0usize, None, true);
@@ -141,27 +145,72 @@ fn read_turns(path: &Path, out: SyncSender<Vec<Event>>) -> Result<Read, StreamEr
                 Err(error) => return failed = Some(error),
             },
         };
-        if turn.last().is_some_and(|last| last.turn != event.turn) {
-            // the comparison hangs up only once it has read everything it needs
-            let _ = out.send(std::mem::take(&mut turn));
-        }
         (total, head) = (total + 1, Some(event.hash));
-        turn.push(event);
+        chunk.push(event);
+        if chunk.len() == CHUNK {
+            // the comparison reads both logs to their ends: a send fails only if it panicked
+            let _ = out.send(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK)));
+        }
     })?;
     if let Some(source) = failed {
         return Err(StreamError::Normalize { path: path.display().to_string(), source });
     }
-    if !turn.is_empty() {
-        let _ = out.send(turn);
+    if !chunk.is_empty() {
+        let _ = out.send(chunk);
     }
     Ok(Read { total, head })
 }
 
-/// What the comparison kept of both logs.
-struct Both {
-    golden: Vec<Event>,
-    actual: Vec<Event>,
-    gap: Option<Gap>,
+/// One log's events as they arrive, one at a time.
+struct Cursor<'a> {
+    chunks: &'a Receiver<Vec<Event>>,
+    chunk: std::vec::IntoIter<Event>,
+    peeked: Option<Event>,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(chunks: &'a Receiver<Vec<Event>>) -> Self {
+        Cursor { chunks, chunk: Vec::new().into_iter(), peeked: None }
+    }
+
+    fn peek(&mut self) -> Option<&Event> {
+        if self.peeked.is_none() {
+            self.peeked = self.next();
+        }
+        self.peeked.as_ref()
+    }
+
+    /// The events of the first turn (a run of events with the same `turn`).
+    fn first_turn(&mut self) -> Vec<Event> {
+        let mut turn: Vec<Event> = Vec::new();
+        while let Some(e) = self.peek() {
+            if turn.first().is_some_and(|first| first.turn != e.turn) {
+                break;
+            }
+            turn.extend(self.next());
+        }
+        turn
+    }
+
+    fn rest(&mut self, into: &mut Vec<Event>) {
+        into.extend(std::iter::from_fn(|| self.next()));
+    }
+}
+
+impl Iterator for Cursor<'_> {
+    type Item = Event;
+
+    fn next(&mut self) -> Option<Event> {
+        if let Some(e) = self.peeked.take() {
+            return Some(e);
+        }
+        loop {
+            if let Some(e) = self.chunk.next() {
+                return Some(e);
+            }
+            self.chunk = self.chunks.recv().ok()?.into_iter();
+        }
+    }
 }
 
 /// Where the comparison is.
@@ -169,119 +218,108 @@ struct Both {
 enum Phase {
     /// After a difference: this many more events are kept, for the hunk's context.
     Context(usize),
-    /// Identical turns are left out, bar the last few.
+    /// Identical events are left out, bar the last few.
     Skipping,
-    /// Everything is kept to the end.
-    Keeping,
 }
 
-/// Read both logs' turns in step, leaving out what they share (see the module doc).
-/// Reads both channels to their ends, whatever the logs hold.
-fn keep(golden: &Receiver<Vec<Event>>, actual: &Receiver<Vec<Event>>) -> Both {
-    let mut both = Both { golden: Vec::new(), actual: Vec::new(), gap: None };
-    // identical turns not yet left out: the context before a later difference
-    let mut pending: VecDeque<(Vec<Event>, Vec<Event>)> = VecDeque::new();
-    let mut pending_events = 0usize;
-    let mut last_t = (0u64, 0u64);
-    let (first_g, first_a) = (golden.recv().ok(), actual.recv().ok());
-    let mut phase =
-        match (&first_g, &first_a) {
-            (Some(g), Some(a)) if g.len() == a.len() && g[0].turn == a[0].turn => {
-                if identical(g, a, &mut last_t, None) { Phase::Skipping } else { Phase::Context(CONTEXT + 1) }
-            }
-            _ => Phase::Keeping,
-        };
-    // events of the first turn, which later references may point into
-    let (head_len, head_identical) = (both_len(&first_g), phase == Phase::Skipping);
-    both.golden.extend(first_g.into_iter().flatten());
-    both.actual.extend(first_a.into_iter().flatten());
+/// The events left out so far, and what decides whether leaving them out is sound.
+struct Left {
+    gap: Gap,
+    /// The turn of the event kept just before the gap.
+    before: Option<u32>,
+    /// The turn of the last event left out.
+    last: Option<u32>,
+    /// A turn ends inside the gap.
+    crosses_turns: bool,
+}
 
-    loop {
-        let (g, a) = (golden.recv().ok(), actual.recv().ok());
-        if g.is_none() && a.is_none() {
-            break;
-        }
-        let outside_head = (!head_identical).then_some(head_len as u64);
-        let (g, a) = match (g, a) {
-            (Some(g), Some(a)) if phase != Phase::Keeping && identical(&g, &a, &mut last_t, outside_head) => (g, a),
+/// Read both logs in step, leaving out what they share (see the module doc): the
+/// events each kept, and the gap; `None` when the gap would have run two turns with
+/// the same number together (the turn kept after it is numbered as the one before,
+/// but other turns lay between), which the runtime never writes. Reads both logs to
+/// their ends, whatever they hold.
+fn keep(mut golden: Cursor, mut actual: Cursor) -> Option<(Vec<Event>, Vec<Event>, Option<Gap>)> {
+    let (mut kept_g, mut kept_a) = (golden.first_turn(), actual.first_turn());
+    let mut head_t = (0u64, 0u64);
+    let same_shape = kept_g.len() == kept_a.len() && kept_g.first().map(|e| e.turn) == kept_a.first().map(|e| e.turn);
+    let head_identical = same_shape && kept_g.iter().zip(&kept_a).all(|(g, a)| identical(g, a, &mut head_t, None));
+    // events of the first turn, which later references may point into
+    let outside_head = (!head_identical).then_some(kept_g.len() as u64);
+    let mut phase = match (same_shape, head_identical) {
+        (false, _) => None,
+        // one event of the next turn is kept, so the gap follows a numbered turn
+        (true, true) => Some(Phase::Context(1)),
+        (true, false) => Some(Phase::Context(CONTEXT + 1)),
+    };
+    let mut last_t = (kept_g.last().map_or(0, |e| e.t), kept_a.last().map_or(0, |e| e.t));
+    // identical events not yet left out: the context before a later difference
+    let mut pending: VecDeque<(Event, Event)> = VecDeque::new();
+    let mut left: Option<Left> = None;
+    while let Some(current) = phase {
+        let (g, a) = match (golden.next(), actual.next()) {
+            (Some(g), Some(a)) if identical(&g, &a, &mut last_t, outside_head) => (g, a),
             (g, a) => {
                 for (pg, pa) in pending.drain(..) {
-                    both.golden.extend(pg);
-                    both.actual.extend(pa);
+                    kept_g.push(pg);
+                    kept_a.push(pa);
                 }
-                both.golden.extend(g.into_iter().flatten());
-                both.actual.extend(a.into_iter().flatten());
-                phase = Phase::Keeping;
+                kept_g.extend(g);
+                kept_a.extend(a);
+                phase = None;
                 continue;
             }
         };
-        match phase {
-            Phase::Context(left) => {
-                let n = g.len();
-                both.golden.extend(g);
-                both.actual.extend(a);
-                phase = if n >= left { Phase::Skipping } else { Phase::Context(left - n) };
+        match current {
+            Phase::Context(n) => {
+                kept_g.push(g);
+                kept_a.push(a);
+                phase = Some(if n > 1 { Phase::Context(n - 1) } else { Phase::Skipping });
             }
             Phase::Skipping => {
-                pending_events += g.len();
                 pending.push_back((g, a));
-                leave_out(&mut both, &mut pending, &mut pending_events);
+                if pending.len() > CONTEXT + 1 {
+                    let (out, _) = pending.pop_front().expect("pending events");
+                    let before = kept_g.last().and_then(|e| e.turn);
+                    let l = left.get_or_insert(Left {
+                        gap: Gap { seq: out.seq, len: 0 },
+                        before,
+                        last: before,
+                        crosses_turns: false,
+                    });
+                    l.crosses_turns |= l.last != out.turn;
+                    (l.gap.len, l.last) = (l.gap.len + 1, out.turn);
+                }
             }
-            Phase::Keeping => unreachable!("a turn is compared only before the logs differ"),
         }
     }
     for (pg, pa) in pending {
-        both.golden.extend(pg);
-        both.actual.extend(pa);
+        kept_g.push(pg);
+        kept_a.push(pa);
     }
-    both
+    golden.rest(&mut kept_g);
+    actual.rest(&mut kept_a);
+    let Some(left) = left else { return Some((kept_g, kept_a, None)) };
+    // the event kept after the gap, in either log: a difference may be right there
+    let after = kept_g.get(kept_g.iter().position(|e| e.seq >= left.gap.seq)?).map(|e| e.turn);
+    let crosses = left.crosses_turns || after.is_some_and(|t| t != left.last);
+    if crosses && after == Some(left.before) {
+        return None;
+    }
+    Some((kept_g, kept_a, Some(left.gap)))
 }
 
-/// Leave out the oldest pending turns while more than [`CONTEXT`] events stay pending
-/// after them, and the turns kept on either side of the gap would still differ in number
-/// (or their events would run together as one turn).
-fn leave_out(both: &mut Both, pending: &mut VecDeque<(Vec<Event>, Vec<Event>)>, pending_events: &mut usize) {
-    while pending.len() > 1 {
-        let front = pending[0].0.len();
-        let before = both.golden.last().map(|e| e.turn);
-        if *pending_events - front <= CONTEXT || before == Some(pending[1].0[0].turn) {
-            return;
-        }
-        let (g, _) = pending.pop_front().expect("two pending turns");
-        *pending_events -= front;
-        let gap = both.gap.get_or_insert(Gap { seq: g[0].seq, len: 0 });
-        gap.len += front as u64;
-    }
-}
-
-fn both_len(turn: &Option<Vec<Event>>) -> usize {
-    turn.as_ref().map_or(0, Vec::len)
-}
-
-/// Two turns the whole-log diff would align event for event with no difference: the
-/// same seqs, turns, kinds, elapsed times and data, and seq references that point at
-/// the same event in both (outside the first turn, unless it was identical).
-fn identical(g: &[Event], a: &[Event], last_t: &mut (u64, u64), outside_head: Option<u64>) -> bool {
-    if g.len() != a.len() {
-        *last_t = (g.last().map_or(last_t.0, |e| e.t), a.last().map_or(last_t.1, |e| e.t));
-        return false;
-    }
-    let (mut gt, mut at) = *last_t;
-    // the next turn's elapsed times count from these turns' ends, whatever they hold
-    *last_t = (g.last().map_or(gt, |e| e.t), a.last().map_or(at, |e| e.t));
-    for (ge, ae) in g.iter().zip(a) {
-        let same = ge.seq == ae.seq
-            && ge.turn == ae.turn
-            && ge.kind == ae.kind
-            && ge.t.saturating_sub(gt) == ae.t.saturating_sub(at)
-            && canon::json_eq(&ge.data, &ae.data)
-            && references_outside(&ge.data, outside_head);
-        if !same {
-            return false;
-        }
-        (gt, at) = (ge.t, ae.t);
-    }
-    true
+/// An event pair the whole-log diff would align with no difference: the same seq,
+/// turn, kind, elapsed time and data, and seq references that point at the same event
+/// in both (outside the first turn, unless it was identical). `last_t` holds each log's
+/// previous time, and moves on whatever the answer.
+fn identical(g: &Event, a: &Event, last_t: &mut (u64, u64), outside_head: Option<u64>) -> bool {
+    let (gt, at) = std::mem::replace(last_t, (g.t, a.t));
+    g.seq == a.seq
+        && g.turn == a.turn
+        && g.kind == a.kind
+        && g.t.saturating_sub(gt) == a.t.saturating_sub(at)
+        && canon::json_eq(&g.data, &a.data)
+        && references_outside(&g.data, outside_head)
 }
 
 /// No seq reference in `data` points below `bound`.
@@ -362,6 +400,8 @@ mod tests {
         Delete(usize),
         Swap(usize),
         Input,
+        /// An event with no turn inside the run.
+        Unnumbered(usize),
     }
 
     fn apply(specs: &mut Vec<Spec>, edit: &Edit) {
@@ -396,6 +436,11 @@ mod tests {
                 }
             }
             Edit::Input => specs[0].3["recording"] = json!("r2"),
+            Edit::Unnumbered(at) => {
+                let at = inner(at, specs.len());
+                let t = specs[at].1;
+                specs.insert(at, (None, t, Kind::ModelCalled, json!({"unnumbered": at})));
+            }
         }
     }
 
@@ -407,6 +452,7 @@ mod tests {
             any::<usize>().prop_map(Edit::Delete),
             any::<usize>().prop_map(Edit::Swap),
             Just(Edit::Input),
+            any::<usize>().prop_map(Edit::Unnumbered),
         ]
     }
 
@@ -433,7 +479,7 @@ mod tests {
         #[test]
         fn a_streamed_diff_renders_exactly_the_whole_logs_diff(
             shape in prop::collection::vec(1usize..=5, 1..40),
-            golden_edits in prop::collection::vec(edit(), 0..2),
+            golden_edits in prop::collection::vec(edit(), 0..3),
             actual_edits in prop::collection::vec(edit(), 0..4),
         ) {
             let mut golden = run_of(&shape);
@@ -452,9 +498,39 @@ mod tests {
         assert_eq!(streamed, whole);
         assert!(streamed.0.contains("identical: 1002 events"), "{}", streamed.0);
         let gap = gap.expect("identical turns left out");
-        // the first turn (run_started) and at least CONTEXT + 1 events before the end
-        assert_eq!(gap.seq, 1);
-        assert!(1002 - gap.len as usize <= 1 + 2 * 5 + 1, "kept {} of 1002 events", 1002 - gap.len);
+        // the first turn (run_started), one event of the next, and CONTEXT + 1 at the end
+        assert_eq!(gap.seq, 2);
+        assert_eq!(1002 - gap.len as usize, 2 + CONTEXT + 1);
+    }
+
+    #[test]
+    fn one_long_turn_is_left_out_too() {
+        let mut specs = run(1);
+        let at = specs.len() - 2;
+        for n in 0..5000u64 {
+            specs.insert(at, (Some(0), 100 + n, Kind::ModelCalled, json!({"latency_ms": 1, "n": n})));
+        }
+        let mut actual = specs.clone();
+        actual[at + 4000].3["n"] = json!("changed");
+        let (streamed, whole, gap) = rendered(&bytes(&specs), &bytes(&actual));
+        assert_eq!(streamed, whole);
+        assert!(streamed.0.contains("first divergence: seq 4005"), "{}", streamed.0);
+        assert!(gap.expect("a gap").len > 3900);
+    }
+
+    #[test]
+    fn a_gap_that_would_run_two_turns_together_is_not_taken() {
+        // turn 0, unnumbered events, then turn 0 again: leaving out the middle would
+        // make one turn of two
+        let mut specs = vec![(None, 0, Kind::RunStarted, json!({"case": "c"}))];
+        for (turn, n) in [(Some(0), 10), (None, 10), (Some(0), 10)] {
+            specs.extend((0..n).map(|i| (turn, 0, Kind::ModelCalled, json!({"i": i}))));
+        }
+        specs.push((None, 0, Kind::RunCompleted, json!({"status": "completed"})));
+        let log = bytes(&specs);
+        let (streamed, whole, gap) = rendered(&log, &log);
+        assert_eq!(streamed, whole);
+        assert_eq!(gap, None, "read whole instead");
     }
 
     #[test]
