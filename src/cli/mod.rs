@@ -140,6 +140,21 @@ fn external_case(
     id: &str,
     why: &str,
 ) -> Result<(stateval::runner::Plan, stateval::dataset::Case), CliError> {
+    let (plan, case) = one_case(pipeline, id)?;
+    if plan.pipeline.agents[&case.agent].kind != stateval::pipeline::AgentKind::External {
+        return Err(CliError::invalid(format!(
+            "case {:?} runs agent {:?}, a built-in profile: {why}",
+            case.id, case.agent
+        )));
+    }
+    Ok((plan, case))
+}
+
+/// The plan of `pipeline` narrowed to case `id`, and that case.
+fn one_case(
+    pipeline: &std::path::Path,
+    id: &str,
+) -> Result<(stateval::runner::Plan, stateval::dataset::Case), CliError> {
     use stateval::runner::{Plan, Selection};
     let filter = glob::Pattern::new(&glob::Pattern::escape(id)).map_err(|e| CliError::invalid(e.to_string()))?;
     let plan = Plan::load(pipeline, &Selection { filter: Some(filter), tags: Vec::new() })?;
@@ -147,12 +162,6 @@ fn external_case(
         return Err(CliError::invalid(format!("no case {id:?} in {}", pipeline.display())));
     }
     let case = plan.case(0)?;
-    if plan.pipeline.agents[&case.agent].kind != stateval::pipeline::AgentKind::External {
-        return Err(CliError::invalid(format!(
-            "case {:?} runs agent {:?}, a built-in profile: {why}",
-            case.id, case.agent
-        )));
-    }
     Ok((plan, case))
 }
 
