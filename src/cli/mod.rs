@@ -124,7 +124,7 @@ enum Command {
     Recording(recording::Args),
     /// Replay a case's external agent several times; list request fields that vary.
     Doctor(doctor::Args),
-    /// Record a case's external agent against the live model API into its recordings.
+    /// Record a case (its external agent or the built-in runtime) against the live model API into its recordings.
     Record(record::Args),
     /// Render reports again from a finished run's directory (`--html OUT`: one offline page).
     Report(report::Args),
