@@ -189,10 +189,18 @@ fn chat_message(m: &Value) -> Value {
     }
 }
 
+/// What stands in for the user message the context window dropped, for Messages (it
+/// must open with a user message).
+pub const DROPPED: &str = "(Earlier messages were left out to fit the context budget.)";
+
 /// Messages alternate user and assistant: tool results are `tool_result` blocks of a
-/// user message, and a user message that follows them joins it.
+/// user message, and a user message that follows them joins it. A window that starts
+/// with an assistant message (its user message dropped) opens with [`DROPPED`].
 fn anthropic_messages(messages: &[Value]) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
+    if messages.first().is_some_and(|m| m.get("role").and_then(Value::as_str) == Some("assistant")) {
+        out.push(json!({"role": "user", "content": [{"type": "text", "text": DROPPED}]}));
+    }
     for m in messages {
         let text = m.get("content").and_then(Value::as_str).unwrap_or_default();
         let (role, blocks) = match m.get("role").and_then(Value::as_str) {
@@ -277,5 +285,15 @@ mod tests {
         let neutral = Dialect::Messages.neutral(&body, &|_| None).unwrap();
         assert_eq!(neutral["messages"][2]["call_id"], "call_1");
         assert_eq!(neutral["tools"][0]["name"], "get_order");
+    }
+
+    #[test]
+    fn a_window_that_dropped_its_user_message_still_opens_messages_with_one() {
+        let mut doc = compiled();
+        doc["messages"].as_array_mut().unwrap().remove(0);
+        let body = render(Dialect::Messages, "c", &doc);
+        assert_eq!(body["messages"][0], json!({"role": "user", "content": [{"type": "text", "text": DROPPED}]}));
+        assert_eq!(body["messages"][1]["role"], "assistant");
+        assert_eq!(body["messages"].as_array().map(Vec::len), Some(3));
     }
 }
