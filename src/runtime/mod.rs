@@ -255,10 +255,8 @@ impl<'a, 'p> Loop<'a, 'p> {
                 .request_digest(&self.system, &self.tools, &memory_view, window.start)
                 .map_err(|source| WriteError::Canon { seq: self.rec.next_seq(), kind: Kind::ModelCalled, source })?;
             // the live provider (`stateval record`) renders the document digested here
-            let compiled = match self.provider.wants_compiled() {
-                true => Some(self.compiled(&memory_view, window.start)?),
-                false => None,
-            };
+            let compiled =
+                if self.provider.wants_compiled() { Some(self.compiled(&memory_view, window.start)?) } else { None };
             let request = ModelRequest { turn, step, hash, compiled };
             let replayed = match self.provider.complete(&request) {
                 Ok(r) => r,
