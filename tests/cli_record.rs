@@ -2,7 +2,9 @@
 //! network): each vendor dialect — OpenAI Chat, Responses, Anthropic Messages — whole
 //! and streamed, then `stateval run` replays green and byte-identically; the key set in
 //! the environment reaches no file; an interrupted stream writes nothing; and
-//! `stateval record --judge` fills judge recordings that `run` then serves.
+//! `stateval record --judge` fills judge recordings that `run` then serves; a built-in
+//! runtime case records through either vendor and replays with every request digest
+//! matching.
 //! (Chat without streaming, `-o`, `--force` and the cut-short whole answer are in
 //! `cli_external.rs`.)
 
@@ -23,6 +25,8 @@ enum Answer {
     Json(Value),
     /// A server-sent event stream; `Some(n)`: the connection closes after `n` bytes of it.
     Stream(String, Option<usize>),
+    /// An error: this HTTP status with this JSON body.
+    Status(u16, Value),
 }
 
 /// What the fake upstream received: the request path, its headers (lower-cased names)
@@ -75,6 +79,13 @@ fn fake_upstream(answers: Vec<Answer>) -> (String, std::thread::JoinHandle<Vec<S
                     let text = v.to_string();
                     format!(
                         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+                        text.len()
+                    )
+                }
+                Answer::Status(status, v) => {
+                    let text = v.to_string();
+                    format!(
+                        "HTTP/1.1 {status} Oops\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
                         text.len()
                     )
                 }
@@ -473,4 +484,244 @@ fn recording_lint_names_judge_votes_no_run_asks_for_and_a_secret_in_a_judge_reco
         assert!(out.stdout.contains(expected), "missing {expected:?} in\n{}", out.stdout);
     }
     assert!(!out.stdout.contains("judges/tone.jsonl:3:"), "{}", out.stdout);
+}
+
+// ---- stateval record of a built-in runtime case --------------------------------------
+
+/// A built-in agent's two-turn case `orders`: the first turn looks order 1042 up through
+/// the fixture tool `get_order`, then answers; the second thanks it. Divergence fails.
+fn builtin_project() -> Project {
+    builtin_project_asking("Where is order 1042?")
+}
+
+/// [`builtin_project`] with `question` as the first turn.
+fn builtin_project_asking(question: &str) -> Project {
+    let p = Project::empty();
+    p.write(
+        "pipeline/orders.toml",
+        "[pipeline]\nname = \"orders\"\ndatasets = [\"datasets/orders.jsonl\"]\n\n\
+         [replay]\non_divergence = \"fail\"\nunused = \"fail\"\n\n\
+         [agents.desk]\nsystem = \"You answer order questions.\"\ntools = \"tools.json\"\n\n\
+         [gates]\ndefault = { min_pass_rate = 1.0 }\n",
+    );
+    p.write(
+        "tools.json",
+        r#"{"state": {}, "tools": [{"name": "get_order", "description": "Look an order up by its number.",
+            "safety_class": "read", "input_schema": {"type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"]},
+            "responses": [{"args": {"order": "1042"}, "result": {"order": "1042", "ships": "tomorrow"}}]}]}"#,
+    );
+    let case = json!({"id": "orders", "agent": "desk", "turns": [question, "Thanks!"],
+                      "recordings": ["fixtures/recordings/orders.jsonl"],
+                      "expect": [{"target": "tool_calls[0].name", "matcher": {"exact": "get_order"}},
+                                 {"target": "final_response", "matcher": {"exact": "You're welcome."}}]});
+    p.write("datasets/orders.jsonl", format!("{case}\n"));
+    p
+}
+
+/// The three answers of the built-in case in `api` ("chat" or "messages"): a tool call,
+/// an answer that leaks the key (as a careless gateway might), a plain answer.
+fn builtin_answers(api: &str) -> Vec<Answer> {
+    let leak = format!("Order 1042 ships tomorrow. (debug {OPENAI_KEY})");
+    if api == "chat" {
+        let text = |t: &str| {
+            Answer::Json(json!({"id": "chatcmpl-up", "choices": [{"index": 0, "message": {"role": "assistant",
+                "content": t}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 40, "completion_tokens": 9}}))
+        };
+        vec![
+            Answer::Json(
+                json!({"id": "chatcmpl-up", "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+                "tool_calls": [{"id": "call_up1", "type": "function",
+                                "function": {"name": "get_order", "arguments": "{\"order\":\"1042\"}"}}]},
+                "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 30, "completion_tokens": 7}}),
+            ),
+            text(&leak),
+            text("You're welcome."),
+        ]
+    } else {
+        let text = |t: &str| {
+            Answer::Json(json!({"id": "msg_up", "type": "message", "role": "assistant",
+                "content": [{"type": "text", "text": t}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 40, "output_tokens": 9}}))
+        };
+        vec![
+            Answer::Json(json!({"id": "msg_up", "type": "message", "role": "assistant",
+                "content": [{"type": "tool_use", "id": "toolu_up1", "name": "get_order", "input": {"order": "1042"}}],
+                "stop_reason": "tool_use", "usage": {"input_tokens": 30, "output_tokens": 7}})),
+            text(&leak),
+            text("You're welcome."),
+        ]
+    }
+}
+
+#[test]
+fn a_builtin_case_records_through_either_vendor_then_replays_green_with_every_digest_matching() {
+    for api in ["chat", "messages"] {
+        let p = builtin_project();
+        let (url, upstream) = fake_upstream(builtin_answers(api));
+        let mut args = vec!["record", "pipeline/orders.toml", "--case", "orders", "--upstream-url", &url];
+        if api == "messages" {
+            args.extend(["--upstream", "anthropic"]);
+        }
+        let out = with_keys(&p, &args);
+        out.expect_code(0);
+        assert!(out.stdout.contains("(3 model call(s))"), "{api}: {}", out.stdout);
+        let seen = upstream.join().unwrap();
+        assert_eq!(seen.len(), 3, "{api}");
+
+        // what the runtime compiled went upstream in the vendor's own shape
+        if api == "chat" {
+            assert_eq!(seen[0].path, "/v1/chat/completions");
+            assert_eq!(seen[0].header("authorization"), Some(format!("Bearer {OPENAI_KEY}").as_str()));
+            assert_eq!(seen[0].body["model"], "gpt-4o-mini");
+            assert_eq!(
+                seen[0].body["messages"],
+                json!([{"role": "system", "content": "You answer order questions."},
+                       {"role": "user", "content": "Where is order 1042?"}])
+            );
+            let names: Vec<&str> = seen[0].body["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(names[0], "get_order", "{names:?}");
+            assert_eq!(seen[0].body["tools"][0]["function"]["parameters"]["required"], json!(["order"]));
+            assert_eq!(
+                seen[1].body["messages"][3],
+                json!({"role": "tool", "tool_call_id": "call_up1", "content": "{\"order\":\"1042\",\"ships\":\"tomorrow\"}"})
+            );
+        } else {
+            assert_eq!(seen[0].path, "/v1/v1/messages");
+            assert_eq!(seen[0].header("x-api-key"), Some(ANTHROPIC_KEY));
+            assert_eq!(seen[0].body["model"], "claude-3-5-haiku-latest");
+            assert_eq!(seen[0].body["system"], "You answer order questions.");
+            assert!(seen[0].body["max_tokens"].as_u64().is_some());
+            assert_eq!(seen[0].body["tools"][0]["input_schema"]["required"], json!(["order"]));
+            assert_eq!(
+                seen[1].body["messages"][2],
+                json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_up1",
+                       "content": "{\"order\":\"1042\",\"ships\":\"tomorrow\"}"}]})
+            );
+        }
+        // the second turn is sent the answer as scrubbed, as replay will rebuild it
+        let sent = seen[2].body.to_string();
+        assert!(sent.contains("ships tomorrow. (debug [scrubbed])") && !sent.contains(OPENAI_KEY), "{api}: {sent}");
+
+        let lines: Vec<Value> =
+            p.read("fixtures/recordings/orders.jsonl").lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 3, "{api}");
+        let at: Vec<(u64, u64)> =
+            lines.iter().map(|l| (l["turn"].as_u64().unwrap(), l["step"].as_u64().unwrap())).collect();
+        assert_eq!(at, [(0, 0), (0, 1), (1, 0)], "{api}");
+        assert_eq!(lines[0]["response"]["tool_calls"][0]["name"], "get_order", "{api}");
+        assert_eq!(lines[1]["response"]["content"], "Order 1042 ships tomorrow. (debug [scrubbed])", "{api}");
+        assert_eq!(lines[1]["usage"], json!({"input_tokens": 40, "output_tokens": 9}), "{api}");
+        // each line keeps the document its digest covers, as the runtime compiled it
+        assert_eq!(lines[0]["request"]["system"], "You answer order questions.", "{api}");
+        assert_eq!(lines[2]["request"]["messages"].as_array().map(Vec::len), Some(5), "{api}");
+
+        p.stateval(&["run", "pipeline/orders.toml"]).expect_code(0);
+        let log = p.log_files()[0].clone();
+        let bytes = p.read_bytes(&log);
+        let events = common::events_of(&bytes);
+        assert!(!events.iter().any(|e| e["kind"] == "replay_diverged"), "{api}");
+        // every request the replayed runtime compiled is the one recorded for it
+        let replayed: Vec<&Value> =
+            events.iter().filter(|e| e["kind"] == "model_called").map(|e| &e["data"]["request_hash"]).collect();
+        let recorded: Vec<&Value> = lines.iter().map(|l| &l["request_hash"]).collect();
+        assert_eq!(replayed, recorded, "{api}");
+        p.stateval(&["run", "pipeline/orders.toml"]).expect_code(0);
+        assert_eq!(p.read_bytes(&log), bytes, "{api}: a second run wrote a different log");
+        assert_no_key_written(&p);
+    }
+}
+
+#[test]
+fn a_builtin_case_whose_upstream_fails_writes_nothing_and_an_existing_recording_is_kept() {
+    let p = builtin_project();
+    // the second model call fails: nothing of the first is written either
+    let mut answers = builtin_answers("chat");
+    answers.truncate(1);
+    answers.push(Answer::Status(500, json!({"error": {"message": "overloaded"}})));
+    let (url, upstream) = fake_upstream(answers);
+    let out = with_keys(&p, &["record", "pipeline/orders.toml", "--case", "orders", "--upstream-url", &url]);
+    out.expect_code(1);
+    assert!(
+        out.stderr.contains("answered HTTP 500")
+            && out.stderr.contains("overloaded")
+            && out.stderr.contains("nothing written"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(upstream.join().unwrap().len(), 2);
+    assert!(!p.exists("fixtures/recordings/orders.jsonl"), "a placeholder or a partial recording was left");
+
+    // an existing recording is kept, and the upstream is not asked, without --force
+    p.write("fixtures/recordings/orders.jsonl", "{\"response\":{\"content\":\"old\"}}\n");
+    let out = with_keys(
+        &p,
+        &["record", "pipeline/orders.toml", "--case", "orders", "--upstream-url", "http://127.0.0.1:1/v1"],
+    );
+    out.expect_code(2);
+    assert!(out.stderr.contains("pass --force"), "{}", out.stderr);
+    assert_eq!(p.read("fixtures/recordings/orders.jsonl"), "{\"response\":{\"content\":\"old\"}}\n");
+    let (url, upstream) = fake_upstream(builtin_answers("chat"));
+    with_keys(&p, &["record", "pipeline/orders.toml", "--case", "orders", "--upstream-url", &url, "--force"])
+        .expect_code(0);
+    upstream.join().unwrap();
+    assert_eq!(p.read("fixtures/recordings/orders.jsonl").lines().count(), 3);
+    p.stateval(&["run", "pipeline/orders.toml"]).expect_code(0);
+}
+
+#[test]
+fn runs_k_records_k_builtin_runs_and_model_names_the_model() {
+    let p = builtin_project();
+    let mut answers = builtin_answers("chat");
+    answers.extend(builtin_answers("chat"));
+    let (url, upstream) = fake_upstream(answers);
+    let args = [
+        "record",
+        "pipeline/orders.toml",
+        "--case",
+        "orders",
+        "--upstream-url",
+        &url,
+        "--runs",
+        "2",
+        "-o",
+        "out/orders.jsonl",
+        "--model",
+        "gpt-test-1",
+    ];
+    with_keys(&p, &args).expect_code(0);
+    let seen = upstream.join().unwrap();
+    assert_eq!(seen.len(), 6);
+    assert!(seen.iter().all(|s| s.body["model"] == "gpt-test-1"));
+    for k in 0..2 {
+        assert_eq!(p.read(format!("out/orders.{k}.jsonl")).lines().count(), 3, "run {k}");
+    }
+    // the two runs asked the same things (only the observed latencies may differ)
+    let hashes = |k: usize| -> Vec<Value> {
+        p.read(format!("out/orders.{k}.jsonl"))
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["request_hash"].clone())
+            .collect()
+    };
+    assert_eq!(hashes(0), hashes(1));
+}
+
+#[test]
+fn a_secret_in_what_a_builtin_case_sends_is_scrubbed_from_the_recording_and_replay_still_matches() {
+    const AWS: &str = "AKIAABCDEFGHIJKLMNOP";
+    let p = builtin_project_asking(&format!("Where is order 1042? My access key is {AWS}."));
+    let (url, upstream) = fake_upstream(builtin_answers("chat"));
+    with_keys(&p, &["record", "pipeline/orders.toml", "--case", "orders", "--upstream-url", &url]).expect_code(0);
+    // the model is asked what the case says (the case's own input is not stateval's secret)
+    assert!(upstream.join().unwrap()[0].body.to_string().contains(AWS));
+    let text = p.read("fixtures/recordings/orders.jsonl");
+    assert!(!text.contains(AWS) && text.contains("My access key is [scrubbed]."), "{text}");
+    // the digest is the runtime's, over what it sent, so replay still matches it
+    p.stateval(&["run", "pipeline/orders.toml"]).expect_code(0);
+    let log = p.log_files()[0].clone();
+    assert!(!String::from_utf8_lossy(&p.read_bytes(&log)).contains("replay_diverged"));
 }

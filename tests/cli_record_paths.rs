@@ -103,11 +103,17 @@ fn a_dataset_names_its_recording_rubric_and_grader_from_its_own_directory_whatev
 fn record_writes_the_recording_a_dataset_names_next_to_the_dataset() {
     let p = split_project();
     std::fs::remove_file(p.join("suites/recordings/late.jsonl")).unwrap();
-    // the built-in runtime makes no API calls to record: the error proves the case
-    // loaded, i.e. the placeholder was made where the dataset means it
-    let out = p.cmd().current_dir(p.join("ci")).args(["record", "p.toml", "--case", "late"]).output().unwrap();
+    // no upstream listens there: the failed model call proves the case loaded, i.e.
+    // the placeholder was made where the dataset means it
+    let out = p
+        .cmd()
+        .current_dir(p.join("ci"))
+        .env("OPENAI_API_KEY", "sk-test-unused-0123456789abcdef")
+        .args(["record", "p.toml", "--case", "late", "--upstream-url", "http://127.0.0.1:1/v1"])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("built-in profile"), "{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("upstream http://127.0.0.1:1/v1") && stderr.contains("nothing written"), "{stderr}");
     assert!(!p.exists("suites/recordings/late.jsonl") && !p.exists("ci/recordings"), "a placeholder was left");
 }

@@ -124,7 +124,7 @@ enum Command {
     Recording(recording::Args),
     /// Replay a case's external agent several times; list request fields that vary.
     Doctor(doctor::Args),
-    /// Record a case's external agent against the live model API into its recordings.
+    /// Record a case (its external agent or the built-in runtime) against the live model API into its recordings.
     Record(record::Args),
     /// Render reports again from a finished run's directory (`--html OUT`: one offline page).
     Report(report::Args),
@@ -140,6 +140,21 @@ fn external_case(
     id: &str,
     why: &str,
 ) -> Result<(stateval::runner::Plan, stateval::dataset::Case), CliError> {
+    let (plan, case) = one_case(pipeline, id)?;
+    if plan.pipeline.agents[&case.agent].kind != stateval::pipeline::AgentKind::External {
+        return Err(CliError::invalid(format!(
+            "case {:?} runs agent {:?}, a built-in profile: {why}",
+            case.id, case.agent
+        )));
+    }
+    Ok((plan, case))
+}
+
+/// The plan of `pipeline` narrowed to case `id`, and that case.
+fn one_case(
+    pipeline: &std::path::Path,
+    id: &str,
+) -> Result<(stateval::runner::Plan, stateval::dataset::Case), CliError> {
     use stateval::runner::{Plan, Selection};
     let filter = glob::Pattern::new(&glob::Pattern::escape(id)).map_err(|e| CliError::invalid(e.to_string()))?;
     let plan = Plan::load(pipeline, &Selection { filter: Some(filter), tags: Vec::new() })?;
@@ -147,12 +162,6 @@ fn external_case(
         return Err(CliError::invalid(format!("no case {id:?} in {}", pipeline.display())));
     }
     let case = plan.case(0)?;
-    if plan.pipeline.agents[&case.agent].kind != stateval::pipeline::AgentKind::External {
-        return Err(CliError::invalid(format!(
-            "case {:?} runs agent {:?}, a built-in profile: {why}",
-            case.id, case.agent
-        )));
-    }
     Ok((plan, case))
 }
 

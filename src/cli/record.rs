@@ -1,6 +1,8 @@
-//! `stateval record [PIPELINE] --case ID`: run a case's external agent once (or
-//! `--runs K` times) against the live model API and write what it answered as the
-//! case's recordings, so every later `stateval run` replays it.
+//! `stateval record [PIPELINE] --case ID`: run a case's agent once (or `--runs K`
+//! times) against the live model API and write what it answered as the case's
+//! recordings, so every later `stateval run` replays it. An external agent's model
+//! calls are forwarded as it sent them; the built-in runtime's compiled requests are
+//! rendered as OpenAI Chat or Anthropic Messages requests (`external::live`).
 //!
 //! Tools still answer from the fixtures, so a recording agrees with them. The key comes
 //! from stateval's environment and never reaches the agent or a file; requests are
@@ -20,7 +22,7 @@ use std::sync::Mutex;
 use super::{CliError, Exit};
 use stateval::external::RecordMode;
 use stateval::external::upstream::{Provider, Upstream};
-use stateval::pipeline::Pipeline;
+use stateval::pipeline::{AgentKind, Pipeline};
 use stateval::replay::Recording;
 
 #[derive(clap::Args)]
@@ -28,7 +30,7 @@ pub struct Args {
     /// Pipeline definition.
     #[arg(default_value = super::DEFAULT_PIPELINE)]
     pipeline: PathBuf,
-    /// The case to record (its agent must be `kind = "external"`); with `--judge`, the
+    /// The case to record (an external agent, or the built-in runtime); with `--judge`, the
     /// case whose judges to record (default: every case that asks a judge).
     #[arg(long = "case", value_name = "ID", required_unless_present = "judge")]
     case: Option<String>,
@@ -40,9 +42,14 @@ pub struct Args {
     #[arg(long)]
     runs: Option<usize>,
     /// Send model calls only to this vendor (`openai` or `anthropic`); default: the
-    /// vendor of the API the agent calls.
+    /// vendor of the API the agent calls. A built-in case is sent as OpenAI Chat
+    /// Completions, or as Anthropic Messages with `--upstream anthropic`.
     #[arg(long)]
     upstream: Option<String>,
+    /// Built-in cases: the model to ask (default gpt-4o-mini, or
+    /// claude-3-5-haiku-latest with `--upstream anthropic`).
+    #[arg(long, value_name = "NAME", conflicts_with = "judge")]
+    model: Option<String>,
     /// The upstream's base URL instead of the vendor's (a gateway, a proxy).
     #[arg(long, value_name = "URL")]
     upstream_url: Option<String>,
@@ -67,11 +74,14 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let placeholders = Placeholders::create(&pipeline, id).map_err(CliError::invalid)?;
     // nor may the judge recordings (nothing is graded while recording the agent)
     let _judges = judge::placeholders(&pipeline)?;
-    let (mut plan, case) = super::external_case(
-        &args.pipeline,
-        id,
-        "record needs kind = \"external\" (the built-in runtime makes no API requests to forward)",
-    )?;
+    let (mut plan, case) = super::one_case(&args.pipeline, id)?;
+    let builtin = plan.pipeline.agents[&case.agent].kind == AgentKind::Builtin;
+    if args.model.is_some() && !builtin {
+        return Err(CliError::invalid(format!(
+            "--model is for built-in cases; case {:?} runs the external agent {:?}, which names its own model",
+            case.id, case.agent
+        )));
+    }
     let named = placeholders.named.clone();
     let runs = args.runs.unwrap_or(named.len()).max(1);
     let targets: Vec<PathBuf> = (0..runs)
@@ -102,6 +112,8 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     for (k, target) in targets.iter().enumerate() {
         plan.record = Some(Box::new(RecordMode {
             upstream: Upstream::new(only, args.upstream_url.clone()),
+            provider: only,
+            model: args.model.clone(),
             lines: Mutex::new(Vec::new()),
         }));
         let summary = plan

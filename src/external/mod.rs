@@ -18,6 +18,7 @@
 //! Nothing on the wire is random or reads a clock, so the same inputs give the same
 //! log byte for byte, as with the built-in runtime.
 
+pub mod live;
 pub mod mcp;
 pub mod neutral;
 pub mod process;

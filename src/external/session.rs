@@ -30,7 +30,7 @@ use super::wire::{self, Answer, CallOut, Dialect, Reply};
 use crate::canon::{self, Context};
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::OnDivergence;
-use crate::replay::{ModelProvider, ModelRequest, ModelResponse, RecordedResponse};
+use crate::replay::{ModelProvider, ModelRequest, ModelResponse, ProviderError, RecordedResponse};
 use crate::runtime::boundary::ToolBoundary;
 use crate::runtime::{Recorder, RunInput, RunStatus, RunSummary};
 
@@ -63,6 +63,11 @@ pub struct Launch<'a> {
 /// What `stateval record` adds to a run: the upstream, and the recording it fills.
 pub struct RecordMode {
     pub upstream: super::upstream::Upstream,
+    /// Built-in cases: the vendor asked (`--upstream`; OpenAI when absent). An external
+    /// agent's calls go to the vendor of the API it calls.
+    pub provider: Option<super::upstream::Provider>,
+    /// Built-in cases: the model asked (`--model`; [`super::live::default_model`]).
+    pub model: Option<String>,
     /// The run's recorded responses, in call order.
     pub lines: std::sync::Mutex<Vec<RecordedResponse>>,
 }
@@ -406,10 +411,10 @@ impl<'a, 'p> Session<'a, 'p> {
                 }
             },
             None => {
-                let model_request = ModelRequest { turn: self.turn, step: self.step, hash };
+                let model_request = ModelRequest { turn: self.turn, step: self.step, hash, compiled: None };
                 match self.provider.complete(&model_request) {
                     Ok(r) => (r.position, r.recorded.clone(), r.divergence),
-                    Err(miss) => {
+                    Err(ProviderError::Miss(miss)) => {
                         let message = miss.to_string();
                         self.stop = Some(Stop {
                             status: RunStatus::ReplayExhausted,
@@ -417,6 +422,10 @@ impl<'a, 'p> Session<'a, 'p> {
                             message: message.clone(),
                         });
                         return Ok(dialect.error(400, "stateval_replay_miss", &message));
+                    }
+                    Err(ProviderError::Live(message)) => {
+                        self.stop = Some(Stop::failed("upstream", message.clone()));
+                        return Ok(dialect.error(502, "stateval_upstream", &message));
                     }
                 }
             }

@@ -21,6 +21,11 @@ pub struct ModelRequest {
     pub turn: u32,
     pub step: u32,
     pub hash: Digest,
+    /// The document `hash` is the digest of (the built-in runtime's
+    /// `{"memory","messages","system","tools"}`), given only to a provider that asks
+    /// for it ([`ModelProvider::wants_compiled`]): replay needs the digest alone, and
+    /// building the document costs a pass over the conversation.
+    pub compiled: Option<serde_json::Value>,
 }
 
 /// The recorded request does not match the actual one.
@@ -52,10 +57,26 @@ pub struct Replayed<'a> {
     pub divergence: Option<Divergence>,
 }
 
-/// How the runtime asks for model output. The replay provider is the only one today;
-/// an external agent will later sit behind this same seam.
+/// Why a provider gave no response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProviderError {
+    /// Replay: the recording ran out.
+    #[error(transparent)]
+    Miss(#[from] ReplayMiss),
+    /// Record: the live model did not answer whole (the message is scrubbed).
+    #[error("{0}")]
+    Live(String),
+}
+
+/// How the runtime asks for model output: the replay provider, or — while `stateval
+/// record` records a built-in case — the live model (`external::live`).
 pub trait ModelProvider {
-    fn complete(&mut self, request: &ModelRequest) -> Result<Replayed<'_>, ReplayMiss>;
+    fn complete(&mut self, request: &ModelRequest) -> Result<Replayed<'_>, ProviderError>;
+
+    /// Whether `complete` needs [`ModelRequest::compiled`].
+    fn wants_compiled(&self) -> bool {
+        false
+    }
 }
 
 pub struct ReplayProvider<'r> {
@@ -74,7 +95,7 @@ impl<'r> ReplayProvider<'r> {
 }
 
 impl ModelProvider for ReplayProvider<'_> {
-    fn complete(&mut self, request: &ModelRequest) -> Result<Replayed<'_>, ReplayMiss> {
+    fn complete(&mut self, request: &ModelRequest) -> Result<Replayed<'_>, ProviderError> {
         let position = self.position;
         let recorded = self.recording.responses.get(position).ok_or(ReplayMiss {
             position,
@@ -137,10 +158,10 @@ mod tests {
     fn responses_are_served_by_position_and_a_miss_names_it() {
         let r = rec(&[None, None]);
         let mut p = ReplayProvider::new(&r);
-        let req = ModelRequest { turn: 0, step: 0, hash: digest(Context::Request, b"x") };
+        let req = ModelRequest { turn: 0, step: 0, hash: digest(Context::Request, b"x"), compiled: None };
         assert_eq!(p.complete(&req).unwrap().position, 0);
         assert_eq!(p.complete(&req).unwrap().position, 1);
-        let miss = p.complete(&req).unwrap_err();
+        let ProviderError::Miss(miss) = p.complete(&req).unwrap_err() else { panic!("not a miss") };
         assert_eq!(miss.position, 2);
         assert!(miss.to_string().contains("position 2"));
     }
@@ -150,9 +171,9 @@ mod tests {
         let recorded = digest(Context::Request, b"recorded");
         let r = rec(&[Some(recorded), Some(recorded)]);
         let mut p = ReplayProvider::new(&r);
-        let same = ModelRequest { turn: 0, step: 0, hash: recorded };
+        let same = ModelRequest { turn: 0, step: 0, hash: recorded, compiled: None };
         assert!(p.complete(&same).unwrap().divergence.is_none());
-        let other = ModelRequest { turn: 0, step: 1, hash: digest(Context::Request, b"other") };
+        let other = ModelRequest { turn: 0, step: 1, hash: digest(Context::Request, b"other"), compiled: None };
         let d = p.complete(&other).unwrap().divergence.unwrap();
         assert_eq!((d.position, d.recorded_hash), (1, Some(recorded)));
     }

@@ -48,8 +48,9 @@ pub struct RecordedResponse {
     pub turn: Option<u32>,
     pub step: Option<u32>,
     pub request_hash: Option<Digest>,
-    /// The dialect-neutral request this response was recorded for (external agents):
-    /// when the agent's request differs, the divergence names the JSON Pointers.
+    /// The request this response was recorded for: an external agent's dialect-neutral
+    /// request (when the agent's request differs, the divergence names the JSON
+    /// Pointers), or the built-in runtime's compiled document (`stateval record`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request: Option<Value>,
     pub response: ModelResponse,

@@ -323,9 +323,14 @@ impl Plan {
             peers,
         };
         let mut provider = ReplayProvider::new(recording);
-        let summary = match profile.kind {
-            AgentKind::Builtin => BuiltinAgent.run(&input, &mut provider, &mut rec)?,
-            AgentKind::External => {
+        let summary = match (profile.kind, self.record.as_deref()) {
+            // `stateval record` of a built-in case: the runtime asks the live model
+            (AgentKind::Builtin, Some(record)) => {
+                let mut live = crate::external::live::LiveProvider::new(record, &profile.scrub);
+                BuiltinAgent.run(&input, &mut live, &mut rec)?
+            }
+            (AgentKind::Builtin, None) => BuiltinAgent.run(&input, &mut provider, &mut rec)?,
+            (AgentKind::External, _) => {
                 let server = self.server().map_err(WriteError::Io)?;
                 let launch = Launch {
                     server: &server,

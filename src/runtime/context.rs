@@ -138,6 +138,19 @@ impl Conversation {
         self.messages.is_empty()
     }
 
+    /// The messages from `start` on, as sent (read back from their canonical bytes):
+    /// the `messages` of the request document [`Conversation::request_digest`] digests.
+    pub fn messages_from(&self, start: usize) -> Result<Value, serde_json::Error> {
+        let Some(first) = self.messages.get(start) else {
+            return Ok(Value::Array(Vec::new()));
+        };
+        let mut text = Vec::with_capacity(self.joined.len() - first.offset + 2);
+        text.push(b'[');
+        text.extend_from_slice(&self.joined[first.offset..]);
+        text.push(b']');
+        serde_json::from_slice(&text)
+    }
+
     /// Digest of the request built from the system prompt, tool list and memory
     /// (pre-canonicalised by the caller) and the messages from `start` on: the digest of
     /// the canonical request document, fed from the kept prefix when it still applies.
@@ -212,6 +225,10 @@ mod tests {
             c.request_digest(&system, &tools, &memory, 0).unwrap(),
             canon::canonical_digest(Context::Request, &whole).unwrap()
         );
+        // what a live provider is given is that very document, from any window start
+        assert_eq!(c.messages_from(0).unwrap(), whole["messages"]);
+        assert_eq!(c.messages_from(1).unwrap(), json!([whole["messages"][1]]));
+        assert_eq!(c.messages_from(2).unwrap(), json!([]));
     }
 
     #[test]

@@ -28,7 +28,7 @@ use crate::dataset::Case;
 use crate::event::fold::{self, Memory};
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::{AgentProfile, OnDivergence, SafetyClass};
-use crate::replay::{ModelProvider, ModelRequest, Recording, ReplayProvider};
+use crate::replay::{ModelProvider, ModelRequest, ProviderError, Recording, ReplayProvider};
 use crate::sandbox::Manifest;
 use boundary::ToolBoundary;
 use context::{Conversation, approx_tokens};
@@ -254,15 +254,21 @@ impl<'a, 'p> Loop<'a, 'p> {
                 .conversation
                 .request_digest(&self.system, &self.tools, &memory_view, window.start)
                 .map_err(|source| WriteError::Canon { seq: self.rec.next_seq(), kind: Kind::ModelCalled, source })?;
-            let request = ModelRequest { turn, step, hash };
+            // the live provider (`stateval record`) renders the document digested here
+            let compiled =
+                if self.provider.wants_compiled() { Some(self.compiled(&memory_view, window.start)?) } else { None };
+            let request = ModelRequest { turn, step, hash, compiled };
             let replayed = match self.provider.complete(&request) {
                 Ok(r) => r,
-                Err(miss) => {
+                Err(ProviderError::Miss(miss)) => {
                     return Ok(Err(Stop {
                         status: RunStatus::ReplayExhausted,
                         error: miss.to_string(),
                         logged: false,
                     }));
+                }
+                Err(ProviderError::Live(error)) => {
+                    return Ok(Err(Stop { status: RunStatus::Failed, error, logged: false }));
                 }
             };
             let position = replayed.position;
@@ -334,6 +340,19 @@ impl<'a, 'p> Loop<'a, 'p> {
             error: format!("turn {turn}: the model was still calling tools after {limit} steps (max_steps_per_turn)"),
             logged: false,
         }))
+    }
+
+    /// The request document [`Conversation::request_digest`] digests: memory, the
+    /// messages from `start` on, system prompt and tools.
+    fn compiled(&self, memory_view: &Value, start: usize) -> Result<Value, WriteError> {
+        let seq = self.rec.next_seq();
+        let parse =
+            |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).map_err(|e| WriteError::Io(std::io::Error::other(e)));
+        let messages = self.conversation.messages_from(start).map_err(|e| {
+            WriteError::Io(std::io::Error::other(format!("event {seq}: the conversation does not read back: {e}")))
+        })?;
+        Ok(json!({"memory": memory_view, "messages": messages, "system": parse(&self.system)?,
+                  "tools": parse(&self.tools)?}))
     }
 
     fn push_message(&mut self, message: Value) -> Result<(), WriteError> {

@@ -147,3 +147,86 @@ fn the_same_inputs_give_the_same_log_head() {
     let head = |events: Vec<Event>| events.last().map(|e| e.hash);
     assert_eq!(head(run("tool_timeout_ms = 10", &m, &rec)), head(run("tool_timeout_ms = 10", &m, &rec)));
 }
+
+/// A provider that asks for the compiled request, checks that it is the document its
+/// digest covers, and replays.
+struct Checking<'r> {
+    replay: ReplayProvider<'r>,
+    /// Per call: messages sent, and whether memory held anything.
+    seen: Vec<(usize, bool)>,
+}
+
+impl ModelProvider for Checking<'_> {
+    fn wants_compiled(&self) -> bool {
+        true
+    }
+
+    fn complete(&mut self, request: &ModelRequest) -> Result<crate::replay::Replayed<'_>, ProviderError> {
+        let compiled = request.compiled.as_ref().expect("a provider that wants it gets the compiled request");
+        let digest = canon::canonical_digest(canon::Context::Request, compiled).unwrap();
+        assert_eq!(digest, request.hash, "the compiled document is not what was digested: {compiled}");
+        let messages = compiled["messages"].as_array().unwrap().len();
+        let memory = compiled["memory"].as_object().unwrap().values().any(|t| t != &json!({}));
+        self.seen.push((messages, memory));
+        self.replay.complete(request)
+    }
+}
+
+#[test]
+fn a_provider_that_asks_gets_exactly_the_document_each_request_digest_covers() {
+    let profile: AgentProfile =
+        toml::from_str("system = \"Ops.\"\ntools = \"t.json\"\n[context]\nhistory = 40\n").unwrap();
+    let manifest = manifest(json!([]));
+    let responses = [
+        json!({"response": {"tool_calls": [{"name": "memory_write", "args": {"tier": "semantic", "key": "k", "value": "v"}}]}}),
+        json!({"response": {"tool_calls": [{"name": "status"}]}}),
+        json!({"response": {"tool_calls": [{"name": "cached"}]}}),
+        json!({"response": {"content": "Up."}}),
+    ];
+    let recording = Recording::inline(&responses, "", "").unwrap();
+    // the same case `run` builds, with this recording
+    let case = Case {
+        id: "c".into(),
+        description: None,
+        tags: Vec::new(),
+        agent: "ops".into(),
+        turns: vec!["Is it up?".into()],
+        recordings: vec![RecordingRef::Inline(Arc::new(recording.clone()))],
+        expect: Vec::new(),
+        blocks: Vec::new(),
+        block_expect: Vec::new(),
+        perturbation: None,
+        allowed_tools: None,
+        human_approvals: Default::default(),
+        dataset: "d".into(),
+        path: PathBuf::from("d.jsonl"),
+        display_path: "d.jsonl".into(),
+        line: 1,
+        digest: Digest([0; 32]),
+    };
+    let input = RunInput {
+        case: &case,
+        run_index: 0,
+        agent: "ops",
+        profile: &profile,
+        profile_digest: Digest([0; 32]),
+        manifest: &manifest,
+        recording: &recording,
+        on_divergence: OnDivergence::Fail,
+        peers: Default::default(),
+    };
+    let mut provider = Checking { replay: ReplayProvider::new(&recording), seen: Vec::new() };
+    let mut rec = Recorder::new(Box::new(Vec::<u8>::new()));
+    let summary = BuiltinAgent.run(&input, &mut provider, &mut rec).unwrap();
+    assert_eq!(summary.status, RunStatus::Completed, "{summary:?}");
+    let events = rec.finish().unwrap().0;
+    let dropped: Vec<u64> =
+        of(&events, Kind::ContextCompiled).iter().map(|e| e.data["dropped"].as_u64().unwrap()).collect();
+    // memory was written, and the window dropped messages: both reached the document
+    assert_eq!(provider.seen.len(), 4);
+    assert!(provider.seen[1..].iter().all(|(_, memory)| *memory), "{:?}", provider.seen);
+    assert!(dropped.iter().any(|d| *d > 0), "the history cap never dropped anything: {dropped:?}");
+    for ((messages, _), event) in provider.seen.iter().zip(of(&events, Kind::ContextCompiled)) {
+        assert_eq!(*messages as u64, event.data["messages"].as_u64().unwrap());
+    }
+}
