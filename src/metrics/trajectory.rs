@@ -203,7 +203,7 @@ impl TrajectoryReport {
 /// ([`canonical::CanonicalCalls`]) and builds a tree only for a diff.
 pub trait Recorded {
     /// The number of recorded calls.
-    fn len(&self) -> usize;
+    fn count(&self) -> usize;
     /// Call `j`'s position in the input `tool_calls` array.
     fn index(&self, j: usize) -> usize;
     /// Call `j`'s recorded name, wire prefix included.
@@ -221,8 +221,8 @@ pub trait Recorded {
 }
 
 impl Recorded for [ToolCall] {
-    fn len(&self) -> usize {
-        <[ToolCall]>::len(self)
+    fn count(&self) -> usize {
+        self.len()
     }
     fn index(&self, j: usize) -> usize {
         self[j].index
@@ -300,13 +300,13 @@ fn missing(i: usize, e: &ExpectedCall, why: &str) -> Mismatch {
 fn strict<R: Recorded + ?Sized>(exp: &[ExpectedCall], calls: &R) -> Vec<Mismatch> {
     let mut out = Vec::new();
     for (i, e) in exp.iter().enumerate() {
-        if i >= calls.len() {
+        if i >= calls.count() {
             out.push(missing(i, e, "the trace ran out"));
         } else if !(calls.is_named(i, &e.name) && calls.fits(i, e, i)) {
             out.push(compared(i, e, calls, i));
         }
     }
-    for j in exp.len()..calls.len() {
+    for j in exp.len()..calls.count() {
         let (index, name) = (calls.index(j), calls.name(j));
         out.push(Mismatch {
             expected_index: exp.len(),
@@ -324,7 +324,7 @@ fn strict<R: Recorded + ?Sized>(exp: &[ExpectedCall], calls: &R) -> Vec<Mismatch
 /// [`ToolCall::is_named`]), ascending. Each recorded name is split on `__` once, here.
 fn calls_by_name<R: Recorded + ?Sized>(calls: &R) -> HashMap<&str, Vec<usize>> {
     let mut index: HashMap<&str, Vec<usize>> = HashMap::new();
-    for j in 0..calls.len() {
+    for j in 0..calls.count() {
         let name = calls.name(j);
         let bare = bare_name(name);
         index.entry(bare).or_default().push(j);
@@ -365,7 +365,7 @@ pub fn unordered_work(expected: &ExpectedTrace, calls: &[ToolCall]) -> u64 {
     let index = calls_by_name(calls);
     let compared: usize = expected.calls.iter().map(|e| index.get(e.name.as_str()).map_or(0, Vec::len)).sum();
     let adjacency = expected_adjacency(&expected.calls, calls, &index);
-    compared as u64 + max_matching(&adjacency, calls.len()).1
+    compared as u64 + max_matching(&adjacency, calls.count()).1
 }
 
 /// For each expected call, the recorded calls it fits, ascending.
@@ -385,8 +385,8 @@ fn expected_adjacency<R: Recorded + ?Sized>(
 
 fn unordered<R: Recorded + ?Sized>(exp: &[ExpectedCall], calls: &R) -> Vec<Mismatch> {
     let index = calls_by_name(calls);
-    let (assignment, _) = max_matching(&expected_adjacency(exp, calls, &index), calls.len());
-    let mut taken = vec![false; calls.len()];
+    let (assignment, _) = max_matching(&expected_adjacency(exp, calls, &index), calls.count());
+    let mut taken = vec![false; calls.count()];
     for j in assignment.iter().flatten() {
         taken[*j] = true;
     }
@@ -421,7 +421,7 @@ fn subset<R: Recorded + ?Sized>(exp: &[ExpectedCall], calls: &R) -> Vec<Mismatch
         let by_full = if bare == name { none } else { by_name.get(name).map_or(none, Vec::as_slice) };
         (by_bare, by_full)
     };
-    let adjacency: Vec<Vec<usize>> = (0..calls.len())
+    let adjacency: Vec<Vec<usize>> = (0..calls.count())
         .map(|j| {
             let (by_bare, by_full) = named(j);
             let mut fits: Vec<usize> =
@@ -431,7 +431,7 @@ fn subset<R: Recorded + ?Sized>(exp: &[ExpectedCall], calls: &R) -> Vec<Mismatch
         })
         .collect();
     let (assignment, _) = max_matching(&adjacency, exp.len());
-    (0..calls.len())
+    (0..calls.count())
         .zip(&assignment)
         .filter(|(_, a)| a.is_none())
         .map(|(j, _)| {

@@ -68,14 +68,14 @@ fn read<'de, T: Deserialize<'de>>(text: &'de str) -> Option<T> {
 /// A trace envelope: `{"tool_calls"?, "conversation"?}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Envelope {
+struct Envelope<'a> {
     #[serde(default)]
     tool_calls: Option<Calls<CanonArgs>>,
-    #[serde(default)]
-    conversation: Option<Conversation>,
+    #[serde(default, borrow)]
+    conversation: Option<Conversation<'a>>,
 }
 
-impl Envelope {
+impl Envelope<'_> {
     /// The trace [`Trace::read`] would give for the same envelope.
     fn into_trace(self) -> Trace {
         let (assistant_turns, total_tokens) = match self.conversation {
@@ -91,14 +91,14 @@ impl Envelope {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Conversation {
+struct Conversation<'a> {
     #[serde(default)]
     tokens: Option<Tokens>,
-    #[serde(default)]
-    turns: Option<Vec<Turn>>,
+    #[serde(default, borrow)]
+    turns: Option<Vec<Turn<'a>>>,
 }
 
-impl Conversation {
+impl Conversation<'_> {
     fn total_tokens(&self) -> f64 {
         self.tokens.as_ref().and_then(|t| t.total).filter(|t| t.is_finite() && *t > 0.0).unwrap_or(0.0)
     }
@@ -109,8 +109,8 @@ impl Conversation {
             .into_iter()
             .filter(|t| t.role.as_deref() == Some("assistant"))
             .map(|t| match t.content {
-                Some(StrictValue(Value::String(text))) => text,
-                Some(StrictValue(content)) => content_text(&content),
+                Some(Content::Text(text)) => text.into_owned(),
+                Some(Content::Other(StrictValue(content))) => content_text(&content),
                 None => String::new(),
             })
             .filter(|text| !text.is_empty())
@@ -125,20 +125,68 @@ struct Tokens {
     total: Option<f64>,
 }
 
+/// A turn: its role and text are borrowed from the line (a user turn is never copied).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Turn {
-    #[serde(default)]
-    role: Option<String>,
-    #[serde(default)]
-    content: Option<StrictValue>,
+struct Turn<'a> {
+    #[serde(default, borrow)]
+    role: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    content: Option<Content<'a>>,
+}
+
+/// A turn's `content`: text, or blocks (any other value) read as a tree.
+enum Content<'a> {
+    Text(Cow<'a, str>),
+    Other(StrictValue),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ContentVisitor;
+        impl<'de> Visitor<'de> for ContentVisitor {
+            type Value = Content<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("turn content")
+            }
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Content<'de>, E> {
+                Ok(Content::Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E>(self, text: &str) -> Result<Content<'de>, E> {
+                Ok(Content::Text(Cow::Owned(text.to_string())))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Content<'de>, E> {
+                Ok(Content::Other(StrictValue(Value::Bool(v))))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Content<'de>, E> {
+                Ok(Content::Other(StrictValue(Value::from(v))))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Content<'de>, E> {
+                Ok(Content::Other(StrictValue(Value::from(v))))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Content<'de>, E> {
+                Ok(Content::Other(StrictValue(Value::from(v))))
+            }
+            fn visit_unit<E>(self) -> Result<Content<'de>, E> {
+                Ok(Content::Other(StrictValue(Value::Null)))
+            }
+            fn visit_seq<S: SeqAccess<'de>>(self, seq: S) -> Result<Content<'de>, S::Error> {
+                StrictValue::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(Content::Other)
+            }
+            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Content<'de>, M::Error> {
+                StrictValue::deserialize(MapAccessDeserializer::new(map)).map(Content::Other)
+            }
+        }
+        d.deserialize_any(ContentVisitor)
+    }
 }
 
 /// `{"runs": [envelope, …]}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Across {
-    runs: Vec<Envelope>,
+struct Across<'a> {
+    #[serde(borrow)]
+    runs: Vec<Envelope<'a>>,
 }
 
 /// `{"outcomes": [true, false, …]}`.
@@ -806,7 +854,7 @@ mod tests {
 
     #[test]
     fn the_everyday_shapes_are_read_typed_and_print_what_the_generic_path_prints() {
-        let conversation = r#"{"tokens": {"total": 12000}, "turns": [{"role": "assistant", "content": "done done"},
+        let conversation = r#"{"tokens": {"total": 12000}, "turns": [{"role": "assistant", "content": "done done"}, {"role": "assist\u0061nt", "content": "caf\u00e9 \"x\""},
             {"role": "user", "content": "x"}, {"role": "assistant", "content": [{"type": "text", "text": "ab"}]},
             {"role": "assistant"}, {"content": "no role"}]}"#;
         let cases = [

@@ -91,7 +91,7 @@ impl<'a> CanonicalCalls<'a> {
 }
 
 impl Recorded for CanonicalCalls<'_> {
-    fn len(&self) -> usize {
+    fn count(&self) -> usize {
         self.calls.len()
     }
     fn index(&self, j: usize) -> usize {
