@@ -323,7 +323,8 @@ impl<'de, A: Deserialize<'de> + Args> Visitor<'de> for CallsVisitor<A> {
     }
 
     fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Calls<A>, S::Error> {
-        let mut calls = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        // serde_json gives no length: start where a batch line usually is, not at 4
+        let mut calls = Vec::with_capacity(seq.size_hint().unwrap_or(64));
         while let Some(entry) = seq.next_element_seed(EntrySeed::<A>(calls.len(), std::marker::PhantomData))? {
             calls.push(entry);
         }
