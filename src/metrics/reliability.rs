@@ -99,9 +99,8 @@ pub fn score_outcomes(outcomes: &[bool]) -> ReliabilityReport {
 
 /// `floor(100 · (c/k)^k)`, exactly in integers while 100·k^k fits in 128 bits (k ≤ 25),
 /// else in floating point (by then the value is 0 or 100 unless c is within a hair of k).
-/// The two floating-point answers that need no `powf` are given without it: every run
-/// passed (100), and five or more failures, which bound the value below 0.68 so it
-/// floors to 0 — the common case in a long run.
+/// Every run passed (100) and five or more failures (0) need neither: see
+/// [`exact_decay_entry`].
 fn decay_entry(c: usize, k: usize) -> u32 {
     // Runs 1..=25 (every case of an ordinary batch) come from a table of the same exact
     // integer answers, built once: 128-bit powers and divisions cost more than the rest.
@@ -117,23 +116,23 @@ fn decay_entry(c: usize, k: usize) -> u32 {
 /// Runs up to which `100·k^k` fits in 128 bits, so [`exact_decay_entry`] is exact.
 const EXACT_RUNS: usize = 25;
 
-/// [`decay_entry`] computed, not looked up.
+/// [`decay_entry`] computed, not looked up. The two answers that need no arithmetic come
+/// first, as they are exact: every run passed (100), and five or more failures, since
+/// (c/k)^k = (1 − d/k)^k ≤ e^(−d) for d = k − c failures and 100·e^(−5) ≈ 0.67 floors to
+/// 0. (A 128-bit power and division cost more than the rest of a 50-run line.)
 fn exact_decay_entry(c: usize, k: usize) -> u32 {
+    if c == k {
+        return 100;
+    }
+    if k.saturating_sub(c) >= 5 {
+        return 0;
+    }
     let exact = u32::try_from(k).ok().and_then(|k32| {
         let num = (c as u128).checked_pow(k32)?.checked_mul(100)?;
         let den = (k as u128).checked_pow(k32)?;
         u32::try_from(num / den).ok()
     });
-    exact.unwrap_or_else(|| {
-        if c == k {
-            return 100;
-        }
-        // (c/k)^k = (1 − d/k)^k ≤ e^(−d) for d = k − c failures, and 100·e^(−5) ≈ 0.67
-        if k.saturating_sub(c) >= 5 {
-            return 0;
-        }
-        (100.0 * (c as f64 / k as f64).powf(k as f64)).floor() as u32
-    })
+    exact.unwrap_or_else(|| (100.0 * (c as f64 / k as f64).powf(k as f64)).floor() as u32)
 }
 
 /// `round(num / den)` half away from zero for non-negative integers; `den` > 0.

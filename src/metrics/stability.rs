@@ -387,14 +387,27 @@ fn pair_rows(sequences: &[Vec<u32>], arguments: &[Vec<u32>], symbols: usize) -> 
         // against them.
         let a = &sequences[i];
         let masks = BitLcs::new(a.len(), symbols, a.iter().enumerate().map(|(p, s)| (*s, p)));
+        // later runs two at a time: their LCS rows advance in one loop
+        let mut lcs = Vec::with_capacity(n - i - 1);
+        for two in sequences[i + 1..].chunks(2) {
+            match two {
+                [b, c] => {
+                    let (x, y) = masks.len_against_two(b, c);
+                    lcs.extend([x, y]);
+                }
+                [b] => lcs.push(masks.len_against(b).0),
+                _ => {}
+            }
+        }
         (i + 1..n)
-            .map(|j| {
+            .zip(lcs)
+            .map(|(j, lcs)| {
                 let b = &sequences[j];
                 PairTerms {
                     similarity: if a.is_empty() && b.is_empty() {
                         1.0
                     } else {
-                        2.0 * masks.len_against(b).0 as f64 / (a.len() + b.len()) as f64
+                        2.0 * lcs as f64 / (a.len() + b.len()) as f64
                     },
                     consistency: argument_agreement(a, b, &arguments[i], &arguments[j]),
                     divergence: first_divergence(a, b),

@@ -15,6 +15,7 @@
 //! which expected call, which recorded call it was compared with, and JSON-Pointer diffs.
 
 pub mod args;
+pub mod canonical;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -24,7 +25,7 @@ use serde_json::Value;
 pub use self::args::{ArgsShape, Diff};
 use super::gate::{BlockOutcome, Bound, CaseBlock, flag, run_outcome};
 use super::matching::max_matching;
-use super::trace::{ToolCall, read_tool_calls};
+use super::trace::{ToolCall, bare_name, read_tool_calls};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
 /// How recorded calls must relate to the expected ones.
@@ -196,8 +197,54 @@ impl TrajectoryReport {
     }
 }
 
+/// What validation reads of the recorded calls: their positions and names, whether an
+/// expected call's args shape fits a call, and why not. [`ToolCall`]s answer from their
+/// args trees; the batch reader answers from canonical text
+/// ([`canonical::CanonicalCalls`]) and builds a tree only for a diff.
+pub trait Recorded {
+    /// The number of recorded calls.
+    fn count(&self) -> usize;
+    /// Call `j`'s position in the input `tool_calls` array.
+    fn index(&self, j: usize) -> usize;
+    /// Call `j`'s recorded name, wire prefix included.
+    fn name(&self, j: usize) -> &str;
+    /// Do call `j`'s args fit the shape of expected call `i`?
+    fn fits(&self, i: usize, e: &ExpectedCall, j: usize) -> bool;
+    /// Why call `j`'s args do not fit the shape of expected call `i` (empty when they do).
+    fn diffs(&self, i: usize, e: &ExpectedCall, j: usize) -> Vec<Diff>;
+
+    /// Does an expectation's `name` designate call `j` ([`ToolCall::is_named`])?
+    fn is_named(&self, j: usize, expected: &str) -> bool {
+        let name = self.name(j);
+        bare_name(name) == expected || name == expected
+    }
+}
+
+impl Recorded for [ToolCall] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn index(&self, j: usize) -> usize {
+        self[j].index
+    }
+    fn name(&self, j: usize) -> &str {
+        &self[j].name
+    }
+    fn fits(&self, _: usize, e: &ExpectedCall, j: usize) -> bool {
+        e.args.matches(&self[j].args)
+    }
+    fn diffs(&self, _: usize, e: &ExpectedCall, j: usize) -> Vec<Diff> {
+        e.args.diffs(&self[j].args)
+    }
+}
+
 /// Validate recorded `calls` against `expected`.
 pub fn validate(expected: &ExpectedTrace, calls: &[ToolCall]) -> TrajectoryReport {
+    validate_recorded(expected, calls)
+}
+
+/// [`validate`] of calls read any way.
+pub fn validate_recorded<R: Recorded + ?Sized>(expected: &ExpectedTrace, calls: &R) -> TrajectoryReport {
     let exp = &expected.calls;
     let mismatches = match expected.mode {
         // An empty reference pins nothing, even in strict mode; subset is the exception.
@@ -216,11 +263,12 @@ pub fn validate(expected: &ExpectedTrace, calls: &[ToolCall]) -> TrajectoryRepor
 }
 
 /// `expected call 1 (open) vs recorded call 1 (open): /id: expected 8, got 7`.
-fn compared(i: usize, e: &ExpectedCall, call: &ToolCall) -> Mismatch {
-    let names_agree = call.is_named(&e.name);
-    let diffs = if names_agree { e.args.diffs(&call.args) } else { Vec::new() };
+fn compared<R: Recorded + ?Sized>(i: usize, e: &ExpectedCall, calls: &R, j: usize) -> Mismatch {
+    let (index, name) = (calls.index(j), calls.name(j));
+    let names_agree = calls.is_named(j, &e.name);
+    let diffs = if names_agree { calls.diffs(i, e, j) } else { Vec::new() };
     let why = if !names_agree {
-        format!("expected a call to {}, recorded {}", e.name, call.name)
+        format!("expected a call to {}, recorded {name}", e.name)
     } else {
         let more = if diffs.len() > 1 { format!(" (+{} more)", diffs.len() - 1) } else { String::new() };
         match diffs.first() {
@@ -230,11 +278,11 @@ fn compared(i: usize, e: &ExpectedCall, call: &ToolCall) -> Mismatch {
     };
     Mismatch {
         expected_index: i,
-        actual_index: Some(call.index),
+        actual_index: Some(index),
         expected_name: Some(e.name.clone()),
-        actual_name: Some(call.name.clone()),
+        actual_name: Some(name.to_string()),
         diffs,
-        reason: format!("expected call {i} ({}) vs recorded call {} ({}): {why}", e.name, call.index, call.name),
+        reason: format!("expected call {i} ({}) vs recorded call {index} ({name}): {why}", e.name),
     }
 }
 
@@ -249,42 +297,39 @@ fn missing(i: usize, e: &ExpectedCall, why: &str) -> Mismatch {
     }
 }
 
-fn strict(exp: &[ExpectedCall], calls: &[ToolCall]) -> Vec<Mismatch> {
+fn strict<R: Recorded + ?Sized>(exp: &[ExpectedCall], calls: &R) -> Vec<Mismatch> {
     let mut out = Vec::new();
     for (i, e) in exp.iter().enumerate() {
-        match calls.get(i) {
-            Some(call) if e.matches(call) => {}
-            Some(call) => out.push(compared(i, e, call)),
-            None => out.push(missing(i, e, "the trace ran out")),
+        if i >= calls.count() {
+            out.push(missing(i, e, "the trace ran out"));
+        } else if !(calls.is_named(i, &e.name) && calls.fits(i, e, i)) {
+            out.push(compared(i, e, calls, i));
         }
     }
-    for call in calls.iter().skip(exp.len()) {
+    for j in exp.len()..calls.count() {
+        let (index, name) = (calls.index(j), calls.name(j));
         out.push(Mismatch {
             expected_index: exp.len(),
-            actual_index: Some(call.index),
+            actual_index: Some(index),
             expected_name: None,
-            actual_name: Some(call.name.clone()),
+            actual_name: Some(name.to_string()),
             diffs: Vec::new(),
-            reason: format!(
-                "recorded call {} ({}) is an extra call after the {} expected",
-                call.index,
-                call.name,
-                exp.len()
-            ),
+            reason: format!("recorded call {index} ({name}) is an extra call after the {} expected", exp.len()),
         });
     }
     out
 }
 
-/// Positions in `calls` of the calls each name designates (bare and full recorded name,
+/// Positions of the calls each name designates (bare and full recorded name,
 /// [`ToolCall::is_named`]), ascending. Each recorded name is split on `__` once, here.
-fn calls_by_name(calls: &[ToolCall]) -> HashMap<&str, Vec<usize>> {
+fn calls_by_name<R: Recorded + ?Sized>(calls: &R) -> HashMap<&str, Vec<usize>> {
     let mut index: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (j, call) in calls.iter().enumerate() {
-        let bare = call.bare_name();
+    for j in 0..calls.count() {
+        let name = calls.name(j);
+        let bare = bare_name(name);
         index.entry(bare).or_default().push(j);
-        if bare != call.name {
-            index.entry(call.name.as_str()).or_default().push(j);
+        if bare != name {
+            index.entry(name).or_default().push(j);
         }
     }
     index
@@ -292,18 +337,18 @@ fn calls_by_name(calls: &[ToolCall]) -> HashMap<&str, Vec<usize>> {
 
 /// Greedy earliest placement is optimal for "is a subsequence"; an expected call that
 /// cannot be placed is reported and skipped, so later ones are still checked.
-fn subsequence(exp: &[ExpectedCall], calls: &[ToolCall]) -> Vec<Mismatch> {
+fn subsequence<R: Recorded + ?Sized>(exp: &[ExpectedCall], calls: &R) -> Vec<Mismatch> {
     let index = calls_by_name(calls);
     let mut out = Vec::new();
     let mut cursor = 0;
     for (i, e) in exp.iter().enumerate() {
         let named = index.get(e.name.as_str()).map_or(&[][..], Vec::as_slice);
         let later = &named[named.partition_point(|&j| j < cursor)..];
-        match later.iter().find(|&&j| e.args.matches(&calls[j].args)) {
+        match later.iter().find(|&&j| calls.fits(i, e, j)) {
             Some(&j) => cursor = j + 1,
             None => match later.first() {
                 Some(&nearest) => {
-                    let mut m = compared(i, e, &calls[nearest]);
+                    let mut m = compared(i, e, calls, nearest);
                     m.reason = format!("not found in order; nearest {}", m.reason);
                     out.push(m);
                 }
@@ -320,23 +365,28 @@ pub fn unordered_work(expected: &ExpectedTrace, calls: &[ToolCall]) -> u64 {
     let index = calls_by_name(calls);
     let compared: usize = expected.calls.iter().map(|e| index.get(e.name.as_str()).map_or(0, Vec::len)).sum();
     let adjacency = expected_adjacency(&expected.calls, calls, &index);
-    compared as u64 + max_matching(&adjacency, calls.len()).1
+    compared as u64 + max_matching(&adjacency, calls.count()).1
 }
 
 /// For each expected call, the recorded calls it fits, ascending.
-fn expected_adjacency(exp: &[ExpectedCall], calls: &[ToolCall], index: &HashMap<&str, Vec<usize>>) -> Vec<Vec<usize>> {
+fn expected_adjacency<R: Recorded + ?Sized>(
+    exp: &[ExpectedCall],
+    calls: &R,
+    index: &HashMap<&str, Vec<usize>>,
+) -> Vec<Vec<usize>> {
     exp.iter()
-        .map(|e| {
+        .enumerate()
+        .map(|(i, e)| {
             let named = index.get(e.name.as_str()).map_or(&[][..], Vec::as_slice);
-            named.iter().copied().filter(|&j| e.args.matches(&calls[j].args)).collect()
+            named.iter().copied().filter(|&j| calls.fits(i, e, j)).collect()
         })
         .collect()
 }
 
-fn unordered(exp: &[ExpectedCall], calls: &[ToolCall]) -> Vec<Mismatch> {
+fn unordered<R: Recorded + ?Sized>(exp: &[ExpectedCall], calls: &R) -> Vec<Mismatch> {
     let index = calls_by_name(calls);
-    let (assignment, _) = max_matching(&expected_adjacency(exp, calls, &index), calls.len());
-    let mut taken = vec![false; calls.len()];
+    let (assignment, _) = max_matching(&expected_adjacency(exp, calls, &index), calls.count());
+    let mut taken = vec![false; calls.count()];
     for j in assignment.iter().flatten() {
         taken[*j] = true;
     }
@@ -347,7 +397,7 @@ fn unordered(exp: &[ExpectedCall], calls: &[ToolCall]) -> Vec<Mismatch> {
         let nearest = named.iter().find(|&&j| !taken[j]).or(named.first());
         match nearest {
             Some(&j) => {
-                let mut m = compared(i, e, &calls[j]);
+                let mut m = compared(i, e, calls, j);
                 m.reason = format!("no distinct recorded call fits; nearest {}", m.reason);
                 out.push(m);
             }
@@ -357,54 +407,52 @@ fn unordered(exp: &[ExpectedCall], calls: &[ToolCall]) -> Vec<Mismatch> {
     out
 }
 
-fn subset(exp: &[ExpectedCall], calls: &[ToolCall]) -> Vec<Mismatch> {
+fn subset<R: Recorded + ?Sized>(exp: &[ExpectedCall], calls: &R) -> Vec<Mismatch> {
     let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, e) in exp.iter().enumerate() {
         by_name.entry(e.name.as_str()).or_default().push(i);
     }
     let none: &[usize] = &[];
-    // The expected calls a recorded call may answer to: by its bare or its full name.
-    let named = |call: &ToolCall| -> (&[usize], &[usize]) {
-        let bare = call.bare_name();
+    // The expected calls recorded call `j` may answer to: by its bare or its full name.
+    let named = |j: usize| -> (&[usize], &[usize]) {
+        let name = calls.name(j);
+        let bare = bare_name(name);
         let by_bare = by_name.get(bare).map_or(none, Vec::as_slice);
-        let by_full =
-            if bare == call.name { none } else { by_name.get(call.name.as_str()).map_or(none, Vec::as_slice) };
+        let by_full = if bare == name { none } else { by_name.get(name).map_or(none, Vec::as_slice) };
         (by_bare, by_full)
     };
-    let adjacency: Vec<Vec<usize>> = calls
-        .iter()
-        .map(|call| {
-            let (by_bare, by_full) = named(call);
+    let adjacency: Vec<Vec<usize>> = (0..calls.count())
+        .map(|j| {
+            let (by_bare, by_full) = named(j);
             let mut fits: Vec<usize> =
-                by_bare.iter().chain(by_full).copied().filter(|&i| exp[i].args.matches(&call.args)).collect();
+                by_bare.iter().chain(by_full).copied().filter(|&i| calls.fits(i, &exp[i], j)).collect();
             fits.sort_unstable();
             fits
         })
         .collect();
     let (assignment, _) = max_matching(&adjacency, exp.len());
-    calls
-        .iter()
+    (0..calls.count())
         .zip(&assignment)
         .filter(|(_, a)| a.is_none())
-        .map(|(call, _)| {
-            let (by_bare, by_full) = named(call);
+        .map(|(j, _)| {
+            let (by_bare, by_full) = named(j);
             let nearest = by_bare.first().into_iter().chain(by_full.first()).min().map(|&i| (i, &exp[i]));
             let (diffs, hint) = match nearest {
                 Some((i, e)) => {
-                    let m = compared(i, e, call);
+                    let m = compared(i, e, calls, j);
                     (m.diffs, format!("; nearest {}", m.reason))
                 }
                 None => (Vec::new(), String::new()),
             };
+            let (index, name) = (calls.index(j), calls.name(j));
             Mismatch {
                 expected_index: exp.len(),
-                actual_index: Some(call.index),
+                actual_index: Some(index),
                 expected_name: None,
-                actual_name: Some(call.name.clone()),
+                actual_name: Some(name.to_string()),
                 diffs,
                 reason: format!(
-                    "recorded call {} ({}) is an over-call: no distinct expected call fits it{hint}",
-                    call.index, call.name
+                    "recorded call {index} ({name}) is an over-call: no distinct expected call fits it{hint}"
                 ),
             }
         })

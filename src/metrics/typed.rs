@@ -22,14 +22,17 @@ use std::fmt;
 
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::ser::{SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::golden_path::{GoldenPath, score_golden_path};
 use super::reliability::score_outcomes;
 use super::stability::{Floors, drift_flags, score_across, score_trace};
 use super::trace::{ToolCall, Trace, content_text, recorded_args};
-use super::trajectory::{ExpectedTrace, validate};
+use super::trajectory::canonical::{CanonicalCalls, RawCall};
+use super::trajectory::{Diff, ExpectedTrace, Mismatch, validate_recorded};
 use crate::diag::StrictValue;
 
 /// Grade `text` (one JSON document) with metric `name`, appending its output object to
@@ -65,14 +68,14 @@ fn read<'de, T: Deserialize<'de>>(text: &'de str) -> Option<T> {
 /// A trace envelope: `{"tool_calls"?, "conversation"?}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Envelope {
+struct Envelope<'a> {
     #[serde(default)]
     tool_calls: Option<Calls<CanonArgs>>,
-    #[serde(default)]
-    conversation: Option<Conversation>,
+    #[serde(default, borrow)]
+    conversation: Option<Conversation<'a>>,
 }
 
-impl Envelope {
+impl Envelope<'_> {
     /// The trace [`Trace::read`] would give for the same envelope.
     fn into_trace(self) -> Trace {
         let (assistant_turns, total_tokens) = match self.conversation {
@@ -88,14 +91,14 @@ impl Envelope {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Conversation {
+struct Conversation<'a> {
     #[serde(default)]
     tokens: Option<Tokens>,
-    #[serde(default)]
-    turns: Option<Vec<Turn>>,
+    #[serde(default, borrow)]
+    turns: Option<Vec<Turn<'a>>>,
 }
 
-impl Conversation {
+impl Conversation<'_> {
     fn total_tokens(&self) -> f64 {
         self.tokens.as_ref().and_then(|t| t.total).filter(|t| t.is_finite() && *t > 0.0).unwrap_or(0.0)
     }
@@ -106,8 +109,8 @@ impl Conversation {
             .into_iter()
             .filter(|t| t.role.as_deref() == Some("assistant"))
             .map(|t| match t.content {
-                Some(StrictValue(Value::String(text))) => text,
-                Some(StrictValue(content)) => content_text(&content),
+                Some(Content::Text(text)) => text.into_owned(),
+                Some(Content::Other(StrictValue(content))) => content_text(&content),
                 None => String::new(),
             })
             .filter(|text| !text.is_empty())
@@ -122,20 +125,68 @@ struct Tokens {
     total: Option<f64>,
 }
 
+/// A turn: its role and text are borrowed from the line (a user turn is never copied).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Turn {
-    #[serde(default)]
-    role: Option<String>,
-    #[serde(default)]
-    content: Option<StrictValue>,
+struct Turn<'a> {
+    #[serde(default, borrow)]
+    role: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    content: Option<Content<'a>>,
+}
+
+/// A turn's `content`: text, or blocks (any other value) read as a tree.
+enum Content<'a> {
+    Text(Cow<'a, str>),
+    Other(StrictValue),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ContentVisitor;
+        impl<'de> Visitor<'de> for ContentVisitor {
+            type Value = Content<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("turn content")
+            }
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Content<'de>, E> {
+                Ok(Content::Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E>(self, text: &str) -> Result<Content<'de>, E> {
+                Ok(Content::Text(Cow::Owned(text.to_string())))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Content<'de>, E> {
+                Ok(Content::Other(StrictValue(Value::Bool(v))))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Content<'de>, E> {
+                Ok(Content::Other(StrictValue(Value::from(v))))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Content<'de>, E> {
+                Ok(Content::Other(StrictValue(Value::from(v))))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Content<'de>, E> {
+                Ok(Content::Other(StrictValue(Value::from(v))))
+            }
+            fn visit_unit<E>(self) -> Result<Content<'de>, E> {
+                Ok(Content::Other(StrictValue(Value::Null)))
+            }
+            fn visit_seq<S: SeqAccess<'de>>(self, seq: S) -> Result<Content<'de>, S::Error> {
+                StrictValue::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(Content::Other)
+            }
+            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<Content<'de>, M::Error> {
+                StrictValue::deserialize(MapAccessDeserializer::new(map)).map(Content::Other)
+            }
+        }
+        d.deserialize_any(ContentVisitor)
+    }
 }
 
 /// `{"runs": [envelope, …]}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Across {
-    runs: Vec<Envelope>,
+struct Across<'a> {
+    #[serde(borrow)]
+    runs: Vec<Envelope<'a>>,
 }
 
 /// `{"outcomes": [true, false, …]}`.
@@ -145,13 +196,75 @@ struct Outcomes {
     outcomes: Vec<bool>,
 }
 
-/// `{"tool_calls"?, "expected": {…}}`.
+/// `{"tool_calls"?, "expected": {…}}`: each call's arguments are kept as written (a
+/// slice of the line) and judged from their canonical text (`trajectory::canonical`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct TrajectoryInput {
-    #[serde(default)]
-    tool_calls: Option<Calls<StrictValue>>,
+struct TrajectoryInput<'a> {
+    #[serde(default, borrow)]
+    tool_calls: Option<RawCalls<'a>>,
     expected: StrictValue,
+}
+
+/// A `tool_calls` array whose entries are all calls, arguments left unparsed.
+struct RawCalls<'a>(Vec<RawCall<'a>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawCalls<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> Visitor<'de> for Entries {
+            type Value = RawCalls<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an array of tool calls")
+            }
+            fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<RawCalls<'de>, S::Error> {
+                let mut calls = Vec::with_capacity(64);
+                while let Some(RawEntry(name, args)) = seq.next_element()? {
+                    calls.push(RawCall { index: calls.len(), name, args });
+                }
+                Ok(RawCalls(calls))
+            }
+        }
+        d.deserialize_seq(Entries)
+    }
+}
+
+/// A name, or `{"name", "server"?, "args"?}` with the args as written.
+struct RawEntry<'a>(Cow<'a, str>, Option<&'a RawValue>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawEntry<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Object<'a> {
+            #[serde(borrow)]
+            name: Cow<'a, str>,
+            #[serde(default, borrow)]
+            #[allow(dead_code)]
+            // read for its type: a server that is not a string is left to the tree reader
+            server: Option<Cow<'a, str>>,
+            #[serde(default, borrow)]
+            args: Option<&'a RawValue>,
+        }
+        struct Entry;
+        impl<'de> Visitor<'de> for Entry {
+            type Value = RawEntry<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a tool name or a call object")
+            }
+            fn visit_borrowed_str<E>(self, name: &'de str) -> Result<RawEntry<'de>, E> {
+                Ok(RawEntry(Cow::Borrowed(name), None))
+            }
+            fn visit_str<E>(self, name: &str) -> Result<RawEntry<'de>, E> {
+                Ok(RawEntry(Cow::Owned(name.to_string()), None))
+            }
+            fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<RawEntry<'de>, M::Error> {
+                let call = Object::deserialize(MapAccessDeserializer::new(map))?;
+                Ok(RawEntry(call.name, call.args))
+            }
+        }
+        d.deserialize_any(Entry)
+    }
 }
 
 /// `{"tool_calls"?, "golden": {…}}`: the golden path reads names only, so arguments are
@@ -210,7 +323,8 @@ impl<'de, A: Deserialize<'de> + Args> Visitor<'de> for CallsVisitor<A> {
     }
 
     fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Calls<A>, S::Error> {
-        let mut calls = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        // serde_json gives no length: start where a batch line usually is, not at 4
+        let mut calls = Vec::with_capacity(seq.size_hint().unwrap_or(64));
         while let Some(entry) = seq.next_element_seed(EntrySeed::<A>(calls.len(), std::marker::PhantomData))? {
             calls.push(entry);
         }
@@ -338,6 +452,13 @@ impl<'de> Deserialize<'de> for CanonArgs {
     }
 }
 
+/// Append the canonical text of the arguments `raw` (JSON text) to `out`, as
+/// [`CanonArgs`] reads them; `false` where it refuses them.
+pub(crate) fn canonical_into(raw: &str, out: &mut Vec<u8>) -> bool {
+    let mut de = serde_json::Deserializer::from_str(raw);
+    de.deserialize_any(Canon { out, top: true }).is_ok() && de.end().is_ok()
+}
+
 /// Writes the canonical text of the value it visits to `out`.
 struct Canon<'a> {
     out: &'a mut Vec<u8>,
@@ -400,35 +521,90 @@ impl<'de> Visitor<'de> for Canon<'_> {
         Ok(())
     }
     fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<(), M::Error> {
-        // Members are canonicalised into `values` in input order, then written sorted
-        // by key as the canonical form sorts them (UTF-16 code units; byte order gives
-        // the same answer unless a key holds a character at or above U+E000).
-        let mut values = Vec::new();
-        let mut members: Vec<(Cow<'de, str>, usize, usize)> = Vec::new();
-        while let Some(Key(key)) = map.next_key()? {
-            let start = values.len();
-            map.next_value_seed(Canon { out: &mut values, top: false })?;
-            members.push((key, start, values.len()));
-        }
-        if members.iter().any(|(k, _, _)| k.chars().any(|c| c >= '\u{E000}')) {
-            members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-        } else {
-            members.sort_by(|a, b| a.0.cmp(&b.0));
-        }
-        if members.windows(2).any(|w| w[0].0 == w[1].0) {
-            return Err(de::Error::custom("duplicate key"));
-        }
+        // Each member is written as `"key":value` in input order, then the members are
+        // moved into key order when they are not in it already (the canonical form sorts
+        // by UTF-16 code units; byte order gives the same answer unless a key holds a
+        // character at or above U+E000).
+        let body = self.out.len() + 1;
         self.out.push(b'{');
-        for (i, (key, start, end)) in members.iter().enumerate() {
-            if i > 0 {
+        let mut members = Members::default();
+        while let Some(Key(key)) = map.next_key()? {
+            if members.len() > 0 {
                 self.out.push(b',');
             }
-            crate::canon::write_canonical_str(self.out, key);
+            let start = self.out.len();
+            crate::canon::write_canonical_str(self.out, &key);
             self.out.push(b':');
-            self.out.extend_from_slice(&values[*start..*end]);
+            map.next_value_seed(Canon { out: &mut *self.out, top: false })?;
+            members.push((key, start, self.out.len()));
+        }
+        let members = members.as_mut_slice();
+        let by_bytes = !members.iter().any(|(k, _, _)| k.chars().any(|c| c >= '\u{E000}'));
+        let sorted = if by_bytes {
+            members.is_sorted_by(|a, b| a.0 < b.0)
+        } else {
+            members.is_sorted_by(|a, b| a.0.encode_utf16().lt(b.0.encode_utf16()))
+        };
+        if !sorted {
+            if by_bytes {
+                members.sort_by(|a, b| a.0.cmp(&b.0));
+            } else {
+                members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            }
+            if members.windows(2).any(|w| w[0].0 == w[1].0) {
+                return Err(de::Error::custom("duplicate key"));
+            }
+            SCRATCH.with_borrow_mut(|scratch| {
+                scratch.clear();
+                scratch.extend_from_slice(&self.out[body..]);
+                self.out.truncate(body);
+                for (i, (_, start, end)) in members.iter().enumerate() {
+                    if i > 0 {
+                        self.out.push(b',');
+                    }
+                    self.out.extend_from_slice(&scratch[start - body..end - body]);
+                }
+            });
         }
         self.out.push(b'}');
         Ok(())
+    }
+}
+
+thread_local! {
+    /// The members of an object being put in key order, copied aside.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An object's members while its canonical text is written: each key and where its
+/// `"key":value` lies. The first few are kept in place, without an allocation.
+#[derive(Default)]
+struct Members<'de> {
+    few: [(Cow<'de, str>, usize, usize); 8],
+    count: usize,
+    many: Vec<(Cow<'de, str>, usize, usize)>,
+}
+
+impl<'de> Members<'de> {
+    fn len(&self) -> usize {
+        self.count + self.many.len()
+    }
+
+    fn push(&mut self, member: (Cow<'de, str>, usize, usize)) {
+        if self.many.is_empty() && self.count < self.few.len() {
+            self.few[self.count] = member;
+            self.count += 1;
+        } else {
+            if self.many.is_empty() {
+                self.many.extend(self.few.iter_mut().map(std::mem::take));
+                self.count = 0;
+            }
+            self.many.push(member);
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [(Cow<'de, str>, usize, usize)] {
+        if self.many.is_empty() { &mut self.few[..self.count] } else { &mut self.many }
     }
 }
 
@@ -554,17 +730,48 @@ fn reliability(input: Outcomes, out: &mut Vec<u8>) -> bool {
 
 fn trajectory(input: TrajectoryInput, out: &mut Vec<u8>) -> bool {
     #[derive(Serialize)]
-    struct Output {
+    struct Output<'a> {
         mismatch_count: usize,
-        mismatches: Value,
+        mismatches: Vec<SortedMismatch<'a>>,
         passed: u8,
     }
     let Ok(expected) = ExpectedTrace::parse(&input.expected.0, "/expected") else { return false };
     let calls = input.tool_calls.map(|c| c.0).unwrap_or_default();
-    let r = validate(&expected, &calls);
-    // a mismatch prints as the generic path prints it: through a tree, keys sorted
-    let Ok(mismatches) = serde_json::to_value(&r.mismatches) else { return false };
+    let Some(calls) = CanonicalCalls::new(calls, &expected) else { return false };
+    let r = validate_recorded(&expected, &calls);
+    let mismatches = r.mismatches.iter().map(SortedMismatch).collect();
     write(&Output { mismatch_count: r.mismatch_count, mismatches, passed: u8::from(r.passed) }, out)
+}
+
+/// A mismatch printed as the generic path prints it (through a tree): keys sorted.
+struct SortedMismatch<'a>(&'a Mismatch);
+
+impl Serialize for SortedMismatch<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let m = self.0;
+        let mut object = s.serialize_struct("Mismatch", 6)?;
+        object.serialize_field("actual_index", &m.actual_index)?;
+        object.serialize_field("actual_name", &m.actual_name)?;
+        object.serialize_field("diffs", &SortedDiffs(&m.diffs))?;
+        object.serialize_field("expected_index", &m.expected_index)?;
+        object.serialize_field("expected_name", &m.expected_name)?;
+        object.serialize_field("reason", &m.reason)?;
+        object.end()
+    }
+}
+
+struct SortedDiffs<'a>(&'a [Diff]);
+
+impl Serialize for SortedDiffs<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Sorted<'a> {
+            actual: &'a Value,
+            expected: &'a Value,
+            path: &'a str,
+        }
+        s.collect_seq(self.0.iter().map(|d| Sorted { actual: &d.actual, expected: &d.expected, path: &d.path }))
+    }
 }
 
 fn golden_path(input: GoldenInput, out: &mut Vec<u8>) -> bool {
@@ -648,7 +855,7 @@ mod tests {
 
     #[test]
     fn the_everyday_shapes_are_read_typed_and_print_what_the_generic_path_prints() {
-        let conversation = r#"{"tokens": {"total": 12000}, "turns": [{"role": "assistant", "content": "done done"},
+        let conversation = r#"{"tokens": {"total": 12000}, "turns": [{"role": "assistant", "content": "done done"}, {"role": "assist\u0061nt", "content": "caf\u00e9 \"x\""},
             {"role": "user", "content": "x"}, {"role": "assistant", "content": [{"type": "text", "text": "ab"}]},
             {"role": "assistant"}, {"content": "no role"}]}"#;
         let cases = [
@@ -689,6 +896,35 @@ mod tests {
                 ),
             ),
             ("golden-path", format!(r#"{{"tool_calls": {ENCODED_CALLS}, "golden": {{"calls": ["x", "open"]}}}}"#)),
+            // every args shape and mode judged from canonical text, with diffs printed
+            // from the args as written (1.0 stays 1.0, -0.0 stays -0.0)
+            (
+                "trajectory",
+                format!(
+                    r#"{{"tool_calls": {CALLS}, "expected": {{"mode": "subsequence", "calls": [
+                        {{"name": "search", "args": {{"exact": {{"n": 1, "q": "a"}}}}}},
+                        {{"name": "srv__search", "args": {{"subset": {{"q": "a", "n": 1}}}}}},
+                        {{"name": "x", "args": {{"subset": {{"k": [{{"a": 0}}, 1]}}}}}},
+                        {{"name": "x", "args": {{"exact": {{"k": [1, 2.5, {{"a": 0, "b": 2}}]}}}}}},
+                        {{"name": "open", "args": {{"schema": {{"type": "array", "maxItems": 0}}}}}}]}}}}"#
+                ),
+            ),
+            (
+                "trajectory",
+                format!(
+                    r#"{{"tool_calls": {CALLS}, "expected": {{"mode": "unordered", "calls": [
+                        {{"name": "search", "args": {{"subset": {{"q": "b"}}}}}},
+                        {{"name": "x", "args": {{"exact": {{"k": [1, 2.5, {{"b": 1, "a": 0}}]}}}}}},
+                        {{"name": "x", "args": {{"exact": {{"k": [1, 2.5, {{"b": 1, "a": 0}}]}}}}}},
+                        {{"name": "x", "args": {{"exact": {{"k": [1, 2.5, {{"b": 1, "a": 0}}]}}}}}}]}}}}"#
+                ),
+            ),
+            (
+                "trajectory",
+                r#"{"tool_calls": [{"name": "a", "args": {"s": "tab\there \"q\"", "\u00e9": {"z": null, "y": false}}}],
+                    "expected": {"mode": "subset", "calls": [{"name": "a", "args": {"subset": {"s": "\there \"", "é": {"y": true}}}}]}}"#
+                    .into(),
+            ),
         ];
         for (name, text) in cases {
             assert!(same(name, &text), "{name} was not read typed: {text}");
@@ -713,6 +949,15 @@ mod tests {
             ("golden-path", r#"{"tool_calls": []}"#),
             ("golden-path", r#"{"tool_calls": [], "golden": {"calls": 1}}"#),
             ("trajectory", r#"{"tool_calls": [], "expected": {"mode": "sideways", "calls": []}}"#),
+            // an integer beyond ±(2^53−1) in a shape: canonical text would not decide as json_eq does
+            (
+                "trajectory",
+                r#"{"tool_calls": [{"name": "a", "args": {"n": 9007199254740992.0}}], "expected": {"calls": [{"name": "a", "args": {"exact": {"n": 9007199254740993}}}]}}"#,
+            ),
+            (
+                "trajectory",
+                r#"{"tool_calls": [{"name": "a", "args": {"n": 1, "n": 2}}], "expected": {"calls": ["a"]}}"#,
+            ),
             // repeated keys anywhere, including inside arguments the metric never reads
             ("reliability", r#"{"outcomes": [true], "outcomes": [false]}"#),
             ("stability", r#"{"tool_calls": [{"name": "a", "name": "b"}]}"#),
