@@ -238,10 +238,15 @@ impl Cases {
     pub fn iter(&self) -> CaseIter<'_> {
         match &self.source {
             Source::Memory(cases) => CaseIter::Memory(cases.iter()),
-            Source::File(path) => match std::fs::File::open(path) {
-                Ok(file) => CaseIter::File { path, lines: BufReader::new(file).lines(), line: 0 },
-                Err(e) => CaseIter::Failed(Some(io::Error::new(e.kind(), format!("{}: {e}", path.display())))),
-            },
+            Source::File(path) => Cases::stream(path),
+        }
+    }
+
+    /// The cases spilled to `path`, read in order without counting them first.
+    pub fn stream(path: &Path) -> CaseIter<'_> {
+        match std::fs::File::open(path) {
+            Ok(file) => CaseIter::File { path, lines: BufReader::new(file).lines(), line: 0 },
+            Err(e) => CaseIter::Failed(Some(io::Error::new(e.kind(), format!("{}: {e}", path.display())))),
         }
     }
 

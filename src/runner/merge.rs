@@ -20,13 +20,15 @@ use crate::evidence::check::relative_text;
 use crate::evidence::{CheckOptions, check_run};
 use crate::gate::Tally;
 use crate::metrics::dimensions as cards_api;
-use crate::outcome::{CaseOutcome, CaseSpill, SuiteOutcome};
+use crate::outcome::{CaseIter, CaseOutcome, CaseSpill, Cases, SuiteOutcome};
 use crate::store::{Layout, LogRecord, Store, VerdictRecord};
 
 /// One shard run, read and verified: [`read_shards`] does this without the plan, so it
 /// can run while the plan loads.
 pub struct ShardRun {
     dir: PathBuf,
+    /// Its `cases.jsonl`: the outcomes of the cases it decided, in dataset order.
+    cases_path: PathBuf,
     record: ShardRecord,
     /// Its logs checked against its manifest: the units, and the turn offsets of each
     /// log by `<case>/<k>.jsonl` (noted while verifying); or why they do not hold.
@@ -82,7 +84,8 @@ fn read_shard(dir: &Path) -> Result<ShardRun, RunnerError> {
     let record: ShardRecord = serde_json::from_str(&text)
         .map_err(|e| refused(format!("{}: not a stateval shard record: {e}", record_path.display())))?;
     let checked = check_shard(&dir);
-    Ok(ShardRun { dir, record, checked })
+    let cases_path = dir.join(crate::outcome::CASES_FILE);
+    Ok(ShardRun { dir, cases_path, record, checked })
 }
 
 fn check_shard(dir: &Path) -> Result<Checked, RunnerError> {
@@ -185,90 +188,160 @@ pub fn merge(
     let layout = plan.layout();
     let run = start_run(plan, store)?;
 
-    // the outcomes of the cases each shard decided, read one shard at a time
-    let mut outcomes: BTreeMap<String, CaseOutcome> = BTreeMap::new();
-    for shard in shards {
-        for case in crate::outcome::Cases::from_file(&shard.dir.join(crate::outcome::CASES_FILE))?.iter() {
-            let case = case?;
-            outcomes.entry(case.id.clone()).or_insert_with(|| case.into_owned());
-        }
-    }
-    // the logs, linked into the merged run on every core (one directory per case)
-    let links: Vec<(&Path, &CaseOutcome)> = plan
-        .cases
-        .iter()
-        .enumerate()
-        .filter_map(|(i, c)| Some((shards[owner_of_case[i]].dir.as_path(), outcomes.get(&c.id)?)))
-        .collect();
-    crate::par::in_parallel(&links, |(from, outcome)| {
-        let to_case = layout.run_dir(&plan.run_id).join(&outcome.id);
-        std::fs::create_dir_all(&to_case).map_err(at(&to_case))?;
-        outcome.runs.iter().try_for_each(|r| link_log(&from.join(&outcome.id), &to_case, r.index))
-    })
-    .into_iter()
-    .collect::<Result<(), RunnerError>>()?;
+    // One pass over the plan: each case's outcome streamed from its shard, indexed,
+    // carded and written, while a second thread makes the case directories and links
+    // the logs. One thread making every directory keeps them from contending for the
+    // run directory's lock, which cost more than two threads gained.
+    let run_dir = layout.run_dir(&plan.run_id);
     let spill_path = layout.cases_path(&plan.run_id);
     let mut spill = CaseSpill::create(&spill_path).map_err(at(&spill_path))?;
     let mut tally = Tally::default();
     let mut card_cases = BTreeMap::new();
-    for (index, case_ref) in plan.cases.iter().enumerate() {
-        let shard = &shards[owner_of_case[index]];
-        let mut outcome = outcomes.remove(&case_ref.id).ok_or_else(|| {
-            refused(format!("case {}: {} ran its units but holds no outcome for it", case_ref.id, shard.dir.display()))
-        })?;
-        for r in &mut outcome.runs {
-            let to = layout.log_path(&plan.run_id, &outcome.id, r.index);
-            r.log = plan.pipeline.display(&to);
-            let rel = format!("{}/{}.jsonl", outcome.id, r.index);
-            let turn_offsets = checked[owner_of_case[index]].turn_offsets.get(&rel).cloned().ok_or_else(|| {
-                refused(format!("{}: {rel}: the outcome names a log its manifest does not list", shard.dir.display()))
-            })?;
-            // the shard's check verified this log whole: index it without a second pass
-            store.put_log(&LogRecord {
-                run_id: plan.run_id.clone(),
-                case: outcome.id.clone(),
-                k: r.index,
-                path: Layout::log_rel(&plan.run_id, &outcome.id, r.index),
-                head: r.head.clone(),
-                events: r.events,
-                complete: true,
-                turn_offsets,
-            })?;
-            store.put_verdict(&VerdictRecord {
-                run_id: plan.run_id.clone(),
-                case: outcome.id.clone(),
-                dataset: outcome.dataset.clone(),
-                k: r.index,
-                passed: r.passed,
-                status: r.status.clone(),
-            })?;
-        }
-        // only a card needs the case read again
-        if case_ref.recordings.len() >= 2 || case_ref.perturbed {
-            let case = plan.case(index)?;
-            let price = plan.pipeline.agents.get(&case.agent).and_then(|p| p.price);
-            let mut runs = Vec::new();
-            for r in &outcome.runs {
-                let events = crate::event::reader::read_log(&layout.log_path(&plan.run_id, &case.id, r.index))
-                    .map_err(|e| refused(e.to_string()))?
-                    .events;
-                runs.push(cards_api::Run { success: r.passed, ..cards::card_run(&events, r.passed, price) });
+    let mut outcomes = Outcomes::open(shards);
+    let (to_link, links) = std::sync::mpsc::channel::<(PathBuf, PathBuf, Vec<usize>)>();
+    std::thread::scope(|scope| {
+        let linker = scope.spawn(move || -> Result<(), RunnerError> {
+            for (from_case, to_case, runs) in links {
+                make_case_dir(&to_case)?;
+                runs.into_iter().try_for_each(|k| link_log(&from_case, &to_case, k))?;
             }
-            card_cases.insert(
-                index,
-                cards::CardCase {
-                    id: case.id.clone(),
-                    agent: case.agent.clone(),
-                    perturbation: case.perturbation.clone(),
-                    runs,
-                },
-            );
-        }
-        tally.add(&outcome.tags, outcome.passed);
-        spill.push(&outcome).map_err(at(&spill_path))?;
-    }
+            Ok(())
+        });
+        let walked = (|| -> Result<(), RunnerError> {
+            for (index, case_ref) in plan.cases.iter().enumerate() {
+                let owner = owner_of_case[index];
+                let shard = &shards[owner];
+                let mut outcome = outcomes.find(owner, &case_ref.id)?.ok_or_else(|| {
+                    refused(format!(
+                        "case {}: {} ran its units but holds no outcome for it",
+                        case_ref.id,
+                        shard.dir.display()
+                    ))
+                })?;
+                let from_case = shard.dir.join(&outcome.id);
+                // a send fails only when the linker stopped on an error, which it returns
+                let _ = to_link.send((
+                    from_case.clone(),
+                    run_dir.join(&outcome.id),
+                    outcome.runs.iter().map(|r| r.index).collect(),
+                ));
+                for r in &mut outcome.runs {
+                    let to = layout.log_path(&plan.run_id, &outcome.id, r.index);
+                    r.log = plan.pipeline.display(&to);
+                    let rel = format!("{}/{}.jsonl", outcome.id, r.index);
+                    let turn_offsets = checked[owner].turn_offsets.get(&rel).cloned().ok_or_else(|| {
+                        refused(format!(
+                            "{}: {rel}: the outcome names a log its manifest does not list",
+                            shard.dir.display()
+                        ))
+                    })?;
+                    // the shard's check verified this log whole: index it without a second pass
+                    store.put_log(&LogRecord {
+                        run_id: plan.run_id.clone(),
+                        case: outcome.id.clone(),
+                        k: r.index,
+                        path: Layout::log_rel(&plan.run_id, &outcome.id, r.index),
+                        head: r.head.clone(),
+                        events: r.events,
+                        complete: true,
+                        turn_offsets,
+                    })?;
+                    store.put_verdict(&VerdictRecord {
+                        run_id: plan.run_id.clone(),
+                        case: outcome.id.clone(),
+                        dataset: outcome.dataset.clone(),
+                        k: r.index,
+                        passed: r.passed,
+                        status: r.status.clone(),
+                    })?;
+                }
+                // only a card needs the case read again; its logs are read where the shard
+                // wrote them (the merged run's are links to the same bytes, maybe not made yet)
+                if case_ref.recordings.len() >= 2 || case_ref.perturbed {
+                    let case = plan.case(index)?;
+                    let price = plan.pipeline.agents.get(&case.agent).and_then(|p| p.price);
+                    let mut runs = Vec::new();
+                    for r in &outcome.runs {
+                        let events = crate::event::reader::read_log(&from_case.join(format!("{}.jsonl", r.index)))
+                            .map_err(|e| refused(e.to_string()))?
+                            .events;
+                        runs.push(cards_api::Run { success: r.passed, ..cards::card_run(&events, r.passed, price) });
+                    }
+                    card_cases.insert(
+                        index,
+                        cards::CardCase {
+                            id: case.id.clone(),
+                            agent: case.agent.clone(),
+                            perturbation: case.perturbation.clone(),
+                            runs,
+                        },
+                    );
+                }
+                tally.add(&outcome.tags, outcome.passed);
+                spill.push(&outcome).map_err(at(&spill_path))?;
+            }
+            Ok(())
+        })();
+        drop(to_link);
+        let linked = linker.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+        walked.and(linked)
+    })?;
     let cases = spill.finish().map_err(at(&spill_path))?;
     conclude(plan, store, run, Decided { cases, tally, card_cases }, options)
+}
+
+/// The shards' case outcomes, taken in plan order. Each shard wrote its `cases.jsonl`
+/// in dataset order, so walking the files alongside the plan finds each case at the
+/// head of its shard's stream, and no map of every outcome is built; an outcome passed
+/// over (one a shard holds that another owns, or a file out of order) is kept until it
+/// is asked for.
+struct Outcomes<'a> {
+    streams: Vec<(CaseIter<'a>, HashMap<String, CaseOutcome>)>,
+}
+
+impl<'a> Outcomes<'a> {
+    fn open(shards: &'a [ShardRun]) -> Self {
+        Outcomes { streams: shards.iter().map(|s| (Cases::stream(&s.cases_path), HashMap::new())).collect() }
+    }
+
+    /// Case `id`'s outcome from shard `owner`, else from the first other shard holding it.
+    fn find(&mut self, owner: usize, id: &str) -> Result<Option<CaseOutcome>, RunnerError> {
+        if let Some(found) = self.take(owner, id)? {
+            return Ok(Some(found));
+        }
+        for s in (0..self.streams.len()).filter(|s| *s != owner) {
+            if let Some(found) = self.take(s, id)? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    fn take(&mut self, s: usize, id: &str) -> Result<Option<CaseOutcome>, RunnerError> {
+        let (stream, passed_over) = &mut self.streams[s];
+        if let Some(found) = passed_over.remove(id) {
+            return Ok(Some(found));
+        }
+        for next in stream {
+            let outcome = next?.into_owned();
+            if outcome.id == id {
+                return Ok(Some(outcome));
+            }
+            passed_over.entry(outcome.id.clone()).or_insert(outcome);
+        }
+        Ok(None)
+    }
+}
+
+/// A case's directory in the merged run, whose run directory exists.
+fn make_case_dir(dir: &Path) -> Result<(), RunnerError> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        // a case id with a `/` in it: its parents too
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir_all(dir).map_err(at(dir)),
+        Err(e) => Err(at(dir)(e)),
+    }
 }
 
 /// Link log `k` (and its agent's stderr, when there is one) from a shard's case
