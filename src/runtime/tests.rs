@@ -39,6 +39,17 @@ fn recording(steps: &[(Option<&str>, u64)]) -> Recording {
 
 fn run(profile_toml: &str, manifest: &Manifest, recording: &Recording) -> Vec<Event> {
     let profile: AgentProfile = toml::from_str(profile_toml).unwrap();
+    run_with(&profile, manifest, recording, &mut ReplayProvider::new(recording))
+}
+
+/// The one-turn case `run` builds ("Is it up?" to agent `ops`), run by the built-in
+/// runtime against `provider`; it must complete.
+fn run_with(
+    profile: &AgentProfile,
+    manifest: &Manifest,
+    recording: &Recording,
+    provider: &mut dyn crate::replay::ModelProvider,
+) -> Vec<Event> {
     let case = Case {
         id: "c".into(),
         description: None,
@@ -62,7 +73,7 @@ fn run(profile_toml: &str, manifest: &Manifest, recording: &Recording) -> Vec<Ev
         case: &case,
         run_index: 0,
         agent: "ops",
-        profile: &profile,
+        profile,
         profile_digest: Digest([0; 32]),
         manifest,
         recording,
@@ -70,7 +81,7 @@ fn run(profile_toml: &str, manifest: &Manifest, recording: &Recording) -> Vec<Ev
         peers: Default::default(),
     };
     let mut rec = Recorder::new(Box::new(Vec::<u8>::new()));
-    let summary = BuiltinAgent.run_replay(&input, &mut rec).unwrap();
+    let summary = BuiltinAgent.run(&input, provider, &mut rec).unwrap();
     assert_eq!(summary.status, RunStatus::Completed, "{summary:?}");
     rec.finish().unwrap().0
 }
@@ -184,42 +195,8 @@ fn a_provider_that_asks_gets_exactly_the_document_each_request_digest_covers() {
         json!({"response": {"content": "Up."}}),
     ];
     let recording = Recording::inline(&responses, "", "").unwrap();
-    // the same case `run` builds, with this recording
-    let case = Case {
-        id: "c".into(),
-        description: None,
-        tags: Vec::new(),
-        agent: "ops".into(),
-        turns: vec!["Is it up?".into()],
-        recordings: vec![RecordingRef::Inline(Arc::new(recording.clone()))],
-        expect: Vec::new(),
-        blocks: Vec::new(),
-        block_expect: Vec::new(),
-        perturbation: None,
-        allowed_tools: None,
-        human_approvals: Default::default(),
-        dataset: "d".into(),
-        path: PathBuf::from("d.jsonl"),
-        display_path: "d.jsonl".into(),
-        line: 1,
-        digest: Digest([0; 32]),
-    };
-    let input = RunInput {
-        case: &case,
-        run_index: 0,
-        agent: "ops",
-        profile: &profile,
-        profile_digest: Digest([0; 32]),
-        manifest: &manifest,
-        recording: &recording,
-        on_divergence: OnDivergence::Fail,
-        peers: Default::default(),
-    };
     let mut provider = Checking { replay: ReplayProvider::new(&recording), seen: Vec::new() };
-    let mut rec = Recorder::new(Box::new(Vec::<u8>::new()));
-    let summary = BuiltinAgent.run(&input, &mut provider, &mut rec).unwrap();
-    assert_eq!(summary.status, RunStatus::Completed, "{summary:?}");
-    let events = rec.finish().unwrap().0;
+    let events = run_with(&profile, &manifest, &recording, &mut provider);
     let dropped: Vec<u64> =
         of(&events, Kind::ContextCompiled).iter().map(|e| e.data["dropped"].as_u64().unwrap()).collect();
     // memory was written, and the window dropped messages: both reached the document
