@@ -137,12 +137,7 @@ pub fn check_ijson(value: &Value) -> Result<(), CanonError> {
     fn walk(value: &Value, pointer: &mut String) -> Result<(), CanonError> {
         match value {
             Value::Number(n) => {
-                let unsafe_int = match (n.as_u64(), n.as_i64()) {
-                    (Some(u), _) => u > MAX_SAFE_INTEGER,
-                    (None, Some(i)) => i.unsigned_abs() > MAX_SAFE_INTEGER,
-                    _ => false,
-                };
-                if unsafe_int {
+                if is_unsafe_integer(n) {
                     let at = if pointer.is_empty() { "/".to_string() } else { pointer.clone() };
                     return Err(CanonError::UnsafeInteger { pointer: at, value: n.to_string() });
                 }
@@ -234,16 +229,25 @@ fn write_value(out: &mut Vec<u8>, value: &Value) -> Result<(), UnsafeInteger> {
     Ok(())
 }
 
+/// An integer beyond ±(2^53−1), or a double ECMAScript prints as one (integral, below
+/// 10^21: `1e17` prints as `100000000000000000`). Either would be read back as such an
+/// integer, so both are refused alike: a line the writer wrote must verify.
+fn is_unsafe_integer(n: &serde_json::Number) -> bool {
+    match (n.as_u64(), n.as_i64(), n.as_f64()) {
+        (Some(u), _, _) => u > MAX_SAFE_INTEGER,
+        (None, Some(i), _) => i.unsigned_abs() > MAX_SAFE_INTEGER,
+        (None, None, Some(f)) => f.fract() == 0.0 && f.abs() > MAX_SAFE_INTEGER as f64 && f.abs() < 1e21,
+        _ => false,
+    }
+}
+
 fn write_number(out: &mut Vec<u8>, n: &serde_json::Number) -> Result<(), UnsafeInteger> {
+    if is_unsafe_integer(n) {
+        return Err(UnsafeInteger);
+    }
     if let Some(u) = n.as_u64() {
-        if u > MAX_SAFE_INTEGER {
-            return Err(UnsafeInteger);
-        }
         out.extend_from_slice(itoa::Buffer::new().format(u).as_bytes());
     } else if let Some(i) = n.as_i64() {
-        if i.unsigned_abs() > MAX_SAFE_INTEGER {
-            return Err(UnsafeInteger);
-        }
         out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
     } else if let Some(f) = n.as_f64() {
         // ECMAScript prints -0 as "0"; ryu-js does the rest of Number::toString
@@ -362,6 +366,19 @@ mod tests {
     }
 
     #[test]
+    fn a_double_printed_as_an_unsafe_integer_is_refused_like_one() {
+        // 1e17 prints as 100000000000000000, which reads back as an unsafe integer
+        let err = to_canonical(&json!({"x": 1e17})).unwrap_err();
+        assert!(matches!(err, CanonError::UnsafeInteger { ref pointer, .. } if pointer == "/x"), "{err:?}");
+        assert!(to_canonical(&json!(-1.4222095886570668e16)).is_err());
+        assert!(to_canonical(&json!([1e21, 1.5e16])).is_err());
+        assert_eq!(
+            to_canonical_string(&json!([1e21, 9007199254740991.0, 0.5])).unwrap(),
+            "[1e+21,9007199254740991,0.5]"
+        );
+    }
+
+    #[test]
     fn digests_round_trip_through_text() {
         let d = digest(Context::Event, b"x");
         let text = d.to_string();
@@ -414,7 +431,11 @@ mod tests {
             Just(Value::Null),
             any::<bool>().prop_map(Value::Bool),
             (-9007199254740991i64..=9007199254740991).prop_map(|i| json!(i)),
-            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| json!(f)),
+            any::<f64>()
+                .prop_filter("finite, not printed as an unsafe integer", |f| {
+                    f.is_finite() && !is_unsafe_integer(&serde_json::Number::from_f64(*f).unwrap())
+                })
+                .prop_map(|f| json!(f)),
             "\\PC{0,12}".prop_map(Value::String),
             "[\u{0}-\u{1f}\"\\\\a\u{e000}\u{1f600}]{0,6}".prop_map(Value::String),
         ];
@@ -433,6 +454,22 @@ mod tests {
             let ours = to_canonical(&v).unwrap();
             let reference = serde_json_canonicalizer::to_vec(&v).unwrap();
             proptest::prop_assert_eq!(String::from_utf8(ours).unwrap(), String::from_utf8(reference).unwrap());
+        }
+
+        /// What the writer accepts reads back to the same bytes: a log line it wrote
+        /// verifies. (A double such as 1e17 prints as an integer beyond 2^53; it is
+        /// refused on the way in, not found unreadable later.)
+        #[test]
+        fn whatever_the_writer_accepts_reads_back_to_itself(
+            f in proptest::prelude::any::<f64>(),
+            i in proptest::prelude::any::<i64>(),
+            e in -30i32..30,
+        ) {
+            let v = json!([f, i, 10f64.powi(e), {"f": f, "g": f * 10f64.powi(e)}]);
+            if let Ok(once) = to_canonical(&v) {
+                let reparsed: Value = serde_json::from_slice(&once).unwrap();
+                proptest::prop_assert_eq!(to_canonical(&reparsed).unwrap(), once);
+            }
         }
 
         #[test]
