@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::{CliError, Exit};
 use stateval::event::fold::{Memory, apply_memory, apply_sandbox};
-use stateval::event::reader::{ReadError, read_log, stream_log};
+use stateval::event::reader::{ReadError, read_log, stream_envelopes, stream_log};
 use stateval::event::{Event, Kind};
 use stateval::report::{self, html};
 
@@ -57,7 +57,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     // Two streamed passes, never the whole log in memory: the first verifies it and
     // learns its size, the second prints it and folds the state as it goes.
     let mut last_turn = None;
-    let summary = stream_log(&args.log, |e, _| last_turn = last_turn.max(e.turn)).map_err(refuse)?;
+    let summary = stream_envelopes(&args.log, |e, _| last_turn = last_turn.max(e.turn)).map_err(refuse)?;
     if let Some(n) = args.at_turn {
         match last_turn {
             None => return Err(CliError::invalid(format!("--at-turn {n}: {shown} has no turns"))),

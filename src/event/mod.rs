@@ -12,6 +12,7 @@
 pub mod fold;
 pub mod kind;
 pub mod reader;
+pub(crate) mod scan;
 pub mod verify;
 pub mod writer;
 

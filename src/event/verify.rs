@@ -13,7 +13,7 @@ use std::io::BufRead;
 
 use serde_json::Value;
 
-use super::{CheckError, Event, Kind, Unhashed};
+use super::{CheckError, Event, Kind, Unhashed, scan};
 use crate::canon::Digest;
 
 /// A log whose every line verified.
@@ -48,6 +48,23 @@ pub struct VerifyError {
     /// The last line has no terminating newline: a write cut short (a torn tail), which
     /// a reader may drop; every line before it verified.
     pub torn: bool,
+}
+
+/// An event as verification sees it without its data: what `verify`, `reindex` and
+/// `merge` need, read by [`Chain::push_envelope`] without parsing the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Envelope {
+    pub seq: u64,
+    pub turn: Option<u32>,
+    pub t: u64,
+    pub kind: Kind,
+    pub hash: Digest,
+}
+
+impl Envelope {
+    fn of(event: &Event) -> Self {
+        Envelope { seq: event.seq, turn: event.turn, t: event.t, kind: event.kind, hash: event.hash }
+    }
 }
 
 /// Verifies a log line by line, keeping only the previous hash: memory does not grow
@@ -100,11 +117,32 @@ impl Chain {
             Err(CheckError::NotCanonical) => return Err(fail("not in RFC 8785 canonical form".into())),
             Err(CheckError::Canon(e)) => return Err(fail(e)),
         }
-        self.prev = Some(event.hash);
-        self.complete = event.kind == Kind::RunCompleted;
+        self.accept(event.hash, event.kind, line);
+        Ok(event)
+    }
+
+    /// Verify the next line as [`push`](Self::push) does, and return only its envelope.
+    /// A line already in canonical form is checked where it lies, its data never
+    /// parsed ([`scan`]); any other line — and every line that fails — goes through
+    /// `push`, which decides it and names what is wrong. Both accept the same lines.
+    pub fn push_envelope(&mut self, line: &[u8]) -> Result<Envelope, VerifyError> {
+        if !self.complete
+            && let Some(s) = scan::scan(line)
+            && s.seq == self.position
+            && s.prev == self.prev
+            && s.hash == s.computed
+        {
+            self.accept(s.hash, s.kind, line);
+            return Ok(Envelope { seq: s.seq, turn: s.turn, t: s.t, kind: s.kind, hash: s.hash });
+        }
+        self.push(line).map(|event| Envelope::of(&event))
+    }
+
+    fn accept(&mut self, hash: Digest, kind: Kind, line: &[u8]) {
+        self.prev = Some(hash);
+        self.complete = kind == Kind::RunCompleted;
         self.position += 1;
         self.bytes += line.len() as u64 + 1;
-        Ok(event)
     }
 
     /// The error for the current position.
@@ -132,15 +170,9 @@ pub enum StreamError {
 }
 
 /// Verify a log from a reader, one line in memory at a time; `visit` sees each event
-/// with its line as it verifies (`show` prints them, `reindex` notes turn offsets).
+/// with its line as it verifies (`show` prints them).
 pub fn verify_stream<R: BufRead>(reader: R, visit: impl FnMut(&Event, &[u8])) -> Result<Summary, StreamError> {
-    match verify_stream_whole_lines(reader, visit)? {
-        (summary, 0) => Ok(summary),
-        (summary, _) => {
-            let chain = Chain { position: summary.events, ..Chain::default() };
-            Err(chain.torn().into())
-        }
-    }
+    whole(stream_lines(reader, Chain::push, visit)?)
 }
 
 /// Like [`verify_stream`], but a last line without its newline — the torn tail a
@@ -148,8 +180,40 @@ pub fn verify_stream<R: BufRead>(reader: R, visit: impl FnMut(&Event, &[u8])) ->
 /// summary covers the whole lines, and the torn bytes are counted beside it. Every
 /// whole line must still verify.
 pub fn verify_stream_whole_lines<R: BufRead>(
+    reader: R,
+    visit: impl FnMut(&Event, &[u8]),
+) -> Result<(Summary, u64), StreamError> {
+    stream_lines(reader, Chain::push, visit)
+}
+
+/// [`verify_stream`] for a reader that needs no event's data (`verify`, `reindex`,
+/// `merge`): the same lines pass and fail, at a fraction of the cost
+/// ([`Chain::push_envelope`]).
+pub fn verify_envelopes<R: BufRead>(reader: R, visit: impl FnMut(&Envelope, &[u8])) -> Result<Summary, StreamError> {
+    whole(stream_lines(reader, Chain::push_envelope, visit)?)
+}
+
+/// [`verify_stream_whole_lines`] without the events' data.
+pub fn verify_envelopes_whole_lines<R: BufRead>(
+    reader: R,
+    visit: impl FnMut(&Envelope, &[u8]),
+) -> Result<(Summary, u64), StreamError> {
+    stream_lines(reader, Chain::push_envelope, visit)
+}
+
+/// A torn tail is an error for a reader that wants every line.
+fn whole((summary, torn): (Summary, u64)) -> Result<Summary, StreamError> {
+    if torn == 0 {
+        return Ok(summary);
+    }
+    let chain = Chain { position: summary.events, ..Chain::default() };
+    Err(chain.torn().into())
+}
+
+fn stream_lines<R: BufRead, T>(
     mut reader: R,
-    mut visit: impl FnMut(&Event, &[u8]),
+    mut step: impl FnMut(&mut Chain, &[u8]) -> Result<T, VerifyError>,
+    mut visit: impl FnMut(&T, &[u8]),
 ) -> Result<(Summary, u64), StreamError> {
     let mut chain = Chain::new();
     let mut line = Vec::with_capacity(4096);
@@ -161,8 +225,8 @@ pub fn verify_stream_whole_lines<R: BufRead>(
         let Some(body) = line.strip_suffix(b"\n") else {
             return Ok((chain.summary(), line.len() as u64));
         };
-        let event = chain.push(body)?;
-        visit(&event, &line);
+        let item = step(&mut chain, body)?;
+        visit(&item, &line);
     }
 }
 

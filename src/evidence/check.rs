@@ -11,7 +11,7 @@ use super::manifest::{LogEntry, MANIFEST_FILE, ManifestError, RunManifest};
 use super::signing::{PublicKey, SignatureFile};
 use crate::canon::Digest;
 use crate::event::Kind;
-use crate::event::reader::{ReadError, stream_log, stream_log_whole_lines};
+use crate::event::reader::{ReadError, stream_envelopes, stream_envelopes_whole_lines};
 use crate::event::verify::Summary;
 
 #[derive(Debug, Default, Clone)]
@@ -269,9 +269,9 @@ fn against_manifest(found: &Summary, events: u64, head: Option<Digest>) -> Optio
 /// checked and the torn bytes are named, never counted as events.
 fn chain_only(out: &mut RunCheck, path: &Path, options: &CheckOptions) {
     let read = if options.allow_incomplete {
-        stream_log_whole_lines(path, |_, _| {})
+        stream_envelopes_whole_lines(path, |_, _| {})
     } else {
-        stream_log(path, |_, _| {}).map(|summary| (summary, 0))
+        stream_envelopes(path, |_, _| {}).map(|summary| (summary, 0))
     };
     match read {
         Ok((summary, _)) if summary.events == 0 && !options.allow_incomplete => {
@@ -302,7 +302,7 @@ fn chain_only(out: &mut RunCheck, path: &Path, options: &CheckOptions) {
 fn stream_with_offsets(path: &Path) -> Result<(Summary, Vec<u64>), ReadError> {
     let mut offsets = Vec::new();
     let mut at = 0u64;
-    let summary = stream_log(path, |event, line| {
+    let summary = stream_envelopes(path, |event, line| {
         if event.kind == Kind::TurnStarted {
             offsets.push(at);
         }
