@@ -738,7 +738,7 @@ pub(crate) fn conclude(
     let Decided { cases, tally, card_cases } = decided;
     let layout = plan.layout();
     let run_dir = layout.run_dir(&plan.run_id);
-    rewrite_verdicts_in_order(&layout, &plan.run_id, &cases)?;
+    let logs = write_indexes(plan, &layout, &run_dir, &cases)?;
     let mut gates = if options.shard.is_some() {
         Vec::new()
     } else if options.selective {
@@ -763,7 +763,6 @@ pub(crate) fn conclude(
         gates.extend(crate::gate::evaluate_cards(&plan.pipeline.gates, &card_targets));
     }
     let passed = if options.shard.is_some() { cases.passed() == cases.len() } else { gates.iter().all(|g| g.passed) };
-    write_units(plan, &run_dir, &cases)?;
     if let Some(shard) = options.shard {
         let record = shard::ShardRecord {
             plan: plan.digest,
@@ -778,7 +777,7 @@ pub(crate) fn conclude(
     }
     // the manifest marks the run finished and anchors its logs; written before the
     // reports so that every report can carry its root
-    let root = write_manifest(plan, &run_dir, &cases, options.signer.as_deref())?;
+    let root = write_manifest(plan, &run_dir, logs, options.signer.as_deref())?;
     let outcome = SuiteOutcome {
         pipeline: plan.pipeline.pipeline.name.clone(),
         run_id: plan.run_id.clone(),
@@ -804,46 +803,65 @@ pub(crate) fn conclude(
     Ok(outcome)
 }
 
-/// `units.jsonl`: each unit the run wrote (in dataset order), with its log's head, so a
-/// merge can check shards and `--reuse` can find work already done.
-fn write_units(plan: &Plan, run_dir: &Path, cases: &Cases) -> Result<(), RunnerError> {
-    let path = run_dir.join(shard::UNITS_FILE);
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&path).map_err(at(&path))?);
-    for (case, case_ref) in cases.iter().zip(&plan.cases) {
-        let case = case?;
+/// One pass over the decided cases (in dataset order) for the files that index them.
+/// `verdicts.jsonl`: during the run, verdict lines are appended as cases finish (so a
+/// killed run keeps what it graded); here the file is rewritten in dataset order,
+/// atomically, so it is byte-identical however the workers interleaved. `units.jsonl`: each unit
+/// with its log's head, so a merge can check shards and `--reuse` can find work already
+/// done; and the manifest's entries, returned for [`write_manifest`].
+fn write_indexes(plan: &Plan, layout: &Layout, run_dir: &Path, cases: &Cases) -> Result<Vec<LogEntry>, RunnerError> {
+    let verdicts_path = layout.verdicts_path(&plan.run_id);
+    let verdicts_tmp = verdicts_path.with_extension("jsonl.tmp");
+    let units_path = run_dir.join(shard::UNITS_FILE);
+    let create = |path: &Path| std::fs::File::create(path).map(std::io::BufWriter::new).map_err(at(path));
+    let (mut verdicts, mut units) = (create(&verdicts_tmp)?, create(&units_path)?);
+    let mut logs = Vec::with_capacity(cases.len());
+    let internal = |e: serde_json::Error| RunnerError::Internal(e.to_string());
+    for (i, case) in cases.iter().enumerate() {
+        let case = case?; // the error names the file and line
+        let case_ref = plan.cases.get(i).filter(|r| r.id == case.id).ok_or_else(|| {
+            RunnerError::Internal(format!("case {} decided out of the plan's order (position {i})", case.id))
+        })?;
         for r in &case.runs {
-            let record = shard::UnitRecord {
-                unit: shard::unit_id(plan, case_ref, r.index),
+            let verdict = VerdictRecord {
+                run_id: plan.run_id.clone(),
                 case: case.id.clone(),
+                dataset: case.dataset.clone(),
                 k: r.index,
-                head: r.head.as_deref().and_then(|h| h.parse().ok()),
-                events: r.events,
+                passed: r.passed,
+                status: r.status.clone(),
             };
-            serde_json::to_writer(&mut out, &record).map_err(|e| RunnerError::Internal(e.to_string()))?;
-            out.write_all(b"\n").map_err(at(&path))?;
-        }
-    }
-    out.flush().map_err(at(&path))
-}
-
-/// Every log's head and event count, from the graded cases (in dataset order), into
-/// `manifest.json`; signed when a key is given. Returns the run's root.
-fn write_manifest(
-    plan: &Plan,
-    run_dir: &Path,
-    cases: &Cases,
-    signer: Option<&SecretKey>,
-) -> Result<Digest, RunnerError> {
-    let mut logs = Vec::new();
-    for case in cases.iter() {
-        let case = case?;
-        for r in &case.runs {
+            serde_json::to_writer(&mut verdicts, &verdict).map_err(internal)?;
+            verdicts.write_all(b"\n").map_err(at(&verdicts_tmp))?;
             let head = r.head.as_deref().map(str::parse).transpose().map_err(|_| {
                 RunnerError::Internal(format!("case {}: run {}: a log head that is not a digest", case.id, r.index))
             })?;
+            let unit = shard::UnitRecord {
+                unit: shard::unit_id(plan, case_ref, r.index),
+                case: case.id.clone(),
+                k: r.index,
+                head,
+                events: r.events,
+            };
+            serde_json::to_writer(&mut units, &unit).map_err(internal)?;
+            units.write_all(b"\n").map_err(at(&units_path))?;
             logs.push(LogEntry { path: format!("{}/{}.jsonl", case.id, r.index), head, events: r.events });
         }
     }
+    units.flush().map_err(at(&units_path))?;
+    verdicts.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all()).map_err(at(&verdicts_tmp))?;
+    std::fs::rename(&verdicts_tmp, &verdicts_path).map_err(at(&verdicts_path))?;
+    Ok(logs)
+}
+
+/// The run's logs (heads and event counts, in dataset order) into `manifest.json`;
+/// signed when a key is given. Returns the run's root.
+fn write_manifest(
+    plan: &Plan,
+    run_dir: &Path,
+    logs: Vec<LogEntry>,
+    signer: Option<&SecretKey>,
+) -> Result<Digest, RunnerError> {
     let manifest = RunManifest::new(&plan.run_id, plan.digest, logs);
     let manifest_error = |e: ManifestError| RunnerError::Internal(e.to_string());
     let root = manifest.write(run_dir).map_err(manifest_error)?;
@@ -867,33 +885,6 @@ fn remove_run_dir(run_dir: &Path) -> Result<(), RunnerError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(at(run_dir)(e)),
     }
-    Ok(())
-}
-
-/// During the run, verdict lines are appended as cases finish (so a killed run keeps
-/// what it graded); at the end the file is rewritten in dataset order, atomically, so
-/// it is byte-identical however the workers interleaved.
-fn rewrite_verdicts_in_order(layout: &Layout, run_id: &str, cases: &Cases) -> Result<(), RunnerError> {
-    let path = layout.verdicts_path(run_id);
-    let tmp = path.with_extension("jsonl.tmp");
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(at(&tmp))?);
-    for case in cases.iter() {
-        let case = case?; // the error names the file and line
-        for r in &case.runs {
-            let v = VerdictRecord {
-                run_id: run_id.to_string(),
-                case: case.id.clone(),
-                dataset: case.dataset.clone(),
-                k: r.index,
-                passed: r.passed,
-                status: r.status.clone(),
-            };
-            serde_json::to_writer(&mut out, &v).map_err(|e| RunnerError::Internal(e.to_string()))?;
-            out.write_all(b"\n").map_err(at(&tmp))?;
-        }
-    }
-    out.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all()).map_err(at(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(at(&path))?;
     Ok(())
 }
 
