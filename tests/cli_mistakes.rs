@@ -196,3 +196,43 @@ fn a_pipeline_run_from_inside_its_directory_means_the_same_files() {
         assert_eq!(a.read(report), b.read(report), "{report}");
     }
 }
+
+/// Datasets are parsed a batch of lines at a time on every core; what a user sees must
+/// be what a line-by-line pass gives: errors in line order, the first twenty only.
+#[test]
+fn errors_in_a_large_dataset_come_in_line_order_and_stop_at_twenty() {
+    let p = Project::new();
+    let first: Value = serde_json::from_str(&p.line("datasets/examples/support.jsonl", 1)).expect("a case");
+    let mut expected = Vec::new();
+    let mut text = String::new();
+    for n in 1..=3000 {
+        if n % 97 == 7 {
+            text.push_str("{not json\n");
+            expected.push(n);
+        } else if n == 200 {
+            // a duplicate id: found while keeping cases, after the parse
+            let mut case = first.clone();
+            case["id"] = Value::from("big-199");
+            text.push_str(&format!("{case}\n"));
+            expected.push(n);
+        } else {
+            let mut case = first.clone();
+            case["id"] = Value::from(format!("big-{n}"));
+            text.push_str(&format!("{case}\n"));
+        }
+    }
+    expected.sort_unstable();
+    expected.truncate(20);
+    p.write("datasets/examples/big.jsonl", text);
+    let out = p.stateval(&["validate", "datasets/examples/big.jsonl"]);
+    out.expect_code(2);
+    let lines: Vec<usize> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error: datasets/examples/big.jsonl:"))
+        .map(|l| common::parse_located_error(l).1)
+        .collect();
+    assert_eq!(lines, expected, "{}", out.stderr);
+    assert!(out.stderr.contains("big.jsonl:200:"), "{}", out.stderr);
+    assert!(out.stderr.contains("duplicate case id \"big-199\""), "{}", out.stderr);
+}

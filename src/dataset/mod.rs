@@ -250,7 +250,8 @@ pub enum Recordings<'a> {
 /// selected one.
 pub struct Loader<'p> {
     pipeline: &'p Pipeline,
-    parser: CaseParser,
+    /// One parser per core: a batch of lines is parsed on all of them at once.
+    parsers: Vec<CaseParser>,
     /// Which valid cases to keep (every one by default).
     select: Box<dyn Fn(&Case) -> bool + 'p>,
     /// Every case id seen, for unique ids and perturbation references.
@@ -314,11 +315,24 @@ pub struct Loaded {
 /// Stop collecting after this many errors: past it, more lines add noise, not help.
 const MAX_ERRORS: usize = 20;
 
+/// Dataset lines read, then parsed on every core, at a time.
+const BATCH: usize = 1024;
+
+/// One non-blank dataset line: its text (no line ending, no byte-order mark), 1-based
+/// number and byte offset.
+struct Line {
+    text: String,
+    number: usize,
+    start: u64,
+}
+
 impl<'p> Loader<'p> {
     pub fn new(pipeline: &'p Pipeline) -> Self {
         Loader {
             pipeline,
-            parser: CaseParser::default(),
+            parsers: (0..std::thread::available_parallelism().map_or(1, |n| n.get()))
+                .map(|_| CaseParser::default())
+                .collect(),
             select: Box::new(|_| true),
             ids: BTreeMap::new(),
             perturbed: Vec::new(),
@@ -392,7 +406,9 @@ impl<'p> Loader<'p> {
         }
     }
 
-    /// Validate one dataset file, line by line (the file is never held whole).
+    /// Validate one dataset file, a batch of lines at a time (the file is never held
+    /// whole). Each batch is parsed on every core, then its cases are kept in file
+    /// order, so errors and cases come out as a line-by-line pass gives them.
     pub fn load_file(&mut self, path: &Path) {
         let file = match std::fs::File::open(path) {
             Ok(f) => f,
@@ -404,47 +420,87 @@ impl<'p> Loader<'p> {
         let file_ref =
             Arc::new(DatasetFile { path: path.to_path_buf(), dataset: dataset_name(&self.pipeline.base, path) });
         let mut reader = BufReader::new(file);
-        let mut text = String::new();
+        let mut batch: Vec<Line> = Vec::with_capacity(BATCH);
         let (mut offset, mut line_no, mut cases) = (0u64, 0usize, 0usize);
         loop {
-            text.clear();
+            let mut text = String::new();
             line_no += 1;
             let read = match reader.read_line(&mut text) {
-                Ok(0) if cases == 0 => {
-                    // a pattern that still matches an emptied file must not pass a
-                    // suite that no longer tests anything
-                    self.errors.push(InputError::file(path, "the dataset has no cases (the file is empty)"));
-                    return;
-                }
-                Ok(0) => return,
+                Ok(0) => break,
                 Ok(n) => n,
                 Err(e) => {
-                    self.errors.push(InputError::new(path, line_no, 1, format!("cannot read dataset: {e}")));
+                    if self.keep_batch(&file_ref, &mut batch) {
+                        self.errors.push(InputError::new(path, line_no, 1, format!("cannot read dataset: {e}")));
+                    }
                     return;
                 }
             };
             let mut start = offset;
             offset += read as u64;
-            let mut line = text.strip_suffix('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).unwrap_or(&text);
-            if line_no == 1 && line.starts_with(crate::diag::BOM) {
+            let mut end = text.len();
+            if text.ends_with('\n') {
+                end -= 1;
+                if text[..end].ends_with('\r') {
+                    end -= 1;
+                }
+            }
+            text.truncate(end);
+            if line_no == 1 && text.starts_with(crate::diag::BOM) {
                 // the case's bytes start after the mark (CaseRef::load reads them again)
-                line = crate::diag::strip_bom(line);
+                text.drain(..crate::diag::BOM.len_utf8());
                 start += crate::diag::BOM.len_utf8() as u64;
             }
-            if line.trim().is_empty() {
+            if text.trim().is_empty() {
                 continue;
             }
             cases += 1;
-            let parsed = self.parser.parse(self.pipeline, &file_ref, line_no, line, Recordings::Validate);
-            match parsed.and_then(|case| self.keep(case, &file_ref, line, start)) {
+            batch.push(Line { text, number: line_no, start });
+            if batch.len() == BATCH && !self.keep_batch(&file_ref, &mut batch) {
+                return;
+            }
+        }
+        if self.keep_batch(&file_ref, &mut batch) && cases == 0 {
+            // a pattern that still matches an emptied file must not pass a suite that no
+            // longer tests anything
+            self.errors.push(InputError::file(path, "the dataset has no cases (the file is empty)"));
+        }
+    }
+
+    /// Parse `batch` on every core and keep its cases in order; `false` once the error
+    /// limit is reached (loading stops there, as a line-by-line pass would).
+    fn keep_batch(&mut self, file_ref: &Arc<DatasetFile>, batch: &mut Vec<Line>) -> bool {
+        let pipeline = self.pipeline;
+        let parse = |parser: &mut CaseParser, lines: &[Line]| -> Vec<Result<Case, InputError>> {
+            lines.iter().map(|l| parser.parse(pipeline, file_ref, l.number, &l.text, Recordings::Validate)).collect()
+        };
+        // a few dozen lines per core at least: below that a thread costs more than it saves
+        let threads = self.parsers.len().min(batch.len().div_ceil(32)).max(1);
+        let parsed: Vec<Result<Case, InputError>> = if threads == 1 {
+            parse(&mut self.parsers[0], batch)
+        } else {
+            let share = batch.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let mut parts = self.parsers.iter_mut().zip(batch.chunks(share));
+                let (first_parser, first_lines) = parts.next().expect("a batch has lines");
+                let others: Vec<_> = parts.map(|(parser, lines)| scope.spawn(move || parse(parser, lines))).collect();
+                let mut parsed = parse(first_parser, first_lines);
+                for other in others {
+                    parsed.extend(other.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+                }
+                parsed
+            })
+        };
+        for (line, parsed) in batch.drain(..).zip(parsed) {
+            match parsed.and_then(|case| self.keep(case, file_ref, &line.text, line.start)) {
                 Ok(Some(case)) => self.cases.push(case),
                 Ok(None) => {}
                 Err(e) => self.errors.push(e),
             }
             if self.errors.len() >= MAX_ERRORS {
-                return;
+                return false;
             }
         }
+        true
     }
 
     /// Checks what needs every case (unique ids, later perturbation references) and
