@@ -5,6 +5,8 @@
 //! and reporters turn verdicts into CI results. See docs/design.md for the map.
 #![forbid(unsafe_code)]
 
+/// Files replaced whole or not at all.
+pub mod atomic;
 /// Canonical bytes (RFC 8785), the I-JSON guard and blake3 digests.
 pub mod canon;
 /// JSONL datasets: case model, loading and validation.

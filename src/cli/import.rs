@@ -134,17 +134,9 @@ fn read_text(path: &Path) -> Result<String, CliError> {
     })
 }
 
-/// Write `bytes` to `path` through a temporary file in the same directory.
+/// Write `bytes` to `path` whole or not at all.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
-    let fail = |e: std::io::Error| CliError::internal(format!("{}: {e}", path.display()));
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(fail)?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).map_err(fail)?;
-    std::fs::rename(&tmp, path).map_err(fail)
+    stateval::atomic::replace(path, bytes).map_err(|e| CliError::internal(format!("{}: {e}", path.display())))
 }
 
 /// The summary and the warnings, on stderr.

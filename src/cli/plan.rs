@@ -22,7 +22,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let file = PlanFile::of(&plan);
     let mut bytes = serde_json::to_vec_pretty(&file).map_err(|e| CliError::internal(e.to_string()))?;
     bytes.push(b'\n');
-    stateval::evidence::manifest::write_atomic(&args.out, &bytes)
+    stateval::atomic::replace(&args.out, &bytes)
         .map_err(|e| CliError::invalid(format!("{}: {e}", args.out.display())))?;
     super::out(format!(
         "plan {} ({}): {} cases, {} units → {}",

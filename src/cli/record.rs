@@ -159,20 +159,10 @@ fn write_atomically(path: &Path, lines: &[stateval::replay::RecordedResponse]) -
     replace_file(path, &text, |_| Ok(()))
 }
 
-/// Write `text` to `path` whole or not at all: into a temporary file beside it, which
-/// `check` may refuse (the file stays as it was), then renamed over it.
+/// Write `text` to `path` whole or not at all; `check` may refuse the written file
+/// first (then `path` stays as it was).
 fn replace_file(path: &Path, text: &str, check: impl FnOnce(&Path) -> Result<(), String>) -> std::io::Result<()> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension("jsonl.tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::File::open(&tmp)?.sync_all()?;
-    if let Err(why) = check(&tmp) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(std::io::Error::other(why));
-    }
-    std::fs::rename(&tmp, path)
+    stateval::atomic::replace_checked(path, text.as_bytes(), check)
 }
 
 /// One recording line, with only the fields that have values (the recording format

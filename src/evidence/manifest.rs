@@ -98,7 +98,7 @@ impl RunManifest {
         let mut bytes = self.canonical();
         bytes.push(b'\n');
         let path = dir.join(MANIFEST_FILE);
-        write_atomic(&path, &bytes).map_err(|source| ManifestError::Io { path, source })?;
+        crate::atomic::replace(&path, &bytes).map_err(|source| ManifestError::Io { path, source })?;
         Ok(self.root())
     }
 
@@ -120,18 +120,6 @@ impl RunManifest {
         }
         Ok(manifest)
     }
-}
-
-/// Write `bytes` to `path` through a temporary file in the same directory, fsync'd
-/// and renamed: readers see the old file or the whole new one.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    let mut file = std::fs::File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -143,7 +143,7 @@ impl SignatureFile {
         let mut bytes = crate::canon::to_canonical(&value).expect("a signature file holds no numbers");
         bytes.push(b'\n');
         let path = dir.join(SIGNATURE_FILE);
-        super::manifest::write_atomic(&path, &bytes).map_err(|source| SigningError::Io { path, source })
+        crate::atomic::replace(&path, &bytes).map_err(|source| SigningError::Io { path, source })
     }
 
     /// `manifest.sig` in `dir`, or `None` when the run was not signed.

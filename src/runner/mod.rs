@@ -682,11 +682,8 @@ pub(crate) fn start_run(plan: &Plan, store: &dyn Store) -> Result<RunRecord, Run
     };
     let meta = layout.meta_path(&plan.run_id);
     // whole or absent, whenever the run is killed: reindex reads it back
-    crate::evidence::manifest::write_atomic(
-        &meta,
-        &serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?,
-    )
-    .map_err(at(&meta))?;
+    crate::atomic::replace(&meta, &serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?)
+        .map_err(at(&meta))?;
     store.put_run(&run)?;
     Ok(run)
 }
@@ -790,14 +787,11 @@ pub(crate) fn conclude(
     // beside cases.jsonl, everything else a report needs: reports can be rendered again later
     let suite = layout.suite_path(&plan.run_id);
     let header = serde_json::to_vec_pretty(&outcome.header()).map_err(|e| RunnerError::Internal(e.to_string()))?;
-    crate::evidence::manifest::write_atomic(&suite, &header).map_err(at(&suite))?;
+    crate::atomic::replace(&suite, &header).map_err(at(&suite))?;
     let done = RunRecord { passed: Some(passed), ..run };
     let meta = layout.meta_path(&plan.run_id);
-    crate::evidence::manifest::write_atomic(
-        &meta,
-        &serde_json::to_vec_pretty(&done).map_err(|e| RunnerError::Internal(e.to_string()))?,
-    )
-    .map_err(at(&meta))?;
+    crate::atomic::replace(&meta, &serde_json::to_vec_pretty(&done).map_err(|e| RunnerError::Internal(e.to_string()))?)
+        .map_err(at(&meta))?;
     store.put_run(&done)?;
     store.flush()?;
     Ok(outcome)

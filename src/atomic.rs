@@ -1,0 +1,102 @@
+//! Files replaced whole or not at all: written to a temporary file beside the target,
+//! fsync'd, then renamed over it, so a reader — or a process killed half-way — sees
+//! the old file or the whole new one, never part of either. Manifests, plans, goldens,
+//! imported logs and recordings go through here; reports stream through
+//! `report::write_file`, which names the step that failed.
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// Make `path` hold exactly `bytes`. Parent directories are created.
+pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace_checked(path, bytes, |_| Ok(()))
+}
+
+/// [`replace`], after `check` has read the written temporary file: a refusal leaves
+/// `path` as it was and no temporary file behind.
+pub fn replace_checked(path: &Path, bytes: &[u8], check: impl FnOnce(&Path) -> Result<(), String>) -> io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let tmp = temp_path(path);
+    let result = write_synced(&tmp, bytes)
+        .and_then(|()| check(&tmp).map_err(io::Error::other))
+        .and_then(|()| fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result?;
+    // the rename is durable once the directory entry is; not every platform can open a
+    // directory to sync it, and the file is complete either way
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+fn write_synced(tmp: &Path, bytes: &[u8]) -> io::Result<()> {
+    // a temporary file left by a killed process of the same id is ours to replace
+    let create = || OpenOptions::new().write(true).create_new(true).open(tmp);
+    let mut file = match create() {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            fs::remove_file(tmp)?;
+            create()?
+        }
+        other => other?,
+    };
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// `dir/.name.<pid>.tmp`: hidden, beside the target, one per process.
+pub(crate) fn temp_path(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> =
+            fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_file_is_created_with_its_directories_then_replaced_and_no_temporary_file_remains() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a/b/file.json");
+        replace(&path, b"one").unwrap();
+        replace(&path, b"two").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"two");
+        assert_eq!(names_in(&dir.path().join("a/b")), ["file.json"]);
+    }
+
+    #[test]
+    fn a_refused_check_leaves_the_old_file_and_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("file.jsonl");
+        replace(&path, b"old\n").unwrap();
+        let err = replace_checked(&path, b"new\n", |tmp| {
+            assert_eq!(fs::read(tmp).unwrap(), b"new\n", "the check reads what was written");
+            Err("not valid".into())
+        })
+        .unwrap_err();
+        assert_eq!(err.to_string(), "not valid");
+        assert_eq!(fs::read(&path).unwrap(), b"old\n");
+        assert_eq!(names_in(dir.path()), ["file.jsonl"]);
+    }
+
+    #[test]
+    fn a_temporary_file_left_by_a_killed_write_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("case.0.jsonl");
+        fs::write(temp_path(&path), b"half a fi").unwrap();
+        replace(&path, b"whole\n").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"whole\n");
+        assert_eq!(names_in(dir.path()), ["case.0.jsonl"]);
+    }
+}
