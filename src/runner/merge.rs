@@ -21,7 +21,7 @@ use crate::evidence::{CheckOptions, check_run};
 use crate::gate::Tally;
 use crate::metrics::dimensions as cards_api;
 use crate::outcome::{CaseIter, CaseOutcome, CaseSpill, Cases, SuiteOutcome};
-use crate::store::{Layout, LogRecord, Store, VerdictRecord};
+use crate::store::{Layout, LogRecord, Store};
 
 /// One shard run, read and verified: [`read_shards`] does this without the plan, so it
 /// can run while the plan loads.
@@ -226,8 +226,9 @@ pub fn merge(
                     outcome.runs.iter().map(|r| r.index).collect(),
                 ));
                 for r in &mut outcome.runs {
-                    let to = layout.log_path(&plan.run_id, &outcome.id, r.index);
-                    r.log = plan.pipeline.display(&to);
+                    r.log = plan.pipeline.display(&layout.log_path(&plan.run_id, &outcome.id, r.index));
+                }
+                for r in &outcome.runs {
                     let rel = format!("{}/{}.jsonl", outcome.id, r.index);
                     let turn_offsets = checked[owner].turn_offsets.get(&rel).cloned().ok_or_else(|| {
                         refused(format!(
@@ -246,14 +247,7 @@ pub fn merge(
                         complete: true,
                         turn_offsets,
                     })?;
-                    store.put_verdict(&VerdictRecord {
-                        run_id: plan.run_id.clone(),
-                        case: outcome.id.clone(),
-                        dataset: outcome.dataset.clone(),
-                        k: r.index,
-                        passed: r.passed,
-                        status: r.status.clone(),
-                    })?;
+                    store.put_verdict(&super::verdict(&plan.run_id, &outcome, r))?;
                 }
                 // only a card needs the case read again; its logs are read where the shard
                 // wrote them (the merged run's are links to the same bytes, maybe not made yet)

@@ -698,14 +698,7 @@ pub(crate) fn record_verdicts(
 ) -> Result<(), RunnerError> {
     let mut file = verdicts.lock().map_err(|_| RunnerError::Internal("verdict file lock poisoned".into()))?;
     for r in &case.runs {
-        let v = VerdictRecord {
-            run_id: plan.run_id.clone(),
-            case: case.id.clone(),
-            dataset: case.dataset.clone(),
-            k: r.index,
-            passed: r.passed,
-            status: r.status.clone(),
-        };
+        let v = verdict(&plan.run_id, case, r);
         store.put_verdict(&v)?;
         let line = serde_json::to_string(&v).map_err(|e| RunnerError::Internal(e.to_string()))?;
         writeln!(file, "{line}")?;
@@ -797,6 +790,18 @@ pub(crate) fn conclude(
     Ok(outcome)
 }
 
+/// The catalog's record of one run's verdict.
+fn verdict(run_id: &str, case: &CaseOutcome, run: &RunResult) -> VerdictRecord {
+    VerdictRecord {
+        run_id: run_id.to_string(),
+        case: case.id.clone(),
+        dataset: case.dataset.clone(),
+        k: run.index,
+        passed: run.passed,
+        status: run.status.clone(),
+    }
+}
+
 /// One pass over the decided cases (in dataset order) for the files that index them.
 /// `verdicts.jsonl`: during the run, verdict lines are appended as cases finish (so a
 /// killed run keeps what it graded); here the file is rewritten in dataset order,
@@ -817,15 +822,7 @@ fn write_indexes(plan: &Plan, layout: &Layout, run_dir: &Path, cases: &Cases) ->
             RunnerError::Internal(format!("case {} decided out of the plan's order (position {i})", case.id))
         })?;
         for r in &case.runs {
-            let verdict = VerdictRecord {
-                run_id: plan.run_id.clone(),
-                case: case.id.clone(),
-                dataset: case.dataset.clone(),
-                k: r.index,
-                passed: r.passed,
-                status: r.status.clone(),
-            };
-            serde_json::to_writer(&mut verdicts, &verdict).map_err(internal)?;
+            serde_json::to_writer(&mut verdicts, &verdict(&plan.run_id, &case, r)).map_err(internal)?;
             verdicts.write_all(b"\n").map_err(at(&verdicts_tmp))?;
             let head = r.head.as_deref().map(str::parse).transpose().map_err(|_| {
                 RunnerError::Internal(format!("case {}: run {}: a log head that is not a digest", case.id, r.index))
