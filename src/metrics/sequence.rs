@@ -55,7 +55,14 @@ pub struct BitLcs {
     slot: Vec<u32>,
     /// Masks of `words` words each, back to back.
     masks: Vec<u64>,
+    /// The same masks indexed by symbol id directly (`words` words per symbol, zeros for
+    /// a symbol without a position, then one all-zero row for any symbol out of range),
+    /// kept when that table is small: the row loops then load a mask without a branch.
+    dense: Vec<u64>,
 }
+
+/// Largest by-symbol mask table (in words, 32 KB) [`BitLcs::new`] keeps beside the masks.
+const DENSE_WORDS: usize = 4096;
 
 impl BitLcs {
     /// `b` has `b_len` positions; `pairs` lists every (symbol, position) correspondence
@@ -76,7 +83,18 @@ impl BitLcs {
                 *word |= 1u64 << (position % 64);
             }
         }
-        BitLcs { b_len, words, slot, masks }
+        let mut dense = Vec::new();
+        if words > 0 && symbols.saturating_add(1).saturating_mul(words) <= DENSE_WORDS {
+            // one more all-zero row, the mask of every symbol at or past `symbols`
+            dense = vec![0u64; (symbols + 1) * words];
+            for (symbol, s) in slot.iter().enumerate() {
+                if *s != u32::MAX {
+                    let from = *s as usize * words;
+                    dense[symbol * words..(symbol + 1) * words].copy_from_slice(&masks[from..from + words]);
+                }
+            }
+        }
+        BitLcs { b_len, words, slot, masks, dense }
     }
 
     /// LCS length of `a` (symbol ids) against the prepared `b`, and the work done: the
@@ -114,6 +132,11 @@ impl BitLcs {
 
     /// [`BitLcs::len_against`] for `W` words, the row kept in an array.
     fn len_against_fixed<const W: usize>(&self, a: &[u32]) -> (usize, u64) {
+        if let Some(table) = self.dense_table::<W>() {
+            let matched = a.iter().filter(|s| self.slot.get(**s as usize).is_some_and(|m| *m != u32::MAX));
+            let steps = matched.count() as u64 * W as u64;
+            return (self.zeros(&dense_row(table, a)), steps);
+        }
         let mut v = [u64::MAX; W];
         let mut steps = 0u64;
         for symbol in a {
@@ -130,7 +153,9 @@ impl BitLcs {
 
     /// [`BitLcs::len_against`] of two first sequences at once (lengths only). Their rows
     /// are independent, so advancing both in one loop lets the processor overlap the two
-    /// carry chains; stability across runs compares each run with every later one.
+    /// carry chains; stability across runs compares each run with every later one. With
+    /// the by-symbol table the two rows are advanced one after the other instead: each
+    /// then fits in registers, which measured no slower.
     pub fn len_against_two(&self, a: &[u32], b: &[u32]) -> (usize, usize) {
         match self.words {
             1 => self.two_fixed::<1>(a, b),
@@ -152,6 +177,9 @@ impl BitLcs {
             return (0, 0);
         }
         let none = [0u64; W];
+        if let Some(table) = self.dense_table::<W>() {
+            return (self.zeros(&dense_row(table, a)), self.zeros(&dense_row(table, b)));
+        }
         let mask = |symbol: u32| -> &[u64; W] {
             match self.slot.get(symbol as usize) {
                 Some(&s) if s != u32::MAX => self.masks.get(s as usize * W..).and_then(|m| m.first_chunk::<W>()),
@@ -174,6 +202,15 @@ impl BitLcs {
         (self.zeros(&va), self.zeros(&vb))
     }
 
+    /// The by-symbol mask table as rows of `W` words, when it was kept (the last row is
+    /// all zeros).
+    fn dense_table<const W: usize>(&self) -> Option<&[[u64; W]]> {
+        if self.words != W || self.dense.is_empty() {
+            return None;
+        }
+        Some(self.dense.as_chunks::<W>().0)
+    }
+
     /// Zero bits of the final row over b's positions: the LCS length.
     fn zeros(&self, v: &[u64]) -> usize {
         let full = self.b_len / 64;
@@ -184,6 +221,35 @@ impl BitLcs {
             zeros += low.count_zeros() as usize;
         }
         zeros
+    }
+}
+
+/// The final LCS row of `a` against a by-symbol mask table whose last row is all zeros: a
+/// symbol past the table takes that row (a clamp, not a branch), leaving the row as it was.
+fn dense_row<const W: usize>(table: &[[u64; W]], a: &[u32]) -> [u64; W] {
+    let mut v = [u64::MAX; W];
+    let last = table.len().saturating_sub(1);
+    for symbol in a {
+        if let Some(mask) = table.get((*symbol as usize).min(last)) {
+            advance_fixed(&mut v, mask);
+        }
+    }
+    v
+}
+
+/// [`advance`] for a row of `W` words held in an array: the word loop has a constant
+/// trip count, so it is unrolled and the row stays in registers.
+#[inline(always)]
+fn advance_fixed<const W: usize>(v: &mut [u64; W], mask: &[u64; W]) {
+    let mut carry = false;
+    for k in 0..W {
+        let (word, m) = (v[k], mask[k]);
+        let u = word & m;
+        let (sum, c1) = word.overflowing_add(u);
+        let (sum, c2) = sum.overflowing_add(u64::from(carry));
+        carry = c1 | c2;
+        // u's bits are a subset of word's, so word ^ u is word & !m with one operation less
+        v[k] = sum | (word ^ u);
     }
 }
 
@@ -251,6 +317,24 @@ mod tests {
             let lcs = BitLcs::new(b.len(), 5, pairs);
             let reference = lcs_len_by(a.len(), b.len(), |i, j| a[i] == b[j].0 || a[i] == b[j].1);
             prop_assert_eq!(lcs.len_against(&a).0, reference);
+        }
+
+        #[test]
+        fn the_by_symbol_table_agrees_with_the_slot_masks(
+            a in proptest::collection::vec(0u32..9, 0..300),
+            c in proptest::collection::vec(0u32..9, 0..300),
+            b in proptest::collection::vec(0u32..6, 0..520),
+        ) {
+            // 6 symbols keep the by-symbol table; 5,000 are too many for it, so the same
+            // masks are read through their slots. Symbols 6..9 are past both: no mask.
+            let pairs = || b.iter().enumerate().map(|(j, s)| (*s, j));
+            let dense = BitLcs::new(b.len(), 6, pairs());
+            let sparse = BitLcs::new(b.len(), 5_000, pairs());
+            prop_assert!(b.is_empty() || !dense.dense.is_empty());
+            prop_assert!(sparse.dense.is_empty());
+            prop_assert_eq!(dense.len_against(&a), sparse.len_against(&a));
+            prop_assert_eq!(dense.len_against_two(&a, &c), sparse.len_against_two(&a, &c));
+            prop_assert_eq!(dense.len_against(&a).0, lcs_len_by(a.len(), b.len(), |i, j| a[i] == b[j]));
         }
 
         #[test]
