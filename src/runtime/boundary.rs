@@ -8,6 +8,7 @@
 
 use serde_json::{Value, json};
 
+use super::recorder::object;
 use super::{Recorder, idempotency, policy, switches, taint};
 use crate::dataset::Case;
 use crate::event::{Kind, writer::WriteError};
@@ -222,9 +223,17 @@ impl<'a> ToolBoundary<'a> {
         let execution = self.sandbox.call(tool, &fixture_args);
         // virtual time: a hang costs the timeout, and nothing sleeps
         rec.advance(execution.duration_ms);
-        let mut data = json!({"call_id": call_id, "tool": tool, "args": args, "result": execution.result,
-                              "is_error": execution.is_error, "fault": null, "duration_ms": execution.duration_ms,
-                              "deduplicated": false, "effect": execution.effect});
+        let mut data = object([
+            ("call_id", call_id.into()),
+            ("tool", tool.into()),
+            ("args", args.clone()),
+            ("result", execution.result.clone()),
+            ("is_error", execution.is_error.into()),
+            ("fault", Value::Null),
+            ("duration_ms", json!(execution.duration_ms)),
+            ("deduplicated", false.into()),
+            ("effect", execution.effect.clone().unwrap_or(Value::Null)),
+        ]);
         // only faulted calls carry fault details, so logs without faults keep their bytes
         if let Some(injection) = &execution.fault {
             data["fault"] = json!(injection.kind.as_str());

@@ -33,6 +33,7 @@ use crate::sandbox::Manifest;
 use boundary::ToolBoundary;
 use context::{Conversation, approx_tokens};
 pub use recorder::Recorder;
+use recorder::object;
 
 /// Everything one run of one case needs. Borrowed: the runner owns the inputs.
 pub struct RunInput<'a> {
@@ -299,18 +300,26 @@ impl<'a, 'p> Loop<'a, 'p> {
                     (id, c.name.clone(), c.args.clone())
                 })
                 .collect();
-            let mut response = json!({
-                "content": recorded.response.content,
-                "tool_calls": calls.iter().map(|(id, name, args)| json!({"id": id, "name": name, "args": args})).collect::<Vec<_>>(),
-            });
+            let tool_calls = calls
+                .iter()
+                .map(|(id, name, args)| {
+                    object([("id", id.as_str().into()), ("name", name.as_str().into()), ("args", args.clone())])
+                })
+                .collect();
+            let mut response =
+                object([("content", json!(recorded.response.content)), ("tool_calls", Value::Array(tool_calls))]);
             if let Some(c) = recorded.response.confidence {
                 response["confidence"] = json!(c);
             }
             self.rec.emit(
                 Kind::ModelCalled,
-                json!({"request_hash": hash.to_string(), "position": position, "response": response,
-                       "usage": {"input_tokens": recorded.usage.input_tokens, "output_tokens": recorded.usage.output_tokens},
-                       "latency_ms": recorded.latency_ms}),
+                object([
+                    ("request_hash", hash.to_string().into()),
+                    ("position", json!(position)),
+                    ("response", response.clone()),
+                    ("usage", json!({"input_tokens": recorded.usage.input_tokens, "output_tokens": recorded.usage.output_tokens})),
+                    ("latency_ms", json!(recorded.latency_ms)),
+                ]),
             )?;
             let mut assistant = json!({"role": "assistant", "content": recorded.response.content});
             if !calls.is_empty() {
@@ -331,7 +340,7 @@ impl<'a, 'p> Loop<'a, 'p> {
                 if let Some(error) = self.boundary.fixture_error.take() {
                     return Ok(Err(Stop { status: RunStatus::Failed, error, logged: true }));
                 }
-                self.push_message(json!({"role": "tool", "call_id": call_id, "content": result}))?;
+                self.push_message(object([("role", "tool".into()), ("call_id", call_id.into()), ("content", result)]))?;
             }
         }
         let limit = self.input.profile.max_steps_per_turn;
@@ -396,7 +405,10 @@ impl<'a, 'p> Loop<'a, 'p> {
 
     /// Propose, decide, maybe approve, execute. Returns what the model sees as the result.
     fn call(&mut self, call_id: &str, tool: &str, args: &Value) -> Result<Value, WriteError> {
-        self.rec.emit(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
+        self.rec.emit(
+            Kind::ToolProposed,
+            object([("call_id", call_id.into()), ("tool", tool.into()), ("args", args.clone())]),
+        )?;
         let class = if memory::is_builtin(tool) { memory::class(tool) } else { self.boundary.class(tool) };
         let taint_source = self.boundary.taint.source_of(args);
         if let Some(denied) = self.boundary.decide(self.rec, call_id, tool, class, args)? {
