@@ -118,6 +118,31 @@ fn parallel_calls_sent_last_first_take_effect_in_the_models_order_and_replay_byt
     assert!(p.exists(log.replace(".jsonl", ".stderr")), "stderr is kept beside the log");
 }
 
+/// A merge links each log into the merged run, and an external agent's stderr with it
+/// (a built-in agent has none, and is not looked for).
+#[test]
+fn a_merged_run_keeps_each_external_agents_stderr_beside_its_log() {
+    let Some(_) = python() else { return };
+    let p = project(
+        &profile("wire", WIRE, ""),
+        &[case("one", "wire", json!([text("done")])), case("two", "wire", json!([text("done")]))],
+    );
+    for i in 1..=2 {
+        let shard = format!("slice:{i}/2");
+        let out = format!("shards/{i}");
+        p.stateval(&["run", "pipeline/ext.toml", "--shard", &shard, "--out", &out]).expect_code(0);
+    }
+    p.stateval(&["merge", "--pipeline", "pipeline/ext.toml", "--out", "merged", "shards/1", "shards/2"]).expect_code(0);
+    let files = p.files_under("merged/runs");
+    let logs: Vec<&String> =
+        files.iter().filter(|f| f.ends_with(".jsonl") && (f.contains("/one/") || f.contains("/two/"))).collect();
+    assert_eq!(logs.len(), 2, "{files:?}");
+    for log in logs {
+        let stderr = log.replace(".jsonl", ".stderr");
+        assert!(files.contains(&stderr), "{stderr} not beside its log: {files:?}");
+    }
+}
+
 #[test]
 fn a_call_the_model_did_not_propose_is_refused_and_flagged_and_a_denied_call_says_policy() {
     let Some(_) = python() else { return };

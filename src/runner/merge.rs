@@ -21,6 +21,7 @@ use crate::evidence::{CheckOptions, check_run};
 use crate::gate::Tally;
 use crate::metrics::dimensions as cards_api;
 use crate::outcome::{CaseIter, CaseOutcome, CaseSpill, Cases, SuiteOutcome};
+use crate::pipeline::AgentKind;
 use crate::store::{Layout, LogRecord, Store};
 
 /// One shard run, read and verified: [`read_shards`] does this without the plan, so it
@@ -198,12 +199,12 @@ pub fn merge(
     let mut tally = Tally::default();
     let mut card_cases = BTreeMap::new();
     let mut outcomes = Outcomes::open(shards);
-    let (to_link, links) = std::sync::mpsc::channel::<(PathBuf, PathBuf, Vec<usize>)>();
+    let (to_link, links) = std::sync::mpsc::channel::<(PathBuf, PathBuf, Vec<usize>, bool)>();
     std::thread::scope(|scope| {
         let linker = scope.spawn(move || -> Result<(), RunnerError> {
-            for (from_case, to_case, runs) in links {
+            for (from_case, to_case, runs, external) in links {
                 make_case_dir(&to_case)?;
-                runs.into_iter().try_for_each(|k| link_log(&from_case, &to_case, k))?;
+                runs.into_iter().try_for_each(|k| link_log(&from_case, &to_case, k, external))?;
             }
             Ok(())
         });
@@ -219,11 +220,14 @@ pub fn merge(
                     ))
                 })?;
                 let from_case = shard.dir.join(&outcome.id);
+                // only an external agent's run leaves its stderr beside the log
+                let external = plan.pipeline.agents.get(&case_ref.agent).is_some_and(|p| p.kind == AgentKind::External);
                 // a send fails only when the linker stopped on an error, which it returns
                 let _ = to_link.send((
                     from_case.clone(),
                     run_dir.join(&outcome.id),
                     outcome.runs.iter().map(|r| r.index).collect(),
+                    external,
                 ));
                 for r in &mut outcome.runs {
                     r.log = plan.pipeline.display(&layout.log_path(&plan.run_id, &outcome.id, r.index));
@@ -338,12 +342,13 @@ fn make_case_dir(dir: &Path) -> Result<(), RunnerError> {
     }
 }
 
-/// Link log `k` (and its agent's stderr, when there is one) from a shard's case
-/// directory into the merged run's. A finished log never changes: a hard link is a
-/// copy without the bytes (and `verify` would catch a later edit of either name
-/// against the manifest); where links cannot be made, the file is copied.
-fn link_log(from_case: &Path, to_case: &Path, k: usize) -> Result<(), RunnerError> {
-    for ext in ["jsonl", "stderr"] {
+/// Link log `k` (and, for an `external` agent, its stderr when there is one) from a
+/// shard's case directory into the merged run's. A finished log never changes: a hard
+/// link is a copy without the bytes (and `verify` would catch a later edit of either
+/// name against the manifest); where links cannot be made, the file is copied.
+fn link_log(from_case: &Path, to_case: &Path, k: usize, external: bool) -> Result<(), RunnerError> {
+    let files: &[&str] = if external { &["jsonl", "stderr"] } else { &["jsonl"] };
+    for &ext in files {
         let from = from_case.join(format!("{k}.{ext}"));
         let to = to_case.join(format!("{k}.{ext}"));
         match std::fs::hard_link(&from, &to) {
