@@ -89,7 +89,7 @@ impl Recording {
             }
             let value =
                 parse_json_strict(line).map_err(|(_, col, msg)| InputError::new(display_path, i + 1, col, msg))?;
-            values.push(check_line(&value, line).map_err(|(col, msg)| InputError::new(display_path, i + 1, col, msg))?);
+            values.push(check_line(value, line).map_err(|(col, msg)| InputError::new(display_path, i + 1, col, msg))?);
         }
         Ok((Self::from_values(values, display.to_string()), canon::digest(Context::Content, text.as_bytes())))
     }
@@ -138,13 +138,13 @@ impl Recording {
 }
 
 /// Schema-check and type one recording line; errors carry a 1-based column.
-fn check_line(value: &Value, line: &str) -> Result<RecordedResponse, (usize, String)> {
-    if let Some(v) = RECORDING_SCHEMA.check(value) {
+fn check_line(value: Value, line: &str) -> Result<RecordedResponse, (usize, String)> {
+    if let Some(v) = RECORDING_SCHEMA.check(&value) {
         let col = crate::diag::line_col(line, locate(line, &v.pointer)).1;
         return Err((col, v.message));
     }
-    canon::check_ijson(value).map_err(|e| (1, e.to_string()))?;
-    serde_json::from_value(value.clone()).map_err(|e| (1, e.to_string()))
+    canon::check_ijson(&value).map_err(|e| (1, e.to_string()))?;
+    serde_json::from_value(value).map_err(|e| (1, e.to_string()))
 }
 
 #[cfg(test)]
