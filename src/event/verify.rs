@@ -301,6 +301,7 @@ fn digest_text(text: Option<&str>, name: &str) -> Result<Option<Digest>, String>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::canon;
     use crate::event::writer::LogWriter;
     use serde_json::json;
 
@@ -407,6 +408,72 @@ mod tests {
             let i = idx % log.len();
             log[i] ^= 1 << bit;
             proptest::prop_assert!(verify_bytes(&log).is_err());
+        }
+
+        /// Reading envelopes only (`verify`, `reindex`, `merge`) passes and fails exactly
+        /// the logs reading whole events does, naming the same line and reason: a byte
+        /// flipped, a line dropped, repeated or moved, or an event forged after the end.
+        #[test]
+        fn envelope_and_event_verification_agree_on_edited_logs(
+            n in 3u64..8,
+            how in 0u8..8,
+            a in 0usize..10_000,
+            b in 0usize..10_000,
+            bit in 0u8..8,
+        ) {
+            let log = sample_log(n);
+            let mut l = lines(&log);
+            let (i, j) = (a % l.len(), b % l.len());
+            match how {
+                0 => {
+                    let flat = &mut l[i];
+                    let at = b % flat.len();
+                    flat[at] ^= 1 << bit;
+                }
+                1 => { l.remove(i); }
+                2 => { let copy = l[i].clone(); l.insert(j, copy); }
+                3 => l.swap(i, j),
+                4 => { let first = l[0].clone(); l.push(first); }
+                // forged and re-hashed, so only the rules the hash cannot carry catch them:
+                // a line chained onto its predecessor but numbered one too high …
+                5 => {
+                    let prev = parse_line(&l[i][..l[i].len() - 1]).unwrap().hash;
+                    let next = (i + 1) % l.len();
+                    let e = parse_line(&l[next][..l[next].len() - 1]).unwrap();
+                    let forged = Unhashed { seq: e.seq + 1, turn: e.turn, t: e.t, kind: e.kind, data: &e.data, prev: Some(&prev) };
+                    let mut line = forged.encode().unwrap().0;
+                    line.push(b'\n');
+                    l[next] = line;
+                }
+                // … a line of the right number chained onto the wrong predecessor …
+                6 => {
+                    let next = (i + 1) % l.len();
+                    let e = parse_line(&l[next][..l[next].len() - 1]).unwrap();
+                    let wrong = canon::digest(canon::Context::Event, b"not the previous line");
+                    let forged = Unhashed { seq: e.seq, turn: e.turn, t: e.t, kind: e.kind, data: &e.data, prev: Some(&wrong) };
+                    let mut line = forged.encode().unwrap().0;
+                    line.push(b'\n');
+                    l[next] = line;
+                }
+                // … and an event properly chained after run_completed
+                _ => {
+                    let mut w = LogWriter::new(Vec::new());
+                    for line in &l {
+                        let e = parse_line(&line[..line.len() - 1]).unwrap();
+                        w.append(e.turn, e.t, e.kind, e.data).unwrap();
+                    }
+                    w.append(None, 99, Kind::ToolExecuted, json!({"call_id": "forged"})).unwrap();
+                    l = lines(&w.finish().unwrap().0);
+                }
+            }
+            let edited = l.concat();
+            let events = verify_stream(&edited[..], |_, _| {});
+            let envelopes = verify_envelopes(&edited[..], |_, _| {});
+            match (events, envelopes) {
+                (Ok(a), Ok(b)) => proptest::prop_assert_eq!(a, b),
+                (Err(StreamError::Invalid(a)), Err(StreamError::Invalid(b))) => proptest::prop_assert_eq!(a, b),
+                (a, b) => proptest::prop_assert!(false, "events: {:?}, envelopes: {:?}", a, b),
+            }
         }
     }
 }
