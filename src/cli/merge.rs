@@ -47,7 +47,11 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .map_err(|e| CliError::invalid(e.to_string()))?
         .map(std::sync::Arc::new);
     let options = Options { jobs: 1, selective: false, signer, shard: None, reuse: None };
-    let outcome = merge::merge(&plan, &store, &shards, plan_file.as_ref(), &options)?;
-    super::run::write_reports(&outcome, &plan, args.verbose)?;
+    let concluding = merge::merge(&plan, &store, &shards, plan_file.as_ref(), &options)?;
+    // the reports render while the logs are still being linked into the run; they are
+    // put in place only once the run is finished (its manifest written)
+    let rendered = super::run::render_reports(concluding.outcome(), &plan, args.verbose, false)?;
+    let outcome = concluding.finish()?;
+    rendered.publish(&outcome, &plan)?;
     Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
 }

@@ -163,16 +163,54 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
 
 /// The pipeline's report files, then the summary and where each report went.
 pub fn write_reports(outcome: &stateval::outcome::SuiteOutcome, plan: &Plan, verbose: bool) -> Result<(), CliError> {
-    let written = report::write_reports(outcome, &plan.pipeline.report, &plan.pipeline.base)
-        .map_err(|e| if e.is_users() { CliError::invalid(e.to_string()) } else { CliError::internal(e.to_string()) })?;
-    let mut stdout = std::io::stdout().lock();
-    report::pretty::write_summary(outcome, &mut stdout, report::pretty::stdout_color_choice(), verbose)
-        .map_err(|e| CliError::internal(e.to_string()))?;
-    drop(stdout);
-    for path in written {
-        super::out(format!("report: {}", plan.pipeline.display(&path)));
+    render_reports(outcome, plan, verbose, true)?.publish(outcome, plan)
+}
+
+/// The report files and the summary of a run, rendered but not yet in place or shown.
+pub struct Rendered {
+    files: report::StagedReports,
+    summary: Vec<u8>,
+}
+
+/// Render the report files (see [`report::stage_reports`] for `logs_ready`) and the
+/// summary at once: each streams the cases on its own.
+pub fn render_reports(
+    outcome: &stateval::outcome::SuiteOutcome,
+    plan: &Plan,
+    verbose: bool,
+    logs_ready: bool,
+) -> Result<Rendered, CliError> {
+    let color = report::pretty::stdout_color_choice();
+    let (files, summary) = std::thread::scope(|scope| {
+        let summary = scope.spawn(|| {
+            let mut summary = Vec::new();
+            report::pretty::write_summary(outcome, &mut summary, color, verbose).map(|()| summary)
+        });
+        let files = report::stage_reports(outcome, &plan.pipeline.report, &plan.pipeline.base, logs_ready);
+        (files, summary.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    });
+    let files = files.map_err(report_error)?;
+    let summary = summary.map_err(|e| CliError::internal(e.to_string()))?;
+    Ok(Rendered { files, summary })
+}
+
+impl Rendered {
+    /// Put the report files in place, then print the summary and where they went.
+    pub fn publish(self, outcome: &stateval::outcome::SuiteOutcome, plan: &Plan) -> Result<(), CliError> {
+        let written = self.files.publish(outcome).map_err(report_error)?;
+        let mut stdout = std::io::stdout().lock();
+        let shown = std::io::Write::write_all(&mut stdout, &self.summary);
+        shown.and_then(|()| std::io::Write::flush(&mut stdout)).map_err(|e| CliError::internal(e.to_string()))?;
+        drop(stdout);
+        for path in written {
+            super::out(format!("report: {}", plan.pipeline.display(&path)));
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+fn report_error(e: report::ReportError) -> CliError {
+    if e.is_users() { CliError::invalid(e.to_string()) } else { CliError::internal(e.to_string()) }
 }
 
 /// A plan file from `stateval plan` must be this plan: same digest.

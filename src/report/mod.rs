@@ -113,6 +113,11 @@ impl Format {
         }
     }
 
+    /// Whether rendering this format reads the run's logs (only HTML does).
+    pub fn reads_logs(self) -> bool {
+        matches!(self, Format::Html)
+    }
+
     /// Writes `outcome` in this format to `out`; only HTML reads the logs.
     pub fn write(self, outcome: &SuiteOutcome, logs: &dyn html::Logs, out: &mut dyn Write) -> io::Result<()> {
         match self {
@@ -201,18 +206,66 @@ impl ReportError {
 /// reports, and of the logs and goldens the HTML report reads) against `base`, and
 /// returns the paths written (json, junit, tap, markdown, html order).
 ///
-/// Each file is written atomically: a reader (a CI uploader, a later step) sees the
-/// previous file or the complete new one, never a half-written report.
+/// Each file is written atomically, and only once every report has rendered: a reader
+/// (a CI uploader, a later step) sees the previous files or the complete new ones,
+/// never a half-written report nor one report of a set that failed.
 pub fn write_reports(outcome: &SuiteOutcome, config: &ReportConfig, base: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    stage_reports(outcome, config, base, true)?.publish(outcome)
+}
+
+/// Renders every report configured in `config` into a hidden temporary file beside its
+/// path, on every core at once, and leaves them there: [`StagedReports::publish`] puts
+/// them in place; dropped unpublished, they are removed. With `logs_ready` false (the
+/// run's logs are still being put in place), the reports that read logs (HTML) are
+/// rendered at publication instead.
+pub fn stage_reports(
+    outcome: &SuiteOutcome,
+    config: &ReportConfig,
+    base: &Path,
+    logs_ready: bool,
+) -> Result<StagedReports, ReportError> {
     let logs = html::LogFiles::under(base);
     let outputs = config.outputs()?;
-    // each report streams the cases on its own: on every core at once
-    crate::par::in_parallel(&outputs, |(format, relative)| {
+    // each report streams the cases on its own
+    let reports = crate::par::in_parallel(&outputs, |(format, relative)| {
         let path = base.join(relative);
-        write_report(&path, *format, outcome, &logs).map(|()| path)
+        if logs_ready || !format.reads_logs() {
+            stage_file(&path, format.key(), |out| format.write(outcome, &logs, out)).map(Staged::Rendered)
+        } else {
+            Ok(Staged::Later(*format, path))
+        }
     })
     .into_iter()
-    .collect()
+    .collect::<Result<Vec<_>, _>>()?;
+    Ok(StagedReports { reports, base: base.to_path_buf() })
+}
+
+/// Reports rendered (or, for those that read logs, still to render), not yet in place.
+pub struct StagedReports {
+    reports: Vec<Staged>,
+    base: PathBuf,
+}
+
+enum Staged {
+    Rendered(StagedFile),
+    Later(Format, PathBuf),
+}
+
+impl StagedReports {
+    /// Render the reports left for later, then put every report in place, in
+    /// configuration order; returns their paths.
+    pub fn publish(self, outcome: &SuiteOutcome) -> Result<Vec<PathBuf>, ReportError> {
+        let logs = html::LogFiles::under(&self.base);
+        let files = self
+            .reports
+            .into_iter()
+            .map(|report| match report {
+                Staged::Rendered(file) => Ok(file),
+                Staged::Later(format, path) => stage_file(&path, format.key(), |out| format.write(outcome, &logs, out)),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        files.into_iter().map(StagedFile::publish).collect()
+    }
 }
 
 /// Writes one report to `path`, atomically (see [`write_reports`]).
@@ -240,6 +293,46 @@ pub fn write_file(
     format: &'static str,
     render: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> Result<(), ReportError> {
+    stage_file(path, format, render)?.publish().map(drop)
+}
+
+/// A report rendered and synced into its hidden temporary file, waiting to be renamed
+/// over its path; removed if dropped first.
+struct StagedFile {
+    tmp: PathBuf,
+    path: PathBuf,
+    key: &'static str,
+    published: bool,
+}
+
+impl StagedFile {
+    fn publish(mut self) -> Result<PathBuf, ReportError> {
+        fs::rename(&self.tmp, &self.path).map_err(|source| ReportError::Io {
+            key: self.key,
+            path: self.path.clone(),
+            action: "replace",
+            source,
+        })?;
+        self.published = true;
+        Ok(std::mem::take(&mut self.path))
+    }
+}
+
+impl Drop for StagedFile {
+    fn drop(&mut self) {
+        if !self.published {
+            // Best effort: the error that matters is the one returned.
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// The first half of [`write_file`]: everything but the rename.
+fn stage_file(
+    path: &Path,
+    format: &'static str,
+    render: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> Result<StagedFile, ReportError> {
     let key = format;
     let io_error = |path: &Path, action, source| ReportError::Io { key, path: path.to_path_buf(), action, source };
     let Some(name) = path.file_name() else {
@@ -253,28 +346,19 @@ pub fn write_file(
 
     // Hidden, and unique per process, so concurrent runs never share a temporary file.
     let tmp = dir.join(format!(".{}.{}.tmp", name.to_string_lossy(), std::process::id()));
-    let result = OpenOptions::new()
+    let file = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .open(&tmp)
-        .map_err(|e| io_error(path, "write", e))
-        .and_then(|file| {
-            let mut out = io::BufWriter::new(file);
-            render(&mut out).map_err(|e| ReportError::Render {
-                path: path.to_path_buf(),
-                format,
-                message: e.to_string(),
-            })?;
-            let file = out.into_inner().map_err(|e| io_error(path, "write", e.into_error()))?;
-            file.sync_all().map_err(|e| io_error(path, "write", e))
-        })
-        .and_then(|()| fs::rename(&tmp, path).map_err(|e| io_error(path, "replace", e)));
-    if result.is_err() {
-        // Best effort: the error that matters is the one returned.
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+        .map_err(|e| io_error(path, "write", e))?;
+    // from here on, dropping `staged` removes the temporary file
+    let staged = StagedFile { tmp, path: path.to_path_buf(), key, published: false };
+    let mut out = io::BufWriter::new(file);
+    render(&mut out).map_err(|e| ReportError::Render { path: path.to_path_buf(), format, message: e.to_string() })?;
+    let file = out.into_inner().map_err(|e| io_error(path, "write", e.into_error()))?;
+    file.sync_all().map_err(|e| io_error(path, "write", e))?;
+    Ok(staged)
 }
 
 /// Decimal places for metric values in extras (fixed, so report bytes are stable and
@@ -456,6 +540,61 @@ mod tests {
             write_reports(&fixture::suite(), &config, dir.path()).err().map(|e| e.to_string()).unwrap_or_default();
         let reports = dir.path().join("reports");
         assert!(err.starts_with(&format!("report.junit: {}: cannot create the directory", reports.display())), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn when_one_report_cannot_be_written_none_is_put_in_place() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        fs::write(dir.path().join("blocked"), b"not a directory")?;
+        // json renders first and would succeed; tap cannot make its directory
+        let config = ReportConfig {
+            json: Some("out/report.json".into()),
+            tap: Some("blocked/results.tap".into()),
+            ..ReportConfig::default()
+        };
+        let err = write_reports(&fixture::suite(), &config, dir.path()).err().map(|e| e.to_string());
+        assert!(err.as_deref().is_some_and(|e| e.starts_with("report.tap: ")), "{err:?}");
+        // no report.json, and no temporary file left beside where it would go
+        let left: Vec<_> =
+            fs::read_dir(dir.path().join("out"))?.map(|e| e.map(|e| e.file_name())).collect::<Result<_, _>>()?;
+        assert!(left.is_empty(), "{left:?}");
+        Ok(())
+    }
+
+    #[test]
+    fn staged_reports_appear_only_when_published_and_vanish_when_dropped() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let config = ReportConfig {
+            json: Some("report.json".into()),
+            html: Some("report.html".into()),
+            ..ReportConfig::default()
+        };
+        let suite = fixture::suite();
+        let names = |dir: &Path| -> std::io::Result<Vec<String>> {
+            let mut names: Vec<String> = fs::read_dir(dir)?
+                .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+                .collect::<Result<_, _>>()?;
+            names.sort();
+            Ok(names)
+        };
+
+        // logs not ready: json rendered into its hidden temporary file, html not yet
+        let staged = stage_reports(&suite, &config, dir.path(), false)?;
+        let pid = std::process::id();
+        assert_eq!(names(dir.path())?, vec![format!(".report.json.{pid}.tmp")]);
+        drop(staged);
+        assert!(names(dir.path())?.is_empty());
+
+        let staged = stage_reports(&suite, &config, dir.path(), false)?;
+        let written = staged.publish(&suite)?;
+        assert_eq!(written, vec![dir.path().join("report.json"), dir.path().join("report.html")]);
+        assert_eq!(names(dir.path())?, vec!["report.html".to_string(), "report.json".to_string()]);
+        // the same bytes as writing them at once
+        let (json, html) = (fs::read(&written[0])?, fs::read(&written[1])?);
+        write_reports(&suite, &config, dir.path())?;
+        assert_eq!(fs::read(&written[0])?, json);
+        assert_eq!(fs::read(&written[1])?, html);
         Ok(())
     }
 

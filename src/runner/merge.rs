@@ -14,13 +14,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use super::shard::{PlanFile, SHARD_FILE, ShardRecord, UNITS_FILE, UnitRecord, unit_id};
-use super::{Decided, Options, Plan, RunnerError, at, cards, conclude, start_run};
+use super::{Concluding, Decided, Options, Plan, RunnerError, at, cards, conclude_staged, start_run};
 use crate::canon::Digest;
 use crate::evidence::check::relative_text;
 use crate::evidence::{CheckOptions, check_run};
 use crate::gate::Tally;
 use crate::metrics::dimensions as cards_api;
-use crate::outcome::{CaseIter, CaseOutcome, CaseSpill, Cases, SuiteOutcome};
+use crate::outcome::{CaseIter, CaseOutcome, CaseSpill, Cases};
 use crate::pipeline::AgentKind;
 use crate::store::{Layout, LogRecord, Store};
 
@@ -133,13 +133,16 @@ fn checked<'a>(plan: &Plan, shards: &'a [ShardRun]) -> Result<Vec<&'a Checked>, 
 }
 
 /// Merge shard outputs ([`read_shards`]) into the plan's run (in the plan's store).
-pub fn merge(
-    plan: &Plan,
-    store: &dyn Store,
+/// The run is decided and judged but not yet finished: the logs may still be being
+/// linked into it while its reports are rendered, and [`Concluding::finish`] waits for
+/// them before writing the manifest.
+pub fn merge<'a>(
+    plan: &'a Plan,
+    store: &'a dyn Store,
     shards: &[ShardRun],
     plan_file: Option<&PlanFile>,
-    options: &Options,
-) -> Result<SuiteOutcome, RunnerError> {
+    options: &'a Options,
+) -> Result<Concluding<'a>, RunnerError> {
     if let Some(file) = plan_file
         && file.plan != plan.digest
     {
@@ -191,8 +194,9 @@ pub fn merge(
 
     // One pass over the plan: each case's outcome streamed from its shard, indexed,
     // carded and written, while a second thread makes the case directories and links
-    // the logs. One thread making every directory keeps them from contending for the
-    // run directory's lock, which cost more than two threads gained.
+    // the logs, on through the gates and the reports, until the manifest needs them.
+    // One thread making every directory keeps them from contending for the run
+    // directory's lock, which cost more than two threads gained.
     let run_dir = layout.run_dir(&plan.run_id);
     let spill_path = layout.cases_path(&plan.run_id);
     let mut spill = CaseSpill::create(&spill_path).map_err(at(&spill_path))?;
@@ -200,92 +204,102 @@ pub fn merge(
     let mut card_cases = BTreeMap::new();
     let mut outcomes = Outcomes::open(shards);
     let (to_link, links) = std::sync::mpsc::channel::<(PathBuf, PathBuf, Vec<usize>, bool)>();
-    std::thread::scope(|scope| {
-        let linker = scope.spawn(move || -> Result<(), RunnerError> {
-            for (from_case, to_case, runs, external) in links {
-                make_case_dir(&to_case)?;
-                runs.into_iter().try_for_each(|k| link_log(&from_case, &to_case, k, external))?;
+    let linker = std::thread::spawn(move || -> Result<(), RunnerError> {
+        for (from_case, to_case, runs, external) in links {
+            make_case_dir(&to_case)?;
+            runs.into_iter().try_for_each(|k| link_log(&from_case, &to_case, k, external))?;
+        }
+        Ok(())
+    });
+    let walked = (|| -> Result<(), RunnerError> {
+        for (index, case_ref) in plan.cases.iter().enumerate() {
+            let owner = owner_of_case[index];
+            let shard = &shards[owner];
+            let mut outcome = outcomes.find(owner, &case_ref.id)?.ok_or_else(|| {
+                refused(format!(
+                    "case {}: {} ran its units but holds no outcome for it",
+                    case_ref.id,
+                    shard.dir.display()
+                ))
+            })?;
+            let from_case = shard.dir.join(&outcome.id);
+            // only an external agent's run leaves its stderr beside the log
+            let external = plan.pipeline.agents.get(&case_ref.agent).is_some_and(|p| p.kind == AgentKind::External);
+            // a send fails only when the linker stopped on an error, which it returns
+            let _ = to_link.send((
+                from_case.clone(),
+                run_dir.join(&outcome.id),
+                outcome.runs.iter().map(|r| r.index).collect(),
+                external,
+            ));
+            for r in &mut outcome.runs {
+                r.log = plan.pipeline.display(&layout.log_path(&plan.run_id, &outcome.id, r.index));
             }
-            Ok(())
-        });
-        let walked = (|| -> Result<(), RunnerError> {
-            for (index, case_ref) in plan.cases.iter().enumerate() {
-                let owner = owner_of_case[index];
-                let shard = &shards[owner];
-                let mut outcome = outcomes.find(owner, &case_ref.id)?.ok_or_else(|| {
+            for r in &outcome.runs {
+                let rel = format!("{}/{}.jsonl", outcome.id, r.index);
+                let turn_offsets = checked[owner].turn_offsets.get(&rel).cloned().ok_or_else(|| {
                     refused(format!(
-                        "case {}: {} ran its units but holds no outcome for it",
-                        case_ref.id,
+                        "{}: {rel}: the outcome names a log its manifest does not list",
                         shard.dir.display()
                     ))
                 })?;
-                let from_case = shard.dir.join(&outcome.id);
-                // only an external agent's run leaves its stderr beside the log
-                let external = plan.pipeline.agents.get(&case_ref.agent).is_some_and(|p| p.kind == AgentKind::External);
-                // a send fails only when the linker stopped on an error, which it returns
-                let _ = to_link.send((
-                    from_case.clone(),
-                    run_dir.join(&outcome.id),
-                    outcome.runs.iter().map(|r| r.index).collect(),
-                    external,
-                ));
-                for r in &mut outcome.runs {
-                    r.log = plan.pipeline.display(&layout.log_path(&plan.run_id, &outcome.id, r.index));
-                }
-                for r in &outcome.runs {
-                    let rel = format!("{}/{}.jsonl", outcome.id, r.index);
-                    let turn_offsets = checked[owner].turn_offsets.get(&rel).cloned().ok_or_else(|| {
-                        refused(format!(
-                            "{}: {rel}: the outcome names a log its manifest does not list",
-                            shard.dir.display()
-                        ))
-                    })?;
-                    // the shard's check verified this log whole: index it without a second pass
-                    store.put_log(&LogRecord {
-                        run_id: plan.run_id.clone(),
-                        case: outcome.id.clone(),
-                        k: r.index,
-                        path: Layout::log_rel(&plan.run_id, &outcome.id, r.index),
-                        head: r.head.clone(),
-                        events: r.events,
-                        complete: true,
-                        turn_offsets,
-                    })?;
-                    store.put_verdict(&super::verdict(&plan.run_id, &outcome, r))?;
-                }
-                // only a card needs the case read again; its logs are read where the shard
-                // wrote them (the merged run's are links to the same bytes, maybe not made yet)
-                if case_ref.recordings.len() >= 2 || case_ref.perturbed {
-                    let case = plan.case(index)?;
-                    let price = plan.pipeline.agents.get(&case.agent).and_then(|p| p.price);
-                    let mut runs = Vec::new();
-                    for r in &outcome.runs {
-                        let events = crate::event::reader::read_log(&from_case.join(format!("{}.jsonl", r.index)))
-                            .map_err(|e| refused(e.to_string()))?
-                            .events;
-                        runs.push(cards_api::Run { success: r.passed, ..cards::card_run(&events, r.passed, price) });
-                    }
-                    card_cases.insert(
-                        index,
-                        cards::CardCase {
-                            id: case.id.clone(),
-                            agent: case.agent.clone(),
-                            perturbation: case.perturbation.clone(),
-                            runs,
-                        },
-                    );
-                }
-                tally.add(&outcome.tags, outcome.passed);
-                spill.push(&outcome).map_err(at(&spill_path))?;
+                // the shard's check verified this log whole: index it without a second pass
+                store.put_log(&LogRecord {
+                    run_id: plan.run_id.clone(),
+                    case: outcome.id.clone(),
+                    k: r.index,
+                    path: Layout::log_rel(&plan.run_id, &outcome.id, r.index),
+                    head: r.head.clone(),
+                    events: r.events,
+                    complete: true,
+                    turn_offsets,
+                })?;
+                store.put_verdict(&super::verdict(&plan.run_id, &outcome, r))?;
             }
-            Ok(())
-        })();
-        drop(to_link);
-        let linked = linker.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-        walked.and(linked)
-    })?;
+            // only a card needs the case read again; its logs are read where the shard
+            // wrote them (the merged run's are links to the same bytes, maybe not made yet)
+            if case_ref.recordings.len() >= 2 || case_ref.perturbed {
+                let case = plan.case(index)?;
+                let price = plan.pipeline.agents.get(&case.agent).and_then(|p| p.price);
+                let mut runs = Vec::new();
+                for r in &outcome.runs {
+                    let events = crate::event::reader::read_log(&from_case.join(format!("{}.jsonl", r.index)))
+                        .map_err(|e| refused(e.to_string()))?
+                        .events;
+                    runs.push(cards_api::Run { success: r.passed, ..cards::card_run(&events, r.passed, price) });
+                }
+                card_cases.insert(
+                    index,
+                    cards::CardCase {
+                        id: case.id.clone(),
+                        agent: case.agent.clone(),
+                        perturbation: case.perturbation.clone(),
+                        runs,
+                    },
+                );
+            }
+            tally.add(&outcome.tags, outcome.passed);
+            spill.push(&outcome).map_err(at(&spill_path))?;
+        }
+        Ok(())
+    })();
+    drop(to_link);
+    if let Err(e) = walked {
+        // the linker stops with the channel; its own error, if any, matters less
+        let _ = linker.join();
+        return Err(e);
+    }
     let cases = spill.finish().map_err(at(&spill_path))?;
-    conclude(plan, store, run, Decided { cases, tally, card_cases }, options)
+    match conclude_staged(plan, store, run, Decided { cases, tally, card_cases }, options) {
+        Ok(mut concluding) => {
+            concluding.pending = Some(linker);
+            Ok(concluding)
+        }
+        Err(e) => {
+            let _ = linker.join();
+            Err(e)
+        }
+    }
 }
 
 /// The shards' case outcomes, taken in plan order. Each shard wrote its `cases.jsonl`

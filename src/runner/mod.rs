@@ -725,6 +725,78 @@ pub(crate) fn conclude(
     decided: Decided,
     options: &Options,
 ) -> Result<SuiteOutcome, RunnerError> {
+    conclude_staged(plan, store, run, decided, options)?.finish()
+}
+
+/// A run decided, indexed and judged, whose manifest is not yet written: its outcome
+/// (root included) is final, so reports can be rendered from it, but the run is not
+/// finished until [`Concluding::finish`] has waited for `pending` (a merge's log links)
+/// and written the manifest, `suite.json` and `run.json`.
+pub struct Concluding<'a> {
+    plan: &'a Plan,
+    store: &'a dyn Store,
+    run: RunRecord,
+    manifest: RunManifest,
+    signer: Option<&'a SecretKey>,
+    outcome: SuiteOutcome,
+    pending: Pending,
+}
+
+/// Work the run's files wait for, on its own thread.
+type Pending = Option<std::thread::JoinHandle<Result<(), RunnerError>>>;
+
+impl Concluding<'_> {
+    /// The run's outcome as it will be once finished.
+    pub fn outcome(&self) -> &SuiteOutcome {
+        &self.outcome
+    }
+
+    /// Wait for the pending work, then write what marks the run finished: the
+    /// manifest (it anchors the logs, so it waits for them), `suite.json`, `run.json`.
+    pub fn finish(mut self) -> Result<SuiteOutcome, RunnerError> {
+        if let Some(pending) = self.pending.take() {
+            pending.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?;
+        }
+        let Concluding { plan, store, ref run, ref manifest, signer, ref outcome, .. } = self;
+        let outcome = outcome.clone();
+        let layout = plan.layout();
+        let run_dir = layout.run_dir(&plan.run_id);
+        write_manifest(manifest, &run_dir, signer)?;
+        // beside cases.jsonl, everything else a report needs: reports can be rendered again later
+        let suite = layout.suite_path(&plan.run_id);
+        let header = serde_json::to_vec_pretty(&outcome.header()).map_err(|e| RunnerError::Internal(e.to_string()))?;
+        crate::atomic::replace(&suite, &header).map_err(at(&suite))?;
+        let done = RunRecord { passed: Some(outcome.passed), ..run.clone() };
+        let meta = layout.meta_path(&plan.run_id);
+        crate::atomic::replace(
+            &meta,
+            &serde_json::to_vec_pretty(&done).map_err(|e| RunnerError::Internal(e.to_string()))?,
+        )
+        .map_err(at(&meta))?;
+        store.put_run(&done)?;
+        store.flush()?;
+        Ok(outcome)
+    }
+}
+
+impl Drop for Concluding<'_> {
+    /// A run abandoned before it finished (its reports failed) still waits for its
+    /// pending work, so nothing writes into its directory after the caller moved on.
+    fn drop(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            let _ = pending.join();
+        }
+    }
+}
+
+/// [`conclude`] up to the manifest: everything but what marks the run finished.
+pub(crate) fn conclude_staged<'a>(
+    plan: &'a Plan,
+    store: &'a dyn Store,
+    run: RunRecord,
+    decided: Decided,
+    options: &'a Options,
+) -> Result<Concluding<'a>, RunnerError> {
     let Decided { cases, tally, card_cases } = decided;
     let layout = plan.layout();
     let run_dir = layout.run_dir(&plan.run_id);
@@ -765,29 +837,19 @@ pub(crate) fn conclude(
         let bytes = serde_json::to_vec_pretty(&record).map_err(|e| RunnerError::Internal(e.to_string()))?;
         std::fs::write(&path, bytes).map_err(at(&path))?;
     }
-    // the manifest marks the run finished and anchors its logs; written before the
-    // reports so that every report can carry its root
-    let root = write_manifest(plan, &run_dir, logs, options.signer.as_deref())?;
+    // the manifest marks the run finished and anchors its logs; its root is known
+    // before it is written, so that every report can carry it
+    let manifest = RunManifest::new(&plan.run_id, plan.digest, logs);
     let outcome = SuiteOutcome {
         pipeline: plan.pipeline.pipeline.name.clone(),
         run_id: plan.run_id.clone(),
-        root: Some(root.to_string()),
+        root: Some(manifest.root().to_string()),
         cases,
         gates,
         passed,
         extras,
     };
-    // beside cases.jsonl, everything else a report needs: reports can be rendered again later
-    let suite = layout.suite_path(&plan.run_id);
-    let header = serde_json::to_vec_pretty(&outcome.header()).map_err(|e| RunnerError::Internal(e.to_string()))?;
-    crate::atomic::replace(&suite, &header).map_err(at(&suite))?;
-    let done = RunRecord { passed: Some(passed), ..run };
-    let meta = layout.meta_path(&plan.run_id);
-    crate::atomic::replace(&meta, &serde_json::to_vec_pretty(&done).map_err(|e| RunnerError::Internal(e.to_string()))?)
-        .map_err(at(&meta))?;
-    store.put_run(&done)?;
-    store.flush()?;
-    Ok(outcome)
+    Ok(Concluding { plan, store, run, manifest, signer: options.signer.as_deref(), outcome, pending: None })
 }
 
 /// The catalog's record of one run's verdict.
@@ -847,13 +909,7 @@ fn write_indexes(plan: &Plan, layout: &Layout, run_dir: &Path, cases: &Cases) ->
 
 /// The run's logs (heads and event counts, in dataset order) into `manifest.json`;
 /// signed when a key is given. Returns the run's root.
-fn write_manifest(
-    plan: &Plan,
-    run_dir: &Path,
-    logs: Vec<LogEntry>,
-    signer: Option<&SecretKey>,
-) -> Result<Digest, RunnerError> {
-    let manifest = RunManifest::new(&plan.run_id, plan.digest, logs);
+fn write_manifest(manifest: &RunManifest, run_dir: &Path, signer: Option<&SecretKey>) -> Result<Digest, RunnerError> {
     let manifest_error = |e: ManifestError| RunnerError::Internal(e.to_string());
     let root = manifest.write(run_dir).map_err(manifest_error)?;
     if let Some(key) = signer {
