@@ -147,7 +147,7 @@ pub fn check_ijson(value: &Value) -> Result<(), CanonError> {
                 for (i, item) in items.iter().enumerate() {
                     let len = pointer.len();
                     pointer.push('/');
-                    pointer.push_str(&i.to_string());
+                    pointer.push_str(itoa::Buffer::new().format(i));
                     walk(item, pointer)?;
                     pointer.truncate(len);
                 }
@@ -157,7 +157,15 @@ pub fn check_ijson(value: &Value) -> Result<(), CanonError> {
                 for (k, v) in map {
                     let len = pointer.len();
                     pointer.push('/');
-                    pointer.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                    // escaped in place: this walk runs on every recorded line, and two
+                    // `replace`s allocated twice for every key
+                    for c in k.chars() {
+                        match c {
+                            '~' => pointer.push_str("~0"),
+                            '/' => pointer.push_str("~1"),
+                            c => pointer.push(c),
+                        }
+                    }
                     walk(v, pointer)?;
                     pointer.truncate(len);
                 }
@@ -363,6 +371,12 @@ mod tests {
         assert!(to_canonical(&json!(9007199254740991u64)).is_ok());
         assert!(to_canonical(&json!(-9007199254740991i64)).is_ok());
         assert!(to_canonical(&json!(-9007199254740992i64)).is_err());
+        // the place is a JSON Pointer: `~` and `/` in keys escaped, `~` first
+        let err = check_ijson(&json!({"a/~b": [0, {"~1": 9007199254740992u64}]})).unwrap_err();
+        assert_eq!(
+            err,
+            CanonError::UnsafeInteger { pointer: "/a~1~0b/1/~01".into(), value: "9007199254740992".into() }
+        );
     }
 
     #[test]
