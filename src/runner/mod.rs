@@ -168,7 +168,9 @@ pub enum ReplayError {
 impl Plan {
     pub fn load(pipeline_path: &Path, selection: &Selection) -> Result<Plan, RunnerError> {
         let pipeline = Pipeline::load(pipeline_path).map_err(|e| RunnerError::Input(vec![e]))?;
-        let mut agents = BTreeMap::new();
+        // listed first and collected in bulk: one at a time, in key order, the map's
+        // nodes would stay half empty (see `Pipeline::parse`)
+        let mut agents = Vec::new();
         let mut errors = Vec::new();
         // each manifest file is validated once, however many profiles name it, and only
         // its digest is kept
@@ -214,8 +216,9 @@ impl Plan {
             let profile_json = serde_json::to_value(profile).map_err(|e| RunnerError::Internal(e.to_string()))?;
             let digest = canon::canonical_digest(Context::Content, &profile_json)
                 .map_err(|e| RunnerError::Internal(e.to_string()))?;
-            agents.insert(name.clone(), PlannedAgent { tools, manifest, profile: digest });
+            agents.push((name.clone(), PlannedAgent { tools, manifest, profile: digest }));
         }
+        let agents: BTreeMap<String, PlannedAgent> = agents.into_iter().collect();
         let judges = load_judges(&pipeline, &mut errors);
         let loaded = Loader::new(&pipeline).select(|case| selection.keeps(case)).load_all();
         let loaded = match loaded {
