@@ -1130,3 +1130,45 @@ fn check_value(a: &Assertion, value: Option<&Value>) -> Check {
     let (expected, actual) = if outcome.passed { (None, None) } else { (Some(a.spec.clone()), value.cloned()) };
     Check { name: a.target.clone(), passed: outcome.passed, reason: outcome.reason, expected, actual }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A merge's links are the pending work: the manifest, which anchors the logs and
+    /// marks the run finished, must not be written before that work is done.
+    #[test]
+    fn a_run_is_finished_only_after_its_pending_work() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let pipeline = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipeline/ci.toml");
+        let mut plan = Plan::load(&pipeline, &Selection::default())?;
+        plan.pipeline.pipeline.store = dir.path().to_string_lossy().into_owned();
+        let layout = plan.layout();
+        let store = crate::store::SledStore::open(&layout.catalog())?;
+        let run = start_run(&plan, &store)?;
+        let run_dir = layout.run_dir(&plan.run_id);
+        let cases = CaseSpill::create(&layout.cases_path(&plan.run_id))?.finish()?;
+        let decided = Decided { cases, tally: Tally::default(), card_cases: BTreeMap::new() };
+        let options = Options { jobs: 1, selective: false, signer: None, shard: None, reuse: None };
+        let mut concluding = conclude_staged(&plan, &store, run, decided, &options)?;
+
+        let saw_manifest = Arc::new(AtomicBool::new(false));
+        let (seen, manifest) = (saw_manifest.clone(), run_dir.join(crate::evidence::manifest::MANIFEST_FILE));
+        concluding.pending = Some(std::thread::spawn(move || {
+            // slower than writing a manifest by far: a finish that did not wait would
+            // have written it by now
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            seen.store(manifest.exists(), Ordering::SeqCst);
+            Ok(())
+        }));
+        let root = concluding.outcome().root.clone();
+        let outcome = concluding.finish()?;
+        assert!(!saw_manifest.load(Ordering::SeqCst), "the manifest was written before the pending work ended");
+        assert!(run_dir.join(crate::evidence::manifest::MANIFEST_FILE).is_file());
+        // the root the reports rendered with is the one the manifest has
+        assert_eq!(outcome.root, root);
+        assert_eq!(Some(RunManifest::read(&run_dir)?.root().to_string()), root);
+        Ok(())
+    }
+}
