@@ -208,8 +208,42 @@ impl SuiteHeader {
 #[derive(Debug, Clone)]
 pub struct Cases {
     source: Source,
+    tally: CaseTally,
+}
+
+/// How many cases, how many passed, and the same per dataset: counted as cases are
+/// written or read, so a report that heads with counts (JUnit's suites, the summary's
+/// dataset lines) need not read the cases an extra time for them.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct CaseTally {
     len: usize,
     passed: usize,
+    datasets: Vec<DatasetTally>,
+}
+
+/// A dataset's cases and how many of them passed. One entry per run of adjacent cases
+/// of a dataset, in order: a dataset whose cases are not adjacent (which breaks the
+/// [`Cases`] contract) shows up as two entries, for a reporter to refuse.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatasetTally {
+    pub dataset: String,
+    pub cases: usize,
+    pub passed: usize,
+}
+
+impl CaseTally {
+    fn count(&mut self, case: &CaseOutcome) {
+        self.len += 1;
+        self.passed += usize::from(case.passed);
+        match self.datasets.last_mut() {
+            Some(last) if last.dataset == case.dataset => {}
+            _ => self.datasets.push(DatasetTally { dataset: case.dataset.clone(), cases: 0, passed: 0 }),
+        }
+        if let Some(last) = self.datasets.last_mut() {
+            last.cases += 1;
+            last.passed += usize::from(case.passed);
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -221,16 +255,21 @@ enum Source {
 
 impl Cases {
     pub fn len(&self) -> usize {
-        self.len
+        self.tally.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.tally.len == 0
     }
 
     /// How many cases passed.
     pub fn passed(&self) -> usize {
-        self.passed
+        self.tally.passed
+    }
+
+    /// Each dataset's cases and passes, in order (see [`DatasetTally`]).
+    pub fn datasets(&self) -> &[DatasetTally] {
+        &self.tally.datasets
     }
 
     /// The cases in order. Reading a spilled file back can fail (I/O, or a file changed
@@ -245,20 +284,19 @@ impl Cases {
     /// The cases spilled to `path`, read in order without counting them first.
     pub fn stream(path: &Path) -> CaseIter<'_> {
         match std::fs::File::open(path) {
-            Ok(file) => CaseIter::File { path, lines: BufReader::new(file).lines(), line: 0 },
+            Ok(file) => CaseIter::File { path, reader: BufReader::new(file), text: String::new(), line: 0 },
             Err(e) => CaseIter::Failed(Some(io::Error::new(e.kind(), format!("{}: {e}", path.display())))),
         }
     }
 
     /// The cases spilled to `path` by an earlier run, counted by reading them once.
     pub fn from_file(path: &Path) -> io::Result<Cases> {
-        let mut cases = Cases { source: Source::File(path.to_path_buf()), len: 0, passed: 0 };
-        let (mut len, mut passed) = (0, 0);
+        let mut cases = Cases { source: Source::File(path.to_path_buf()), tally: CaseTally::default() };
+        let mut tally = CaseTally::default();
         for case in cases.iter() {
-            len += 1;
-            passed += usize::from(case?.passed);
+            tally.count(case?.as_ref());
         }
-        (cases.len, cases.passed) = (len, passed);
+        cases.tally = tally;
         Ok(cases)
     }
 
@@ -270,15 +308,22 @@ impl Cases {
 
 impl From<Vec<CaseOutcome>> for Cases {
     fn from(cases: Vec<CaseOutcome>) -> Self {
-        let passed = cases.iter().filter(|c| c.passed).count();
-        Cases { len: cases.len(), passed, source: Source::Memory(cases) }
+        let mut tally = CaseTally::default();
+        cases.iter().for_each(|c| tally.count(c));
+        Cases { tally, source: Source::Memory(cases) }
     }
 }
 
 /// Iterator over [`Cases`]: borrowed from memory, or parsed line by line from the file.
 pub enum CaseIter<'a> {
     Memory(std::slice::Iter<'a, CaseOutcome>),
-    File { path: &'a Path, lines: io::Lines<BufReader<std::fs::File>>, line: usize },
+    /// Lines are read into `text`, one buffer for the whole file.
+    File {
+        path: &'a Path,
+        reader: BufReader<std::fs::File>,
+        text: String,
+        line: usize,
+    },
     Failed(Option<io::Error>),
 }
 
@@ -288,14 +333,18 @@ impl<'a> Iterator for CaseIter<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             CaseIter::Memory(cases) => cases.next().map(|c| Ok(Cow::Borrowed(c))),
-            CaseIter::File { path, lines, line } => {
-                let text = match lines.next()? {
-                    Ok(text) => text,
+            CaseIter::File { path, reader, text, line } => {
+                text.clear();
+                match reader.read_line(text) {
+                    Ok(0) => return None,
+                    Ok(_) => {}
                     Err(e) => return Some(Err(e)),
-                };
+                }
                 *line += 1;
+                let text = text.strip_suffix('\n').unwrap_or(text);
+                let text = text.strip_suffix('\r').unwrap_or(text);
                 Some(
-                    serde_json::from_str(&text).map(Cow::Owned).map_err(|e| {
+                    serde_json::from_str(text).map(Cow::Owned).map_err(|e| {
                         io::Error::new(io::ErrorKind::InvalidData, format!("{}:{line}: {e}", path.display()))
                     }),
                 )
@@ -307,7 +356,7 @@ impl<'a> Iterator for CaseIter<'a> {
 
 impl PartialEq for Cases {
     fn eq(&self, other: &Self) -> bool {
-        if (self.len, self.passed) != (other.len, other.passed) {
+        if self.tally != other.tally {
             return false;
         }
         let mut theirs = other.iter();
@@ -322,7 +371,7 @@ impl Serialize for Cases {
     /// A JSON array, written case by case as it is read.
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::{Error, SerializeSeq};
-        let mut seq = serializer.serialize_seq(Some(self.len))?;
+        let mut seq = serializer.serialize_seq(Some(self.len()))?;
         for case in self.iter() {
             seq.serialize_element(case.map_err(S::Error::custom)?.as_ref())?;
         }
@@ -340,27 +389,25 @@ impl<'de> Deserialize<'de> for Cases {
 pub struct CaseSpill {
     path: PathBuf,
     out: BufWriter<std::fs::File>,
-    len: usize,
-    passed: usize,
+    tally: CaseTally,
 }
 
 impl CaseSpill {
     pub fn create(path: &Path) -> io::Result<Self> {
         let file = std::fs::File::create(path)?;
-        Ok(CaseSpill { path: path.to_path_buf(), out: BufWriter::new(file), len: 0, passed: 0 })
+        Ok(CaseSpill { path: path.to_path_buf(), out: BufWriter::new(file), tally: CaseTally::default() })
     }
 
     pub fn push(&mut self, case: &CaseOutcome) -> io::Result<()> {
         serde_json::to_writer(&mut self.out, case)?;
         self.out.write_all(b"\n")?;
-        self.len += 1;
-        self.passed += usize::from(case.passed);
+        self.tally.count(case);
         Ok(())
     }
 
     pub fn finish(mut self) -> io::Result<Cases> {
         self.out.flush()?;
-        Ok(Cases { source: Source::File(self.path), len: self.len, passed: self.passed })
+        Ok(Cases { source: Source::File(self.path), tally: self.tally })
     }
 }
 
@@ -393,6 +440,33 @@ mod tests {
         assert_eq!((cases.len(), cases.passed()), (3, 2));
         assert_eq!(cases.to_vec()?, written);
         assert_eq!(cases, Cases::from(written));
+        Ok(())
+    }
+
+    #[test]
+    fn datasets_are_tallied_alike_when_spilled_read_back_or_built_in_memory() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("cases.jsonl");
+        let in_dataset =
+            |dataset: &str, id: &str, passed: bool| CaseOutcome { dataset: dataset.into(), ..case(id, passed) };
+        // the third dataset run is `d1` again: two entries, as a reporter must see it
+        let written = vec![
+            in_dataset("d1", "a", true),
+            in_dataset("d1", "b", false),
+            in_dataset("d2", "c", true),
+            in_dataset("d1", "d", true),
+        ];
+        let mut spill = CaseSpill::create(&path)?;
+        for c in &written {
+            spill.push(c)?;
+        }
+        let spilled = spill.finish()?;
+        let tally = |dataset: &str, cases, passed| DatasetTally { dataset: dataset.into(), cases, passed };
+        let expected = [tally("d1", 2, 1), tally("d2", 1, 1), tally("d1", 1, 1)];
+        assert_eq!(spilled.datasets(), expected);
+        assert_eq!(Cases::from_file(&path)?.datasets(), expected);
+        assert_eq!(Cases::from(written).datasets(), expected);
+        assert_eq!((spilled.len(), spilled.passed()), (4, 3));
         Ok(())
     }
 

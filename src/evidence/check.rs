@@ -325,7 +325,14 @@ fn read_finding(path: &Path, e: ReadError) -> Finding {
 pub fn logs_in(dir: &Path) -> Vec<PathBuf> {
     let mut logs = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else { return logs };
-    for case in entries.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()) {
+    // the entry's type comes with the directory listing: no `stat` per case, except
+    // to follow a symbolic link
+    let is_dir = |e: &std::fs::DirEntry| match e.file_type() {
+        Ok(t) if t.is_symlink() => e.path().is_dir(),
+        Ok(t) => t.is_dir(),
+        Err(_) => e.path().is_dir(),
+    };
+    for case in entries.filter_map(Result::ok).filter(is_dir).map(|e| e.path()) {
         let Ok(files) = std::fs::read_dir(&case) else { continue };
         logs.extend(
             files.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "jsonl")),

@@ -30,7 +30,7 @@ use quick_junit::XmlString;
 use quick_xml::Writer;
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 
-use crate::outcome::{CaseOutcome, GateOutcome, SuiteOutcome};
+use crate::outcome::{CaseOutcome, DatasetTally, GateOutcome, SuiteOutcome};
 
 /// The name (and classname) of the `<testsuite>` that holds the gates.
 pub const GATES_SUITE: &str = "[gates]";
@@ -50,8 +50,9 @@ pub fn render(outcome: &SuiteOutcome) -> io::Result<String> {
 /// cleaning ([`XmlString`]: ANSI escapes and characters XML cannot hold removed). A
 /// test renders random suites both ways and requires identical bytes.
 ///
-/// A suite's counts head its element, so cases are read twice: once to count each
-/// dataset's tests and failures, once to write them.
+/// A suite's counts head its element: they are the ones tallied as the cases were
+/// written ([`Cases::datasets`](crate::outcome::Cases::datasets)), and each suite's
+/// cases are checked against them as they are written.
 pub fn write(outcome: &SuiteOutcome, out: &mut dyn Write) -> io::Result<()> {
     let suites = dataset_counts(outcome)?;
     let mut xml = Writer::new_with_indent(out, b' ', 4);
@@ -69,19 +70,22 @@ pub fn write(outcome: &SuiteOutcome, out: &mut dyn Write) -> io::Result<()> {
     xml.write_event(Event::Start(root))?;
 
     let mut cases = outcome.cases.iter();
-    for suite in &suites {
+    for suite in suites {
         let mut tag = BytesStart::new("testsuite");
         tag.extend_attributes([
             ("name", clean(&suite.dataset).as_str()),
-            ("tests", suite.tests.to_string().as_str()),
+            ("tests", suite.cases.to_string().as_str()),
             ("skipped", "0"),
             ("errors", "0"),
-            ("failures", suite.failures.to_string().as_str()),
+            ("failures", (suite.cases - suite.passed).to_string().as_str()),
         ]);
         xml.write_event(Event::Start(tag))?;
         properties(&mut xml, &suite_properties(outcome))?;
-        for _ in 0..suite.tests {
+        for _ in 0..suite.cases {
             let case = cases.next().ok_or_else(|| changed("fewer cases than counted"))??;
+            if case.dataset != suite.dataset {
+                return Err(changed(&format!("case {} is not of dataset {}", case.id, suite.dataset)));
+            }
             test_case(&mut xml, &case)?;
         }
         end(&mut xml, "testsuite")?;
@@ -98,32 +102,15 @@ pub fn write(outcome: &SuiteOutcome, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
-/// One `<testsuite>`: a dataset and its counts.
-struct SuiteCounts {
-    dataset: String,
-    tests: usize,
-    failures: usize,
-}
-
-/// Datasets in order with their counts. The cases of a dataset are adjacent (the
-/// [`Cases`](crate::outcome::Cases) contract); a dataset seen again after
-/// another is an error rather than a second suite of the same name.
-fn dataset_counts(outcome: &SuiteOutcome) -> io::Result<Vec<SuiteCounts>> {
-    let mut suites: Vec<SuiteCounts> = Vec::new();
-    for case in outcome.cases.iter() {
-        let case = case?;
-        match suites.last_mut() {
-            Some(last) if last.dataset == case.dataset => {}
-            _ => {
-                if suites.iter().any(|s| s.dataset == case.dataset) {
-                    return Err(changed(&format!("the cases of dataset {} are not adjacent", case.dataset)));
-                }
-                suites.push(SuiteCounts { dataset: case.dataset.clone(), tests: 0, failures: 0 });
-            }
-        }
-        if let Some(last) = suites.last_mut() {
-            last.tests += 1;
-            last.failures += usize::from(!case.passed);
+/// The datasets in order with their counts, as the cases were tallied when written or
+/// read ([`Cases::datasets`](crate::outcome::Cases::datasets)). The cases of a dataset
+/// are adjacent (the [`Cases`](crate::outcome::Cases) contract); a dataset seen again
+/// after another is an error rather than a second suite of the same name.
+fn dataset_counts(outcome: &SuiteOutcome) -> io::Result<&[DatasetTally]> {
+    let suites = outcome.cases.datasets();
+    for (i, suite) in suites.iter().enumerate() {
+        if suites[..i].iter().any(|s| s.dataset == suite.dataset) {
+            return Err(changed(&format!("the cases of dataset {} are not adjacent", suite.dataset)));
         }
     }
     Ok(suites)

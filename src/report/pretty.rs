@@ -114,9 +114,25 @@ pub fn write_summary(outcome: &SuiteOutcome, out: &mut dyn Write, color: ColorCh
 }
 
 fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -> io::Result<()> {
+    // one pass over the cases: failures and warnings are listed in two blocks, so the
+    // warnings wait in their own buffer; the slowest cases are kept as they go by
+    let (mut warnings, mut slowest) = (Vec::new(), Slowest::default());
     let mut listed = false;
     for case in outcome.cases.iter() {
         let case = case?;
+        slowest.see(&case);
+        for run in &case.runs {
+            for warning in &run.warnings {
+                writeln!(
+                    warnings,
+                    "{YELLOW}WARN{RESET} {} :: {}: run {}: {}",
+                    visible(&case.dataset),
+                    visible(&case.id),
+                    run.index,
+                    visible(warning)
+                )?;
+            }
+        }
         if case.passed {
             continue;
         }
@@ -130,28 +146,13 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
             writeln!(out, "     {}", visible(&reason))?;
         }
     }
-    for case in outcome.cases.iter() {
-        let case = case?;
-        for run in &case.runs {
-            for warning in &run.warnings {
-                listed = true;
-                writeln!(
-                    out,
-                    "{YELLOW}WARN{RESET} {} :: {}: run {}: {}",
-                    visible(&case.dataset),
-                    visible(&case.id),
-                    run.index,
-                    visible(warning)
-                )?;
-            }
-        }
-    }
-    if listed {
+    out.write_all(&warnings)?;
+    if listed || !warnings.is_empty() {
         writeln!(out)?;
     }
 
     datasets(outcome, out)?;
-    slowest(outcome, out)?;
+    slowest.write(out)?;
 
     let extras = crate::report::metric_extras(&outcome.extras);
     let width = extras.iter().map(|(name, _)| visible(name).chars().count()).max().unwrap_or(0);
@@ -199,42 +200,38 @@ const SLOWEST: usize = 3;
 /// `slowest (virtual time): a 12.4 s, b 9.1 s, c 0.8 s` — by the longest recorded run of
 /// each case, in virtual time (recorded latencies, injected delays), so it is the same
 /// on every machine. Ties keep dataset order.
-fn slowest(outcome: &SuiteOutcome, out: &mut impl Write) -> io::Result<()> {
-    let mut top: Vec<(u64, String)> = Vec::with_capacity(SLOWEST + 1);
-    for case in outcome.cases.iter() {
-        let case = case?;
+#[derive(Default)]
+struct Slowest {
+    top: Vec<(u64, String)>,
+}
+
+impl Slowest {
+    fn see(&mut self, case: &CaseOutcome) {
         let ms = case.runs.iter().map(|r| r.virtual_ms).max().unwrap_or(0);
-        let at = top.iter().position(|(t, _)| ms > *t).unwrap_or(top.len());
+        let at = self.top.iter().position(|(t, _)| ms > *t).unwrap_or(self.top.len());
         if at < SLOWEST {
-            top.insert(at, (ms, case.id.clone()));
-            top.truncate(SLOWEST);
+            self.top.insert(at, (ms, case.id.clone()));
+            self.top.truncate(SLOWEST);
         }
     }
-    if top.is_empty() || top.iter().all(|(ms, _)| *ms == 0) {
-        return Ok(());
+
+    fn write(&self, out: &mut impl Write) -> io::Result<()> {
+        if self.top.is_empty() || self.top.iter().all(|(ms, _)| *ms == 0) {
+            return Ok(());
+        }
+        let listed: Vec<String> =
+            self.top.iter().map(|(ms, id)| format!("{} {:.1} s", visible(id), *ms as f64 / 1000.0)).collect();
+        writeln!(out, "slowest (virtual time): {}", listed.join(", "))
     }
-    let listed: Vec<String> =
-        top.iter().map(|(ms, id)| format!("{} {:.1} s", visible(id), *ms as f64 / 1000.0)).collect();
-    writeln!(out, "slowest (virtual time): {}", listed.join(", "))
 }
 
 /// One line per dataset: its passing and total cases, in dataset order.
 fn datasets(outcome: &SuiteOutcome, out: &mut impl Write) -> io::Result<()> {
-    let mut counts: Vec<(String, usize, usize)> = Vec::new();
-    for case in outcome.cases.iter() {
-        let case = case?;
-        match counts.last_mut() {
-            Some((dataset, passed, total)) if *dataset == case.dataset => {
-                *passed += usize::from(case.passed);
-                *total += 1;
-            }
-            _ => counts.push((case.dataset.clone(), usize::from(case.passed), 1)),
-        }
-    }
-    let width = counts.iter().map(|(d, _, _)| visible(d).chars().count()).max().unwrap_or(0);
-    for (dataset, passed, total) in &counts {
-        let colour = if passed == total { GREEN } else { RED };
-        writeln!(out, "{:<width$}  {colour}{passed}/{total}{RESET} passed", visible(dataset))?;
+    let counts = outcome.cases.datasets();
+    let width = counts.iter().map(|d| visible(&d.dataset).chars().count()).max().unwrap_or(0);
+    for d in counts {
+        let colour = if d.passed == d.cases { GREEN } else { RED };
+        writeln!(out, "{:<width$}  {colour}{}/{}{RESET} passed", visible(&d.dataset), d.passed, d.cases)?;
     }
     Ok(())
 }
