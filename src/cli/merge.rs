@@ -4,8 +4,10 @@
 use std::path::PathBuf;
 
 use super::{CliError, Exit};
+use stateval::pipeline::Pipeline;
 use stateval::runner::shard::PlanFile;
-use stateval::runner::{Options, Plan, Selection, merge};
+use stateval::runner::{Options, Plan, RunnerError, Selection, merge};
+use stateval::store::Layout;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -29,27 +31,32 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
     super::run::remove_stale_reports(&args.pipeline);
-    // the shards verify while the plan loads: neither needs the other until the merge
+    let mut pipeline = Pipeline::load(&args.pipeline).map_err(|e| CliError::from(RunnerError::Input(vec![e])))?;
+    if let Some(out) = &args.out {
+        pipeline.pipeline.store = out.to_string_lossy().into_owned();
+    }
+    let layout = Layout::new(&pipeline.store_dir());
+    let runs_dir = layout.root.join("runs");
+    // the shards verify, and the merged run's directory is staged from them, while the
+    // plan validates the inputs: neither needs the other until the merge
     let (plan, shards) = std::thread::scope(|scope| {
-        let shards = scope.spawn(|| merge::read_shards(&args.dirs));
-        let plan = Plan::load(&args.pipeline, &Selection::default());
+        let shards = scope.spawn(|| {
+            let shards = merge::read_shards(&args.dirs)?;
+            let staged = merge::stage(&shards, &runs_dir);
+            Ok::<_, RunnerError>((shards, staged))
+        });
+        let plan = Plan::of(pipeline, &Selection::default());
         (plan, shards.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
     });
-    let mut plan = plan?;
-    let shards = shards?;
+    let plan = plan?;
+    let (shards, staged) = shards?;
     let plan_file = args.plan.as_deref().map(PlanFile::read).transpose().map_err(CliError::invalid)?;
-    if let Some(out) = &args.out {
-        plan.pipeline.pipeline.store = out.to_string_lossy().into_owned();
-    }
-    let layout = plan.layout();
     let store = super::open_store(&layout, if args.out.is_some() { "--out" } else { "pipeline.store" })?;
     let signer = stateval::evidence::SecretKey::from_env()
         .map_err(|e| CliError::invalid(e.to_string()))?
         .map(std::sync::Arc::new);
     let options = Options { jobs: 1, selective: false, signer, shard: None, reuse: None };
-    let concluding = merge::merge(&plan, &store, &shards, plan_file.as_ref(), &options)?;
-    // the reports render while the logs are still being linked into the run; they are
-    // put in place only once the run is finished (its manifest written)
+    let concluding = merge::merge(&plan, &store, &shards, staged, plan_file.as_ref(), &options)?;
     let rendered = super::run::render_reports(concluding.outcome(), &plan, args.verbose, false)?;
     let outcome = concluding.finish()?;
     rendered.publish(&outcome, &plan)?;
