@@ -278,11 +278,19 @@ fn write_string(out: &mut Vec<u8>, s: &str) {
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
-        // most text needs no escape: pass over it eight bytes at a time
-        if let Some(word) = bytes.get(i..i + 8)
-            && !word_needs_escape(u64::from_le_bytes(word.try_into().unwrap_or_default()))
-        {
-            i += 8;
+        // most text needs no escape: pass over it eight bytes at a time (the last few
+        // bytes padded with a letter, so short keys and values take one test too)
+        let rest = &bytes[i..];
+        let word = match rest.get(..8) {
+            Some(word) => word.try_into().unwrap_or_default(),
+            None => {
+                let mut padded = [b'a'; 8];
+                padded[..rest.len()].copy_from_slice(rest);
+                padded
+            }
+        };
+        if !word_needs_escape(u64::from_le_bytes(word)) {
+            i += rest.len().min(8);
             continue;
         }
         let b = bytes[i];
