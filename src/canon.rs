@@ -220,7 +220,9 @@ fn write_value(out: &mut Vec<u8>, value: &Value) -> Result<(), UnsafeInteger> {
                 out.push(b':');
                 write_value(out, v)
             };
-            if map.keys().any(|k| k.chars().any(|c| c >= '\u{E000}')) {
+            // a char at or above U+E000 is the only kind whose UTF-8 lead byte is 0xEE or
+            // more, and the only kind that sorts differently in UTF-16
+            if map.keys().any(|k| k.bytes().any(|b| b >= 0xEE)) {
                 let mut members: Vec<(&String, &Value)> = map.iter().collect();
                 members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
                 for (k, v) in members {
@@ -269,10 +271,29 @@ fn write_number(out: &mut Vec<u8>, n: &serde_json::Number) -> Result<(), UnsafeI
 /// `"` and `\\`, the five short control escapes, other controls as lowercase `\u00xx`,
 /// everything else (including U+007F and U+2028) as is.
 fn write_string(out: &mut Vec<u8>, s: &str) {
+    out.reserve(s.len() + 2);
     out.push(b'"');
     let bytes = s.as_bytes();
+    // `bytes[start..i]` is the run not yet copied: it needs no escape
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
+    let mut i = 0;
+    while i < bytes.len() {
+        // most text needs no escape: pass over it eight bytes at a time (the last few
+        // bytes padded with a letter, so short keys and values take one test too)
+        let rest = &bytes[i..];
+        let word = match rest.get(..8) {
+            Some(word) => word.try_into().unwrap_or_default(),
+            None => {
+                let mut padded = [b'a'; 8];
+                padded[..rest.len()].copy_from_slice(rest);
+                padded
+            }
+        };
+        if !word_needs_escape(u64::from_le_bytes(word)) {
+            i += rest.len().min(8);
+            continue;
+        }
+        let b = bytes[i];
         let escape: &[u8] = match b {
             b'"' => b"\\\"",
             b'\\' => b"\\\\",
@@ -282,7 +303,10 @@ fn write_string(out: &mut Vec<u8>, s: &str) {
             0x08 => b"\\b",
             0x0c => b"\\f",
             0x00..=0x1f => b"",
-            _ => continue,
+            _ => {
+                i += 1;
+                continue;
+            }
         };
         out.extend_from_slice(&bytes[start..i]);
         if escape.is_empty() {
@@ -293,10 +317,24 @@ fn write_string(out: &mut Vec<u8>, s: &str) {
         } else {
             out.extend_from_slice(escape);
         }
-        start = i + 1;
+        i += 1;
+        start = i;
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+/// Does any of the eight bytes of `word` need escaping in a JSON string (a control
+/// below 0x20, `"` or `\`)? Exact, by the usual borrow tricks: `(x - 0x01…) & !x &
+/// 0x80…` is non-zero exactly when some byte of `x` is zero, and with `0x20…` exactly
+/// when some byte is below 0x20.
+#[inline]
+fn word_needs_escape(word: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0;
+    control || has_zero(word ^ (ONES * u64::from(b'"'))) || has_zero(word ^ (ONES * u64::from(b'\\')))
 }
 
 /// The RFC 8785 canonical bytes of `value`.
@@ -462,7 +500,34 @@ mod tests {
         })
     }
 
+    #[test]
+    fn a_word_needs_escaping_exactly_when_one_of_its_bytes_does() {
+        let needs = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+        // every byte value in every lane, among bytes that need nothing and bytes that
+        // sit next to the thresholds (0x1f/0x20, 0x21/0x22/0x23, 0x5b/0x5c/0x5d, 0x7f-0xff)
+        for filler in [b'a', 0x20, 0x21, 0x23, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, 0xff] {
+            for lane in 0..8 {
+                for b in 0..=255u8 {
+                    let mut word = [filler; 8];
+                    word[lane] = b;
+                    assert_eq!(word_needs_escape(u64::from_le_bytes(word)), needs(b), "{word:?}");
+                }
+            }
+        }
+    }
+
     proptest::proptest! {
+        /// Long strings with escapes anywhere: the eight-byte scan must find each one.
+        #[test]
+        fn long_strings_escape_as_the_reference_does(
+            s in "[\u{0}-\u{1f}\"\\\\a-z \u{7f}\u{e9}\u{2028}\u{e000}\u{1f600}]{0,80}",
+        ) {
+            let v = json!({ s.clone(): s });
+            let ours = to_canonical(&v).unwrap();
+            let reference = serde_json_canonicalizer::to_vec(&v).unwrap();
+            proptest::prop_assert_eq!(String::from_utf8(ours).unwrap(), String::from_utf8(reference).unwrap());
+        }
+
         #[test]
         fn our_jcs_writer_agrees_with_a_reference_implementation(v in arbitrary_json()) {
             let ours = to_canonical(&v).unwrap();

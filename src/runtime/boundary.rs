@@ -207,7 +207,7 @@ impl<'a> ToolBoundary<'a> {
             idempotency::key_and_args(&scope, rec.turn().unwrap_or(0), tool, args, declared.as_deref())
         });
         let key = keyed.as_ref().map(|k| self.idempotency.key_for(k));
-        let fixture_args = keyed.as_ref().map_or_else(|| args.clone(), |k| k.args.clone());
+        let fixture_args = keyed.as_ref().map_or(args, |k| &k.args);
         if let Some(key) = &key
             && let Some((result, first)) = self.idempotency.replay(key).cloned()
         {
@@ -220,7 +220,7 @@ impl<'a> ToolBoundary<'a> {
             )?;
             return Ok(Answer { result, is_error: false, protocol_error: None });
         }
-        let execution = self.sandbox.call(tool, &fixture_args);
+        let mut execution = self.sandbox.call(tool, fixture_args);
         // virtual time: a hang costs the timeout, and nothing sleeps
         rec.advance(execution.duration_ms);
         let mut data = object([
@@ -232,7 +232,7 @@ impl<'a> ToolBoundary<'a> {
             ("fault", Value::Null),
             ("duration_ms", json!(execution.duration_ms)),
             ("deduplicated", false.into()),
-            ("effect", execution.effect.clone().unwrap_or(Value::Null)),
+            ("effect", execution.effect.take().unwrap_or(Value::Null)),
         ]);
         // only faulted calls carry fault details, so logs without faults keep their bytes
         if let Some(injection) = &execution.fault {

@@ -82,20 +82,26 @@ struct Prefix {
 
 impl Conversation {
     pub fn push(&mut self, message: Value) -> Result<(), CanonError> {
-        let canonical = canon::to_canonical(&message)?;
+        // canonicalised straight into the joined buffer (no copy per message); on an
+        // error the buffer is left as it was
+        let before = self.joined.len();
+        if !self.messages.is_empty() {
+            self.joined.push(b',');
+        }
+        let offset = self.joined.len();
+        if let Err(e) = canon::write_canonical(&mut self.joined, &message) {
+            self.joined.truncate(before);
+            return Err(e);
+        }
         // token estimate over the message text as sent
-        let tokens = approx_tokens(std::str::from_utf8(&canonical).unwrap_or_default());
+        let tokens = approx_tokens(std::str::from_utf8(&self.joined[offset..]).unwrap_or_default());
         // a tool result belongs to the unit of the assistant message that called it
         let index = self.messages.len();
         let unit_start = match message.get("role").and_then(Value::as_str) {
             Some("tool") => self.messages.last().map_or(index, |m| m.unit_start),
             _ => index,
         };
-        if !self.messages.is_empty() {
-            self.joined.push(b',');
-        }
-        self.messages.push(Message { offset: self.joined.len(), tokens, unit_start });
-        self.joined.extend_from_slice(&canonical);
+        self.messages.push(Message { offset, tokens, unit_start });
         self.total_tokens += tokens;
         Ok(())
     }
@@ -229,6 +235,29 @@ mod tests {
         assert_eq!(c.messages_from(0).unwrap(), whole["messages"]);
         assert_eq!(c.messages_from(1).unwrap(), json!([whole["messages"][1]]));
         assert_eq!(c.messages_from(2).unwrap(), json!([]));
+    }
+
+    #[test]
+    fn a_message_that_cannot_be_canonicalised_leaves_the_conversation_as_it_was() {
+        let system = canon::to_canonical(&json!("sys")).unwrap();
+        let tools = canon::to_canonical(&json!([])).unwrap();
+        let memory = json!({});
+        let mut c = Conversation::default();
+        c.user("first").unwrap();
+        let before = c.request_digest(&system, &tools, &memory, 0).unwrap();
+        let tokens = c.history_tokens();
+        // an integer outside ±(2^53−1) has no canonical form
+        assert!(c.push(json!({"role": "tool", "content": {"n": 1u64 << 60}})).is_err());
+        assert_eq!((c.len(), c.history_tokens()), (1, tokens));
+        assert_eq!(c.request_digest(&system, &tools, &memory, 0).unwrap(), before);
+        c.user("second").unwrap();
+        let whole = json!({"system": "sys", "tools": [], "memory": {},
+                           "messages": [{"role": "user", "content": "first"}, {"role": "user", "content": "second"}]});
+        assert_eq!(
+            c.request_digest(&system, &tools, &memory, 0).unwrap(),
+            canon::canonical_digest(Context::Request, &whole).unwrap()
+        );
+        assert_eq!(c.messages_from(0).unwrap(), whole["messages"]);
     }
 
     #[test]

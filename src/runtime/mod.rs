@@ -28,7 +28,7 @@ use crate::dataset::Case;
 use crate::event::fold::{self, Memory};
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::{AgentProfile, OnDivergence, SafetyClass};
-use crate::replay::{ModelProvider, ModelRequest, ProviderError, Recording, ReplayProvider};
+use crate::replay::{ModelProvider, ModelRequest, ModelResponse, ProviderError, Recording, ReplayProvider};
 use crate::sandbox::Manifest;
 use boundary::ToolBoundary;
 use context::{Conversation, approx_tokens};
@@ -120,6 +120,9 @@ struct Loop<'a, 'p> {
     boundary: ToolBoundary<'a>,
     conversation: Conversation,
     memory: Memory,
+    /// The memory view sent with each model call and its tokens, kept while the memory
+    /// does not change (`None`: build it again from `memory`).
+    memory_view: Option<(Value, u64)>,
     /// Running as the target of a handoff: the final answer is returned to the caller
     /// instead of completing a user turn.
     nested: bool,
@@ -180,6 +183,7 @@ impl<'a, 'p> Loop<'a, 'p> {
             answer: None,
             conversation: Conversation::default(),
             memory: Memory::new(),
+            memory_view: None,
             system_tokens: approx_tokens(&input.profile.system),
             tool_tokens: approx_tokens(std::str::from_utf8(&tools).unwrap_or_default()),
             system,
@@ -249,8 +253,12 @@ impl<'a, 'p> Loop<'a, 'p> {
     /// One user turn: model calls until an answer without tool calls.
     fn turn(&mut self, turn: u32) -> Result<Result<(), Stop>, WriteError> {
         for step in 0..self.input.profile.max_steps_per_turn {
-            let memory_view = fold::memory_values(&self.memory);
-            let window = self.compile_context(&memory_view)?;
+            let (memory_view, memory_tokens) = self.memory_view.take().unwrap_or_else(|| {
+                let view = fold::memory_values(&self.memory);
+                let tokens = approx_tokens(&view.to_string());
+                (view, tokens)
+            });
+            let window = self.compile_context(memory_tokens)?;
             let hash = self
                 .conversation
                 .request_digest(&self.system, &self.tools, &memory_view, window.start)
@@ -258,6 +266,8 @@ impl<'a, 'p> Loop<'a, 'p> {
             // the live provider (`stateval record`) renders the document digested here
             let compiled =
                 if self.provider.wants_compiled() { Some(self.compiled(&memory_view, window.start)?) } else { None };
+            // kept until a memory event changes the memory
+            self.memory_view = Some((memory_view, memory_tokens));
             let request = ModelRequest { turn, step, hash, compiled };
             let replayed = match self.provider.complete(&request) {
                 Ok(r) => r,
@@ -273,7 +283,10 @@ impl<'a, 'p> Loop<'a, 'p> {
                 }
             };
             let position = replayed.position;
-            let recorded = replayed.recorded.clone();
+            // take only what the events need from the recorded response (not its
+            // recorded request), and move the parts instead of cloning them again
+            let (usage, latency_ms) = (replayed.recorded.usage, replayed.recorded.latency_ms);
+            let ModelResponse { content, tool_calls: recorded_calls, confidence } = replayed.recorded.response.clone();
             if let Some(d) = replayed.divergence {
                 self.rec.emit(
                     Kind::ReplayDiverged,
@@ -288,27 +301,31 @@ impl<'a, 'p> Loop<'a, 'p> {
                     OnDivergence::Warn => self.warnings.push(message),
                 }
             }
-            self.rec.advance(recorded.latency_ms);
-            self.tokens_used += recorded.usage.input_tokens + recorded.usage.output_tokens;
-            let calls: Vec<(String, String, Value)> = recorded
-                .response
-                .tool_calls
-                .iter()
+            self.rec.advance(latency_ms);
+            self.tokens_used += usage.input_tokens + usage.output_tokens;
+            let calls: Vec<(String, String, Value)> = recorded_calls
+                .into_iter()
                 .enumerate()
                 .map(|(j, c)| {
-                    let id = c.id.clone().unwrap_or_else(|| format!("call-{turn}-{step}-{j}"));
-                    (id, c.name.clone(), c.args.clone())
+                    let id = c.id.unwrap_or_else(|| format!("call-{turn}-{step}-{j}"));
+                    (id, c.name, c.args)
                 })
                 .collect();
-            let tool_calls = calls
-                .iter()
-                .map(|(id, name, args)| {
-                    object([("id", id.as_str().into()), ("name", name.as_str().into()), ("args", args.clone())])
-                })
-                .collect();
-            let mut response =
-                object([("content", json!(recorded.response.content)), ("tool_calls", Value::Array(tool_calls))]);
-            if let Some(c) = recorded.response.confidence {
+            let tool_calls = Value::Array(
+                calls
+                    .iter()
+                    .map(|(id, name, args)| {
+                        object([("id", id.as_str().into()), ("name", name.as_str().into()), ("args", args.clone())])
+                    })
+                    .collect(),
+            );
+            // the assistant message carries the same calls as the event's response
+            let mut assistant = object([("role", "assistant".into()), ("content", content.as_str().into())]);
+            if !calls.is_empty() {
+                assistant["tool_calls"] = tool_calls.clone();
+            }
+            let mut response = object([("content", content.as_str().into()), ("tool_calls", tool_calls)]);
+            if let Some(c) = confidence {
                 response["confidence"] = json!(c);
             }
             self.rec.emit(
@@ -316,21 +333,17 @@ impl<'a, 'p> Loop<'a, 'p> {
                 object([
                     ("request_hash", hash.to_string().into()),
                     ("position", json!(position)),
-                    ("response", response.clone()),
-                    ("usage", json!({"input_tokens": recorded.usage.input_tokens, "output_tokens": recorded.usage.output_tokens})),
-                    ("latency_ms", json!(recorded.latency_ms)),
+                    ("response", response),
+                    ("usage", json!({"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens})),
+                    ("latency_ms", json!(latency_ms)),
                 ]),
             )?;
-            let mut assistant = json!({"role": "assistant", "content": recorded.response.content});
-            if !calls.is_empty() {
-                assistant["tool_calls"] = response["tool_calls"].clone();
-            }
             self.push_message(assistant)?;
             if calls.is_empty() {
                 if self.nested {
-                    self.answer = Some(recorded.response.content.clone());
+                    self.answer = Some(content);
                 } else {
-                    self.rec.emit(Kind::TurnCompleted, json!({"turn": turn, "response": recorded.response.content}))?;
+                    self.rec.emit(Kind::TurnCompleted, json!({"turn": turn, "response": content}))?;
                 }
                 return Ok(Ok(()));
             }
@@ -372,9 +385,8 @@ impl<'a, 'p> Loop<'a, 'p> {
     /// Fit the sections into the effective budget (see `context`): one
     /// `context_compiled` event per model call, recording every section's tokens, the
     /// messages sent and dropped, and each section cap that was exceeded.
-    fn compile_context(&mut self, memory_view: &Value) -> Result<context::Window, WriteError> {
+    fn compile_context(&mut self, memory_tokens: u64) -> Result<context::Window, WriteError> {
         let config = &self.input.profile.context;
-        let memory_tokens = approx_tokens(&memory_view.to_string());
         let fixed = self.system_tokens + memory_tokens + self.tool_tokens;
         let history_budget = match (config.budget_tokens, config.history) {
             (Some(total), Some(cap)) => Some(total.saturating_sub(fixed).min(cap)),
@@ -540,6 +552,7 @@ impl<'a, 'p> Loop<'a, 'p> {
                            "supersedes": supersedes, "source": executed}),
                 )?;
                 fold::apply_memory(&mut self.memory, self.rec.event(seq));
+                self.memory_view = None;
             }
             Ok(memory::MemoryCall::Read { tier, key }) => {
                 let entry = self.memory.get(tier).and_then(|m| m.get(key));
@@ -574,6 +587,7 @@ impl<'a, 'p> Loop<'a, 'p> {
                 .rec
                 .emit(Kind::MemoryExpired, json!({"tier": "episodic", "key": key, "value": value, "source": source}))?;
             fold::apply_memory(&mut self.memory, self.rec.event(seq));
+            self.memory_view = None;
         }
         Ok(())
     }
