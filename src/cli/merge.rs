@@ -28,7 +28,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
-    super::run::remove_stale_reports(&args.pipeline);
+    super::run::remove_stale_reports(&args.pipeline, None);
     // the shards verify while the plan loads: neither needs the other until the merge
     let (plan, shards) = std::thread::scope(|scope| {
         let shards = scope.spawn(|| merge::read_shards(&args.dirs));
