@@ -30,8 +30,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
-    super::run::remove_stale_reports(&args.pipeline);
-    let mut pipeline = Pipeline::load(&args.pipeline).map_err(|e| CliError::from(RunnerError::Input(vec![e])))?;
+    let loaded = Pipeline::load(&args.pipeline);
+    super::run::remove_stale_reports(&args.pipeline, loaded.as_ref().ok());
+    let mut pipeline = loaded.map_err(|e| CliError::from(RunnerError::Input(vec![e])))?;
     if let Some(out) = &args.out {
         pipeline.pipeline.store = out.to_string_lossy().into_owned();
     }
@@ -45,7 +46,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             let staged = merge::stage(&shards, &runs_dir);
             Ok::<_, RunnerError>((shards, staged))
         });
-        let plan = Plan::of(pipeline, &Selection::default());
+        let plan = Plan::from_pipeline(pipeline, &Selection::default());
         (plan, shards.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
     });
     let plan = plan?;

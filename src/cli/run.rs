@@ -9,7 +9,7 @@ use stateval::golden;
 use stateval::pipeline::Pipeline;
 use stateval::report;
 use stateval::runner::shard::{PlanFile, Shard, Strategy};
-use stateval::runner::{self, Options, Plan, Selection};
+use stateval::runner::{self, Options, Plan, RunnerError, Selection};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -71,7 +71,10 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     // An earlier run's reports must never stand in for this one: they go before
     // anything else, so no failure or signal at any later point (SIGKILL included)
     // leaves a stale green report behind.
-    remove_stale_reports(&args.pipeline);
+    // parsed once, here: a pipeline of thousands of profiles is a large document while
+    // it is parsed, and parsing it again for its `[report]` table doubled that
+    let loaded = Pipeline::load(&args.pipeline);
+    remove_stale_reports(&args.pipeline, loaded.as_ref().ok());
     let signer = SecretKey::from_env().map_err(|e| CliError::invalid(e.to_string()))?.map(Arc::new);
     if args.bless && in_ci() && !args.allow_bless_in_ci {
         return Err(CliError::invalid(
@@ -96,7 +99,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         }
         (None, false) => None,
     };
-    let mut plan = Plan::load(&args.pipeline, &selection)?;
+    let mut plan = Plan::from_pipeline(loaded.map_err(|e| RunnerError::Input(vec![e]))?, &selection)?;
     if plan.cases.is_empty() {
         return Err(CliError::invalid("no case matches the selection: nothing to run"));
     }
@@ -229,9 +232,18 @@ pub fn check_plan_file(path: &std::path::Path, plan: &Plan) -> Result<(), CliErr
 
 /// Reports from an earlier run must not stand in for a run that did not happen (invalid
 /// inputs, an interrupt, a kill): the configured report files go before the run starts.
-/// The pipeline itself may be the invalid input, so its `[report]` table is read
+/// The pipeline itself may be the invalid input: without `loaded` (the pipeline as
+/// [`Pipeline::load`] read it, when it is valid) its `[report]` table is read
 /// leniently, as plain TOML.
-pub fn remove_stale_reports(pipeline: &std::path::Path) {
+pub fn remove_stale_reports(pipeline: &std::path::Path, loaded: Option<&Pipeline>) {
+    if let Some(loaded) = loaded {
+        let report = &loaded.report;
+        // in report::FILE_KEYS order
+        for rel in [&report.json, &report.junit, &report.tap, &report.markdown, &report.html].into_iter().flatten() {
+            let _ = std::fs::remove_file(loaded.base.join(rel));
+        }
+        return;
+    }
     let Ok(text) = std::fs::read_to_string(pipeline) else { return };
     let Ok(value) = toml::from_str::<toml::Table>(&text) else { return };
     let base = match Pipeline::parse(pipeline, &text) {

@@ -388,6 +388,8 @@ impl<'p> Loader<'p> {
         if !self.errors.is_empty() {
             return Err(self.errors);
         }
+        // held for the whole run: grown by doubling, up to half of it would stay empty
+        self.cases.shrink_to_fit();
         Ok(Loaded { cases: self.cases, digest: self.content.finish() })
     }
 

@@ -168,12 +168,12 @@ pub enum ReplayError {
 impl Plan {
     pub fn load(pipeline_path: &Path, selection: &Selection) -> Result<Plan, RunnerError> {
         let pipeline = Pipeline::load(pipeline_path).map_err(|e| RunnerError::Input(vec![e]))?;
-        Plan::of(pipeline, selection)
+        Self::from_pipeline(pipeline, selection)
     }
 
-    /// The plan of a pipeline already loaded: every dataset, recording and manifest it
-    /// names validated.
-    pub fn of(pipeline: Pipeline, selection: &Selection) -> Result<Plan, RunnerError> {
+    /// [`Plan::load`] from a pipeline already loaded (with [`Pipeline::load`]): a caller
+    /// that needs the pipeline before the plan parses it once, not twice.
+    pub fn from_pipeline(pipeline: Pipeline, selection: &Selection) -> Result<Plan, RunnerError> {
         // listed first and collected in bulk: one at a time, in key order, the map's
         // nodes would stay half empty (see `Pipeline::parse`)
         let mut agents = Vec::new();
