@@ -183,10 +183,10 @@ fn a_retried_shard_is_deduplicated_and_a_missing_one_is_refused_naming_a_unit() 
     assert!(out.stderr.contains("error: unit blake3:"), "{}", out.stderr);
 }
 
-/// The merged run's directory is staged beside it while the plan loads; a merge refused
-/// after that leaves the run merged before it exactly as it was, and nothing staged.
+/// A refused merge leaves the run merged before it (the same plan's run id) exactly as it
+/// was, and nothing else under `runs/`.
 #[test]
-fn a_refused_merge_leaves_the_run_merged_before_it_whole_and_nothing_staged() {
+fn a_refused_merge_leaves_the_run_merged_before_it_whole() {
     let p = sharded();
     let args = shard_args(&[]);
     merge(&p, &args).expect_code(0);
@@ -195,12 +195,12 @@ fn a_refused_merge_leaves_the_run_merged_before_it_whole_and_nothing_staged() {
     let before = p.snapshot(".stateval/runs");
 
     merge(&p, &args[..args.len() - 1]).expect_code(2); // shard 4 missing
-    assert_eq!(p.run_ids(), runs, "a staging directory was left behind");
+    assert_eq!(p.run_ids(), runs, "a refused merge left a directory behind");
     let after = p.snapshot(".stateval/runs");
     assert!(common::differing(&before, &after).is_empty(), "{:?}", common::differing(&before, &after));
     p.stateval(&["verify", &format!(".stateval/runs/{}", runs[0])]).expect_code(0);
 
-    // merged again, the run is the same, and still nothing is left staged
+    // merged again, the run is the same
     merge(&p, &args).expect_code(0);
     assert_eq!(p.run_ids(), runs);
     assert!(common::differing(&before, &p.snapshot(".stateval/runs")).is_empty());

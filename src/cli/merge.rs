@@ -7,7 +7,6 @@ use super::{CliError, Exit};
 use stateval::pipeline::Pipeline;
 use stateval::runner::shard::PlanFile;
 use stateval::runner::{Options, Plan, RunnerError, Selection, merge};
-use stateval::store::Layout;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -36,28 +35,24 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     if let Some(out) = &args.out {
         pipeline.pipeline.store = out.to_string_lossy().into_owned();
     }
-    let layout = Layout::new(&pipeline.store_dir());
-    let runs_dir = layout.root.join("runs");
-    // the shards verify, and the merged run's directory is staged from them, while the
-    // plan validates the inputs: neither needs the other until the merge
+    // the shards verify while the plan loads: neither needs the other until the merge
     let (plan, shards) = std::thread::scope(|scope| {
-        let shards = scope.spawn(|| {
-            let shards = merge::read_shards(&args.dirs)?;
-            let staged = merge::stage(&shards, &runs_dir);
-            Ok::<_, RunnerError>((shards, staged))
-        });
+        let shards = scope.spawn(|| merge::read_shards(&args.dirs));
         let plan = Plan::from_pipeline(pipeline, &Selection::default());
         (plan, shards.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
     });
     let plan = plan?;
-    let (shards, staged) = shards?;
+    let shards = shards?;
     let plan_file = args.plan.as_deref().map(PlanFile::read).transpose().map_err(CliError::invalid)?;
+    let layout = plan.layout();
     let store = super::open_store(&layout, if args.out.is_some() { "--out" } else { "pipeline.store" })?;
     let signer = stateval::evidence::SecretKey::from_env()
         .map_err(|e| CliError::invalid(e.to_string()))?
         .map(std::sync::Arc::new);
     let options = Options { jobs: 1, selective: false, signer, shard: None, reuse: None };
-    let concluding = merge::merge(&plan, &store, &shards, staged, plan_file.as_ref(), &options)?;
+    let concluding = merge::merge(&plan, &store, &shards, plan_file.as_ref(), &options)?;
+    // the reports render while the logs are still being linked into the run; they are
+    // put in place only once the run is finished (its manifest written)
     let rendered = super::run::render_reports(concluding.outcome(), &plan, args.verbose, false)?;
     let outcome = concluding.finish()?;
     rendered.publish(&outcome, &plan)?;

@@ -10,11 +10,11 @@
 //! once over the whole. The reports of a merge are byte-identical to those of one
 //! unsharded run of the same plan.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use super::shard::{PlanFile, SHARD_FILE, ShardRecord, UNITS_FILE, UnitRecord, unit_id};
-use super::{Concluding, Decided, Options, Plan, RunnerError, at, cards, conclude_staged, start_run_from};
+use super::{Concluding, Decided, Options, Plan, RunnerError, at, cards, conclude_staged, start_run};
 use crate::canon::Digest;
 use crate::evidence::check::relative_text;
 use crate::evidence::{CheckOptions, check_run};
@@ -110,78 +110,6 @@ fn check_shard(dir: &Path) -> Result<Checked, RunnerError> {
     Ok(Checked { units, turn_offsets })
 }
 
-/// The merged run's directory made ahead, while the plan loads: a hidden directory
-/// beside the run's (`runs/.staging-<run id>`) with a directory per case and the case's
-/// logs linked into it from the first shard (in the order named) that holds the case.
-/// Making 10,000 directories and links is nearly all kernel time, which this way
-/// overlaps validating the inputs instead of following it.
-///
-/// Nothing here is trusted: [`merge`] takes the staged directory only once every check
-/// has passed, compares each case with what it would have linked (and links again any
-/// that differs), and only then renames it into place. A refused merge drops it, so
-/// an earlier run of the same plan is never touched.
-pub struct Staged {
-    dir: PathBuf,
-    run_id: String,
-    /// Case id → the shard its logs were linked from and the runs linked.
-    cases: HashMap<String, (usize, Vec<usize>)>,
-    /// Renamed into place: nothing left to remove.
-    taken: bool,
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        if !self.taken {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-}
-
-/// Stage the merged run's directory in `runs_dir` (the store's `runs/`) from shards
-/// read by [`read_shards`], for the run of the plan they ran. Nothing is staged when a
-/// shard failed its check or the shards ran different plans (the merge refuses those), nor when the staging
-/// directory cannot be made. A case that cannot be staged (a log its shard's units name
-/// but that is not there) is left out: the merge makes it itself, where a missing log
-/// is refused with the case named, or not at all when the plan has no such case.
-pub fn stage(shards: &[ShardRun], runs_dir: &Path) -> Option<Staged> {
-    let plan = shards.first()?.record.plan;
-    if shards.iter().any(|s| s.record.plan != plan || s.checked.is_err()) {
-        return None;
-    }
-    let run_id = &super::run_id_of(&plan);
-    let dir = runs_dir.join(format!(".staging-{run_id}"));
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).ok()?;
-    }
-    std::fs::create_dir_all(&dir).ok()?;
-    let mut cases: HashMap<String, (usize, Vec<usize>)> = HashMap::new();
-    let mut failed = HashSet::new();
-    for (s, shard) in shards.iter().enumerate() {
-        let Ok(checked) = &shard.checked else { continue };
-        for unit in &checked.units {
-            if failed.contains(&unit.case) {
-                continue;
-            }
-            let (owner, runs) = cases.entry(unit.case.clone()).or_insert((s, Vec::new()));
-            if *owner != s || runs.contains(&unit.k) {
-                continue;
-            }
-            let to_case = dir.join(&unit.case);
-            let linked = if runs.is_empty() { make_case_dir(&to_case) } else { Ok(()) }
-                .and_then(|()| link_log(&shard.dir.join(&unit.case), &to_case, unit.k));
-            match linked {
-                Ok(()) => runs.push(unit.k),
-                Err(_) => {
-                    cases.remove(&unit.case);
-                    let _ = std::fs::remove_dir_all(&to_case);
-                    failed.insert(unit.case.clone());
-                }
-            }
-        }
-    }
-    Some(Staged { dir, run_id: run_id.clone(), cases, taken: false })
-}
-
 /// Each shard ran `plan` and verified, checked in the order the shards were named.
 fn checked<'a>(plan: &Plan, shards: &'a [ShardRun]) -> Result<Vec<&'a Checked>, RunnerError> {
     let mut out = Vec::with_capacity(shards.len());
@@ -212,7 +140,6 @@ pub fn merge<'a>(
     plan: &'a Plan,
     store: &'a dyn Store,
     shards: &[ShardRun],
-    staged: Option<Staged>,
     plan_file: Option<&PlanFile>,
     options: &'a Options,
 ) -> Result<Concluding<'a>, RunnerError> {
@@ -263,97 +190,116 @@ pub fn merge<'a>(
     }
 
     let layout = plan.layout();
-    let mut staged = staged.filter(|st| st.run_id == plan.run_id);
-    let run = start_run_from(plan, store, staged.as_ref().map(|st| st.dir.as_path()))?;
-    let mut staged_cases = match &mut staged {
-        Some(st) => {
-            st.taken = true;
-            std::mem::take(&mut st.cases)
-        }
-        None => HashMap::new(),
-    };
+    let run = start_run(plan, store)?;
 
     // One pass over the plan: each case's outcome streamed from its shard, indexed,
-    // carded and written; its logs checked against what was staged, and linked where
-    // they were not (or were linked otherwise).
+    // carded and written, while a second thread makes the case directories and links
+    // the logs, on through the gates and the reports, until the manifest needs them.
+    // One thread making every directory keeps them from contending for the run
+    // directory's lock, which cost more than two threads gained.
     let run_dir = layout.run_dir(&plan.run_id);
     let spill_path = layout.cases_path(&plan.run_id);
     let mut spill = CaseSpill::create(&spill_path).map_err(at(&spill_path))?;
     let mut tally = Tally::default();
     let mut card_cases = BTreeMap::new();
     let mut outcomes = Outcomes::open(shards);
-    for (index, case_ref) in plan.cases.iter().enumerate() {
-        let owner = owner_of_case[index];
-        let shard = &shards[owner];
-        let mut outcome = outcomes.find(owner, &case_ref.id)?.ok_or_else(|| {
-            refused(format!("case {}: {} ran its units but holds no outcome for it", case_ref.id, shard.dir.display()))
-        })?;
-        let from_case = shard.dir.join(&outcome.id);
-        let to_case = run_dir.join(&outcome.id);
-        let runs: Vec<usize> = outcome.runs.iter().map(|r| r.index).collect();
-        if staged_cases.remove(&outcome.id).is_none_or(|(from, linked)| from != owner || linked != runs) {
-            if to_case.exists() {
-                std::fs::remove_dir_all(&to_case).map_err(at(&to_case))?;
-            }
+    let (to_link, links) = std::sync::mpsc::channel::<(PathBuf, PathBuf, Vec<usize>, bool)>();
+    let linker = std::thread::spawn(move || -> Result<(), RunnerError> {
+        for (from_case, to_case, runs, external) in links {
             make_case_dir(&to_case)?;
-            runs.iter().try_for_each(|&k| link_log(&from_case, &to_case, k))?;
+            runs.into_iter().try_for_each(|k| link_log(&from_case, &to_case, k, external))?;
         }
-        // only an external agent's run leaves its stderr beside the log
-        if plan.pipeline.agents.get(&case_ref.agent).is_some_and(|p| p.kind == AgentKind::External) {
-            runs.iter().try_for_each(|&k| link_stderr(&from_case, &to_case, k))?;
-        }
-        for r in &mut outcome.runs {
-            r.log = plan.pipeline.display(&layout.log_path(&plan.run_id, &outcome.id, r.index));
-        }
-        for r in &outcome.runs {
-            let rel = format!("{}/{}.jsonl", outcome.id, r.index);
-            let turn_offsets = checked[owner].turn_offsets.get(&rel).cloned().ok_or_else(|| {
-                refused(format!("{}: {rel}: the outcome names a log its manifest does not list", shard.dir.display()))
+        Ok(())
+    });
+    let walked = (|| -> Result<(), RunnerError> {
+        for (index, case_ref) in plan.cases.iter().enumerate() {
+            let owner = owner_of_case[index];
+            let shard = &shards[owner];
+            let mut outcome = outcomes.find(owner, &case_ref.id)?.ok_or_else(|| {
+                refused(format!(
+                    "case {}: {} ran its units but holds no outcome for it",
+                    case_ref.id,
+                    shard.dir.display()
+                ))
             })?;
-            // the shard's check verified this log whole: index it without a second pass
-            store.put_log(&LogRecord {
-                run_id: plan.run_id.clone(),
-                case: outcome.id.clone(),
-                k: r.index,
-                path: Layout::log_rel(&plan.run_id, &outcome.id, r.index),
-                head: r.head.clone(),
-                events: r.events,
-                complete: true,
-                turn_offsets,
-            })?;
-            store.put_verdict(&super::verdict(&plan.run_id, &outcome, r))?;
-        }
-        // only a card needs the case read again
-        if case_ref.recordings.len() >= 2 || case_ref.perturbed {
-            let case = plan.case(index)?;
-            let price = plan.pipeline.agents.get(&case.agent).and_then(|p| p.price);
-            let mut runs = Vec::new();
-            for r in &outcome.runs {
-                let events = crate::event::reader::read_log(&to_case.join(format!("{}.jsonl", r.index)))
-                    .map_err(|e| refused(e.to_string()))?
-                    .events;
-                runs.push(cards_api::Run { success: r.passed, ..cards::card_run(&events, r.passed, price) });
+            let from_case = shard.dir.join(&outcome.id);
+            // only an external agent's run leaves its stderr beside the log
+            let external = plan.pipeline.agents.get(&case_ref.agent).is_some_and(|p| p.kind == AgentKind::External);
+            // a send fails only when the linker stopped on an error, which it returns
+            let _ = to_link.send((
+                from_case.clone(),
+                run_dir.join(&outcome.id),
+                outcome.runs.iter().map(|r| r.index).collect(),
+                external,
+            ));
+            for r in &mut outcome.runs {
+                r.log = plan.pipeline.display(&layout.log_path(&plan.run_id, &outcome.id, r.index));
             }
-            card_cases.insert(
-                index,
-                cards::CardCase {
-                    id: case.id.clone(),
-                    agent: case.agent.clone(),
-                    perturbation: case.perturbation.clone(),
-                    runs,
-                },
-            );
+            for r in &outcome.runs {
+                let rel = format!("{}/{}.jsonl", outcome.id, r.index);
+                let turn_offsets = checked[owner].turn_offsets.get(&rel).cloned().ok_or_else(|| {
+                    refused(format!(
+                        "{}: {rel}: the outcome names a log its manifest does not list",
+                        shard.dir.display()
+                    ))
+                })?;
+                // the shard's check verified this log whole: index it without a second pass
+                store.put_log(&LogRecord {
+                    run_id: plan.run_id.clone(),
+                    case: outcome.id.clone(),
+                    k: r.index,
+                    path: Layout::log_rel(&plan.run_id, &outcome.id, r.index),
+                    head: r.head.clone(),
+                    events: r.events,
+                    complete: true,
+                    turn_offsets,
+                })?;
+                store.put_verdict(&super::verdict(&plan.run_id, &outcome, r))?;
+            }
+            // only a card needs the case read again; its logs are read where the shard
+            // wrote them (the merged run's are links to the same bytes, maybe not made yet)
+            if case_ref.recordings.len() >= 2 || case_ref.perturbed {
+                let case = plan.case(index)?;
+                let price = plan.pipeline.agents.get(&case.agent).and_then(|p| p.price);
+                let mut runs = Vec::new();
+                for r in &outcome.runs {
+                    let events = crate::event::reader::read_log(&from_case.join(format!("{}.jsonl", r.index)))
+                        .map_err(|e| refused(e.to_string()))?
+                        .events;
+                    runs.push(cards_api::Run { success: r.passed, ..cards::card_run(&events, r.passed, price) });
+                }
+                card_cases.insert(
+                    index,
+                    cards::CardCase {
+                        id: case.id.clone(),
+                        agent: case.agent.clone(),
+                        perturbation: case.perturbation.clone(),
+                        runs,
+                    },
+                );
+            }
+            tally.add(&outcome.tags, outcome.passed);
+            spill.push(&outcome).map_err(at(&spill_path))?;
         }
-        tally.add(&outcome.tags, outcome.passed);
-        spill.push(&outcome).map_err(at(&spill_path))?;
-    }
-    // staged from a shard's units but not in the plan: not this run's
-    for case in staged_cases.keys() {
-        let dir = run_dir.join(case);
-        std::fs::remove_dir_all(&dir).map_err(at(&dir))?;
+        Ok(())
+    })();
+    drop(to_link);
+    if let Err(e) = walked {
+        // the linker stops with the channel; its own error, if any, matters less
+        let _ = linker.join();
+        return Err(e);
     }
     let cases = spill.finish().map_err(at(&spill_path))?;
-    conclude_staged(plan, store, run, Decided { cases, tally, card_cases }, options)
+    match conclude_staged(plan, store, run, Decided { cases, tally, card_cases }, options) {
+        Ok(mut concluding) => {
+            concluding.pending = Some(linker);
+            Ok(concluding)
+        }
+        Err(e) => {
+            let _ = linker.join();
+            Err(e)
+        }
+    }
 }
 
 /// The shards' case outcomes, taken in plan order. Each shard wrote its `cases.jsonl`
@@ -410,26 +356,22 @@ fn make_case_dir(dir: &Path) -> Result<(), RunnerError> {
     }
 }
 
-/// Link log `k` from a shard's case directory into the merged run's. A finished log
-/// never changes: a hard link is a copy without the bytes (and `verify` would catch a
-/// later edit of either name against the manifest); where links cannot be made, the
-/// file is copied.
-fn link_log(from_case: &Path, to_case: &Path, k: usize) -> Result<(), RunnerError> {
-    link_file(&from_case.join(format!("{k}.jsonl")), &to_case.join(format!("{k}.jsonl")))
-}
-
-/// Link run `k`'s stderr (an external agent's) the same way, when the shard kept one.
-fn link_stderr(from_case: &Path, to_case: &Path, k: usize) -> Result<(), RunnerError> {
-    let from = from_case.join(format!("{k}.stderr"));
-    if !from.exists() {
-        return Ok(());
+/// Link log `k` (and, for an `external` agent, its stderr when there is one) from a
+/// shard's case directory into the merged run's. A finished log never changes: a hard
+/// link is a copy without the bytes (and `verify` would catch a later edit of either
+/// name against the manifest); where links cannot be made, the file is copied.
+fn link_log(from_case: &Path, to_case: &Path, k: usize, external: bool) -> Result<(), RunnerError> {
+    let files: &[&str] = if external { &["jsonl", "stderr"] } else { &["jsonl"] };
+    for &ext in files {
+        let from = from_case.join(format!("{k}.{ext}"));
+        let to = to_case.join(format!("{k}.{ext}"));
+        match std::fs::hard_link(&from, &to) {
+            Ok(()) => {}
+            Err(e) if ext == "stderr" && e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => {
+                std::fs::copy(&from, &to).map_err(at(&from))?;
+            }
+        }
     }
-    link_file(&from, &to_case.join(format!("{k}.stderr")))
-}
-
-fn link_file(from: &Path, to: &Path) -> Result<(), RunnerError> {
-    match std::fs::hard_link(from, to) {
-        Ok(()) => Ok(()),
-        Err(_) => std::fs::copy(from, to).map(drop).map_err(at(from)),
-    }
+    Ok(())
 }

@@ -248,7 +248,7 @@ impl Plan {
             }
             d.finish()
         };
-        let (cases, run_id) = (loaded.cases, run_id_of(&digest));
+        let (cases, run_id) = (loaded.cases, format!("r-{}", &digest.to_hex()[..16]));
         let goldens = crate::golden::Goldens::from_pipeline(&pipeline);
         Ok(Plan {
             pipeline,
@@ -541,12 +541,6 @@ fn check_command(pipeline: &Pipeline, name: &str, profile: &AgentProfile) -> Res
 
 /// Digest over everything that decides a run's logs (`cases`: the selected cases and
 /// their recordings, see [`crate::dataset::Loaded`]); the run id is its prefix.
-/// The id of the run of the plan whose digest is `digest` (cut from it, so the same
-/// inputs give the same id).
-pub(crate) fn run_id_of(digest: &Digest) -> String {
-    format!("r-{}", &digest.to_hex()[..16])
-}
-
 fn plan_digest(
     pipeline: &Pipeline,
     cases: Digest,
@@ -685,19 +679,10 @@ pub fn execute(
 /// A fresh run directory (the same inputs give the same run id: a rerun replaces the
 /// earlier one whole) and its `run.json`, before any case runs.
 pub(crate) fn start_run(plan: &Plan, store: &dyn Store) -> Result<RunRecord, RunnerError> {
-    start_run_from(plan, store, None)
-}
-
-/// [`start_run`], the run directory being `staged` (already filled, beside it) when
-/// given: it takes the place of any earlier run's directory in one rename.
-pub(crate) fn start_run_from(plan: &Plan, store: &dyn Store, staged: Option<&Path>) -> Result<RunRecord, RunnerError> {
     let layout = plan.layout();
     let run_dir = layout.run_dir(&plan.run_id);
     remove_run_dir(&run_dir)?;
-    match staged {
-        Some(staged) => std::fs::rename(staged, &run_dir).map_err(at(&run_dir))?,
-        None => std::fs::create_dir_all(&run_dir).map_err(at(&run_dir))?,
-    }
+    std::fs::create_dir_all(&run_dir).map_err(at(&run_dir))?;
     let run = RunRecord {
         run_id: plan.run_id.clone(),
         pipeline: plan.pipeline.pipeline.name.clone(),
@@ -754,8 +739,8 @@ pub(crate) fn conclude(
 
 /// A run decided, indexed and judged, whose manifest is not yet written: its outcome
 /// (root included) is final, so reports can be rendered from it, but the run is not
-/// finished until [`Concluding::finish`] has written the manifest, `suite.json` and
-/// `run.json`: a merge renders its reports first and puts them in place only after.
+/// finished until [`Concluding::finish`] has waited for `pending` (a merge's log links)
+/// and written the manifest, `suite.json` and `run.json`.
 pub struct Concluding<'a> {
     plan: &'a Plan,
     store: &'a dyn Store,
@@ -763,7 +748,11 @@ pub struct Concluding<'a> {
     manifest: RunManifest,
     signer: Option<&'a SecretKey>,
     outcome: SuiteOutcome,
+    pending: Pending,
 }
+
+/// Work the run's files wait for, on its own thread.
+type Pending = Option<std::thread::JoinHandle<Result<(), RunnerError>>>;
 
 impl Concluding<'_> {
     /// The run's outcome as it will be once finished.
@@ -771,13 +760,17 @@ impl Concluding<'_> {
         &self.outcome
     }
 
-    /// Write what marks the run finished: the manifest (it anchors the logs),
-    /// `suite.json`, `run.json`.
-    pub fn finish(self) -> Result<SuiteOutcome, RunnerError> {
-        let Concluding { plan, store, run, manifest, signer, outcome } = self;
+    /// Wait for the pending work, then write what marks the run finished: the
+    /// manifest (it anchors the logs, so it waits for them), `suite.json`, `run.json`.
+    pub fn finish(mut self) -> Result<SuiteOutcome, RunnerError> {
+        if let Some(pending) = self.pending.take() {
+            pending.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?;
+        }
+        let Concluding { plan, store, ref run, ref manifest, signer, ref outcome, .. } = self;
+        let outcome = outcome.clone();
         let layout = plan.layout();
         let run_dir = layout.run_dir(&plan.run_id);
-        write_manifest(&manifest, &run_dir, signer)?;
+        write_manifest(manifest, &run_dir, signer)?;
         // beside cases.jsonl, everything else a report needs: reports can be rendered again later
         let suite = layout.suite_path(&plan.run_id);
         let header = serde_json::to_vec_pretty(&outcome.header()).map_err(|e| RunnerError::Internal(e.to_string()))?;
@@ -792,6 +785,16 @@ impl Concluding<'_> {
         store.put_run(&done)?;
         store.flush()?;
         Ok(outcome)
+    }
+}
+
+impl Drop for Concluding<'_> {
+    /// A run abandoned before it finished (its reports failed) still waits for its
+    /// pending work, so nothing writes into its directory after the caller moved on.
+    fn drop(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            let _ = pending.join();
+        }
     }
 }
 
@@ -855,7 +858,7 @@ pub(crate) fn conclude_staged<'a>(
         passed,
         extras,
     };
-    Ok(Concluding { plan, store, run, manifest, signer: options.signer.as_deref(), outcome })
+    Ok(Concluding { plan, store, run, manifest, signer: options.signer.as_deref(), outcome, pending: None })
 }
 
 /// The catalog's record of one run's verdict.
@@ -1132,4 +1135,46 @@ fn check_value(a: &Assertion, value: Option<&Value>) -> Check {
     let outcome = a.matcher.apply(value);
     let (expected, actual) = if outcome.passed { (None, None) } else { (Some(a.spec.clone()), value.cloned()) };
     Check { name: a.target.clone(), passed: outcome.passed, reason: outcome.reason, expected, actual }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A merge's links are the pending work: the manifest, which anchors the logs and
+    /// marks the run finished, must not be written before that work is done.
+    #[test]
+    fn a_run_is_finished_only_after_its_pending_work() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let pipeline = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipeline/ci.toml");
+        let mut plan = Plan::load(&pipeline, &Selection::default())?;
+        plan.pipeline.pipeline.store = dir.path().to_string_lossy().into_owned();
+        let layout = plan.layout();
+        let store = crate::store::SledStore::open(&layout.catalog())?;
+        let run = start_run(&plan, &store)?;
+        let run_dir = layout.run_dir(&plan.run_id);
+        let cases = CaseSpill::create(&layout.cases_path(&plan.run_id))?.finish()?;
+        let decided = Decided { cases, tally: Tally::default(), card_cases: BTreeMap::new() };
+        let options = Options { jobs: 1, selective: false, signer: None, shard: None, reuse: None };
+        let mut concluding = conclude_staged(&plan, &store, run, decided, &options)?;
+
+        let saw_manifest = Arc::new(AtomicBool::new(false));
+        let (seen, manifest) = (saw_manifest.clone(), run_dir.join(crate::evidence::manifest::MANIFEST_FILE));
+        concluding.pending = Some(std::thread::spawn(move || {
+            // slower than writing a manifest by far: a finish that did not wait would
+            // have written it by now
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            seen.store(manifest.exists(), Ordering::SeqCst);
+            Ok(())
+        }));
+        let root = concluding.outcome().root.clone();
+        let outcome = concluding.finish()?;
+        assert!(!saw_manifest.load(Ordering::SeqCst), "the manifest was written before the pending work ended");
+        assert!(run_dir.join(crate::evidence::manifest::MANIFEST_FILE).is_file());
+        // the root the reports rendered with is the one the manifest has
+        assert_eq!(outcome.root, root);
+        assert_eq!(Some(RunManifest::read(&run_dir)?.root().to_string()), root);
+        Ok(())
+    }
 }
