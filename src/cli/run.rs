@@ -236,10 +236,8 @@ pub fn check_plan_file(path: &std::path::Path, plan: &Plan) -> Result<(), CliErr
 /// [`Pipeline::load`] read it, when it is valid) its `[report]` table is read
 /// leniently, as plain TOML.
 pub fn remove_stale_reports(pipeline: &std::path::Path, loaded: Option<&Pipeline>) {
-    if let Some(loaded) = loaded {
-        let report = &loaded.report;
-        // in report::FILE_KEYS order
-        for rel in [&report.json, &report.junit, &report.tap, &report.markdown, &report.html].into_iter().flatten() {
+    if let Some((loaded, outputs)) = loaded.and_then(|p| Some((p, p.report.outputs().ok()?))) {
+        for (_, rel) in outputs {
             let _ = std::fs::remove_file(loaded.base.join(rel));
         }
         return;
