@@ -231,6 +231,32 @@ fn a_shard_of_another_plan_or_one_that_does_not_verify_is_refused() {
     assert!(out.stderr.contains(&format!("{dir}: does not verify: ")), "{}", out.stderr);
 }
 
+/// A merge takes the recordings its shards validated on the digests of their bytes; a
+/// recording edited after the shards ran has other bytes, so it is validated again and
+/// the merge refuses.
+#[test]
+fn a_recording_edited_after_the_shards_ran_is_validated_again_and_refused() {
+    let p = sharded();
+    let units = p.read(format!("{}/units.jsonl", run_dir_of(&p, 1)));
+    assert!(units.lines().all(|l| l.contains("\"recording\":{\"bytes\":\"blake3:")), "{units}");
+
+    let path = "fixtures/recordings/balance-check.jsonl";
+    let text = p.read(path);
+    p.write(path, text.replacen("$1,250", "$1,260", 1));
+    let out = merge(&p, &shard_args(&[]));
+    out.expect_code(2);
+    assert!(out.stderr.contains("ran against plan blake3:"), "{}", out.stderr);
+
+    p.write(path, text.replacen("\"latency_ms\"", "\"latncy_ms\"", 1));
+    let out = merge(&p, &shard_args(&[]));
+    out.expect_code(2);
+    assert!(out.stderr.contains("balance-check.jsonl:1:"), "{}", out.stderr);
+    assert!(out.stderr.contains("did you mean \"latency_ms\""), "{}", out.stderr);
+
+    p.write(path, text);
+    merge(&p, &shard_args(&[])).expect_code(0);
+}
+
 #[test]
 fn one_unit_with_two_different_heads_is_refused() {
     use stateval::evidence::RunManifest;

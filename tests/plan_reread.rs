@@ -128,3 +128,41 @@ fn a_run_whose_manifest_is_edited_after_validation_stops_with_an_input_error() -
     }
     Ok(())
 }
+
+/// A merge loads its plan knowing the recordings its shards validated (the digest of each
+/// file's bytes, with its content digest): a file with those bytes is taken on them
+/// without being parsed, and any other file is validated in full.
+#[test]
+fn a_recording_known_by_its_bytes_is_not_parsed_again_and_any_other_is() -> Result<(), RunnerError> {
+    use stateval::dataset::ValidatedRecordings;
+    use stateval::pipeline::Pipeline;
+    use stateval::replay::Recording;
+    use std::sync::Arc;
+
+    let (dir, plan) = suite();
+    let pipeline_path = dir.path().join("pipeline/synth.toml");
+    let load = |known: Option<ValidatedRecordings>| {
+        let pipeline = Pipeline::load(&pipeline_path).map_err(|e| RunnerError::Input(vec![e]))?;
+        Plan::from_pipeline_with(pipeline, &Selection::default(), known.map(Arc::new))
+    };
+    let known: ValidatedRecordings =
+        plan.cases.iter().flat_map(|c| c.recordings.iter()).filter_map(|key| Some((key.file?, key.digest))).collect();
+    assert_eq!(known.len(), 6, "every recording of the suite is a file");
+    assert_eq!(load(Some(known.clone()))?.digest, plan.digest);
+
+    // a file that no longer parses, but whose bytes are known, is taken on its digests
+    let path = dir.path().join("fixtures/recordings/synth-00001-1.jsonl");
+    let broken = b"{\"response\": not json\n".to_vec();
+    std::fs::write(&path, &broken)?;
+    let mut vouched = known.clone();
+    let content = plan.cases[0].recordings[0].digest;
+    vouched.insert(Recording::bytes_digest(&broken), content);
+    let taken = load(Some(vouched))?;
+    assert_eq!(taken.cases[1].recordings[1].digest, content);
+    assert_eq!(taken.cases[1].recordings[1].file, Some(Recording::bytes_digest(&broken)));
+
+    // bytes nobody vouched for are validated: the error names the file and line
+    let err = load(Some(known)).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("synth-00001-1.jsonl:1:"), "{err}");
+    Ok(())
+}

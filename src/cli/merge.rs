@@ -35,14 +35,14 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     if let Some(out) = &args.out {
         pipeline.pipeline.store = out.to_string_lossy().into_owned();
     }
-    // the shards verify while the plan loads: neither needs the other until the merge
-    let (plan, shards) = std::thread::scope(|scope| {
-        let shards = scope.spawn(|| merge::read_shards(&args.dirs));
-        let plan = Plan::from_pipeline(pipeline, &Selection::default());
-        (plan, shards.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-    });
-    let plan = plan?;
-    let shards = shards?;
+    let mut shards = merge::open_shards(&args.dirs)?;
+    // the recordings the shards validated are not parsed again, and the shards verify
+    // while the plan loads: neither needs the other until the merge
+    let validated = std::sync::Arc::new(merge::validated_recordings(&shards));
+    let plan = std::thread::scope(|scope| {
+        scope.spawn(|| shards.iter_mut().for_each(merge::ShardRun::verify));
+        Plan::from_pipeline_with(pipeline, &Selection::default(), Some(validated))
+    })?;
     let plan_file = args.plan.as_deref().map(PlanFile::read).transpose().map_err(CliError::invalid)?;
     let layout = plan.layout();
     let store = super::open_store(&layout, if args.out.is_some() { "--out" } else { "pipeline.store" })?;

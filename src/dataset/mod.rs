@@ -13,7 +13,7 @@
 
 pub mod paths;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -232,7 +232,15 @@ pub struct CaseParser {
     /// [`MATCHER_CACHE`] distinct specs it starts again, so a suite of all-different
     /// matchers costs compile time, not memory.
     matchers: BTreeMap<Vec<u8>, Arc<Matcher>>,
+    /// Recording files this version of stateval validated before (a shard run of the
+    /// same plan): content digest by the digest of the file's bytes. A file whose bytes
+    /// are here is not parsed again; any other file is validated in full.
+    validated: Option<Arc<ValidatedRecordings>>,
 }
+
+/// Recording files known valid: content digest by the digest of the file's bytes.
+/// Validation is a function of those bytes alone, so the same bytes validate the same.
+pub type ValidatedRecordings = HashMap<Digest, Digest>;
 
 /// Distinct compiled matchers kept at once.
 const MATCHER_CACHE: usize = 1024;
@@ -341,6 +349,15 @@ impl<'p> Loader<'p> {
             errors: Vec::new(),
             files: BTreeMap::new(),
         }
+    }
+
+    /// Take recording files whose bytes are in `validated` as valid, with the content
+    /// digest found there, instead of parsing them again.
+    pub fn validated(mut self, validated: Arc<ValidatedRecordings>) -> Self {
+        for parser in &mut self.parsers {
+            parser.validated = Some(validated.clone());
+        }
+        self
     }
 
     /// Keep only the valid cases `select` accepts (every case is still validated).
@@ -745,15 +762,26 @@ impl CaseParser {
         if let Some(r) = self.recordings.get(&full) {
             return Ok(r.clone());
         }
-        if !full.is_file() {
-            return Err(RecordingError::Missing(format!(
-                "recording \"{rel}\" not found (looked in {})",
-                full.display()
-            )));
-        }
         let display = pipeline.display(&full);
-        let (rec, bytes) = Recording::load_file(&full, &display).map_err(RecordingError::Invalid)?;
-        let reference = RecordingRef::File { path: full.clone(), display, digest: rec.digest, bytes };
+        let text = match std::fs::read(&full) {
+            Ok(text) => text,
+            Err(_) if !full.is_file() => {
+                return Err(RecordingError::Missing(format!(
+                    "recording \"{rel}\" not found (looked in {})",
+                    full.display()
+                )));
+            }
+            Err(e) => {
+                let message = format!("cannot read recording: {e}");
+                return Err(RecordingError::Invalid(InputError::file(Path::new(&display), message)));
+            }
+        };
+        let bytes = Recording::bytes_digest(&text);
+        let digest = match self.validated.as_ref().and_then(|v| v.get(&bytes)) {
+            Some(digest) => *digest,
+            None => Recording::validate(text, &display).map_err(RecordingError::Invalid)?.digest,
+        };
+        let reference = RecordingRef::File { path: full.clone(), display, digest, bytes };
         self.recordings.insert(full, reference.clone());
         Ok(reference)
     }

@@ -79,8 +79,23 @@ impl Recording {
     /// [`Recording::load`], with the digest of the file's bytes, which
     /// [`Recording::reload`] checks.
     pub fn load_file(path: &Path, display: &str) -> Result<(Recording, Digest), InputError> {
-        let text = std::fs::read_to_string(path)
+        let bytes = std::fs::read(path)
             .map_err(|e| InputError::file(Path::new(display), format!("cannot read recording: {e}")))?;
+        let digest = Self::bytes_digest(&bytes);
+        Ok((Self::validate(bytes, display)?, digest))
+    }
+
+    /// The digest of a recording file's bytes, as [`Recording::load_file`] gives it and
+    /// [`Recording::reload`] checks it.
+    pub fn bytes_digest(bytes: &[u8]) -> Digest {
+        canon::digest(Context::Content, bytes)
+    }
+
+    /// Parse, schema-check and digest the bytes of a recording file read from `display`.
+    pub fn validate(bytes: Vec<u8>, display: &str) -> Result<Recording, InputError> {
+        let text = String::from_utf8(bytes).map_err(|_| {
+            InputError::file(Path::new(display), "cannot read recording: stream did not contain valid UTF-8")
+        })?;
         let display_path = Path::new(display);
         let mut values = Vec::new();
         for (i, line) in crate::diag::strip_bom(&text).lines().enumerate() {
@@ -91,7 +106,7 @@ impl Recording {
                 parse_json_strict(line).map_err(|(_, col, msg)| InputError::new(display_path, i + 1, col, msg))?;
             values.push(check_line(value, line).map_err(|(col, msg)| InputError::new(display_path, i + 1, col, msg))?);
         }
-        Ok((Self::from_values(values, display.to_string()), canon::digest(Context::Content, text.as_bytes())))
+        Ok(Self::from_values(values, display.to_string()))
     }
 
     /// An inline recording (`{"responses": [...]}` in a dataset line). Errors give a
@@ -113,7 +128,7 @@ impl Recording {
     /// the validated one, `digest`, without canonicalising it again.
     pub fn reload(path: &Path, display: &str, digest: Digest, bytes: Digest) -> Result<Recording, String> {
         let text = std::fs::read(path).map_err(|e| format!("{display}: cannot read recording: {e}"))?;
-        if canon::digest(Context::Content, &text) != bytes {
+        if Self::bytes_digest(&text) != bytes {
             return Err(format!("{display}: recording changed on disk after the run was validated"));
         }
         let text = String::from_utf8(text).map_err(|e| format!("{display}: changed since validation: {e}"))?;

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use super::shard::{PlanFile, SHARD_FILE, ShardRecord, UNITS_FILE, UnitRecord, unit_id};
 use super::{Concluding, Decided, Options, Plan, RunnerError, at, cards, conclude_staged, start_run};
 use crate::canon::Digest;
+use crate::dataset::ValidatedRecordings;
 use crate::evidence::check::relative_text;
 use crate::evidence::{CheckOptions, check_run};
 use crate::gate::Tally;
@@ -24,21 +25,33 @@ use crate::outcome::{CaseIter, CaseOutcome, CaseSpill, Cases};
 use crate::pipeline::AgentKind;
 use crate::store::{Layout, LogRecord, Store};
 
-/// One shard run, read and verified: [`read_shards`] does this without the plan, so it
-/// can run while the plan loads.
+/// One shard run: opened by [`open_shards`] (its record and unit records, read without
+/// the plan), then verified by [`ShardRun::verify`], which can run while the plan loads.
 pub struct ShardRun {
     dir: PathBuf,
     /// Its `cases.jsonl`: the outcomes of the cases it decided, in dataset order.
     cases_path: PathBuf,
     record: ShardRecord,
-    /// Its logs checked against its manifest: the units, and the turn offsets of each
-    /// log by `<case>/<k>.jsonl` (noted while verifying); or why they do not hold.
-    checked: Result<Checked, RunnerError>,
+    /// Its `units.jsonl`, or why it cannot be read.
+    units: Result<Vec<UnitRecord>, RunnerError>,
+    /// Its logs checked against its manifest: the turn offsets of each log by
+    /// `<case>/<k>.jsonl` (noted while verifying), or why they do not hold; `None`
+    /// until verified.
+    checked: Option<Result<HashMap<String, Vec<u64>>, RunnerError>>,
 }
 
-struct Checked {
-    units: Vec<UnitRecord>,
-    turn_offsets: HashMap<String, Vec<u64>>,
+impl ShardRun {
+    /// Check every log of the shard against its manifest.
+    pub fn verify(&mut self) {
+        self.checked = Some(check_shard(&self.dir));
+    }
+}
+
+/// What a shard that ran this plan and verifies holds: its units and the turn offsets
+/// of its logs.
+struct Checked<'a> {
+    units: &'a [UnitRecord],
+    turn_offsets: &'a HashMap<String, Vec<u64>>,
 }
 
 /// The run directory a shard output holds: `DIR` itself when it has `shard.json`, else
@@ -71,34 +84,38 @@ fn refused(message: String) -> RunnerError {
     RunnerError::Refused(message)
 }
 
-/// Read and verify every shard output in `dirs`. A directory that is not a shard
-/// output is an error here; whether each shard ran this plan and verifies is decided by
-/// [`merge`], shard by shard, in order.
-pub fn read_shards(dirs: &[PathBuf]) -> Result<Vec<ShardRun>, RunnerError> {
-    dirs.iter().map(|d| read_shard(d)).collect()
+/// Open every shard output in `dirs`: its record and its unit records. A directory
+/// that is not a shard output is an error here; whether each shard ran this plan and
+/// verifies is decided by [`merge`], shard by shard, in order.
+pub fn open_shards(dirs: &[PathBuf]) -> Result<Vec<ShardRun>, RunnerError> {
+    dirs.iter().map(|d| open_shard(d)).collect()
 }
 
-fn read_shard(dir: &Path) -> Result<ShardRun, RunnerError> {
+fn open_shard(dir: &Path) -> Result<ShardRun, RunnerError> {
     let dir = shard_dir(dir)?;
     let record_path = dir.join(SHARD_FILE);
     let text = std::fs::read_to_string(&record_path).map_err(at(&record_path))?;
     let record: ShardRecord = serde_json::from_str(&text)
         .map_err(|e| refused(format!("{}: not a stateval shard record: {e}", record_path.display())))?;
-    let checked = check_shard(&dir);
+    let units = read_units(&dir);
     let cases_path = dir.join(crate::outcome::CASES_FILE);
-    Ok(ShardRun { dir, cases_path, record, checked })
+    Ok(ShardRun { dir, cases_path, record, units, checked: None })
 }
 
-fn check_shard(dir: &Path) -> Result<Checked, RunnerError> {
-    let check = check_run(dir, &CheckOptions::default());
-    if let Some(first) = check.findings.first() {
-        return Err(refused(format!("{}: does not verify: {first}", dir.display())));
-    }
-    let turn_offsets = check
-        .logs
-        .into_iter()
-        .filter_map(|log| Some((log.path.strip_prefix(dir).ok().map(relative_text)?, log.turn_offsets)))
-        .collect();
+/// The recording files the shards validated, when this version of stateval ran them:
+/// a plan loaded with these does not parse them again (see
+/// [`crate::dataset::ValidatedRecordings`]).
+pub fn validated_recordings(shards: &[ShardRun]) -> ValidatedRecordings {
+    shards
+        .iter()
+        .filter(|s| s.record.stateval == env!("CARGO_PKG_VERSION"))
+        .filter_map(|s| s.units.as_ref().ok())
+        .flatten()
+        .filter_map(|u| u.recording.map(|r| (r.bytes, r.content)))
+        .collect()
+}
+
+fn read_units(dir: &Path) -> Result<Vec<UnitRecord>, RunnerError> {
     let units_path = dir.join(UNITS_FILE);
     let text = std::fs::read_to_string(&units_path).map_err(at(&units_path))?;
     let mut units = Vec::new();
@@ -107,11 +124,23 @@ fn check_shard(dir: &Path) -> Result<Checked, RunnerError> {
             .map_err(|e| refused(format!("{}:{}: not a unit record: {e}", units_path.display(), i + 1)))?;
         units.push(unit);
     }
-    Ok(Checked { units, turn_offsets })
+    Ok(units)
+}
+
+fn check_shard(dir: &Path) -> Result<HashMap<String, Vec<u64>>, RunnerError> {
+    let check = check_run(dir, &CheckOptions::default());
+    if let Some(first) = check.findings.first() {
+        return Err(refused(format!("{}: does not verify: {first}", dir.display())));
+    }
+    Ok(check
+        .logs
+        .into_iter()
+        .filter_map(|log| Some((log.path.strip_prefix(dir).ok().map(relative_text)?, log.turn_offsets)))
+        .collect())
 }
 
 /// Each shard ran `plan` and verified, checked in the order the shards were named.
-fn checked<'a>(plan: &Plan, shards: &'a [ShardRun]) -> Result<Vec<&'a Checked>, RunnerError> {
+fn checked<'a>(plan: &Plan, shards: &'a [ShardRun]) -> Result<Vec<Checked<'a>>, RunnerError> {
     let mut out = Vec::with_capacity(shards.len());
     for shard in shards {
         if shard.record.plan != plan.digest {
@@ -124,15 +153,22 @@ fn checked<'a>(plan: &Plan, shards: &'a [ShardRun]) -> Result<Vec<&'a Checked>, 
                 plan.digest
             )));
         }
-        match &shard.checked {
-            Ok(checked) => out.push(checked),
+        let turn_offsets = match &shard.checked {
+            Some(Ok(offsets)) => offsets,
+            Some(Err(e)) => return Err(refused(e.to_string())),
+            None => {
+                return Err(RunnerError::Internal(format!("{}: merged before it was verified", shard.dir.display())));
+            }
+        };
+        match &shard.units {
+            Ok(units) => out.push(Checked { units, turn_offsets }),
             Err(e) => return Err(refused(e.to_string())),
         }
     }
     Ok(out)
 }
 
-/// Merge shard outputs ([`read_shards`]) into the plan's run (in the plan's store).
+/// Merge shard outputs ([`open_shards`], each verified) into the plan's run (in the plan's store).
 /// The run is decided and judged but not yet finished: the logs may still be being
 /// linked into it while its reports are rendered, and [`Concluding::finish`] waits for
 /// them before writing the manifest.
@@ -155,7 +191,7 @@ pub fn merge<'a>(
     // every unit once: identical reruns deduplicated, conflicting ones refused
     let mut units: BTreeMap<Digest, (usize, &UnitRecord)> = BTreeMap::new();
     for (s, shard) in shards.iter().enumerate() {
-        for unit in &checked[s].units {
+        for unit in checked[s].units {
             match units.get(&unit.unit) {
                 Some((first, seen)) if seen.head != unit.head => {
                     return Err(refused(format!(

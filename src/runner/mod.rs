@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::canon::{self, Context, Digest};
-use crate::dataset::{Case, CaseParser, CaseRef, Loader};
+use crate::dataset::{Case, CaseParser, CaseRef, Loader, ValidatedRecordings};
 use crate::diag::InputError;
 use crate::event::Event;
 use crate::event::writer::{Sink, WriteError};
@@ -174,6 +174,16 @@ impl Plan {
     /// [`Plan::load`] from a pipeline already loaded (with [`Pipeline::load`]): a caller
     /// that needs the pipeline before the plan parses it once, not twice.
     pub fn from_pipeline(pipeline: Pipeline, selection: &Selection) -> Result<Plan, RunnerError> {
+        Self::from_pipeline_with(pipeline, selection, None)
+    }
+
+    /// [`Plan::from_pipeline`], taking the recording files in `validated` as valid
+    /// without parsing them again (a merge knows them from its shards' unit records).
+    pub fn from_pipeline_with(
+        pipeline: Pipeline,
+        selection: &Selection,
+        recordings: Option<Arc<ValidatedRecordings>>,
+    ) -> Result<Plan, RunnerError> {
         // listed first and collected in bulk: one at a time, in key order, the map's
         // nodes would stay half empty (see `Pipeline::parse`)
         let mut agents = Vec::new();
@@ -226,7 +236,11 @@ impl Plan {
         }
         let agents: BTreeMap<String, PlannedAgent> = agents.into_iter().collect();
         let judges = load_judges(&pipeline, &mut errors);
-        let loaded = Loader::new(&pipeline).select(|case| selection.keeps(case)).load_all();
+        let mut loader = Loader::new(&pipeline).select(|case| selection.keeps(case));
+        if let Some(recordings) = recordings {
+            loader = loader.validated(recordings);
+        }
+        let loaded = loader.load_all();
         let loaded = match loaded {
             Ok(loaded) if errors.is_empty() => loaded,
             Ok(_) => return Err(RunnerError::Input(errors)),
@@ -904,6 +918,10 @@ fn write_indexes(plan: &Plan, layout: &Layout, run_dir: &Path, cases: &Cases) ->
                 k: r.index,
                 head,
                 events: r.events,
+                recording: case_ref
+                    .recordings
+                    .get(r.index)
+                    .and_then(|key| key.file.map(|bytes| shard::RecordingFile { bytes, content: key.digest })),
             };
             serde_json::to_writer(&mut units, &unit).map_err(internal)?;
             units.write_all(b"\n").map_err(at(&units_path))?;

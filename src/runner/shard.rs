@@ -150,6 +150,20 @@ pub struct UnitRecord {
     pub k: usize,
     pub head: Option<Digest>,
     pub events: u64,
+    /// The recording file the unit replayed (none for an inline recording): a merge
+    /// that finds these bytes on disk takes their content digest from here instead of
+    /// validating the file once more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<RecordingFile>,
+}
+
+/// A recording file as a run validated it: the digest of its bytes and its content
+/// digest (the one a unit id covers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordingFile {
+    pub bytes: Digest,
+    pub content: Digest,
 }
 
 /// `plan.json`: every unit of a pipeline, validated once.
