@@ -24,6 +24,7 @@
 //!
 //! No timestamps and no durations: the same outcome gives the same bytes.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
 use quick_junit::XmlString;
@@ -60,7 +61,7 @@ pub fn write(outcome: &SuiteOutcome, out: &mut dyn Write) -> io::Result<()> {
     let failed_gates = outcome.gates.iter().filter(|g| !g.passed).count();
     let failures = outcome.cases.len() - outcome.cases.passed() + failed_gates;
     let mut root = BytesStart::new("testsuites");
-    root.push_attribute(("name", clean(&outcome.pipeline).as_str()));
+    root.push_attribute(("name", &*clean(&outcome.pipeline)));
     root.extend_attributes([
         ("tests", (outcome.cases.len() + outcome.gates.len()).to_string().as_str()),
         ("skipped", "0"),
@@ -73,7 +74,7 @@ pub fn write(outcome: &SuiteOutcome, out: &mut dyn Write) -> io::Result<()> {
     for suite in suites {
         let mut tag = BytesStart::new("testsuite");
         tag.extend_attributes([
-            ("name", clean(&suite.dataset).as_str()),
+            ("name", &*clean(&suite.dataset)),
             ("tests", suite.cases.to_string().as_str()),
             ("skipped", "0"),
             ("errors", "0"),
@@ -122,8 +123,8 @@ fn changed(what: &str) -> io::Error {
 
 fn test_case(xml: &mut Writer<&mut dyn Write>, case: &CaseOutcome) -> io::Result<()> {
     let mut tag = BytesStart::new("testcase");
-    tag.push_attribute(("name", clean(&case.id).as_str()));
-    tag.push_attribute(("classname", clean(&case.dataset).as_str()));
+    tag.push_attribute(("name", &*clean(&case.id)));
+    tag.push_attribute(("classname", &*clean(&case.dataset)));
     xml.write_event(Event::Start(tag))?;
 
     let mut props = vec![("source", case.source.clone()), ("agent", case.agent.clone())];
@@ -138,7 +139,7 @@ fn test_case(xml: &mut Writer<&mut dyn Write>, case: &CaseOutcome) -> io::Result
         let message = case.failure().unwrap_or_else(|| "case failed without a recorded reason".into());
         let run_error = case.runs.iter().any(|r| r.error.is_some());
         let mut failure = BytesStart::new("failure");
-        failure.push_attribute(("message", clean(&one_line(&message)).as_str()));
+        failure.push_attribute(("message", &*clean(&one_line(&message))));
         failure.push_attribute(("type", if run_error { "run_error" } else { "check_failed" }));
         xml.write_event(Event::Start(failure))?;
         xml.write_event(Event::Text(BytesText::new(&clean(&case.failures().join("\n")))))?;
@@ -173,13 +174,13 @@ fn gates_suite(xml: &mut Writer<&mut dyn Write>, outcome: &SuiteOutcome, failed:
 /// message when it failed and as `<system-out>` either way.
 fn gate_case(xml: &mut Writer<&mut dyn Write>, gate: &GateOutcome) -> io::Result<()> {
     let mut tag = BytesStart::new("testcase");
-    tag.push_attribute(("name", clean(&gate.scope).as_str()));
+    tag.push_attribute(("name", &*clean(&gate.scope)));
     tag.push_attribute(("classname", GATES_SUITE));
     xml.write_event(Event::Start(tag))?;
     properties(xml, &[("cases", gate.cases.to_string()), ("passed_cases", gate.passed_cases.to_string())])?;
     if !gate.passed {
         let mut failure = BytesStart::new("failure");
-        failure.push_attribute(("message", clean(&one_line(&gate.reason)).as_str()));
+        failure.push_attribute(("message", &*clean(&one_line(&gate.reason))));
         failure.push_attribute(("type", "gate_failed"));
         xml.write_event(Event::Start(failure))?;
         xml.write_event(Event::Text(BytesText::new(&clean(&gate.reason))))?;
@@ -209,7 +210,7 @@ fn properties(xml: &mut Writer<&mut dyn Write>, props: &[(&str, String)]) -> io:
     xml.write_event(Event::Start(BytesStart::new("properties")))?;
     for (name, value) in props {
         let mut tag = BytesStart::new("property");
-        tag.extend_attributes([("name", clean(name).as_str()), ("value", clean(value).as_str())]);
+        tag.extend_attributes([("name", &*clean(name)), ("value", &*clean(value))]);
         xml.write_event(Event::Empty(tag))?;
     }
     end(xml, "properties")
@@ -219,9 +220,16 @@ fn end(xml: &mut Writer<&mut dyn Write>, name: &str) -> io::Result<()> {
     xml.write_event(Event::End(BytesEnd::new(name)))
 }
 
-/// quick-junit's cleaning of every string it writes.
-fn clean(text: &str) -> String {
-    XmlString::new(text).into_string()
+/// quick-junit's cleaning of every string it writes (ANSI escapes and control
+/// characters other than `\n` removed). Text of printable ASCII and newlines, nearly all
+/// of a report, has nothing to remove and is returned as it is: the escape parser that
+/// cleaning runs was a tenth of the time spent writing a large report.
+fn clean(text: &str) -> Cow<'_, str> {
+    if text.bytes().all(|b| matches!(b, b' '..=b'~' | b'\n')) {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(XmlString::new(text).into_string())
+    }
 }
 
 /// One line per run (and per warning), then one per metric block, for whoever opens
@@ -256,6 +264,29 @@ fn one_line(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::report::fixture;
+
+    proptest::proptest! {
+        /// Text returned as it is must be text quick-junit would leave as it is.
+        #[test]
+        fn cleaning_is_quick_junits_whichever_way_it_goes(text in r"([ -~\n\t\r\x00-\x1f\x7f]|\x1b\[[0-9;]*m|\PC)*") {
+            proptest::prop_assert_eq!(clean(&text).into_owned(), XmlString::new(&text).into_string());
+        }
+
+        /// Mostly plain text with at most one character that is not.
+        #[test]
+        fn cleaning_plain_text_with_one_odd_character_is_quick_junits(
+            text in r"[ -~\n]{0,20}[\t\r\x00-\x1f\x7f\x1b\u{80}-\u{a0}é]?[ -~\n]{0,20}"
+        ) {
+            proptest::prop_assert_eq!(clean(&text).into_owned(), XmlString::new(&text).into_string());
+        }
+    }
+
+    #[test]
+    fn plain_text_is_not_copied_and_escapes_are_removed() {
+        assert!(matches!(clean("run 0: passed, 24 events\n"), Cow::Borrowed(_)));
+        assert_eq!(clean("\x1b[31mred\x1b[0m\tand\r\n"), "redand\n");
+        assert_eq!(clean("a\tb\rc"), "abc");
+    }
 
     fn parse_and<T>(check: impl FnOnce(roxmltree::Document<'_>) -> T) -> T {
         let xml = render(&fixture::suite()).map_err(|e| e.to_string());
