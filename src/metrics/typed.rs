@@ -42,7 +42,7 @@ pub fn grade(name: &str, text: &str, out: &mut Vec<u8>) -> bool {
     let start = out.len();
     let written = match name {
         "stability" => read::<Envelope>(text).is_some_and(|e| stability(e, out)),
-        "stability-across" => read::<Across>(text).is_some_and(|a| across(a, out)),
+        "stability-across" => read_across(text).is_some_and(|runs| across(&runs, out)),
         "reliability" => read::<Outcomes>(text).is_some_and(|o| reliability(o, out)),
         "trajectory" => read::<TrajectoryInput>(text).is_some_and(|t| trajectory(t, out)),
         "golden-path" => read::<GoldenInput>(text).is_some_and(|g| golden_path(g, out)),
@@ -181,12 +181,28 @@ impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
     }
 }
 
-/// `{"runs": [envelope, …]}`.
+/// `{"runs": [envelope, …]}`, each run kept as written, to be read as an [`Envelope`]
+/// on its own.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Across<'a> {
     #[serde(borrow)]
-    runs: Vec<Envelope<'a>>,
+    runs: Vec<&'a RawValue>,
+}
+
+/// A document at least this long has its runs read on every core.
+const PARALLEL_READ: usize = 1 << 20;
+
+/// The runs of a `stability-across` document as traces, or `None` when it (or one of its
+/// runs) does not have the everyday shape. A large document is checked as JSON once,
+/// then its runs, each a slice of it, are read on every core, in order.
+fn read_across(text: &str) -> Option<Vec<Trace>> {
+    let runs = read::<Across>(text)?.runs;
+    let trace = |run: &&RawValue| read::<Envelope>(run.get()).map(Envelope::into_trace);
+    if text.len() < PARALLEL_READ {
+        return runs.iter().map(trace).collect();
+    }
+    crate::par::in_parallel(&runs, trace).into_iter().collect()
 }
 
 /// `{"outcomes": [true, false, …]}`.
@@ -677,7 +693,7 @@ fn stability(envelope: Envelope, out: &mut Vec<u8>) -> bool {
     )
 }
 
-fn across(input: Across, out: &mut Vec<u8>) -> bool {
+fn across(runs: &[Trace], out: &mut Vec<u8>) -> bool {
     #[derive(Serialize)]
     struct Output {
         argument_consistency: f64,
@@ -688,8 +704,7 @@ fn across(input: Across, out: &mut Vec<u8>) -> bool {
         variance: f64,
         weakest_score: f64,
     }
-    let runs: Vec<Trace> = input.runs.into_iter().map(Envelope::into_trace).collect();
-    let r = score_across(&runs);
+    let r = score_across(runs);
     write(
         &Output {
             argument_consistency: r.argument_consistency,
@@ -929,6 +944,45 @@ mod tests {
         for (name, text) in cases {
             assert!(same(name, &text), "{name} was not read typed: {text}");
         }
+    }
+
+    /// A stability-across document past [`PARALLEL_READ`] has its runs read on every
+    /// core: the same output as the generic path, and one bad run anywhere still sends
+    /// the whole document there.
+    #[test]
+    fn a_large_across_document_read_on_every_core_prints_what_the_generic_path_prints() {
+        let mut seed = 19u64;
+        let mut next = |m: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        let runs: Vec<String> = (0..140)
+            .map(|r| {
+                let calls: Vec<String> = (0..150)
+                    .map(|_| {
+                        let (tool, q, limit) = (next(6), next(30), next(4));
+                        format!(
+                            r#"{{"name": "srv__t{tool}", "server": "srv", "args": {{"q": "k{q}", "limit": {limit}}}}}"#
+                        )
+                    })
+                    .collect();
+                let turns = format!(r#"[{{"role": "assistant", "content": "done {r}"}}]"#);
+                format!(
+                    r#"{{"tool_calls": [{}], "conversation": {{"tokens": {{"total": {}}}, "turns": {turns}}}}}"#,
+                    calls.join(", "),
+                    1000 + r
+                )
+            })
+            .collect();
+        let text = format!(r#"{{"runs": [{}]}}"#, runs.join(",\n"));
+        assert!(text.len() > PARALLEL_READ, "{} bytes", text.len());
+        assert!(same("stability-across", &text));
+
+        let mut bad = runs.clone();
+        bad[97] = r#"{"tool_calls": [{"name": "a", "args": {"n": 9007199254740993}}]}"#.into();
+        let text = format!(r#"{{"runs": [{}]}}"#, bad.join(",\n"));
+        assert!(text.len() > PARALLEL_READ);
+        assert!(!same("stability-across", &text));
     }
 
     #[test]
