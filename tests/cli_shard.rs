@@ -206,6 +206,21 @@ fn a_refused_merge_leaves_the_run_merged_before_it_whole() {
     assert!(common::differing(&before, &p.snapshot(".stateval/runs")).is_empty());
 }
 
+/// Reports that cannot be written fail the merge (exit 2, naming the report), but the
+/// merged run is finished all the same, as a single run's is: it verifies, and its
+/// reports can be rendered again once the path is mended.
+#[test]
+fn a_merge_whose_reports_cannot_be_written_still_finishes_its_run() {
+    let p = sharded();
+    p.write("reports", "not a directory");
+    let out = merge(&p, &shard_args(&[]));
+    out.expect_code(2);
+    assert!(out.stderr.contains("./reports: cannot create the directory: "), "{}", out.stderr);
+    let runs = p.run_ids();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    p.stateval(&["verify", &format!(".stateval/runs/{}", runs[0])]).expect_code(0);
+}
+
 #[test]
 fn a_shard_of_another_plan_or_one_that_does_not_verify_is_refused() {
     let p = sharded();
