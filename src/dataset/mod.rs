@@ -226,7 +226,7 @@ struct RawAssertion {
 /// when it runs. Compiled matchers and validated recordings are shared between cases.
 #[derive(Default)]
 pub struct CaseParser {
-    recordings: BTreeMap<PathBuf, RecordingRef>,
+    recordings: HashMap<PathBuf, RecordingRef>,
     /// Compiled matchers by canonical spec: suites repeat the same regexes and schemas
     /// across thousands of cases, and a compiled one costs kilobytes. Bounded: past
     /// [`MATCHER_CACHE`] distinct specs it starts again, so a suite of all-different
