@@ -18,6 +18,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::LazyLock;
 
 use serde_json::Value;
 
@@ -118,9 +119,25 @@ pub fn digest(context: Context, bytes: &[u8]) -> Digest {
 #[derive(Clone)]
 pub struct Digester(blake3::Hasher);
 
+/// A fresh hasher per context, derived once: deriving the key hashes the context string,
+/// which cost about as much as hashing a short event line; a copy of the derived state is
+/// the same hasher.
+static DERIVED: [LazyLock<blake3::Hasher>; 4] = [
+    LazyLock::new(|| blake3::Hasher::new_derive_key(Context::Event.key())),
+    LazyLock::new(|| blake3::Hasher::new_derive_key(Context::Request.key())),
+    LazyLock::new(|| blake3::Hasher::new_derive_key(Context::Content.key())),
+    LazyLock::new(|| blake3::Hasher::new_derive_key(Context::Manifest.key())),
+];
+
 impl Digester {
     pub fn new(context: Context) -> Self {
-        Digester(blake3::Hasher::new_derive_key(context.key()))
+        let at = match context {
+            Context::Event => 0,
+            Context::Request => 1,
+            Context::Content => 2,
+            Context::Manifest => 3,
+        };
+        Digester(DERIVED[at].clone())
     }
 
     pub fn update(&mut self, bytes: &[u8]) {
@@ -447,6 +464,17 @@ mod tests {
         digester.update(b"c");
         assert_eq!(digester.finish(), digest(Context::Content, b"abc"));
         assert_ne!(digester.finish(), digest(Context::Event, b"abc"));
+    }
+
+    #[test]
+    fn a_digester_from_the_derived_state_is_a_freshly_derived_one() {
+        for context in [Context::Event, Context::Request, Context::Content, Context::Manifest] {
+            let mut fresh = blake3::Hasher::new_derive_key(context.key());
+            fresh.update(b"some bytes");
+            let mut digester = Digester::new(context);
+            digester.update(b"some bytes");
+            assert_eq!(digester.finish().0, *fresh.finalize().as_bytes());
+        }
     }
 
     #[test]

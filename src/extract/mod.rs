@@ -95,6 +95,11 @@ pub fn resolve(target: &str, events: &[Event]) -> Option<Value> {
             let turn = u32::try_from(*turn).ok()?;
             (fold::memory_values(&fold::memory_at(events, Some(turn))), &segments[2..])
         }
+        // `policy.denials` and its like read counts: copying every decision into
+        // `verdicts` only to drop them was most of grading a long run
+        "policy" if matches!(segments.get(1), Some(Segment::Key(k)) if k != "verdicts") => {
+            (policy(events, false), &segments[1..])
+        }
         other => (root(other, events)?, &segments[1..]),
     };
     path::walk(&root_value, rest).cloned()
@@ -118,7 +123,7 @@ fn root(name: &str, events: &[Event]) -> Option<Value> {
         "tools" => json!({"proposed": of(Kind::ToolProposed).map(|e| e.get("tool").clone()).collect::<Vec<_>>()}),
         "memory" => fold::memory_values(&fold::memory_at(events, None)),
         "memory_lifecycle" => fold::memory_lifecycle(&fold::memory_at(events, None)),
-        "policy" => policy(events),
+        "policy" => policy(events, true),
         "context" => {
             let compiled: Vec<&Event> = of(Kind::ContextCompiled).collect();
             let max_total = compiled.iter().filter_map(|e| e.get("total").as_u64()).max().unwrap_or(0);
@@ -193,7 +198,9 @@ fn turns(events: &[Event]) -> Value {
     Value::Array(turns.into_iter().map(Value::Object).collect())
 }
 
-fn policy(events: &[Event]) -> Value {
+/// The `policy` root; without `verdicts` its `verdicts` array is left empty (the counts
+/// and `verdict_at_turn` are the same).
+fn policy(events: &[Event], verdicts_too: bool) -> Value {
     let mut verdicts = Vec::new();
     let (mut denials, mut escalations) = (0u64, 0u64);
     let mut per_turn: Vec<Option<&str>> = Vec::new();
@@ -217,6 +224,9 @@ fn policy(events: &[Event]) -> Value {
                 per_turn[t] = Some(verdict);
             }
         }
+        if !verdicts_too {
+            continue;
+        }
         let mut entry = json!({"turn": e.turn, "call_id": e.get("call_id"), "tool": e.get("tool"),
                                "verdict": verdict, "rule": e.get("rule")});
         // the event that introduced the taint a decision saw, when it saw one
@@ -231,4 +241,31 @@ fn policy(events: &[Event]) -> Value {
         "escalations": escalations,
         "verdict_at_turn": per_turn.into_iter().map(|v| v.map_or(Value::Null, |s| Value::String(s.into()))).collect::<Vec<_>>(),
     })
+}
+
+#[cfg(test)]
+mod lean_policy_tests {
+    use super::*;
+    use crate::runtime::recorder::Recorder;
+
+    #[test]
+    fn a_policy_count_read_without_the_verdicts_is_the_one_read_from_the_whole_root() {
+        let mut rec = Recorder::new(Box::new(Vec::new()));
+        for (turn, verdict) in [(0, "allow"), (0, "deny"), (1, "escalate"), (1, "allow"), (3, "deny")] {
+            rec.set_turn(Some(turn));
+            let data = json!({"call_id": format!("c-{turn}"), "tool": "pay", "verdict": verdict, "rule": "r",
+                              "tainted_by": if verdict == "deny" { json!(2) } else { Value::Null }});
+            rec.emit(Kind::PolicyDecided, data).unwrap();
+        }
+        let (events, _) = rec.finish().unwrap();
+        let whole = policy(&events, true);
+        assert_eq!(whole["verdicts"].as_array().map(Vec::len), Some(5));
+        for target in ["policy.denials", "policy.escalations", "policy.verdict_at_turn", "policy.verdict_at_turn[1]"] {
+            let segments = path::parse(target).unwrap();
+            assert_eq!(resolve(target, &events), path::walk(&whole, &segments[1..]).cloned(), "{target}");
+        }
+        assert_eq!(resolve("policy.denials", &events), Some(json!(2)));
+        assert_eq!(resolve("policy.verdicts[4].tainted_by", &events), Some(json!(2)));
+        assert_eq!(resolve("policy", &events), Some(whole));
+    }
 }

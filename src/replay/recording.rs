@@ -145,11 +145,85 @@ impl Recording {
     }
 
     fn from_values(responses: Vec<RecordedResponse>, source: String) -> Recording {
-        let as_json = serde_json::to_value(&responses).unwrap_or(Value::Null);
-        let digest = canon::canonical_digest(Context::Content, &as_json)
-            .unwrap_or_else(|_| canon::digest(Context::Content, source.as_bytes()));
+        let digest = match canonical_responses(&responses) {
+            Some(bytes) => canon::digest(Context::Content, &bytes),
+            None => canon::digest(Context::Content, source.as_bytes()),
+        };
         Recording { responses, digest, source }
     }
+}
+
+/// The canonical bytes of `serde_json::to_value(responses)`, written from the typed
+/// responses instead of through a `Value` tree (building and dropping that tree was most
+/// of a recording's validation). `None` where that value has no canonical form (an
+/// integer beyond ±(2^53−1)), as `canonical_digest` would fail. Keys are written in JCS
+/// order, and every field the derived `Serialize` writes is written, so the bytes are
+/// the same (`the_typed_canonical_bytes_are_those_of_the_serialised_value` checks it).
+fn canonical_responses(responses: &[RecordedResponse]) -> Option<Vec<u8>> {
+    fn number(out: &mut Vec<u8>, n: serde_json::Number) -> Option<()> {
+        canon::write_canonical_number(out, &n).then_some(())
+    }
+    fn optional_u32(out: &mut Vec<u8>, n: Option<u32>) {
+        match n {
+            Some(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+            None => out.extend_from_slice(b"null"),
+        }
+    }
+    let mut out = Vec::with_capacity(256 * responses.len() + 2);
+    out.push(b'[');
+    for (i, r) in responses.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        // latency_ms < request < request_hash < response < step < turn < usage
+        out.extend_from_slice(b"{\"latency_ms\":");
+        number(&mut out, r.latency_ms.into())?;
+        if let Some(request) = &r.request {
+            out.extend_from_slice(b",\"request\":");
+            canon::write_canonical(&mut out, request).ok()?;
+        }
+        out.extend_from_slice(b",\"request_hash\":");
+        match &r.request_hash {
+            Some(d) => canon::write_canonical_str(&mut out, &d.to_string()),
+            None => out.extend_from_slice(b"null"),
+        }
+        // confidence < content < tool_calls
+        out.extend_from_slice(b",\"response\":{\"confidence\":");
+        match r.response.confidence.and_then(serde_json::Number::from_f64) {
+            Some(n) => number(&mut out, n)?,
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"content\":");
+        canon::write_canonical_str(&mut out, &r.response.content);
+        out.extend_from_slice(b",\"tool_calls\":[");
+        for (j, call) in r.response.tool_calls.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            // args < id < name
+            out.extend_from_slice(b"{\"args\":");
+            canon::write_canonical(&mut out, &call.args).ok()?;
+            out.extend_from_slice(b",\"id\":");
+            match &call.id {
+                Some(id) => canon::write_canonical_str(&mut out, id),
+                None => out.extend_from_slice(b"null"),
+            }
+            out.extend_from_slice(b",\"name\":");
+            canon::write_canonical_str(&mut out, &call.name);
+            out.push(b'}');
+        }
+        out.extend_from_slice(b"]},\"step\":");
+        optional_u32(&mut out, r.step);
+        out.extend_from_slice(b",\"turn\":");
+        optional_u32(&mut out, r.turn);
+        out.extend_from_slice(b",\"usage\":{\"input_tokens\":");
+        number(&mut out, r.usage.input_tokens.into())?;
+        out.extend_from_slice(b",\"output_tokens\":");
+        number(&mut out, r.usage.output_tokens.into())?;
+        out.extend_from_slice(b"}}");
+    }
+    out.push(b']');
+    Some(out)
 }
 
 /// Schema-check and type one recording line; errors carry a 1-based column.
@@ -189,6 +263,36 @@ mod tests {
         assert_eq!(rec.responses.len(), 1);
         let again = Recording::reload(&path, "r.jsonl", rec.digest, bytes).unwrap();
         assert_eq!(again.responses, rec.responses);
+    }
+
+    #[test]
+    fn the_typed_canonical_bytes_are_those_of_the_serialised_value() {
+        let lines = [
+            r#"{"response":{"content":"a"}}"#,
+            r#"{"turn":0,"step":1,"latency_ms":12,"usage":{"input_tokens":3,"output_tokens":9007199254740991},
+               "request_hash":"blake3:0000000000000000000000000000000000000000000000000000000000000000",
+               "request":{"z":[1,2.5,-0.0,1e21,"\u0001é\u2028"],"a":{"y":null,"b":true}},
+               "response":{"content":"q\"\\\n\t\u007f😀","confidence":0.1,
+                 "tool_calls":[{"name":"t","id":"c-1","args":{"b":[{}],"a":1.5e-7}},{"name":"u"}]}}"#,
+            r#"{"response":{"content":"","confidence":1.0,"tool_calls":[]},"request":null}"#,
+            r#"{"response":{"confidence":-3e300}}"#,
+        ];
+        let responses: Vec<RecordedResponse> =
+            lines.iter().map(|l| serde_json::from_str(&l.replace('\n', "")).unwrap()).collect();
+        for n in 0..=responses.len() {
+            let value = serde_json::to_value(&responses[..n]).unwrap();
+            let typed = canonical_responses(&responses[..n]).unwrap();
+            assert_eq!(String::from_utf8(typed).unwrap(), canon::to_canonical_string(&value).unwrap());
+        }
+        // no canonical form (an unsafe integer in the arguments or a count): none here either
+        let mut unsafe_args = responses[0].clone();
+        unsafe_args.response.tool_calls =
+            vec![ToolCall { id: None, name: "t".into(), args: serde_json::json!({"n": 1u64 << 60}) }];
+        assert!(canonical_responses(&[unsafe_args]).is_none());
+        let mut unsafe_count = responses[0].clone();
+        unsafe_count.latency_ms = 1 << 60;
+        assert!(canonical_responses(&[unsafe_count.clone()]).is_none());
+        assert!(canon::canonical_digest(Context::Content, &serde_json::to_value([unsafe_count]).unwrap()).is_err());
     }
 
     #[test]

@@ -28,7 +28,7 @@
 //! result answering it, so the model never sees a result without its call or a call
 //! without its result. The current user message is always kept.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::canon::{self, CanonError, Context, Digest, Digester};
 
@@ -82,14 +82,23 @@ struct Prefix {
 
 impl Conversation {
     pub fn push(&mut self, message: Value) -> Result<(), CanonError> {
-        // canonicalised straight into the joined buffer (no copy per message); on an
-        // error the buffer is left as it was
+        let tool = message.get("role").and_then(Value::as_str) == Some("tool");
+        self.push_with(tool, |joined| canon::write_canonical(joined, &message))
+    }
+
+    /// Add a message whose canonical bytes `write` appends to the joined buffer (no copy
+    /// per message); on an error the buffer is left as it was. `tool`: a tool result.
+    fn push_with(
+        &mut self,
+        tool: bool,
+        write: impl FnOnce(&mut Vec<u8>) -> Result<(), CanonError>,
+    ) -> Result<(), CanonError> {
         let before = self.joined.len();
         if !self.messages.is_empty() {
             self.joined.push(b',');
         }
         let offset = self.joined.len();
-        if let Err(e) = canon::write_canonical(&mut self.joined, &message) {
+        if let Err(e) = write(&mut self.joined) {
             self.joined.truncate(before);
             return Err(e);
         }
@@ -97,9 +106,9 @@ impl Conversation {
         let tokens = approx_tokens(std::str::from_utf8(&self.joined[offset..]).unwrap_or_default());
         // a tool result belongs to the unit of the assistant message that called it
         let index = self.messages.len();
-        let unit_start = match message.get("role").and_then(Value::as_str) {
-            Some("tool") => self.messages.last().map_or(index, |m| m.unit_start),
-            _ => index,
+        let unit_start = match tool {
+            true => self.messages.last().map_or(index, |m| m.unit_start),
+            false => index,
         };
         self.messages.push(Message { offset, tokens, unit_start });
         self.total_tokens += tokens;
@@ -128,8 +137,43 @@ impl Conversation {
         Window { start, tokens }
     }
 
+    /// `{"role": "user", "content": content}`, written in its canonical form directly.
     pub fn user(&mut self, content: &str) -> Result<(), CanonError> {
-        self.push(json!({"role": "user", "content": content}))
+        self.push_with(false, |joined| {
+            joined.extend_from_slice(b"{\"content\":");
+            canon::write_canonical_str(joined, content);
+            joined.extend_from_slice(b",\"role\":\"user\"}");
+            Ok(())
+        })
+    }
+
+    /// `{"role": "assistant", "content": content}`, with `"tool_calls": tool_calls` when
+    /// given, written in its canonical form directly.
+    pub fn assistant(&mut self, content: &str, tool_calls: Option<&Value>) -> Result<(), CanonError> {
+        self.push_with(false, |joined| {
+            joined.extend_from_slice(b"{\"content\":");
+            canon::write_canonical_str(joined, content);
+            joined.extend_from_slice(b",\"role\":\"assistant\"");
+            if let Some(calls) = tool_calls {
+                joined.extend_from_slice(b",\"tool_calls\":");
+                canon::write_canonical(joined, calls)?;
+            }
+            joined.push(b'}');
+            Ok(())
+        })
+    }
+
+    /// `{"role": "tool", "call_id": call_id, "content": content}`, written in its
+    /// canonical form directly.
+    pub fn tool_result(&mut self, call_id: &str, content: &Value) -> Result<(), CanonError> {
+        self.push_with(true, |joined| {
+            joined.extend_from_slice(b"{\"call_id\":");
+            canon::write_canonical_str(joined, call_id);
+            joined.extend_from_slice(b",\"content\":");
+            canon::write_canonical(joined, content)?;
+            joined.extend_from_slice(b",\"role\":\"tool\"}");
+            Ok(())
+        })
     }
 
     pub fn history_tokens(&self) -> u64 {
@@ -212,6 +256,7 @@ impl Conversation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_assembled_request_is_exactly_its_canonical_form() {
@@ -235,6 +280,33 @@ mod tests {
         assert_eq!(c.messages_from(0).unwrap(), whole["messages"]);
         assert_eq!(c.messages_from(1).unwrap(), json!([whole["messages"][1]]));
         assert_eq!(c.messages_from(2).unwrap(), json!([]));
+    }
+
+    #[test]
+    fn user_and_tool_messages_written_directly_are_those_objects_canonicalised() {
+        let mut direct = Conversation::default();
+        let mut built = Conversation::default();
+        let result = json!({"z": [1, 2.5, "é\u{1}"], "a": {"y": null}});
+        direct.user("héllo \"x\"\n").unwrap();
+        built.push(json!({"role": "user", "content": "héllo \"x\"\n"})).unwrap();
+        direct.assistant("", Some(&json!([{"name": "t", "id": "c-1", "args": {"b": 1, "a": [2]}}]))).unwrap();
+        built
+            .push(json!({"role": "assistant", "content": "", "tool_calls": [{"name": "t", "id": "c-1", "args": {"b": 1, "a": [2]}}]}))
+            .unwrap();
+        direct.tool_result("c-1", &result).unwrap();
+        built.push(json!({"role": "tool", "call_id": "c-1", "content": result})).unwrap();
+        assert_eq!(direct.joined, built.joined);
+        assert_eq!(direct.history_tokens(), built.history_tokens());
+        // the tool result joins its call's unit in both
+        assert_eq!(direct.window(Some(1)), built.window(Some(1)));
+        assert_eq!(direct.window(Some(1)).start, 1);
+        direct.assistant("done", None).unwrap();
+        built.push(json!({"role": "assistant", "content": "done"})).unwrap();
+        assert_eq!(direct.joined, built.joined);
+        // no canonical form: the conversation is left as it was
+        assert!(direct.tool_result("c-2", &json!({"n": 1u64 << 60})).is_err());
+        assert_eq!(direct.joined, built.joined);
+        assert_eq!(direct.len(), 4);
     }
 
     #[test]

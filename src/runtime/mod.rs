@@ -319,16 +319,11 @@ impl<'a, 'p> Loop<'a, 'p> {
                     })
                     .collect(),
             );
-            // the assistant message carries the same calls as the event's response
-            let mut assistant = object([("role", "assistant".into()), ("content", content.as_str().into())]);
-            if !calls.is_empty() {
-                assistant["tool_calls"] = tool_calls.clone();
-            }
             let mut response = object([("content", content.as_str().into()), ("tool_calls", tool_calls)]);
             if let Some(c) = confidence {
                 response["confidence"] = json!(c);
             }
-            self.rec.emit(
+            let seq = self.rec.emit(
                 Kind::ModelCalled,
                 object([
                     ("request_hash", hash.to_string().into()),
@@ -338,7 +333,15 @@ impl<'a, 'p> Loop<'a, 'p> {
                     ("latency_ms", json!(latency_ms)),
                 ]),
             )?;
-            self.push_message(assistant)?;
+            // the assistant message carries the same calls as the event's response: they
+            // are written from the event rather than from a copy of them
+            let called = (!calls.is_empty()).then(|| &self.rec.event(seq).data["response"]["tool_calls"]);
+            let next = self.rec.next_seq();
+            self.conversation.assistant(&content, called).map_err(|source| WriteError::Canon {
+                seq: next,
+                kind: Kind::ModelCalled,
+                source,
+            })?;
             if calls.is_empty() {
                 if self.nested {
                     self.answer = Some(content);
@@ -353,7 +356,12 @@ impl<'a, 'p> Loop<'a, 'p> {
                 if let Some(error) = self.boundary.fixture_error.take() {
                     return Ok(Err(Stop { status: RunStatus::Failed, error, logged: true }));
                 }
-                self.push_message(object([("role", "tool".into()), ("call_id", call_id.into()), ("content", result)]))?;
+                let seq = self.rec.next_seq();
+                self.conversation.tool_result(&call_id, &result).map_err(|source| WriteError::Canon {
+                    seq,
+                    kind: Kind::ModelCalled,
+                    source,
+                })?;
             }
         }
         let limit = self.input.profile.max_steps_per_turn;
@@ -375,11 +383,6 @@ impl<'a, 'p> Loop<'a, 'p> {
         })?;
         Ok(json!({"memory": memory_view, "messages": messages, "system": parse(&self.system)?,
                   "tools": parse(&self.tools)?}))
-    }
-
-    fn push_message(&mut self, message: Value) -> Result<(), WriteError> {
-        let seq = self.rec.next_seq();
-        self.conversation.push(message).map_err(|source| WriteError::Canon { seq, kind: Kind::ModelCalled, source })
     }
 
     /// Fit the sections into the effective budget (see `context`): one
