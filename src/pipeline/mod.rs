@@ -45,7 +45,8 @@ pub struct Pipeline {
     /// The directory relative paths resolve from.
     #[serde(skip)]
     pub base: PathBuf,
-    /// Content digest of the file, for run ids.
+    /// The file's text, hashed into run ids; empty in a [`crate::runner::Plan`]'s
+    /// pipeline, which drops it once hashed.
     #[serde(skip)]
     pub text: String,
 }

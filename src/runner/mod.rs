@@ -251,6 +251,10 @@ impl Plan {
         };
         let programs = programs_digest(&pipeline);
         let digest = plan_digest(&pipeline, loaded.digest, &agents, programs, &judges);
+        // hashed into the digest, and read by nothing the plan does after: a pipeline of
+        // thousands of profiles is a text of about 100 bytes each, held for the whole run
+        let mut pipeline = pipeline;
+        pipeline.text = String::new();
         let graders = {
             let mut d = canon::Digester::new(Context::Content);
             if let Some(programs) = programs {
