@@ -181,11 +181,18 @@ impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
     }
 }
 
-/// `{"runs": [envelope, …]}`, each run kept as written, to be read as an [`Envelope`]
-/// on its own.
+/// `{"runs": [envelope, …]}`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Across<'a> {
+    #[serde(borrow)]
+    runs: Vec<Envelope<'a>>,
+}
+
+/// [`Across`] with each run kept as written, to be read as an [`Envelope`] on its own.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AcrossRaw<'a> {
     #[serde(borrow)]
     runs: Vec<&'a RawValue>,
 }
@@ -194,14 +201,16 @@ struct Across<'a> {
 const PARALLEL_READ: usize = 1 << 20;
 
 /// The runs of a `stability-across` document as traces, or `None` when it (or one of its
-/// runs) does not have the everyday shape. A large document is checked as JSON once,
-/// then its runs, each a slice of it, are read on every core, in order.
+/// runs) does not have the everyday shape. A small one is read in one pass; a large one
+/// is checked as JSON once, then its runs, each a slice of it, are read on every core,
+/// in order.
 fn read_across(text: &str) -> Option<Vec<Trace>> {
-    let runs = read::<Across>(text)?.runs;
-    let trace = |run: &&RawValue| read::<Envelope>(run.get()).map(Envelope::into_trace);
     if text.len() < PARALLEL_READ {
-        return runs.iter().map(trace).collect();
+        // one pass: a batch line is small, and read twice it would cost twice
+        return Some(read::<Across>(text)?.runs.into_iter().map(Envelope::into_trace).collect());
     }
+    let runs = read::<AcrossRaw>(text)?.runs;
+    let trace = |run: &&RawValue| read::<Envelope>(run.get()).map(Envelope::into_trace);
     crate::par::in_parallel(&runs, trace).into_iter().collect()
 }
 
