@@ -5,6 +5,7 @@
 //! against the pipeline JSON Schema and reports errors at their line and column.
 
 pub mod profile;
+pub mod sparse;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::sparse::Sparse;
 use crate::sandbox::FaultDecl;
 
 pub use crate::sandbox::SafetyClass;
@@ -223,49 +224,49 @@ pub struct AgentProfile {
     #[serde(default, skip_serializing_if = "AgentKind::is_builtin")]
     pub kind: AgentKind,
     /// External: the program and its arguments.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub command: Vec<String>,
+    #[serde(default, skip_serializing_if = "Sparse::is_default")]
+    pub command: Sparse<Vec<String>>,
     /// External: working directory, relative to the pipeline's base.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Sparse::is_default")]
+    pub cwd: Sparse<Option<String>>,
     /// External: variables set for the process over the inherited environment.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Sparse::is_default")]
+    pub env: Sparse<BTreeMap<String, String>>,
     /// External: wall-clock limit of one case run, in ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Sparse::is_default")]
+    pub timeout_ms: Sparse<Option<u64>>,
     /// External: request normalisation before digests are compared.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub normalize: Vec<NormalizeRule>,
+    #[serde(default, skip_serializing_if = "Sparse::is_default")]
+    pub normalize: Sparse<Vec<NormalizeRule>>,
     /// External: more secret patterns (regexes) scrubbed from requests and recordings,
     /// beside the built-in ones (API keys, bearer tokens, JWTs).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub scrub: Vec<String>,
+    #[serde(default, skip_serializing_if = "Sparse::is_default")]
+    pub scrub: Sparse<Vec<String>>,
     #[serde(default)]
     pub system: String,
     /// Path of the fixture tool manifest, relative to the pipeline's base.
     pub tools: Option<String>,
     #[serde(default)]
-    pub context: ContextConfig,
+    pub context: Sparse<ContextConfig>,
     #[serde(default)]
     pub memory: MemoryConfig,
     #[serde(default = "default_max_steps")]
     pub max_steps_per_turn: u32,
     #[serde(default)]
-    pub policy: Vec<PolicyRule>,
+    pub policy: Sparse<Vec<PolicyRule>>,
     /// Answers for escalated calls, by tool name or safety class; tool name wins.
     /// Anything escalated without an answer is denied.
     #[serde(default)]
-    pub approvals: BTreeMap<String, ApprovalAnswer>,
+    pub approvals: Sparse<BTreeMap<String, ApprovalAnswer>>,
     #[serde(default)]
-    pub safety: SafetyConfig,
+    pub safety: Sparse<SafetyConfig>,
     /// Pin the tool manifest: its content digest must be this (`blake3:…`), so a
     /// manifest changed behind the suite's back refuses to run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tools_digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Sparse::is_default")]
+    pub tools_digest: Sparse<Option<String>>,
     /// Agent profiles this one may hand a task to (the built-in `handoff` tool).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub handoffs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Sparse::is_default")]
+    pub handoffs: Sparse<Vec<String>>,
     /// A privileged agent never receives a handoff whose payload carries untrusted
     /// (tainted) content: the confused-deputy mitigation.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -273,15 +274,16 @@ pub struct AgentProfile {
     /// What happens to tools the poisoning checks flag.
     #[serde(default, skip_serializing_if = "is_refuse")]
     pub poisoned_tools: PoisonedTools,
-    pub price: Option<Price>,
+    #[serde(default)]
+    pub price: Sparse<Option<Price>>,
     /// Per-call timeout in virtual ms; [`DEFAULT_TOOL_TIMEOUT_MS`] when absent. (Absent
     /// and default fields are not serialised, so profiles without faults keep the digest
     /// they had before faults existed.)
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Sparse::is_default")]
+    pub tool_timeout_ms: Sparse<Option<u64>>,
     /// Faults this profile injects, consulted before the manifest's own.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub faults: Vec<FaultDecl>,
+    #[serde(default, skip_serializing_if = "Sparse::is_default")]
+    pub faults: Sparse<Vec<FaultDecl>>,
 }
 
 impl AgentProfile {
@@ -368,7 +370,7 @@ impl AgentProfile {
                 }
                 let builtin = [
                     ("system", !self.system.is_empty()),
-                    ("context", self.context != ContextConfig::default()),
+                    ("context", !self.context.is_default()),
                     ("memory", self.memory != MemoryConfig::default()),
                     ("max_steps_per_turn", self.max_steps_per_turn != DEFAULT_MAX_STEPS_PER_TURN),
                     ("handoffs", !self.handoffs.is_empty()),
@@ -408,6 +410,13 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(err.contains("normalize[0].regex: invalid regex"), "{err}");
+    }
+
+    #[test]
+    fn a_profile_of_defaults_is_small() {
+        // the plan holds every profile for the whole run: a suite with a profile per case
+        // pays this per case (it was 576 bytes before the rarely set parts were `Sparse`)
+        assert!(std::mem::size_of::<AgentProfile>() <= 200, "{}", std::mem::size_of::<AgentProfile>());
     }
 
     fn profile(toml_text: &str) -> AgentProfile {

@@ -296,7 +296,7 @@ pub fn merge<'a>(
             // wrote them (the merged run's are links to the same bytes, maybe not made yet)
             if case_ref.recordings.len() >= 2 || case_ref.perturbed {
                 let case = plan.case(index)?;
-                let price = plan.pipeline.agents.get(&case.agent).and_then(|p| p.price);
+                let price = plan.pipeline.agents.get(&case.agent).and_then(|p| *p.price);
                 let mut runs = Vec::new();
                 for r in &outcome.runs {
                     let events = crate::event::reader::read_log(&from_case.join(format!("{}.jsonl", r.index)))

@@ -213,7 +213,7 @@ impl Plan {
                 }
                 None => (None, None),
             };
-            if let Some(pinned) = &profile.tools_digest {
+            if let Some(pinned) = &*profile.tools_digest {
                 let found = manifest.map(|d| d.to_string()).unwrap_or_default();
                 if *pinned != found {
                     errors.push(InputError::file(
@@ -447,7 +447,7 @@ impl Plan {
         let mut todo = vec![agent];
         while let Some(from) = todo.pop() {
             let Some(profile) = self.pipeline.agents.get(from) else { continue };
-            for to in &profile.handoffs {
+            for to in profile.handoffs.iter() {
                 if to != agent && self.pipeline.agents.contains_key(to) && reached.insert(to.as_str()) {
                     todo.push(to);
                 }
@@ -1020,7 +1020,7 @@ fn run_case(
             envelopes.push(crate::extract::envelope::envelope(&events, passed));
         }
         if cards::feeds_card(case) {
-            card_runs.push(cards::card_run(&events, passed, profile.price));
+            card_runs.push(cards::card_run(&events, passed, *profile.price));
         }
         let head = events.last().map(|e| e.hash.to_string());
         let shown = plan.pipeline.display(&path);

@@ -152,7 +152,7 @@ pub(super) fn take_over(
         }
         r.passed = r.status == "completed" && r.error.is_none() && r.checks.iter().all(|c| c.passed);
         if cards::feeds_card(&case) {
-            card_runs.push(cards_api::Run { success: r.passed, ..cards::card_run(&events, r.passed, profile.price) });
+            card_runs.push(cards_api::Run { success: r.passed, ..cards::card_run(&events, r.passed, *profile.price) });
         }
         let record = index_log(&layout, &plan.run_id, &case.id, r.index).map_err(RunnerError::Internal)?.0;
         store.put_log(&record)?;
