@@ -117,12 +117,17 @@ pub struct Plan {
 
 /// An agent profile as the plan keeps it once validated.
 pub struct PlannedAgent {
-    /// The tool manifest's file (resolved) and how messages show it; `None`: no tools.
-    pub tools: Option<(PathBuf, String)>,
     /// The manifest's digest when the plan was validated (`None`: no tools).
     pub manifest: Option<Digest>,
     /// The digest of the profile itself.
     pub profile: Digest,
+}
+
+/// A tool manifest's file, resolved, and how messages show it.
+fn manifest_path(pipeline: &Pipeline, rel: &str) -> (PathBuf, String) {
+    let full = pipeline.resolve(rel);
+    let shown = full.to_string_lossy().trim_start_matches("./").to_string();
+    (full, shown)
 }
 
 /// The manifests read most recently, newest last: cases that share a manifest read it
@@ -192,15 +197,14 @@ impl Plan {
         // its digest is kept
         let mut validated: BTreeMap<PathBuf, Option<Digest>> = BTreeMap::new();
         for (name, profile) in &pipeline.agents {
-            let (tools, manifest) = match &profile.tools {
+            let manifest = match &profile.tools {
                 Some(rel) => {
-                    let full = pipeline.resolve(rel);
-                    let shown = full.to_string_lossy().trim_start_matches("./").to_string();
-                    let digest = match validated.get(&full) {
+                    let (full, shown) = manifest_path(&pipeline, rel);
+                    match validated.get(&full) {
                         Some(digest) => *digest,
                         None => match Manifest::load(&full, &shown) {
                             Ok(m) => {
-                                validated.insert(full.clone(), m.digest);
+                                validated.insert(full, m.digest);
                                 m.digest
                             }
                             Err(e) => {
@@ -208,10 +212,9 @@ impl Plan {
                                 continue;
                             }
                         },
-                    };
-                    (Some((full, shown)), digest)
+                    }
                 }
-                None => (None, None),
+                None => None,
             };
             if let Some(pinned) = &*profile.tools_digest {
                 let found = manifest.map(|d| d.to_string()).unwrap_or_default();
@@ -232,7 +235,7 @@ impl Plan {
             let profile_json = serde_json::to_value(profile).map_err(|e| RunnerError::Internal(e.to_string()))?;
             let digest = canon::canonical_digest(Context::Content, &profile_json)
                 .map_err(|e| RunnerError::Internal(e.to_string()))?;
-            agents.push((name.clone(), PlannedAgent { tools, manifest, profile: digest }));
+            agents.push((name.clone(), PlannedAgent { manifest, profile: digest }));
         }
         let agents: BTreeMap<String, PlannedAgent> = agents.into_iter().collect();
         let judges = load_judges(&pipeline, &mut errors);
@@ -413,9 +416,12 @@ impl Plan {
         let planned = self.agents.get(agent).ok_or_else(|| {
             InputError::file(&self.pipeline.path, format!("no agent profile named {agent:?} in the plan"))
         })?;
-        let Some((path, shown)) = &planned.tools else {
+        // the path is worked out again rather than held: a plan of a profile per case
+        // would hold two strings per profile for the whole run
+        let Some(rel) = self.pipeline.agents.get(agent).and_then(|profile| profile.tools.as_deref()) else {
             return Ok(Arc::new(Manifest::empty()));
         };
+        let (path, shown) = &manifest_path(&self.pipeline, rel);
         let cached =
             self.manifests.lock().map_err(|_| InputError::file(path, "manifest cache lock poisoned"))?.get(path);
         if let Some(manifest) = cached {
