@@ -63,12 +63,41 @@ impl Unhashed<'_> {
     /// no copy of the line is made. `scratch` is reused for the fields after `data`. On
     /// an error `out` is left as it was.
     pub fn encode_into(&self, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<Digest, CanonError> {
+        self.encode_written(out, scratch, None)
+    }
+
+    /// [`encode_into`](Self::encode_into), the data's canonical bytes given when a typed
+    /// writer has written them already (`canon::ObjectWriter`); they must be those of
+    /// `data`, which debug builds check.
+    pub fn encode_written(
+        &self,
+        out: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+        written: Option<&[u8]>,
+    ) -> Result<Digest, CanonError> {
         const OPEN: &[u8] = b"{\"data\":";
         let start = out.len();
         out.extend_from_slice(OPEN);
-        if let Err(e) = canon::write_canonical(out, self.data) {
-            out.truncate(start);
-            return Err(e);
+        match written {
+            Some(bytes) => {
+                #[cfg(debug_assertions)]
+                {
+                    let of_value = canon::to_canonical(self.data).map(|b| String::from_utf8_lossy(&b).into_owned());
+                    debug_assert_eq!(
+                        of_value.as_deref(),
+                        Ok(&*String::from_utf8_lossy(bytes)),
+                        "typed canonical bytes differ from the data's ({})",
+                        self.kind
+                    );
+                }
+                out.extend_from_slice(bytes);
+            }
+            None => {
+                if let Err(e) = canon::write_canonical(out, self.data) {
+                    out.truncate(start);
+                    return Err(e);
+                }
+            }
         }
         scratch.clear();
         self.write_tail(scratch);

@@ -81,14 +81,25 @@ impl<S: Sink> LogWriter<S> {
     /// Append one event; returns it with its hash. Nothing reaches the sink until
     /// [`flush`](Self::flush).
     pub fn append(&mut self, turn: Option<u32>, t: u64, kind: Kind, data: Value) -> Result<Event, WriteError> {
+        self.append_written(turn, t, kind, data, None)
+    }
+
+    /// [`append`](Self::append), with the canonical bytes of `data` when a typed writer
+    /// has written them (see [`Unhashed::encode_written`]).
+    pub fn append_written(
+        &mut self,
+        turn: Option<u32>,
+        t: u64,
+        kind: Kind,
+        data: Value,
+        written: Option<&[u8]>,
+    ) -> Result<Event, WriteError> {
         let seq = self.seq;
         let unhashed = Unhashed { seq, turn, t, kind, data: &data, prev: self.prev.as_ref() };
         let start = self.pending.len();
-        let hash = unhashed.encode_into(&mut self.pending, &mut self.scratch).map_err(|source| WriteError::Canon {
-            seq,
-            kind,
-            source,
-        })?;
+        let hash = unhashed
+            .encode_written(&mut self.pending, &mut self.scratch, written)
+            .map_err(|source| WriteError::Canon { seq, kind, source })?;
         self.pending.push(b'\n');
         self.offset += (self.pending.len() - start) as u64;
         let event = Event { seq, turn, t, kind, data, prev: self.prev, hash };

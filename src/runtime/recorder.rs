@@ -82,6 +82,15 @@ impl Recorder {
         self.append(kind, data)
     }
 
+    /// [`emit`](Self::emit) an event whose data a typed writer has already written as
+    /// `canonical` (its canonical bytes, see `canon::ObjectWriter`). Not for
+    /// `run_completed`, which may be held.
+    pub fn emit_written(&mut self, kind: Kind, data: Value, canonical: &[u8]) -> Result<u64, WriteError> {
+        debug_assert!(kind != Kind::RunCompleted);
+        self.release()?;
+        self.append_written(kind, data, Some(canonical))
+    }
+
     /// Append a grading event (`grader_called`, `judge_called`, `judge_verdict`) before
     /// a held `run_completed`.
     pub fn emit_grading(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
@@ -114,10 +123,14 @@ impl Recorder {
     }
 
     fn append(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
+        self.append_written(kind, data, None)
+    }
+
+    fn append_written(&mut self, kind: Kind, data: Value, written: Option<&[u8]>) -> Result<u64, WriteError> {
         if kind == Kind::TurnStarted {
             self.turn_offsets.push(self.writer.offset());
         }
-        let event = self.writer.append(self.turn, self.clock, kind, data)?;
+        let event = self.writer.append_written(self.turn, self.clock, kind, data, written)?;
         let seq = event.seq;
         let findings = self.detectors.as_mut().map(|d| d.observe(&event)).unwrap_or_default();
         self.events.push(event);
