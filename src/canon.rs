@@ -65,6 +65,14 @@ impl Digest {
     pub fn to_hex(&self) -> String {
         blake3::Hash::from_bytes(self.0).to_hex().to_string()
     }
+
+    /// `to_string()` without the formatting machinery (for event data built per event).
+    pub fn text(&self) -> String {
+        let mut text = String::with_capacity(7 + 64);
+        text.push_str("blake3:");
+        text.push_str(blake3::Hash::from_bytes(self.0).to_hex().as_str());
+        text
+    }
 }
 
 impl fmt::Display for Digest {
@@ -572,6 +580,7 @@ mod tests {
     fn digests_round_trip_through_text() {
         let d = digest(Context::Event, b"x");
         let text = d.to_string();
+        assert_eq!(d.text(), text);
         assert!(text.starts_with("blake3:") && text.len() == 7 + 64);
         assert_eq!(text.parse::<Digest>().unwrap(), d);
         assert!("blake3:XYZ".parse::<Digest>().is_err());

@@ -38,7 +38,7 @@ impl ModelCalled<'_> {
             response["confidence"] = json!(c);
         }
         object([
-            ("request_hash", self.hash.to_string().into()),
+            ("request_hash", self.hash.text().into()),
             ("position", json!(self.position)),
             ("response", response),
             ("usage", json!({"input_tokens": self.usage.input_tokens, "output_tokens": self.usage.output_tokens})),
