@@ -491,19 +491,12 @@ impl<'o> ObjectWriter<'o> {
 
 /// An unsigned integer as `json!` of it canonicalises; `false` past 2^53−1.
 #[must_use]
-pub fn write_uint(out: &mut Vec<u8>, value: u64) -> bool {
+fn write_uint(out: &mut Vec<u8>, value: u64) -> bool {
     if value > MAX_SAFE_INTEGER {
         return false;
     }
     out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
     true
-}
-
-/// Append the canonical text of a `Value` tree inside a typed object (see
-/// [`ObjectWriter`]); `false` where [`write_canonical`] would refuse it.
-#[must_use]
-pub fn write_canonical_value(out: &mut Vec<u8>, value: &Value) -> bool {
-    write_value(out, value).is_ok()
 }
 
 /// Digest of the canonical bytes of `value`.
