@@ -65,6 +65,14 @@ impl Digest {
     pub fn to_hex(&self) -> String {
         blake3::Hash::from_bytes(self.0).to_hex().to_string()
     }
+
+    /// `to_string()` without the formatting machinery (for event data built per event).
+    pub fn text(&self) -> String {
+        let mut text = String::with_capacity(7 + 64);
+        text.push_str("blake3:");
+        text.push_str(blake3::Hash::from_bytes(self.0).to_hex().as_str());
+        text
+    }
 }
 
 impl fmt::Display for Digest {
@@ -372,9 +380,123 @@ pub(crate) fn write_canonical_number(out: &mut Vec<u8>, n: &serde_json::Number) 
     write_number(out, n).is_ok()
 }
 
-/// Append the canonical text of one string. For readers that canonicalise while they parse.
-pub(crate) fn write_canonical_str(out: &mut Vec<u8>, s: &str) {
+/// Append the canonical text of one string. For readers that canonicalise while they parse,
+/// and typed writers.
+pub fn write_canonical_str(out: &mut Vec<u8>, s: &str) {
     write_string(out, s);
+}
+
+/// A canonical object written member by member from typed fields, for the hot event
+/// kinds whose data would otherwise be walked as a `Value` tree just to be written.
+///
+/// The caller gives the members in JCS order (checked in debug builds) under plain ASCII
+/// keys; each writer returns `false` where the `Value` path would refuse the data (an
+/// integer outside ±(2^53−1)), and the caller then writes the tree the usual way, so an
+/// error reads as it always did. The bytes are those of [`write_canonical`] of the same
+/// object (`typed_objects_write_the_bytes_of_their_value` checks it).
+pub struct ObjectWriter<'o> {
+    out: &'o mut Vec<u8>,
+    first: bool,
+    #[cfg(debug_assertions)]
+    last: &'static str,
+}
+
+impl<'o> ObjectWriter<'o> {
+    pub fn new(out: &'o mut Vec<u8>) -> Self {
+        out.push(b'{');
+        ObjectWriter {
+            out,
+            first: true,
+            #[cfg(debug_assertions)]
+            last: "",
+        }
+    }
+
+    fn key(&mut self, key: &'static str) {
+        #[cfg(debug_assertions)]
+        {
+            // keys that need no escape and sort the same in UTF-8 and UTF-16
+            debug_assert!(key.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\'), "{key}");
+            debug_assert!(self.first || self.last < key, "members out of JCS order: {} then {key}", self.last);
+            self.last = key;
+        }
+        if !std::mem::take(&mut self.first) {
+            self.out.push(b',');
+        }
+        self.out.push(b'"');
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\":");
+    }
+
+    pub fn str(&mut self, key: &'static str, value: &str) {
+        self.key(key);
+        write_string(self.out, value);
+    }
+
+    pub fn bool(&mut self, key: &'static str, value: bool) {
+        self.key(key);
+        self.out.extend_from_slice(if value { b"true" } else { b"false" });
+    }
+
+    pub fn null(&mut self, key: &'static str) {
+        self.key(key);
+        self.out.extend_from_slice(b"null");
+    }
+
+    /// `false` (as `json!(value)` would fail to canonicalise) past 2^53−1.
+    #[must_use]
+    pub fn uint(&mut self, key: &'static str, value: u64) -> bool {
+        self.key(key);
+        write_uint(self.out, value)
+    }
+
+    /// `json!(value)` of an `f64`: a number, or `null` when it is not finite.
+    #[must_use]
+    pub fn float(&mut self, key: &'static str, value: f64) -> bool {
+        self.key(key);
+        match serde_json::Number::from_f64(value) {
+            Some(n) => write_number(self.out, &n).is_ok(),
+            None => {
+                self.out.extend_from_slice(b"null");
+                true
+            }
+        }
+    }
+
+    /// A digest as its text, `blake3:<hex>`.
+    pub fn digest(&mut self, key: &'static str, value: &Digest) {
+        self.key(key);
+        self.out.extend_from_slice(b"\"blake3:");
+        self.out.extend_from_slice(blake3::Hash::from_bytes(value.0).to_hex().as_bytes());
+        self.out.push(b'"');
+    }
+
+    #[must_use]
+    pub fn value(&mut self, key: &'static str, value: &Value) -> bool {
+        self.key(key);
+        write_value(self.out, value).is_ok()
+    }
+
+    /// A member whose value the caller writes next, into [`ObjectWriter::out`] (a
+    /// nested object or array, written canonically).
+    pub fn member(&mut self, key: &'static str) -> &mut Vec<u8> {
+        self.key(key);
+        self.out
+    }
+
+    pub fn finish(self) {
+        self.out.push(b'}');
+    }
+}
+
+/// An unsigned integer as `json!` of it canonicalises; `false` past 2^53−1.
+#[must_use]
+fn write_uint(out: &mut Vec<u8>, value: u64) -> bool {
+    if value > MAX_SAFE_INTEGER {
+        return false;
+    }
+    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
+    true
 }
 
 /// Digest of the canonical bytes of `value`.
@@ -451,6 +573,7 @@ mod tests {
     fn digests_round_trip_through_text() {
         let d = digest(Context::Event, b"x");
         let text = d.to_string();
+        assert_eq!(d.text(), text);
         assert!(text.starts_with("blake3:") && text.len() == 7 + 64);
         assert_eq!(text.parse::<Digest>().unwrap(), d);
         assert!("blake3:XYZ".parse::<Digest>().is_err());

@@ -63,27 +63,62 @@ impl Unhashed<'_> {
     /// no copy of the line is made. `scratch` is reused for the fields after `data`. On
     /// an error `out` is left as it was.
     pub fn encode_into(&self, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<Digest, CanonError> {
+        self.encode_written(out, scratch, None, None).map(|(hash, _)| hash)
+    }
+
+    /// [`encode_into`](Self::encode_into), the data's canonical bytes given when a typed
+    /// writer has written them already (`canon::ObjectWriter`); they must be those of
+    /// `data`, which debug builds check. `prev_hex`, when given, is the hex of `prev` (the
+    /// writer keeps the last hash's, rather than spelling it out again); the event's hash
+    /// is returned with its own hex.
+    pub fn encode_written(
+        &self,
+        out: &mut Vec<u8>,
+        scratch: &mut Vec<u8>,
+        written: Option<&[u8]>,
+        prev_hex: Option<&[u8; 64]>,
+    ) -> Result<(Digest, [u8; 64]), CanonError> {
         const OPEN: &[u8] = b"{\"data\":";
         let start = out.len();
         out.extend_from_slice(OPEN);
-        if let Err(e) = canon::write_canonical(out, self.data) {
-            out.truncate(start);
-            return Err(e);
+        match written {
+            Some(bytes) => {
+                #[cfg(debug_assertions)]
+                {
+                    let of_value = canon::to_canonical(self.data).map(|b| String::from_utf8_lossy(&b).into_owned());
+                    debug_assert_eq!(
+                        of_value.as_deref(),
+                        Ok(&*String::from_utf8_lossy(bytes)),
+                        "typed canonical bytes differ from the data's ({})",
+                        self.kind
+                    );
+                }
+                out.extend_from_slice(bytes);
+            }
+            None => {
+                if let Err(e) = canon::write_canonical(out, self.data) {
+                    out.truncate(start);
+                    return Err(e);
+                }
+            }
         }
         scratch.clear();
-        self.write_tail(scratch);
+        self.write_tail(scratch, prev_hex);
         let mut digester = canon::Digester::new(Context::Event);
         digester.update(&out[start..]);
         digester.update(scratch);
         let hash = digester.finish();
+        let mut hex = [0u8; 64];
+        hex.copy_from_slice(blake3::Hash::from_bytes(hash.0).to_hex().as_bytes());
         out.extend_from_slice(b",\"hash\":\"blake3:");
-        out.extend_from_slice(blake3::Hash::from_bytes(hash.0).to_hex().as_bytes());
+        out.extend_from_slice(&hex);
         out.push(b'"');
         out.extend_from_slice(scratch);
-        Ok(hash)
+        Ok((hash, hex))
     }
 
-    fn write_tail(&self, out: &mut Vec<u8>) {
+    /// The members after `hash`; `prev_hex` is the hex of `prev` when the caller has it.
+    fn write_tail(&self, out: &mut Vec<u8>, prev_hex: Option<&[u8; 64]>) {
         // by hand rather than `write!`: the formatting machinery was about 1 % of a run
         let mut number = itoa::Buffer::new();
         out.extend_from_slice(b",\"kind\":\"");
@@ -92,7 +127,13 @@ impl Unhashed<'_> {
         match self.prev {
             Some(d) => {
                 out.extend_from_slice(b"\"blake3:");
-                out.extend_from_slice(blake3::Hash::from_bytes(d.0).to_hex().as_bytes());
+                match prev_hex {
+                    Some(hex) => {
+                        debug_assert_eq!(&hex[..], blake3::Hash::from_bytes(d.0).to_hex().as_bytes());
+                        out.extend_from_slice(hex);
+                    }
+                    None => out.extend_from_slice(blake3::Hash::from_bytes(d.0).to_hex().as_bytes()),
+                }
                 out.push(b'"');
             }
             None => out.extend_from_slice(b"null"),
@@ -116,7 +157,7 @@ impl Unhashed<'_> {
         scratch.clear();
         canon::write_canonical(scratch, self.data).map_err(|e| CheckError::Canon(e.to_string()))?;
         let data_end = scratch.len();
-        self.write_tail(scratch);
+        self.write_tail(scratch, None);
         let (data, tail) = scratch.split_at(data_end);
 
         let mut digester = canon::Digester::new(Context::Event);

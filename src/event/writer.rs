@@ -52,6 +52,8 @@ pub struct LogWriter<S: Sink> {
     scratch: Vec<u8>,
     seq: u64,
     prev: Option<Digest>,
+    /// The hex of `prev`'s hash, written into the next line's `prev`.
+    prev_hex: [u8; 64],
     /// Bytes appended so far (flushed or pending): the offset of the next line.
     offset: u64,
 }
@@ -74,6 +76,7 @@ impl<S: Sink> LogWriter<S> {
             scratch: Vec::with_capacity(160),
             seq: 0,
             prev: None,
+            prev_hex: [0; 64],
             offset: 0,
         }
     }
@@ -81,14 +84,27 @@ impl<S: Sink> LogWriter<S> {
     /// Append one event; returns it with its hash. Nothing reaches the sink until
     /// [`flush`](Self::flush).
     pub fn append(&mut self, turn: Option<u32>, t: u64, kind: Kind, data: Value) -> Result<Event, WriteError> {
+        self.append_written(turn, t, kind, data, None)
+    }
+
+    /// [`append`](Self::append), with the canonical bytes of `data` when a typed writer
+    /// has written them (see [`Unhashed::encode_written`]).
+    pub fn append_written(
+        &mut self,
+        turn: Option<u32>,
+        t: u64,
+        kind: Kind,
+        data: Value,
+        written: Option<&[u8]>,
+    ) -> Result<Event, WriteError> {
         let seq = self.seq;
         let unhashed = Unhashed { seq, turn, t, kind, data: &data, prev: self.prev.as_ref() };
         let start = self.pending.len();
-        let hash = unhashed.encode_into(&mut self.pending, &mut self.scratch).map_err(|source| WriteError::Canon {
-            seq,
-            kind,
-            source,
-        })?;
+        let prev_hex = self.prev.is_some().then_some(&self.prev_hex);
+        let (hash, hex) = unhashed
+            .encode_written(&mut self.pending, &mut self.scratch, written, prev_hex)
+            .map_err(|source| WriteError::Canon { seq, kind, source })?;
+        self.prev_hex = hex;
         self.pending.push(b'\n');
         self.offset += (self.pending.len() - start) as u64;
         let event = Event { seq, turn, t, kind, data, prev: self.prev, hash };

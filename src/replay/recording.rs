@@ -102,6 +102,12 @@ impl Recording {
             if line.trim().is_empty() {
                 continue;
             }
+            // the usual line is read straight into its typed form; anything the quick
+            // reader is not sure of is read the strict way, which says what is wrong
+            if let Some(parsed) = quick::line(line) {
+                values.push(parsed);
+                continue;
+            }
             let value =
                 parse_json_strict(line).map_err(|(_, col, msg)| InputError::new(display_path, i + 1, col, msg))?;
             values.push(check_line(value, line).map_err(|(col, msg)| InputError::new(display_path, i + 1, col, msg))?);
@@ -137,8 +143,12 @@ impl Recording {
             if line.trim().is_empty() {
                 continue;
             }
-            let parsed: RecordedResponse = serde_json::from_str(line)
-                .map_err(|e| format!("{display}:{}: changed since validation: {e}", i + 1))?;
+            // validated, so the quick reader takes every line but the unusual ones
+            let parsed = match quick::line(line) {
+                Some(parsed) => parsed,
+                None => serde_json::from_str(line)
+                    .map_err(|e| format!("{display}:{}: changed since validation: {e}", i + 1))?,
+            };
             responses.push(parsed);
         }
         Ok(Recording { responses, digest, source: display.to_string() })
@@ -236,6 +246,175 @@ fn check_line(value: Value, line: &str) -> Result<RecordedResponse, (usize, Stri
     serde_json::from_value(value).map_err(|e| (1, e.to_string()))
 }
 
+/// A recording line read in one pass into its typed form, checked as strictly as the
+/// schema, the I-JSON guard and the typed reading together check it.
+///
+/// Validating a line the strict way builds a tree, checks the tree against the schema,
+/// walks it for unsafe integers and types it: most of a suite's validation. This reader
+/// does all of that on the token stream and gives up (`None`) on anything it is not sure
+/// of — an unknown, duplicate or escaped key, a null where the schema wants a value, an
+/// array where it wants an object, a number out of range — and the strict reading then
+/// decides, with its own message. So it only ever accepts a line the strict reading
+/// accepts, as the same response (`the_quick_reader_agrees_with_the_strict_one` checks
+/// it over generated good and bad lines).
+mod quick {
+    use std::fmt;
+
+    use serde::Deserialize;
+    use serde::de::{self, MapAccess, Visitor};
+    use serde_json::Value;
+
+    use super::{ModelResponse, RecordedResponse, ToolCall, Usage};
+    use crate::canon::{self, Digest, MAX_SAFE_INTEGER};
+    use crate::diag::StrictValue;
+
+    pub(super) fn line(text: &str) -> Option<RecordedResponse> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let Line(parsed) = Line::deserialize(&mut de).ok()?;
+        de.end().ok()?;
+        Some(parsed)
+    }
+
+    /// Gives up: the error's text is never shown (the strict reading's is).
+    fn unsure<E: de::Error>() -> E {
+        E::custom("not a plain recording line")
+    }
+
+    /// Store `value` in `slot`, giving up on a key met twice.
+    fn set<T, E: de::Error>(slot: &mut Option<T>, value: T) -> Result<(), E> {
+        if slot.replace(value).is_some() {
+            return Err(unsure());
+        }
+        Ok(())
+    }
+
+    /// A count (`latency_ms`, tokens): an integer from 0 to 2^53−1.
+    fn count<'de, A: MapAccess<'de>>(map: &mut A) -> Result<u64, A::Error> {
+        let n: u64 = map.next_value()?;
+        if n > MAX_SAFE_INTEGER {
+            return Err(unsure());
+        }
+        Ok(n)
+    }
+
+    /// A JSON object with no duplicate key and no unsafe integer.
+    fn object<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Value, A::Error> {
+        let StrictValue(value) = map.next_value()?;
+        if !value.is_object() || canon::check_ijson(&value).is_err() {
+            return Err(unsure());
+        }
+        Ok(value)
+    }
+
+    /// Read an object (never an array, which a derived reader would take for a struct)
+    /// with `visit`, which sees each key as written, without escapes.
+    macro_rules! object_reader {
+        ($name:ident, $out:ty, |$map:ident| $body:block) => {
+            struct $name($out);
+
+            impl<'de> Deserialize<'de> for $name {
+                fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                    struct V;
+                    impl<'de> Visitor<'de> for V {
+                        type Value = $name;
+                        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                            f.write_str("an object")
+                        }
+                        fn visit_map<A: MapAccess<'de>>(self, mut $map: A) -> Result<$name, A::Error> {
+                            $body.map($name)
+                        }
+                    }
+                    d.deserialize_map(V)
+                }
+            }
+        };
+    }
+
+    object_reader!(Line, RecordedResponse, |map| {
+        let (mut turn, mut step, mut request_hash, mut request) = (None, None, None, None);
+        let (mut response, mut usage, mut latency_ms) = (None, None, None);
+        while let Some(key) = map.next_key::<&str>()? {
+            match key {
+                "turn" => set(&mut turn, map.next_value::<u32>()?)?,
+                "step" => set(&mut step, map.next_value::<u32>()?)?,
+                "request_hash" => {
+                    let digest = map.next_value::<&str>()?.parse::<Digest>().map_err(|_| unsure())?;
+                    set(&mut request_hash, digest)?
+                }
+                "request" => set(&mut request, object(&mut map)?)?,
+                "response" => set(&mut response, map.next_value::<Response>()?.0)?,
+                "usage" => set(&mut usage, map.next_value::<UsageReader>()?.0)?,
+                "latency_ms" => set(&mut latency_ms, count(&mut map)?)?,
+                _ => return Err(unsure()),
+            }
+        }
+        Ok(RecordedResponse {
+            turn,
+            step,
+            request_hash,
+            request,
+            response: response.ok_or_else(unsure)?,
+            usage: usage.unwrap_or_default(),
+            latency_ms: latency_ms.unwrap_or_default(),
+        })
+    });
+
+    object_reader!(Response, ModelResponse, |map| {
+        let (mut content, mut tool_calls, mut confidence) = (None, None, None);
+        while let Some(key) = map.next_key::<&str>()? {
+            match key {
+                "content" => set(&mut content, map.next_value::<String>()?)?,
+                "tool_calls" => {
+                    let calls = map.next_value::<Vec<Call>>()?;
+                    set(&mut tool_calls, calls.into_iter().map(|c| c.0).collect())?
+                }
+                "confidence" => {
+                    let c = map.next_value::<f64>()?;
+                    if !(0.0..=1.0).contains(&c) {
+                        return Err(unsure());
+                    }
+                    set(&mut confidence, c)?
+                }
+                _ => return Err(unsure()),
+            }
+        }
+        Ok(ModelResponse {
+            content: content.unwrap_or_default(),
+            tool_calls: tool_calls.unwrap_or_default(),
+            confidence,
+        })
+    });
+
+    object_reader!(Call, ToolCall, |map| {
+        let (mut id, mut name, mut args) = (None, None, None);
+        while let Some(key) = map.next_key::<&str>()? {
+            match key {
+                "id" => set(&mut id, map.next_value::<String>()?)?,
+                "name" => set(&mut name, map.next_value::<String>()?)?,
+                "args" => set(&mut args, object(&mut map)?)?,
+                _ => return Err(unsure()),
+            }
+        }
+        let name = name.filter(|n| !n.is_empty()).ok_or_else(unsure)?;
+        if id.as_ref().is_some_and(String::is_empty) {
+            return Err(unsure());
+        }
+        Ok(ToolCall { id, name, args: args.unwrap_or_else(super::empty_object) })
+    });
+
+    object_reader!(UsageReader, Usage, |map| {
+        let (mut input_tokens, mut output_tokens) = (None, None);
+        while let Some(key) = map.next_key::<&str>()? {
+            match key {
+                "input_tokens" => set(&mut input_tokens, count(&mut map)?)?,
+                "output_tokens" => set(&mut output_tokens, count(&mut map)?)?,
+                _ => return Err(unsure()),
+            }
+        }
+        Ok(Usage { input_tokens: input_tokens.unwrap_or_default(), output_tokens: output_tokens.unwrap_or_default() })
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +472,147 @@ mod tests {
         unsafe_count.latency_ms = 1 << 60;
         assert!(canonical_responses(&[unsafe_count.clone()]).is_none());
         assert!(canon::canonical_digest(Context::Content, &serde_json::to_value([unsafe_count]).unwrap()).is_err());
+    }
+
+    /// The strict reading of one line: what `validate` does when the quick reader
+    /// gives up.
+    fn strict(line: &str) -> Result<RecordedResponse, String> {
+        let value = parse_json_strict(line).map_err(|(_, _, m)| m)?;
+        check_line(value, line).map_err(|(_, m)| m)
+    }
+
+    #[test]
+    fn the_quick_reader_takes_plain_lines_and_leaves_the_unusual_ones() {
+        let plain = [
+            r#"{"response":{"content":"a"}}"#,
+            r#"{"latency_ms":489,"response":{"content":"","tool_calls":[{"args":{"q":"b-70-0"},"name":"lookup"},{"id":"c-1","name":"m","args":{}}]},"step":0,"turn":0,"usage":{"input_tokens":300,"output_tokens":20}}"#,
+            r#"{"request":{"a":[1,2.5,null]},"request_hash":"blake3:0000000000000000000000000000000000000000000000000000000000000000","response":{"confidence":0.9,"content":"q\"\\\n"}}"#,
+        ];
+        for line in plain {
+            assert_eq!(quick::line(line), Some(strict(line).unwrap()), "{line}");
+        }
+        let unusual = [
+            r#"{"response":{"content":"a"},"turn":null}"#,
+            r#"{"response":["a",[],0.5]}"#,
+            r#"{"response":{"content":"a"},"response":{"content":"a"}}"#,
+            r#"{"response":{"tool_calls":[{"name":"t","args":{"a":1,"a":2}}]}}"#,
+            r#"{"response":{"tool_calls":[{"name":""}]}}"#,
+            r#"{"response":{"confidence":1.5}}"#,
+            r#"{"response":{},"latency_ms":9007199254740992}"#,
+            r#"{"response":{},"request":{"n":1e17}}"#,
+            r#"{"respons\u0065":{}}"#,
+            r#"{"response":{}} x"#,
+        ];
+        for line in unusual {
+            assert_eq!(quick::line(line), None, "{line}");
+        }
+    }
+
+    /// A line of recording-like JSON text: each field left out, well formed, or now and
+    /// then wrong in one of the ways the schema, the I-JSON guard or the typed reading
+    /// refuses (about a third of the lines are valid).
+    fn arbitrary_line() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        use proptest::sample::select;
+        fn members(fields: Vec<(&'static str, Option<String>)>, extra: Option<String>) -> String {
+            let mut parts: Vec<String> =
+                fields.into_iter().filter_map(|(k, v)| v.map(|v| format!("\"{k}\":{v}"))).collect();
+            parts.extend(extra);
+            format!("{{{}}}", parts.join(","))
+        }
+        /// Left out (a quarter of the time), one of `good`, or now and then one of `bad`.
+        fn field(good: &'static [&'static str], bad: &'static [&'static str]) -> BoxedStrategy<Option<String>> {
+            let value = prop_oneof![12 => select(good), 1 => select(bad)].prop_map(String::from);
+            proptest::option::weighted(0.75, value).boxed()
+        }
+        const INTEGERS: (&[&str], &[&str]) = (
+            &["0", "7", "4294967295", "300"],
+            &["4294967296", "-1", "1.0", "1.5", "null", "\"3\"", "9007199254740992", "-0", "1e2"],
+        );
+        const COUNTS: (&[&str], &[&str]) = (
+            &["0", "7", "4294967296", "9007199254740991"],
+            &["9007199254740992", "-1", "2.0", "null", "\"3\"", "18446744073709551616"],
+        );
+        const HASHES: (&[&str], &[&str]) = (
+            &["\"blake3:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\""],
+            &[
+                "\"blake3:0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef\"",
+                "\"blake3:0123\"",
+                "\"blake3:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\\n\"",
+                "\"blake3:\\u0030123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"",
+                "null",
+                "5",
+            ],
+        );
+        const OBJECTS: (&[&str], &[&str]) = (
+            &["{}", "{\"a\":[1,2.5,{\"b\":null}],\"c\":\"x\"}", "{\"q\":\"b-70-0\"}", "{\"\\u0061\":1,\"b\":-0.0}"],
+            &[
+                "{\"n\":9007199254740992}",
+                "{\"n\":[1e17]}",
+                "{\"a\":1,\"a\":2}",
+                "{\"a\":{\"b\":1,\"b\":1}}",
+                "[]",
+                "null",
+                "\"x\"",
+            ],
+        );
+        const STRINGS: (&[&str], &[&str]) =
+            (&["\"t\"", "\"q\\\"\\n\\u00e9\"", "\"lookup\""], &["\"\"", "null", "5", "[]", "{}"]);
+        const CONTENTS: (&[&str], &[&str]) =
+            (&["\"\"", "\"The batch is in order.\"", "\"\\t\\u2028\""], &["null", "5"]);
+        const CONFIDENCES: (&[&str], &[&str]) =
+            (&["0", "1", "0.5", "-0.0", "1e-400", "0.9"], &["1.5", "-0.1", "null", "\"0.5\"", "2"]);
+        const EXTRAS: &[&str] =
+            &["\"x\":1", "\"nam\\u0065\":\"t\"", "\"turn\":1", "\"name\":\"t\"", "\"content\":\"c\""];
+        let extra = || proptest::option::weighted(0.04, select(EXTRAS).prop_map(String::from));
+        let call = (field(STRINGS.0, STRINGS.1), field(STRINGS.0, STRINGS.1), field(OBJECTS.0, OBJECTS.1), extra())
+            .prop_map(|(id, name, args, extra)| members(vec![("id", id), ("name", name), ("args", args)], extra));
+        let calls = prop_oneof![
+            16 => proptest::collection::vec(call, 0..3).prop_map(|c| Some(format!("[{}]", c.join(",")))),
+            1 => field(&["[]"], &["{}", "null", "[1]"]),
+        ];
+        let response = (field(CONTENTS.0, CONTENTS.1), calls, field(CONFIDENCES.0, CONFIDENCES.1), extra()).prop_map(
+            |(content, calls, confidence, extra)| {
+                Some(members(vec![("content", content), ("tool_calls", calls), ("confidence", confidence)], extra))
+            },
+        );
+        let response = prop_oneof![24 => response, 1 => field(&["{}"], &["null", "[\"a\",[],0.5]", "\"a\""])];
+        let usage = (field(COUNTS.0, COUNTS.1), field(COUNTS.0, COUNTS.1), extra())
+            .prop_map(|(i, o, extra)| Some(members(vec![("input_tokens", i), ("output_tokens", o)], extra)));
+        let usage = prop_oneof![12 => usage, 1 => field(&["{}"], &["null", "[1,2]"])];
+        (
+            (field(INTEGERS.0, INTEGERS.1), field(INTEGERS.0, INTEGERS.1), field(HASHES.0, HASHES.1)),
+            (field(OBJECTS.0, OBJECTS.1), response, usage, field(COUNTS.0, COUNTS.1), extra()),
+            prop_oneof![24 => Just(""), 1 => select(&[" ", " x", ",", "\n", "}"][..])],
+        )
+            .prop_map(|((turn, step, hash), (request, response, usage, latency, extra), tail)| {
+                let line = members(
+                    vec![
+                        ("turn", turn),
+                        ("step", step),
+                        ("request_hash", hash),
+                        ("request", request),
+                        ("response", response),
+                        ("usage", usage),
+                        ("latency_ms", latency),
+                    ],
+                    extra,
+                );
+                format!("{line}{tail}")
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+        /// Whatever the quick reader takes, the strict reading takes too, as the same
+        /// response; and a line the strict reading takes is never refused outright (the
+        /// quick reader only ever hands it on).
+        #[test]
+        fn the_quick_reader_agrees_with_the_strict_one(line in arbitrary_line()) {
+            if let Some(quick) = quick::line(&line) {
+                proptest::prop_assert_eq!(Ok(quick), strict(&line), "{}", line);
+            }
+        }
     }
 
     #[test]

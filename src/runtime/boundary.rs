@@ -8,7 +8,6 @@
 
 use serde_json::{Value, json};
 
-use super::recorder::object;
 use super::{Recorder, idempotency, policy, switches, taint};
 use crate::dataset::Case;
 use crate::event::{Kind, writer::WriteError};
@@ -32,6 +31,8 @@ pub struct ToolBoundary<'a> {
     /// logged as an `error` event of kind `fixture_error`; the agent loop takes it and
     /// fails the run.
     pub fixture_error: Option<String>,
+    /// Reused for the canonical bytes of `tool_executed` (see `typed`).
+    canonical: Vec<u8>,
 }
 
 impl<'a> ToolBoundary<'a> {
@@ -64,6 +65,7 @@ impl<'a> ToolBoundary<'a> {
             poisoned,
             refused,
             fixture_error: None,
+            canonical: Vec::with_capacity(512),
         }
     }
 
@@ -140,12 +142,24 @@ impl<'a> ToolBoundary<'a> {
             }
             json!({"seq": seq, "tool": by})
         });
-        let mut data = json!({"call_id": call_id, "tool": tool, "verdict": decision.verdict.as_str(),
-                              "rule": decision.rule, "reason": decision.reason, "args_tainted": args_tainted});
-        if let Some(by) = tainted_by {
-            data["tainted_by"] = by;
+        let decided = super::typed::PolicyDecided {
+            call_id,
+            tool,
+            verdict: decision.verdict.as_str(),
+            rule: &decision.rule,
+            reason: &decision.reason,
+            args_tainted,
+        };
+        let mut data = decided.value();
+        match tainted_by {
+            Some(by) => {
+                data["tainted_by"] = by;
+                rec.emit(Kind::PolicyDecided, data)?;
+            }
+            None => {
+                super::emit_typed(rec, &mut self.canonical, Kind::PolicyDecided, data, |out| decided.write(out))?;
+            }
         }
-        rec.emit(Kind::PolicyDecided, data)?;
         let allowed = match decision.verdict {
             Verdict::Allow => true,
             Verdict::Deny => false,
@@ -223,17 +237,20 @@ impl<'a> ToolBoundary<'a> {
         let mut execution = self.sandbox.call(tool, fixture_args);
         // virtual time: a hang costs the timeout, and nothing sleeps
         rec.advance(execution.duration_ms);
-        let mut data = object([
-            ("call_id", call_id.into()),
-            ("tool", tool.into()),
-            ("args", args.clone()),
-            ("result", execution.result.clone()),
-            ("is_error", execution.is_error.into()),
-            ("fault", Value::Null),
-            ("duration_ms", json!(execution.duration_ms)),
-            ("deduplicated", false.into()),
-            ("effect", execution.effect.take().unwrap_or(Value::Null)),
-        ]);
+        let effect = execution.effect.take();
+        let executed = super::typed::ToolExecuted {
+            call_id,
+            tool,
+            args,
+            result: &execution.result,
+            is_error: execution.is_error,
+            duration_ms: execution.duration_ms,
+        };
+        // a call with a fault, a key or a protocol error has more members: from its tree
+        let plain = execution.fault.is_none() && key.is_none() && execution.protocol_error.is_none();
+        self.canonical.clear();
+        let written = plain && executed.write(&mut self.canonical, effect.as_ref());
+        let mut data = executed.value(effect);
         // only faulted calls carry fault details, so logs without faults keep their bytes
         if let Some(injection) = &execution.fault {
             data["fault"] = json!(injection.kind.as_str());
@@ -247,7 +264,11 @@ impl<'a> ToolBoundary<'a> {
         if execution.protocol_error.is_some() {
             data["error_kind"] = json!("protocol");
         }
-        let seq = rec.emit(Kind::ToolExecuted, data)?;
+        let seq = if written {
+            rec.emit_written(Kind::ToolExecuted, data, &self.canonical)?
+        } else {
+            rec.emit(Kind::ToolExecuted, data)?
+        };
         if let Some(fixture) = &execution.fixture_error {
             let message = fixture.to_string();
             rec.emit(Kind::Error, json!({"kind": "fixture_error", "message": message, "source": seq}))?;

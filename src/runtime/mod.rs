@@ -18,6 +18,7 @@ pub mod policy;
 pub mod recorder;
 pub mod switches;
 pub mod taint;
+mod typed;
 
 use std::collections::BTreeMap;
 
@@ -33,7 +34,6 @@ use crate::sandbox::Manifest;
 use boundary::ToolBoundary;
 use context::{Conversation, approx_tokens};
 pub use recorder::Recorder;
-use recorder::object;
 
 /// Everything one run of one case needs. Borrowed: the runner owns the inputs.
 pub struct RunInput<'a> {
@@ -113,6 +113,19 @@ impl Agent for BuiltinAgent {
     }
 }
 
+/// Emit `data`, its canonical bytes written by `write` into `buffer` (reused) when the
+/// typed writer can, from the tree otherwise (see `typed`).
+pub(crate) fn emit_typed(
+    rec: &mut Recorder,
+    buffer: &mut Vec<u8>,
+    kind: Kind,
+    data: Value,
+    write: impl FnOnce(&mut Vec<u8>) -> bool,
+) -> Result<u64, WriteError> {
+    buffer.clear();
+    if write(buffer) { rec.emit_written(kind, data, buffer) } else { rec.emit(kind, data) }
+}
+
 struct Loop<'a, 'p> {
     input: &'a RunInput<'a>,
     provider: &'p mut dyn ModelProvider,
@@ -133,6 +146,8 @@ struct Loop<'a, 'p> {
     system_tokens: u64,
     tokens_used: u64,
     warnings: Vec<String>,
+    /// Reused for the canonical bytes of events written by a typed writer.
+    canonical: Vec<u8>,
 }
 
 /// A way the run stops early.
@@ -190,6 +205,7 @@ impl<'a, 'p> Loop<'a, 'p> {
             tools,
             tokens_used: 0,
             warnings: Vec::new(),
+            canonical: Vec::with_capacity(512),
         })
     }
 
@@ -214,7 +230,10 @@ impl<'a, 'p> Loop<'a, 'p> {
         for (turn, text) in case.turns.iter().enumerate() {
             let turn = u32::try_from(turn).unwrap_or(u32::MAX);
             self.rec.set_turn(Some(turn));
-            self.rec.emit(Kind::TurnStarted, json!({"turn": turn, "input": text}))?;
+            let started = typed::turn_started_value(turn, text);
+            emit_typed(self.rec, &mut self.canonical, Kind::TurnStarted, started, |out| {
+                typed::write_turn_started(out, turn, text)
+            })?;
             self.expire_memory(turn)?;
             self.conversation.user(text).map_err(|source| WriteError::Canon {
                 seq: self.rec.next_seq(),
@@ -311,28 +330,10 @@ impl<'a, 'p> Loop<'a, 'p> {
                     (id, c.name, c.args)
                 })
                 .collect();
-            let tool_calls = Value::Array(
-                calls
-                    .iter()
-                    .map(|(id, name, args)| {
-                        object([("id", id.as_str().into()), ("name", name.as_str().into()), ("args", args.clone())])
-                    })
-                    .collect(),
-            );
-            let mut response = object([("content", content.as_str().into()), ("tool_calls", tool_calls)]);
-            if let Some(c) = confidence {
-                response["confidence"] = json!(c);
-            }
-            let seq = self.rec.emit(
-                Kind::ModelCalled,
-                object([
-                    ("request_hash", hash.to_string().into()),
-                    ("position", json!(position)),
-                    ("response", response),
-                    ("usage", json!({"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens})),
-                    ("latency_ms", json!(latency_ms)),
-                ]),
-            )?;
+            let called =
+                typed::ModelCalled { hash, position, content: &content, calls: &calls, confidence, usage, latency_ms };
+            let seq =
+                emit_typed(self.rec, &mut self.canonical, Kind::ModelCalled, called.value(), |out| called.write(out))?;
             // the assistant message carries the same calls as the event's response: they
             // are written from the event rather than from a copy of them
             let called = (!calls.is_empty()).then(|| &self.rec.event(seq).data["response"]["tool_calls"]);
@@ -346,7 +347,10 @@ impl<'a, 'p> Loop<'a, 'p> {
                 if self.nested {
                     self.answer = Some(content);
                 } else {
-                    self.rec.emit(Kind::TurnCompleted, json!({"turn": turn, "response": content}))?;
+                    let completed = typed::turn_completed_value(turn, &content);
+                    emit_typed(self.rec, &mut self.canonical, Kind::TurnCompleted, completed, |out| {
+                        typed::write_turn_completed(out, turn, &content)
+                    })?;
                 }
                 return Ok(Ok(()));
             }
@@ -408,22 +412,27 @@ impl<'a, 'p> Loop<'a, 'p> {
                 over.push(name);
             }
         }
-        self.rec.emit(
-            Kind::ContextCompiled,
-            json!({"budget": config.budget_tokens, "total": total,
-                   "sections": {"system": self.system_tokens, "memory": memory_tokens, "history": window.tokens, "tools": self.tool_tokens},
-                   "messages": self.conversation.len() - window.start, "dropped": window.start,
-                   "over_section_budget": over}),
-        )?;
+        let compiled = typed::ContextCompiled {
+            budget: config.budget_tokens,
+            total,
+            system: self.system_tokens,
+            memory: memory_tokens,
+            history: window.tokens,
+            tools: self.tool_tokens,
+            messages: self.conversation.len() - window.start,
+            dropped: window.start,
+            over: &over,
+        };
+        emit_typed(self.rec, &mut self.canonical, Kind::ContextCompiled, compiled.value(), |out| compiled.write(out))?;
         Ok(window)
     }
 
     /// Propose, decide, maybe approve, execute. Returns what the model sees as the result.
     fn call(&mut self, call_id: &str, tool: &str, args: &Value) -> Result<Value, WriteError> {
-        self.rec.emit(
-            Kind::ToolProposed,
-            object([("call_id", call_id.into()), ("tool", tool.into()), ("args", args.clone())]),
-        )?;
+        let proposed = typed::tool_proposed_value(call_id, tool, args);
+        emit_typed(self.rec, &mut self.canonical, Kind::ToolProposed, proposed, |out| {
+            typed::write_tool_proposed(out, call_id, tool, args)
+        })?;
         let class = if memory::is_builtin(tool) { memory::class(tool) } else { self.boundary.class(tool) };
         let taint_source = self.boundary.taint.source_of(args);
         if let Some(denied) = self.boundary.decide(self.rec, call_id, tool, class, args)? {

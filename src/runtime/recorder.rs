@@ -82,6 +82,15 @@ impl Recorder {
         self.append(kind, data)
     }
 
+    /// [`emit`](Self::emit) an event whose data a typed writer has already written as
+    /// `canonical` (its canonical bytes, see `canon::ObjectWriter`). Not for
+    /// `run_completed`, which may be held.
+    pub fn emit_written(&mut self, kind: Kind, data: Value, canonical: &[u8]) -> Result<u64, WriteError> {
+        debug_assert!(kind != Kind::RunCompleted);
+        self.release()?;
+        self.append_written(kind, data, Some(canonical))
+    }
+
     /// Append a grading event (`grader_called`, `judge_called`, `judge_verdict`) before
     /// a held `run_completed`.
     pub fn emit_grading(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
@@ -114,10 +123,14 @@ impl Recorder {
     }
 
     fn append(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
+        self.append_written(kind, data, None)
+    }
+
+    fn append_written(&mut self, kind: Kind, data: Value, written: Option<&[u8]>) -> Result<u64, WriteError> {
         if kind == Kind::TurnStarted {
             self.turn_offsets.push(self.writer.offset());
         }
-        let event = self.writer.append(self.turn, self.clock, kind, data)?;
+        let event = self.writer.append_written(self.turn, self.clock, kind, data, written)?;
         let seq = event.seq;
         let findings = self.detectors.as_mut().map(|d| d.observe(&event)).unwrap_or_default();
         self.events.push(event);
@@ -176,9 +189,14 @@ impl Recorder {
 
 /// An event's data object from owned fields. `json!` turns every `Value` field into a new tree by
 /// serialising it (`to_value`), key by key; moving or cloning the tree is much cheaper on the hot
-/// event kinds. The map sorts its keys, so the canonical bytes are the same either way.
+/// event kinds. The map sorts its keys, so the canonical bytes are the same either way. Inserted
+/// one by one: collecting a handful of members first gathers and sorts them in a vector.
 pub fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
-    Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+    let mut map = serde_json::Map::new();
+    for (k, v) in fields {
+        map.insert(k.to_owned(), v);
+    }
+    Value::Object(map)
 }
 
 #[cfg(test)]
