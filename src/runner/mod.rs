@@ -717,7 +717,7 @@ pub(crate) fn start_run(plan: &Plan, store: &dyn Store) -> Result<RunRecord, Run
     // whole or absent, whenever the run is killed: reindex reads it back
     crate::atomic::replace(&meta, &serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?)
         .map_err(at(&meta))?;
-    store.put_run(&run)?;
+    store.begin_run(&run)?;
     Ok(run)
 }
 

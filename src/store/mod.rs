@@ -66,6 +66,9 @@ pub struct VerdictRecord {
 
 pub trait Store: Send + Sync {
     fn put_run(&self, run: &RunRecord) -> Result<(), StoreError>;
+    /// Record a run that starts, dropping every log and verdict record an earlier run
+    /// of the same id left: a rerun replaces it whole.
+    fn begin_run(&self, run: &RunRecord) -> Result<(), StoreError>;
     fn put_log(&self, log: &LogRecord) -> Result<(), StoreError>;
     fn put_verdict(&self, verdict: &VerdictRecord) -> Result<(), StoreError>;
     fn runs(&self) -> Result<Vec<RunRecord>, StoreError>;
