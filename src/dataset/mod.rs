@@ -324,7 +324,7 @@ pub struct Loaded {
 const MAX_ERRORS: usize = 20;
 
 /// Dataset lines read, then parsed on every core, at a time.
-const BATCH: usize = 1024;
+const BATCH: usize = 256;
 
 /// One non-blank dataset line: its text (no line ending, no byte-order mark), 1-based
 /// number and byte offset.
