@@ -16,10 +16,31 @@ pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// [`replace`], after `check` has read the written temporary file: a refusal leaves
 /// `path` as it was and no temporary file behind.
 pub fn replace_checked(path: &Path, bytes: &[u8], check: impl FnOnce(&Path) -> Result<(), String>) -> io::Result<()> {
+    replace_streamed(path, |file| file.write_all(bytes), check)
+}
+
+/// [`replace`] with what `write` writes, streamed to the file rather than held whole.
+pub fn replace_with(path: &Path, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<()> {
+    replace_streamed(
+        path,
+        |file| {
+            let mut out = io::BufWriter::with_capacity(64 * 1024, file);
+            write(&mut out)?;
+            out.flush()
+        },
+        |_| Ok(()),
+    )
+}
+
+fn replace_streamed(
+    path: &Path,
+    write: impl FnOnce(&mut fs::File) -> io::Result<()>,
+    check: impl FnOnce(&Path) -> Result<(), String>,
+) -> io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
     let tmp = temp_path(path);
-    let result = write_synced(&tmp, bytes)
+    let result = write_synced(&tmp, write)
         .and_then(|()| check(&tmp).map_err(io::Error::other))
         .and_then(|()| fs::rename(&tmp, path));
     if result.is_err() {
@@ -34,7 +55,7 @@ pub fn replace_checked(path: &Path, bytes: &[u8], check: impl FnOnce(&Path) -> R
     Ok(())
 }
 
-fn write_synced(tmp: &Path, bytes: &[u8]) -> io::Result<()> {
+fn write_synced(tmp: &Path, write: impl FnOnce(&mut fs::File) -> io::Result<()>) -> io::Result<()> {
     // a temporary file left by a killed process of the same id is ours to replace
     let create = || OpenOptions::new().write(true).create_new(true).open(tmp);
     let mut file = match create() {
@@ -44,7 +65,7 @@ fn write_synced(tmp: &Path, bytes: &[u8]) -> io::Result<()> {
         }
         other => other?,
     };
-    file.write_all(bytes)?;
+    write(&mut file)?;
     file.sync_all()
 }
 
@@ -88,6 +109,23 @@ mod tests {
         assert_eq!(err.to_string(), "not valid");
         assert_eq!(fs::read(&path).unwrap(), b"old\n");
         assert_eq!(names_in(dir.path()), ["file.jsonl"]);
+    }
+
+    #[test]
+    fn a_streamed_write_replaces_whole_or_leaves_the_old_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.json");
+        replace_with(&path, |out| (0..1000).try_for_each(|i| write!(out, "{i},"))).unwrap();
+        assert_eq!(fs::read(&path).unwrap().len(), (0..1000).map(|i: u32| i.to_string().len() + 1).sum::<usize>());
+        // a writer that fails half-way: the first file stays, no temporary file is left
+        let err = replace_with(&path, |out| {
+            out.write_all(b"half")?;
+            Err(io::Error::other("the disk is full"))
+        })
+        .unwrap_err();
+        assert_eq!(err.to_string(), "the disk is full");
+        assert!(fs::read(&path).unwrap().starts_with(b"0,1,2,"));
+        assert_eq!(names_in(dir.path()), ["m.json"]);
     }
 
     #[test]
