@@ -5,6 +5,7 @@
 //! `<store>/runs/<run-id>/verdicts.jsonl` and its metadata in `run.json`, and
 //! [`reindex`] rebuilds the catalog from those files alone.
 
+mod rows;
 pub mod sled_store;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,8 @@ pub enum StoreError {
     Io(#[from] std::io::Error),
     #[error("store: corrupt record: {0}")]
     Corrupt(#[from] serde_json::Error),
+    #[error("store: corrupt catalog record {key}: {why}")]
+    Record { key: String, why: String },
     /// Another process (a second `stateval run`) holds the catalog open.
     #[error("{}: the store is in use by another stateval process (its catalog is locked)", dir.display())]
     Locked { dir: PathBuf },
