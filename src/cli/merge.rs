@@ -43,6 +43,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         scope.spawn(|| shards.iter_mut().for_each(merge::ShardRun::verify));
         Plan::from_pipeline_with(pipeline, &Selection::default(), Some(validated))
     })?;
+    crate::release_freed_memory();
     let plan_file = args.plan.as_deref().map(PlanFile::read).transpose().map_err(CliError::invalid)?;
     let layout = plan.layout();
     let store = super::open_store(&layout, if args.out.is_some() { "--out" } else { "pipeline.store" })?;

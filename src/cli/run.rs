@@ -100,6 +100,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         (None, false) => None,
     };
     let mut plan = Plan::from_pipeline(loaded.map_err(|e| RunnerError::Input(vec![e]))?, &selection)?;
+    crate::release_freed_memory();
     if plan.cases.is_empty() {
         return Err(CliError::invalid("no case matches the selection: nothing to run"));
     }
