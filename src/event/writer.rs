@@ -2,11 +2,15 @@
 //!
 //! Lines are buffered in memory and written whole at turn boundaries ([`LogWriter::flush`]),
 //! never from a half-full buffer, so a process killed mid-run leaves only complete lines
-//! and a prefix that verifies. [`LogWriter::finish`] flushes and fsyncs.
+//! and a prefix that verifies. A boundary may also keep its lines for a later one
+//! ([`LogWriter::flush_if_due`]): a replayed turn takes well under a millisecond, and a
+//! `write` for each was about a tenth of a run's time. [`LogWriter::finish`] flushes and
+//! fsyncs.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -45,9 +49,16 @@ pub enum WriteError {
     Io(#[from] io::Error),
 }
 
+/// [`LogWriter::flush_if_due`] writes once this much is pending …
+pub const WRITE_AT_BYTES: usize = 64 * 1024;
+/// … or this long after the last write.
+pub const WRITE_AFTER: Duration = Duration::from_millis(100);
+
 pub struct LogWriter<S: Sink> {
     sink: S,
     pending: Vec<u8>,
+    /// When lines last reached the sink (or the writer was made).
+    written_at: Instant,
     /// Reused by [`Unhashed::encode_into`].
     scratch: Vec<u8>,
     seq: u64,
@@ -73,6 +84,7 @@ impl<S: Sink> LogWriter<S> {
         LogWriter {
             sink,
             pending: Vec::with_capacity(16 * 1024),
+            written_at: Instant::now(),
             scratch: Vec::with_capacity(160),
             seq: 0,
             prev: None,
@@ -128,8 +140,29 @@ impl<S: Sink> LogWriter<S> {
         if !self.pending.is_empty() {
             self.sink.write_all(&self.pending)?;
             self.pending.clear();
+            self.written_at = Instant::now();
         }
         self.sink.flush()
+    }
+
+    /// At a turn boundary: [`flush`](Self::flush) once [`WRITE_AT_BYTES`] are pending or
+    /// [`WRITE_AFTER`] has passed since the last write, else keep the lines for a later
+    /// boundary. What reaches the sink still ends at a turn boundary; a process killed
+    /// in between loses at most the turns of the last [`WRITE_AFTER`] of writing. Only
+    /// for turns that cannot wait on anything outside the process: a turn boundary that
+    /// follows a long wait should [`flush`](Self::flush), or the turns before the wait
+    /// stay unwritten through it.
+    pub fn flush_if_due(&mut self) -> io::Result<()> {
+        if self.pending.len() >= WRITE_AT_BYTES || self.written_at.elapsed() >= WRITE_AFTER {
+            self.flush()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Bytes appended but not yet written to the sink.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
     }
 
     /// Flush, fsync, and return the sink and the log's head (last hash).
@@ -150,5 +183,79 @@ impl<S: Sink> LogWriter<S> {
     /// Byte offset at which the next event's line will start.
     pub fn offset(&self) -> u64 {
         self.offset
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Keeps each `write` the writer makes, to see where they end.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Sink for Writes {
+        fn sync(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// One turn of about 1 KB: started, a call, completed.
+    fn turn(w: &mut LogWriter<Writes>, turn: u32) {
+        let filler = "x".repeat(300);
+        for kind in [Kind::TurnStarted, Kind::ToolExecuted, Kind::TurnCompleted] {
+            w.append(Some(turn), u64::from(turn), kind, json!({"turn": turn, "text": filler})).expect("append");
+        }
+    }
+
+    #[test]
+    fn turns_wait_for_a_later_boundary_until_enough_is_pending_and_writes_end_on_one() {
+        let mut w = LogWriter::new(Writes::default());
+        let mut turns = 0;
+        while w.sink.0.is_empty() {
+            turn(&mut w, turns);
+            turns += 1;
+            w.flush_if_due().expect("write");
+            assert!(turns < 1_000, "nothing written after {turns} turns");
+        }
+        // written at the first boundary with 64 KiB pending, unless a slow machine took
+        // 100 ms first: never at the first few boundaries
+        assert!(turns > 4, "written after {turns} turns of about 1 KB");
+        assert_eq!(w.pending(), 0);
+        let written = &w.sink.0[0];
+        assert!(written.len() >= WRITE_AT_BYTES || turns < 64, "{} bytes", written.len());
+        let last = written.split(|&b| b == b'\n').rev().nth(1).expect("a line");
+        let last: Value = serde_json::from_slice(last).expect("a whole line");
+        assert_eq!(last["kind"], "turn_completed", "the write ends at a turn boundary");
+
+        // what is still pending reaches the sink at the end, after what was written
+        turn(&mut w, turns);
+        w.flush_if_due().expect("write");
+        let (sink, _) = w.finish().expect("finish");
+        let all: Vec<u8> = sink.0.concat();
+        let lines = all.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count();
+        assert_eq!(lines as u32, 3 * (turns + 1), "every line, once");
+    }
+
+    #[test]
+    fn a_boundary_long_after_the_last_write_writes() {
+        let mut w = LogWriter::new(Writes::default());
+        turn(&mut w, 0);
+        w.flush().expect("write");
+        turn(&mut w, 1);
+        std::thread::sleep(WRITE_AFTER + Duration::from_millis(10));
+        w.flush_if_due().expect("write");
+        assert_eq!((w.sink.0.len(), w.pending()), (2, 0), "the second turn was written at its boundary");
     }
 }

@@ -62,6 +62,10 @@ impl ModelProvider for LiveProvider<'_> {
         true
     }
 
+    fn waits(&self) -> bool {
+        true
+    }
+
     fn complete(&mut self, request: &ModelRequest) -> Result<Replayed<'_>, ProviderError> {
         let compiled = request.compiled.as_ref().ok_or_else(|| ProviderError::Live("no compiled request".into()))?;
         let body = render(self.dialect, &self.model, compiled);

@@ -77,6 +77,12 @@ pub trait ModelProvider {
     fn wants_compiled(&self) -> bool {
         false
     }
+
+    /// Whether `complete` waits on something outside the process (a live model): then
+    /// every turn's lines are written as it ends, not held for a later boundary.
+    fn waits(&self) -> bool {
+        false
+    }
 }
 
 pub struct ReplayProvider<'r> {

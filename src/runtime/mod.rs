@@ -244,7 +244,13 @@ impl<'a, 'p> Loop<'a, 'p> {
                 outcome = Some(stop);
                 break;
             }
-            self.rec.flush()?;
+            if self.provider.waits() {
+                self.rec.flush()?;
+            } else {
+                // a replayed turn waits on nothing outside the process: its lines may
+                // wait for a later boundary's write
+                self.rec.turn_ended()?;
+            }
         }
         // the error belongs to the turn it happened in; run_completed to no turn
         let (status, error) = match outcome {

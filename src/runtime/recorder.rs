@@ -170,6 +170,13 @@ impl Recorder {
         Ok(self.writer.flush()?)
     }
 
+    /// A turn boundary of a turn that waited on nothing outside the process: write the
+    /// buffered lines when enough are pending or enough time has passed (see
+    /// [`LogWriter::flush_if_due`]).
+    pub fn turn_ended(&mut self) -> Result<(), WriteError> {
+        Ok(self.writer.flush_if_due()?)
+    }
+
     /// Write a held `run_completed`, flush and fsync; returns the events and the turn
     /// offsets.
     pub fn finish(mut self) -> Result<(Vec<Event>, Vec<u64>), WriteError> {
