@@ -16,7 +16,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// Hands the pages the allocator holds freed back to the system at once. Call it after
 /// work that freed much on threads that have finished: jemalloc returns an arena's freed
 /// pages only while a thread allocates from it, so what a plan's validation freed on its
-/// parser threads stayed resident through the run (a 10,000-case run held 6-8 MB more at
+/// parser threads stayed resident through the run (a 10,000-case run held 4-9 MB more at
 /// its peak; docs/speed.md). A failure only leaves the pages where they are.
 #[cfg(not(target_env = "msvc"))]
 fn release_freed_memory() {
