@@ -50,12 +50,24 @@ fn run_with(
     recording: &Recording,
     provider: &mut dyn crate::replay::ModelProvider,
 ) -> Vec<Event> {
+    run_turns(profile, manifest, recording, provider, &["Is it up?"], Box::new(Vec::<u8>::new()))
+}
+
+/// [`run_with`] with these user turns, its log written to `sink`.
+fn run_turns(
+    profile: &AgentProfile,
+    manifest: &Manifest,
+    recording: &Recording,
+    provider: &mut dyn crate::replay::ModelProvider,
+    turns: &[&str],
+    sink: Box<dyn crate::event::writer::Sink + Send>,
+) -> Vec<Event> {
     let case = Case {
         id: "c".into(),
         description: None,
         tags: Vec::new(),
         agent: "ops".into(),
-        turns: vec!["Is it up?".into()],
+        turns: turns.iter().map(|t| t.to_string()).collect(),
         recordings: vec![RecordingRef::Inline(Arc::new(recording.clone()))],
         expect: Vec::new(),
         blocks: Vec::new(),
@@ -80,7 +92,7 @@ fn run_with(
         on_divergence: OnDivergence::Fail,
         peers: Default::default(),
     };
-    let mut rec = Recorder::new(Box::new(Vec::<u8>::new()));
+    let mut rec = Recorder::new(sink);
     let summary = BuiltinAgent.run(&input, provider, &mut rec).unwrap();
     assert_eq!(summary.status, RunStatus::Completed, "{summary:?}");
     rec.finish().unwrap().0
@@ -206,4 +218,67 @@ fn a_provider_that_asks_gets_exactly_the_document_each_request_digest_covers() {
     for ((messages, _), event) in provider.seen.iter().zip(of(&events, Kind::ContextCompiled)) {
         assert_eq!(*messages as u64, event.data["messages"].as_u64().unwrap());
     }
+}
+
+/// Counts the writes a log makes, shared with the test that moved it into a recorder.
+#[derive(Clone, Default)]
+struct CountedWrites(Arc<std::sync::Mutex<Vec<usize>>>);
+
+impl std::io::Write for CountedWrites {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().push(buf.len());
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl crate::event::writer::Sink for CountedWrites {
+    fn sync(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Replays, but says it waits outside the process, as the live provider does.
+struct Waiting<'r>(ReplayProvider<'r>);
+
+impl ModelProvider for Waiting<'_> {
+    fn waits(&self) -> bool {
+        true
+    }
+
+    fn complete(&mut self, request: &ModelRequest) -> Result<crate::replay::Replayed<'_>, ProviderError> {
+        self.0.complete(request)
+    }
+}
+
+#[test]
+fn replayed_turns_share_a_write_and_turns_that_wait_outside_get_one_each() {
+    let profile: AgentProfile = toml::from_str("system = \"Ops.\"\ntools = \"t.json\"\n").unwrap();
+    let manifest = manifest(json!([]));
+    let responses: Vec<Value> = (0..3).map(|i| json!({"response": {"content": format!("Answer {i}.")}})).collect();
+    let recording = Recording::inline(&responses, "", "").unwrap();
+    let turns = ["One?", "Two?", "Three?"];
+
+    let replayed = CountedWrites::default();
+    let events = run_turns(
+        &profile,
+        &manifest,
+        &recording,
+        &mut ReplayProvider::new(&recording),
+        &turns,
+        Box::new(replayed.clone()),
+    );
+    assert_eq!(of(&events, Kind::TurnCompleted).len(), 3);
+    let writes = replayed.0.lock().unwrap().clone();
+    assert_eq!(writes.len(), 1, "three small replayed turns, written once at the end: {writes:?}");
+
+    let waited = CountedWrites::default();
+    let mut provider = Waiting(ReplayProvider::new(&recording));
+    let same = run_turns(&profile, &manifest, &recording, &mut provider, &turns, Box::new(waited.clone()));
+    assert_eq!(same.last().map(|e| e.hash), events.last().map(|e| e.hash), "the same log either way");
+    // one write as each turn ends, and the run's last events at the end
+    let writes = waited.0.lock().unwrap().clone();
+    assert_eq!(writes.len(), 4, "{writes:?}");
 }
