@@ -30,8 +30,13 @@ pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 pub enum Context {
     /// An event-log line without its `hash` field.
     Event,
-    /// A compiled model request, as the replay provider sees it.
+    /// A whole request document: a judge request's digest, and model requests recorded
+    /// before their digest was taken member by member.
     Request,
+    /// A model request's digest over its members' digests (`replay::digest`).
+    ModelRequest,
+    /// One member of a model request (`replay::digest`).
+    RequestMember,
     /// Any input artefact: a dataset line, a profile, a tool manifest, a recording.
     Content,
     /// A run manifest (every log's head): its digest is the run's root.
@@ -45,6 +50,8 @@ impl Context {
             Context::Request => "stateval request v1",
             Context::Content => "stateval content v1",
             Context::Manifest => "stateval manifest v1",
+            Context::ModelRequest => "stateval request v2",
+            Context::RequestMember => "stateval request member v2",
         }
     }
 }
@@ -130,11 +137,13 @@ pub struct Digester(blake3::Hasher);
 /// A fresh hasher per context, derived once: deriving the key hashes the context string,
 /// which cost about as much as hashing a short event line; a copy of the derived state is
 /// the same hasher.
-static DERIVED: [LazyLock<blake3::Hasher>; 4] = [
+static DERIVED: [LazyLock<blake3::Hasher>; 6] = [
     LazyLock::new(|| blake3::Hasher::new_derive_key(Context::Event.key())),
     LazyLock::new(|| blake3::Hasher::new_derive_key(Context::Request.key())),
     LazyLock::new(|| blake3::Hasher::new_derive_key(Context::Content.key())),
     LazyLock::new(|| blake3::Hasher::new_derive_key(Context::Manifest.key())),
+    LazyLock::new(|| blake3::Hasher::new_derive_key(Context::ModelRequest.key())),
+    LazyLock::new(|| blake3::Hasher::new_derive_key(Context::RequestMember.key())),
 ];
 
 impl Digester {
@@ -144,6 +153,8 @@ impl Digester {
             Context::Request => 1,
             Context::Content => 2,
             Context::Manifest => 3,
+            Context::ModelRequest => 4,
+            Context::RequestMember => 5,
         };
         Digester(DERIVED[at].clone())
     }
@@ -591,7 +602,15 @@ mod tests {
 
     #[test]
     fn a_digester_from_the_derived_state_is_a_freshly_derived_one() {
-        for context in [Context::Event, Context::Request, Context::Content, Context::Manifest] {
+        let every = [
+            Context::Event,
+            Context::Request,
+            Context::Content,
+            Context::Manifest,
+            Context::ModelRequest,
+            Context::RequestMember,
+        ];
+        for context in every {
             let mut fresh = blake3::Hasher::new_derive_key(context.key());
             fresh.update(b"some bytes");
             let mut digester = Digester::new(context);
@@ -604,6 +623,8 @@ mod tests {
     fn contexts_separate_digests_of_the_same_bytes() {
         assert_ne!(digest(Context::Event, b"x"), digest(Context::Request, b"x"));
         assert_ne!(digest(Context::Request, b"x"), digest(Context::Content, b"x"));
+        assert_ne!(digest(Context::Request, b"x"), digest(Context::ModelRequest, b"x"));
+        assert_ne!(digest(Context::ModelRequest, b"x"), digest(Context::RequestMember, b"x"));
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //! ```
 //!
 //! so a recording made through one dialect replays through another, and its digest
-//! (canonical JSON, `Context::Request`) says whether the agent asked the same thing.
+//! (member-wise over canonical JSON, `replay::digest`) says whether the agent asked the
+//! same thing.
 //! Transport fields (`stream`, `user`, `metadata`, wire ids) never enter it; a profile's
 //! `normalize` rules remove or rewrite what legitimately varies in the agent's own
 //! requests (today's date, a uuid).
@@ -20,7 +21,7 @@
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use crate::canon::{self, CanonError, Context, Digest};
+use crate::canon::{self, CanonError, Digest};
 use crate::pipeline::NormalizeRule;
 
 /// Request parameters that change what a model answers; everything else a request
@@ -124,7 +125,7 @@ fn rewrite(value: &mut Value, re: &Regex, with: &str) {
 
 /// The digest replay compares with a recording's `request_hash`.
 pub fn digest(request: &Value) -> Result<Digest, CanonError> {
-    canon::canonical_digest(Context::Request, request)
+    crate::replay::digest::of(request)
 }
 
 /// The kept parameters of a request body, under their neutral names.

@@ -9,6 +9,7 @@
 //! Judge calls are model calls too, served by key rather than by position from their
 //! own recordings ([`judge`]).
 
+pub mod digest;
 pub mod judge;
 pub mod recording;
 
@@ -111,8 +112,11 @@ impl ModelProvider for ReplayProvider<'_> {
         })?;
         self.position += 1;
         let mut reasons = Vec::new();
+        // a response recorded under the earlier digest definition, for this very request,
+        // is not a divergence
         if let Some(hash) = recorded.request_hash
             && hash != request.hash
+            && !recorded.request.as_ref().is_some_and(|r| digest::equivalent(r, &hash, &request.hash))
         {
             reasons.push(format!("request hash {} differs from the recorded {hash}", request.hash));
         }
@@ -182,5 +186,22 @@ mod tests {
         let other = ModelRequest { turn: 0, step: 1, hash: digest(Context::Request, b"other"), compiled: None };
         let d = p.complete(&other).unwrap().divergence.unwrap();
         assert_eq!((d.position, d.recorded_hash), (1, Some(recorded)));
+    }
+
+    #[test]
+    fn a_response_recorded_under_the_earlier_digest_for_the_same_request_is_no_divergence() {
+        let asked = serde_json::json!({"memory": {}, "messages": [], "system": "s", "tools": []});
+        let edited = serde_json::json!({"memory": {}, "messages": [], "system": "t", "tools": []});
+        let old = self::digest::legacy(&asked).unwrap();
+        let mut r = rec(&[Some(old), Some(old), Some(old)]);
+        r.responses[0].request = Some(asked.clone());
+        // the document beside the hash was edited: its hash no longer vouches for it
+        r.responses[1].request = Some(edited.clone());
+        // no document beside the hash: nothing to recognise it by
+        let request = ModelRequest { turn: 0, step: 0, hash: self::digest::of(&asked).unwrap(), compiled: None };
+        let mut p = ReplayProvider::new(&r);
+        assert!(p.complete(&request).unwrap().divergence.is_none());
+        assert!(p.complete(&request).unwrap().divergence.is_some());
+        assert!(p.complete(&request).unwrap().divergence.is_some());
     }
 }

@@ -5,17 +5,16 @@
 //! `{"memory":…,"messages":[…],"system":…,"tools":[…]}` in JCS key order — is assembled
 //! by concatenation rather than re-canonicalised in full at every model call.
 //!
-//! The request digest is the digest of that whole document (the same definition as an
-//! externally recorded request's, `external::neutral::digest`), but it is not re-hashed
-//! from the first byte at every model call: the hasher's state after
-//! `{"memory":…,"messages":[` and the messages sent so far is kept, and the next call
-//! feeds only the messages added since, then the closing sections to a copy. A few such
-//! states are kept, one per memory view and window start lately sent: when the memory
-//! returns to a view sent before (an episodic note expiring leaves the view it found),
-//! hashing resumes where that view's state left off. Only a view or window start not
-//! sent lately costs a pass over the history it precedes — the definition puts the
-//! memory before the messages, so no hash of it can be reused. The digest is
-//! byte-for-byte the same.
+//! The request digest is that document's member-wise digest (`replay::digest`, the
+//! same definition as an externally recorded request's): each of `memory`, `messages`,
+//! `system` and `tools` is digested apart and the four digests are combined. System and
+//! tools are digested once per run, the memory once per view, and `messages` is a
+//! running hash: its state after `[` and the messages sent so far is kept, and the next
+//! call feeds only the messages added since, then `]` to a copy. So a model call costs
+//! the messages added since the last one, whatever the memory did in between, and a
+//! long conversation is digested in time linear in its length. Only a window start not
+//! sent lately (a context budget dropping its oldest unit) costs a pass over the window
+//! it starts.
 //!
 //! Token counts are a deterministic approximation: ⌈characters / 4⌉ per text, the
 //! common rule of thumb for English with BPE tokenisers. They are for budgets and
@@ -31,6 +30,7 @@
 use serde_json::Value;
 
 use crate::canon::{self, CanonError, Context, Digest, Digester};
+use crate::replay::digest::Members;
 
 /// Characters per token in the approximation.
 pub const CHARS_PER_TOKEN: usize = 4;
@@ -64,17 +64,16 @@ pub struct Conversation {
     joined: Vec<u8>,
     /// The sum of the messages' tokens.
     total_tokens: u64,
-    /// The hashed prefixes of the requests sent lately, the latest last (see the module
-    /// doc); at most [`PREFIXES`].
-    prefixes: Vec<Prefix>,
+    /// The running hashes of the `messages` sent lately, one per window start, the latest
+    /// last (see the module doc); at most [`RUNNING`].
+    running: Vec<Running>,
 }
 
-/// How many hashed prefixes a conversation keeps.
-const PREFIXES: usize = 4;
+/// How many window starts' running hashes a conversation keeps.
+const RUNNING: usize = 2;
 
-/// A request digest's state after `{"memory":M,"messages":[` and messages `start..end`.
-struct Prefix {
-    memory: Vec<u8>,
+/// The `messages` member's hash state after `[` and messages `start..end`.
+struct Running {
     start: usize,
     end: usize,
     digester: Digester,
@@ -201,62 +200,56 @@ impl Conversation {
         serde_json::from_slice(&text)
     }
 
-    /// Digest of the request built from the system prompt, tool list and memory
-    /// (pre-canonicalised by the caller) and the messages from `start` on: the digest of
-    /// the canonical request document, fed from the kept prefix when it still applies.
-    pub fn request_digest(
-        &mut self,
-        system_canonical: &[u8],
-        tools_canonical: &[u8],
-        memory: &Value,
-        start: usize,
-    ) -> Result<Digest, CanonError> {
+    /// The member digest of the `messages` sent from `start` on: the running hash for
+    /// that start, fed the messages added since it was last asked.
+    pub fn messages_digest(&mut self, start: usize) -> Digest {
         let start = start.min(self.messages.len());
-        let mut memory_canonical = Vec::new();
-        canon::write_canonical(&mut memory_canonical, memory)?;
-        let reusable = self
-            .prefixes
-            .iter()
-            .rposition(|p| p.start == start && p.end <= self.messages.len() && p.memory == memory_canonical);
-        let mut prefix = match reusable {
-            Some(at) => self.prefixes.remove(at),
+        let mut running = match self.running.iter().rposition(|r| r.start == start) {
+            Some(at) => self.running.remove(at),
             None => {
-                let mut digester = Digester::new(Context::Request);
-                let mut head = Vec::with_capacity(memory_canonical.len() + 32);
-                head.extend_from_slice(b"{\"memory\":");
-                head.extend_from_slice(&memory_canonical);
-                head.extend_from_slice(b",\"messages\":[");
-                digester.update(&head);
-                Prefix { memory: memory_canonical, start, end: start, digester }
+                let mut digester = Digester::new(Context::RequestMember);
+                digester.update(b"[");
+                Running { start, end: start, digester }
             }
         };
         // The messages added since go to the hasher straight from the joined buffer, with
         // the comma before them when they follow messages already fed.
-        if let Some(first_new) = self.messages.get(prefix.end) {
-            let from = if prefix.end > prefix.start { first_new.offset - 1 } else { first_new.offset };
-            prefix.digester.update(&self.joined[from..]);
+        if let Some(first_new) = self.messages.get(running.end) {
+            let from = if running.end > running.start { first_new.offset - 1 } else { first_new.offset };
+            running.digester.update(&self.joined[from..]);
         }
-        prefix.end = self.messages.len();
-        let mut whole = prefix.digester.clone();
-        let mut buf = Vec::with_capacity(32 + system_canonical.len() + tools_canonical.len());
-        buf.extend_from_slice(b"],\"system\":");
-        buf.extend_from_slice(system_canonical);
-        buf.extend_from_slice(b",\"tools\":");
-        buf.extend_from_slice(tools_canonical);
-        buf.push(b'}');
-        whole.update(&buf);
-        if self.prefixes.len() >= PREFIXES {
-            self.prefixes.remove(0);
+        running.end = self.messages.len();
+        let mut whole = running.digester.clone();
+        whole.update(b"]");
+        if self.running.len() >= RUNNING {
+            self.running.remove(0);
         }
-        self.prefixes.push(prefix);
-        Ok(whole.finish())
+        self.running.push(running);
+        whole.finish()
+    }
+
+    /// Digest of the request built from the member digests of the system prompt, tool
+    /// list and memory view and the messages from `start` on.
+    pub fn request_digest(&mut self, system: &Digest, tools: &Digest, memory: &Digest, start: usize) -> Digest {
+        let messages = self.messages_digest(start);
+        let mut request = Members::new();
+        request.add("memory", memory).add("messages", &messages).add("system", system).add("tools", tools);
+        request.finish()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replay::digest;
     use serde_json::json;
+
+    /// The conversation's digest of a request with these system, tools and memory values
+    /// and the messages from `start` on.
+    fn asked(c: &mut Conversation, system: &Value, tools: &Value, memory: &Value, start: usize) -> Digest {
+        let member = |v: &Value| digest::member(&canon::to_canonical(v).unwrap());
+        c.request_digest(&member(system), &member(tools), &member(memory), start)
+    }
 
     #[test]
     fn the_assembled_request_is_exactly_its_canonical_form() {
@@ -264,18 +257,14 @@ mod tests {
         c.user("héllo").unwrap();
         c.push(json!({"role": "assistant", "content": "", "tool_calls": [{"name": "t", "args": {"b": 1, "a": 2}}]}))
             .unwrap();
-        let system = canon::to_canonical(&json!("sys")).unwrap();
-        let tools = canon::to_canonical(&json!([{"name": "t"}])).unwrap();
+        let (system, tools) = (json!("sys"), json!([{"name": "t"}]));
         let memory = json!({"semantic": {"k": 1}});
         let whole = json!({
             "system": "sys", "tools": [{"name": "t"}], "memory": memory,
             "messages": [{"role": "user", "content": "héllo"},
                          {"role": "assistant", "content": "", "tool_calls": [{"name": "t", "args": {"a": 2, "b": 1}}]}]
         });
-        assert_eq!(
-            c.request_digest(&system, &tools, &memory, 0).unwrap(),
-            canon::canonical_digest(Context::Request, &whole).unwrap()
-        );
+        assert_eq!(asked(&mut c, &system, &tools, &memory, 0), digest::of(&whole).unwrap());
         // what a live provider is given is that very document, from any window start
         assert_eq!(c.messages_from(0).unwrap(), whole["messages"]);
         assert_eq!(c.messages_from(1).unwrap(), json!([whole["messages"][1]]));
@@ -311,31 +300,25 @@ mod tests {
 
     #[test]
     fn a_message_that_cannot_be_canonicalised_leaves_the_conversation_as_it_was() {
-        let system = canon::to_canonical(&json!("sys")).unwrap();
-        let tools = canon::to_canonical(&json!([])).unwrap();
-        let memory = json!({});
+        let (system, tools, memory) = (json!("sys"), json!([]), json!({}));
         let mut c = Conversation::default();
         c.user("first").unwrap();
-        let before = c.request_digest(&system, &tools, &memory, 0).unwrap();
+        let before = asked(&mut c, &system, &tools, &memory, 0);
         let tokens = c.history_tokens();
         // an integer outside ±(2^53−1) has no canonical form
         assert!(c.push(json!({"role": "tool", "content": {"n": 1u64 << 60}})).is_err());
         assert_eq!((c.len(), c.history_tokens()), (1, tokens));
-        assert_eq!(c.request_digest(&system, &tools, &memory, 0).unwrap(), before);
+        assert_eq!(asked(&mut c, &system, &tools, &memory, 0), before);
         c.user("second").unwrap();
         let whole = json!({"system": "sys", "tools": [], "memory": {},
                            "messages": [{"role": "user", "content": "first"}, {"role": "user", "content": "second"}]});
-        assert_eq!(
-            c.request_digest(&system, &tools, &memory, 0).unwrap(),
-            canon::canonical_digest(Context::Request, &whole).unwrap()
-        );
+        assert_eq!(asked(&mut c, &system, &tools, &memory, 0), digest::of(&whole).unwrap());
         assert_eq!(c.messages_from(0).unwrap(), whole["messages"]);
     }
 
     #[test]
     fn every_request_digest_equals_the_digest_of_the_whole_request_as_the_history_grows() {
-        let system = canon::to_canonical(&json!("sys")).unwrap();
-        let tools = canon::to_canonical(&json!([{"name": "t"}])).unwrap();
+        let (system, tools) = (json!("sys"), json!([{"name": "t"}]));
         let mut c = Conversation::default();
         let mut sent: Vec<Value> = Vec::new();
         for i in 0..40usize {
@@ -347,42 +330,41 @@ mod tests {
             let start = (i / 13) * 3;
             let whole = json!({"system": "sys", "tools": [{"name": "t"}], "memory": memory,
                                "messages": sent[start.min(sent.len())..]});
-            assert_eq!(
-                c.request_digest(&system, &tools, &memory, start).unwrap(),
-                canon::canonical_digest(Context::Request, &whole).unwrap(),
-                "after message {i}"
-            );
+            let expected = digest::of(&whole).unwrap();
+            assert_eq!(asked(&mut c, &system, &tools, &memory, start), expected, "after message {i}");
             // asking twice without a new message gives the same digest
-            assert_eq!(
-                c.request_digest(&system, &tools, &memory, start).unwrap(),
-                canon::canonical_digest(Context::Request, &whole).unwrap()
-            );
+            assert_eq!(asked(&mut c, &system, &tools, &memory, start), expected);
         }
     }
 
     #[test]
-    fn a_memory_view_sent_again_resumes_its_own_hash_and_still_gives_the_whole_requests_digest() {
-        let system = canon::to_canonical(&json!("sys")).unwrap();
-        let tools = canon::to_canonical(&json!([])).unwrap();
+    fn the_messages_hash_runs_on_whatever_the_memory_and_window_do() {
+        let (system, tools) = (json!("sys"), json!([]));
         let mut c = Conversation::default();
         let mut sent: Vec<Value> = Vec::new();
         for i in 0..60usize {
             let message = json!({"role": "user", "content": format!("m{i}")});
             c.push(message.clone()).unwrap();
             sent.push(message);
-            // a note comes and goes, and more views than are kept pass by now and then
+            // a note comes and goes, and new views pass by now and then
             let memory = match i % 10 {
                 0..=4 => json!({}),
                 5..=7 => json!({"episodic": {"note": i / 10}}),
                 _ => json!({"episodic": {"other": i}}),
             };
             let whole = json!({"system": "sys", "tools": [], "memory": memory, "messages": sent});
-            assert_eq!(
-                c.request_digest(&system, &tools, &memory, 0).unwrap(),
-                canon::canonical_digest(Context::Request, &whole).unwrap(),
-                "after message {i}"
-            );
-            assert!(c.prefixes.len() <= PREFIXES);
+            assert_eq!(asked(&mut c, &system, &tools, &memory, 0), digest::of(&whole).unwrap(), "after message {i}");
+            // one running hash, fed each message once, serves every memory view
+            assert_eq!((c.running.len(), c.running[0].end), (1, i + 1));
+            // now and then a window start of its own
+            if i % 9 == 0 {
+                let start = i / 2;
+                let window = json!({"system": "sys", "tools": [], "memory": memory, "messages": sent[start..]});
+                assert_eq!(asked(&mut c, &system, &tools, &memory, start), digest::of(&window).unwrap());
+                assert!(c.running.len() <= RUNNING);
+                // the hash from message 0 goes on where it left off, without the other
+                c.running.retain(|r| r.start == 0);
+            }
         }
     }
 

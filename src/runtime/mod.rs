@@ -29,7 +29,7 @@ use crate::dataset::Case;
 use crate::event::fold::{self, Memory};
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::{AgentProfile, OnDivergence, SafetyClass};
-use crate::replay::{ModelProvider, ModelRequest, ModelResponse, ProviderError, Recording, ReplayProvider};
+use crate::replay::{ModelProvider, ModelRequest, ModelResponse, ProviderError, Recording, ReplayProvider, digest};
 use crate::sandbox::Manifest;
 use boundary::ToolBoundary;
 use context::{Conversation, approx_tokens};
@@ -133,21 +133,31 @@ struct Loop<'a, 'p> {
     boundary: ToolBoundary<'a>,
     conversation: Conversation,
     memory: Memory,
-    /// The memory view sent with each model call and its tokens, kept while the memory
-    /// does not change (`None`: build it again from `memory`).
-    memory_view: Option<(Value, u64)>,
+    /// The memory view sent with each model call, kept while the memory does not change
+    /// (`None`: build it again from `memory`).
+    memory_view: Option<MemoryView>,
     /// Running as the target of a handoff: the final answer is returned to the caller
     /// instead of completing a user turn.
     nested: bool,
     answer: Option<String>,
+    /// The canonical system prompt and tool list, and their request member digests.
     system: Vec<u8>,
     tools: Vec<u8>,
+    system_digest: Digest,
+    tools_digest: Digest,
     tool_tokens: u64,
     system_tokens: u64,
     tokens_used: u64,
     warnings: Vec<String>,
     /// Reused for the canonical bytes of events written by a typed writer.
     canonical: Vec<u8>,
+}
+
+/// The memory as the model sees it: the value, its tokens and its request member digest.
+struct MemoryView {
+    value: Value,
+    tokens: u64,
+    digest: Digest,
 }
 
 /// A way the run stops early.
@@ -201,6 +211,8 @@ impl<'a, 'p> Loop<'a, 'p> {
             memory_view: None,
             system_tokens: approx_tokens(&input.profile.system),
             tool_tokens: approx_tokens(std::str::from_utf8(&tools).unwrap_or_default()),
+            system_digest: digest::member(&system),
+            tools_digest: digest::member(&tools),
             system,
             tools,
             tokens_used: 0,
@@ -278,21 +290,27 @@ impl<'a, 'p> Loop<'a, 'p> {
     /// One user turn: model calls until an answer without tool calls.
     fn turn(&mut self, turn: u32) -> Result<Result<(), Stop>, WriteError> {
         for step in 0..self.input.profile.max_steps_per_turn {
-            let (memory_view, memory_tokens) = self.memory_view.take().unwrap_or_else(|| {
-                let view = fold::memory_values(&self.memory);
-                let tokens = approx_tokens(&view.to_string());
-                (view, tokens)
-            });
-            let window = self.compile_context(memory_tokens)?;
-            let hash = self
-                .conversation
-                .request_digest(&self.system, &self.tools, &memory_view, window.start)
-                .map_err(|source| WriteError::Canon { seq: self.rec.next_seq(), kind: Kind::ModelCalled, source })?;
+            let view = match self.memory_view.take() {
+                Some(view) => view,
+                None => {
+                    let value = fold::memory_values(&self.memory);
+                    let canonical = canon::to_canonical(&value).map_err(|source| WriteError::Canon {
+                        seq: self.rec.next_seq(),
+                        kind: Kind::ModelCalled,
+                        source,
+                    })?;
+                    let tokens = approx_tokens(&value.to_string());
+                    MemoryView { value, tokens, digest: digest::member(&canonical) }
+                }
+            };
+            let window = self.compile_context(view.tokens)?;
+            let hash =
+                self.conversation.request_digest(&self.system_digest, &self.tools_digest, &view.digest, window.start);
             // the live provider (`stateval record`) renders the document digested here
             let compiled =
-                if self.provider.wants_compiled() { Some(self.compiled(&memory_view, window.start)?) } else { None };
+                if self.provider.wants_compiled() { Some(self.compiled(&view.value, window.start)?) } else { None };
             // kept until a memory event changes the memory
-            self.memory_view = Some((memory_view, memory_tokens));
+            self.memory_view = Some(view);
             let request = ModelRequest { turn, step, hash, compiled };
             let replayed = match self.provider.complete(&request) {
                 Ok(r) => r,
