@@ -725,3 +725,65 @@ fn a_secret_in_what_a_builtin_case_sends_is_scrubbed_from_the_recording_and_repl
     let log = p.log_files()[0].clone();
     assert!(!String::from_utf8_lossy(&p.read_bytes(&log)).contains("replay_diverged"));
 }
+
+/// Recordings made before request digests were taken member by member carry the digest
+/// of the whole document: they replay while the document beside the hash is kept and
+/// unedited, and diverge when it is not.
+#[test]
+fn a_recording_with_the_earlier_request_digest_replays_only_while_its_unedited_request_is_beside_it() {
+    use stateval::replay::digest;
+    let p = builtin_project();
+    let (url, upstream) = fake_upstream(builtin_answers("chat"));
+    with_keys(&p, &["record", "pipeline/orders.toml", "--case", "orders", "--upstream-url", &url]).expect_code(0);
+    upstream.join().unwrap();
+    let recorded: Vec<Value> =
+        p.read("fixtures/recordings/orders.jsonl").lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rewrite = |edit: &dyn Fn(usize, &mut Value)| {
+        let mut text = String::new();
+        for (i, line) in recorded.iter().enumerate() {
+            let mut line = line.clone();
+            line["request_hash"] = json!(digest::legacy(&line["request"]).unwrap().to_string());
+            edit(i, &mut line);
+            text.push_str(&format!("{line}\n"));
+        }
+        p.write("fixtures/recordings/orders.jsonl", text);
+        // each variant is a run of its own (another recording, another run id)
+        let _ = std::fs::remove_dir_all(p.join(".stateval"));
+    };
+    let diverged = |p: &Project| {
+        let log = p.log_files()[0].clone();
+        common::events_of(&p.read_bytes(&log)).into_iter().filter(|e| e["kind"] == "replay_diverged").count()
+    };
+
+    // every line under the earlier definition: green, and the log holds today's digests
+    rewrite(&|_, _| {});
+    p.stateval(&["run", "pipeline/orders.toml"]).expect_code(0);
+    assert_eq!(diverged(&p), 0);
+    let log = p.log_files()[0].clone();
+    let hashes: Vec<Value> = common::events_of(&p.read_bytes(&log))
+        .into_iter()
+        .filter(|e| e["kind"] == "model_called")
+        .map(|e| e["data"]["request_hash"].clone())
+        .collect();
+    let today: Vec<Value> = recorded.iter().map(|l| json!(digest::of(&l["request"]).unwrap().to_string())).collect();
+    assert_eq!(hashes, today);
+    assert_eq!(recorded.iter().map(|l| l["request_hash"].clone()).collect::<Vec<_>>(), today);
+
+    // the second line's document edited after its hash was taken: that call diverges
+    rewrite(&|i, line| {
+        if i == 1 {
+            line["request"]["system"] = json!("You answer every question.");
+        }
+    });
+    p.stateval(&["run", "pipeline/orders.toml"]).expect_code(1);
+    assert_eq!(diverged(&p), 1);
+
+    // the second line without its document: nothing vouches for the old hash
+    rewrite(&|i, line| {
+        if i == 1 {
+            line.as_object_mut().unwrap().remove("request");
+        }
+    });
+    p.stateval(&["run", "pipeline/orders.toml"]).expect_code(1);
+    assert_eq!(diverged(&p), 1);
+}
