@@ -5,7 +5,8 @@
 //! and a prefix that verifies. A boundary may also keep its lines for a later one
 //! ([`LogWriter::flush_if_due`]): a replayed turn takes well under a millisecond, and a
 //! `write` for each was about a tenth of a run's time. [`LogWriter::finish`] flushes and
-//! fsyncs.
+//! syncs the sink (a run's log files leave their fsync to the run's end:
+//! `runner::syncer`).
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -17,7 +18,8 @@ use serde_json::Value;
 use super::{Event, Kind, Unhashed};
 use crate::canon::{CanonError, Digest};
 
-/// Where log bytes go: a file (fsync'd at the end) or memory (tests, benchmarks).
+/// Where log bytes go: a file (fsync'd at the end, or noted for the run's syncer) or
+/// memory (tests, benchmarks).
 pub trait Sink: Write {
     fn sync(&mut self) -> io::Result<()>;
 }
@@ -165,7 +167,7 @@ impl<S: Sink> LogWriter<S> {
         self.pending.len()
     }
 
-    /// Flush, fsync, and return the sink and the log's head (last hash).
+    /// Flush, sync, and return the sink and the log's head (last hash).
     pub fn finish(mut self) -> io::Result<(S, Option<Digest>)> {
         self.flush()?;
         self.sink.sync()?;

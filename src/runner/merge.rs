@@ -6,7 +6,7 @@
 //! log head (a unit run twice with the same head — a retried Kubernetes pod — is
 //! deduplicated); every planned unit must be present. Then the logs are copied into the
 //! run directory an unsharded run would use, and the run ends as any run does
-//! ([`super::conclude`]): per-tag gates, reliability cards, manifest and root computed
+//! ([`super::conclude_staged`]): per-tag gates, reliability cards, manifest and root computed
 //! once over the whole. The reports of a merge are byte-identical to those of one
 //! unsharded run of the same plan.
 

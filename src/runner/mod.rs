@@ -12,6 +12,7 @@ pub mod graders;
 pub mod merge;
 pub mod reuse;
 pub mod shard;
+pub mod syncer;
 /// The outcome types live below the runner, which produces them; this path stays for
 /// callers that name them through the runner.
 pub use crate::outcome;
@@ -621,6 +622,7 @@ pub fn execute(
     let run = start_run(&plan, store.as_ref())?;
     let verdicts_path = layout.verdicts_path(&plan.run_id);
     let verdicts = Arc::new(Mutex::new(std::fs::File::create(&verdicts_path).map_err(at(&verdicts_path))?));
+    let syncer = syncer::Syncer::default();
 
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(options.jobs.max(1)).build()?;
@@ -650,7 +652,7 @@ pub fn execute(
         tokio::pin!(interrupt);
         loop {
             while pending.len() < jobs && next < plan.cases.len() && next < written + window {
-                let (plan, store, verdicts) = (plan.clone(), store.clone(), verdicts.clone());
+                let (plan, store, verdicts, logs) = (plan.clone(), store.clone(), verdicts.clone(), syncer.logs());
                 let reuse = options.reuse.clone();
                 let index = next;
                 pending.spawn_blocking(move || {
@@ -660,7 +662,7 @@ pub fn execute(
                     };
                     let result = match taken {
                         Ok(Some(result)) => Ok(result),
-                        Ok(None) => run_case(&plan, index, store.as_ref(), &verdicts),
+                        Ok(None) => run_case(&plan, index, store.as_ref(), &verdicts, &logs),
                         Err(e) => Err(e),
                     };
                     (index, result)
@@ -697,7 +699,10 @@ pub fn execute(
     })?;
 
     let cases = spill.finish().map_err(at(&spill_path))?;
-    conclude(&plan, store.as_ref(), run, Decided { cases, tally, card_cases }, options)
+    // the manifest waits for every log's fsync (see `syncer`)
+    let mut concluding = conclude_staged(&plan, store.as_ref(), run, Decided { cases, tally, card_cases }, options)?;
+    concluding.pending = Some(std::thread::spawn(move || syncer.finish().map(drop)));
+    concluding.finish()
 }
 
 /// A fresh run directory (the same inputs give the same run id: a rerun replaces the
@@ -745,20 +750,6 @@ pub(crate) struct Decided {
     pub cases: Cases,
     pub tally: Tally,
     pub card_cases: BTreeMap<usize, cards::CardCase>,
-}
-
-/// Everything written once every case is decided: verdicts in order, gates and cards
-/// (not for a shard: `merge` decides those over the whole), the manifest and its
-/// root, the units, `suite.json`, `run.json`. `run` and `merge` both end here, so a
-/// merged run writes what one unsharded run would.
-pub(crate) fn conclude(
-    plan: &Plan,
-    store: &dyn Store,
-    run: RunRecord,
-    decided: Decided,
-    options: &Options,
-) -> Result<SuiteOutcome, RunnerError> {
-    conclude_staged(plan, store, run, decided, options)?.finish()
 }
 
 /// A run decided, indexed and judged, whose manifest is not yet written: its outcome
@@ -822,7 +813,11 @@ impl Drop for Concluding<'_> {
     }
 }
 
-/// [`conclude`] up to the manifest: everything but what marks the run finished.
+/// Everything written once every case is decided, up to the manifest: verdicts in
+/// order, gates and cards (not for a shard: `merge` decides those over the whole), the
+/// units and the manifest's root; [`Concluding::finish`] writes the rest (the
+/// manifest, `suite.json`, `run.json`). `run` and `merge` both end here, so a merged run
+/// writes what one unsharded run would.
 pub(crate) fn conclude_staged<'a>(
     plan: &'a Plan,
     store: &'a dyn Store,
@@ -983,6 +978,7 @@ fn run_case(
     index: usize,
     store: &dyn Store,
     verdicts: &Mutex<std::fs::File>,
+    logs: &syncer::Logs,
 ) -> Result<(Option<cards::CardCase>, CaseOutcome), RunnerError> {
     let case = &plan.case(index)?;
     let layout = plan.layout();
@@ -999,7 +995,7 @@ fn run_case(
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(at(dir))?;
         }
-        let file = std::fs::File::create(&path).map_err(at(&path))?;
+        let file = logs.log(path.clone(), std::fs::File::create(&path).map_err(at(&path))?);
         let stderr = (profile.kind == AgentKind::External).then(|| path.with_extension("stderr"));
         let ReplayedRun { summary, events, turn_offsets, checks, grading_errors } =
             plan.replay(case, k, &recording, Box::new(file), stderr, &log_expect).map_err(|e| match e {

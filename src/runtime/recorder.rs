@@ -177,7 +177,7 @@ impl Recorder {
         Ok(self.writer.flush_if_due()?)
     }
 
-    /// Write a held `run_completed`, flush and fsync; returns the events and the turn
+    /// Write a held `run_completed`, flush and sync the sink; returns the events and the turn
     /// offsets.
     pub fn finish(mut self) -> Result<(Vec<Event>, Vec<u64>), WriteError> {
         self.release()?;
