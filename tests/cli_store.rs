@@ -104,8 +104,11 @@ fn in_store(p: &Project, rel: &str) -> PathBuf {
     canonical(p, &format!(".stateval/{rel}"))
 }
 
-/// Big enough that a debug build takes seconds, so the kill lands mid-run.
-const SPEC: SynthSpec = SynthSpec { cases: 300, turns: 40, runs: 1, seed: 7 };
+/// Big enough that a debug build takes seconds, so the kill lands mid-run, in long
+/// cases, so that it finds one in progress whatever the machine's timing: with short
+/// ones, both workers were now and then between cases (grading, recording a verdict)
+/// at the moment of the kill.
+const SPEC: SynthSpec = SynthSpec { cases: 40, turns: 400, runs: 1, seed: 7 };
 
 fn count_kind(events: &[serde_json::Value], kind: &str) -> usize {
     events.iter().filter(|e| e["kind"] == kind).count()
@@ -151,7 +154,8 @@ fn a_run_killed_mid_way_leaves_logs_that_verify_and_a_store_that_reindex_restore
     let logs = p.log_files();
     assert!(logs.len() >= 4 && logs.len() < SPEC.cases, "killed mid-run: {} logs", logs.len());
 
-    // every log verifies; completed ones are whole, the others were cut at a turn boundary
+    // every log verifies; completed ones are whole, the others hold whole turns and at
+    // most the start of one more (a kill can stop a write part-way, at a page boundary)
     let verified = verify_all(&p, &logs);
     let complete = verified.values().filter(|v| v.complete).count();
     let incomplete = verified.len() - complete;
@@ -162,12 +166,18 @@ fn a_run_killed_mid_way_leaves_logs_that_verify_and_a_store_that_reindex_restore
         if v.complete {
             let turns = (count_kind(&events, "turn_started"), count_kind(&events, "turn_completed"));
             assert_eq!(turns, (SPEC.turns, SPEC.turns), "{log} holds every turn");
-        } else if let Some(last) = events.last() {
-            assert_eq!(last["kind"], "turn_completed", "{log} is cut at a turn boundary");
-            assert_eq!(
-                count_kind(&events, "turn_started"),
-                count_kind(&events, "turn_completed"),
-                "{log} holds whole turns"
+        } else {
+            let (started, completed) = (count_kind(&events, "turn_started"), count_kind(&events, "turn_completed"));
+            assert!(
+                started == completed || started == completed + 1,
+                "{log}: {started} turns started, {completed} completed"
+            );
+            // every turn but the last one started is whole
+            let last_completed = events.iter().rposition(|e| e["kind"] == "turn_completed");
+            let last_started = events.iter().rposition(|e| e["kind"] == "turn_started");
+            assert!(
+                started == completed || last_started > last_completed,
+                "{log}: a turn left unfinished before another"
             );
         }
     }
