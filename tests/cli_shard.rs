@@ -351,11 +351,13 @@ fn reuse_skips_unchanged_units_and_gives_the_reports_of_a_fresh_run() {
     let edited = first.replacen("\"tags\":[", "\"tags\":[\"edited\",", 1);
     assert_ne!(first, edited, "the first case has tags");
     p.write(dataset, text.replacen(&first, &edited, 1));
+    // the earlier store set aside, so the new one holds only the run that reuses it
+    std::fs::rename(p.join(".stateval"), p.join("earlier")).expect("set the earlier store aside");
 
-    let out = p.stateval(&["run", "--reuse", ".stateval"]);
+    let out = p.stateval(&["run", "--reuse", "earlier"]);
     out.expect_code(0);
     let cases = p.json("reports/report.json")["cases"].as_array().map(Vec::len).unwrap_or_default();
-    assert!(out.stdout.contains(&format!("reused {} of {cases} cases from .stateval", cases - 1)), "{}", out.stdout);
+    assert!(out.stdout.contains(&format!("reused {} of {cases} cases from earlier", cases - 1)), "{}", out.stdout);
     let reused: Vec<Vec<u8>> = CI_REPORTS.iter().map(|r| p.read_bytes(r)).collect();
     // the same inputs, replayed from scratch
     let fresh = Project::new();
@@ -363,6 +365,11 @@ fn reuse_skips_unchanged_units_and_gives_the_reports_of_a_fresh_run() {
     fresh.stateval(&["run"]).expect_code(0);
     for (report, bytes) in CI_REPORTS.iter().zip(&reused) {
         assert!(fresh.read_bytes(report) == *bytes, "{report} differs from a fresh run's");
+    }
+    // reused logs are copied whole and catalogued as the fresh run catalogues its own
+    assert_eq!(catalog_logs(&p, ".stateval"), catalog_logs(&fresh, ".stateval"));
+    for log in fresh.log_files() {
+        assert!(p.read_bytes(&log) == fresh.read_bytes(&log), "{log} differs from the fresh run's");
     }
 }
 

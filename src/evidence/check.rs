@@ -101,6 +101,20 @@ pub fn check_log(path: &Path, options: &CheckOptions) -> RunCheck {
     out
 }
 
+/// A verified log against the entry its run's manifest lists for it, for a caller that
+/// checks many logs of one run and reads the manifest once (`--reuse`): the log is
+/// whole and has the listed event count and head. The error says why not.
+pub fn against_entry(log: &crate::event::verify::Verified, entry: &LogEntry) -> Result<(), String> {
+    let summary = Summary { events: log.events.len() as u64, head: log.head, complete: log.complete, bytes: 0 };
+    if let Some((_, problem)) = against_manifest(&summary, entry.events, entry.head) {
+        return Err(problem);
+    }
+    if !log.complete {
+        return Err("incomplete: the log does not end with run_completed".into());
+    }
+    Ok(())
+}
+
 /// `<run dir>/<case>/<k>.jsonl` → (run dir, `<case>/<k>.jsonl`), when the run dir has
 /// a manifest.
 fn run_dir_of(path: &Path) -> Option<(PathBuf, String)> {

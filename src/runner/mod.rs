@@ -657,7 +657,7 @@ pub fn execute(
                 let index = next;
                 pending.spawn_blocking(move || {
                     let taken = match &reuse {
-                        Some(reuse) => reuse::take_over(&plan, index, reuse, store.as_ref(), &verdicts),
+                        Some(reuse) => reuse::take_over(&plan, index, reuse, store.as_ref(), &verdicts, &logs),
                         None => Ok(None),
                     };
                     let result = match taken {

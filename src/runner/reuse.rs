@@ -9,15 +9,17 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::shard::{UNITS_FILE, UnitRecord, unit_id};
 use super::{Plan, RunnerError, at, cards};
 use crate::canon::Digest;
-use crate::evidence::{CheckOptions, check_log};
+use crate::event::verify::{Verified, verify_bytes};
+use crate::evidence::check::against_entry;
+use crate::evidence::manifest::{LogEntry, RunManifest};
 use crate::metrics::dimensions as cards_api;
 use crate::outcome::{CaseOutcome, Cases};
-use crate::store::{Store, index_log};
+use crate::store::{Store, log_record};
 
 /// Where a unit's earlier log is.
 #[derive(Debug, Clone)]
@@ -26,11 +28,17 @@ struct Source {
     head: Option<Digest>,
 }
 
+/// A run's manifest entries by log path.
+type Listed = Arc<HashMap<String, LogEntry>>;
+
 /// The units of earlier finished runs, and their case outcomes (read on first use).
 #[derive(Debug, Default)]
 pub struct Reuse {
     units: HashMap<Digest, Source>,
     outcomes: Mutex<HashMap<PathBuf, HashMap<String, CaseOutcome>>>,
+    /// Each earlier run's manifest entries by log path (read on first use: once per
+    /// run, not once per case; `None`: the manifest does not read).
+    manifests: Mutex<HashMap<PathBuf, Option<Listed>>>,
     /// Cases taken over, for the summary.
     pub reused: std::sync::atomic::AtomicUsize,
 }
@@ -76,6 +84,15 @@ impl Reuse {
         self.units.len()
     }
 
+    fn manifest(&self, run_dir: &Path) -> Result<Option<Listed>, RunnerError> {
+        let mut cache = self.manifests.lock().map_err(|_| RunnerError::Internal("reuse cache poisoned".into()))?;
+        let entries = cache.entry(run_dir.to_path_buf()).or_insert_with(|| {
+            let manifest = RunManifest::read(run_dir).ok()?;
+            Some(Arc::new(manifest.logs.into_iter().map(|e| (e.path.clone(), e)).collect()))
+        });
+        Ok(entries.clone())
+    }
+
     fn outcome(&self, run_dir: &Path, case: &str) -> Result<Option<CaseOutcome>, RunnerError> {
         let mut cache = self.outcomes.lock().map_err(|_| RunnerError::Internal("reuse cache poisoned".into()))?;
         if !cache.contains_key(run_dir) {
@@ -98,6 +115,7 @@ pub(super) fn take_over(
     reuse: &Reuse,
     store: &dyn Store,
     verdicts: &Mutex<std::fs::File>,
+    synced: &super::syncer::Logs,
 ) -> Result<Option<(Option<cards::CardCase>, CaseOutcome)>, RunnerError> {
     let case_ref = &plan.cases[index];
     let n = case_ref.recordings.len();
@@ -112,16 +130,22 @@ pub(super) fn take_over(
     if sources.iter().any(|s| s.run_dir != first.run_dir) {
         return Ok(None);
     }
+    // each earlier log is read once: verified against its manifest entry, then copied,
+    // graded against today's golden and indexed from the same bytes
     let from_case = first.run_dir.join(&case_ref.id);
+    let Some(manifest) = reuse.manifest(&first.run_dir)? else { return Ok(None) };
+    let mut logs: Vec<(Vec<u8>, Verified)> = Vec::with_capacity(n);
     for (k, source) in sources.iter().enumerate() {
-        let check = check_log(&from_case.join(format!("{k}.jsonl")), &CheckOptions::default());
-        let head = check.logs.first().and_then(|l| l.summary.head);
-        if !check.passed() || head != source.head {
+        let Some(entry) = manifest.get(&format!("{}/{k}.jsonl", case_ref.id)) else { return Ok(None) };
+        let Ok(bytes) = std::fs::read(from_case.join(format!("{k}.jsonl"))) else { return Ok(None) };
+        let Ok(log) = verify_bytes(&bytes) else { return Ok(None) };
+        if entry.head != source.head || against_entry(&log, entry).is_err() {
             return Ok(None);
         }
+        logs.push((bytes, log));
     }
     let Some(mut outcome) = reuse.outcome(&first.run_dir, &case_ref.id)? else { return Ok(None) };
-    if outcome.runs.len() != n {
+    if outcome.runs.len() != n || outcome.runs.iter().enumerate().any(|(k, r)| r.index != k) {
         return Ok(None);
     }
 
@@ -129,33 +153,31 @@ pub(super) fn take_over(
     let layout = plan.layout();
     let profile = &plan.pipeline.agents[&case.agent];
     let mut card_runs = Vec::new();
-    for r in &mut outcome.runs {
+    for (r, (bytes, log)) in outcome.runs.iter_mut().zip(logs) {
         let to = layout.log_path(&plan.run_id, &case.id, r.index);
         let dir = to.parent().unwrap_or(&layout.root).to_path_buf();
         std::fs::create_dir_all(&dir).map_err(at(&dir))?;
-        for ext in ["jsonl", "stderr"] {
-            let from = from_case.join(format!("{}.{ext}", r.index));
-            if from.exists() {
-                let dest = dir.join(format!("{}.{ext}", r.index));
-                std::fs::copy(&from, &dest).map_err(at(&from))?;
-            }
+        std::fs::write(&to, &bytes).map_err(at(&to))?;
+        synced.note(to.clone())?;
+        let stderr = from_case.join(format!("{}.stderr", r.index));
+        if stderr.exists() {
+            std::fs::copy(&stderr, dir.join(format!("{}.stderr", r.index))).map_err(at(&stderr))?;
         }
-        let events = crate::event::reader::read_log(&to).map_err(|e| RunnerError::Internal(e.to_string()))?.events;
         r.log = plan.pipeline.display(&to);
         // the golden may have been blessed since: judge the log against today's
         let golden = plan
             .goldens
-            .check(&case.dataset, &case.id, r.index, &events, &r.log)
+            .check(&case.dataset, &case.id, r.index, &log.events, &r.log)
             .map_err(|e| RunnerError::Internal(e.to_string()))?;
         if let Some(c) = r.checks.iter_mut().find(|c| c.name == golden.name) {
             *c = golden;
         }
         r.passed = r.status == "completed" && r.error.is_none() && r.checks.iter().all(|c| c.passed);
         if cards::feeds_card(&case) {
-            card_runs.push(cards_api::Run { success: r.passed, ..cards::card_run(&events, r.passed, *profile.price) });
+            card_runs
+                .push(cards_api::Run { success: r.passed, ..cards::card_run(&log.events, r.passed, *profile.price) });
         }
-        let record = index_log(&layout, &plan.run_id, &case.id, r.index).map_err(RunnerError::Internal)?.0;
-        store.put_log(&record)?;
+        store.put_log(&log_record(&plan.run_id, &case.id, r.index, &bytes, &log))?;
     }
     outcome.passed = outcome.runs.iter().all(|r| r.passed) && outcome.blocks.iter().all(|c| c.passed);
     super::record_verdicts(plan, &outcome, store, verdicts)?;

@@ -79,6 +79,14 @@ impl Logs {
     pub fn log(&self, path: PathBuf, file: File) -> LogFile {
         LogFile { file: Some(file), path, written: self.written.clone() }
     }
+
+    /// Note a log written whole some other way (a reused log's copy).
+    pub fn note(&self, path: PathBuf) -> Result<(), RunnerError> {
+        let mut written =
+            self.written.lock().map_err(|_| RunnerError::Internal("the run's list of logs is poisoned".into()))?;
+        written.push(path);
+        Ok(())
+    }
 }
 
 /// A run's log file: written like any file; [`Sink::sync`] closes it and leaves its

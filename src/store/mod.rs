@@ -181,6 +181,29 @@ pub fn index_log(
     Ok((record, problem))
 }
 
+/// The catalog's record of a verified log, from its bytes and their events (as
+/// [`index_log`] would make it, without reading the file again).
+pub fn log_record(run_id: &str, case: &str, k: usize, bytes: &[u8], log: &crate::event::verify::Verified) -> LogRecord {
+    let mut turn_offsets = Vec::new();
+    let mut offset = 0u64;
+    for (line, event) in bytes.split_inclusive(|&b| b == b'\n').zip(&log.events) {
+        if event.kind == Kind::TurnStarted {
+            turn_offsets.push(offset);
+        }
+        offset += line.len() as u64;
+    }
+    LogRecord {
+        run_id: run_id.to_string(),
+        case: case.to_string(),
+        k,
+        path: Layout::log_rel(run_id, case, k),
+        head: log.head.map(|h| h.to_string()),
+        events: log.events.len() as u64,
+        complete: log.complete,
+        turn_offsets,
+    }
+}
+
 /// What is wrong with a log, beyond being incomplete.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LogProblem {
