@@ -241,11 +241,15 @@ pub fn merge<'a>(
     let mut outcomes = Outcomes::open(shards);
     let (to_link, links) = std::sync::mpsc::channel::<(PathBuf, PathBuf, Vec<usize>, bool)>();
     let linker = std::thread::spawn(move || -> Result<(), RunnerError> {
+        // a copied log is new to the disk: synced, as a run's own logs are, before the manifest
+        let copies = super::syncer::Syncer::default();
+        let copied = copies.logs();
         for (from_case, to_case, runs, external) in links {
             make_case_dir(&to_case)?;
-            runs.into_iter().try_for_each(|k| link_log(&from_case, &to_case, k, external))?;
+            runs.into_iter().try_for_each(|k| link_log(&from_case, &to_case, k, external, &copied))?;
         }
-        Ok(())
+        drop(copied);
+        copies.finish().map(drop)
     });
     let walked = (|| -> Result<(), RunnerError> {
         for (index, case_ref) in plan.cases.iter().enumerate() {
@@ -395,8 +399,15 @@ fn make_case_dir(dir: &Path) -> Result<(), RunnerError> {
 /// Link log `k` (and, for an `external` agent, its stderr when there is one) from a
 /// shard's case directory into the merged run's. A finished log never changes: a hard
 /// link is a copy without the bytes (and `verify` would catch a later edit of either
-/// name against the manifest); where links cannot be made, the file is copied.
-fn link_log(from_case: &Path, to_case: &Path, k: usize, external: bool) -> Result<(), RunnerError> {
+/// name against the manifest); where links cannot be made, the file is copied, and a
+/// copied log noted in `copied` for its fsync.
+fn link_log(
+    from_case: &Path,
+    to_case: &Path,
+    k: usize,
+    external: bool,
+    copied: &super::syncer::Logs,
+) -> Result<(), RunnerError> {
     let files: &[&str] = if external { &["jsonl", "stderr"] } else { &["jsonl"] };
     for &ext in files {
         let from = from_case.join(format!("{k}.{ext}"));
@@ -406,6 +417,9 @@ fn link_log(from_case: &Path, to_case: &Path, k: usize, external: bool) -> Resul
             Err(e) if ext == "stderr" && e.kind() == std::io::ErrorKind::NotFound => {}
             Err(_) => {
                 std::fs::copy(&from, &to).map_err(at(&from))?;
+                if ext == "jsonl" {
+                    copied.note(to)?;
+                }
             }
         }
     }

@@ -754,8 +754,8 @@ pub(crate) struct Decided {
 
 /// A run decided, indexed and judged, whose manifest is not yet written: its outcome
 /// (root included) is final, so reports can be rendered from it, but the run is not
-/// finished until [`Concluding::finish`] has waited for `pending` (a merge's log links)
-/// and written the manifest, `suite.json` and `run.json`.
+/// finished until [`Concluding::finish`] has waited for `pending` (a run's log fsyncs, a
+/// merge's log links) and written the manifest, `suite.json` and `run.json`.
 pub struct Concluding<'a> {
     plan: &'a Plan,
     store: &'a dyn Store,
