@@ -39,8 +39,7 @@ impl Members {
         Members(Digester::new(Context::ModelRequest))
     }
 
-    /// Add member `key` (a name that needs no escaping, as every request key does) with
-    /// its value's digest.
+    /// Add member `key`, framed as its canonical JSON string, with its value's digest.
     pub fn add(&mut self, key: &str, value: &Digest) -> &mut Self {
         let mut framed = Vec::with_capacity(key.len() + 2 + 32);
         canon::write_canonical_str(&mut framed, key);
