@@ -9,6 +9,8 @@
 pub mod atomic;
 /// Canonical bytes (RFC 8785), the I-JSON guard and blake3 digests.
 pub mod canon;
+/// The environment of every process stateval starts: no stateval secret in any child.
+pub mod child_env;
 /// JSONL datasets: case model, loading and validation.
 pub mod dataset;
 /// Input diagnostics: strict JSON, schema checks, file:line:column errors.

@@ -201,11 +201,12 @@ impl<'a, 'p> Session<'a, 'p> {
         self.boundary.announce(self.rec)
     }
 
-    /// The process's environment: the parent's, without provider keys, plus the
-    /// replay endpoints, then the profile's own variables.
+    /// The process's environment: the parent's without any credential or the signing
+    /// key ([`crate::child_env`]; the profile's `env_passthrough` names exceptions),
+    /// plus the replay endpoints, then the profile's own variables.
     fn environment(&self, base: &str) -> Vec<(String, String)> {
-        let mut env: BTreeMap<String, String> = std::env::vars().filter(|(k, _)| !is_secret(k)).collect();
         let input = self.input;
+        let mut env = crate::child_env::inherited(&input.profile.env_passthrough);
         let ours = [
             ("OPENAI_BASE_URL", format!("{base}/v1")),
             ("OPENAI_API_KEY", "stateval-replay".into()),
@@ -696,29 +697,9 @@ fn exited(status: Option<std::process::ExitStatus>) -> String {
     }
 }
 
-/// Variables that hold real provider credentials never reach the agent: replay needs
-/// none, and a key in the environment could let a misconfigured agent call live.
-fn is_secret(name: &str) -> bool {
-    const SUFFIXES: &[&str] =
-        &["_API_KEY", "_ACCESS_KEY", "_SECRET_KEY", "_SECRET_ACCESS_KEY", "_AUTH_TOKEN", "_ADMIN_KEY"];
-    const NAMES: &[&str] = &["AWS_SESSION_TOKEN", "GOOGLE_APPLICATION_CREDENTIALS", "HF_TOKEN"];
-    let upper = name.to_ascii_uppercase();
-    SUFFIXES.iter().any(|s| upper.ends_with(s)) || NAMES.contains(&upper.as_str())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn provider_keys_are_secret_and_ordinary_variables_are_not() {
-        for name in ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY", "GEMINI_API_KEY", "HF_TOKEN"] {
-            assert!(is_secret(name), "{name}");
-        }
-        for name in ["PATH", "HOME", "OPENAI_BASE_URL", "SUPPORT_MODE"] {
-            assert!(!is_secret(name), "{name}");
-        }
-    }
 
     #[test]
     fn tokens_and_wire_ids_are_derived_and_distinct() {

@@ -37,18 +37,25 @@ pub struct CustomSpec {
     /// pipeline's base directory (the grader's working directory), a bare name from PATH.
     pub command: Vec<String>,
     pub timeout_ms: u64,
+    /// Variables of stateval's environment the grader gets although their names say
+    /// they hold credentials; every other credential, and always the signing key, is
+    /// kept from it ([`crate::child_env`]).
+    pub env_passthrough: Vec<String>,
 }
 
 impl CustomSpec {
     /// Parse the matcher's argument; errors are (pointer below `/custom`, message).
     pub fn parse(arg: &Value) -> Result<CustomSpec, (String, String)> {
         let Some(obj) = arg.as_object() else {
-            return Err((String::new(), "custom takes {\"command\": [...], \"timeout_ms\"?: n}".into()));
+            return Err((
+                String::new(),
+                "custom takes {\"command\": [...], \"timeout_ms\"?: n, \"env_passthrough\"?: [...]}".into(),
+            ));
         };
-        if let Some(key) = obj.keys().find(|k| !["command", "timeout_ms"].contains(&k.as_str())) {
-            let hint = crate::diag::did_you_mean(key, ["command", "timeout_ms"])
-                .map(|s| format!(" (did you mean \"{s}\"?)"))
-                .unwrap_or_default();
+        const KEYS: [&str; 3] = ["command", "timeout_ms", "env_passthrough"];
+        if let Some(key) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
+            let hint =
+                crate::diag::did_you_mean(key, KEYS).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
             return Err((format!("/{key}"), format!("unknown field \"{key}\"{hint}")));
         }
         let command: Vec<String> = match obj.get("command").and_then(Value::as_array) {
@@ -70,7 +77,17 @@ impl CustomSpec {
                 ("/timeout_ms".to_string(), format!("timeout_ms is an integer from 1 to {MAX_TIMEOUT_MS}"))
             })?,
         };
-        Ok(CustomSpec { command, timeout_ms })
+        let env_passthrough: Vec<String> = match obj.get("env_passthrough") {
+            None => Vec::new(),
+            Some(Value::Array(items)) => {
+                items.iter().map(|v| v.as_str().map(str::to_string)).collect::<Option<_>>().ok_or_else(|| {
+                    ("/env_passthrough".to_string(), "env_passthrough lists variable names".to_string())
+                })?
+            }
+            Some(_) => return Err(("/env_passthrough".into(), "env_passthrough lists variable names".into())),
+        };
+        crate::child_env::check_passthrough(&env_passthrough).map_err(|e| ("/env_passthrough".to_string(), e))?;
+        Ok(CustomSpec { command, timeout_ms, env_passthrough })
     }
 
     pub fn describe(&self) -> String {
@@ -256,7 +273,7 @@ mod tests {
     use super::*;
 
     fn spec() -> CustomSpec {
-        CustomSpec { command: vec!["python3".into(), "g.py".into()], timeout_ms: 5000 }
+        CustomSpec { command: vec!["python3".into(), "g.py".into()], timeout_ms: 5000, env_passthrough: Vec::new() }
     }
 
     fn finished(exit: Exit, stdout: &str, stderr: &str) -> Finished {

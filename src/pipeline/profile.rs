@@ -232,6 +232,11 @@ pub struct AgentProfile {
     /// External: variables set for the process over the inherited environment.
     #[serde(default, skip_serializing_if = "Sparse::is_default")]
     pub env: Sparse<BTreeMap<String, String>>,
+    /// External: variables of stateval's own environment the process gets although
+    /// their names say they hold credentials (`GITHUB_TOKEN`); everything else of that
+    /// kind, and always the signing key, is kept from it (`crate::child_env`).
+    #[serde(default, skip_serializing_if = "Sparse::is_default")]
+    pub env_passthrough: Sparse<Vec<String>>,
     /// External: wall-clock limit of one case run, in ms.
     #[serde(default, skip_serializing_if = "Sparse::is_default")]
     pub timeout_ms: Sparse<Option<u64>>,
@@ -356,6 +361,7 @@ impl AgentProfile {
                     ("command", !self.command.is_empty()),
                     ("cwd", self.cwd.is_some()),
                     ("env", !self.env.is_empty()),
+                    ("env_passthrough", !self.env_passthrough.is_empty()),
                     ("timeout_ms", self.timeout_ms.is_some()),
                     ("normalize", !self.normalize.is_empty()),
                     ("scrub", !self.scrub.is_empty()),
@@ -367,6 +373,13 @@ impl AgentProfile {
             AgentKind::External => {
                 if self.command.is_empty() || self.command[0].is_empty() {
                     return Err("kind = \"external\" needs command = [\"program\", \"arg\", …]".into());
+                }
+                crate::child_env::check_passthrough(&self.env_passthrough)?;
+                if self.env.contains_key(crate::child_env::SIGNING_KEY_VAR) {
+                    return Err(format!(
+                        "env: {} never reaches the agent: only stateval signs a run",
+                        crate::child_env::SIGNING_KEY_VAR
+                    ));
                 }
                 let builtin = [
                     ("system", !self.system.is_empty()),

@@ -51,7 +51,8 @@ impl<'p> RunGraders<'p> {
 
 impl Backend for RunGraders<'_> {
     fn run(&mut self, spec: &CustomSpec, stdin: &[u8]) -> Finished {
-        run_command(&spec.command, &self.pipeline.base, stdin, Duration::from_millis(spec.timeout_ms))
+        let env = crate::child_env::inherited(&spec.env_passthrough);
+        run_command(&spec.command, &self.pipeline.base, &env, stdin, Duration::from_millis(spec.timeout_ms))
     }
 
     fn rubric(&mut self, path: &str) -> Result<String, String> {
@@ -79,9 +80,16 @@ impl Backend for RunGraders<'_> {
     }
 }
 
-/// Run `command` in `cwd` with `stdin`, for at most `limit`. A relative program path
-/// resolves from `cwd`, a bare name from PATH.
-pub fn run_command(command: &[String], cwd: &Path, stdin: &[u8], limit: Duration) -> Finished {
+/// Run `command` in `cwd` with exactly the environment `env` (see
+/// [`crate::child_env::inherited`]) and `stdin`, for at most `limit`. A relative program
+/// path resolves from `cwd`, a bare name from PATH.
+pub fn run_command(
+    command: &[String],
+    cwd: &Path,
+    env: &std::collections::BTreeMap<String, String>,
+    stdin: &[u8],
+    limit: Duration,
+) -> Finished {
     let not_started = |why: String| Finished { exit: Exit::NotStarted(why), stdout: Vec::new(), stderr: Vec::new() };
     let Some((program, args)) = command.split_first() else {
         return not_started("empty command".into());
@@ -90,7 +98,7 @@ pub fn run_command(command: &[String], cwd: &Path, stdin: &[u8], limit: Duration
         Ok(p) => p,
         Err(e) => return not_started(e),
     };
-    let mut child = match spawn(&program, args, cwd) {
+    let mut child = match spawn(&program, args, cwd, env) {
         Ok(child) => child,
         Err(e) => return not_started(e.to_string()),
     };
@@ -134,11 +142,18 @@ pub fn run_command(command: &[String], cwd: &Path, stdin: &[u8], limit: Duration
     Finished { exit, stdout, stderr }
 }
 
-fn spawn(program: &PathBuf, args: &[String], cwd: &Path) -> std::io::Result<std::process::Child> {
+fn spawn(
+    program: &PathBuf,
+    args: &[String],
+    cwd: &Path,
+    env: &std::collections::BTreeMap<String, String>,
+) -> std::io::Result<std::process::Child> {
     use std::os::unix::process::CommandExt;
     Command::new(program)
         .args(args)
         .current_dir(cwd)
+        .env_clear()
+        .envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -194,7 +209,13 @@ mod tests {
 
     fn sh(script: &str, stdin: &str, limit_ms: u64) -> Finished {
         let command = vec!["sh".to_string(), "-c".to_string(), script.to_string()];
-        run_command(&command, Path::new("."), stdin.as_bytes(), Duration::from_millis(limit_ms))
+        run_command(
+            &command,
+            Path::new("."),
+            &crate::child_env::inherited(&[]),
+            stdin.as_bytes(),
+            Duration::from_millis(limit_ms),
+        )
     }
 
     #[test]
@@ -214,7 +235,13 @@ mod tests {
 
     #[test]
     fn a_missing_program_is_not_started() {
-        let f = run_command(&["no/such/grader.py".to_string()], Path::new("."), b"", Duration::from_secs(1));
+        let f = run_command(
+            &["no/such/grader.py".to_string()],
+            Path::new("."),
+            &Default::default(),
+            b"",
+            Duration::from_secs(1),
+        );
         assert!(matches!(f.exit, Exit::NotStarted(ref why) if why.contains("no such file")), "{:?}", f.exit);
     }
 
