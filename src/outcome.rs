@@ -108,6 +108,9 @@ impl CaseOutcome {
     }
 }
 
+/// The scope name of the gate that covers every case.
+pub const DEFAULT_SCOPE: &str = "default";
+
 /// One gate's decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GateOutcome {

@@ -64,7 +64,8 @@ fn a_directory_that_is_not_a_finished_run_is_refused_naming_what_is_missing() {
     std::fs::create_dir_all(p.join("not-a-run")).expect("mkdir");
     let out = p.stateval(&["report", "not-a-run", "--html", "x.html"]);
     out.expect_code(2);
-    assert!(out.stderr.contains("not-a-run/suite.json"), "{}", out.stderr);
+    assert!(out.stderr.contains("not-a-run/manifest.json: missing"), "{}", out.stderr);
+    assert!(out.stderr.contains("refusing to render a report"), "{}", out.stderr);
     assert!(!p.exists("x.html"));
     // and a report needs a format
     p.stateval(&["report", "not-a-run"]).expect_code(2);

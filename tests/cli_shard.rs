@@ -307,6 +307,29 @@ fn one_unit_with_two_different_heads_is_refused() {
         })
         .collect();
     std::fs::write(&units_path, units.join("\n") + "\n").expect("write units");
+    // the case outcome names the log's head too, and the manifest lists both files
+    let cases_path = dir.join("cases.jsonl");
+    let cases: Vec<String> = std::fs::read_to_string(&cases_path)
+        .expect("cases")
+        .lines()
+        .map(|l| {
+            let mut case: serde_json::Value = serde_json::from_str(l).expect("case");
+            let id = case["id"].as_str().expect("id").to_string();
+            for run in case["runs"].as_array_mut().expect("runs") {
+                if format!("{id}/{}.jsonl", run["index"]) == rel {
+                    run["head"] = serde_json::json!(head.map(|h| h.to_string()));
+                }
+            }
+            case.to_string()
+        })
+        .collect();
+    std::fs::write(&cases_path, cases.join("\n") + "\n").expect("write cases");
+    for file in &mut manifest.files {
+        *file = stateval::evidence::FileEntry::of(&dir, &file.path).expect("entry");
+    }
+    manifest.write(&dir).expect("rewrite");
+    let alone = stateval::evidence::check_run(&dir, &Default::default());
+    assert!(alone.passed(), "the forged shard verifies alone: {:?}", alone.findings);
 
     let mut args = shard_args(&[]);
     args.push("shards/1b".into());

@@ -7,12 +7,17 @@
 //! Goldens are looked up where the run's log paths say the project was; when they are
 //! not there, the page shows what the golden check recorded.
 //!
-//! Exit 0 when the reports were written, 2 when RUN_DIR is not a finished run, 3 when
-//! a report cannot be written.
+//! The run is verified first, as `stateval verify RUN_DIR` would (every log, every
+//! verdict file against the manifest, the files against each other): a report is never
+//! rendered from a verdict the manifest does not anchor, and its root is the manifest's.
+//!
+//! Exit 0 when the reports were written, 2 when RUN_DIR is not a finished run or does
+//! not verify, 3 when a report cannot be written.
 
 use std::path::PathBuf;
 
 use super::{CliError, Exit};
+use stateval::evidence::{CheckOptions, check_run};
 use stateval::report::{self, Format, TapVersion, html};
 use stateval::runner::outcome::SuiteOutcome;
 
@@ -46,9 +51,21 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             dir.display()
         )));
     }
-    let outcome = SuiteOutcome::read_run_dir(dir).map_err(|e| {
+    // a report is rendered only from what the run's manifest anchors: an edited verdict
+    // file never reaches a report under the run's genuine root
+    let check = check_run(dir, &CheckOptions::default());
+    if let Some(finding) = check.findings.first() {
+        return Err(CliError::invalid(format!(
+            "{finding}\n{}: does not verify against its manifest; refusing to render a report from it \
+             (`stateval verify {}` lists every finding)",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    let mut outcome = SuiteOutcome::read_run_dir(dir).map_err(|e| {
         CliError::invalid(format!("{e}: {} is not a finished run of this version of stateval", dir.display()))
     })?;
+    outcome.root = check.root.map(|root| root.to_string());
     let first = outcome.cases.iter().next().transpose().map_err(|e| CliError::invalid(e.to_string()))?;
     let sample = first.as_ref().and_then(|case| case.runs.first().map(|run| (case.as_ref(), run)));
     let logs = html::LogFiles::in_run_dir(dir, sample);

@@ -54,6 +54,8 @@ pub struct LogCheck {
     pub torn_tail: u64,
     /// Byte offset of each `turn_started` line, seen on the way (the catalog's index).
     pub turn_offsets: Vec<u64>,
+    /// `run_completed.status`, seen on the way (logs a manifest lists).
+    pub status: Option<String>,
 }
 
 /// What checking a run directory (or some of its logs) found.
@@ -177,7 +179,7 @@ fn check(dir: &Path, only: Option<&str>, options: &CheckOptions) -> RunCheck {
     });
     for (entry, streamed) in checked.into_iter().zip(streamed) {
         let path = dir.join(&entry.path);
-        let (summary, turn_offsets) = match streamed {
+        let (summary, turn_offsets, status) = match streamed {
             None => {
                 out.fail(&manifest_path, format!("log path \"{}\" leaves the run directory", entry.path));
                 continue;
@@ -200,7 +202,7 @@ fn check(dir: &Path, only: Option<&str>, options: &CheckOptions) -> RunCheck {
             out.fail(&path, "incomplete: the log does not end with run_completed");
             continue;
         }
-        out.logs.push(LogCheck { path, summary, torn_tail: 0, turn_offsets });
+        out.logs.push(LogCheck { path, summary, torn_tail: 0, turn_offsets, status });
     }
     match only {
         Some(rel) if !listed.contains(rel) => {
@@ -214,6 +216,27 @@ fn check(dir: &Path, only: Option<&str>, options: &CheckOptions) -> RunCheck {
                     out.fail(&log, "not in the run's manifest (added after the run)");
                 }
             }
+        }
+    }
+    if only.is_none() {
+        let files = super::verdicts::check_files(dir, &manifest);
+        let files_hold = files.is_empty();
+        out.findings.extend(files);
+        if files_hold {
+            let facts = out
+                .logs
+                .iter()
+                .filter_map(|log| {
+                    let rel = relative_text(log.path.strip_prefix(dir).ok()?);
+                    let facts = super::verdicts::LogFacts {
+                        head: log.summary.head,
+                        events: log.summary.events,
+                        status: log.status.clone(),
+                    };
+                    Some((rel, facts))
+                })
+                .collect();
+            out.findings.extend(super::verdicts::cross_check(dir, &manifest, &facts));
         }
     }
     out.manifest = Some(manifest);
@@ -305,24 +328,41 @@ fn chain_only(out: &mut RunCheck, path: &Path, options: &CheckOptions) {
                 summary.events
             ),
         ),
-        Ok((summary, torn_tail)) => {
-            out.logs.push(LogCheck { path: path.to_path_buf(), summary, torn_tail, turn_offsets: Vec::new() })
-        }
+        Ok((summary, torn_tail)) => out.logs.push(LogCheck {
+            path: path.to_path_buf(),
+            summary,
+            torn_tail,
+            turn_offsets: Vec::new(),
+            status: None,
+        }),
         Err(e) => out.findings.push(read_finding(path, e)),
     }
 }
 
-/// Stream a log, noting the byte offset of each `turn_started` line.
-fn stream_with_offsets(path: &Path) -> Result<(Summary, Vec<u64>), ReadError> {
+/// Stream a log, noting the byte offset of each `turn_started` line and the status its
+/// `run_completed` carries.
+fn stream_with_offsets(path: &Path) -> Result<(Summary, Vec<u64>, Option<String>), ReadError> {
     let mut offsets = Vec::new();
+    let mut status = None;
     let mut at = 0u64;
     let summary = stream_envelopes(path, |event, line| {
         if event.kind == Kind::TurnStarted {
             offsets.push(at);
         }
+        if event.kind == Kind::RunCompleted {
+            #[derive(serde::Deserialize)]
+            struct Completed {
+                data: Status,
+            }
+            #[derive(serde::Deserialize)]
+            struct Status {
+                status: String,
+            }
+            status = serde_json::from_slice::<Completed>(line).ok().map(|c| c.data.status);
+        }
         at += line.len() as u64;
     })?;
-    Ok((summary, offsets))
+    Ok((summary, offsets, status))
 }
 
 fn read_finding(path: &Path, e: ReadError) -> Finding {

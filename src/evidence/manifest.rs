@@ -1,6 +1,8 @@
-//! The run manifest: every log's head and event count, the plan's digest and the
-//! stateval version, written as one canonical JSON line (`manifest.json`). Its digest
-//! (blake3 under the manifest context) is the run's root.
+//! The run manifest: every log's head and event count, every file a verdict is read
+//! from (its size and digest), the run's verdict, the plan's digest and the stateval
+//! version, written as one canonical JSON line (`manifest.json`). Its digest (blake3
+//! under the manifest context) is the run's root, so the root — and a signature over
+//! it — covers what the run decided, not only the evidence it decided from.
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +13,13 @@ use crate::canon::{self, Context, Digest};
 /// The file a finished run's manifest is written to, in the run directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// Names the manifest's format; a later format gets a new name.
-pub const FORMAT: &str = "stateval-manifest/1";
+pub const FORMAT: &str = "stateval-manifest/2";
+
+/// The files of a run directory that verdicts are read from (`report`, `merge`,
+/// `--reuse`): a run lists each of them it wrote, and `verify` refuses one it does not
+/// list. `run.json` is the catalog's record, rebuilt by `reindex`, and read by nothing
+/// that renders a verdict.
+pub const VERDICT_FILES: [&str; 5] = ["cases.jsonl", "suite.json", "verdicts.jsonl", "units.jsonl", "shard.json"];
 
 /// One log of the run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,6 +32,38 @@ pub struct LogEntry {
     pub events: u64,
 }
 
+/// One file a verdict is read from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileEntry {
+    /// A name of [`VERDICT_FILES`], in the run directory.
+    pub path: String,
+    pub bytes: u64,
+    /// blake3 under the content context, over the file's bytes.
+    pub digest: Digest,
+}
+
+impl FileEntry {
+    /// The entry of `dir/name` as it is on disk now (streamed: a large `cases.jsonl` is
+    /// never held whole).
+    pub fn of(dir: &Path, name: &str) -> std::io::Result<FileEntry> {
+        let path = dir.join(name);
+        let mut file = std::fs::File::open(&path)?;
+        let mut digester = canon::Digester::new(Context::Content);
+        let mut buf = vec![0u8; 64 << 10];
+        let mut bytes = 0u64;
+        loop {
+            let n = std::io::Read::read(&mut file, &mut buf)?;
+            if n == 0 {
+                break;
+            }
+            digester.update(&buf[..n]);
+            bytes += n as u64;
+        }
+        Ok(FileEntry { path: name.to_string(), bytes, digest: digester.finish() })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunManifest {
@@ -34,6 +74,11 @@ pub struct RunManifest {
     pub stateval: String,
     /// In dataset order, each case's runs in order.
     pub logs: Vec<LogEntry>,
+    /// The verdict files the run wrote, in [`VERDICT_FILES`] order.
+    pub files: Vec<FileEntry>,
+    /// The run's verdict: every gate passed (a shard, which has no gates: every case
+    /// passed).
+    pub passed: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,14 +90,21 @@ pub enum ManifestError {
 }
 
 impl RunManifest {
-    pub fn new(run_id: &str, plan: Digest, logs: Vec<LogEntry>) -> Self {
+    pub fn new(run_id: &str, plan: Digest, logs: Vec<LogEntry>, files: Vec<FileEntry>, passed: bool) -> Self {
         RunManifest {
             format: FORMAT.to_string(),
             run_id: run_id.to_string(),
             plan,
             stateval: env!("CARGO_PKG_VERSION").to_string(),
             logs,
+            files,
+            passed,
         }
+    }
+
+    /// The entry of a verdict file, when the run listed it.
+    pub fn file(&self, name: &str) -> Option<&FileEntry> {
+        self.files.iter().find(|f| f.path == name)
     }
 
     /// The manifest's canonical bytes (RFC 8785), as written and as hashed: written
@@ -71,7 +123,20 @@ impl RunManifest {
             piece.extend_from_slice(key);
             canon::write_canonical_str(piece, value);
         };
-        text(&mut piece, b"{\"format\":", &self.format);
+        // keys in RFC 8785 order: files, format, logs, passed, plan, run_id, stateval
+        piece.extend_from_slice(b"{\"files\":[");
+        for (i, file) in self.files.iter().enumerate() {
+            if i > 0 {
+                piece.push(b',');
+            }
+            assert!(file.bytes < 1 << 53, "a manifest holds no unsafe integers");
+            piece.extend_from_slice(b"{\"bytes\":");
+            piece.extend_from_slice(itoa::Buffer::new().format(file.bytes).as_bytes());
+            text(&mut piece, b",\"digest\":", &file.digest.to_string());
+            text(&mut piece, b",\"path\":", &file.path);
+            piece.push(b'}');
+        }
+        text(&mut piece, b"],\"format\":", &self.format);
         piece.extend_from_slice(b",\"logs\":[");
         for (i, log) in self.logs.iter().enumerate() {
             if i > 0 {
@@ -89,7 +154,8 @@ impl RunManifest {
             out.write_all(&piece)?;
             piece.clear();
         }
-        text(&mut piece, b"],\"plan\":", &self.plan.to_string());
+        piece.extend_from_slice(if self.passed { b"],\"passed\":true" } else { b"],\"passed\":false" });
+        text(&mut piece, b",\"plan\":", &self.plan.to_string());
         text(&mut piece, b",\"run_id\":", &self.run_id);
         text(&mut piece, b",\"stateval\":", &self.stateval);
         piece.push(b'}');
@@ -126,6 +192,16 @@ impl RunManifest {
         let path = dir.join(MANIFEST_FILE);
         let bytes = std::fs::read(&path).map_err(|source| ManifestError::Io { path: path.clone(), source })?;
         let invalid = |reason: String| ManifestError::Invalid { path: path.clone(), reason };
+        // an earlier format is named as such, before its missing fields are
+        if let Ok(serde_json::Value::Object(map)) = serde_json::from_slice::<serde_json::Value>(&bytes)
+            && let Some(format) = map.get("format").and_then(serde_json::Value::as_str)
+            && format != FORMAT
+        {
+            return Err(invalid(format!(
+                "format \"{format}\" is not \"{FORMAT}\": written by an earlier stateval, whose manifest did not \
+                 cover the run's verdict files; run the pipeline again with this version"
+            )));
+        }
         let manifest: RunManifest =
             serde_json::from_slice(&bytes).map_err(|e| invalid(format!("not a stateval run manifest: {e}")))?;
         if manifest.format != FORMAT {
@@ -180,6 +256,8 @@ mod tests {
             "r-0123",
             canon::digest(Context::Content, b"plan"),
             vec![LogEntry { path: "case-a/0.jsonl".into(), head: Some(head), events: 12 }],
+            vec![FileEntry { path: "cases.jsonl".into(), bytes: 40, digest: canon::digest(Context::Content, b"c") }],
+            false,
         )
     }
 
@@ -189,7 +267,10 @@ mod tests {
         let mut manifest = sample();
         manifest.logs.push(LogEntry { path: "kein-\u{e9}t\u{e9} \"q\"\\\u{1}/1.jsonl".into(), head: None, events: 0 });
         manifest.logs.push(LogEntry { path: "z/10.jsonl".into(), head: Some(head), events: (1 << 53) - 1 });
-        for m in [sample(), manifest, RunManifest::new("r-\u{2028}", canon::digest(Context::Content, b""), vec![])] {
+        manifest.files.push(FileEntry { path: "suite \"\u{e9}\"".into(), bytes: (1 << 53) - 1, digest: head });
+        manifest.passed = true;
+        let empty = RunManifest::new("r-\u{2028}", canon::digest(Context::Content, b""), vec![], vec![], true);
+        for m in [sample(), manifest, empty] {
             let generic = canon::to_canonical(&serde_json::to_value(&m).unwrap()).unwrap();
             assert_eq!(String::from_utf8(m.canonical()).unwrap(), String::from_utf8(generic).unwrap());
         }
@@ -212,6 +293,37 @@ mod tests {
         let mut other = sample();
         other.logs[0].events = 11; // a lost tail
         assert_ne!(other.root(), sample().root());
+    }
+
+    #[test]
+    fn any_change_to_a_verdict_file_or_the_verdict_changes_the_root() {
+        let mut edited = sample();
+        edited.files[0].digest = canon::digest(Context::Content, b"every case passed");
+        let mut flipped = sample();
+        flipped.passed = true;
+        let mut dropped = sample();
+        dropped.files.clear();
+        for other in [edited, flipped, dropped] {
+            assert_ne!(other.root(), sample().root());
+        }
+    }
+
+    #[test]
+    fn a_file_entry_is_the_digest_of_the_bytes_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(dir.path().join("cases.jsonl"), &bytes).unwrap();
+        let entry = FileEntry::of(dir.path(), "cases.jsonl").unwrap();
+        assert_eq!((entry.bytes, entry.digest), (200_000, canon::digest(Context::Content, &bytes)));
+    }
+
+    #[test]
+    fn a_manifest_of_the_earlier_format_is_named_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = r#"{"format":"stateval-manifest/1","logs":[],"plan":"x","run_id":"r","stateval":"0.1.0"}"#;
+        std::fs::write(dir.path().join(MANIFEST_FILE), format!("{old}\n")).unwrap();
+        let err = RunManifest::read(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("stateval-manifest/1") && err.contains("earlier stateval"), "{err}");
     }
 
     #[test]

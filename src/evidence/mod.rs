@@ -12,6 +12,12 @@
 //! therefore pins every log of its run: `stateval verify RUN_DIR --root ROOT` fails on
 //! a lost tail, a re-chained log, a missing or extra log, or a rewritten manifest.
 //!
+//! The manifest also lists every file a verdict is read from (`cases.jsonl`,
+//! `suite.json`, `verdicts.jsonl`, `units.jsonl`, a shard's `shard.json`) and the
+//! run's verdict itself, so the root covers what the run decided, not only the
+//! evidence; [`verdicts`] checks those files against the manifest and against each
+//! other and the logs.
+//!
 //! A forger who can rewrite the logs, the manifest *and* every archived report is
 //! stopped only by a [`signing`] key they do not hold: with `STATEVAL_SIGNING_KEY` set,
 //! the root is signed with ed25519, and `verify --pubkey` checks it.
@@ -19,7 +25,8 @@
 pub mod check;
 pub mod manifest;
 pub mod signing;
+pub mod verdicts;
 
 pub use check::{CheckOptions, Finding, LogCheck, RunCheck, check_log, check_run};
-pub use manifest::{LogEntry, ManifestError, RunManifest};
+pub use manifest::{FileEntry, LogEntry, ManifestError, RunManifest, VERDICT_FILES};
 pub use signing::{PublicKey, SecretKey, SignatureFile, SigningError};

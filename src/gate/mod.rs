@@ -15,8 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::outcome::{CaseOutcome, GateOutcome};
 
-/// The scope name of the gate that covers every case.
-pub const DEFAULT_SCOPE: &str = "default";
+pub use crate::outcome::DEFAULT_SCOPE;
 
 /// z for a two-sided 95 % interval: the 97.5th percentile of the standard normal.
 const Z_95: f64 = 1.959_963_984_540_054;

@@ -27,7 +27,7 @@ use crate::dataset::{Case, CaseParser, CaseRef, Loader, ValidatedRecordings};
 use crate::diag::InputError;
 use crate::event::Event;
 use crate::event::writer::{Sink, WriteError};
-use crate::evidence::{LogEntry, ManifestError, RunManifest, SecretKey};
+use crate::evidence::{FileEntry, LogEntry, ManifestError, RunManifest, SecretKey};
 use crate::external::{ExternalAgent, Launch, RecordMode, Server};
 use crate::gate::Tally;
 use crate::grade::Assertion;
@@ -755,12 +755,14 @@ pub(crate) struct Decided {
 /// A run decided, indexed and judged, whose manifest is not yet written: its outcome
 /// (root included) is final, so reports can be rendered from it, but the run is not
 /// finished until [`Concluding::finish`] has waited for `pending` (a run's log fsyncs, a
-/// merge's log links) and written the manifest, `suite.json` and `run.json`.
+/// merge's log links) and written `suite.json`, the manifest and `run.json`.
 pub struct Concluding<'a> {
     plan: &'a Plan,
     store: &'a dyn Store,
     run: RunRecord,
     manifest: RunManifest,
+    /// `suite.json`'s bytes, as the manifest lists them.
+    suite: Vec<u8>,
     signer: Option<&'a SecretKey>,
     outcome: SuiteOutcome,
     pending: Pending,
@@ -775,21 +777,22 @@ impl Concluding<'_> {
         &self.outcome
     }
 
-    /// Wait for the pending work, then write what marks the run finished: the
-    /// manifest (it anchors the logs, so it waits for them), `suite.json`, `run.json`.
+    /// Wait for the pending work, then write what marks the run finished: `suite.json`,
+    /// the manifest (it anchors the logs and the verdict files, so it waits for them),
+    /// `run.json`.
     pub fn finish(mut self) -> Result<SuiteOutcome, RunnerError> {
         if let Some(pending) = self.pending.take() {
             pending.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?;
         }
-        let Concluding { plan, store, ref run, ref manifest, signer, ref outcome, .. } = self;
+        let Concluding { plan, store, ref run, ref manifest, signer, ref outcome, ref suite, .. } = self;
         let outcome = outcome.clone();
         let layout = plan.layout();
         let run_dir = layout.run_dir(&plan.run_id);
+        // beside cases.jsonl, everything else a report needs (reports can be rendered
+        // again later); before the manifest, which lists it and marks the run finished
+        let suite_path = layout.suite_path(&plan.run_id);
+        crate::atomic::replace(&suite_path, suite).map_err(at(&suite_path))?;
         write_manifest(manifest, &run_dir, signer)?;
-        // beside cases.jsonl, everything else a report needs: reports can be rendered again later
-        let suite = layout.suite_path(&plan.run_id);
-        let header = serde_json::to_vec_pretty(&outcome.header()).map_err(|e| RunnerError::Internal(e.to_string()))?;
-        crate::atomic::replace(&suite, &header).map_err(at(&suite))?;
         let done = RunRecord { passed: Some(outcome.passed), ..run.clone() };
         let meta = layout.meta_path(&plan.run_id);
         crate::atomic::replace(
@@ -865,19 +868,46 @@ pub(crate) fn conclude_staged<'a>(
         let bytes = serde_json::to_vec_pretty(&record).map_err(|e| RunnerError::Internal(e.to_string()))?;
         std::fs::write(&path, bytes).map_err(at(&path))?;
     }
-    // the manifest marks the run finished and anchors its logs; its root is known
-    // before it is written, so that every report can carry it
-    let manifest = RunManifest::new(&plan.run_id, plan.digest, logs);
-    let outcome = SuiteOutcome {
+    let mut outcome = SuiteOutcome {
         pipeline: plan.pipeline.pipeline.name.clone(),
         run_id: plan.run_id.clone(),
-        root: Some(manifest.root().to_string()),
+        root: None,
         cases,
         gates,
         passed,
         extras,
     };
-    Ok(Concluding { plan, store, run, manifest, signer: options.signer.as_deref(), outcome, pending: None })
+    // `suite.json` carries no root (the manifest it is listed in does), so that the
+    // manifest can list it: `stateval report` takes the root from the manifest
+    let suite = serde_json::to_vec_pretty(&outcome.header()).map_err(|e| RunnerError::Internal(e.to_string()))?;
+    let files = verdict_files(&run_dir, &suite)?;
+    // the manifest marks the run finished and anchors its logs and everything its
+    // verdict is read from; its root is known before it is written, so that every
+    // report can carry it
+    let manifest = RunManifest::new(&plan.run_id, plan.digest, logs, files, passed);
+    outcome.root = Some(manifest.root().to_string());
+    Ok(Concluding { plan, store, run, manifest, suite, signer: options.signer.as_deref(), outcome, pending: None })
+}
+
+/// The manifest's entries for the verdict files in `run_dir`, with `suite.json` as
+/// `suite` (written once the manifest's root is known, beside it): every other file of
+/// [`crate::evidence::VERDICT_FILES`] the run wrote, as its bytes are on disk now.
+fn verdict_files(run_dir: &Path, suite: &[u8]) -> Result<Vec<FileEntry>, RunnerError> {
+    let mut files = Vec::new();
+    for name in crate::evidence::VERDICT_FILES {
+        if name == crate::outcome::SUITE_FILE {
+            let digest = crate::canon::digest(crate::canon::Context::Content, suite);
+            files.push(FileEntry { path: name.to_string(), bytes: suite.len() as u64, digest });
+            continue;
+        }
+        let path = run_dir.join(name);
+        match FileEntry::of(run_dir, name) {
+            Ok(entry) => files.push(entry),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(at(&path)(e)),
+        }
+    }
+    Ok(files)
 }
 
 /// The catalog's record of one run's verdict.

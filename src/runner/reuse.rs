@@ -36,8 +36,8 @@ type Listed = Arc<HashMap<String, LogEntry>>;
 pub struct Reuse {
     units: HashMap<Digest, Source>,
     outcomes: Mutex<HashMap<PathBuf, HashMap<String, CaseOutcome>>>,
-    /// Each earlier run's manifest entries by log path (read on first use: once per
-    /// run, not once per case; `None`: the manifest does not read).
+    /// Each earlier run's manifest entries by log path (read once per run, when the run
+    /// is scanned; `None`: the manifest does not read).
     manifests: Mutex<HashMap<PathBuf, Option<Listed>>>,
     /// Cases taken over, for the summary.
     pub reused: std::sync::atomic::AtomicUsize,
@@ -70,6 +70,23 @@ impl Reuse {
             if same(&run_dir, exclude) || !run_dir.join(crate::evidence::manifest::MANIFEST_FILE).is_file() {
                 continue;
             }
+            // a manifest of another format offers nothing; verdict files that are not
+            // the ones the manifest lists are refused: an outcome taken over would
+            // carry an edited verdict into this run, under this run's root
+            let Ok(manifest) = RunManifest::read(&run_dir) else { continue };
+            if let Some(finding) = crate::evidence::verdicts::check_files(&run_dir, &manifest).first() {
+                return Err(format!(
+                    "--reuse {}: {finding}: the run's verdict files do not match its manifest; \
+                     refusing to take cases over from it",
+                    dir.display()
+                ));
+            }
+            let listed: Listed = Arc::new(manifest.logs.into_iter().map(|e| (e.path.clone(), e)).collect());
+            reuse
+                .manifests
+                .get_mut()
+                .map_err(|_| "reuse cache poisoned".to_string())?
+                .insert(run_dir.clone(), Some(listed));
             let Ok(text) = std::fs::read_to_string(run_dir.join(UNITS_FILE)) else { continue };
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
                 let unit: UnitRecord = serde_json::from_str(line)
