@@ -335,25 +335,67 @@ fn calls_by_name<R: Recorded + ?Sized>(calls: &R) -> HashMap<&str, Vec<usize>> {
     index
 }
 
-/// Greedy earliest placement is optimal for "is a subsequence"; an expected call that
-/// cannot be placed is reported and skipped, so later ones are still checked.
+/// The largest order-preserving matching of expected to recorded calls — a longest
+/// common subsequence under the argument predicates — so `mismatch_count` is the number
+/// of expected calls no in-order assignment can place, whichever calls fit several
+/// (a greedy scan that places an expected call at the first recorded call it fits can
+/// strand the calls after it, and over-count).
+///
+/// `table[i][j]` is the largest matching of expected calls `i..` into recorded calls
+/// `j..`; only name-sharing pairs are tested (the name index), so building it costs
+/// O(n·m) cell steps plus one predicate test per fitting pair. Of the largest
+/// matchings, the one taken places each expected call, in order, whenever some largest
+/// matching does, at the earliest recorded call that still allows it: the mismatches
+/// named are the same on every run.
 fn subsequence<R: Recorded + ?Sized>(exp: &[ExpectedCall], calls: &R) -> Vec<Mismatch> {
     let index = calls_by_name(calls);
+    let fits = expected_adjacency(exp, calls, &index);
+    let (n, m) = (exp.len(), calls.count());
+    let width = m + 1;
+    let mut table = vec![0u32; (n + 1) * width];
+    for i in (0..n).rev() {
+        let mut fitting = fits[i].iter().rev().peekable();
+        for j in (0..m).rev() {
+            let mut best = table[(i + 1) * width + j].max(table[i * width + j + 1]);
+            if fitting.next_if_eq(&&j).is_some() {
+                best = best.max(1 + table[(i + 1) * width + j + 1]);
+            }
+            table[i * width + j] = best;
+        }
+    }
     let mut out = Vec::new();
     let mut cursor = 0;
     for (i, e) in exp.iter().enumerate() {
-        let named = index.get(e.name.as_str()).map_or(&[][..], Vec::as_slice);
-        let later = &named[named.partition_point(|&j| j < cursor)..];
-        match later.iter().find(|&&j| calls.fits(i, e, j)) {
+        let here = table[i * width + cursor];
+        let later = &fits[i][fits[i].partition_point(|&j| j < cursor)..];
+        match later.iter().find(|&&j| 1 + table[(i + 1) * width + j + 1] == here) {
             Some(&j) => cursor = j + 1,
-            None => match later.first() {
-                Some(&nearest) => {
-                    let mut m = compared(i, e, calls, nearest);
-                    m.reason = format!("not found in order; nearest {}", m.reason);
-                    out.push(m);
+            None if !later.is_empty() => {
+                let at = calls.index(later[0]);
+                out.push(Mismatch {
+                    actual_index: Some(at),
+                    actual_name: Some(calls.name(later[0]).to_string()),
+                    ..missing(
+                        i,
+                        e,
+                        &format!(
+                            "recorded call {at} fits, but no in-order placement keeps it with as many of the other \
+                             expected calls"
+                        ),
+                    )
+                });
+            }
+            None => {
+                let named = index.get(e.name.as_str()).map_or(&[][..], Vec::as_slice);
+                match named[named.partition_point(|&j| j < cursor)..].first() {
+                    Some(&nearest) => {
+                        let mut m = compared(i, e, calls, nearest);
+                        m.reason = format!("not found in order; nearest {}", m.reason);
+                        out.push(m);
+                    }
+                    None => out.push(missing(i, e, "no later recorded call has this name")),
                 }
-                None => out.push(missing(i, e, "no later recorded call has this name")),
-            },
+            }
         }
     }
     out
