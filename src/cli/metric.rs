@@ -92,7 +92,7 @@ fn batch(name: &str, source: &str, mut reader: Box<dyn BufRead>) -> Result<Exit,
         return Ok(exit);
     }
     if exit == Exit::Invalid {
-        eprintln!("error: some input lines were invalid; their output lines carry {{\"error\": …}}");
+        super::err(format_args!("error: some input lines were invalid; their output lines carry {{\"error\": …}}"));
     }
     Ok(exit)
 }
