@@ -255,3 +255,24 @@ fn an_invalid_input_exits_2_when_stderr_is_closed() {
         .expect("run stateval");
     assert_eq!(status.code(), Some(2));
 }
+
+#[test]
+fn a_metric_batch_grades_every_line_after_stdout_closes() {
+    use std::io::Write;
+    // far more output than one pipe buffer and stateval's own (64 KiB): the pipe is
+    // found closed long before the bad last line, which still makes the exit 2
+    let mut input = "{\"outcomes\": [true, false]}\n".repeat(20_000);
+    input.push_str("{\"outcomes\": [1]}\n");
+    let mut child = stateval(&Project::empty(), &["metric", "reliability", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(closed_pipe())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start stateval");
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let status = wait_within(&mut child, DEADLINE);
+    let read = writer.join().expect("the stdin writer");
+    assert_eq!(status.code(), Some(2), "it stopped after stdout closed");
+    read.expect("stateval read all its input");
+}
