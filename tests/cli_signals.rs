@@ -168,7 +168,7 @@ fn a_signal_before_the_reports_are_in_place_exits_130_and_takes_the_verdict_back
 
 #[test]
 fn a_merge_interrupted_in_any_phase_exits_130_and_leaves_no_verdict() {
-    for phase in ["loading", "validation", "cases", "fsync", "manifest", "reports"] {
+    for phase in stateval::interrupt::Phase::ALL.map(|p| p.as_str()) {
         let p = Project::new();
         p.stateval(&["run", "--shard", "slice:1/1", "--out", "shards/1"]).expect_code(0);
         let child = spawn_paused(&p, &["merge", "shards/1"], phase);
