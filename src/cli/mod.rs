@@ -223,7 +223,8 @@ pub fn main() -> ExitCode {
 
 /// Print one line on stdout. A closed pipe (`stateval run | head -1`) loses the line
 /// and nothing else: the command goes on to the exit code it would have had (a failed
-/// gate is still 1). Every line a command prints goes through here or [`err`].
+/// gate is still 1). Lines go through here or [`err`]; the few writers of stdout that
+/// stream (the run summary, an imported log, `metric --batch`) drop EPIPE the same way.
 pub fn out(text: impl std::fmt::Display) {
     use std::io::Write;
     let _ = writeln!(std::io::stdout().lock(), "{text}");

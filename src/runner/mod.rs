@@ -60,8 +60,8 @@ pub enum RunnerError {
     Io(#[from] std::io::Error),
     /// A signal, seen at the end of this phase (exit 130).
     #[error(
-        "interrupted at {0}: the run has no verdict; the store was flushed, and the logs written so far \
-         verify (`stateval verify --allow-incomplete`) up to their last complete turn"
+        "interrupted at {0}: the run has no verdict; the logs written so far verify \
+         (`stateval verify --allow-incomplete`) up to their last complete turn"
     )]
     Interrupted(crate::interrupt::Phase),
     #[error("internal error: {0}")]
