@@ -37,12 +37,13 @@ static INTERRUPTED: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(Atomic
 /// While set, a signal ends the process at once with [`EXIT_STATUS`] ([`defer`] clears it).
 static IMMEDIATE: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(true)));
 
-/// A signal was seen: the work stopped at a phase boundary.
+/// A signal was seen: the work stopped at a boundary in this phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("interrupted at {0}")]
 pub struct Interrupted(pub Phase);
 
-/// The phases of a run, in order; each ends at a [`boundary`].
+/// The phases of a run, in order. A [`boundary`] in a phase is a point where the run can
+/// stop before it does more of that phase's work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// The pipeline file is read.
@@ -57,12 +58,21 @@ pub enum Phase {
     Manifest,
     /// The report files are put in place.
     Reports,
+    /// The reports are in place; the summary is printed.
+    Summary,
 }
 
 impl Phase {
     /// Every phase, in run order.
-    pub const ALL: [Phase; 6] =
-        [Phase::Loading, Phase::Validation, Phase::Cases, Phase::Fsync, Phase::Manifest, Phase::Reports];
+    pub const ALL: [Phase; 7] = [
+        Phase::Loading,
+        Phase::Validation,
+        Phase::Cases,
+        Phase::Fsync,
+        Phase::Manifest,
+        Phase::Reports,
+        Phase::Summary,
+    ];
 
     /// The name [`PAUSE_VARIABLE`] takes.
     pub fn as_str(self) -> &'static str {
@@ -73,6 +83,7 @@ impl Phase {
             Phase::Fsync => "fsync",
             Phase::Manifest => "manifest",
             Phase::Reports => "reports",
+            Phase::Summary => "summary",
         }
     }
 }
@@ -105,8 +116,9 @@ pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
-/// The end of `phase`: an error once a signal arrived. With [`PAUSE_VARIABLE`] set to
-/// this phase, it first says so on stderr and waits for the signal.
+/// A point in `phase` where the run can stop: an error once a signal arrived. With
+/// [`PAUSE_VARIABLE`] set to this phase, it first says so on stderr and waits for the
+/// signal.
 pub fn boundary(phase: Phase) -> Result<(), Interrupted> {
     // read only by debug builds (what `cargo test` builds), like the mitigation
     // switches: a release binary cannot be made to hang through its environment

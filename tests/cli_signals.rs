@@ -38,7 +38,12 @@ fn spawn_paused(p: &Project, args: &[&str], phase: &str) -> Child {
 
 /// Waits for the run to say it paused at `phase`, sends `signal`, and returns its exit
 /// code and everything it wrote on stderr.
-fn interrupt(mut child: Child, phase: &str, signal: Signal) -> (i32, String) {
+fn interrupt(child: Child, phase: &str, signal: Signal) -> (i32, String) {
+    interrupt_when(child, phase, signal, || {})
+}
+
+/// [`interrupt`], calling `paused` while the run waits, before the signal.
+fn interrupt_when(mut child: Child, phase: &str, signal: Signal, paused: impl FnOnce()) -> (i32, String) {
     let mut stderr = BufReader::new(child.stderr.take().expect("stderr is piped"));
     let marker = format!("stateval: paused at {phase}");
     let mut seen = String::new();
@@ -53,6 +58,12 @@ fn interrupt(mut child: Child, phase: &str, signal: Signal) -> (i32, String) {
         if line.trim_end() == marker {
             break;
         }
+    }
+    // a failed check must not leave the run waiting for a signal that never comes
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(paused)) {
+        let _ = child.kill();
+        let _ = child.wait();
+        std::panic::resume_unwind(panic);
     }
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
     nix::sys::signal::kill(pid, signal).expect("send the signal");
@@ -164,6 +175,21 @@ fn a_signal_before_the_reports_are_in_place_exits_130_and_takes_the_verdict_back
     let manifests: Vec<String> =
         p.files_under(".stateval/runs").into_iter().filter(|f| f.ends_with("/manifest.json")).collect();
     assert_eq!(manifests.len(), 1, "{manifests:?}");
+}
+
+#[test]
+fn a_signal_once_the_reports_are_in_place_exits_130_and_takes_them_back() {
+    for signal in [Signal::SIGINT, Signal::SIGTERM] {
+        let p = Project::new();
+        let child = spawn_paused(&p, &["run", "--jobs", "1"], "summary");
+        let (code, stderr) = interrupt_when(child, "summary", signal, || {
+            // the moment is real: every report is in place, saying the run passed
+            assert!(CI_REPORTS.iter().all(|r| p.exists(r)), "the reports are not in place yet");
+        });
+        let what = format!("{signal} at summary");
+        assert_eq!(code, 130, "{what}:\n{stderr}");
+        assert_no_verdict(&p, &CI_REPORTS, &what);
+    }
 }
 
 #[test]

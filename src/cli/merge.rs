@@ -65,7 +65,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     // the run is finished on disk: a signal from here on takes its verdict back
     let published = rendered
         .and_then(|rendered| rendered.publish(&outcome, &plan))
-        .and_then(|()| interrupt::check(Phase::Reports).map_err(CliError::from));
+        .and_then(|()| interrupt::check(Phase::Summary).map_err(CliError::from));
     if published.as_ref().is_err_and(|e| e.exit == Exit::Interrupted) {
         super::run::retract(&plan, &store)?;
     }

@@ -151,7 +151,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let outcome = outcome?;
     // the run is finished on disk: a signal from here on takes its verdict back
     let told = tell(&args, &plan, &outcome, reuse.as_deref(), shard, whole)
-        .and_then(|exit| interrupt::check(Phase::Reports).map(|()| exit).map_err(CliError::from));
+        .and_then(|exit| interrupt::check(Phase::Summary).map(|()| exit).map_err(CliError::from));
     if told.as_ref().is_err_and(|e| e.exit == Exit::Interrupted) {
         retract(&plan, store.as_ref())?;
     }
@@ -233,12 +233,12 @@ pub fn render_reports(
 
 impl Rendered {
     /// Put the report files in place, then print the summary and where they went. A
-    /// signal before they are all in place is [`Phase::Reports`]' interrupt: the caller
-    /// takes back the files already in place ([`retract`]).
+    /// signal seen before the summary is an interrupt: the caller takes back the files
+    /// already in place ([`retract`]).
     pub fn publish(self, outcome: &stateval::outcome::SuiteOutcome, plan: &Plan) -> Result<(), CliError> {
         interrupt::boundary(Phase::Reports)?;
         let written = self.files.publish(outcome).map_err(report_error)?;
-        interrupt::check(Phase::Reports)?;
+        interrupt::boundary(Phase::Summary)?;
         let mut stdout = std::io::stdout().lock();
         let shown = std::io::Write::write_all(&mut stdout, &self.summary);
         // a closed stdout (`| head -1`) loses the summary, never the exit code
