@@ -99,6 +99,7 @@ impl std::fmt::Display for Phase {
 pub fn install() -> std::io::Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
     for signal in [SIGINT, SIGTERM] {
+        // actions run in the order registered: until `defer`, the exit comes first
         signal_hook::flag::register_conditional_shutdown(signal, i32::from(EXIT_STATUS), IMMEDIATE.clone())?;
         signal_hook::flag::register(signal, INTERRUPTED.clone())?;
     }

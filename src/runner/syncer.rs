@@ -40,7 +40,8 @@ impl Syncer {
 
     /// Fsync every noted log (every [`Logs`] and [`LogFile`] should be gone: a log noted
     /// later is not synced). Returns how many were; the first log whose fsync failed, in
-    /// the order they were noted, is the error, and a signal before it is [`RunnerError::Interrupted`].
+    /// the order they were noted, is the error; a signal seen first is
+    /// [`RunnerError::Interrupted`].
     pub fn finish(self) -> Result<usize, RunnerError> {
         // a run interrupted before its logs are synced stays unfinished: no manifest waits
         crate::interrupt::boundary(crate::interrupt::Phase::Fsync)?;
