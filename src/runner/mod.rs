@@ -833,17 +833,22 @@ impl Concluding<'_> {
     }
 }
 
-/// Take back the verdict of a run finished on disk, for a signal that came after
-/// [`Concluding::finish`] passed its last boundary (while it wrote the manifest, or
-/// while the reports were put in place): `suite.json` goes, and `run.json` and the
-/// catalog say unfinished again, as for a run interrupted earlier. The manifest stays:
-/// the logs it anchors are whole.
+/// Take back a run finished on disk, for a signal that came after [`Concluding::finish`]
+/// passed its last boundary (while it wrote the manifest, or while the reports were put
+/// in place): it is left as a run interrupted before its manifest. The verdict
+/// (`suite.json`) goes first, then what marks the run finished (the signature, the
+/// manifest), and `run.json` and the catalog say unfinished again; the logs stay, and
+/// verify with `--allow-incomplete`.
 pub fn retract(plan: &Plan, store: &dyn Store) -> Result<(), RunnerError> {
     let layout = plan.layout();
-    let suite = layout.suite_path(&plan.run_id);
-    match std::fs::remove_file(&suite) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(at(&suite)(e)),
-        _ => {}
+    let run_dir = layout.run_dir(&plan.run_id);
+    let signature = run_dir.join(crate::evidence::signing::SIGNATURE_FILE);
+    let manifest = run_dir.join(crate::evidence::manifest::MANIFEST_FILE);
+    for path in [layout.suite_path(&plan.run_id), signature, manifest] {
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(at(&path)(e)),
+            _ => {}
+        }
     }
     let run = unfinished(plan);
     let meta = layout.meta_path(&plan.run_id);
