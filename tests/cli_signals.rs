@@ -1,7 +1,7 @@
 //! Signals and closed pipes in every phase of a run (issue #32): SIGINT or SIGTERM at
-//! any phase exits 130, leaves no report and no `suite.json` claiming the run passed,
-//! and leaves logs that verify with `--allow-incomplete`; a closed stdout or stderr
-//! never changes the exit code and never panics.
+//! any phase exits 130, leaves no report, no `suite.json` and no manifest (the run is
+//! unfinished), and leaves logs that verify with `--allow-incomplete`; a closed stdout
+//! or stderr never changes the exit code and never panics.
 //!
 //! Each signal is sent at a moment the test controls: `STATEVAL_TEST_PAUSE_AT=PHASE`
 //! makes the run say `stateval: paused at PHASE` on stderr and wait there for it.
