@@ -1,5 +1,6 @@
 //! The `stateval` binary: parse the command line, run it, map the outcome to an exit
-//! code (0 pass · 1 a gate or check failed · 2 invalid input or usage · 3 internal).
+//! code (0 pass · 1 a gate or check failed · 2 invalid input or usage · 3 internal ·
+//! 130 interrupted, in any phase: src/interrupt.rs).
 #![forbid(unsafe_code)]
 
 mod cli;

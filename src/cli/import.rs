@@ -146,15 +146,19 @@ fn report(file: &Path, imported: &Imported, output: Option<&Path>) {
     let warnings: Vec<&Event> = events.iter().filter(|e| e.str("kind") == Some(WARNING_KIND)).collect();
     for w in &warnings {
         let at = w.str("at").map(|a| format!("{a}: ")).unwrap_or_default();
-        eprintln!("warning: {at}{} [{}]", w.str("message").unwrap_or_default(), w.str("code").unwrap_or_default());
+        super::err(format_args!(
+            "warning: {at}{} [{}]",
+            w.str("message").unwrap_or_default(),
+            w.str("code").unwrap_or_default()
+        ));
     }
     let to = output.map_or_else(|| "stdout".to_string(), |p| p.display().to_string());
-    eprintln!(
+    super::err(format_args!(
         "imported {} ({}) → {to}: {} events, {} turns, {calls} tool calls, {} warnings",
         file.display(),
         imported.trace.format,
         events.len(),
         imported.trace.turns.len(),
         warnings.len()
-    );
+    ));
 }

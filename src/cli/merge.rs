@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::{CliError, Exit};
+use stateval::interrupt::{self, Phase};
 use stateval::pipeline::Pipeline;
 use stateval::runner::shard::PlanFile;
 use stateval::runner::{Options, Plan, RunnerError, Selection, merge};
@@ -29,8 +30,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
+    // a signal from here on stops the merge at its next phase boundary (exit 130)
+    interrupt::defer();
     let loaded = Pipeline::load(&args.pipeline);
     super::run::remove_stale_reports(&args.pipeline, loaded.as_ref().ok());
+    interrupt::boundary(Phase::Loading)?;
     let mut pipeline = loaded.map_err(|e| CliError::from(RunnerError::Input(vec![e])))?;
     if let Some(out) = &args.out {
         pipeline.pipeline.store = out.to_string_lossy().into_owned();
@@ -44,6 +48,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         Plan::from_pipeline_with(pipeline, &Selection::default(), Some(validated))
     })?;
     crate::release_freed_memory();
+    interrupt::boundary(Phase::Validation)?;
     let plan_file = args.plan.as_deref().map(PlanFile::read).transpose().map_err(CliError::invalid)?;
     let layout = plan.layout();
     let store = super::open_store(&layout, if args.out.is_some() { "--out" } else { "pipeline.store" })?;
@@ -57,6 +62,13 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let rendered = super::run::render_reports(concluding.outcome(), &plan, args.verbose, false);
     // the run is finished whether its reports rendered or not, as `stateval run`'s is
     let outcome = concluding.finish()?;
-    rendered?.publish(&outcome, &plan)?;
+    // the run is finished on disk: a signal from here on takes its verdict back
+    let published = rendered
+        .and_then(|rendered| rendered.publish(&outcome, &plan))
+        .and_then(|()| interrupt::check(Phase::Summary).map_err(CliError::from));
+    if published.as_ref().is_err_and(|e| e.exit == Exit::Interrupted) {
+        super::run::retract(&plan, &store)?;
+    }
+    published?;
     Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
 }

@@ -63,6 +63,9 @@ fn batch(name: &str, source: &str, mut reader: Box<dyn BufRead>) -> Result<Exit,
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     // one line buffer and one output buffer for the whole batch
     let (mut line, mut printed) = (String::new(), Vec::new());
+    // a closed stdout (`| head`) stops the printing, not the grading: a bad line after
+    // it still makes the exit 2
+    let mut closed = false;
     for i in 0.. {
         line.clear();
         let read = reader.read_line(&mut line).map_err(|e| CliError::invalid(format!("{source}:{}: {e}", i + 1)))?;
@@ -78,21 +81,23 @@ fn batch(name: &str, source: &str, mut reader: Box<dyn BufRead>) -> Result<Exit,
             printed.extend_from_slice(json!({ "error": e.at(source, Some(i + 1)) }).to_string().as_bytes());
         }
         printed.push(b'\n');
-        if let Err(e) = out.write_all(&printed) {
-            if e.kind() == std::io::ErrorKind::BrokenPipe {
-                return Ok(exit);
-            }
-            return Err(CliError::internal(e.to_string()));
+        if closed {
+            continue;
+        }
+        match out.write_all(&printed) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => closed = true,
+            Err(e) => return Err(CliError::internal(e.to_string())),
+            Ok(()) => {}
         }
     }
-    if let Err(e) = out.flush() {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(CliError::internal(e.to_string()));
-        }
-        return Ok(exit);
+    if !closed
+        && let Err(e) = out.flush()
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        return Err(CliError::internal(e.to_string()));
     }
     if exit == Exit::Invalid {
-        eprintln!("error: some input lines were invalid; their output lines carry {{\"error\": …}}");
+        super::err(format_args!("error: some input lines were invalid; their output lines carry {{\"error\": …}}"));
     }
     Ok(exit)
 }

@@ -60,10 +60,16 @@ impl From<stateval::runner::RunnerError> for CliError {
         use stateval::runner::RunnerError as E;
         let exit = match &e {
             E::Input(_) | E::Refused(_) => Exit::Invalid,
-            E::Interrupted => Exit::Interrupted,
+            E::Interrupted(_) => Exit::Interrupted,
             _ => Exit::Internal,
         };
         CliError { exit, message: e.to_string() }
+    }
+}
+
+impl From<stateval::interrupt::Interrupted> for CliError {
+    fn from(e: stateval::interrupt::Interrupted) -> Self {
+        CliError::from(stateval::runner::RunnerError::from(e))
     }
 }
 
@@ -169,6 +175,11 @@ fn one_case(
 pub const DEFAULT_PIPELINE: &str = "pipeline/ci.toml";
 
 pub fn main() -> ExitCode {
+    // first: a signal from here on is an exit 130, never a death by the signal
+    if let Err(e) = stateval::interrupt::install() {
+        err(format_args!("error: cannot handle SIGINT and SIGTERM: {e}"));
+        return ExitCode::from(Exit::Internal as u8);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -201,23 +212,28 @@ pub fn main() -> ExitCode {
         Ok(exit) => ExitCode::from(exit as u8),
         Err(e) => {
             for line in e.message.lines() {
-                eprintln!("error: {line}");
+                err(format_args!("error: {line}"));
             }
-            ExitCode::from(e.exit as u8)
+            // whatever failed after a signal failed because of it (an agent it killed)
+            let exit = if stateval::interrupt::interrupted() { Exit::Interrupted } else { e.exit };
+            ExitCode::from(exit as u8)
         }
     }
 }
 
-/// Print one line on stdout. A closed pipe (`stateval verify … | head`) ends the
-/// process quietly instead of panicking; everything durable was written before output.
+/// Print one line on stdout. A closed pipe (`stateval run | head -1`) loses the line
+/// and nothing else: the command goes on to the exit code it would have had (a failed
+/// gate is still 1). Lines go through here or [`err`]; the few writers of stdout that
+/// stream (the run summary, an imported log, `metric --batch`) drop EPIPE the same way.
 pub fn out(text: impl std::fmt::Display) {
     use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    if let Err(e) = writeln!(stdout, "{text}")
-        && e.kind() == std::io::ErrorKind::BrokenPipe
-    {
-        std::process::exit(0);
-    }
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
+}
+
+/// Print one line on stderr; a closed stderr loses it (`eprintln!` would panic).
+pub fn err(text: impl std::fmt::Display) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
 /// Opens the store at `layout.root` for a command. What the user can fix is exit 2

@@ -43,22 +43,22 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         summary.verdicts
     ));
     for run in &summary.without_meta {
-        eprintln!("warning: {run}: no run.json (the run was killed before it started writing)");
+        super::err(format_args!("warning: {run}: no run.json (the run was killed before it started writing)"));
     }
     for log in &summary.incomplete {
-        eprintln!("warning: incomplete: {log}");
+        super::err(format_args!("warning: incomplete: {log}"));
     }
     for log in &summary.torn {
-        eprintln!("warning: torn: {log}");
+        super::err(format_args!("warning: torn: {log}"));
     }
     for p in &summary.problems {
-        eprintln!("warning: {p}");
+        super::err(format_args!("warning: {p}"));
     }
     for log in &summary.failed {
-        eprintln!("FAILED {log}");
+        super::err(format_args!("FAILED {log}"));
     }
     for (from, to) in &summary.moved {
-        eprintln!("moved {} to {}", from.display(), to.display());
+        super::err(format_args!("moved {} to {}", from.display(), to.display()));
     }
     Ok(if summary.failed.is_empty() { Exit::Pass } else { Exit::Fail })
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::{CliError, Exit};
 use stateval::evidence::SecretKey;
 use stateval::golden;
+use stateval::interrupt::{self, Phase};
 use stateval::pipeline::Pipeline;
 use stateval::report;
 use stateval::runner::shard::{PlanFile, Shard, Strategy};
@@ -68,6 +69,8 @@ fn in_ci() -> bool {
 }
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
+    // a signal from here on stops the run at its next phase boundary (exit 130)
+    interrupt::defer();
     // An earlier run's reports must never stand in for this one: they go before
     // anything else, so no failure or signal at any later point (SIGKILL included)
     // leaves a stale green report behind.
@@ -75,6 +78,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     // it is parsed, and parsing it again for its `[report]` table doubled that
     let loaded = Pipeline::load(&args.pipeline);
     remove_stale_reports(&args.pipeline, loaded.as_ref().ok());
+    interrupt::boundary(Phase::Loading)?;
     let signer = SecretKey::from_env().map_err(|e| CliError::invalid(e.to_string()))?.map(Arc::new);
     if args.bless && in_ci() && !args.allow_bless_in_ci {
         return Err(CliError::invalid(
@@ -88,7 +92,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .map(glob::Pattern::new)
         .transpose()
         .map_err(|e| CliError::invalid(format!("--filter: {e}")))?;
-    let selection = Selection { filter, tags: args.tags };
+    let selection = Selection { filter, tags: args.tags.clone() };
     let shard = match (args.shard, args.shard_from_env) {
         (Some(shard), _) => Some(shard),
         (None, true) => {
@@ -101,6 +105,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     };
     let mut plan = Plan::from_pipeline(loaded.map_err(|e| RunnerError::Input(vec![e]))?, &selection)?;
     crate::release_freed_memory();
+    interrupt::boundary(Phase::Validation)?;
     if plan.cases.is_empty() {
         return Err(CliError::invalid("no case matches the selection: nothing to run"));
     }
@@ -130,7 +135,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .or(plan.pipeline.pipeline.jobs)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let layout = plan.layout();
-    let store = super::open_store(&layout, "pipeline.store")?;
+    let store = Arc::new(super::open_store(&layout, "pipeline.store")?);
     let plan = Arc::new(plan);
 
     let total = plan.cases.len();
@@ -138,13 +143,32 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let progress = report::pretty::Progress::new(total);
     let outcome = runner::execute(
         plan.clone(),
-        Arc::new(store),
+        store.clone(),
         &Options { jobs, selective, signer, shard, reuse: reuse.clone() },
         &mut |case| progress.case_done(case),
     );
     progress.finish();
     let outcome = outcome?;
-    if let (Some(reuse), Some(dir)) = (&reuse, &args.reuse) {
+    // the run is finished on disk: a signal from here on takes its verdict back
+    let told = tell(&args, &plan, &outcome, reuse.as_deref(), shard, whole)
+        .and_then(|exit| interrupt::check(Phase::Summary).map(|()| exit).map_err(CliError::from));
+    if told.as_ref().is_err_and(|e| e.exit == Exit::Interrupted) {
+        retract(&plan, store.as_ref())?;
+    }
+    told
+}
+
+/// What a finished run prints and writes: what it reused, a shard's summary, or the
+/// reports and the summary (and what it blessed); the run's exit.
+fn tell(
+    args: &Args,
+    plan: &Plan,
+    outcome: &stateval::outcome::SuiteOutcome,
+    reuse: Option<&stateval::runner::reuse::Reuse>,
+    shard: Option<Shard>,
+    whole: usize,
+) -> Result<Exit, CliError> {
+    if let (Some(reuse), Some(dir)) = (reuse, &args.reuse) {
         let reused = reuse.reused.load(std::sync::atomic::Ordering::Relaxed);
         super::out(format!("reused {reused} of {} cases from {}", outcome.cases.len(), dir.display()));
     }
@@ -158,11 +182,20 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         return Ok(Exit::Pass);
     }
 
-    write_reports(&outcome, &plan, args.verbose)?;
+    write_reports(outcome, plan, args.verbose)?;
     if args.bless {
         super::out(bless_summary(&plan.goldens));
     }
     Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
+}
+
+/// Take back what a finished run's verdict left, for a signal after
+/// [`runner::Concluding::finish`]: its report files (put in place or not) and the run's
+/// verdict ([`runner::retract`]).
+pub fn retract(plan: &Plan, store: &dyn stateval::store::Store) -> Result<(), CliError> {
+    remove_stale_reports(&plan.pipeline.path, Some(&plan.pipeline));
+    runner::retract(plan, store)?;
+    Ok(())
 }
 
 /// The pipeline's report files, then the summary and where each report went.
@@ -199,12 +232,20 @@ pub fn render_reports(
 }
 
 impl Rendered {
-    /// Put the report files in place, then print the summary and where they went.
+    /// Put the report files in place, then print the summary and where they went. A
+    /// signal seen before the summary is an interrupt: the caller takes back the files
+    /// already in place ([`retract`]).
     pub fn publish(self, outcome: &stateval::outcome::SuiteOutcome, plan: &Plan) -> Result<(), CliError> {
+        interrupt::boundary(Phase::Reports)?;
         let written = self.files.publish(outcome).map_err(report_error)?;
+        interrupt::boundary(Phase::Summary)?;
         let mut stdout = std::io::stdout().lock();
         let shown = std::io::Write::write_all(&mut stdout, &self.summary);
-        shown.and_then(|()| std::io::Write::flush(&mut stdout)).map_err(|e| CliError::internal(e.to_string()))?;
+        // a closed stdout (`| head -1`) loses the summary, never the exit code
+        match shown.and_then(|()| std::io::Write::flush(&mut stdout)) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(CliError::internal(e.to_string())),
+            _ => {}
+        }
         drop(stdout);
         for path in written {
             super::out(format!("report: {}", plan.pipeline.display(&path)));

@@ -47,7 +47,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             super::out(describe(path, metadata.is_dir(), &check, &options));
         } else {
             for finding in &check.findings {
-                eprintln!("FAILED {finding}");
+                super::err(format_args!("FAILED {finding}"));
             }
             exit = exit.max_with(Exit::Fail);
         }

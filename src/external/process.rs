@@ -95,6 +95,11 @@ impl AgentProcess {
         if let Ok(mut live) = LIVE.lock() {
             live.insert(pgid);
         }
+        // started after an interrupted run's `kill_all` took the live groups: it goes too
+        if crate::interrupt::interrupted() {
+            drop(AgentProcess { child, stdin: None, pgid }); // its drop kills the tree
+            return Err(std::io::Error::other("the run was interrupted"));
+        }
         let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout pipe"))?;
         std::thread::spawn(move || read_lines(stdout, &events, wrap));
         if let (Some(pipe), Some(path)) = (child.stderr.take(), stderr) {

@@ -109,6 +109,15 @@ pub fn run_command(
     if let Ok(mut live) = LIVE.lock() {
         live.insert(pgid);
     }
+    // started after an interrupted run's `kill_all` took the live groups: it goes too
+    if crate::interrupt::interrupted() {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        let _ = child.wait();
+        if let Ok(mut live) = LIVE.lock() {
+            live.remove(&pgid);
+        }
+        return not_started("the run was interrupted".into());
+    }
     // stdin on its own thread: a grader that never reads it must not block us
     let writer = child.stdin.take().map(|mut pipe| {
         let bytes = stdin.to_vec();

@@ -253,6 +253,7 @@ pub fn merge<'a>(
     });
     let walked = (|| -> Result<(), RunnerError> {
         for (index, case_ref) in plan.cases.iter().enumerate() {
+            crate::interrupt::boundary(crate::interrupt::Phase::Cases)?;
             let owner = owner_of_case[index];
             let shard = &shards[owner];
             let mut outcome = outcomes.find(owner, &case_ref.id)?.ok_or_else(|| {

@@ -58,13 +58,23 @@ pub enum RunnerError {
     File { path: PathBuf, source: std::io::Error },
     #[error("{0}")]
     Io(#[from] std::io::Error),
-    #[error("interrupted: the store was flushed; logs written so far verify up to their last complete turn")]
-    Interrupted,
+    /// A signal, seen at the end of this phase (exit 130).
+    #[error(
+        "interrupted at {0}: the run has no verdict; the logs written so far verify \
+         (`stateval verify --allow-incomplete`) up to their last complete turn"
+    )]
+    Interrupted(crate::interrupt::Phase),
     #[error("internal error: {0}")]
     Internal(String),
     /// A merge or shard request that cannot be honoured as given (exit 2).
     #[error("{0}")]
     Refused(String),
+}
+
+impl From<crate::interrupt::Interrupted> for RunnerError {
+    fn from(e: crate::interrupt::Interrupted) -> Self {
+        RunnerError::Interrupted(e.0)
+    }
 }
 
 /// Selection of cases within a pipeline.
@@ -610,6 +620,10 @@ pub struct Options {
     pub reuse: Option<Arc<reuse::Reuse>>,
 }
 
+/// How often the case loop looks for a signal while no case ends: a run stops this
+/// soon after Ctrl-C, and an idle loop wakes 40 times a second, which costs nothing.
+const INTERRUPT_POLL: std::time::Duration = std::time::Duration::from_millis(25);
+
 /// Run every case of the plan. `progress` sees each case as it finishes (in completion
 /// order); the returned outcome lists cases in dataset order.
 pub fn execute(
@@ -641,16 +655,24 @@ pub fn execute(
     runtime.block_on(async {
         let mut pending = tokio::task::JoinSet::new();
         let mut next = 0usize;
-        // SIGTERM (a CI runner cancelling the job) is an interrupt like Ctrl-C
-        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let interrupt = async move {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate.recv() => {}
-            }
-        };
-        tokio::pin!(interrupt);
+        // a signal handler only sets a flag (`interrupt`): the loop looks at it on every
+        // case that ends and on every tick between
+        let mut tick = tokio::time::interval(INTERRUPT_POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut paused = false;
         loop {
+            // the test knob pauses once, when the first case is written
+            let boundary = if written > 0 && !std::mem::replace(&mut paused, true) {
+                crate::interrupt::boundary(crate::interrupt::Phase::Cases)
+            } else {
+                crate::interrupt::check(crate::interrupt::Phase::Cases)
+            };
+            if let Err(interrupted) = boundary {
+                crate::external::process::kill_all();
+                graders::kill_all();
+                store.flush()?;
+                return Err(RunnerError::from(interrupted));
+            }
             while pending.len() < jobs && next < plan.cases.len() && next < written + window {
                 let (plan, store, verdicts, logs) = (plan.clone(), store.clone(), verdicts.clone(), syncer.logs());
                 let reuse = options.reuse.clone();
@@ -688,12 +710,7 @@ pub fn execute(
                         written += 1;
                     }
                 }
-                _ = &mut interrupt => {
-                    crate::external::process::kill_all();
-                    graders::kill_all();
-                    store.flush()?;
-                    return Err(RunnerError::Interrupted);
-                }
+                _ = tick.tick() => {}
             }
         }
     })?;
@@ -712,18 +729,23 @@ pub(crate) fn start_run(plan: &Plan, store: &dyn Store) -> Result<RunRecord, Run
     let run_dir = layout.run_dir(&plan.run_id);
     remove_run_dir(&run_dir)?;
     std::fs::create_dir_all(&run_dir).map_err(at(&run_dir))?;
-    let run = RunRecord {
-        run_id: plan.run_id.clone(),
-        pipeline: plan.pipeline.pipeline.name.clone(),
-        cases: plan.cases.len(),
-        passed: None,
-    };
+    let run = unfinished(plan);
     let meta = layout.meta_path(&plan.run_id);
     // whole or absent, whenever the run is killed: reindex reads it back
     crate::atomic::replace(&meta, &serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?)
         .map_err(at(&meta))?;
     store.begin_run(&run)?;
     Ok(run)
+}
+
+/// The catalog's record of the plan's run while it has no verdict.
+fn unfinished(plan: &Plan) -> RunRecord {
+    RunRecord {
+        run_id: plan.run_id.clone(),
+        pipeline: plan.pipeline.pipeline.name.clone(),
+        cases: plan.cases.len(),
+        passed: None,
+    }
 }
 
 /// A run's verdicts for one case: into the store, and appended to `verdicts.jsonl` as
@@ -781,8 +803,16 @@ impl Concluding<'_> {
     /// the manifest (it anchors the logs and the verdict files, so it waits for them),
     /// `run.json`.
     pub fn finish(mut self) -> Result<SuiteOutcome, RunnerError> {
-        if let Some(pending) = self.pending.take() {
-            pending.join().unwrap_or_else(|e| std::panic::resume_unwind(e))?;
+        let waited = self.pending.take().map_or(Ok(()), |p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        // the last moment a signal leaves the run unfinished (no manifest, no verdict);
+        // after it, the caller takes the verdict back ([`retract`])
+        let waited =
+            waited.and_then(|()| crate::interrupt::boundary(crate::interrupt::Phase::Manifest).map_err(Into::into));
+        if let Err(e) = waited {
+            if matches!(e, RunnerError::Interrupted(_)) {
+                self.store.flush()?;
+            }
+            return Err(e);
         }
         let Concluding { plan, store, ref run, ref manifest, signer, ref outcome, ref suite, .. } = self;
         let outcome = outcome.clone();
@@ -804,6 +834,32 @@ impl Concluding<'_> {
         store.flush()?;
         Ok(outcome)
     }
+}
+
+/// Take back a run finished on disk, for a signal that came after [`Concluding::finish`]
+/// passed its last boundary (while it wrote the manifest, or while the reports were put
+/// in place): it is left as a run interrupted before its manifest. The verdict
+/// (`suite.json`) goes first, then what marks the run finished (the signature, the
+/// manifest), and `run.json` and the catalog say unfinished again; the logs stay, and
+/// verify with `--allow-incomplete`.
+pub fn retract(plan: &Plan, store: &dyn Store) -> Result<(), RunnerError> {
+    let layout = plan.layout();
+    let run_dir = layout.run_dir(&plan.run_id);
+    let signature = run_dir.join(crate::evidence::signing::SIGNATURE_FILE);
+    let manifest = run_dir.join(crate::evidence::manifest::MANIFEST_FILE);
+    for path in [layout.suite_path(&plan.run_id), signature, manifest] {
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(at(&path)(e)),
+            _ => {}
+        }
+    }
+    let run = unfinished(plan);
+    let meta = layout.meta_path(&plan.run_id);
+    let bytes = serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?;
+    crate::atomic::replace(&meta, &bytes).map_err(at(&meta))?;
+    store.put_run(&run)?;
+    store.flush()?;
+    Ok(())
 }
 
 impl Drop for Concluding<'_> {

@@ -40,8 +40,11 @@ impl Syncer {
 
     /// Fsync every noted log (every [`Logs`] and [`LogFile`] should be gone: a log noted
     /// later is not synced). Returns how many were; the first log whose fsync failed, in
-    /// the order they were noted, is the error.
+    /// the order they were noted, is the error; a signal seen first is
+    /// [`RunnerError::Interrupted`].
     pub fn finish(self) -> Result<usize, RunnerError> {
+        // a run interrupted before its logs are synced stays unfinished: no manifest waits
+        crate::interrupt::boundary(crate::interrupt::Phase::Fsync)?;
         let paths = std::mem::take(&mut *self.written.lock().unwrap_or_else(|e| e.into_inner()));
         let next = AtomicUsize::new(0);
         let failed: Mutex<Option<(usize, RunnerError)>> = Mutex::new(None);
