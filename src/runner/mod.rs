@@ -838,16 +838,17 @@ impl Concluding<'_> {
 
 /// Take back a run finished on disk, for a signal that came after [`Concluding::finish`]
 /// passed its last boundary (while it wrote the manifest, or while the reports were put
-/// in place): it is left as a run interrupted before its manifest. The verdict
-/// (`suite.json`) goes first, then what marks the run finished (the signature, the
-/// manifest), and `run.json` and the catalog say unfinished again; the logs stay, and
-/// verify with `--allow-incomplete`.
+/// in place): it is left as a run interrupted before its manifest. The manifest goes
+/// first — one step that makes the run unfinished, so a kill part-way leaves nothing
+/// `report`, `merge` or `--reuse` would read — then the signature and the verdict
+/// (`suite.json`), and `run.json` and the catalog say unfinished again; the logs stay,
+/// and verify with `--allow-incomplete`.
 pub fn retract(plan: &Plan, store: &dyn Store) -> Result<(), RunnerError> {
     let layout = plan.layout();
     let run_dir = layout.run_dir(&plan.run_id);
     let signature = run_dir.join(crate::evidence::signing::SIGNATURE_FILE);
     let manifest = run_dir.join(crate::evidence::manifest::MANIFEST_FILE);
-    for path in [layout.suite_path(&plan.run_id), signature, manifest] {
+    for path in [manifest, signature, layout.suite_path(&plan.run_id)] {
         match std::fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(at(&path)(e)),
             _ => {}
@@ -874,8 +875,8 @@ impl Drop for Concluding<'_> {
 
 /// Everything written once every case is decided, up to the manifest: verdicts in
 /// order, gates and cards (not for a shard: `merge` decides those over the whole), the
-/// units and the manifest's root; [`Concluding::finish`] writes the rest (the
-/// manifest, `suite.json`, `run.json`). `run` and `merge` both end here, so a merged run
+/// units and the manifest's root; [`Concluding::finish`] writes the rest (`suite.json`,
+/// the manifest, `run.json`). `run` and `merge` both end here, so a merged run
 /// writes what one unsharded run would.
 pub(crate) fn conclude_staged<'a>(
     plan: &'a Plan,
