@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use super::{CliError, Exit};
 use stateval::dataset::RecordingRef;
 use stateval::event::Kind;
-use stateval::external::scrub::Scrubber;
 use stateval::grade::Assertion;
 use stateval::pipeline::OnDivergence;
 use stateval::runner::{Plan, Selection, log_assertions};
+use stateval::secrets::Scrubber;
 
 #[derive(clap::Args)]
 pub struct Args {

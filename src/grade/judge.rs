@@ -264,7 +264,7 @@ pub fn render_request(
     if let Some(reference) = reference {
         request["reference"] = reference.clone();
     }
-    crate::external::scrub::Scrubber::default().value(&mut request);
+    crate::secrets::Scrubber::default().value(&mut request);
     let hash = request_digest(&request)?;
     Ok(JudgeRequest { value: request, hash })
 }

@@ -1,6 +1,8 @@
-//! Secrets out of everything stateval keeps: request bodies are scrubbed before they are
-//! written into a recording and before they are digested, in `record` and in replay
-//! alike, so a digest taken while recording reproduces when the run replays.
+//! Secrets out of everything stateval keeps, in one place for every stage that needs it
+//! (docs/design.md §2: a helper two stages share moves down): request bodies are scrubbed
+//! before they are written into a recording and before they are digested, in `record`
+//! and in replay alike, so a digest taken while recording reproduces when the run
+//! replays; judge requests before their key is taken; recording lines by `recording lint`.
 //!
 //! Built in: OpenAI-style keys (`sk-…`), AWS access key ids (`AKIA…`), bearer tokens and
 //! JWTs; a profile adds its own regexes (`scrub = ["acct-[0-9]{8}"]`). Every match
