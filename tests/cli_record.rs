@@ -713,18 +713,43 @@ fn runs_k_records_k_builtin_runs_and_model_names_the_model() {
 #[test]
 fn a_secret_in_what_a_builtin_case_sends_is_scrubbed_from_the_recording_and_replay_still_matches() {
     const AWS: &str = "AKIAABCDEFGHIJKLMNOP";
-    let p = builtin_project_asking(&format!("Where is order 1042? My access key is {AWS}."));
+    let github = github_token();
+    let question = format!(
+        "Where is order 1042? My access key is {AWS}, my token {github}, the shop's database \
+         postgres://shop:{DB_PASSWORD}@db.internal/orders."
+    );
+    let p = builtin_project_asking(&question);
     let (url, upstream) = fake_upstream(builtin_answers("chat"));
     with_keys(&p, &["record", "pipeline/orders.toml", "--case", "orders", "--upstream-url", &url]).expect_code(0);
     // the model is asked what the case says (the case's own input is not stateval's secret)
     assert!(upstream.join().unwrap()[0].body.to_string().contains(AWS));
     let text = p.read("fixtures/recordings/orders.jsonl");
-    assert!(!text.contains(AWS) && text.contains("My access key is [scrubbed]."), "{text}");
+    for secret in [AWS, github.as_str(), DB_PASSWORD] {
+        assert!(!text.contains(secret), "{secret} reached the recording:\n{text}");
+    }
+    assert!(
+        text.contains(
+            "My access key is [scrubbed], my token ghp_[scrubbed], the shop's database \
+                       postgres://shop:[scrubbed]@db.internal/orders."
+        ),
+        "{text}"
+    );
     // the digest is the runtime's, over what it sent, so replay still matches it
     p.stateval(&["run", "pipeline/orders.toml"]).expect_code(0);
     let log = p.log_files()[0].clone();
     assert!(!String::from_utf8_lossy(&p.read_bytes(&log)).contains("replay_diverged"));
+    // and what was written lints clean of secrets
+    let out = p.stateval(&["recording", "lint", "--pipeline", "pipeline/orders.toml"]);
+    assert!(!out.stdout.contains("holds a secret"), "{}", out.stdout);
 }
+
+/// A GitHub token of the real shape, built from parts so that no whole token sits in
+/// the source (none of these is real).
+fn github_token() -> String {
+    format!("ghp_{}", "Zq8Rt2Lm5Vx1".repeat(3))
+}
+
+const DB_PASSWORD: &str = "Tr0ub4dor-and-3";
 
 /// Recordings made before request digests were taken member by member carry the digest
 /// of the whole document: they replay while the document beside the hash is kept and
