@@ -751,6 +751,44 @@ fn github_token() -> String {
 
 const DB_PASSWORD: &str = "Tr0ub4dor-and-3";
 
+#[test]
+fn recording_lint_names_each_kind_of_secret_by_line() {
+    let p = builtin_project();
+    let pem = format!(
+        "-----BEGIN EC {}-----\nMHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oOmTbH5GzRyw\n-----END EC {}-----",
+        "PRIVATE KEY", "PRIVATE KEY"
+    );
+    let contents = [
+        ("nothing secret: sha1 3f786850e387550fdab836ed7e6dc881de23001b".to_string(), None),
+        (format!("token {}", github_token()), Some("GitHub token")),
+        (
+            format!("slack {}", format_args!("xoxb-{}-{}", "123456789012", "AbCdEfGhIjKlMnOpQrStUvWx")),
+            Some("Slack token"),
+        ),
+        (format!("maps {}", format_args!("AIza{}", "Sy1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7")), Some("Google API key")),
+        (format!("key {pem}"), Some("PEM private key")),
+        ("pair AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".into(), Some("AWS secret access key")),
+        (format!("db postgres://shop:{DB_PASSWORD}@db.internal/orders"), Some("password in a URL")),
+        ("login?user=ada&password=hunter2".into(), Some("password or secret field")),
+        ("use sk-proj-abcdefghijklmnop1234".into(), Some("OpenAI or Anthropic API key")),
+    ];
+    let text: String = contents.iter().map(|(c, _)| format!("{}\n", json!({"response": {"content": c}}))).collect();
+    p.write("fixtures/recordings/orders.jsonl", text);
+    let out = p.stateval(&["recording", "lint", "--pipeline", "pipeline/orders.toml"]);
+    out.expect_code(1);
+    for (n, (content, kind)) in contents.iter().enumerate() {
+        let line = format!("fixtures/recordings/orders.jsonl:{}: holds a secret", n + 1);
+        match kind {
+            Some(kind) => {
+                assert!(out.stdout.contains(&format!("{line}: {kind}\n")), "{content}: no {kind}\n{}", out.stdout)
+            }
+            None => assert!(!out.stdout.contains(&line), "{content}\n{}", out.stdout),
+        }
+    }
+    // the pair's id is a secret of its own kind, on the same line
+    assert!(out.stdout.contains("orders.jsonl:6: holds a secret: AWS access key id\n"), "{}", out.stdout);
+}
+
 /// Recordings made before request digests were taken member by member carry the digest
 /// of the whole document: they replay while the document beside the hash is kept and
 /// unedited, and diverge when it is not.
