@@ -192,8 +192,13 @@ fn agent_project(api: &str, streamed: bool, expected: &str) -> Project {
 
 /// `stateval ARGS` in `p` with both vendors' keys in the environment.
 fn with_keys(p: &Project, args: &[&str]) -> common::Outcome {
+    with_openai_key(p, OPENAI_KEY, args)
+}
+
+/// [`with_keys`] with `openai` as the OpenAI key.
+fn with_openai_key(p: &Project, openai: &str, args: &[&str]) -> common::Outcome {
     let output =
-        p.cmd().env("OPENAI_API_KEY", OPENAI_KEY).env("ANTHROPIC_API_KEY", ANTHROPIC_KEY).args(args).output().unwrap();
+        p.cmd().env("OPENAI_API_KEY", openai).env("ANTHROPIC_API_KEY", ANTHROPIC_KEY).args(args).output().unwrap();
     common::Outcome {
         code: output.status.code().unwrap(),
         stdout: String::from_utf8(output.stdout).unwrap(),
@@ -750,6 +755,74 @@ fn github_token() -> String {
 }
 
 const DB_PASSWORD: &str = "Tr0ub4dor-and-3";
+
+/// An upstream refusal that echoes what it was sent, as careless gateways do: a key
+/// of no known shape (stateval's own), a GitHub token, a password in a URL.
+fn echoing_refusal(key: &str) -> Answer {
+    Answer::Status(
+        401,
+        json!({"error": {"message": format!(
+            "invalid key {key} (token {} for postgres://shop:{DB_PASSWORD}@db.internal/orders)", github_token()
+        )}}),
+    )
+}
+
+/// A key shaped like no known kind: only knowing it is stateval's own scrubs it.
+const PLAIN_KEY: &str = "team-gateway-key-7f3a9c2e51";
+
+/// What `record` printed and every file it left, none of which may hold what the
+/// upstream echoed.
+fn assert_echo_kept_out(p: &Project, out: &common::Outcome) {
+    let github = github_token();
+    for secret in [PLAIN_KEY, github.as_str(), DB_PASSWORD] {
+        assert!(!out.stdout.contains(secret) && !out.stderr.contains(secret), "{secret} printed:\n{}", out.stderr);
+        for file in p.files_under(".") {
+            let text = String::from_utf8_lossy(&p.read_bytes(&file)).into_owned();
+            assert!(!text.contains(secret), "{secret} reached {file}");
+        }
+    }
+}
+
+#[test]
+fn an_upstream_error_that_echoes_a_key_is_printed_scrubbed_and_written_nowhere() {
+    // a built-in case, whose model call fails
+    let p = builtin_project();
+    let (url, upstream) = fake_upstream(vec![echoing_refusal(PLAIN_KEY)]);
+    let out =
+        with_openai_key(&p, PLAIN_KEY, &["record", "pipeline/orders.toml", "--case", "orders", "--upstream-url", &url]);
+    out.expect_code(1);
+    upstream.join().unwrap();
+    // the message still says what happened, and where
+    assert!(
+        out.stderr.contains("answered HTTP 401")
+            && out
+                .stderr
+                .contains("invalid key [scrubbed] (token ghp_[scrubbed] for postgres://shop:[scrubbed]@db.internal"),
+        "{}",
+        out.stderr
+    );
+    assert_echo_kept_out(&p, &out);
+
+    // and a judge asked by `record --judge`
+    let p = judge_project();
+    let (url, upstream) = fake_upstream(vec![echoing_refusal(PLAIN_KEY)]);
+    let out = with_openai_key(&p, PLAIN_KEY, &["record", "pipeline/judged.toml", "--judge", "--upstream-url", &url]);
+    out.expect_code(1);
+    upstream.join().unwrap();
+    assert!(out.stderr.contains("answered HTTP 401") && out.stderr.contains("ghp_[scrubbed]"), "{}", out.stderr);
+    assert_echo_kept_out(&p, &out);
+    // and an external agent's call, whose agent is handed the error too
+    if !python() {
+        return;
+    }
+    let p = agent_project("chat", false, "unused");
+    let (url, upstream) = fake_upstream(vec![echoing_refusal(PLAIN_KEY)]);
+    let out = with_openai_key(&p, PLAIN_KEY, &["record", "pipeline/rec.toml", "--case", "rec", "--upstream-url", &url]);
+    out.expect_code(1);
+    upstream.join().unwrap();
+    assert!(out.stderr.contains("answered HTTP 401") && out.stderr.contains("ghp_[scrubbed]"), "{}", out.stderr);
+    assert_echo_kept_out(&p, &out);
+}
 
 #[test]
 fn recording_lint_names_each_kind_of_secret_by_line() {
