@@ -4,7 +4,9 @@
 //! the environment reaches no file; an interrupted stream writes nothing; and
 //! `stateval record --judge` fills judge recordings that `run` then serves; a built-in
 //! runtime case records through either vendor and replays with every request digest
-//! matching.
+//! matching; secrets in what an agent sends are recorded scrubbed and replay with
+//! another secret in their place, an upstream error that echoes a key is printed
+//! scrubbed, and `recording lint` names each kind of secret by line.
 //! (Chat without streaming, `-o`, `--force` and the cut-short whole answer are in
 //! `cli_external.rs`.)
 
@@ -746,6 +748,47 @@ fn a_secret_in_what_a_builtin_case_sends_is_scrubbed_from_the_recording_and_repl
     // and what was written lints clean of secrets
     let out = p.stateval(&["recording", "lint", "--pipeline", "pipeline/orders.toml"]);
     assert!(!out.stdout.contains("holds a secret"), "{}", out.stdout);
+}
+
+#[test]
+fn an_external_agents_secret_bearing_request_records_scrubbed_and_replays_with_another_secret_in_its_place() {
+    if !python() {
+        return;
+    }
+    let text = "Hello from the upstream.";
+    let p = agent_project("chat", false, text);
+    let turn = |token: &str| {
+        let case = json!({"id": "rec", "agent": "dialect", "turns": [format!("Say hello. My token is {token}, \
+                          the database postgres://shop:{DB_PASSWORD}@db.internal/orders.")],
+                          "recordings": ["fixtures/recordings/rec.jsonl"],
+                          "expect": [{"target": "final_response", "matcher": {"exact": text}}]});
+        p.write("datasets/rec.jsonl", format!("{case}\n"));
+    };
+    let github = github_token();
+    turn(&github);
+    let (url, upstream) = fake_upstream(vec![answer("chat", text, false)]);
+    with_keys(&p, &["record", "pipeline/rec.toml", "--case", "rec", "--upstream-url", &url]).expect_code(0);
+    upstream.join().unwrap();
+    let recording = p.read("fixtures/recordings/rec.jsonl");
+    assert!(!recording.contains(&github) && !recording.contains(DB_PASSWORD), "{recording}");
+    assert!(
+        recording.contains("My token is ghp_[scrubbed], the database postgres://shop:[scrubbed]@db.internal/orders."),
+        "{recording}"
+    );
+    // replay scrubs what the agent sends the same way, so its digest matches what was
+    // recorded, and goes on matching when the case carries another secret of the kind
+    let diverged = |p: &Project| {
+        let log = p.log_files()[0].clone();
+        let events = common::events_of(&p.read_bytes(&log));
+        events.iter().filter(|e| e["kind"] == "replay_diverged").count()
+    };
+    p.stateval(&["run", "pipeline/rec.toml"]).expect_code(0);
+    assert_eq!(diverged(&p), 0);
+    let _ = std::fs::remove_dir_all(p.join(".stateval"));
+    turn(&github.replace("Zq8", "Kp4"));
+    p.stateval(&["run", "pipeline/rec.toml"]).expect_code(0);
+    assert_eq!(diverged(&p), 0);
+    assert_no_key_written(&p);
 }
 
 /// A GitHub token of the real shape, built from parts so that no whole token sits in
