@@ -11,7 +11,8 @@
 //! The order matters only where two detectors could see the same characters: a PEM
 //! block goes first (its base64 body would otherwise look like other things), the four
 //! detectors stateval has always had keep their relative order and their whole-match
-//! replacement (so requests recorded before the others existed still digest alike),
+//! replacement (so requests recorded before the others existed still digest alike; only
+//! `sk-` gained a word start, see [`MODEL_API_KEY`]),
 //! and the field rules come last, so `password=ghp_…` reads `password=[scrubbed]`.
 
 use std::sync::LazyLock;
@@ -55,7 +56,7 @@ const GITHUB_TOKEN: &str = r"(?-u:\b)gh[pousr]_(?P<secret>[A-Za-z0-9]{30,})";
 /// 22 is the first part's length, the least a real one has.
 const GITHUB_FINE_GRAINED_TOKEN: &str = r"(?-u:\b)github_pat_(?P<secret>[A-Za-z0-9_]{22,})";
 
-/// Slack tokens: `xoxb-` (bot), `xoxa-`/`xoxp-` (user, app) and `xoxr-` (refresh), then
+/// Slack tokens: `xoxb-` (bot), `xoxp-` (user), `xoxa-` (app) and `xoxr-` (refresh), then
 /// dash-separated numbers and base62. Real ones run past 40 characters; 10 keeps
 /// `xoxb-` used as a word in prose out.
 const SLACK_TOKEN: &str = r"(?-u:\b)xox[abpr]-(?P<secret>[0-9A-Za-z-]{10,})";
