@@ -54,6 +54,9 @@ pub mod runtime;
 pub mod sandbox;
 /// The JSON Schemas of inputs and logs.
 pub mod schemas;
+/// Secrets out of requests, recordings, judge requests and upstream errors; the kinds
+/// `recording lint` names.
+pub mod secrets;
 /// The run catalog (sled) behind the `Store` trait.
 pub mod store;
 /// Deterministic synthetic suites for benchmarks and stress tests.

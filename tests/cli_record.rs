@@ -4,7 +4,9 @@
 //! the environment reaches no file; an interrupted stream writes nothing; and
 //! `stateval record --judge` fills judge recordings that `run` then serves; a built-in
 //! runtime case records through either vendor and replays with every request digest
-//! matching.
+//! matching; secrets in what an agent sends are recorded scrubbed and replay with
+//! another secret in their place, an upstream error that echoes a key is printed
+//! scrubbed, and `recording lint` names each kind of secret by line.
 //! (Chat without streaming, `-o`, `--force` and the cut-short whole answer are in
 //! `cli_external.rs`.)
 
@@ -192,8 +194,13 @@ fn agent_project(api: &str, streamed: bool, expected: &str) -> Project {
 
 /// `stateval ARGS` in `p` with both vendors' keys in the environment.
 fn with_keys(p: &Project, args: &[&str]) -> common::Outcome {
+    with_openai_key(p, OPENAI_KEY, args)
+}
+
+/// [`with_keys`] with `openai` as the OpenAI key.
+fn with_openai_key(p: &Project, openai: &str, args: &[&str]) -> common::Outcome {
     let output =
-        p.cmd().env("OPENAI_API_KEY", OPENAI_KEY).env("ANTHROPIC_API_KEY", ANTHROPIC_KEY).args(args).output().unwrap();
+        p.cmd().env("OPENAI_API_KEY", openai).env("ANTHROPIC_API_KEY", ANTHROPIC_KEY).args(args).output().unwrap();
     common::Outcome {
         code: output.status.code().unwrap(),
         stdout: String::from_utf8(output.stdout).unwrap(),
@@ -713,17 +720,189 @@ fn runs_k_records_k_builtin_runs_and_model_names_the_model() {
 #[test]
 fn a_secret_in_what_a_builtin_case_sends_is_scrubbed_from_the_recording_and_replay_still_matches() {
     const AWS: &str = "AKIAABCDEFGHIJKLMNOP";
-    let p = builtin_project_asking(&format!("Where is order 1042? My access key is {AWS}."));
+    let github = github_token();
+    let question = format!(
+        "Where is order 1042? My access key is {AWS}, my token {github}, the shop's database \
+         postgres://shop:{DB_PASSWORD}@db.internal/orders."
+    );
+    let p = builtin_project_asking(&question);
     let (url, upstream) = fake_upstream(builtin_answers("chat"));
     with_keys(&p, &["record", "pipeline/orders.toml", "--case", "orders", "--upstream-url", &url]).expect_code(0);
     // the model is asked what the case says (the case's own input is not stateval's secret)
     assert!(upstream.join().unwrap()[0].body.to_string().contains(AWS));
     let text = p.read("fixtures/recordings/orders.jsonl");
-    assert!(!text.contains(AWS) && text.contains("My access key is [scrubbed]."), "{text}");
+    for secret in [AWS, github.as_str(), DB_PASSWORD] {
+        assert!(!text.contains(secret), "{secret} reached the recording:\n{text}");
+    }
+    assert!(
+        text.contains(
+            "My access key is [scrubbed], my token ghp_[scrubbed], the shop's database \
+                       postgres://shop:[scrubbed]@db.internal/orders."
+        ),
+        "{text}"
+    );
     // the digest is the runtime's, over what it sent, so replay still matches it
     p.stateval(&["run", "pipeline/orders.toml"]).expect_code(0);
     let log = p.log_files()[0].clone();
     assert!(!String::from_utf8_lossy(&p.read_bytes(&log)).contains("replay_diverged"));
+    // and what was written lints clean of secrets
+    let out = p.stateval(&["recording", "lint", "--pipeline", "pipeline/orders.toml"]);
+    assert!(!out.stdout.contains("holds a secret"), "{}", out.stdout);
+}
+
+#[test]
+fn an_external_agents_secret_bearing_request_records_scrubbed_and_replays_with_another_secret_in_its_place() {
+    if !python() {
+        return;
+    }
+    let text = "Hello from the upstream.";
+    let p = agent_project("chat", false, text);
+    let turn = |token: &str| {
+        let case = json!({"id": "rec", "agent": "dialect", "turns": [format!("Say hello. My token is {token}, \
+                          the database postgres://shop:{DB_PASSWORD}@db.internal/orders.")],
+                          "recordings": ["fixtures/recordings/rec.jsonl"],
+                          "expect": [{"target": "final_response", "matcher": {"exact": text}}]});
+        p.write("datasets/rec.jsonl", format!("{case}\n"));
+    };
+    let github = github_token();
+    turn(&github);
+    let (url, upstream) = fake_upstream(vec![answer("chat", text, false)]);
+    with_keys(&p, &["record", "pipeline/rec.toml", "--case", "rec", "--upstream-url", &url]).expect_code(0);
+    upstream.join().unwrap();
+    let recording = p.read("fixtures/recordings/rec.jsonl");
+    assert!(!recording.contains(&github) && !recording.contains(DB_PASSWORD), "{recording}");
+    assert!(
+        recording.contains("My token is ghp_[scrubbed], the database postgres://shop:[scrubbed]@db.internal/orders."),
+        "{recording}"
+    );
+    // replay scrubs what the agent sends the same way, so its digest matches what was
+    // recorded, and goes on matching when the case carries another secret of the kind
+    let diverged = |p: &Project| {
+        let log = p.log_files()[0].clone();
+        let events = common::events_of(&p.read_bytes(&log));
+        events.iter().filter(|e| e["kind"] == "replay_diverged").count()
+    };
+    p.stateval(&["run", "pipeline/rec.toml"]).expect_code(0);
+    assert_eq!(diverged(&p), 0);
+    let _ = std::fs::remove_dir_all(p.join(".stateval"));
+    turn(&github.replace("Zq8", "Kp4"));
+    p.stateval(&["run", "pipeline/rec.toml"]).expect_code(0);
+    assert_eq!(diverged(&p), 0);
+    assert_no_key_written(&p);
+}
+
+/// A GitHub token of the real shape, built from parts so that no whole token sits in
+/// the source (none of these is real).
+fn github_token() -> String {
+    format!("ghp_{}", "Zq8Rt2Lm5Vx1".repeat(3))
+}
+
+const DB_PASSWORD: &str = "Tr0ub4dor-and-3";
+
+/// An upstream refusal that echoes what it was sent, as careless gateways do: a key
+/// of no known shape (stateval's own), a GitHub token, a password in a URL.
+fn echoing_refusal(key: &str) -> Answer {
+    Answer::Status(
+        401,
+        json!({"error": {"message": format!(
+            "invalid key {key} (token {} for postgres://shop:{DB_PASSWORD}@db.internal/orders)", github_token()
+        )}}),
+    )
+}
+
+/// A key shaped like no known kind: only knowing it is stateval's own scrubs it.
+const PLAIN_KEY: &str = "team-gateway-key-7f3a9c2e51";
+
+/// What `record` printed and every file it left, none of which may hold what the
+/// upstream echoed.
+fn assert_echo_kept_out(p: &Project, out: &common::Outcome) {
+    let github = github_token();
+    for secret in [PLAIN_KEY, github.as_str(), DB_PASSWORD] {
+        assert!(!out.stdout.contains(secret) && !out.stderr.contains(secret), "{secret} printed:\n{}", out.stderr);
+        for file in p.files_under(".") {
+            let text = String::from_utf8_lossy(&p.read_bytes(&file)).into_owned();
+            assert!(!text.contains(secret), "{secret} reached {file}");
+        }
+    }
+}
+
+#[test]
+fn an_upstream_error_that_echoes_a_key_is_printed_scrubbed_and_written_nowhere() {
+    // a built-in case, whose model call fails
+    let p = builtin_project();
+    let (url, upstream) = fake_upstream(vec![echoing_refusal(PLAIN_KEY)]);
+    let out =
+        with_openai_key(&p, PLAIN_KEY, &["record", "pipeline/orders.toml", "--case", "orders", "--upstream-url", &url]);
+    out.expect_code(1);
+    upstream.join().unwrap();
+    // the message still says what happened, and where
+    assert!(
+        out.stderr.contains("answered HTTP 401")
+            && out
+                .stderr
+                .contains("invalid key [scrubbed] (token ghp_[scrubbed] for postgres://shop:[scrubbed]@db.internal"),
+        "{}",
+        out.stderr
+    );
+    assert_echo_kept_out(&p, &out);
+
+    // and a judge asked by `record --judge`
+    let p = judge_project();
+    let (url, upstream) = fake_upstream(vec![echoing_refusal(PLAIN_KEY)]);
+    let out = with_openai_key(&p, PLAIN_KEY, &["record", "pipeline/judged.toml", "--judge", "--upstream-url", &url]);
+    out.expect_code(1);
+    upstream.join().unwrap();
+    assert!(out.stderr.contains("answered HTTP 401") && out.stderr.contains("ghp_[scrubbed]"), "{}", out.stderr);
+    assert_echo_kept_out(&p, &out);
+    // and an external agent's call, whose agent is handed the error too
+    if !python() {
+        return;
+    }
+    let p = agent_project("chat", false, "unused");
+    let (url, upstream) = fake_upstream(vec![echoing_refusal(PLAIN_KEY)]);
+    let out = with_openai_key(&p, PLAIN_KEY, &["record", "pipeline/rec.toml", "--case", "rec", "--upstream-url", &url]);
+    out.expect_code(1);
+    upstream.join().unwrap();
+    assert!(out.stderr.contains("answered HTTP 401") && out.stderr.contains("ghp_[scrubbed]"), "{}", out.stderr);
+    assert_echo_kept_out(&p, &out);
+}
+
+#[test]
+fn recording_lint_names_each_kind_of_secret_by_line() {
+    let p = builtin_project();
+    let pem = format!(
+        "-----BEGIN EC {}-----\nMHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oOmTbH5GzRyw\n-----END EC {}-----",
+        "PRIVATE KEY", "PRIVATE KEY"
+    );
+    let contents = [
+        ("nothing secret: sha1 3f786850e387550fdab836ed7e6dc881de23001b".to_string(), None),
+        (format!("token {}", github_token()), Some("GitHub token")),
+        (
+            format!("slack {}", format_args!("xoxb-{}-{}", "123456789012", "AbCdEfGhIjKlMnOpQrStUvWx")),
+            Some("Slack token"),
+        ),
+        (format!("maps {}", format_args!("AIza{}", "Sy1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7")), Some("Google API key")),
+        (format!("key {pem}"), Some("PEM private key")),
+        ("pair AKIAIOSFODNN7EXAMPLE wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".into(), Some("AWS secret access key")),
+        (format!("db postgres://shop:{DB_PASSWORD}@db.internal/orders"), Some("password in a URL")),
+        ("login?user=ada&password=hunter2".into(), Some("password or secret field")),
+        ("use sk-proj-abcdefghijklmnop1234".into(), Some("OpenAI or Anthropic API key")),
+    ];
+    let text: String = contents.iter().map(|(c, _)| format!("{}\n", json!({"response": {"content": c}}))).collect();
+    p.write("fixtures/recordings/orders.jsonl", text);
+    let out = p.stateval(&["recording", "lint", "--pipeline", "pipeline/orders.toml"]);
+    out.expect_code(1);
+    for (n, (content, kind)) in contents.iter().enumerate() {
+        let line = format!("fixtures/recordings/orders.jsonl:{}: holds a secret", n + 1);
+        match kind {
+            Some(kind) => {
+                assert!(out.stdout.contains(&format!("{line}: {kind}\n")), "{content}: no {kind}\n{}", out.stdout)
+            }
+            None => assert!(!out.stdout.contains(&line), "{content}\n{}", out.stdout),
+        }
+    }
+    // the pair's id is a secret of its own kind, on the same line
+    assert!(out.stdout.contains("orders.jsonl:6: holds a secret: AWS access key id\n"), "{}", out.stdout);
 }
 
 /// Recordings made before request digests were taken member by member carry the digest

@@ -1,5 +1,6 @@
 //! `stateval recording lint [PATH…] [--pipeline P]`: what is wrong with recordings, by
-//! file and line — a secret written into one, responses no run ever reaches, and request
+//! file and line — a secret written into one (each kind by name: `holds a secret: GitHub
+//! token`, see `stateval::secrets`), responses no run ever reaches, and request
 //! digests that no longer match what the agent sends today (found by replaying every
 //! case that uses the recording). Judge recordings are linted too: a secret in a line,
 //! and votes no run asks for any more (the rubric, the judged answer or the profile
@@ -11,11 +12,11 @@ use std::path::{Path, PathBuf};
 
 use super::{CliError, Exit};
 use stateval::dataset::RecordingRef;
-use stateval::event::Kind;
-use stateval::external::scrub::Scrubber;
+use stateval::event::Kind as EventKind;
 use stateval::grade::Assertion;
 use stateval::pipeline::OnDivergence;
 use stateval::runner::{Plan, Selection, log_assertions};
+use stateval::secrets::{Kind, Scrubber};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -85,7 +86,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
                 .replay(&case, k, &recording, Box::new(Vec::<u8>::new()), None, &judged)
                 .map(|run| run.events)
                 .map_err(CliError::from)?;
-            for event in events.iter().filter(|e| e.kind == Kind::JudgeCalled) {
+            for event in events.iter().filter(|e| e.kind == EventKind::JudgeCalled) {
                 if let (Some(hash), Some(sample)) = (event.data["request_hash"].as_str(), event.data["sample"].as_u64())
                 {
                     asked.insert((hash.to_string(), sample));
@@ -95,12 +96,12 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             let lines = data_lines(path).map_err(|e| CliError::invalid(format!("{display}: {e}")))?;
             if checked.insert(canonical(path)) {
                 for (number, text) in &lines {
-                    if scrubber.text(text).is_some() {
-                        findings.insert((display.clone(), *number, "holds a secret (an API key, token or JWT)".into()));
+                    for kind in scrubber.kinds(text) {
+                        findings.insert((display.clone(), *number, secret_finding(kind)));
                     }
                 }
             }
-            let used = events.iter().filter(|e| e.kind == Kind::ModelCalled).count();
+            let used = events.iter().filter(|e| e.kind == EventKind::ModelCalled).count();
             if let Some((number, _)) = lines.get(used) {
                 findings.insert((
                     display.clone(),
@@ -112,7 +113,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
                     ),
                 ));
             }
-            for event in events.iter().filter(|e| e.kind == Kind::ReplayDiverged) {
+            for event in events.iter().filter(|e| e.kind == EventKind::ReplayDiverged) {
                 let position = event.data["position"].as_u64().unwrap_or(0) as usize;
                 let number = lines.get(position).map_or(0, |(n, _)| *n);
                 let pointers: Vec<&str> = event.data["pointers"]
@@ -140,8 +141,8 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         }
         let lines = data_lines(path).map_err(|e| CliError::invalid(format!("{display}: {e}")))?;
         for (number, text) in &lines {
-            if Scrubber::default().text(text).is_some() {
-                findings.insert((display.clone(), *number, "holds a secret (an API key, token or JWT)".into()));
+            for kind in Scrubber::default().kinds(text) {
+                findings.insert((display.clone(), *number, secret_finding(kind)));
             }
             let Ok(line) = serde_json::from_str::<serde_json::Value>(text) else { continue };
             let key =
@@ -172,6 +173,11 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     }
     super::out(format!("recording lint: {} file(s), {} finding(s)", checked.len(), findings.len()));
     Ok(if findings.is_empty() { Exit::Pass } else { Exit::Fail })
+}
+
+/// A line holding a secret, by kind: `holds a secret: GitHub token`.
+fn secret_finding(kind: Kind) -> String {
+    format!("holds a secret: {}", kind.name())
 }
 
 fn canonical(path: &Path) -> PathBuf {

@@ -20,10 +20,10 @@
 use serde_json::{Map, Value, json};
 
 use super::RecordMode;
-use super::scrub::Scrubber;
 use super::upstream::Provider;
 use super::wire::Dialect;
 use crate::replay::{ModelProvider, ModelRequest, ModelResponse, ProviderError, RecordedResponse, Replayed};
+use crate::secrets::Scrubber;
 
 /// What Anthropic Messages is asked for at most per answer (it needs a limit).
 pub const ANTHROPIC_MAX_TOKENS: u64 = 4096;

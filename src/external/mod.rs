@@ -23,7 +23,6 @@ pub mod mcp;
 pub mod neutral;
 pub mod process;
 pub mod protocol;
-pub mod scrub;
 pub mod server;
 pub mod session;
 pub mod upstream;

@@ -24,7 +24,6 @@ use tokio::sync::oneshot;
 use super::neutral::{self, Rule};
 use super::process::{AgentProcess, Output};
 use super::protocol::{self, FromAgent};
-use super::scrub::Scrubber;
 use super::server::{Msg, Server, ToolAnswer};
 use super::wire::{self, Answer, CallOut, Dialect, Reply};
 use crate::canon::{self, Context};
@@ -33,6 +32,7 @@ use crate::pipeline::OnDivergence;
 use crate::replay::{ModelProvider, ModelRequest, ModelResponse, ProviderError, RecordedResponse};
 use crate::runtime::boundary::ToolBoundary;
 use crate::runtime::{Recorder, RunInput, RunStatus, RunSummary};
+use crate::secrets::Scrubber;
 
 /// How long a tool call that arrived ahead of an earlier proposed call waits for it
 /// when nothing else arrives: parallel calls of one step reach the server within

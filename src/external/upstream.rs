@@ -9,6 +9,10 @@
 //! environment (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`), which the agent never sees; it
 //! travels in a header and is never written anywhere.
 //!
+//! Every error this module returns is scrubbed first ([`Upstream::call`]): an upstream
+//! that refuses a key often quotes it, a gateway may echo the request, and the base URL
+//! may carry a password, while `record` prints the message and an agent is handed it.
+//!
 //! Judge models are asked here too ([`Upstream::ask_judge`]), for `stateval record
 //! --judge`: one sample of a rendered judge request per call.
 
@@ -21,6 +25,7 @@ use serde_json::{Value, json};
 use super::wire::{Dialect, parse_arguments, text_of};
 use crate::grade::judge::{self, JudgeUpstream};
 use crate::replay::{ToolCall, Usage};
+use crate::secrets::{REDACTED, Scrubber};
 
 /// Which vendor a request goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +71,13 @@ const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// How long one upstream call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// How much of an error answer's body the message quotes.
+const SHOWN_CHARS: usize = 300;
+
+/// stateval's own keys are replaced in an error whatever their shape; one shorter than
+/// this is not a real key, and replacing it would garble the message instead.
+const MIN_KEY_LEN: usize = 8;
+
 pub struct Upstream {
     only: Option<Provider>,
     url: Option<String>,
@@ -99,7 +111,22 @@ impl Upstream {
     }
 
     /// Forward `body` (as the agent sent it through `dialect`) and assemble the answer.
+    /// The error, if any, is scrubbed ([`Upstream::scrubbed`]).
     pub fn call(&self, dialect: Dialect, body: &Value) -> Result<Fetched, String> {
+        self.forward(dialect, body).map_err(|e| self.scrubbed(e))
+    }
+
+    /// An error message with stateval's own keys and every secret [`Scrubber`] knows
+    /// replaced: what an upstream answered, the URL it was reached at.
+    fn scrubbed(&self, message: String) -> String {
+        let mut message = message;
+        for key in self.keys.iter().flatten().filter(|k| k.len() >= MIN_KEY_LEN) {
+            message = message.replace(key.as_str(), REDACTED);
+        }
+        Scrubber::default().text(&message).unwrap_or(message)
+    }
+
+    fn forward(&self, dialect: Dialect, body: &Value) -> Result<Fetched, String> {
         let provider = Provider::of(dialect);
         if self.only.is_some_and(|p| p != provider) {
             return Err(format!(
@@ -139,7 +166,8 @@ impl Upstream {
             .map_err(|e| format!("upstream {base}: the answer did not arrive whole: {e}"))?;
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         if !(200..300).contains(&status) {
-            let shown: String = text.chars().take(300).collect();
+            // scrubbed before it is cut short, or a secret cut in two would no longer be known
+            let shown: String = self.scrubbed(text).chars().take(SHOWN_CHARS).collect();
             return Err(format!("upstream {base}{path} answered HTTP {status}: {shown}"));
         }
         let event_stream = response

@@ -241,9 +241,9 @@ impl JudgeRequest {
 /// for its digest, so the same inputs give the same key on every machine; `reference`
 /// is left out when there is none (`null` would be a reference). The rubric's line ends
 /// are normalised to `\n`, so a checkout that turned them into `\r\n` asks the same.
-/// Secrets (keys, bearer tokens, JWTs) are scrubbed from the whole request before it is
-/// digested: a judge is never shown one, a judge recording never holds one, and the key
-/// a recording was made under is the key a replay asks for.
+/// Secrets (every kind `crate::secrets` knows) are scrubbed from the whole request
+/// before it is digested: a judge is never shown one, a judge recording never holds one,
+/// and the key a recording was made under is the key a replay asks for.
 pub fn render_request(
     profile: &JudgeProfile,
     rubric_text: &str,
@@ -264,7 +264,7 @@ pub fn render_request(
     if let Some(reference) = reference {
         request["reference"] = reference.clone();
     }
-    crate::external::scrub::Scrubber::default().value(&mut request);
+    crate::secrets::Scrubber::default().value(&mut request);
     let hash = request_digest(&request)?;
     Ok(JudgeRequest { value: request, hash })
 }

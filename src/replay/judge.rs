@@ -259,7 +259,7 @@ impl JudgeBook {
         }
         let asked = (filling.ask)(request, key.sample)
             .map_err(|e| failed(format!("asking the judge for {key}: {e}; nothing recorded")))?;
-        let content = crate::external::scrub::Scrubber::default().text(&asked.content).unwrap_or(asked.content);
+        let content = crate::secrets::Scrubber::default().text(&asked.content).unwrap_or(asked.content);
         let output = jsonschema::validator_for(&request["output_schema"])
             .map_err(|e| failed(format!("the request's output schema: {e}")))?;
         judge::read_answer(&output, &content)
