@@ -32,7 +32,7 @@ fn whole_pipeline(c: &mut Criterion) {
                 plan.clone(),
                 store.clone(),
                 &Options { jobs: 1, selective: false, signer: None, shard: None, reuse: None },
-                &mut |_| {},
+                &mut |_, _| {},
             )
             .expect("run");
             assert!(outcome.passed);
@@ -103,7 +103,7 @@ fn long_horizon_300(c: &mut Criterion) {
                 plan.clone(),
                 store.clone(),
                 &Options { jobs: 1, selective: false, signer: None, shard: None, reuse: None },
-                &mut |_| {},
+                &mut |_, _| {},
             )
             .expect("run");
             assert!(outcome.passed);

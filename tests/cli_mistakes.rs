@@ -22,7 +22,9 @@ fn a_report_path_that_cannot_be_written_exits_2_naming_the_report_setting() {
     p.write("reports", "not a directory");
     let out = p.stateval(&["run"]);
     out.expect_code(2);
-    assert!(out.stderr.starts_with("error: report.json: ./reports: cannot create the directory: "), "{}", out.stderr);
+    // after the cases' progress lines, the error names the setting
+    let error = out.stderr.lines().find(|l| l.starts_with("error: ")).unwrap_or_default();
+    assert!(error.starts_with("error: report.json: ./reports: cannot create the directory: "), "{}", out.stderr);
 }
 
 #[test]

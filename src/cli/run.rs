@@ -57,6 +57,10 @@ pub struct Args {
     /// copied and their golden checks redone.
     #[arg(long, value_name = "DIR")]
     reuse: Option<PathBuf>,
+    /// Show no progress while cases run: no bar on a terminal, no line per case in a log
+    /// (the summary still follows).
+    #[arg(long, short)]
+    quiet: bool,
     /// List every metric of each reliability card in the summary, not one line per card
     /// (the JSON and Markdown reports always hold all of them).
     #[arg(long, short)]
@@ -140,12 +144,14 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
 
     let total = plan.cases.len();
     let selective = selection.filter.is_some() || !selection.tags.is_empty();
-    let progress = report::pretty::Progress::new(total);
+    let mode =
+        if args.quiet { report::pretty::ProgressMode::Quiet } else { report::pretty::ProgressMode::for_stderr() };
+    let progress = report::pretty::Progress::with_mode(total, mode);
     let outcome = runner::execute(
         plan.clone(),
         store.clone(),
         &Options { jobs, selective, signer, shard, reuse: reuse.clone() },
-        &mut |case| progress.case_done(case),
+        &mut |case, wall| progress.case_done(case, wall),
     );
     progress.finish();
     let outcome = outcome?;

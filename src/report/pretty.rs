@@ -25,52 +25,94 @@ const YELLOW: &str = "\x1b[33m";
 const BOLD: &str = "\x1b[1m";
 const RESET: &str = "\x1b[0m";
 
+/// How progress is shown while cases run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// A live bar on stderr, failing cases printed above it: stderr is a terminal.
+    Bar,
+    /// One line per finished case on stderr, written and flushed as the case finishes,
+    /// and a closing line with counts and wall time: stderr is a pipe or a file (a CI
+    /// log), where a bar's redraws would arrive all at once at the end.
+    Lines,
+    /// Nothing while cases run (`--quiet`); the summary still follows.
+    Quiet,
+}
+
+impl ProgressMode {
+    /// [`ProgressMode::Bar`] on a terminal, else [`ProgressMode::Lines`].
+    pub fn for_stderr() -> Self {
+        if io::stderr().is_terminal() { ProgressMode::Bar } else { ProgressMode::Lines }
+    }
+}
+
 /// Live progress over the cases of a run, fed one [`CaseOutcome`] at a time.
 ///
-/// Safe to share between the runner's tasks (`&self` methods, atomic counters).
+/// Safe to share between the runner's tasks (`&self` methods, atomic counters). Wall
+/// time appears only here, on stderr, never in a report or the summary, which stay
+/// byte-identical from run to run.
 #[derive(Debug)]
 pub struct Progress {
     bar: ProgressBar,
+    mode: ProgressMode,
+    started: std::time::Instant,
+    total: usize,
     passed: AtomicUsize,
     failed: AtomicUsize,
 }
 
 impl Progress {
-    /// A bar over `total` cases on stderr, hidden when stderr is not a terminal (CI
-    /// logs get the summary only, not a redraw per case).
+    /// Progress over `total` cases on stderr: a bar on a terminal, lines elsewhere.
     pub fn new(total: usize) -> Self {
-        Self::for_stderr(total, io::stderr().is_terminal())
+        Self::with_mode(total, ProgressMode::for_stderr())
     }
 
-    fn for_stderr(total: usize, stderr_is_terminal: bool) -> Self {
-        let target = if stderr_is_terminal { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-        Self::with_target(total, target)
+    /// Progress over `total` cases shown as `mode` says.
+    pub fn with_mode(total: usize, mode: ProgressMode) -> Self {
+        let target =
+            if mode == ProgressMode::Bar { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        Self::with_target(total, target, mode)
     }
 
     /// A progress that counts but never draws.
     pub fn hidden(total: usize) -> Self {
-        Self::with_target(total, ProgressDrawTarget::hidden())
+        Self::with_target(total, ProgressDrawTarget::hidden(), ProgressMode::Quiet)
     }
 
-    fn with_target(total: usize, target: ProgressDrawTarget) -> Self {
+    fn with_target(total: usize, target: ProgressDrawTarget, mode: ProgressMode) -> Self {
         let bar = ProgressBar::with_draw_target(Some(total as u64), target);
         // No colour in the template: the bar needs none, and so NO_COLOR holds here too.
         let style = ProgressStyle::with_template("{pos:>5}/{len} [{bar:30}] {msg}")
             .map(|s| s.progress_chars("=> "))
             .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
-        Progress { bar, passed: AtomicUsize::new(0), failed: AtomicUsize::new(0) }
+        Progress {
+            bar,
+            mode,
+            started: std::time::Instant::now(),
+            total,
+            passed: AtomicUsize::new(0),
+            failed: AtomicUsize::new(0),
+        }
     }
 
-    /// Records a finished case: advances the bar and prints a failing case above it.
-    pub fn case_done(&self, case: &CaseOutcome) {
+    /// Records a finished case that took `wall` of wall-clock time: advances the bar and
+    /// prints a failing case above it, or (lines) prints the case's line.
+    pub fn case_done(&self, case: &CaseOutcome, wall: std::time::Duration) {
         if case.passed {
             self.passed.fetch_add(1, Ordering::Relaxed);
         } else {
             self.failed.fetch_add(1, Ordering::Relaxed);
-            self.bar.println(format!("FAIL {} :: {}", visible(&case.dataset), visible(&case.id)));
         }
-        self.bar.set_message(format!("{} passed, {} failed", self.passed(), self.failed()));
+        match self.mode {
+            ProgressMode::Bar => {
+                if !case.passed {
+                    self.bar.println(format!("FAIL {} :: {}", visible(&case.dataset), visible(&case.id)));
+                }
+                self.bar.set_message(format!("{} passed, {} failed", self.passed(), self.failed()));
+            }
+            ProgressMode::Lines => emit(&case_line(case, wall)),
+            ProgressMode::Quiet => {}
+        }
         self.bar.inc(1);
     }
 
@@ -87,10 +129,56 @@ impl Progress {
         self.bar.is_hidden()
     }
 
-    /// Removes the bar, before the summary is printed.
+    /// Removes the bar, before the summary is printed; with lines, or after a bar, the
+    /// closing line: `     Summary [   3.104s] 84/84 cases run: 83 passed, 1 failed`.
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+        if self.mode != ProgressMode::Quiet {
+            let (passed, failed) = (self.passed(), self.failed());
+            let wall = self.started.elapsed();
+            emit(&format!(
+                "{:>12} [{}] {}/{} cases run: {passed} passed, {failed} failed",
+                "Summary",
+                seconds(wall),
+                passed + failed,
+                self.total
+            ));
+        }
     }
+}
+
+/// `        PASS [   0.214s] examples/treasury::pay-known-payee (1 run, 1.900s virtual)`,
+/// or `FAIL …` with the first reason: one line a case, complete in itself, so lines
+/// from cases finishing in any order read the same.
+pub fn case_line(case: &CaseOutcome, wall: std::time::Duration) -> String {
+    let runs = case.runs.len();
+    let virtual_ms = case.runs.iter().map(|r| r.virtual_ms).max().unwrap_or(0);
+    let mut line = format!(
+        "{:>12} [{}] {}::{} ({runs} run{}, {}.{:03}s virtual)",
+        if case.passed { "PASS" } else { "FAIL" },
+        seconds(wall),
+        visible(&case.dataset),
+        visible(&case.id),
+        if runs == 1 { "" } else { "s" },
+        virtual_ms / 1000,
+        virtual_ms % 1000,
+    );
+    if let Some(reason) = case.failure() {
+        line.push_str(": ");
+        line.push_str(&visible(&reason));
+    }
+    line
+}
+
+/// `   0.214s`: wall time, right-aligned to nine places.
+fn seconds(d: std::time::Duration) -> String {
+    format!("{:>8.3}s", d.as_secs_f64())
+}
+
+/// One line to stderr, flushed at once; a closed stderr is not an error of the run.
+fn emit(line: &str) {
+    let mut err = io::stderr().lock();
+    let _ = writeln!(err, "{line}").and_then(|()| err.flush());
 }
 
 /// anstream's decision for stdout: colour on a terminal unless `NO_COLOR` is set.
@@ -370,16 +458,36 @@ mod tests {
         let progress = Progress::hidden(outcome.cases.len());
         assert!(progress.is_hidden());
         for case in outcome.cases.iter() {
-            progress.case_done(&case.unwrap_or_else(|e| panic!("{e}")));
+            progress.case_done(&case.unwrap_or_else(|e| panic!("{e}")), std::time::Duration::ZERO);
         }
         assert_eq!((progress.passed(), progress.failed()), (1, 2));
         progress.finish();
     }
 
     #[test]
-    fn progress_is_hidden_when_stderr_is_not_a_terminal() {
-        let progress = Progress::for_stderr(3, false);
-        assert!(progress.is_hidden());
-        progress.finish();
+    fn only_a_bar_draws_a_bar() {
+        for (mode, hidden) in [(ProgressMode::Bar, false), (ProgressMode::Lines, true), (ProgressMode::Quiet, true)] {
+            let progress = Progress::with_mode(3, mode);
+            // the bar draws to stderr only when stderr is a terminal: under `cargo test`
+            // it may not be, and indicatif then hides it itself
+            assert!(progress.is_hidden() || !hidden, "{mode:?}");
+            progress.bar.finish_and_clear();
+        }
+    }
+
+    #[test]
+    fn a_case_line_holds_the_status_the_case_its_runs_times_and_a_failures_reason() {
+        let outcome = fixture::suite();
+        let lines: Vec<String> = outcome
+            .cases
+            .iter()
+            .map(|c| case_line(&c.unwrap_or_else(|e| panic!("{e}")), std::time::Duration::from_millis(1234)))
+            .collect();
+        assert!(lines.iter().all(|l| l.contains("[   1.234s] ")), "{lines:?}");
+        let pass = lines.iter().find(|l| l.trim_start().starts_with("PASS")).expect("a passing case");
+        assert!(!pass.contains("):"), "a passing line has no reason: {pass}");
+        let fail = lines.iter().find(|l| l.trim_start().starts_with("FAIL")).expect("a failing case");
+        assert!(fail.contains("s virtual): run 0: "), "a failing line says why: {fail}");
+        assert!(lines.iter().all(|l| !l.contains('\n')));
     }
 }

@@ -624,13 +624,14 @@ pub struct Options {
 /// soon after Ctrl-C, and an idle loop wakes 40 times a second, which costs nothing.
 const INTERRUPT_POLL: std::time::Duration = std::time::Duration::from_millis(25);
 
-/// Run every case of the plan. `progress` sees each case as it finishes (in completion
+/// Run every case of the plan. `progress` sees each case as it finishes, with the wall
+/// time it took (for the terminal only: wall time never reaches a log or a report), in completion
 /// order); the returned outcome lists cases in dataset order.
 pub fn execute(
     plan: Arc<Plan>,
     store: Arc<dyn Store>,
     options: &Options,
-    progress: &mut dyn FnMut(&CaseOutcome),
+    progress: &mut dyn FnMut(&CaseOutcome, std::time::Duration),
 ) -> Result<SuiteOutcome, RunnerError> {
     let layout = plan.layout();
     let run = start_run(&plan, store.as_ref())?;
@@ -678,6 +679,7 @@ pub fn execute(
                 let reuse = options.reuse.clone();
                 let index = next;
                 pending.spawn_blocking(move || {
+                    let started = std::time::Instant::now();
                     let taken = match &reuse {
                         Some(reuse) => reuse::take_over(&plan, index, reuse, store.as_ref(), &verdicts, &logs),
                         None => Ok(None),
@@ -687,7 +689,7 @@ pub fn execute(
                         Ok(None) => run_case(&plan, index, store.as_ref(), &verdicts, &logs),
                         Err(e) => Err(e),
                     };
-                    (index, result)
+                    (index, result, started.elapsed())
                 });
                 next += 1;
             }
@@ -697,9 +699,9 @@ pub fn execute(
             tokio::select! {
                 joined = pending.join_next() => {
                     let Some(joined) = joined else { continue };
-                    let (index, result) = joined.map_err(|e| RunnerError::Internal(format!("a case worker panicked: {e}")))?;
+                    let (index, result, wall) = joined.map_err(|e| RunnerError::Internal(format!("a case worker panicked: {e}")))?;
                     let (card_case, outcome) = result?;
-                    progress(&outcome);
+                    progress(&outcome, wall);
                     if let Some(card_case) = card_case {
                         card_cases.insert(index, card_case);
                     }
