@@ -396,6 +396,43 @@ fn reuse_skips_unchanged_units_and_gives_the_reports_of_a_fresh_run() {
     }
 }
 
+#[test]
+fn reuse_right_after_an_identical_run_takes_every_case_over_and_says_why_it_replays_one() {
+    let p = Project::new();
+    p.stateval(&["run"]).expect_code(0);
+    let before: Vec<Vec<u8>> = CI_REPORTS.iter().map(|r| p.read_bytes(r)).collect();
+    let cases = p.json("reports/report.json")["cases"].as_array().map(Vec::len).unwrap_or_default();
+    // the same inputs, the same store: the run it replaces is the one it reuses
+    let out = p.stateval(&["run", "--reuse", ".stateval"]);
+    out.expect_code(0);
+    assert!(out.stdout.contains(&format!("reused {cases} of {cases} cases from .stateval\n")), "{}", out.stdout);
+    for (report, bytes) in CI_REPORTS.iter().zip(&before) {
+        assert!(p.read_bytes(report) == *bytes, "{report} differs from the run it reused");
+    }
+    let runs = std::fs::read_dir(p.join(".stateval/runs")).expect("runs");
+    let names: Vec<String> = runs.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names.len(), 1, "the earlier run set aside is gone: {names:?}");
+    let run_dir = format!(".stateval/runs/{}", names[0]);
+    p.stateval(&["verify", &run_dir]).expect_code(0);
+
+    // one case edited: it is replayed, and the summary says why, naming it
+    let dataset = "datasets/examples/treasury.jsonl";
+    let text = p.read(dataset);
+    let first = text.lines().next().expect("a case").to_string();
+    let id = serde_json::from_str::<serde_json::Value>(&first).expect("a case")["id"].as_str().expect("id").to_string();
+    p.write(dataset, text.replacen(&first, &first.replacen("\"tags\":[", "\"tags\":[\"edited\",", 1), 1));
+    let out = p.stateval(&["run", "--reuse", ".stateval"]);
+    out.expect_code(0);
+    assert!(out.stdout.contains(&format!("reused {} of {cases} cases", cases - 1)), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&format!(
+            "  replayed 1 case: no earlier run has its units (its inputs changed, or it never ran): {id}\n"
+        )),
+        "{}",
+        out.stdout
+    );
+}
+
 /// A catalogued log without its run id: case, run, head, events, complete, turn offsets.
 type CataloguedLog = (String, usize, Option<String>, u64, bool, Vec<u64>);
 

@@ -177,6 +177,16 @@ fn tell(
     if let (Some(reuse), Some(dir)) = (reuse, &args.reuse) {
         let reused = reuse.reused.load(std::sync::atomic::Ordering::Relaxed);
         super::out(format!("reused {reused} of {} cases from {}", outcome.cases.len(), dir.display()));
+        for (why, cases) in reuse.not_reused() {
+            const SHOWN: usize = 3;
+            let more = cases.len().saturating_sub(SHOWN);
+            let mut named = cases.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+            if more > 0 {
+                named.push_str(&format!(" and {more} more"));
+            }
+            let count = cases.len();
+            super::out(format!("  replayed {count} case{}: {why}: {named}", if count == 1 { "" } else { "s" }));
+        }
     }
     if let Some(shard) = shard {
         super::out(format!(

@@ -41,6 +41,38 @@ pub struct Reuse {
     manifests: Mutex<HashMap<PathBuf, Option<Listed>>>,
     /// Cases taken over, for the summary.
     pub reused: std::sync::atomic::AtomicUsize,
+    /// Cases replayed instead, by why: for the summary.
+    not_reused: Mutex<std::collections::BTreeMap<&'static str, Vec<String>>>,
+    /// The earlier run of this very run id (where it was, where it is), moved aside so
+    /// that its logs can be taken over while the run directory is made anew.
+    set_aside: Option<(PathBuf, PathBuf)>,
+}
+
+impl Drop for Reuse {
+    /// The earlier run set aside goes once the run is done with it — or goes back where
+    /// it was when the new run never started (it is not lost to a run that failed
+    /// before making its directory).
+    fn drop(&mut self) {
+        if let Some((was, aside)) = self.set_aside.take() {
+            if was.exists() {
+                let _ = std::fs::remove_dir_all(aside);
+            } else {
+                let _ = std::fs::rename(aside, was);
+            }
+        }
+    }
+}
+
+/// Why a case was replayed although `--reuse` was given.
+const CHANGED: &str = "no earlier run has its units (its inputs changed, or it never ran)";
+const SPLIT: &str = "its recorded runs are in different earlier runs";
+const UNVERIFIED: &str = "its earlier log does not verify against its run's manifest";
+const NO_OUTCOME: &str = "its earlier outcome is missing or lists other runs";
+
+/// The name a run directory is moved aside to while its own rerun takes its logs over.
+fn aside_name(run_dir: &Path) -> Option<PathBuf> {
+    let name = run_dir.file_name()?.to_string_lossy().into_owned();
+    Some(run_dir.with_file_name(format!(".reusing-{name}")))
 }
 
 impl Reuse {
@@ -67,9 +99,23 @@ impl Reuse {
                 (Ok(a), Ok(b)) => a == b,
                 _ => false,
             };
-            if same(&run_dir, exclude) || !run_dir.join(crate::evidence::manifest::MANIFEST_FILE).is_file() {
+            if !run_dir.join(crate::evidence::manifest::MANIFEST_FILE).is_file() {
                 continue;
             }
+            // the run this one replaces (the same inputs make the same run id): its
+            // directory is made anew before any case runs, so its logs are moved aside
+            // first, to be taken over from there
+            let run_dir = if same(&run_dir, exclude) {
+                let Some(aside) = aside_name(&run_dir) else { continue };
+                if aside.exists() {
+                    std::fs::remove_dir_all(&aside).map_err(|e| format!("{}: {e}", aside.display()))?;
+                }
+                std::fs::rename(&run_dir, &aside).map_err(|e| format!("{}: {e}", run_dir.display()))?;
+                reuse.set_aside = Some((run_dir.clone(), aside.clone()));
+                aside
+            } else {
+                run_dir
+            };
             // a manifest of another format offers nothing; verdict files that are not
             // the ones the manifest lists are refused: an outcome taken over would
             // carry an edited verdict into this run, under this run's root
@@ -99,6 +145,20 @@ impl Reuse {
 
     pub fn units(&self) -> usize {
         self.units.len()
+    }
+
+    /// The cases replayed instead of taken over, by why, each reason with its cases in
+    /// the order they were decided.
+    pub fn not_reused(&self) -> Vec<(&'static str, Vec<String>)> {
+        let Ok(map) = self.not_reused.lock() else { return Vec::new() };
+        map.iter().map(|(why, cases)| (*why, cases.clone())).collect()
+    }
+
+    fn replay(&self, case: &str, why: &'static str) -> Option<(Option<cards::CardCase>, CaseOutcome)> {
+        if let Ok(mut map) = self.not_reused.lock() {
+            map.entry(why).or_default().push(case.to_string());
+        }
+        None
     }
 
     fn manifest(&self, run_dir: &Path) -> Result<Option<Listed>, RunnerError> {
@@ -135,35 +195,42 @@ pub(super) fn take_over(
     synced: &super::syncer::Logs,
 ) -> Result<Option<(Option<cards::CardCase>, CaseOutcome)>, RunnerError> {
     let case_ref = &plan.cases[index];
+    let id = case_ref.id.as_str();
     let n = case_ref.recordings.len();
     let mut sources = Vec::with_capacity(n);
     for k in 0..n {
         match reuse.units.get(&unit_id(plan, case_ref, k)) {
             Some(source) => sources.push(source),
-            None => return Ok(None),
+            None => return Ok(reuse.replay(id, CHANGED)),
         }
     }
-    let Some(first) = sources.first() else { return Ok(None) };
+    let Some(first) = sources.first() else { return Ok(reuse.replay(id, CHANGED)) };
     if sources.iter().any(|s| s.run_dir != first.run_dir) {
-        return Ok(None);
+        return Ok(reuse.replay(id, SPLIT));
     }
     // each earlier log is read once: verified against its manifest entry, then copied,
     // graded against today's golden and indexed from the same bytes
     let from_case = first.run_dir.join(&case_ref.id);
-    let Some(manifest) = reuse.manifest(&first.run_dir)? else { return Ok(None) };
+    let Some(manifest) = reuse.manifest(&first.run_dir)? else { return Ok(reuse.replay(id, UNVERIFIED)) };
     let mut logs: Vec<(Vec<u8>, Verified)> = Vec::with_capacity(n);
     for (k, source) in sources.iter().enumerate() {
-        let Some(entry) = manifest.get(&format!("{}/{k}.jsonl", case_ref.id)) else { return Ok(None) };
-        let Ok(bytes) = std::fs::read(from_case.join(format!("{k}.jsonl"))) else { return Ok(None) };
-        let Ok(log) = verify_bytes(&bytes) else { return Ok(None) };
+        let Some(entry) = manifest.get(&format!("{}/{k}.jsonl", case_ref.id)) else {
+            return Ok(reuse.replay(id, UNVERIFIED));
+        };
+        let Ok(bytes) = std::fs::read(from_case.join(format!("{k}.jsonl"))) else {
+            return Ok(reuse.replay(id, UNVERIFIED));
+        };
+        let Ok(log) = verify_bytes(&bytes) else { return Ok(reuse.replay(id, UNVERIFIED)) };
         if entry.head != source.head || against_entry(&log, entry).is_err() {
-            return Ok(None);
+            return Ok(reuse.replay(id, UNVERIFIED));
         }
         logs.push((bytes, log));
     }
-    let Some(mut outcome) = reuse.outcome(&first.run_dir, &case_ref.id)? else { return Ok(None) };
+    let Some(mut outcome) = reuse.outcome(&first.run_dir, &case_ref.id)? else {
+        return Ok(reuse.replay(id, NO_OUTCOME));
+    };
     if outcome.runs.len() != n || outcome.runs.iter().enumerate().any(|(k, r)| r.index != k) {
-        return Ok(None);
+        return Ok(reuse.replay(id, NO_OUTCOME));
     }
 
     let case = plan.case(index)?;
