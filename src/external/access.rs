@@ -111,7 +111,8 @@ pub struct Flag {
 impl Refusal {
     /// The JSON error body, in the `{"error": {…}}` shape both vendors' SDKs read.
     pub fn body(&self) -> Value {
-        json!({"error": {"message": self.message, "type": "permission_error", "code": self.code}})
+        let kind = if self.status == StatusCode::FORBIDDEN { "permission_error" } else { "invalid_request_error" };
+        json!({"error": {"message": self.message, "type": kind, "code": self.code}})
     }
 }
 
@@ -162,25 +163,33 @@ impl Cases {
             Addressed::Unknown
         };
         let keys: Vec<Secret> = stateval_keys(headers).map(Secret::of).collect();
-        if let Some(own) = keys.iter().find_map(|k| self.keys.get(k))
-            && let Some(sender) = self.live.get(own)
+        let ended_key = keys.iter().any(|k| self.ended_keys.contains(k));
+        // the case runs in progress whose keys it carries: the first is the sender
+        let senders: Vec<Secret> = keys.iter().filter_map(|k| self.keys.get(k).copied()).collect();
+        if let Some(&own) = senders.first()
+            && let Some(sender) = self.live.get(&own)
         {
-            if *own == addressed && keys.iter().all(|k| self.keys.get(k) == Some(own)) {
+            let alone = senders.iter().all(|s| *s == own) && !ended_key;
+            if own == addressed && alone {
                 return Ok(sender.sender.clone());
             }
-            let message = format!(
-                "stateval: this request carries the API key of one case run and addresses {}; \
-                 a case run may reach only its own endpoints",
+            let tried = if own == addressed {
+                "its own endpoints with another case run's key besides"
+            } else {
                 what.describe()
+            };
+            let message = format!(
+                "stateval: this request carries the API key of one case run and addresses {tried}; \
+                 a case run may reach only its own endpoints, with its own key"
             );
             return Err(Refusal {
                 status: StatusCode::FORBIDDEN,
                 code: "stateval_cross_case",
                 message,
-                flag: Some(Flag { sender: sender.sender.clone(), addressed: what.describe() }),
+                flag: Some(Flag { sender: sender.sender.clone(), addressed: tried }),
             });
         }
-        if keys.iter().any(|k| self.ended_keys.contains(k)) {
+        if ended_key {
             return Err(Refusal {
                 status: StatusCode::FORBIDDEN,
                 code: "stateval_run_ended",
@@ -317,6 +326,7 @@ mod tests {
         let (b, _rx_b) = case(&mut cases);
         let mut headers = bearer(&a.key);
         headers.insert("x-api-key", HeaderValue::from_str(&b.key).unwrap());
-        assert!(cases.admit(&a.token, &headers).is_err());
+        let refusal = cases.admit(&a.token, &headers).unwrap_err();
+        assert_eq!(refusal.flag.map(|f| f.addressed), Some("its own endpoints with another case run's key besides"));
     }
 }
