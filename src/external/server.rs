@@ -1,6 +1,9 @@
 //! The loopback server of one `stateval run`: model endpoints, MCP and plain-HTTP
 //! tools, every case run addressed by its token (`/r/TOKEN/…`).
 //!
+//! Every request under `/r/TOKEN/` passes one [`guard`] first: it is admitted to its
+//! own case run or refused (`access`), and its body must arrive within
+//! [`BODY_READ_MS`]; every connection must send its headers within [`HEADER_READ_MS`].
 //! Handlers do no work of their own: each request becomes a [`Msg`] to the case run's
 //! session (the one writer of its log), and the session's [`Reply`] goes back on the
 //! wire. The server runs on its own small tokio runtime in a thread of its own, bound

@@ -33,6 +33,21 @@ fn closed_or_answered(stream: &TcpStream) -> bool {
     }
 }
 
+/// Whether the server closes the connection within 5 s while the client keeps
+/// sending a byte every 50 ms (whatever it answers first is read and passed over).
+fn closes_while_trickling(stream: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 512];
+    (0..100).any(|_| {
+        let _ = stream.write_all(b" ");
+        std::thread::sleep(Duration::from_millis(50));
+        match stream.read(&mut buf) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+        }
+    })
+}
+
 /// Send `request` whole; the status and the JSON body of the answer.
 fn exchange(server: &Server, request: &str) -> (u16, Value) {
     let mut stream = connect(server);
@@ -91,6 +106,9 @@ fn a_body_that_does_not_arrive_in_time_is_refused_and_fails_its_case() {
         }
         _ => panic!("the case run was not told"),
     }
+    // and the connection is dropped, not drained at the client's pace
+    stream.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    assert!(closes_while_trickling(&mut stream), "the connection stays open after the 408");
 }
 
 #[test]
