@@ -19,27 +19,43 @@ fn python() -> bool {
     ok
 }
 
-/// A project whose pipeline runs `agent` (a file of tests/agents) on `cases`, each a
-/// case id with the content of its one recorded response.
-fn project(agent: &str, cases: &[(&str, &str)]) -> Project {
+/// A project whose pipeline runs `agent` (a file of tests/agents) with the `python`
+/// given, as profile `ext`, on `cases`: each a case id with the content of its one
+/// recorded response.
+fn project(agent: &str, python: &str, cases: &[(&str, &str)]) -> Project {
+    let cases: Vec<(&str, &str, &str)> = cases.iter().map(|(id, content)| (*id, "ext", *content)).collect();
+    project_with(agent, python, &[("ext", "")], &cases)
+}
+
+/// [`project`] with several profiles of the agent, each with its own `env` (TOML), and
+/// cases that name theirs: (id, profile, content).
+fn project_with(agent: &str, python: &str, profiles: &[(&str, &str)], cases: &[(&str, &str, &str)]) -> Project {
     let p = Project::empty();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     p.write(format!("agents/{agent}"), std::fs::read(repo.join("tests/agents").join(agent)).unwrap());
     p.write("fixtures/tools/none.json", r#"{"tools": []}"#);
+    let profiles: String = profiles
+        .iter()
+        .map(|(name, env)| {
+            format!(
+                "[agents.{name}]\nkind = \"external\"\ncommand = [{python:?}, \"agents/{agent}\"]\n\
+                 tools = \"fixtures/tools/none.json\"\ntimeout_ms = 20000\nenv = {{ {env} }}\n\n"
+            )
+        })
+        .collect();
     p.write(
         "pipeline/iso.toml",
         format!(
-            "[pipeline]\nname = \"iso\"\ndatasets = [\"datasets/iso.jsonl\"]\n\n\
-             [agents.ext]\nkind = \"external\"\ncommand = [\"python3\", \"agents/{agent}\"]\n\
-             tools = \"fixtures/tools/none.json\"\ntimeout_ms = 20000\n\n\
+            "[pipeline]\nname = \"iso\"\ndatasets = [\"datasets/iso.jsonl\"]\n\n{profiles}\
              [gates]\ndefault = {{ min_pass_rate = 1.0 }}\n\n[report]\njson = \"reports/report.json\"\n"
         ),
     );
     let lines: Vec<String> = cases
         .iter()
-        .map(|(id, content)| {
-            json!({"id": id, "agent": "ext", "turns": ["go"], "recordings": [{"responses": [{"response": {"content": content}}]}]})
-                .to_string()
+        .map(|(id, profile, content)| {
+            json!({"id": id, "agent": profile, "turns": ["go"],
+                   "recordings": [{"responses": [{"response": {"content": content}}]}]})
+            .to_string()
         })
         .collect();
     p.write("datasets/iso.jsonl", lines.join("\n") + "\n");
@@ -79,7 +95,7 @@ fn two_concurrent_cases_that_try_each_others_endpoints_are_refused_and_flagged_i
     if !python() {
         return;
     }
-    let p = project("cross_agent.py", &[("alpha", "alpha's answer"), ("beta", "beta's answer")]);
+    let p = project("cross_agent.py", "python3", &[("alpha", "alpha's answer"), ("beta", "beta's answer")]);
     p.stateval(&["run", "pipeline/iso.toml", "--jobs", "2"]).expect_code(0);
     let run_id = p.run_ids().pop().expect("a run");
     let mut tokens = Vec::new();
@@ -117,7 +133,7 @@ fn an_agent_that_trickles_a_request_body_fails_its_case_naming_the_timeout() {
     if !python() {
         return;
     }
-    let p = project("trickle_agent.py", &[("slow", "never served")]);
+    let p = project("trickle_agent.py", "python3", &[("slow", "never served")]);
     let started = std::time::Instant::now();
     p.stateval(&["run", "pipeline/iso.toml"]).expect_code(1);
     let events = events(&p, "slow");
@@ -131,4 +147,28 @@ fn an_agent_that_trickles_a_request_body_fails_its_case_naming_the_timeout() {
     assert!(of_kind(&events, "model_called").is_empty());
     // the agent would trickle for 30 s; it was cut off at the limit
     assert!(started.elapsed().as_millis() < u128::from(limit) + 10_000, "{:?}", started.elapsed());
+}
+
+/// The vendors' SDKs send the case run's key on their own, so an agent that points
+/// them at another case run's URL is refused and flagged, whichever API it speaks.
+#[test]
+fn an_agent_that_points_the_vendors_sdks_at_another_case_run_is_refused_and_flagged() {
+    let Some(python) = common::sdk_python() else { return };
+    let python = python.to_string_lossy().into_owned();
+    let p = project_with(
+        "cross_agent.py",
+        &python,
+        &[("via_openai", r#"CROSS_SDK = "openai""#), ("via_anthropic", r#"CROSS_SDK = "anthropic""#)],
+        &[("alpha", "via_openai", "alpha's answer"), ("beta", "via_anthropic", "beta's answer")],
+    );
+    p.stateval(&["run", "pipeline/iso.toml", "--jobs", "2"]).expect_code(0);
+    for (case, content) in [("alpha", "alpha's answer"), ("beta", "beta's answer")] {
+        let events = events(&p, case);
+        let answer = answer(&events);
+        assert_eq!((answer["tried"].clone(), answer["own"].as_str()), (json!(403), Some(content)), "{case}");
+        let flags = of_kind(&events, "security_flagged");
+        assert_eq!(flags.len(), 1, "{case}: {flags:?}");
+        assert_eq!(flags[0]["data"]["class"], "cross_case");
+    }
+    common::mark_ran("cross-case-sdks");
 }

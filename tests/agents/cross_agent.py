@@ -5,6 +5,10 @@ the other's, asks the other's chat completions for a response with its own API k
 every vendor SDK sends it), and records what it got. Once both have tried, each asks
 its own endpoint and answers the turn with {"tried": STATUS, "own": CONTENT,
 "base": ITS OWN BASE URL}. Every wait is bounded.
+
+CROSS_SDK=openai or CROSS_SDK=anthropic makes the attempt through that vendor's SDK,
+with the client built as an agent would build it (the key from the environment), so
+the test shows what the SDK sends on its own.
 """
 
 import json
@@ -30,6 +34,24 @@ def chat(base):
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"{}")
+
+
+def chat_through_sdk(sdk, base):
+    """The status of one model call to `base` through the vendor's SDK."""
+    try:
+        if sdk == "openai":
+            import openai
+
+            openai.OpenAI(base_url=base, max_retries=0).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "go"}])
+        else:
+            import anthropic
+
+            anthropic.Anthropic(base_url=base.removesuffix("/v1"), max_retries=0).messages.create(
+                model="m", max_tokens=16, messages=[{"role": "user", "content": "go"}])
+        return 200
+    except Exception as e:  # the SDK's APIStatusError carries the HTTP status
+        return getattr(e, "status_code", repr(e))
 
 
 def publish(name, text):
@@ -60,7 +82,13 @@ def main():
             continue
         publish(CASE + ".url", BASE)
         peers = others(".url")
-        tried = chat(peers[0])[0] if peers else None
+        sdk = os.environ.get("CROSS_SDK")
+        if not peers:
+            tried = None
+        elif sdk:
+            tried = chat_through_sdk(sdk, peers[0])
+        else:
+            tried = chat(peers[0])[0]
         publish(CASE + ".tried", str(tried))
         others(".tried")
         status, reply = chat(BASE)
