@@ -14,7 +14,10 @@
 
 use std::io::{Read, Write};
 use std::sync::Arc;
+use std::sync::mpsc::Sender;
 
+use axum::http::{Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
@@ -25,7 +28,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
-use super::server::{Sessions, ToolAnswer};
+use super::server::{Admitted, Msg, ToolAnswer};
 
 fn info() -> ServerConfig {
     ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -81,19 +84,14 @@ fn gone() -> ErrorData {
     ErrorData::invalid_request("stateval: no case run is in progress for this URL", None)
 }
 
-/// The handler behind `/r/TOKEN/mcp`; the token comes from the request path.
+/// The handler behind `/r/TOKEN/mcp`.
 #[derive(Clone)]
-pub struct FixtureTools {
-    sessions: Sessions,
-}
+pub struct FixtureTools;
 
-fn token(context: &RequestContext<RoleServer>) -> Option<String> {
+/// The case run the server's guard admitted this request to.
+fn admitted(context: &RequestContext<RoleServer>) -> Option<Sender<Msg>> {
     let parts = context.extensions.get::<axum::http::request::Parts>()?;
-    let mut segments = parts.uri.path().trim_start_matches('/').split('/');
-    match (segments.next(), segments.next()) {
-        (Some("r"), Some(token)) => Some(token.to_string()),
-        _ => None,
-    }
+    parts.extensions.get::<Admitted>().map(|a| a.0.clone())
 }
 
 impl ServerHandler for FixtureTools {
@@ -106,8 +104,8 @@ impl ServerHandler for FixtureTools {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let token = token(&context).ok_or_else(gone)?;
-        let tools = super::server::list(&self.sessions, &token).await.ok_or_else(gone)?;
+        let tx = admitted(&context).ok_or_else(gone)?;
+        let tools = super::server::list(&tx).await.ok_or_else(gone)?;
         Ok(ListToolsResult::with_all_items(tools.iter().map(tool).collect()))
     }
 
@@ -116,21 +114,64 @@ impl ServerHandler for FixtureTools {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let token = token(&context).ok_or_else(gone)?;
+        let tx = admitted(&context).ok_or_else(gone)?;
         let args = request.arguments.map(Value::Object).unwrap_or_else(|| json!({}));
-        let answer =
-            super::server::call(&self.sessions, &token, request.name.to_string(), args).await.ok_or_else(gone)?;
+        let answer = super::server::call(&tx, request.name.to_string(), args).await.ok_or_else(gone)?;
         respond(answer)
     }
 }
 
 /// The streamable HTTP service mounted at `/r/{token}/mcp`.
-pub fn service(sessions: Sessions) -> StreamableHttpService<FixtureTools, LocalSessionManager> {
-    StreamableHttpService::new(
-        move || Ok(FixtureTools { sessions: sessions.clone() }),
-        Default::default(),
-        StreamableHttpServerConfig::default(),
-    )
+pub fn service() -> StreamableHttpService<FixtureTools, LocalSessionManager> {
+    StreamableHttpService::new(|| Ok(FixtureTools), Default::default(), StreamableHttpServerConfig::default())
+}
+
+/// A `POST` that is not a JSON-RPC message gets HTTP 400 with a JSON-RPC error before
+/// rmcp sees it: rmcp answers a wrong content type with 415 and plain text, which an
+/// MCP client cannot read as JSON-RPC. The error's `id` is null, as JSON-RPC 2.0 (§5)
+/// asks when the request's id cannot be read. Codes: -32700 when the body is not JSON,
+/// -32600 when it is not declared JSON or is not a JSON-RPC 2.0 message.
+pub async fn reject_malformed(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let declared_json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(';').next().unwrap_or_default().trim().eq_ignore_ascii_case("application/json"));
+    let (parts, body) = request.into_parts();
+    // the server's guard has read the body into memory already: this is a copy
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(e) => return malformed(-32700, &format!("the body could not be read: {e}")),
+    };
+    if !declared_json {
+        return malformed(-32600, "Content-Type must be application/json");
+    }
+    let message: Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => return malformed(-32700, &format!("Parse error: {e}")),
+    };
+    if !is_json_rpc(&message) {
+        return malformed(-32600, "Invalid Request: not a JSON-RPC 2.0 message");
+    }
+    next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
+}
+
+/// An object with `"jsonrpc": "2.0"`, or a non-empty batch of them; which method, and
+/// whether it is well formed for it, is rmcp's to judge.
+fn is_json_rpc(message: &Value) -> bool {
+    let one = |m: &Value| m.get("jsonrpc").and_then(Value::as_str) == Some("2.0");
+    match message {
+        Value::Array(batch) => !batch.is_empty() && batch.iter().all(one),
+        other => one(other),
+    }
+}
+
+fn malformed(code: i32, message: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
 }
 
 /// `stateval mcp-stdio`: forwards to the plain-HTTP tools of the case run whose

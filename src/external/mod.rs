@@ -7,7 +7,7 @@
 //!               ▼
 //!          Session: the one writer of the run's log
 //!               ▲   messages, one at a time
-//!          Server (one per `stateval run`, 127.0.0.1, ephemeral port, /r/TOKEN/…)
+//!          Server (one per `stateval run`, 127.0.0.1, ephemeral port, /r/TOKEN/…; access)
 //!            /v1/chat/completions · /v1/responses · /v1/messages · /v1/models  (wire)
 //!            /mcp (streamable HTTP) · `stateval mcp-stdio` · /tools/{name}    (mcp)
 //! ```
@@ -16,8 +16,10 @@
 //! agent speaks (recordings are dialect-neutral); tool calls go through the built-in
 //! runtime's tool boundary (policy, approvals, taint, idempotency, faults, fixtures).
 //! Nothing on the wire is random or reads a clock, so the same inputs give the same
-//! log byte for byte, as with the built-in runtime.
+//! log byte for byte, as with the built-in runtime. (The case run's URL token and API
+//! key are random, and reach neither the wire's answers nor the log: `access`.)
 
+pub mod access;
 pub mod live;
 pub mod mcp;
 pub mod neutral;

@@ -1,25 +1,33 @@
 //! The loopback server of one `stateval run`: model endpoints, MCP and plain-HTTP
 //! tools, every case run addressed by its token (`/r/TOKEN/…`).
 //!
+//! Every request under `/r/TOKEN/` passes one [`guard`] first: it is admitted to its
+//! own case run or refused (`access`), and its body must arrive within
+//! [`BODY_READ_MS`]; every connection must send its headers within [`HEADER_READ_MS`].
 //! Handlers do no work of their own: each request becomes a [`Msg`] to the case run's
 //! session (the one writer of its log), and the session's [`Reply`] goes back on the
 //! wire. The server runs on its own small tokio runtime in a thread of its own, bound
 //! to an ephemeral port on 127.0.0.1, and stops when the [`Server`] is dropped.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Extension, FromRequest, Request, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any_service, get, post};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+use super::access::{Cases, Credentials};
 use super::process::Output;
 use super::wire::{Dialect, Reply};
 
@@ -43,6 +51,17 @@ pub enum Msg {
         method: String,
         path: String,
     },
+    /// A request with this case run's API key tried another case run's endpoints
+    /// (`request`: method and path, token elided) and was refused.
+    CrossCase {
+        request: String,
+        addressed: &'static str,
+    },
+    /// A request's body did not arrive within `limit_ms`; the connection was dropped.
+    SlowBody {
+        request: String,
+        limit_ms: u64,
+    },
     /// The agent's stdout, line by line.
     Agent(Output),
 }
@@ -56,42 +75,87 @@ pub struct ToolAnswer {
     pub protocol_error: Option<crate::sandbox::ProtocolError>,
 }
 
-pub(crate) type Sessions = Arc<Mutex<HashMap<String, Sender<Msg>>>>;
-
 /// Request bodies up to this size are read: a long conversation re-sends its whole
 /// history on every call.
 const BODY_LIMIT: usize = 64 << 20;
 
+/// How long a client has to send a request's headers, and on a kept-alive connection
+/// to start its next request. An HTTP client writes its headers in one go, and over
+/// loopback they arrive in microseconds; a client that trickles them (or connects and
+/// says nothing) would hold a connection and a task for as long as it liked. Ten
+/// seconds is far beyond any honest client on a loaded machine. A kept-alive connection
+/// idle this long is closed too, which costs an SDK nothing: its pool expires idle
+/// connections sooner (httpx after 5 s, Node's undici after 4 s) or opens a new one.
+pub const HEADER_READ_MS: u64 = 10_000;
+
+/// How long a request's body has to arrive once its headers have. Bodies are written
+/// right after the headers (up to [`BODY_LIMIT`] over loopback, well under a second);
+/// an agent still sending after this fails its case, naming the request.
+pub const BODY_READ_MS: u64 = 10_000;
+
+/// After a failed `accept` (out of file descriptors, say), wait this long before the
+/// next, rather than spin.
+const ACCEPT_BACKOFF_MS: u64 = 50;
+
+/// How long the server waits for a slow client; [`Server::start`] uses the constants
+/// above, tests shorter ones.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub header_read: Duration,
+    pub body_read: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { header_read: Duration::from_millis(HEADER_READ_MS), body_read: Duration::from_millis(BODY_READ_MS) }
+    }
+}
+
+/// What every handler shares: the case runs, and how long a body may take.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    cases: Arc<Mutex<Cases>>,
+    body_read: Duration,
+}
+
+/// The case run a request was admitted to (by [`guard`]), in the request's extensions
+/// for the handlers and the MCP service.
+#[derive(Clone)]
+pub(crate) struct Admitted(pub Sender<Msg>);
+
 pub struct Server {
     addr: SocketAddr,
-    sessions: Sessions,
+    cases: Arc<Mutex<Cases>>,
     shutdown: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// A session's registration; the token stops resolving when it is dropped.
+/// A session's registration; its URL stops resolving when it is dropped.
 pub struct Registration {
-    sessions: Sessions,
+    cases: Arc<Mutex<Cases>>,
     token: String,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        if let Ok(mut s) = self.sessions.lock() {
-            s.remove(&self.token);
-        }
+        self.cases.lock().unwrap_or_else(PoisonError::into_inner).end(&self.token);
     }
 }
 
 impl Server {
     /// Bind 127.0.0.1 on an ephemeral port and serve until dropped.
     pub fn start() -> std::io::Result<Server> {
-        let sessions: Sessions = Arc::default();
+        Server::start_with(Limits::default())
+    }
+
+    /// [`Server::start`], with its own limits for slow clients.
+    pub fn start_with(limits: Limits) -> std::io::Result<Server> {
+        let cases: Arc<Mutex<Cases>> = Arc::default();
         let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let (tx, rx) = oneshot::channel::<()>();
-        let app = router(sessions.clone());
+        let app = router(Shared { cases: cases.clone(), body_read: limits.body_read });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("stateval-endpoints")
@@ -100,23 +164,17 @@ impl Server {
         let thread = std::thread::Builder::new().name("stateval-endpoints".into()).spawn(move || {
             runtime.block_on(async move {
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-                let _ = axum::serve(listener, app)
-                    .with_graceful_shutdown(async move {
-                        let _ = rx.await;
-                    })
-                    .await;
+                serve(listener, app, limits.header_read, rx).await;
             });
             runtime.shutdown_background();
         })?;
-        Ok(Server { addr, sessions, shutdown: Some(tx), thread: Some(thread) })
+        Ok(Server { addr, cases, shutdown: Some(tx), thread: Some(thread) })
     }
 
-    /// Route `/r/TOKEN/…` to `sender` until the registration is dropped.
-    pub fn register(&self, token: &str, sender: Sender<Msg>) -> Registration {
-        if let Ok(mut s) = self.sessions.lock() {
-            s.insert(token.to_string(), sender);
-        }
-        Registration { sessions: self.sessions.clone(), token: token.to_string() }
+    /// Route requests with `credentials` to `sender` until the registration is dropped.
+    pub fn register(&self, credentials: &Credentials, sender: Sender<Msg>) -> Registration {
+        self.cases.lock().unwrap_or_else(PoisonError::into_inner).begin(credentials, sender);
+        Registration { cases: self.cases.clone(), token: credentials.token.clone() }
     }
 
     /// `http://127.0.0.1:PORT/r/TOKEN`.
@@ -136,8 +194,42 @@ impl Drop for Server {
     }
 }
 
-fn router(sessions: Sessions) -> Router {
-    let mcp = super::mcp::service(sessions.clone());
+/// Accept connections until `shutdown`. axum's own `serve` has no header timeout, so
+/// connections are served by hyper's HTTP/1 connection with one ([`HEADER_READ_MS`]):
+/// a client that has not sent complete headers in time is disconnected. (HTTP/1 only:
+/// every agent SDK speaks it, and the version sniffing of `auto` would read the first
+/// bytes with no timeout.) Connections still open at shutdown are dropped with the
+/// runtime; every case run has ended by then.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    header_read: Duration,
+    mut shutdown: oneshot::Receiver<()>,
+) {
+    let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(header_read);
+    let builder = Arc::new(builder);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(ACCEPT_BACKOFF_MS)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => return,
+        };
+        let (builder, service) = (builder.clone(), TowerToHyperService::new(app.clone()));
+        tokio::spawn(async move {
+            // a dropped or timed-out client ends its connection; nothing to report
+            let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+        });
+    }
+}
+
+fn router(shared: Shared) -> Router {
+    let mcp = any_service(super::mcp::service()).layer(axum::middleware::from_fn(super::mcp::reject_malformed));
     Router::new()
         .route("/r/{token}/v1/chat/completions", post(chat))
         .route("/r/{token}/v1/responses", post(responses))
@@ -145,17 +237,18 @@ fn router(sessions: Sessions) -> Router {
         .route("/r/{token}/v1/models", get(models))
         .route("/r/{token}/tools", get(list_tools))
         .route("/r/{token}/tools/{name}", post(call_tool))
-        .route_service("/r/{token}/mcp", mcp)
+        .route("/r/{token}/mcp", mcp)
         .layer(axum::middleware::from_fn(session_close_ok))
         .fallback(unserved)
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), guard))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .with_state(sessions)
+        .with_state(shared)
 }
 
 /// rmcp answers an MCP session's `DELETE` with 202; the official Python client counts
 /// only 200, 204 and 405 as success and logs every other status into the agent's
 /// stderr. The session is closed either way, so say 200.
-async fn session_close_ok(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+async fn session_close_ok(request: Request, next: Next) -> Response {
     let delete = request.method() == Method::DELETE;
     let mut response = next.run(request).await;
     if delete && response.status() == StatusCode::ACCEPTED {
@@ -164,8 +257,49 @@ async fn session_close_ok(request: axum::extract::Request, next: axum::middlewar
     response
 }
 
-pub(crate) fn session(sessions: &Sessions, token: &str) -> Option<Sender<Msg>> {
-    sessions.lock().ok()?.get(token).cloned()
+/// `/r/TOKEN/rest` → (`TOKEN`, `rest`).
+fn addressed(path: &str) -> Option<(&str, &str)> {
+    let rest = path.strip_prefix("/r/")?;
+    Some(rest.split_once('/').unwrap_or((rest, "")))
+}
+
+/// Every request under `/r/TOKEN/` passes here first: it is admitted to a case run
+/// ([`Cases::admit`]: its own, or refused and flagged), then its body is read within
+/// the body timeout. Handlers see only admitted requests with their bodies in memory.
+async fn guard(State(shared): State<Shared>, request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_string();
+    let Some((token, rest)) = addressed(&path) else { return next.run(request).await };
+    // the token is elided: logs are read by others, and the URL was someone's secret
+    let described = format!("{} /r/…/{rest}", request.method());
+    let admitted = shared.cases.lock().unwrap_or_else(PoisonError::into_inner).admit(token, request.headers());
+    let tx = match admitted {
+        Ok(tx) => tx,
+        Err(refusal) => {
+            let body = refusal.body();
+            if let Some(flag) = refusal.flag {
+                let _ = flag.sender.send(Msg::CrossCase { request: described, addressed: flag.addressed });
+            }
+            return (refusal.status, axum::Json(body)).into_response();
+        }
+    };
+    let (mut parts, body) = request.into_parts();
+    // read through the `Bytes` extractor so that `DefaultBodyLimit` still applies
+    let reading = Bytes::from_request(Request::from_parts(parts.clone(), body), &());
+    let bytes = match tokio::time::timeout(shared.body_read, reading).await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(rejection)) => return rejection.into_response(),
+        Err(_) => {
+            let limit_ms = u64::try_from(shared.body_read.as_millis()).unwrap_or(u64::MAX);
+            let message = format!("stateval: the request body did not arrive within {limit_ms} ms");
+            let _ = tx.send(Msg::SlowBody { request: described, limit_ms });
+            let body = json!({"error": {"message": message, "type": "invalid_request_error",
+                                        "code": "stateval_slow_request"}});
+            // hyper closes the connection: the rest of the body was never read
+            return (StatusCode::REQUEST_TIMEOUT, axum::Json(body)).into_response();
+        }
+    };
+    parts.extensions.insert(Admitted(tx));
+    next.run(Request::from_parts(parts, Body::from(bytes))).await
 }
 
 fn reply(r: Reply) -> Response {
@@ -173,46 +307,43 @@ fn reply(r: Reply) -> Response {
     (status, [(header::CONTENT_TYPE, r.content_type)], r.body).into_response()
 }
 
-fn gone(token: &str) -> Response {
-    let body = json!({"error": {"message": format!("stateval: no case run with token {token:?} is in progress"),
-                                "type": "invalid_request_error", "code": "stateval_unknown_run"}});
-    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+/// The case run ended between admitting a request and answering it.
+fn gone() -> Response {
+    let body = json!({"error": {"message": "stateval: the case run of this URL has ended",
+                                "type": "invalid_request_error", "code": "stateval_run_ended"}});
+    (StatusCode::GONE, axum::Json(body)).into_response()
 }
 
-async fn model(sessions: &Sessions, token: &str, dialect: Dialect, bytes: &[u8]) -> Response {
-    let Some(tx) = session(sessions, token) else { return gone(token) };
+async fn model(tx: &Sender<Msg>, dialect: Dialect, bytes: &[u8]) -> Response {
     let body: Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
         Err(e) => return reply(dialect.error(400, "invalid_request_error", &format!("the body is not JSON: {e}"))),
     };
     let (reply_tx, reply_rx) = oneshot::channel();
     if tx.send(Msg::Model { dialect, body, reply: reply_tx }).is_err() {
-        return gone(token);
+        return gone();
     }
     match reply_rx.await {
         Ok(r) => reply(r),
-        Err(_) => gone(token),
+        Err(_) => gone(),
     }
 }
 
-async fn chat(State(s): State<Sessions>, Path(token): Path<String>, body: Bytes) -> Response {
-    model(&s, &token, Dialect::Chat, &body).await
+async fn chat(Extension(Admitted(tx)): Extension<Admitted>, body: Bytes) -> Response {
+    model(&tx, Dialect::Chat, &body).await
 }
 
-async fn responses(State(s): State<Sessions>, Path(token): Path<String>, body: Bytes) -> Response {
-    model(&s, &token, Dialect::Responses, &body).await
+async fn responses(Extension(Admitted(tx)): Extension<Admitted>, body: Bytes) -> Response {
+    model(&tx, Dialect::Responses, &body).await
 }
 
-async fn messages(State(s): State<Sessions>, Path(token): Path<String>, body: Bytes) -> Response {
-    model(&s, &token, Dialect::Messages, &body).await
+async fn messages(Extension(Admitted(tx)): Extension<Admitted>, body: Bytes) -> Response {
+    model(&tx, Dialect::Messages, &body).await
 }
 
 /// The one model replay serves, in the shape of the API that asked (Anthropic's
-/// clients send `anthropic-version`).
-async fn models(State(s): State<Sessions>, Path(token): Path<String>, headers: HeaderMap) -> Response {
-    if session(&s, &token).is_none() {
-        return gone(&token);
-    }
+/// clients send `anthropic-version`). Admission ([`guard`]) is all it needs.
+async fn models(headers: HeaderMap) -> Response {
     let body = if headers.contains_key("anthropic-version") {
         json!({"data": [{"type": "model", "id": MODEL, "display_name": "stateval replay",
                          "created_at": "2025-01-01T00:00:00Z"}],
@@ -228,29 +359,31 @@ async fn models(State(s): State<Sessions>, Path(token): Path<String>, headers: H
 pub const MODEL: &str = "stateval-replay";
 
 /// `GET STATEVAL_TOOLS_URL`: the served tools with their input schemas.
-async fn list_tools(State(s): State<Sessions>, Path(token): Path<String>) -> Response {
-    match list(&s, &token).await {
+async fn list_tools(Extension(Admitted(tx)): Extension<Admitted>) -> Response {
+    match list(&tx).await {
         Some(tools) => axum::Json(json!({"tools": tools})).into_response(),
-        None => gone(&token),
+        None => gone(),
     }
 }
 
-pub(crate) async fn list(sessions: &Sessions, token: &str) -> Option<Vec<Value>> {
-    let tx = session(sessions, token)?;
+pub(crate) async fn list(tx: &Sender<Msg>) -> Option<Vec<Value>> {
     let (reply_tx, reply_rx) = oneshot::channel();
     tx.send(Msg::ListTools { reply: reply_tx }).ok()?;
     reply_rx.await.ok()
 }
 
-pub(crate) async fn call(sessions: &Sessions, token: &str, name: String, args: Value) -> Option<ToolAnswer> {
-    let tx = session(sessions, token)?;
+pub(crate) async fn call(tx: &Sender<Msg>, name: String, args: Value) -> Option<ToolAnswer> {
     let (reply_tx, reply_rx) = oneshot::channel();
     tx.send(Msg::CallTool { name, args, reply: reply_tx }).ok()?;
     reply_rx.await.ok()
 }
 
 /// `POST STATEVAL_TOOLS_URL/{name}` with the arguments as the body.
-async fn call_tool(State(s): State<Sessions>, Path((token, name)): Path<(String, String)>, body: Bytes) -> Response {
+async fn call_tool(
+    Extension(Admitted(tx)): Extension<Admitted>,
+    axum::extract::Path((_token, name)): axum::extract::Path<(String, String)>,
+    body: Bytes,
+) -> Response {
     let args: Value = if body.is_empty() {
         json!({})
     } else {
@@ -262,7 +395,7 @@ async fn call_tool(State(s): State<Sessions>, Path((token, name)): Path<(String,
             }
         }
     };
-    match call(&s, &token, name, args).await {
+    match call(&tx, name, args).await {
         Some(answer) => {
             let mut body = json!({"result": answer.result, "is_error": answer.is_error});
             if let Some(protocol) = &answer.protocol_error {
@@ -270,21 +403,21 @@ async fn call_tool(State(s): State<Sessions>, Path((token, name)): Path<(String,
             }
             axum::Json(body).into_response()
         }
-        None => gone(&token),
+        None => gone(),
     }
 }
 
-/// Anything else: the session is told (an agent calling an endpoint stateval does not
-/// serve fails its case, never silently), and the agent gets a 404.
-async fn unserved(State(s): State<Sessions>, method: Method, uri: Uri) -> Response {
-    let path = uri.path().to_string();
-    let mut parts = path.trim_start_matches('/').splitn(3, '/');
-    if let (Some("r"), Some(token), rest) = (parts.next(), parts.next(), parts.next())
-        && let Some(tx) = session(&s, token)
-    {
-        let _ = tx.send(Msg::Unserved { method: method.to_string(), path: format!("/{}", rest.unwrap_or_default()) });
+/// Anything else: an admitted case run is told (an agent calling an endpoint stateval
+/// does not serve fails its case, never silently), and the agent gets a 404.
+async fn unserved(admitted: Option<Extension<Admitted>>, method: Method, uri: Uri) -> Response {
+    let path = uri.path();
+    if let (Some(Extension(Admitted(tx))), Some((_, rest))) = (admitted, addressed(path)) {
+        let _ = tx.send(Msg::Unserved { method: method.to_string(), path: format!("/{rest}") });
     }
     let body = json!({"error": {"message": format!("stateval does not serve {method} {path}"),
                                 "type": "invalid_request_error", "code": "stateval_unserved_endpoint"}});
     (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
 }
+
+#[cfg(test)]
+mod tests;

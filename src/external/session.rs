@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+use super::access::Credentials;
 use super::neutral::{self, Rule};
 use super::process::{AgentProcess, Output};
 use super::protocol::{self, FromAgent};
@@ -142,8 +143,9 @@ impl<'a, 'p> Session<'a, 'p> {
         launch: &'p Launch<'p>,
     ) -> Result<RunSummary, WriteError> {
         let (tx, rx) = std::sync::mpsc::channel();
-        let token = token(launch.run_id, &input.case.id, input.run_index);
-        let _registration = launch.server.register(&token, tx.clone());
+        // fresh secrets per case run, so no agent can compute another's (access.rs)
+        let credentials = Credentials::generate();
+        let _registration = credentials.as_ref().ok().map(|c| launch.server.register(c, tx.clone()));
         let rules = Rule::compile(&input.profile.normalize).unwrap_or_default();
         let mut session = Session {
             input,
@@ -167,7 +169,14 @@ impl<'a, 'p> Session<'a, 'p> {
             deadline: Instant::now() + Duration::from_millis(input.profile.external_timeout_ms()),
         };
         session.start()?;
-        let env = session.environment(&launch.server.base_url(&token));
+        let credentials = match credentials {
+            Ok(credentials) => credentials,
+            Err(e) => {
+                let stop = Stop::failed("agent_start", format!("no random source for the case run's secrets: {e}"));
+                return session.finish(Some(stop));
+            }
+        };
+        let env = session.environment(&launch.server.base_url(&credentials.token), &credentials.key);
         let process = AgentProcess::spawn(launch.command, &launch.cwd, &env, launch.stderr.as_deref(), tx, Msg::Agent);
         let outcome = match process {
             Ok(mut process) => {
@@ -203,15 +212,17 @@ impl<'a, 'p> Session<'a, 'p> {
 
     /// The process's environment: the parent's without any credential or the signing
     /// key ([`crate::child_env`]; the profile's `env_passthrough` names exceptions),
-    /// plus the replay endpoints, then the profile's own variables.
-    fn environment(&self, base: &str) -> Vec<(String, String)> {
+    /// plus the replay endpoints and the case run's own API key (its SDKs send it with
+    /// every request, which tells the server who sent it), then the profile's own
+    /// variables.
+    fn environment(&self, base: &str, key: &str) -> Vec<(String, String)> {
         let input = self.input;
         let mut env = crate::child_env::inherited(&input.profile.env_passthrough);
         let ours = [
             ("OPENAI_BASE_URL", format!("{base}/v1")),
-            ("OPENAI_API_KEY", "stateval-replay".into()),
+            ("OPENAI_API_KEY", key.to_string()),
             ("ANTHROPIC_BASE_URL", base.to_string()),
-            ("ANTHROPIC_API_KEY", "stateval-replay".into()),
+            ("ANTHROPIC_API_KEY", key.to_string()),
             ("STATEVAL_MCP_URL", format!("{base}/mcp")),
             ("STATEVAL_TOOLS_URL", format!("{base}/tools")),
             ("STATEVAL_CASE", input.case.id.clone()),
@@ -366,6 +377,23 @@ impl<'a, 'p> Session<'a, 'p> {
                     "unserved_endpoint",
                     format!(
                         "the agent called {method} {path}, which stateval does not serve (served: /v1/chat/completions, /v1/responses, /v1/messages, /v1/models, /mcp, /tools)"
+                    ),
+                ));
+            }
+            Msg::CrossCase { request, addressed } => {
+                let detail = format!(
+                    "the agent sent {request} with this case run's API key to the endpoints of {addressed}; refused"
+                );
+                self.rec.emit(
+                    Kind::SecurityFlagged,
+                    json!({"class": "cross_case", "severity": "high", "request": request, "detail": detail}),
+                )?;
+            }
+            Msg::SlowBody { request, limit_ms } => {
+                self.stop = Some(Stop::failed(
+                    "agent_slow_request",
+                    format!(
+                        "the agent's request body did not arrive within {limit_ms} ms ({request}); the connection was dropped"
                     ),
                 ));
             }
@@ -671,12 +699,6 @@ impl<'a, 'p> Session<'a, 'p> {
     }
 }
 
-/// The URL token of a case run: unique within a run, derived from what names it.
-fn token(run_id: &str, case: &str, k: usize) -> String {
-    let digest = canon::digest(Context::Content, format!("token\0{run_id}\0{case}\0{k}").as_bytes());
-    digest.to_hex()[..24].to_string()
-}
-
 /// Wire ids (`chatcmpl-…`, `resp_…`, `msg_…`): from the run id, the case run and the
 /// recording position, so they repeat exactly when the run does.
 fn wire_id(run_id: &str, case: &str, k: usize, position: usize) -> String {
@@ -702,9 +724,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tokens_and_wire_ids_are_derived_and_distinct() {
-        assert_eq!(token("r-1", "c", 0), token("r-1", "c", 0));
-        assert_ne!(token("r-1", "c", 0), token("r-1", "c", 1));
+    fn wire_ids_are_derived_and_distinct() {
+        assert_eq!(wire_id("r-1", "c", 0, 0), wire_id("r-1", "c", 0, 0));
         assert_ne!(wire_id("r-1", "c", 0, 0), wire_id("r-1", "c", 0, 1));
     }
 }
