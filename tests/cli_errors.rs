@@ -1,7 +1,9 @@
 //! Invalid input end to end: every broken input is refused before anything runs, with
 //! `error: PATH:LINE:COL: message` naming the exact line and a sensible column, exit 2,
-//! no report file (stale ones from an earlier green run removed), nothing claiming
-//! success, and the store left as it was. Also `stateval schema` and `stateval validate`.
+//! nothing claiming success, and nothing written or deleted: the store and an earlier
+//! run's reports are left exactly as they were (a run that gets past validation and
+//! then fails removes them: `a_run_that_cannot_write_its_logs_…`). Also `stateval
+//! schema` and `stateval validate`.
 
 mod common;
 
@@ -15,15 +17,16 @@ const TREASURY: &str = "datasets/examples/treasury.jsonl";
 const PAY_ALICE: &str = "fixtures/recordings/pay-alice.jsonl";
 
 /// A project after a green run of ci.toml, with its reports in place; returns the
-/// store's run files so a refused run can be shown to leave them alone.
+/// store's run files and the reports so a refused run can be shown to leave them alone.
 fn green() -> (Project, BTreeMap<String, Vec<u8>>) {
     let p = Project::new();
     p.stateval(&["run"]).expect_code(0);
     for r in CI_REPORTS {
         assert!(p.exists(r), "the green run wrote {r}");
     }
-    let runs = p.snapshot(".stateval/runs");
-    (p, runs)
+    let mut files = p.snapshot(".stateval/runs");
+    files.extend(p.snapshot("reports"));
+    (p, files)
 }
 
 /// What a refused input must look like.
@@ -36,7 +39,7 @@ struct Expected<'a> {
 }
 
 /// `stateval run` on the broken copy: exit 2, exactly one located error, nothing on
-/// stdout, no report, the store's run files untouched.
+/// stdout, the store's run files and the earlier reports untouched.
 #[track_caller]
 fn refused(p: &Project, before: &BTreeMap<String, Vec<u8>>, expected: &Expected<'_>) {
     let out = p.stateval(&["run"]);
@@ -51,10 +54,9 @@ fn refused(p: &Project, before: &BTreeMap<String, Vec<u8>>, expected: &Expected<
     }
     assert_eq!(out.stdout, "", "nothing claims success on stdout");
     assert!(!out.stderr.contains("PASS") && !out.stderr.contains("report:"), "{}", out.stderr);
-    let left: Vec<&str> = CI_REPORTS.iter().copied().filter(|r| p.exists(r)).collect();
-    assert!(left.is_empty(), "stale reports from the green run survived a refused run: {left:?}");
-    let after = p.snapshot(".stateval/runs");
-    assert_eq!(common::differing(before, &after), Vec::<String>::new(), "nothing ran, nothing was written");
+    let mut after = p.snapshot(".stateval/runs");
+    after.extend(p.snapshot("reports"));
+    assert_eq!(common::differing(before, &after), Vec::<String>::new(), "nothing ran, written or deleted");
 }
 
 /// Columns `from..=to` of `needle` in `line` (1-based, inclusive).
@@ -65,20 +67,20 @@ fn span(line: &str, needle: &str) -> RangeInclusive<usize> {
 
 #[test]
 fn a_malformed_jsonl_line_is_refused_at_the_missing_comma() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(TREASURY, 3, r#""tags":["memory"],"agent""#, r#""tags":["memory"] "agent""#);
     // the parser stops at the space where the comma should be or at the next key
     let at = column_of(&line, r#"] "agent""#) + 1;
-    refused(&p, &runs, &Expected { path: TREASURY, line: 3, columns: at..=at + 1, says: &["expected `,` or `}`"] });
+    refused(&p, &before, &Expected { path: TREASURY, line: 3, columns: at..=at + 1, says: &["expected `,` or `}`"] });
 }
 
 #[test]
 fn an_unknown_case_key_is_refused_at_the_key_and_suggests_the_right_one() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(TREASURY, 2, r#""expect":"#, r#""expct":"#);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: TREASURY,
             line: 2,
@@ -90,11 +92,11 @@ fn an_unknown_case_key_is_refused_at_the_key_and_suggests_the_right_one() {
 
 #[test]
 fn a_duplicate_case_id_is_refused_naming_the_first_definition() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(TREASURY, 5, r#""id":"invoice-clean-paid""#, r#""id":"balance-check""#);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: TREASURY,
             line: 5,
@@ -106,11 +108,11 @@ fn a_duplicate_case_id_is_refused_naming_the_first_definition() {
 
 #[test]
 fn a_case_id_duplicated_across_datasets_is_refused_naming_the_other_file() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(TREASURY, 7, r#""id":"greeting-inline""#, r#""id":"greeting-support""#);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: TREASURY,
             line: 7,
@@ -122,11 +124,11 @@ fn a_case_id_duplicated_across_datasets_is_refused_naming_the_other_file() {
 
 #[test]
 fn a_bad_regex_in_a_matcher_is_refused_at_the_matcher() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(TREASURY, 2, r#""Shall I send \\$100\\?$""#, r#""Shall I send (\\$100\\?$""#);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: TREASURY,
             line: 2,
@@ -138,11 +140,11 @@ fn a_bad_regex_in_a_matcher_is_refused_at_the_matcher() {
 
 #[test]
 fn a_malformed_json_schema_in_a_schema_matcher_is_refused_at_the_schema() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(TREASURY, 4, r#"{"schema":{"minimum":1}}"#, r#"{"schema":{"minimum":"one"}}"#);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: TREASURY,
             line: 4,
@@ -154,12 +156,12 @@ fn a_malformed_json_schema_in_a_schema_matcher_is_refused_at_the_schema() {
 
 #[test]
 fn a_missing_recording_file_is_refused_at_its_path_in_the_case() {
-    let (p, runs) = green();
+    let (p, before) = green();
     std::fs::remove_file(p.join(PAY_ALICE)).expect("remove the recording");
     let line = p.line(TREASURY, 2);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: TREASURY,
             line: 2,
@@ -171,11 +173,11 @@ fn a_missing_recording_file_is_refused_at_its_path_in_the_case() {
 
 #[test]
 fn a_recording_line_with_an_unknown_field_is_refused_at_its_own_file_and_line() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(PAY_ALICE, 2, r#""latency_ms":460"#, r#""latncy_ms":460"#);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: PAY_ALICE,
             line: 2,
@@ -187,11 +189,11 @@ fn a_recording_line_with_an_unknown_field_is_refused_at_its_own_file_and_line() 
 
 #[test]
 fn a_recording_line_with_a_wrong_type_is_refused_at_its_own_file_and_line() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(PAY_ALICE, 2, r#""latency_ms":460"#, r#""latency_ms":"slow""#);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: PAY_ALICE,
             line: 2,
@@ -202,12 +204,12 @@ fn a_recording_line_with_a_wrong_type_is_refused_at_its_own_file_and_line() {
 }
 
 #[test]
-fn a_pipeline_with_an_unknown_key_is_refused_at_the_key_and_leaves_no_stale_report() {
-    let (p, runs) = green();
+fn a_pipeline_with_an_unknown_key_is_refused_at_the_key_and_deletes_nothing() {
+    let (p, before) = green();
     p.edit_line("pipeline/ci.toml", 5, r#"goldens = "goldens""#, "goldens = \"goldens\"\nstorre = \"x\"");
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: "pipeline/ci.toml",
             line: 6,
@@ -218,8 +220,8 @@ fn a_pipeline_with_an_unknown_key_is_refused_at_the_key_and_leaves_no_stale_repo
 }
 
 #[test]
-fn a_pipeline_with_an_unknown_agent_key_is_refused_at_the_key_and_leaves_no_stale_report() {
-    let (p, runs) = green();
+fn a_pipeline_with_an_unknown_agent_key_is_refused_at_the_key_and_deletes_nothing() {
+    let (p, before) = green();
     let text = p.read("pipeline/ci.toml");
     assert_eq!(
         text.lines().nth(20),
@@ -229,7 +231,7 @@ fn a_pipeline_with_an_unknown_agent_key_is_refused_at_the_key_and_leaves_no_stal
     p.edit_line("pipeline/ci.toml", 21, "approvals", "polcy = []\napprovals");
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: "pipeline/ci.toml",
             line: 21,
