@@ -242,6 +242,163 @@ fn a_pipeline_with_an_unknown_agent_key_is_refused_at_the_key_and_deletes_nothin
 }
 
 // ---------------------------------------------------------------------------------
+// Configuration that names nothing: refused at the name, with the closest real one
+
+/// The 1-based number of the only line of `rel` that contains `needle`.
+#[track_caller]
+fn line_with(p: &Project, rel: &str, needle: &str) -> usize {
+    let text = p.read(rel);
+    let found: Vec<usize> = text.lines().enumerate().filter(|(_, l)| l.contains(needle)).map(|(i, _)| i + 1).collect();
+    assert_eq!(found.len(), 1, "{rel} must contain {needle:?} on exactly one line: {found:?}");
+    found[0]
+}
+
+#[test]
+fn a_policy_rule_naming_a_tool_no_manifest_has_is_refused_at_the_name() {
+    let (p, before) = green();
+    let line = p.edit_line("pipeline/ci.toml", 17, r#"tool = "transfer""#, r#"tool = "transfr""#);
+    let says = [
+        r#"agents.treasury.policy[0].tool: policy rule "untrusted-recipient" names tool "transfr""#,
+        r#"(did you mean "transfer"?)"#,
+    ];
+    refused(
+        &p,
+        &before,
+        &Expected { path: "pipeline/ci.toml", line: 17, columns: span(&line, r#""transfr""#), says: &says },
+    );
+}
+
+#[test]
+fn an_approval_naming_neither_a_class_nor_a_reachable_tool_is_refused_at_the_key() {
+    let (p, before) = green();
+    let line = p.edit_line("pipeline/ci.toml", 21, "privileged = \"human\"", "transfr = \"human\"");
+    let says = [r#"agents.treasury.approvals.transfr: an approval names "transfr""#, r#"(did you mean "transfer"?)"#];
+    refused(
+        &p,
+        &before,
+        &Expected { path: "pipeline/ci.toml", line: 21, columns: span(&line, "transfr"), says: &says },
+    );
+}
+
+#[test]
+fn a_destructive_tool_detector_matching_no_tool_is_refused_at_the_pattern() {
+    let (p, before) = green();
+    p.edit_line("pipeline/ci.toml", 21, "approvals", "safety = { destructive_tools = [\"close_acount\"] }\napprovals");
+    let line = p.line("pipeline/ci.toml", 21);
+    let says = [
+        r#"agents.treasury.safety.destructive_tools[0]: the destructive-tool detector's pattern "close_acount" matches no tool"#,
+        r#"(did you mean "close_account"?)"#,
+    ];
+    let columns = span(&line, r#""close_acount""#);
+    refused(&p, &before, &Expected { path: "pipeline/ci.toml", line: 21, columns, says: &says });
+}
+
+#[test]
+fn a_case_allowing_a_tool_its_agent_cannot_reach_is_refused_at_the_name() {
+    let (p, before) = green();
+    let line = p.edit_line(
+        TREASURY,
+        1,
+        r#""agent":"treasury","#,
+        r#""agent":"treasury","allowed_tools":["get_balance","transfr"],"#,
+    );
+    let says = [r#"allowed_tools names tool "transfr""#, r#"(did you mean "transfer"?)"#];
+    refused(&p, &before, &Expected { path: TREASURY, line: 1, columns: span(&line, r#""transfr""#), says: &says });
+}
+
+#[test]
+fn a_gate_on_a_tag_no_case_carries_is_refused_at_the_gate() {
+    let (p, before) = green();
+    let at = line_with(&p, "pipeline/ci.toml", "tags.memory = ");
+    let line = p.edit_line("pipeline/ci.toml", at, "tags.memory", "tags.memroy");
+    let says = [r#"gates.tags.memroy: no case carries the tag "memroy" (did you mean "memory"?)"#];
+    refused(&p, &before, &Expected { path: "pipeline/ci.toml", line: at, columns: span(&line, "memroy"), says: &says });
+}
+
+#[test]
+fn an_unknown_key_in_any_table_of_a_pipeline_is_refused_at_its_line() {
+    // one bogus key in each table and inline table the shipped pipelines use
+    let p = Project::new();
+    let ci = p.read("pipeline/ci.toml");
+    let edits: [(&str, &str); 13] = [
+        ("[pipeline]\n", "[pipeline]\nbogus = 1\n"),
+        ("[replay]\n", "[replay]\nbogus = 1\n"),
+        ("[agents.treasury]\n", "[agents.treasury]\nbogus = 1\n"),
+        ("context = { budget_tokens = 24000 }", "context = { budget_tokens = 24000, bogus = 1 }"),
+        ("memory = { episodic_ttl_turns = 10 }", "memory = { episodic_ttl_turns = 10, bogus = 1 }"),
+        (r#"{ id = "financial-approval","#, r#"{ bogus = 1, id = "financial-approval","#),
+        ("max_calls_per_tool_per_turn = 3 }", "max_calls_per_tool_per_turn = 3, bogus = 1 }"),
+        (r#"fault = "error" }"#, r#"fault = "error", bogus = 1 }"#),
+        ("[gates]\n", "[gates]\nbogus = 1\n"),
+        ("default = { min_pass_rate = 1.0 }", "default = { min_pass_rate = 1.0, bogus = 1 }"),
+        ("tags.memory = { min_pass_rate = 1.0,", "tags.memory = { bogus = 1, min_pass_rate = 1.0,"),
+        ("[report]\n", "[report]\nbogus = 1\n"),
+        ("[report]\n", "[goldens]\nbogus = 1\n\n[report]\n"),
+    ];
+    for (from, to) in edits {
+        assert_eq!(ci.matches(from).count(), 1, "pipeline/ci.toml no longer has {from:?} once");
+        let edited = ci.replacen(from, to, 1);
+        p.write("pipeline/ci.toml", &edited);
+        let out = p.stateval(&["run"]);
+        out.expect_code(2);
+        let (path, line, _, message) = parse_located_error(out.stderr.lines().next().unwrap_or_default());
+        let bogus = edited.lines().position(|l| l.contains("bogus")).map(|i| i + 1);
+        assert_eq!((path.as_str(), Some(line)), ("pipeline/ci.toml", bogus), "{to}: {}", out.stderr);
+        assert!(message.contains(r#"unknown field "bogus""#), "{to}: {message}");
+    }
+    // a judge's table too
+    p.write("pipeline/ci.toml", format!("{ci}\n[judges.tone]\nrecordings = \"j.jsonl\"\nmodel = \"m\"\nbogus = 1\n"));
+    let out = p.stateval(&["run"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains(r#"unknown field "bogus""#), "{}", out.stderr);
+}
+
+// ---------------------------------------------------------------------------------
+// Outputs outside the project
+
+#[test]
+fn a_report_path_outside_the_project_is_refused_and_the_file_there_is_untouched() {
+    let (p, before) = green();
+    // beside the project's temporary directory, under a name only this test uses
+    let name = format!("{}-outside.xml", p.path().file_name().unwrap().to_string_lossy());
+    let outside = p.path().parent().unwrap().join(&name);
+    std::fs::write(&outside, "an earlier file of someone else's").unwrap();
+    let at = line_with(&p, "pipeline/ci.toml", "junit = ");
+    for path in [format!("../{name}"), outside.to_string_lossy().into_owned()] {
+        let original = p.line("pipeline/ci.toml", at);
+        let line = p.edit_line("pipeline/ci.toml", at, "reports/junit.xml", &path);
+        let says = ["report.junit: ", "the files a pipeline writes (reports, goldens, the store) stay inside its base"];
+        let columns = span(&line, &format!("\"{path}\""));
+        refused(&p, &before, &Expected { path: "pipeline/ci.toml", line: at, columns, says: &says });
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "an earlier file of someone else's");
+        p.edit_line("pipeline/ci.toml", at, &path, "reports/junit.xml");
+        assert_eq!(p.line("pipeline/ci.toml", at), original);
+    }
+    std::fs::remove_file(&outside).unwrap();
+}
+
+#[test]
+fn goldens_and_store_outside_the_project_are_refused_at_their_keys() {
+    let p = Project::new();
+    let ci = p.read("pipeline/ci.toml");
+    for (from, to, key) in [
+        (r#"goldens = "goldens""#, r#"goldens = "../goldens""#, "pipeline.goldens"),
+        (r#"store = ".stateval""#, r#"store = "/tmp/elsewhere""#, "pipeline.store"),
+        ("[report]\n", "[goldens]\ndir = \"x/../../g\"\n\n[report]\n", "goldens.dir"),
+    ] {
+        p.write("pipeline/ci.toml", ci.replacen(from, to, 1));
+        let out = p.stateval(&["run"]);
+        out.expect_code(2);
+        assert!(
+            out.stderr.contains(&format!(": {key}: ")) && out.stderr.contains("stay inside its base"),
+            "{}",
+            out.stderr
+        );
+        assert!(!p.exists(".stateval") && !p.exists("reports"), "nothing ran");
+    }
+}
+
+// ---------------------------------------------------------------------------------
 // stateval schema
 
 fn printed_schema(p: &Project, name: &str) -> Value {
