@@ -539,6 +539,39 @@ fn validate_refuses_a_broken_dataset_with_its_location_and_exit_2() {
 }
 
 #[test]
+fn validate_refuses_configuration_that_names_nothing_as_run_does() {
+    let p = Project::new();
+    let rule = p.edit_line("pipeline/ci.toml", 17, r#"tool = "transfer""#, r#"tool = "transfr""#);
+    let col = column_of(&rule, r#""transfr""#);
+    let out = p.stateval(&["validate"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.starts_with(&format!(
+            "error: pipeline/ci.toml:17:{col}: agents.treasury.policy[0].tool: policy rule \"untrusted-recipient\" names tool \"transfr\""
+        )),
+        "{}",
+        out.stderr
+    );
+    p.edit_line("pipeline/ci.toml", 17, r#"tool = "transfr""#, r#"tool = "transfer""#);
+    // a case's allowed tool, with the dataset validated on its own against the pipeline
+    let case =
+        p.edit_line(TREASURY, 1, r#""agent":"treasury","#, r#""agent":"treasury","allowed_tools":["get_balanse"],"#);
+    let col = column_of(&case, r#""get_balanse""#);
+    for args in [&["validate"][..], &["validate", TREASURY][..]] {
+        let out = p.stateval(args);
+        out.expect_code(2);
+        assert!(
+            out.stderr.starts_with(&format!(
+                "error: {TREASURY}:1:{col}: allowed_tools names tool \"get_balanse\", which no manifest the profile can \
+                 reach has (did you mean \"get_balance\"?)"
+            )),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
 fn validate_checks_event_logs_and_refuses_a_tampered_one() {
     let p = Project::new();
     p.stateval(&["run"]).expect_code(0);

@@ -206,6 +206,54 @@ mod tests {
         assert!(names.reach(&agents[0]).is_none());
     }
 
+    /// `Pipeline::load` of a pipeline whose profile `bank` reads a manifest of
+    /// `transfer` and `close_account`, with `profile` appended to it.
+    fn load(profile: &str) -> Result<Pipeline, InputError> {
+        let dir = tempfile::tempdir().unwrap();
+        let tools =
+            r#"{"tools": [{"name": "transfer", "description": "d"}, {"name": "close_account", "description": "d"}]}"#;
+        std::fs::write(dir.path().join("bank.json"), tools).unwrap();
+        let path = dir.path().join("p.toml");
+        let text = format!(
+            "[pipeline]\nname = \"p\"\ndatasets = [\"d\"]\n\n[agents.bank]\ntools = \"bank.json\"\n{profile}\n"
+        );
+        std::fs::write(&path, text).unwrap();
+        Pipeline::load(&path)
+    }
+
+    #[test]
+    fn what_a_profile_names_must_be_a_tool_it_can_reach() {
+        // any tool, no tool, a class, the runtime's own tools: all fine
+        let fine = [
+            r#"policy = [{ id = "a", tool = "*", verdict = "deny" }, { id = "b", safety_class = "write", verdict = "allow" }]"#,
+            r#"policy = [{ id = "m", tool = "memory_write", verdict = "deny" }]"#,
+            r#"approvals = { financial = "approve", close_account = "human" }"#,
+            r#"safety = { destructive_tools = ["^close_"] }"#,
+        ];
+        for profile in fine {
+            assert!(load(profile).is_ok(), "{profile}: {:?}", load(profile).err());
+        }
+        let err = load(r#"policy = [{ id = "t", tool = "transfr", verdict = "deny" }]"#).unwrap_err();
+        // line 7, at the quoted name
+        assert_eq!((err.line, err.column), (7, 30), "{err}");
+        assert_eq!(
+            err.message,
+            "agents.bank.policy[0].tool: policy rule \"t\" names tool \"transfr\", which no manifest the profile can \
+             reach has (did you mean \"transfer\"?)"
+        );
+        let err = load(r#"approvals = { transfr = "approve" }"#).unwrap_err();
+        assert_eq!((err.line, err.column), (7, 15), "{err}");
+        assert!(err.message.starts_with("agents.bank.approvals.transfr: an approval names \"transfr\""), "{err}");
+        let err = load(r#"safety = { destructive_tools = ["^delete_"] }"#).unwrap_err();
+        assert!(err.message.starts_with("agents.bank.safety.destructive_tools[0]: "), "{err}");
+        // handoff is a tool only of a profile that hands off
+        let err = load(r#"policy = [{ id = "h", tool = "handoff", verdict = "deny" }]"#).unwrap_err();
+        assert!(err.message.contains("names tool \"handoff\""), "{err}");
+        assert!(
+            load("handoffs = [\"bank\"]\npolicy = [{ id = \"h\", tool = \"handoff\", verdict = \"deny\" }]").is_ok()
+        );
+    }
+
     #[test]
     fn the_builtin_tool_names_are_the_runtimes() {
         assert_eq!(MEMORY_TOOLS, [crate::runtime::memory::WRITE, crate::runtime::memory::READ]);
