@@ -263,13 +263,17 @@ fn missing_goldens(goldens: &golden::Goldens) -> Option<String> {
         return None;
     }
     let (n, dir) = (missing.len(), goldens.shown.trim_end_matches('/'));
-    let runs = if n == 1 { "1 run has".to_string() } else { format!("{n} runs have") };
-    let what = match goldens.required {
-        golden::Required::No => "they pass for now, and fail under CI",
-        golden::Required::ByPipeline => "they fail: [goldens] required = true",
-        golden::Required::ByCi => "they fail under CI",
+    // (runs, they, pass, fail, them): the sentence in the singular or the plural
+    let (runs, they, pass, fail, them) = match n {
+        1 => ("1 run has".to_string(), "it", "passes", "fails", "it"),
+        _ => (format!("{n} runs have"), "they", "pass", "fail", "them"),
     };
-    let mut text = format!("goldens: {runs} no golden in {dir}/ ({what}; `stateval run --bless` writes them):");
+    let what = match goldens.required {
+        golden::Required::No => format!("{they} {pass} for now, and {fail} under CI"),
+        golden::Required::ByPipeline => format!("{they} {fail}: [goldens] required = true"),
+        golden::Required::ByCi => format!("{they} {fail} under CI"),
+    };
+    let mut text = format!("goldens: {runs} no golden in {dir}/ ({what}; `stateval run --bless` writes {them}):");
     for path in missing {
         text.push_str("\n  ");
         text.push_str(&path);
