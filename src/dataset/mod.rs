@@ -652,7 +652,7 @@ impl CaseParser {
         }
         // a tool the agent cannot reach, allowed or approved, is configuration that does nothing
         if let Some(reach) = pipeline.tool_names.as_ref().and_then(|n| n.reach(&pipeline.agents[&raw.agent])) {
-            for (i, tool) in raw.allowed_tools.iter().flatten().enumerate().filter(|(_, t)| !reach.has(t)) {
+            if let Some((i, tool)) = raw.allowed_tools.iter().flatten().enumerate().find(|(_, t)| !reach.has(t)) {
                 let message = format!("allowed_tools names tool \"{tool}\"{}", reach.names_nothing(tool));
                 return Err(at(&format!("/allowed_tools/{i}"), message));
             }
