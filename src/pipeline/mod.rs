@@ -251,6 +251,14 @@ impl Pipeline {
         self.base.join(relative)
     }
 
+    /// A load error about the value at `pointer` (or its key, when `value` is empty),
+    /// placed at its line and column in the pipeline's text and prefixed with its
+    /// dotted key.
+    pub fn error_at(&self, pointer: &str, value: &str, message: impl std::fmt::Display) -> InputError {
+        let (line, column) = locate_toml_value(&self.text, pointer, value);
+        InputError::new(&self.path, line, column, format!("{}{message}", dotted(pointer)))
+    }
+
     /// A path as reports show it: relative to the base, with `/` separators, so the
     /// same project gives the same reports wherever it is checked out.
     pub fn display(&self, path: &Path) -> String {

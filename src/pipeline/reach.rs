@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::Pipeline;
 use super::profile::{AgentKind, AgentProfile, SafetyClass};
-use super::{Pipeline, dotted, locate_toml_value};
 use crate::diag::{InputError, did_you_mean};
 
 /// The built-in runtime's memory tools, offered to every built-in profile
@@ -148,14 +148,6 @@ impl Pipeline {
             }
         }
         Ok(())
-    }
-
-    /// A load error about the value at `pointer` (or its key, when `value` is empty),
-    /// placed at its line and column in the pipeline's text and prefixed with its
-    /// dotted key.
-    pub fn error_at(&self, pointer: &str, value: &str, message: impl std::fmt::Display) -> InputError {
-        let (line, column) = locate_toml_value(&self.text, pointer, value);
-        InputError::new(&self.path, line, column, format!("{}{message}", dotted(pointer)))
     }
 }
 
