@@ -220,3 +220,38 @@ impl Goldens {
         Ok(failed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn goldens(required: &str) -> Goldens {
+        let text = format!("[pipeline]\nname = \"p\"\ndatasets = [\"d\"]\n{required}");
+        let mut pipeline = Pipeline::parse(std::path::Path::new("p.toml"), &text).unwrap();
+        // a base where no golden can exist
+        pipeline.base = PathBuf::from("/nonexistent/stateval-golden-test");
+        Goldens::from_pipeline(&pipeline)
+    }
+
+    fn missing_check(goldens: &Goldens) -> Check {
+        goldens.check("examples/treasury", "pay", 0, &[], "log.jsonl").unwrap()
+    }
+
+    #[test]
+    fn a_missing_golden_fails_under_ci_unless_the_pipeline_keeps_none_and_is_listed_either_way() {
+        // unset: passes outside CI, fails under it
+        let mut unset = goldens("");
+        assert!(missing_check(&unset).passed);
+        unset.under_ci();
+        let failed = missing_check(&unset);
+        assert!(!failed.passed && failed.reason.contains("under CI (CI is set)"), "{}", failed.reason);
+        assert_eq!(unset.missing(), ["goldens/examples/treasury/pay.0.jsonl"; 2]);
+        // false: a suite that keeps none passes under CI too
+        let mut none = goldens("[goldens]\nrequired = false\n");
+        none.under_ci();
+        assert!(missing_check(&none).passed && none.none_kept());
+        // true: fails everywhere, saying why
+        let required = goldens("[goldens]\nrequired = true\n");
+        assert!(missing_check(&required).reason.contains("[goldens] required = true"));
+    }
+}
