@@ -68,6 +68,8 @@ fn in_ci() -> bool {
 }
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
+    // parsed once, here, and handed to the plan: a pipeline of thousands of profiles is
+    // a large document while it is parsed
     let loaded = Pipeline::load(&args.pipeline);
     let signer = SecretKey::from_env().map_err(|e| CliError::invalid(e.to_string()))?.map(Arc::new);
     if args.bless && in_ci() && !args.allow_bless_in_ci {
