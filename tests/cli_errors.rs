@@ -569,6 +569,16 @@ fn validate_refuses_configuration_that_names_nothing_as_run_does() {
             out.stderr
         );
     }
+    // a case's recorded approval for a tool its agent cannot reach
+    p.edit_line(TREASURY, 1, r#""allowed_tools":["get_balanse"],"#, r#""approvals":{"close_acount":"approve"},"#);
+    let out = p.stateval(&["validate"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains(r#"an approval names "close_acount", which is neither a safety class"#)
+            && out.stderr.contains(r#"(did you mean "close_account"?)"#),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
