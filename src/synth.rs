@@ -68,6 +68,8 @@ pub fn write_suite(dir: &Path, spec: &SynthSpec) -> io::Result<PathBuf> {
         dir.join("pipeline/synth.toml"),
         format!(
             "[pipeline]\nname = \"synth\"\ndatasets = [\"datasets/synth/*.jsonl\"]\nstore = \".stateval\"\n\n\
+         # generated afresh for each use: no golden is kept for it, under CI or not\n\
+         [goldens]\nrequired = false\n\n\
          [agents.synth]\nsystem = \"You are a diligent back-office assistant.\"\n\
          tools = \"fixtures/tools/synth.json\"\nmemory = {{ episodic_ttl_turns = {EPISODIC_TTL_TURNS} }}\n\
          policy = [\n  {{ id = \"writes\", safety_class = \"write\", verdict = \"allow\" }},\n]\n\n\

@@ -1,7 +1,9 @@
 //! Invalid input end to end: every broken input is refused before anything runs, with
 //! `error: PATH:LINE:COL: message` naming the exact line and a sensible column, exit 2,
-//! no report file (stale ones from an earlier green run removed), nothing claiming
-//! success, and the store left as it was. Also `stateval schema` and `stateval validate`.
+//! nothing claiming success, and nothing written or deleted: the store and an earlier
+//! run's reports are left exactly as they were (a run that gets past validation and
+//! then fails removes them: `a_run_that_cannot_write_its_logs_…`). Also `stateval
+//! schema` and `stateval validate`.
 
 mod common;
 
@@ -15,15 +17,16 @@ const TREASURY: &str = "datasets/examples/treasury.jsonl";
 const PAY_ALICE: &str = "fixtures/recordings/pay-alice.jsonl";
 
 /// A project after a green run of ci.toml, with its reports in place; returns the
-/// store's run files so a refused run can be shown to leave them alone.
+/// store's run files and the reports so a refused run can be shown to leave them alone.
 fn green() -> (Project, BTreeMap<String, Vec<u8>>) {
     let p = Project::new();
     p.stateval(&["run"]).expect_code(0);
     for r in CI_REPORTS {
         assert!(p.exists(r), "the green run wrote {r}");
     }
-    let runs = p.snapshot(".stateval/runs");
-    (p, runs)
+    let mut files = p.snapshot(".stateval/runs");
+    files.extend(p.snapshot("reports"));
+    (p, files)
 }
 
 /// What a refused input must look like.
@@ -36,7 +39,7 @@ struct Expected<'a> {
 }
 
 /// `stateval run` on the broken copy: exit 2, exactly one located error, nothing on
-/// stdout, no report, the store's run files untouched.
+/// stdout, the store's run files and the earlier reports untouched.
 #[track_caller]
 fn refused(p: &Project, before: &BTreeMap<String, Vec<u8>>, expected: &Expected<'_>) {
     let out = p.stateval(&["run"]);
@@ -51,10 +54,9 @@ fn refused(p: &Project, before: &BTreeMap<String, Vec<u8>>, expected: &Expected<
     }
     assert_eq!(out.stdout, "", "nothing claims success on stdout");
     assert!(!out.stderr.contains("PASS") && !out.stderr.contains("report:"), "{}", out.stderr);
-    let left: Vec<&str> = CI_REPORTS.iter().copied().filter(|r| p.exists(r)).collect();
-    assert!(left.is_empty(), "stale reports from the green run survived a refused run: {left:?}");
-    let after = p.snapshot(".stateval/runs");
-    assert_eq!(common::differing(before, &after), Vec::<String>::new(), "nothing ran, nothing was written");
+    let mut after = p.snapshot(".stateval/runs");
+    after.extend(p.snapshot("reports"));
+    assert_eq!(common::differing(before, &after), Vec::<String>::new(), "nothing ran, written or deleted");
 }
 
 /// Columns `from..=to` of `needle` in `line` (1-based, inclusive).
@@ -65,20 +67,20 @@ fn span(line: &str, needle: &str) -> RangeInclusive<usize> {
 
 #[test]
 fn a_malformed_jsonl_line_is_refused_at_the_missing_comma() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(TREASURY, 3, r#""tags":["memory"],"agent""#, r#""tags":["memory"] "agent""#);
     // the parser stops at the space where the comma should be or at the next key
     let at = column_of(&line, r#"] "agent""#) + 1;
-    refused(&p, &runs, &Expected { path: TREASURY, line: 3, columns: at..=at + 1, says: &["expected `,` or `}`"] });
+    refused(&p, &before, &Expected { path: TREASURY, line: 3, columns: at..=at + 1, says: &["expected `,` or `}`"] });
 }
 
 #[test]
 fn an_unknown_case_key_is_refused_at_the_key_and_suggests_the_right_one() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(TREASURY, 2, r#""expect":"#, r#""expct":"#);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: TREASURY,
             line: 2,
@@ -90,11 +92,11 @@ fn an_unknown_case_key_is_refused_at_the_key_and_suggests_the_right_one() {
 
 #[test]
 fn a_duplicate_case_id_is_refused_naming_the_first_definition() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(TREASURY, 5, r#""id":"invoice-clean-paid""#, r#""id":"balance-check""#);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: TREASURY,
             line: 5,
@@ -106,11 +108,11 @@ fn a_duplicate_case_id_is_refused_naming_the_first_definition() {
 
 #[test]
 fn a_case_id_duplicated_across_datasets_is_refused_naming_the_other_file() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(TREASURY, 7, r#""id":"greeting-inline""#, r#""id":"greeting-support""#);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: TREASURY,
             line: 7,
@@ -122,11 +124,11 @@ fn a_case_id_duplicated_across_datasets_is_refused_naming_the_other_file() {
 
 #[test]
 fn a_bad_regex_in_a_matcher_is_refused_at_the_matcher() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(TREASURY, 2, r#""Shall I send \\$100\\?$""#, r#""Shall I send (\\$100\\?$""#);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: TREASURY,
             line: 2,
@@ -138,11 +140,11 @@ fn a_bad_regex_in_a_matcher_is_refused_at_the_matcher() {
 
 #[test]
 fn a_malformed_json_schema_in_a_schema_matcher_is_refused_at_the_schema() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(TREASURY, 4, r#"{"schema":{"minimum":1}}"#, r#"{"schema":{"minimum":"one"}}"#);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: TREASURY,
             line: 4,
@@ -154,12 +156,12 @@ fn a_malformed_json_schema_in_a_schema_matcher_is_refused_at_the_schema() {
 
 #[test]
 fn a_missing_recording_file_is_refused_at_its_path_in_the_case() {
-    let (p, runs) = green();
+    let (p, before) = green();
     std::fs::remove_file(p.join(PAY_ALICE)).expect("remove the recording");
     let line = p.line(TREASURY, 2);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: TREASURY,
             line: 2,
@@ -171,11 +173,11 @@ fn a_missing_recording_file_is_refused_at_its_path_in_the_case() {
 
 #[test]
 fn a_recording_line_with_an_unknown_field_is_refused_at_its_own_file_and_line() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(PAY_ALICE, 2, r#""latency_ms":460"#, r#""latncy_ms":460"#);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: PAY_ALICE,
             line: 2,
@@ -187,11 +189,11 @@ fn a_recording_line_with_an_unknown_field_is_refused_at_its_own_file_and_line() 
 
 #[test]
 fn a_recording_line_with_a_wrong_type_is_refused_at_its_own_file_and_line() {
-    let (p, runs) = green();
+    let (p, before) = green();
     let line = p.edit_line(PAY_ALICE, 2, r#""latency_ms":460"#, r#""latency_ms":"slow""#);
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: PAY_ALICE,
             line: 2,
@@ -202,12 +204,12 @@ fn a_recording_line_with_a_wrong_type_is_refused_at_its_own_file_and_line() {
 }
 
 #[test]
-fn a_pipeline_with_an_unknown_key_is_refused_at_the_key_and_leaves_no_stale_report() {
-    let (p, runs) = green();
+fn a_pipeline_with_an_unknown_key_is_refused_at_the_key_and_deletes_nothing() {
+    let (p, before) = green();
     p.edit_line("pipeline/ci.toml", 5, r#"goldens = "goldens""#, "goldens = \"goldens\"\nstorre = \"x\"");
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: "pipeline/ci.toml",
             line: 6,
@@ -218,8 +220,8 @@ fn a_pipeline_with_an_unknown_key_is_refused_at_the_key_and_leaves_no_stale_repo
 }
 
 #[test]
-fn a_pipeline_with_an_unknown_agent_key_is_refused_at_the_key_and_leaves_no_stale_report() {
-    let (p, runs) = green();
+fn a_pipeline_with_an_unknown_agent_key_is_refused_at_the_key_and_deletes_nothing() {
+    let (p, before) = green();
     let text = p.read("pipeline/ci.toml");
     assert_eq!(
         text.lines().nth(20),
@@ -229,7 +231,7 @@ fn a_pipeline_with_an_unknown_agent_key_is_refused_at_the_key_and_leaves_no_stal
     p.edit_line("pipeline/ci.toml", 21, "approvals", "polcy = []\napprovals");
     refused(
         &p,
-        &runs,
+        &before,
         &Expected {
             path: "pipeline/ci.toml",
             line: 21,
@@ -237,6 +239,163 @@ fn a_pipeline_with_an_unknown_agent_key_is_refused_at_the_key_and_leaves_no_stal
             says: &["agents.treasury", r#"unknown field "polcy""#, r#"did you mean "policy""#],
         },
     );
+}
+
+// ---------------------------------------------------------------------------------
+// Configuration that names nothing: refused at the name, with the closest real one
+
+/// The 1-based number of the only line of `rel` that contains `needle`.
+#[track_caller]
+fn line_with(p: &Project, rel: &str, needle: &str) -> usize {
+    let text = p.read(rel);
+    let found: Vec<usize> = text.lines().enumerate().filter(|(_, l)| l.contains(needle)).map(|(i, _)| i + 1).collect();
+    assert_eq!(found.len(), 1, "{rel} must contain {needle:?} on exactly one line: {found:?}");
+    found[0]
+}
+
+#[test]
+fn a_policy_rule_naming_a_tool_no_manifest_has_is_refused_at_the_name() {
+    let (p, before) = green();
+    let line = p.edit_line("pipeline/ci.toml", 17, r#"tool = "transfer""#, r#"tool = "transfr""#);
+    let says = [
+        r#"agents.treasury.policy[0].tool: policy rule "untrusted-recipient" names tool "transfr""#,
+        r#"(did you mean "transfer"?)"#,
+    ];
+    refused(
+        &p,
+        &before,
+        &Expected { path: "pipeline/ci.toml", line: 17, columns: span(&line, r#""transfr""#), says: &says },
+    );
+}
+
+#[test]
+fn an_approval_naming_neither_a_class_nor_a_reachable_tool_is_refused_at_the_key() {
+    let (p, before) = green();
+    let line = p.edit_line("pipeline/ci.toml", 21, "privileged = \"human\"", "transfr = \"human\"");
+    let says = [r#"agents.treasury.approvals.transfr: an approval names "transfr""#, r#"(did you mean "transfer"?)"#];
+    refused(
+        &p,
+        &before,
+        &Expected { path: "pipeline/ci.toml", line: 21, columns: span(&line, "transfr"), says: &says },
+    );
+}
+
+#[test]
+fn a_destructive_tool_detector_matching_no_tool_is_refused_at_the_pattern() {
+    let (p, before) = green();
+    p.edit_line("pipeline/ci.toml", 21, "approvals", "safety = { destructive_tools = [\"close_acount\"] }\napprovals");
+    let line = p.line("pipeline/ci.toml", 21);
+    let says = [
+        r#"agents.treasury.safety.destructive_tools[0]: the destructive-tool detector's pattern "close_acount" matches no tool"#,
+        r#"(did you mean "close_account"?)"#,
+    ];
+    let columns = span(&line, r#""close_acount""#);
+    refused(&p, &before, &Expected { path: "pipeline/ci.toml", line: 21, columns, says: &says });
+}
+
+#[test]
+fn a_case_allowing_a_tool_its_agent_cannot_reach_is_refused_at_the_name() {
+    let (p, before) = green();
+    let line = p.edit_line(
+        TREASURY,
+        1,
+        r#""agent":"treasury","#,
+        r#""agent":"treasury","allowed_tools":["get_balance","transfr"],"#,
+    );
+    let says = [r#"allowed_tools names tool "transfr""#, r#"(did you mean "transfer"?)"#];
+    refused(&p, &before, &Expected { path: TREASURY, line: 1, columns: span(&line, r#""transfr""#), says: &says });
+}
+
+#[test]
+fn a_gate_on_a_tag_no_case_carries_is_refused_at_the_gate() {
+    let (p, before) = green();
+    let at = line_with(&p, "pipeline/ci.toml", "tags.memory = ");
+    let line = p.edit_line("pipeline/ci.toml", at, "tags.memory", "tags.memroy");
+    let says = [r#"gates.tags.memroy: no case carries the tag "memroy" (did you mean "memory"?)"#];
+    refused(&p, &before, &Expected { path: "pipeline/ci.toml", line: at, columns: span(&line, "memroy"), says: &says });
+}
+
+#[test]
+fn an_unknown_key_in_any_table_of_a_pipeline_is_refused_at_its_line() {
+    // one bogus key in each table and inline table the shipped pipelines use
+    let p = Project::new();
+    let ci = p.read("pipeline/ci.toml");
+    let edits: [(&str, &str); 13] = [
+        ("[pipeline]\n", "[pipeline]\nbogus = 1\n"),
+        ("[replay]\n", "[replay]\nbogus = 1\n"),
+        ("[agents.treasury]\n", "[agents.treasury]\nbogus = 1\n"),
+        ("context = { budget_tokens = 24000 }", "context = { budget_tokens = 24000, bogus = 1 }"),
+        ("memory = { episodic_ttl_turns = 10 }", "memory = { episodic_ttl_turns = 10, bogus = 1 }"),
+        (r#"{ id = "financial-approval","#, r#"{ bogus = 1, id = "financial-approval","#),
+        ("max_calls_per_tool_per_turn = 3 }", "max_calls_per_tool_per_turn = 3, bogus = 1 }"),
+        (r#"fault = "error" }"#, r#"fault = "error", bogus = 1 }"#),
+        ("[gates]\n", "[gates]\nbogus = 1\n"),
+        ("default = { min_pass_rate = 1.0 }", "default = { min_pass_rate = 1.0, bogus = 1 }"),
+        ("tags.memory = { min_pass_rate = 1.0,", "tags.memory = { bogus = 1, min_pass_rate = 1.0,"),
+        ("[report]\n", "[report]\nbogus = 1\n"),
+        ("[report]\n", "[goldens]\nbogus = 1\n\n[report]\n"),
+    ];
+    for (from, to) in edits {
+        assert_eq!(ci.matches(from).count(), 1, "pipeline/ci.toml no longer has {from:?} once");
+        let edited = ci.replacen(from, to, 1);
+        p.write("pipeline/ci.toml", &edited);
+        let out = p.stateval(&["run"]);
+        out.expect_code(2);
+        let (path, line, _, message) = parse_located_error(out.stderr.lines().next().unwrap_or_default());
+        let bogus = edited.lines().position(|l| l.contains("bogus")).map(|i| i + 1);
+        assert_eq!((path.as_str(), Some(line)), ("pipeline/ci.toml", bogus), "{to}: {}", out.stderr);
+        assert!(message.contains(r#"unknown field "bogus""#), "{to}: {message}");
+    }
+    // a judge's table too
+    p.write("pipeline/ci.toml", format!("{ci}\n[judges.tone]\nrecordings = \"j.jsonl\"\nmodel = \"m\"\nbogus = 1\n"));
+    let out = p.stateval(&["run"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains(r#"unknown field "bogus""#), "{}", out.stderr);
+}
+
+// ---------------------------------------------------------------------------------
+// Outputs outside the project
+
+#[test]
+fn a_report_path_outside_the_project_is_refused_and_the_file_there_is_untouched() {
+    let (p, before) = green();
+    // beside the project's temporary directory, under a name only this test uses
+    let name = format!("{}-outside.xml", p.path().file_name().unwrap().to_string_lossy());
+    let outside = p.path().parent().unwrap().join(&name);
+    std::fs::write(&outside, "an earlier file of someone else's").unwrap();
+    let at = line_with(&p, "pipeline/ci.toml", "junit = ");
+    for path in [format!("../{name}"), outside.to_string_lossy().into_owned()] {
+        let original = p.line("pipeline/ci.toml", at);
+        let line = p.edit_line("pipeline/ci.toml", at, "reports/junit.xml", &path);
+        let says = ["report.junit: ", "the files a pipeline writes (reports, goldens, the store) stay inside its base"];
+        let columns = span(&line, &format!("\"{path}\""));
+        refused(&p, &before, &Expected { path: "pipeline/ci.toml", line: at, columns, says: &says });
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "an earlier file of someone else's");
+        p.edit_line("pipeline/ci.toml", at, &path, "reports/junit.xml");
+        assert_eq!(p.line("pipeline/ci.toml", at), original);
+    }
+    std::fs::remove_file(&outside).unwrap();
+}
+
+#[test]
+fn goldens_and_store_outside_the_project_are_refused_at_their_keys() {
+    let p = Project::new();
+    let ci = p.read("pipeline/ci.toml");
+    for (from, to, key) in [
+        (r#"goldens = "goldens""#, r#"goldens = "../goldens""#, "pipeline.goldens"),
+        (r#"store = ".stateval""#, r#"store = "/tmp/elsewhere""#, "pipeline.store"),
+        ("[report]\n", "[goldens]\ndir = \"x/../../g\"\n\n[report]\n", "goldens.dir"),
+    ] {
+        p.write("pipeline/ci.toml", ci.replacen(from, to, 1));
+        let out = p.stateval(&["run"]);
+        out.expect_code(2);
+        assert!(
+            out.stderr.contains(&format!(": {key}: ")) && out.stderr.contains("stay inside its base"),
+            "{}",
+            out.stderr
+        );
+        assert!(!p.exists(".stateval") && !p.exists("reports"), "nothing ran");
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -377,6 +536,49 @@ fn validate_refuses_a_broken_dataset_with_its_location_and_exit_2() {
             "{args:?}"
         );
     }
+}
+
+#[test]
+fn validate_refuses_configuration_that_names_nothing_as_run_does() {
+    let p = Project::new();
+    let rule = p.edit_line("pipeline/ci.toml", 17, r#"tool = "transfer""#, r#"tool = "transfr""#);
+    let col = column_of(&rule, r#""transfr""#);
+    let out = p.stateval(&["validate"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.starts_with(&format!(
+            "error: pipeline/ci.toml:17:{col}: agents.treasury.policy[0].tool: policy rule \"untrusted-recipient\" names tool \"transfr\""
+        )),
+        "{}",
+        out.stderr
+    );
+    p.edit_line("pipeline/ci.toml", 17, r#"tool = "transfr""#, r#"tool = "transfer""#);
+    // a case's allowed tool, with the dataset validated on its own against the pipeline
+    let case =
+        p.edit_line(TREASURY, 1, r#""agent":"treasury","#, r#""agent":"treasury","allowed_tools":["get_balanse"],"#);
+    let col = column_of(&case, r#""get_balanse""#);
+    for args in [&["validate"][..], &["validate", TREASURY][..]] {
+        let out = p.stateval(args);
+        out.expect_code(2);
+        assert!(
+            out.stderr.starts_with(&format!(
+                "error: {TREASURY}:1:{col}: allowed_tools names tool \"get_balanse\", which no manifest the profile can \
+                 reach has (did you mean \"get_balance\"?)"
+            )),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    // a case's recorded approval for a tool its agent cannot reach
+    p.edit_line(TREASURY, 1, r#""allowed_tools":["get_balanse"],"#, r#""approvals":{"close_acount":"approve"},"#);
+    let out = p.stateval(&["validate"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains(r#"an approval names "close_acount", which is neither a safety class"#)
+            && out.stderr.contains(r#"(did you mean "close_account"?)"#),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -149,6 +149,122 @@ fn a_run_that_differs_from_its_golden_fails_its_case_and_junit_and_tap_carry_the
     assert!(diff.stdout.contains(&format!("first divergence: {divergence}")), "{}", diff.stdout);
 }
 
+/// `stateval ARGS` with `CI=true` in its environment, as CI runs it.
+fn in_ci(p: &Project, args: &[&str]) -> common::Outcome {
+    let output = p.cmd().args(args).env("CI", "true").output().expect("run stateval");
+    common::Outcome {
+        code: output.status.code().expect("exited normally"),
+        stdout: String::from_utf8(output.stdout).expect("UTF-8"),
+        stderr: String::from_utf8(output.stderr).expect("UTF-8"),
+    }
+}
+
+/// The goldens the summary lists as missing, after its `goldens: N runs have no golden` line.
+fn listed_missing(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .skip_while(|l| !(l.starts_with("goldens: ") && l.contains(" no golden in ")))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn outside_ci_the_summary_names_every_missing_golden_and_bless_writes_each_where_it_said() {
+    let p = Project::new();
+    let out = p.stateval(&["run"]);
+    out.expect_code(0);
+    assert!(
+        out.stdout.contains(
+            "goldens: 17 runs have no golden in goldens/ (they pass for now, and fail under CI; \
+             `stateval run --bless` writes them):"
+        ),
+        "{}",
+        out.stdout
+    );
+    let listed = listed_missing(&out.stdout);
+    let expected: Vec<String> = golden_checks(&p)
+        .iter()
+        .map(|(case, k, _, _)| {
+            let report = p.json("reports/report.json");
+            let dataset = report["cases"].as_array().unwrap().iter().find(|c| c["id"] == *case).unwrap()["dataset"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            format!("goldens/{dataset}/{case}.{k}.jsonl")
+        })
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(listed, expected);
+    // --bless writes every one of them, exactly where the summary said
+    let bless = p.stateval(&["run", "--bless"]);
+    bless.expect_code(0);
+    assert!(bless.stdout.contains("goldens: 17 blessed in goldens/ (17 created"), "{}", bless.stdout);
+    assert_eq!(p.files_under("goldens"), listed);
+    // with every golden in place, the summary has nothing to list
+    let again = p.stateval(&["run"]);
+    again.expect_code(0);
+    assert!(!again.stdout.contains("no golden"), "{}", again.stdout);
+}
+
+#[test]
+fn under_ci_a_run_without_a_golden_fails_naming_it_unless_the_pipeline_keeps_none() {
+    let p = Project::new();
+    let out = in_ci(&p, &["run"]);
+    out.expect_code(1);
+    let checks = golden_checks(&p);
+    assert_eq!(checks.len(), CI_GOLDENS);
+    assert!(checks.iter().all(|c| !c.2), "{checks:#?}");
+    let reason = "no golden: goldens/examples/support/resolve-login-ticket.0.jsonl does not exist, and under CI \
+                  (CI is set) every run needs one";
+    assert!(out.stdout.contains(reason), "{}", out.stdout);
+    assert!(p.read("reports/junit.xml").contains(reason), "JUnit names the golden");
+    assert_eq!(listed_missing(&out.stdout).len(), CI_GOLDENS, "{}", out.stdout);
+
+    // a suite that keeps no goldens says so, and passes under CI as it does elsewhere
+    let toml = p.read("pipeline/ci.toml");
+    p.write("pipeline/ci.toml", format!("{toml}\n[goldens]\nrequired = false\n"));
+    let out = in_ci(&p, &["run"]);
+    out.expect_code(0);
+    assert!(golden_checks(&p).iter().all(|c| c.2 && c.3 == "no golden"));
+    assert!(listed_missing(&out.stdout).is_empty(), "{}", out.stdout);
+}
+
+#[test]
+fn a_dataset_outside_the_project_has_its_goldens_under_the_goldens_directory_as_the_summary_says() {
+    let p = Project::new();
+    let elsewhere = Project::empty();
+    let case = r#"{"id":"hello-from-elsewhere","agent":"treasury","turns":["Hi"],"recordings":[{"responses":[{"response":{"content":"Hello."}}]}],"expect":[{"target":"final_response","matcher":{"contains":"Hello"}}]}"#;
+    elsewhere.write("suite.jsonl", format!("{case}\n"));
+    let pattern = elsewhere.join("suite.jsonl").to_string_lossy().into_owned();
+    let toml = p.read("pipeline/ci.toml");
+    let datasets = r#"datasets = ["datasets/examples/*.jsonl"]"#;
+    assert_eq!(toml.matches(datasets).count(), 1, "fixture changed");
+    p.write(
+        "pipeline/ci.toml",
+        toml.replace(datasets, &format!(r#"datasets = ["datasets/examples/*.jsonl", "{pattern}"]"#)),
+    );
+
+    let out = p.stateval(&["run"]);
+    out.expect_code(0);
+    assert!(
+        listed_missing(&out.stdout).contains(&"goldens/suite/hello-from-elsewhere.0.jsonl".to_string()),
+        "{}",
+        out.stdout
+    );
+    let bless = p.stateval(&["run", "--bless"]);
+    bless.expect_code(0);
+    assert!(bless.stdout.contains("goldens: 18 blessed in goldens/ (18 created"), "{}", bless.stdout);
+    assert!(p.exists("goldens/suite/hello-from-elsewhere.0.jsonl"), "{:#?}", p.files_under("goldens"));
+    assert_eq!(elsewhere.files_under(""), ["suite.jsonl"], "nothing is written beside the dataset");
+    p.stateval(&["run"]).expect_code(0);
+    let checks = golden_checks(&p);
+    let mine = checks.iter().find(|c| c.0 == "hello-from-elsewhere").unwrap();
+    assert!(mine.2 && mine.3.starts_with("identical to the golden"), "{mine:?}");
+}
+
 #[test]
 fn a_run_without_a_golden_passes_as_no_golden_unless_the_pipeline_requires_goldens() {
     let p = Project::new();

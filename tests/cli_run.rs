@@ -496,6 +496,24 @@ fn tag_keeps_cases_carrying_any_of_the_given_tags() {
 }
 
 #[test]
+fn a_gate_whose_cases_the_selection_left_out_is_skipped_and_the_summary_says_why() {
+    let p = Project::new();
+    let out = p.stateval(&["run", "--tag", "recovery"]);
+    out.expect_code(0);
+    // the recovery cases carry no memory or security tag: those gates are not this run's
+    assert_eq!(gate_scopes(&p.json("reports/report.json")), ["default", "recovery"]);
+    for tag in ["memory", "security"] {
+        let line = format!("SKIP gate {tag}: left out: no case this selection (--tag recovery) kept carries the tag");
+        assert!(out.stdout.lines().any(|l| l == line), "no {line:?} in\n{}", out.stdout);
+    }
+    assert!(!out.stdout.contains("SKIP gate recovery"), "{}", out.stdout);
+    // the whole suite judges every gate and skips none
+    let whole = p.stateval(&["run"]);
+    whole.expect_code(0);
+    assert!(!whole.stdout.contains("SKIP gate"), "{}", whole.stdout);
+}
+
+#[test]
 fn filter_and_tag_together_keep_the_intersection() {
     let p = Project::new();
     p.stateval(&["run", "pipeline/failing.toml", "--filter", "*e*", "--tag", "replay"]).expect_code(1);
@@ -503,17 +521,21 @@ fn filter_and_tag_together_keep_the_intersection() {
 }
 
 #[test]
-fn a_selection_matching_nothing_exits_2_and_leaves_no_report() {
+fn a_selection_matching_nothing_exits_2_and_deletes_nothing() {
     let p = Project::new();
     p.stateval(&["run"]).expect_code(0);
     assert!(CI_REPORTS.iter().all(|r| p.exists(r)));
+    let before = p.snapshot_files(&CI_REPORTS);
     for args in [&["run", "--filter", "no-such-case-*"][..], &["run", "--tag", "no-such-tag"][..]] {
         let out = p.stateval(args);
         out.expect_code(2);
         assert_eq!(out.stderr, "error: no case matches the selection: nothing to run\n", "{args:?}");
         assert_eq!(out.stdout, "", "{args:?}");
+        // refused before anything runs, so before anything is deleted: the earlier
+        // run's reports are as it left them
         let left: Vec<&str> = CI_REPORTS.iter().copied().filter(|r| p.exists(r)).collect();
-        assert!(left.is_empty(), "{args:?} left stale reports {left:?}");
+        assert_eq!(left, CI_REPORTS, "{args:?} deleted reports");
+        assert_eq!(differing(&before, &p.snapshot_files(&CI_REPORTS)), Vec::<String>::new(), "{args:?}");
     }
     let out = p.stateval(&["run", "--filter", "["]);
     out.expect_code(2);

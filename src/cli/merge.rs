@@ -33,7 +33,6 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     // a signal from here on stops the merge at its next phase boundary (exit 130)
     interrupt::defer();
     let loaded = Pipeline::load(&args.pipeline);
-    super::run::remove_stale_reports(&args.pipeline, loaded.as_ref().ok());
     interrupt::boundary(Phase::Loading)?;
     let mut pipeline = loaded.map_err(|e| CliError::from(RunnerError::Input(vec![e])))?;
     if let Some(out) = &args.out {
@@ -50,6 +49,9 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     crate::release_freed_memory();
     interrupt::boundary(Phase::Validation)?;
     let plan_file = args.plan.as_deref().map(PlanFile::read).transpose().map_err(CliError::invalid)?;
+    // the inputs are valid: an earlier run's reports go before anything is merged (see
+    // `run::remove_stale_reports`)
+    super::run::remove_stale_reports(&plan.pipeline);
     let layout = plan.layout();
     let store = super::open_store(&layout, if args.out.is_some() { "--out" } else { "pipeline.store" })?;
     let signer = stateval::evidence::SecretKey::from_env()

@@ -75,13 +75,9 @@ fn in_ci() -> bool {
 pub fn run(args: Args) -> Result<Exit, CliError> {
     // a signal from here on stops the run at its next phase boundary (exit 130)
     interrupt::defer();
-    // An earlier run's reports must never stand in for this one: they go before
-    // anything else, so no failure or signal at any later point (SIGKILL included)
-    // leaves a stale green report behind.
-    // parsed once, here: a pipeline of thousands of profiles is a large document while
-    // it is parsed, and parsing it again for its `[report]` table doubled that
+    // parsed once, here, and handed to the plan: a pipeline of thousands of profiles is
+    // a large document while it is parsed
     let loaded = Pipeline::load(&args.pipeline);
-    remove_stale_reports(&args.pipeline, loaded.as_ref().ok());
     interrupt::boundary(Phase::Loading)?;
     let signer = SecretKey::from_env().map_err(|e| CliError::invalid(e.to_string()))?.map(Arc::new);
     if args.bless && in_ci() && !args.allow_bless_in_ci {
@@ -127,12 +123,18 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .transpose()
         .map_err(CliError::invalid)?
         .map(Arc::new);
+    // Everything is valid: only now may an earlier run's reports go (nothing is deleted
+    // for input that is refused), and they go before anything runs, so no failure or
+    // signal from here on (SIGKILL included) leaves a stale green report behind.
+    remove_stale_reports(&plan.pipeline);
     if let Some(shard) = shard {
         plan.keep_shard(shard);
         plan.run_id = format!("{}-shard-{}of{}", plan.run_id, shard.index, shard.total);
     }
     if args.bless {
         plan.goldens.mode = golden::Mode::Bless;
+    } else if in_ci() {
+        plan.goldens.under_ci();
     }
     let jobs = args
         .jobs
@@ -199,8 +201,20 @@ fn tell(
     }
 
     write_reports(outcome, plan, args.verbose)?;
+    for tag in &plan.gates_left_out {
+        let selection = Selection {
+            filter: args.filter.as_deref().and_then(|f| glob::Pattern::new(f).ok()),
+            tags: args.tags.clone(),
+        };
+        super::out(format!(
+            "SKIP gate {tag}: left out: no case this selection ({}) kept carries the tag",
+            selection_args(&selection)
+        ));
+    }
     if args.bless {
         super::out(bless_summary(&plan.goldens));
+    } else if let Some(missing) = missing_goldens(&plan.goldens) {
+        super::out(missing);
     }
     Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
 }
@@ -209,7 +223,7 @@ fn tell(
 /// [`runner::Concluding::finish`]: its report files (put in place or not) and the run's
 /// verdict ([`runner::retract`]).
 pub fn retract(plan: &Plan, store: &dyn stateval::store::Store) -> Result<(), CliError> {
-    remove_stale_reports(&plan.pipeline.path, Some(&plan.pipeline));
+    remove_stale_reports(&plan.pipeline);
     runner::retract(plan, store)?;
     Ok(())
 }
@@ -288,30 +302,46 @@ pub fn check_plan_file(path: &std::path::Path, plan: &Plan) -> Result<(), CliErr
     Ok(())
 }
 
-/// Reports from an earlier run must not stand in for a run that did not happen (invalid
-/// inputs, an interrupt, a kill): the configured report files go before the run starts.
-/// The pipeline itself may be the invalid input: without `loaded` (the pipeline as
-/// [`Pipeline::load`] read it, when it is valid) its `[report]` table is read
-/// leniently, as plain TOML.
-pub fn remove_stale_reports(pipeline: &std::path::Path, loaded: Option<&Pipeline>) {
-    if let Some((loaded, outputs)) = loaded.and_then(|p| Some((p, p.report.outputs().ok()?))) {
-        for (_, rel) in outputs {
-            let _ = std::fs::remove_file(loaded.base.join(rel));
-        }
-        return;
+/// Reports from an earlier run must not stand in for this one (an interrupt, a kill, a
+/// failure part-way): the configured report files go once the inputs are valid and
+/// before anything runs. Called only with a pipeline that loaded, so the files are the
+/// ones it names, inside its base (`pipeline::outputs`).
+pub fn remove_stale_reports(pipeline: &Pipeline) {
+    for (_, rel) in pipeline.report.outputs().into_iter().flatten() {
+        let _ = std::fs::remove_file(pipeline.base.join(rel));
     }
-    let Ok(text) = std::fs::read_to_string(pipeline) else { return };
-    let Ok(value) = toml::from_str::<toml::Table>(&text) else { return };
-    let base = match Pipeline::parse(pipeline, &text) {
-        Ok(p) => p.base,
-        Err(_) => stateval::pipeline::default_base(pipeline),
+}
+
+/// `--filter 'pay-*' --tag security`: the options that narrowed a run.
+fn selection_args(selection: &Selection) -> String {
+    let filter = selection.filter.iter().map(|f| format!("--filter '{}'", f.as_str()));
+    filter.chain(selection.tags.iter().map(|t| format!("--tag {t}"))).collect::<Vec<_>>().join(" ")
+}
+
+/// Every golden the run looked for and did not find, one a line, and what follows
+/// from it; nothing when all were there or the pipeline keeps none.
+fn missing_goldens(goldens: &golden::Goldens) -> Option<String> {
+    let missing = goldens.missing();
+    if missing.is_empty() || goldens.none_kept() {
+        return None;
+    }
+    let (n, dir) = (missing.len(), goldens.shown.trim_end_matches('/'));
+    // (runs, they, pass, fail, them): the sentence in the singular or the plural
+    let (runs, they, pass, fail, them) = match n {
+        1 => ("1 run has".to_string(), "it", "passes", "fails", "it"),
+        _ => (format!("{n} runs have"), "they", "pass", "fail", "them"),
     };
-    let Some(report) = value.get("report").and_then(toml::Value::as_table) else { return };
-    for key in report::FILE_KEYS {
-        if let Some(rel) = report.get(key).and_then(toml::Value::as_str) {
-            let _ = std::fs::remove_file(base.join(rel));
-        }
+    let what = match goldens.required {
+        golden::Required::No => format!("{they} {pass} for now, and {fail} under CI"),
+        golden::Required::ByPipeline => format!("{they} {fail}: [goldens] required = true"),
+        golden::Required::ByCi => format!("{they} {fail} under CI"),
+    };
+    let mut text = format!("goldens: {runs} no golden in {dir}/ ({what}; `stateval run --bless` writes {them}):");
+    for path in missing {
+        text.push_str("\n  ");
+        text.push_str(&path);
     }
+    Some(text)
 }
 
 /// `goldens: 13 blessed in goldens/ (2 created, 1 updated, 10 unchanged)`.

@@ -13,7 +13,9 @@
 
 pub mod paths;
 
-use std::collections::{BTreeMap, HashMap};
+pub use paths::dataset_name;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -271,6 +273,9 @@ pub struct Loader<'p> {
     pub errors: Vec<InputError>,
     /// Digests of the files graders and judges read (None: not a file), by path.
     files: BTreeMap<PathBuf, Option<Digest>>,
+    /// The tags of every valid case, and of the selected ones.
+    tags: BTreeSet<String>,
+    selected_tags: BTreeSet<String>,
 }
 
 /// Files a matcher's custom graders and judges read, relative to the pipeline's base:
@@ -318,6 +323,11 @@ pub struct Loaded {
     /// Over every kept case's digest and its recordings' digests, in order: what the
     /// cases contribute to a run id.
     pub digest: Digest,
+    /// Every tag a case of the pipeline carries, selected or not (a gate on any other
+    /// tag could never hold a case).
+    pub tags: BTreeSet<String>,
+    /// Every tag a selected case carries.
+    pub selected_tags: BTreeSet<String>,
 }
 
 /// Stop collecting after this many errors: past it, more lines add noise, not help.
@@ -348,6 +358,8 @@ impl<'p> Loader<'p> {
             cases: Vec::new(),
             errors: Vec::new(),
             files: BTreeMap::new(),
+            tags: BTreeSet::new(),
+            selected_tags: BTreeSet::new(),
         }
     }
 
@@ -407,7 +419,12 @@ impl<'p> Loader<'p> {
         }
         // held for the whole run: grown by doubling, up to half of it would stay empty
         self.cases.shrink_to_fit();
-        Ok(Loaded { cases: self.cases, digest: self.content.finish() })
+        Ok(Loaded {
+            cases: self.cases,
+            digest: self.content.finish(),
+            tags: self.tags,
+            selected_tags: self.selected_tags,
+        })
     }
 
     /// A perturbed case names a baseline case of the same agent (docs/metrics.md §6).
@@ -556,7 +573,15 @@ impl<'p> Loader<'p> {
                 column: line_col(line, locate(line, "/perturbation/of")).1,
             });
         }
-        if !(self.select)(&case) {
+        let selected = (self.select)(&case);
+        for tag in &case.tags {
+            for tags in [&mut self.tags].into_iter().chain(selected.then_some(&mut self.selected_tags)) {
+                if !tags.contains(tag) {
+                    tags.insert(tag.clone());
+                }
+            }
+        }
+        if !selected {
             return Ok(None);
         }
         self.content.update(&case.digest.0);
@@ -624,6 +649,18 @@ impl CaseParser {
                 "/agent",
                 format!("unknown agent profile \"{}\" (the pipeline defines: {})", raw.agent, known.join(", ")),
             ));
+        }
+        // a tool the agent cannot reach, allowed or approved, is configuration that does nothing
+        if let Some(reach) = pipeline.tool_names.as_ref().and_then(|n| n.reach(&pipeline.agents[&raw.agent])) {
+            if let Some((i, tool)) = raw.allowed_tools.iter().flatten().enumerate().find(|(_, t)| !reach.has(t)) {
+                let message = format!("allowed_tools names tool \"{tool}\"{}", reach.names_nothing(tool));
+                return Err(at(&format!("/allowed_tools/{i}"), message));
+            }
+            if let Some((key, message)) =
+                raw.approvals.keys().find_map(|k| reach.approval_names_nothing(k).map(|m| (k, m)))
+            {
+                return Err(at(&format!("/approvals/{key}"), message));
+            }
         }
 
         let mut recordings = Vec::new();
@@ -896,16 +933,4 @@ fn check_case_target(target: &str, blocks: &[MetricBlock]) -> Result<(), String>
 enum RecordingError {
     Missing(String),
     Invalid(InputError),
-}
-
-/// `datasets/examples/treasury.jsonl` → `examples/treasury`.
-pub fn dataset_name(base: &Path, path: &Path) -> String {
-    let rel = path.strip_prefix(base).unwrap_or(path);
-    let rel = rel.strip_prefix("datasets").unwrap_or(rel);
-    let name = rel.with_extension("");
-    name.components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .filter(|s| s != "." && !s.is_empty())
-        .collect::<Vec<_>>()
-        .join("/")
 }

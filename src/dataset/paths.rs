@@ -100,6 +100,34 @@ pub fn rebase_matcher(pipeline: &Pipeline, root: &Path, spec: &Value) -> Value {
     serde_json::json!({ name: arg })
 }
 
+/// A dataset's name (`datasets/examples/treasury.jsonl` → `examples/treasury`): its
+/// path under the pipeline's base, without `datasets/` and the extension. Reports
+/// group cases by it, and a case's goldens live in `<goldens>/<name>/`, so a name never
+/// leads out of that directory: a dataset outside the base (an absolute pattern, one
+/// reached with `..`) is named by what follows its last `datasets/` directory, else by
+/// its file name (`/elsewhere/datasets/a/b.jsonl` → `a/b`, `../suites/cases.jsonl` →
+/// `cases`). Case ids are unique across a pipeline, so goldens of two datasets that
+/// share a name never collide.
+pub fn dataset_name(base: &Path, path: &Path) -> String {
+    let (base, path) = (normal(base), normal(path));
+    let under_base = path.strip_prefix(&base).ok().filter(|rel| rel.components().all(|c| is_name(&c)));
+    let rel = match under_base {
+        Some(rel) => rel.strip_prefix("datasets").unwrap_or(rel).to_path_buf(),
+        None => {
+            let names: Vec<Component> = path.components().filter(is_name).collect();
+            let last = names.len().saturating_sub(1);
+            let from = names.iter().rposition(|n| n.as_os_str() == "datasets").map_or(last, |i| (i + 1).min(last));
+            names[from..].iter().collect()
+        }
+    };
+    let names = rel.with_extension("");
+    names.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/")
+}
+
+fn is_name(c: &Component) -> bool {
+    matches!(c, Component::Normal(_))
+}
+
 /// `a/./b/../c` → `a/c`, without touching the file system; leading `..` stay.
 fn normal(path: &Path) -> PathBuf {
     let mut out: Vec<Component> = Vec::new();
@@ -149,6 +177,18 @@ mod tests {
         assert_eq!(dataset_base(Path::new("../datasets/suite.jsonl")), PathBuf::from(".."));
         assert_eq!(dataset_base(Path::new("/p/datasets/a/b.jsonl")), PathBuf::from("/p"));
         assert_eq!(dataset_base(Path::new("examples/record/cases.jsonl")), PathBuf::from("examples/record"));
+    }
+
+    #[test]
+    fn a_dataset_is_named_from_the_base_and_a_name_never_leads_out_of_the_goldens_directory() {
+        assert_eq!(dataset_name(Path::new("."), Path::new("./datasets/examples/treasury.jsonl")), "examples/treasury");
+        assert_eq!(dataset_name(Path::new("/p"), Path::new("/p/datasets/security/suite.jsonl")), "security/suite");
+        assert_eq!(dataset_name(Path::new("ci"), Path::new("ci/suites/cases.jsonl")), "suites/cases");
+        // outside the base: what follows the last datasets/, else the file's name
+        assert_eq!(dataset_name(Path::new("/p"), Path::new("/elsewhere/datasets/a/b.jsonl")), "a/b");
+        assert_eq!(dataset_name(Path::new("/p"), Path::new("/tmp/x/suite.jsonl")), "suite");
+        assert_eq!(dataset_name(Path::new("ci"), Path::new("ci/../suites/cases.jsonl")), "cases");
+        assert_eq!(dataset_name(Path::new("."), Path::new("datasets/../../x/datasets/../y.jsonl")), "y");
     }
 
     #[test]

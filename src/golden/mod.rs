@@ -3,8 +3,11 @@
 //! `goldens/<dataset>/<case>.<k>.jsonl` is run k's log in golden form ([`normalize`]).
 //! `stateval run` compares every run with its golden and adds one check, named
 //! `golden`, to the run: identical passes; a difference fails the case with the first
-//! divergent event in its reason ([`diff`], [`render`]); a missing golden passes as
-//! "no golden" unless the pipeline sets `[goldens] required = true`. With `--bless`
+//! divergent event in its reason ([`diff`], [`render`]). A missing golden fails the
+//! case when goldens are required — `[goldens] required = true`, or under CI when the
+//! pipeline does not say (as a snapshot test's missing snapshot fails in CI) — and
+//! otherwise passes as "no golden", every one listed in [`Goldens::missing`] for the
+//! summary; `[goldens] required = false` is a suite that keeps none. With `--bless`
 //! the run's log is written as its golden instead ([`bless`]).
 //!
 //! A golden is read like any log: it must verify. One edited by hand fails the case
@@ -19,6 +22,7 @@ pub mod render;
 pub mod stream;
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
@@ -51,6 +55,17 @@ pub enum GoldenError {
     Normalize(#[from] WriteError),
 }
 
+/// Whether a run without a golden fails its case, and who said so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Required {
+    /// It passes as "no golden": `[goldens] required = false`, or unset outside CI.
+    No,
+    /// `[goldens] required = true`.
+    ByPipeline,
+    /// Under CI (`CI` set), the pipeline not saying.
+    ByCi,
+}
+
 /// A pipeline's goldens.
 #[derive(Debug)]
 pub struct Goldens {
@@ -58,17 +73,51 @@ pub struct Goldens {
     pub dir: PathBuf,
     /// The directory as reports show it (relative to the pipeline's base).
     pub shown: String,
-    pub required: bool,
+    pub required: Required,
+    /// `[goldens] required` as the pipeline gave it.
+    configured: Option<bool>,
     pub mode: Mode,
     /// Goldens written in bless mode: created, updated, unchanged (workers share it).
     blessed: [AtomicUsize; 3],
+    /// Goldens compared with and not found, as reports show them (workers share it).
+    missing: Mutex<Vec<String>>,
 }
 
 impl Goldens {
     pub fn from_pipeline(pipeline: &Pipeline) -> Goldens {
         let dir = pipeline.goldens_dir();
         let shown = pipeline.display(&dir);
-        Goldens { dir, shown, required: pipeline.goldens.required, mode: Mode::Compare, blessed: Default::default() }
+        let configured = pipeline.goldens.required;
+        Goldens {
+            dir,
+            shown,
+            required: if configured == Some(true) { Required::ByPipeline } else { Required::No },
+            configured,
+            mode: Mode::Compare,
+            blessed: Default::default(),
+            missing: Mutex::default(),
+        }
+    }
+
+    /// The run is under CI: a missing golden fails its case unless the pipeline says
+    /// `[goldens] required = false`. (The caller reads the environment; this module
+    /// does not.)
+    pub fn under_ci(&mut self) {
+        if self.configured.is_none() {
+            self.required = Required::ByCi;
+        }
+    }
+
+    /// Did the pipeline say the suite keeps no goldens (`[goldens] required = false`)?
+    pub fn none_kept(&self) -> bool {
+        self.configured == Some(false)
+    }
+
+    /// Every golden a comparison looked for and did not find so far, sorted.
+    pub fn missing(&self) -> Vec<String> {
+        let mut missing = self.missing.lock().map(|m| m.clone()).unwrap_or_default();
+        missing.sort();
+        missing
     }
 
     /// How many goldens bless mode created, updated and left unchanged so far.
@@ -112,16 +161,20 @@ impl Goldens {
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(if self.required {
-                    check(
-                        false,
-                        format!(
-                            "no golden: {shown} does not exist and [goldens] required = true (`stateval run --bless` writes it)"
-                        ),
-                    )
-                } else {
-                    check(true, "no golden".to_string())
-                });
+                if let Ok(mut missing) = self.missing.lock() {
+                    missing.push(shown.clone());
+                }
+                let reason = match self.required {
+                    Required::No => return Ok(check(true, "no golden".to_string())),
+                    Required::ByPipeline => format!(
+                        "no golden: {shown} does not exist and [goldens] required = true (`stateval run --bless` writes it)"
+                    ),
+                    Required::ByCi => format!(
+                        "no golden: {shown} does not exist, and under CI (CI is set) every run needs one \
+                         (`stateval run --bless` writes it; a suite that keeps none says [goldens] required = false)"
+                    ),
+                };
+                return Ok(check(false, reason));
             }
             Err(e) => return Ok(check(false, format!("cannot read golden {shown}: {e}"))),
         };
@@ -165,5 +218,40 @@ impl Goldens {
         let mut failed = check(false, reason);
         failed.actual = Some(json!({"first_divergence": first, "counts": d.counts()}));
         Ok(failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn goldens(required: &str) -> Goldens {
+        let text = format!("[pipeline]\nname = \"p\"\ndatasets = [\"d\"]\n{required}");
+        let mut pipeline = Pipeline::parse(std::path::Path::new("p.toml"), &text).unwrap();
+        // a base where no golden can exist
+        pipeline.base = PathBuf::from("/nonexistent/stateval-golden-test");
+        Goldens::from_pipeline(&pipeline)
+    }
+
+    fn missing_check(goldens: &Goldens) -> Check {
+        goldens.check("examples/treasury", "pay", 0, &[], "log.jsonl").unwrap()
+    }
+
+    #[test]
+    fn a_missing_golden_fails_under_ci_unless_the_pipeline_keeps_none_and_is_listed_either_way() {
+        // unset: passes outside CI, fails under it
+        let mut unset = goldens("");
+        assert!(missing_check(&unset).passed);
+        unset.under_ci();
+        let failed = missing_check(&unset);
+        assert!(!failed.passed && failed.reason.contains("under CI (CI is set)"), "{}", failed.reason);
+        assert_eq!(unset.missing(), ["goldens/examples/treasury/pay.0.jsonl"; 2]);
+        // false: a suite that keeps none passes under CI too
+        let mut none = goldens("[goldens]\nrequired = false\n");
+        none.under_ci();
+        assert!(missing_check(&none).passed && none.none_kept());
+        // true: fails everywhere, saying why
+        let required = goldens("[goldens]\nrequired = true\n");
+        assert!(missing_check(&required).reason.contains("[goldens] required = true"));
     }
 }

@@ -4,7 +4,9 @@
 //! policy, approvals, budgets), its gates and its reports. Loading validates the TOML
 //! against the pipeline JSON Schema and reports errors at their line and column.
 
+pub mod outputs;
 pub mod profile;
+pub mod reach;
 pub mod sparse;
 
 use std::collections::BTreeMap;
@@ -50,6 +52,11 @@ pub struct Pipeline {
     /// pipeline, which drops it once hashed.
     #[serde(skip)]
     pub text: String,
+    /// The tool names of the manifests its profiles name, read by [`Pipeline::load`] so
+    /// that what cases name can be checked too (`None`: not read, nothing is checked;
+    /// a plan drops them once its cases are loaded).
+    #[serde(skip)]
+    pub tool_names: Option<reach::ToolNames>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -76,9 +83,11 @@ pub struct GoldensConfig {
     /// Directory of `<dataset>/<case>.<k>.jsonl` goldens (default `goldens`; the older
     /// `[pipeline] goldens = "…"` says the same, and only one of the two may be given).
     pub dir: Option<String>,
-    /// A run without a golden fails its case (default: it passes, reported as such).
-    #[serde(default)]
-    pub required: bool,
+    /// `true`: a run without a golden fails its case. `false`: it passes, reported as
+    /// such (a suite that keeps no goldens). Unset: it fails under CI (`CI` set), as a
+    /// snapshot test's missing snapshot does, and passes elsewhere, where the summary
+    /// names it and `stateval run --bless` writes it.
+    pub required: Option<bool>,
 }
 
 /// Where goldens live when the pipeline does not say.
@@ -119,13 +128,17 @@ pub struct ReplayConfig {
 }
 
 impl Pipeline {
-    /// Read, schema-check and parse a pipeline file, and check the faults its profiles
-    /// inject against the tool manifests they name.
+    /// Read, schema-check and parse a pipeline file, and check the tools its profiles
+    /// name (faults, policy rules, approvals, detectors) against the tool manifests they
+    /// can reach.
     pub fn load(path: &Path) -> Result<Pipeline, InputError> {
         let text =
             std::fs::read_to_string(path).map_err(|e| InputError::file(path, format!("cannot read pipeline: {e}")))?;
-        let pipeline = Self::parse(path, &text)?;
+        let mut pipeline = Self::parse(path, &text)?;
         pipeline.check_fault_targets()?;
+        let names = reach::ToolNames::read(pipeline.agents.values(), |rel| pipeline.resolve(rel));
+        pipeline.check_tool_names(&names)?;
+        pipeline.tool_names = Some(names);
         Ok(pipeline)
     }
 
@@ -172,6 +185,15 @@ impl Pipeline {
         if let Some(v) = crate::schemas::PIPELINE_SCHEMA.check(&value) {
             let (line, col) = locate_toml(text, &v.pointer);
             return Err(InputError::new(path, line, col, format!("{}{}", dotted(&v.pointer), v.message)));
+        }
+        // before anything is written or deleted: see `outputs`
+        for pointer in outputs::OUTPUT_KEYS {
+            let Some(Value::String(written)) = value.pointer(pointer) else { continue };
+            if !outputs::stays_inside(written) {
+                let (line, col) = locate_toml_value(text, pointer, written);
+                let message = outputs::outside_message(dotted(pointer).trim_end_matches(": "), written);
+                return Err(InputError::new(path, line, col, message));
+            }
         }
         // typed from the value already parsed: parsing the text a second time held a
         // second TOML document beside the value (tens of MB for 10,000 profiles); the
@@ -227,6 +249,14 @@ impl Pipeline {
     /// Resolve a path written in the pipeline or a dataset.
     pub fn resolve(&self, relative: &str) -> PathBuf {
         self.base.join(relative)
+    }
+
+    /// A load error about the value at `pointer` (or its key, when `value` is empty),
+    /// placed at its line and column in the pipeline's text and prefixed with its
+    /// dotted key.
+    pub fn error_at(&self, pointer: &str, value: &str, message: impl std::fmt::Display) -> InputError {
+        let (line, column) = locate_toml_value(&self.text, pointer, value);
+        InputError::new(&self.path, line, column, format!("{}{message}", dotted(pointer)))
     }
 
     /// A path as reports show it: relative to the base, with `/` separators, so the
@@ -429,17 +459,17 @@ mod tests {
     }
 
     #[test]
-    fn goldens_default_to_the_goldens_directory_and_are_optional() {
+    fn goldens_default_to_the_goldens_directory_and_leave_required_to_the_environment() {
         let p = Pipeline::parse(Path::new("pipeline/ci.toml"), MINIMAL).unwrap();
         assert_eq!(p.goldens_dir(), PathBuf::from("./goldens"));
-        assert!(!p.goldens.required);
+        assert_eq!(p.goldens.required, None);
     }
 
     #[test]
     fn the_goldens_table_and_the_older_pipeline_key_both_name_the_directory() {
         let table = format!("{MINIMAL}[goldens]\ndir = \"traces\"\nrequired = true\n");
         let p = Pipeline::parse(Path::new("pipeline/ci.toml"), &table).unwrap();
-        assert_eq!((p.goldens_dir(), p.goldens.required), (PathBuf::from("./traces"), true));
+        assert_eq!((p.goldens_dir(), p.goldens.required), (PathBuf::from("./traces"), Some(true)));
         let shorthand = MINIMAL.replace("[pipeline]\n", "[pipeline]\ngoldens = \"old\"\n");
         let p = Pipeline::parse(Path::new("pipeline/ci.toml"), &shorthand).unwrap();
         assert_eq!(p.goldens_dir(), PathBuf::from("./old"));

@@ -87,8 +87,9 @@ pub struct ReportConfigError {
     pub problem: String,
 }
 
-/// Every `[report]` key that names a file, in [`ReportConfig::outputs`] order (a run
-/// that did not happen removes these files: no earlier report may stand in for it).
+/// Every `[report]` key that names a file, in [`ReportConfig::outputs`] order (each a
+/// path the pipeline writes, so one that must stay inside its base: see
+/// `pipeline::outputs`).
 pub const FILE_KEYS: [&str; 5] = ["json", "junit", "tap", "markdown", "html"];
 
 /// A file format [`write_reports`] can write.

@@ -124,6 +124,9 @@ pub struct Plan {
     pub record: Option<Box<RecordMode>>,
     /// `stateval doctor`: external agents' model requests are collected here.
     pub requests: Option<Mutex<Vec<Value>>>,
+    /// Tag gates whose tag some case carries but no selected one (`--filter`, `--tag`):
+    /// this run does not judge them, and its summary says so.
+    pub gates_left_out: Vec<String>,
 }
 
 /// An agent profile as the plan keeps it once validated.
@@ -263,12 +266,14 @@ impl Plan {
                 return Err(RunnerError::Input(errors));
             }
         };
+        let gates_left_out = gate_tags(&pipeline, &loaded)?;
         let programs = programs_digest(&pipeline);
         let digest = plan_digest(&pipeline, loaded.digest, &agents, programs, &judges);
         // hashed into the digest, and read by nothing the plan does after: a pipeline of
         // thousands of profiles is a text of about 100 bytes each, held for the whole run
         let mut pipeline = pipeline;
         pipeline.text = String::new();
+        pipeline.tool_names = None;
         let graders = {
             let mut d = canon::Digester::new(Context::Content);
             if let Some(programs) = programs {
@@ -296,6 +301,7 @@ impl Plan {
             server: Mutex::new(None),
             record: None,
             requests: None,
+            gates_left_out,
         })
     }
 
@@ -500,6 +506,29 @@ pub struct ReplayedRun {
 /// values and are graded across runs).
 pub fn log_assertions(case: &Case) -> Vec<&Assertion> {
     case.expect.iter().filter(|a| !targets_a_block(case, &a.target)).collect()
+}
+
+/// A gate on a tag no case carries could never hold a case: a load error at the gate.
+/// One whose cases the selection left out is not this run's to judge: its tag is
+/// returned, for the summary to say so.
+fn gate_tags(pipeline: &Pipeline, loaded: &crate::dataset::Loaded) -> Result<Vec<String>, RunnerError> {
+    let mut left_out = Vec::new();
+    for tag in pipeline.gates.tags.keys() {
+        if loaded.selected_tags.contains(tag) {
+            continue;
+        }
+        if loaded.tags.contains(tag) {
+            left_out.push(tag.clone());
+            continue;
+        }
+        let hint = crate::diag::did_you_mean(tag, loaded.tags.iter().map(String::as_str))
+            .map(|s| format!(" (did you mean \"{s}\"?)"))
+            .unwrap_or_default();
+        let message = format!("no case carries the tag \"{tag}\"{hint}, so this gate would pass over nothing");
+        let pointer = format!("/gates/tags/{}", tag.replace('~', "~0").replace('/', "~1"));
+        return Err(RunnerError::Input(vec![pipeline.error_at(&pointer, "", message)]));
+    }
+    Ok(left_out)
 }
 
 /// Validate the judge recording of every `[judges.NAME]` (one load per file).

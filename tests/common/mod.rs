@@ -134,7 +134,9 @@ impl Project {
     /// `stateval` with its working directory in the project.
     pub fn cmd(&self) -> Command {
         let mut cmd = Command::cargo_bin("stateval").expect("the stateval binary is built");
-        // CI=true changes behaviour (bless refuses); tests that mean it set it themselves
+        // CI=true changes behaviour: bless refuses, and a run without a golden fails (a
+        // copy of the project has no goldens/ unless a test copies or blesses them);
+        // tests that mean CI set it themselves (cli_golden's `in_ci`)
         cmd.current_dir(self.path()).env("NO_COLOR", "1").env_remove("CLICOLOR_FORCE").env_remove("CI");
         cmd
     }
