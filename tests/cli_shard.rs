@@ -170,7 +170,7 @@ fn run_dir_of(p: &Project, shard: usize) -> String {
 }
 
 #[test]
-fn a_retried_shard_is_deduplicated_and_a_missing_one_is_refused_naming_a_unit() {
+fn a_retried_shard_is_deduplicated_and_a_missing_one_is_refused_naming_the_shard() {
     let p = sharded();
     // shard 2 uploaded twice (a retried pod): identical heads, merged once
     let mut args = shard_args(&[]);
@@ -179,8 +179,14 @@ fn a_retried_shard_is_deduplicated_and_a_missing_one_is_refused_naming_a_unit() 
 
     let out = merge(&p, &args[..args.len() - 2]); // shards 1..3 only
     out.expect_code(2);
-    assert!(out.stderr.contains("is missing: no shard ran it"), "{}", out.stderr);
-    assert!(out.stderr.contains("error: unit blake3:"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("error: shard slice:4/4 is missing: 3 of 4 shard outputs were given"),
+        "{}",
+        out.stderr
+    );
+    let out = merge(&p, &["merge".to_string(), "shards/2".to_string()]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("error: shards slice:1/4, slice:3/4, slice:4/4 are missing"), "{}", out.stderr);
 }
 
 /// A refused merge leaves the run merged before it (the same plan's run id) exactly as it
@@ -230,11 +236,31 @@ fn a_shard_of_another_plan_or_one_that_does_not_verify_is_refused() {
     p.write("pipeline/ci.toml", format!("{ci}\n# edited\n"));
     let out = merge(&p, &shard_args(&[]));
     out.expect_code(2);
-    assert!(out.stderr.contains("ran against plan blake3:"), "{}", out.stderr);
+    assert!(out.stderr.contains("error: shards/1/runs/"), "names the shard's directory: {}", out.stderr);
+    assert!(out.stderr.contains(": shard slice:1/4 ran against plan blake3:"), "{}", out.stderr);
+    assert!(out.stderr.contains("no case changed: the pipeline file"), "{}", out.stderr);
     let out = merge(&p, &shard_args(&["--plan", "before.json"]));
     out.expect_code(2);
-    assert!(out.stderr.contains("the plan file is for plan"), "{}", out.stderr);
+    assert!(out.stderr.contains("the inputs changed since `stateval plan`"), "{}", out.stderr);
     p.write("pipeline/ci.toml", ci);
+
+    // a case edited after the plan: the mismatch names it and its dataset
+    let dataset = "datasets/examples/treasury.jsonl";
+    let text = p.read(dataset);
+    let first = text.lines().next().expect("a case").to_string();
+    let id = serde_json::from_str::<serde_json::Value>(&first).expect("case")["id"].as_str().expect("id").to_string();
+    p.write(dataset, text.replacen(&first, &first.replacen("\"tags\":[", "\"tags\":[\"edited\",", 1), 1));
+    let out = p.stateval(&["run", "--plan", "before.json"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains(&format!("error:   case {id} (examples/treasury): changed (its dataset line")),
+        "{}",
+        out.stderr
+    );
+    let out = merge(&p, &shard_args(&[]));
+    out.expect_code(2);
+    assert!(out.stderr.contains(&format!("case {id} (examples/treasury): changed")), "{}", out.stderr);
+    p.write(dataset, text);
 
     // a log changed after the shard ran
     let dir = run_dir_of(&p, 3);

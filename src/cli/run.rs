@@ -292,11 +292,13 @@ fn report_error(e: report::ReportError) -> CliError {
 pub fn check_plan_file(path: &std::path::Path, plan: &Plan) -> Result<(), CliError> {
     let file = PlanFile::read(path).map_err(CliError::invalid)?;
     if file.plan != plan.digest {
+        let changes: Vec<String> = file.changes(plan).into_iter().map(|l| format!("  {l}")).collect();
         return Err(CliError::invalid(format!(
-            "{}: the plan is {}, but the inputs now make {}: they changed since `stateval plan`",
+            "{}: the inputs changed since `stateval plan` (plan {}, now {}):\n{}",
             path.display(),
             file.plan,
-            plan.digest
+            plan.digest,
+            changes.join("\n")
         )));
     }
     Ok(())

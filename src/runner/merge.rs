@@ -139,18 +139,74 @@ fn check_shard(dir: &Path) -> Result<HashMap<String, Vec<u64>>, RunnerError> {
         .collect())
 }
 
+/// Every shard of the split is among `shards`, and they were all cut one way: a missing
+/// one is named as such (`shard hash:3/3 is missing`), before any unit is looked for.
+fn every_shard_given(shards: &[ShardRun]) -> Result<(), RunnerError> {
+    let Some(first) = shards.first() else { return Ok(()) };
+    let cut = |s: &super::shard::Shard| (s.strategy, s.total);
+    if let Some(other) = shards.iter().find(|s| cut(&s.record.shard) != cut(&first.record.shard)) {
+        return Err(refused(format!(
+            "{} is shard {} and {} is shard {}: the shards were cut differently",
+            first.dir.display(),
+            first.record.shard,
+            other.dir.display(),
+            other.record.shard
+        )));
+    }
+    let (strategy, total) = cut(&first.record.shard);
+    let given: std::collections::BTreeSet<usize> = shards.iter().map(|s| s.record.shard.index).collect();
+    let missing: Vec<String> = (1..=total)
+        .filter(|i| !given.contains(i))
+        .filter_map(|i| super::shard::Shard::new(strategy, i, total))
+        .map(|s| s.to_string())
+        .collect();
+    match missing.as_slice() {
+        [] => Ok(()),
+        [one] => Err(refused(format!(
+            "shard {one} is missing: {} of {total} shard outputs were given, none of them shard {one}",
+            given.len()
+        ))),
+        many => Err(refused(format!(
+            "shards {} are missing: {} of {total} shard outputs were given",
+            many.join(", "),
+            given.len()
+        ))),
+    }
+}
+
 /// Each shard ran `plan` and verified, checked in the order the shards were named.
 fn checked<'a>(plan: &Plan, shards: &'a [ShardRun]) -> Result<Vec<Checked<'a>>, RunnerError> {
     let mut out = Vec::with_capacity(shards.len());
     for shard in shards {
         if shard.record.plan != plan.digest {
+            // what the shard ran, against what this pipeline plans for the same cases
+            let now = super::shard::PlanFile::of(plan);
+            let dataset_of: HashMap<&str, &str> =
+                now.units.iter().map(|u| (u.case.as_str(), u.dataset.as_str())).collect();
+            let ran: Vec<((&str, &str), Digest)> = match &shard.units {
+                Ok(units) => units
+                    .iter()
+                    .map(|u| {
+                        (
+                            (dataset_of.get(u.case.as_str()).copied().unwrap_or("not planned now"), u.case.as_str()),
+                            u.unit,
+                        )
+                    })
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            let planned = now.units.iter().map(|u| ((u.dataset.as_str(), u.case.as_str()), u.unit));
+            let changes = super::shard::describe_changes(ran.into_iter(), planned, false);
+            let changes: Vec<String> = changes.into_iter().map(|l| format!("  {l}")).collect();
             return Err(refused(format!(
-                "{}: ran against plan {} (stateval {}), but this pipeline's plan is {}: the shards ran against \
-                 different plans or the inputs changed since",
+                "{}: shard {} ran against plan {} (stateval {}), but this pipeline's plan is {}: the inputs \
+                 changed since it ran:\n{}",
                 shard.dir.display(),
+                shard.record.shard,
                 shard.record.plan,
                 shard.record.stateval,
-                plan.digest
+                plan.digest,
+                changes.join("\n")
             )));
         }
         let turn_offsets = match &shard.checked {
@@ -182,11 +238,15 @@ pub fn merge<'a>(
     if let Some(file) = plan_file
         && file.plan != plan.digest
     {
+        let changes: Vec<String> = file.changes(plan).into_iter().map(|l| format!("  {l}")).collect();
         return Err(refused(format!(
-            "the plan file is for plan {}, but this pipeline's plan is {}: the inputs changed since `stateval plan`",
-            file.plan, plan.digest
+            "the inputs changed since `stateval plan` (plan file {}, this pipeline now {}):\n{}",
+            file.plan,
+            plan.digest,
+            changes.join("\n")
         )));
     }
+    every_shard_given(shards)?;
     let checked = checked(plan, shards)?;
     // every unit once: identical reruns deduplicated, conflicting ones refused
     let mut units: BTreeMap<Digest, (usize, &UnitRecord)> = BTreeMap::new();

@@ -204,6 +204,15 @@ impl PlanFile {
         }
     }
 
+    /// What changed between this plan file and `plan`, one line a case (the first
+    /// [`CHANGES_SHOWN`], then how many more), or the one line that says no case did.
+    pub fn changes(&self, plan: &Plan) -> Vec<String> {
+        let earlier = self.units.iter().map(|u| ((u.dataset.as_str(), u.case.as_str()), u.unit));
+        let now = PlanFile::of(plan);
+        let now = now.units.iter().map(|u| ((u.dataset.as_str(), u.case.as_str()), u.unit));
+        describe_changes(earlier, now, true)
+    }
+
     pub fn read(path: &Path) -> Result<PlanFile, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let plan: PlanFile =
@@ -243,6 +252,60 @@ pub fn unit_id(plan: &Plan, case: &CaseRef, k: usize) -> Digest {
     }
     d.update(&plan.graders.0);
     d.finish()
+}
+
+/// How many changed cases a plan mismatch names before it says how many more.
+pub const CHANGES_SHOWN: usize = 5;
+
+/// The cases whose units differ between an earlier plan (`earlier`: (dataset, case) →
+/// unit ids) and the plan now, one line each: `case c (dataset d): added | removed |
+/// changed`; with `whole` false, `earlier` covers only some cases (a shard's), so cases
+/// it lacks are not "added". When no case differs, the one line says what else decides a
+/// plan.
+pub fn describe_changes<'a>(
+    earlier: impl Iterator<Item = ((&'a str, &'a str), Digest)>,
+    now: impl Iterator<Item = ((&'a str, &'a str), Digest)>,
+    whole: bool,
+) -> Vec<String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let group = |units: &mut dyn Iterator<Item = ((&'a str, &'a str), Digest)>| {
+        let mut by_case: BTreeMap<(&'a str, &'a str), BTreeSet<Digest>> = BTreeMap::new();
+        for (case, unit) in units {
+            by_case.entry(case).or_default().insert(unit);
+        }
+        by_case
+    };
+    let (mut earlier, mut now) = (earlier, now);
+    let (before, after) = (group(&mut earlier), group(&mut now));
+    let mut lines = Vec::new();
+    for (case, units) in &before {
+        match after.get(case) {
+            None => lines.push(format!("case {} ({}): removed since", case.1, case.0)),
+            Some(now) if now != units => lines.push(format!(
+                "case {} ({}): changed (its dataset line, recordings, profile or tools)",
+                case.1, case.0
+            )),
+            Some(_) => {}
+        }
+    }
+    if whole {
+        for case in after.keys().filter(|c| !before.contains_key(*c)) {
+            lines.push(format!("case {} ({}): added since", case.1, case.0));
+        }
+    }
+    if lines.is_empty() {
+        return vec![
+            "no case changed: the pipeline file or a setting that decides the whole run did (its gates, goldens, \
+             judges or replay settings, or the stateval version)"
+                .into(),
+        ];
+    }
+    let more = lines.len().saturating_sub(CHANGES_SHOWN);
+    lines.truncate(CHANGES_SHOWN);
+    if more > 0 {
+        lines.push(format!("and {more} more case(s)"));
+    }
+    lines
 }
 
 #[cfg(test)]
