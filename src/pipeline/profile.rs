@@ -305,8 +305,8 @@ pub struct AgentProfile {
     pub ungrounded: Ungrounded,
     /// Values this agent trusts as its user's own (an allow-list of payees, accounts,
     /// addresses): they ground sensitive arguments, like the system prompt does.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub trusted_values: Vec<String>,
+    #[serde(default, skip_serializing_if = "Sparse::is_default")]
+    pub trusted_values: Sparse<Vec<String>>,
     #[serde(default)]
     pub price: Sparse<Option<Price>>,
     /// Per-call timeout in virtual ms; [`DEFAULT_TOOL_TIMEOUT_MS`] when absent. (Absent
