@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::grounding::{self, Grounding, Origin, Source};
+use super::grounding::{CallGrounding, Grounding, Origin, Source};
 use super::{Recorder, idempotency, policy, switches, taint};
 use crate::dataset::Case;
 use crate::event::{Kind, writer::WriteError};
@@ -150,7 +150,7 @@ impl<'a> ToolBoundary<'a> {
     /// The grounding of a call's sensitive arguments: each grounded argument with what
     /// grounded it, and the first ungrounded one with its value. `None`: the call has no
     /// sensitive argument.
-    fn ground_call<'v>(&mut self, rec: &Recorder, tool: &str, args: &'v Value) -> Option<Grounded<'v>> {
+    fn ground_call<'v>(&mut self, rec: &Recorder, tool: &str, args: &'v Value) -> Option<CallGrounding<'v>> {
         if !self.grounds {
             return None;
         }
@@ -159,20 +159,7 @@ impl<'a> ToolBoundary<'a> {
             return None;
         }
         self.ground_turns(rec);
-        let mut out = Grounded { by: serde_json::Map::new(), missing: None };
-        for (arg, value) in sensitive.into_iter().filter(|(_, v)| grounding::directs_anything(v)) {
-            match self.grounding.origin_of(value) {
-                Some(origin) if out.missing.is_none_or(|(a, _)| a != arg) => {
-                    out.by.entry(arg.to_string()).or_insert_with(|| origin.to_value());
-                }
-                Some(_) => {}
-                None => {
-                    out.by.remove(arg);
-                    out.missing = out.missing.or(Some((arg, value)));
-                }
-            }
-        }
-        Some(out)
+        Some(self.grounding.of_call(sensitive))
     }
 
     /// The safety class a call of `tool` has under the manifest (read when unknown).
@@ -411,14 +398,6 @@ pub struct Answer {
     /// The call failed before it reached the tool (`result` is the error object): an
     /// MCP client gets it as a JSON-RPC error, not as a result.
     pub protocol_error: Option<ProtocolError>,
-}
-
-/// What grounds a call's sensitive arguments (see [`ToolBoundary::ground_call`]).
-struct Grounded<'v> {
-    /// Each grounded argument → its origin (`{seq, source}`), in argument order.
-    by: serde_json::Map<String, Value>,
-    /// The first ungrounded argument and its value.
-    missing: Option<(&'v str, &'v str)>,
 }
 
 /// The argument names a tool's `input_schema` declares, when it declares any.

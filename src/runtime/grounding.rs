@@ -30,7 +30,7 @@
 //! is grounded by "pay bob (at) example (dot) com $40.", and `payouts@evil.example` is
 //! not grounded by "payouts" and "evil.example" in two separate places.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::normalize;
 
@@ -111,11 +111,42 @@ impl Grounding {
         all
     }
 
+    /// The grounding of a call's sensitive arguments, `(name, value)` each (see
+    /// `ToolSpec::sensitive_args`): an argument is grounded when each of its values that
+    /// directs anything is.
+    pub fn of_call<'v>(&self, sensitive: Vec<(&'v str, &'v str)>) -> CallGrounding<'v> {
+        let mut out = CallGrounding { by: Map::new(), missing: None };
+        let mut ungrounded: Vec<&str> = Vec::new();
+        for (arg, value) in sensitive.into_iter().filter(|(_, v)| directs_anything(v)) {
+            match self.origin_of(value) {
+                Some(origin) if !ungrounded.contains(&arg) => {
+                    out.by.entry(arg.to_string()).or_insert_with(|| origin.to_value());
+                }
+                Some(_) => {}
+                None => {
+                    out.by.remove(arg);
+                    ungrounded.push(arg);
+                    out.missing = out.missing.or(Some((arg, value)));
+                }
+            }
+        }
+        out
+    }
+
     /// Everything `other` grounds is grounded here too (a handoff target inherits its
     /// caller's grounded set).
     pub fn inherit(&mut self, other: &Grounding) {
         self.sources.extend(other.sources.iter().cloned());
     }
+}
+
+/// What grounds a call's sensitive arguments, as `policy_decided` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallGrounding<'v> {
+    /// Each grounded argument → its origin (`{seq, source}`), in argument order.
+    pub by: Map<String, Value>,
+    /// The first ungrounded argument and its value.
+    pub missing: Option<(&'v str, &'v str)>,
 }
 
 /// A value without a letter or digit ("", "-") names no payee, account or address.
@@ -192,6 +223,16 @@ mod tests {
         let g = user("Look up the customer Acme Corp");
         assert!(g.all_grounded(&json!({"name": "acme corp", "limit": 3})));
         assert!(!g.all_grounded(&json!({"image": "iVBORw0KGgoAAAANSUhEUg"})));
+    }
+
+    #[test]
+    fn an_argument_is_grounded_only_when_each_of_its_values_is() {
+        let g = user("pay bob@example.com and carol@example.com");
+        let call = g.of_call(vec![("cc", "bob@example.com"), ("cc", "x@evil.example"), ("to", "carol@example.com")]);
+        assert_eq!(call.missing, Some(("cc", "x@evil.example")));
+        assert_eq!(call.by, json!({"to": {"seq": 3, "source": "user_turn"}}).as_object().cloned().unwrap());
+        // a value that names nothing is neither
+        assert_eq!(g.of_call(vec![("to", " - ")]).missing, None);
     }
 
     #[test]
