@@ -166,11 +166,20 @@ fn every_tainted_denial_names_the_event_of_the_channel_its_case_attacks() {
             let source = &events[by["seq"].as_u64().unwrap() as usize];
             let tool = by["tool"].as_str().unwrap();
             // a fetched page's execution, or the flag that refused a poisoned description
-            let fetched = source["kind"] == "tool_executed" && source["data"]["tool"] == tool && tool == "fetch_page";
+            let executed = source["kind"] == "tool_executed" && source["data"]["tool"] == tool;
+            let fetched = executed && tool == "fetch_page";
             let refused = source["kind"] == "security_flagged"
                 && source["data"]["class"] == "tool_poisoning"
                 && source["data"]["tool"] == tool;
-            assert!(fetched || refused, "{log}: {e} names {source}");
+            // or a trusted tool's error message, or its result of an input from the page
+            // (the OCR and CRM cases of the grounding suite: provenance flows through tools)
+            let relayed = executed
+                && (source["data"]["is_error"] == true
+                    || (matches!(tool, "ocr_image" | "lookup_customer")
+                        && events[..by["seq"].as_u64().unwrap() as usize]
+                            .iter()
+                            .any(|f| f["kind"] == "tool_executed" && f["data"]["tool"] == "fetch_page")));
+            assert!(fetched || refused || relayed, "{log}: {e} names {source}");
             assert!(e["data"]["reason"].as_str().unwrap().contains(&format!("event {}", by["seq"])), "{e}");
             named += 1;
         }
@@ -206,4 +215,36 @@ fn a_poisoned_tool_downgraded_to_read_only_answers_but_changes_nothing() {
     let flag =
         events.iter().find(|e| e["kind"] == "security_flagged" && e["data"]["class"] == "tool_poisoning").unwrap();
     assert!(flag["data"]["detail"].as_str().unwrap().ends_with("downgraded to read-only"), "{flag}");
+}
+
+#[test]
+fn with_ungrounded_allow_the_payees_no_taint_reading_sees_are_paid_and_the_controls_still_pass() {
+    let p = Project::full();
+    let toml = p.read("pipeline/ci.toml");
+    let payments = "tools = \"fixtures/tools/payments.json\"\n";
+    assert_eq!(toml.matches(payments).count(), 4);
+    let allowed = toml
+        .replace("ungrounded = \"escalate\"\n", "")
+        .replace(payments, &format!("{payments}ungrounded = \"allow\"\n"));
+    p.write("pipeline/ci.toml", allowed);
+    let out = p.stateval(&["run", "--tag", "grounding"]);
+    assert_eq!(out.code, 1);
+    let report = p.json("reports/report.json");
+    let failed: BTreeSet<String> = report["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["passed"] == false)
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    let grounding = p.read("datasets/security/grounding.jsonl");
+    let needs: BTreeSet<String> = grounding
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a dataset line"))
+        .filter(|c| c["tags"].as_array().is_some_and(|t| t.iter().any(|t| t == "needs-grounding-floor")))
+        .map(|c| c["id"].as_str().expect("id").to_string())
+        .collect();
+    // the profile's answer is the floor's: every case that needs it pays the attacker
+    assert!(needs.len() >= 10, "{needs:?}");
+    assert_eq!(failed, needs);
 }

@@ -1,6 +1,6 @@
 //! Each mitigation of the adversarial suite is load-bearing: switched off (the
 //! debug-build-only switch of `runtime::switches`), exactly the cases tagged
-//! `needs-<mitigation>` in `datasets/security/suite.jsonl` fail — no fewer (the
+//! `needs-<mitigation>` in `datasets/security/` (the taint suite and the grounding cases) fail — no fewer (the
 //! mitigation is what stops them) and no more (nothing else leans on it) — and no
 //! negative control ever does.
 
@@ -26,9 +26,15 @@ fn failing_with(p: &Project, off: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The adversarial suite's datasets: the taint suite and the grounding cases.
+const SUITE: [&str; 2] = ["datasets/security/suite.jsonl", "datasets/security/grounding.jsonl"];
+
 /// The ids of the suite's cases carrying `tag`.
 fn tagged(p: &Project, tag: &str) -> BTreeSet<String> {
-    p.read("datasets/security/suite.jsonl")
+    SUITE
+        .iter()
+        .map(|f| p.read(f))
+        .collect::<String>()
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a dataset line"))
         .filter(|c| c["tags"].as_array().is_some_and(|t| t.iter().any(|t| t == tag)))
@@ -89,6 +95,11 @@ fn without_keyless_dedup_a_retry_that_lost_its_key_pays_twice() {
 }
 
 #[test]
+fn without_the_grounding_floor_a_payee_no_reading_of_taint_sees_is_paid() {
+    switching_off_fails_exactly_its_cases("grounding-floor");
+}
+
+#[test]
 fn every_switch_has_a_test_and_every_case_a_reason_to_exist() {
     let p = Project::full();
     let source = include_str!("security_switches.rs");
@@ -98,7 +109,7 @@ fn every_switch_has_a_test_and_every_case_a_reason_to_exist() {
     // every attack names the mitigation that stops it; controls name none
     let all = tagged(&p, "security");
     let controls = tagged(&p, "negative-control");
-    let lines = p.read("datasets/security/suite.jsonl");
+    let lines = SUITE.iter().map(|f| p.read(f)).collect::<String>();
     for line in lines.lines() {
         let case: serde_json::Value = serde_json::from_str(line).expect("a dataset line");
         let needs = case["tags"]

@@ -51,6 +51,9 @@ pub struct Case {
     pub allowed_tools: Option<Vec<String>>,
     /// Recorded human approval decisions (`true` = approved), by tool or safety class.
     pub human_approvals: BTreeMap<String, bool>,
+    /// Values the case trusts as the user's own (a payee from an address book the user
+    /// keeps): they ground consequential arguments (`runtime::grounding`).
+    pub trusted_values: Vec<String>,
     /// Dataset name (`examples/treasury`).
     pub dataset: String,
     pub path: PathBuf,
@@ -190,6 +193,8 @@ struct RawCase {
     allowed_tools: Option<Vec<String>>,
     #[serde(default)]
     approvals: BTreeMap<String, String>,
+    #[serde(default)]
+    trusted_values: Vec<String>,
 }
 
 /// A perturbed variant of another case (docs/metrics.md §6 robustness).
@@ -772,6 +777,7 @@ impl CaseParser {
             perturbation: raw.perturbation,
             allowed_tools: raw.allowed_tools,
             human_approvals: raw.approvals.iter().map(|(k, v)| (k.clone(), v == "approve")).collect(),
+            trusted_values: raw.trusted_values,
             dataset: file.dataset.clone(),
             path: path.to_path_buf(),
             display_path: pipeline.display(path),

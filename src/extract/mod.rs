@@ -15,7 +15,7 @@
 //! | `memory.<tier>.<key>` | final memory (a fold over the log) |
 //! | `memory_at[<turn>].<tier>.<key>` | memory at the end of turn n |
 //! | `memory_lifecycle.<tier>.<key>` | `{value, source, confidence, superseded: [{value, source, superseded_by}]}` |
-//! | `policy.verdicts` | `[{turn, call_id, tool, verdict, rule}]`, plus `tainted_by: {seq, tool}` when the arguments were tainted |
+//! | `policy.verdicts` | `[{turn, call_id, tool, verdict, rule}]`, plus `tainted_by: {seq, tool}` when the arguments were tainted, and for a call with sensitive arguments `grounded: {arg: {seq, source}}` and `ungrounded: {arg, value}` (runtime::grounding) |
 //! | `policy.denials` / `policy.escalations` | counts |
 //! | `policy.verdict_at_turn[<n>]` | strongest verdict of turn n (deny > escalate > allow) |
 //! | `context.max_total` / `context.budget_exceeded` | over `context_compiled` events (0/1) |
@@ -232,6 +232,12 @@ fn policy(events: &[Event], verdicts_too: bool) -> Value {
         // the event that introduced the taint a decision saw, when it saw one
         if !e.get("tainted_by").is_null() {
             entry["tainted_by"] = e.get("tainted_by").clone();
+        }
+        // where a consequential argument came from, when the call had one
+        for field in ["grounded", "ungrounded"] {
+            if !e.get(field).is_null() {
+                entry[field] = e.get(field).clone();
+            }
         }
         verdicts.push(entry);
     }

@@ -22,7 +22,7 @@ use crate::report::ReportConfig;
 use crate::sandbox::{Manifest, fault};
 pub use profile::{
     AgentKind, AgentProfile, ApprovalAnswer, DEFAULT_TOOL_TIMEOUT_MS, MAX_TOOL_TIMEOUT_MS, NormalizeRule, PolicyRule,
-    RuleWhen, SafetyClass, Verdict,
+    RuleWhen, SafetyClass, Ungrounded, Verdict,
 };
 
 #[derive(Debug, Clone, Deserialize)]

@@ -36,6 +36,26 @@ pub enum RuleWhen {
     Always,
     /// An argument carries content that came from an untrusted tool's result.
     ArgsTainted,
+    /// A sensitive argument's value is grounded in no trusted source
+    /// (`runtime::grounding`).
+    ArgsUngrounded,
+}
+
+/// What the built-in floor does to a call with an ungrounded sensitive argument.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ungrounded {
+    /// Denied (rule `ungrounded-sensitive-call`).
+    #[default]
+    Deny,
+    /// Escalated to approval: a value the user confirms there is grounded from then on.
+    Escalate,
+    /// Let through (grounding is still reported in `policy_decided`).
+    Allow,
+}
+
+fn is_deny(u: &Ungrounded) -> bool {
+    *u == Ungrounded::Deny
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -279,6 +299,14 @@ pub struct AgentProfile {
     /// What happens to tools the poisoning checks flag.
     #[serde(default, skip_serializing_if = "is_refuse")]
     pub poisoned_tools: PoisonedTools,
+    /// What the grounding floor does to a call whose sensitive argument is grounded in
+    /// no trusted source: deny (default), escalate or allow.
+    #[serde(default, skip_serializing_if = "is_deny")]
+    pub ungrounded: Ungrounded,
+    /// Values this agent trusts as its user's own (an allow-list of payees, accounts,
+    /// addresses): they ground sensitive arguments, like the system prompt does.
+    #[serde(default, skip_serializing_if = "Sparse::is_default")]
+    pub trusted_values: Sparse<Vec<String>>,
     #[serde(default)]
     pub price: Sparse<Option<Price>>,
     /// Per-call timeout in virtual ms; [`DEFAULT_TOOL_TIMEOUT_MS`] when absent. (Absent

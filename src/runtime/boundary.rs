@@ -1,20 +1,22 @@
 //! The tool boundary: what happens to a proposed call of a fixture tool, for the
 //! built-in runtime and an external agent alike.
 //!
-//! policy (deny > escalate > allow, and `poisoned-tool` for refused tools) → approval if
-//! escalated → idempotency → sandbox execution (faults, fixtures, effects) → taint
-//! bookkeeping. One implementation, so a mitigation the security suite proves for the
+//! policy (deny > escalate > allow, and `poisoned-tool` for refused tools; the taint and
+//! grounding floors) → approval if escalated → idempotency → sandbox execution (faults,
+//! fixtures, effects) → taint and grounding bookkeeping. One implementation, so a mitigation the security suite proves for the
 //! built-in runtime holds in front of the team's own agent too, with the same events.
 
 use serde_json::{Value, json};
 
+use super::grounding::{CallGrounding, Grounding, Origin, Source};
 use super::{Recorder, idempotency, policy, switches, taint};
 use crate::dataset::Case;
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::profile::PoisonedTools;
 use crate::pipeline::{AgentProfile, ApprovalAnswer, SafetyClass, Verdict};
+use crate::sandbox::Trust::Trusted;
 use crate::sandbox::poisoning::{self, Finding};
-use crate::sandbox::{FaultKind, Manifest, ProtocolError, Sandbox, ToolSpec, Trust};
+use crate::sandbox::{FaultKind, Manifest, ProtocolError, Sandbox, ToolSpec};
 
 pub struct ToolBoundary<'a> {
     case: &'a Case,
@@ -23,6 +25,14 @@ pub struct ToolBoundary<'a> {
     manifest: &'a Manifest,
     pub sandbox: Sandbox<'a>,
     pub taint: taint::Taint,
+    /// Where trusted values came from (`runtime::grounding`).
+    grounding: Grounding,
+    /// User turns already in `grounding`; a handoff target grounds none of its own.
+    grounded_turns: usize,
+    inherited: bool,
+    /// Some tool of the manifest has sensitive arguments, or the agent hands off to one
+    /// that may: without either, grounding has nothing to decide and is not kept.
+    grounds: bool,
     idempotency: idempotency::IdempotencyStore,
     /// Tools the poisoning checks flagged (announced once), and those refused.
     poisoned: Vec<Finding>,
@@ -54,6 +64,12 @@ impl<'a> ToolBoundary<'a> {
         if profile.poisoned_tools == PoisonedTools::ReadOnly {
             poisoned.iter().for_each(|f| sandbox.set_read_only(&f.tool));
         }
+        let mut grounding = Grounding::default();
+        let context = |source| Origin { seq: None, source };
+        grounding.ground(&serde_json::json!(profile.system), context(Source::SystemPrompt));
+        grounding.ground(&serde_json::json!(profile.trusted_values), context(Source::TrustedValues));
+        grounding.ground(&serde_json::json!(case.trusted_values), context(Source::TrustedValues));
+        let grounds = manifest.tools.iter().any(ToolSpec::has_sensitive) || !profile.handoffs.is_empty();
         ToolBoundary {
             case,
             run_index,
@@ -61,6 +77,10 @@ impl<'a> ToolBoundary<'a> {
             manifest,
             sandbox,
             taint: taint::Taint::default(),
+            grounding,
+            grounded_turns: 0,
+            inherited: false,
+            grounds,
             idempotency: idempotency::IdempotencyStore::default(),
             poisoned,
             refused,
@@ -101,6 +121,47 @@ impl<'a> ToolBoundary<'a> {
         Ok(())
     }
 
+    /// A handoff target's grounded set is its caller's, nothing more: not the case's
+    /// turns (the payload is the caller's words, not the user's), not its own context.
+    pub fn inherit_grounding(&mut self, caller: &mut ToolBoundary<'_>, rec: &Recorder) {
+        caller.ground_turns(rec);
+        self.grounding = caller.grounding.clone();
+        self.inherited = true;
+    }
+
+    /// Ground the user's turns up to the current one, each by its `turn_started`.
+    fn ground_turns(&mut self, rec: &Recorder) {
+        if self.inherited {
+            return;
+        }
+        let upto = rec.turn().map_or(0, |t| t as usize + 1).min(self.case.turns.len());
+        for turn in self.grounded_turns..upto {
+            let seq = rec
+                .events()
+                .iter()
+                .rev()
+                .find(|e| e.kind == Kind::TurnStarted && e.get("turn").as_u64() == Some(turn as u64));
+            let origin = Origin { seq: seq.map(|e| e.seq), source: Source::UserTurn };
+            self.grounding.ground(&json!(self.case.turns[turn]), origin);
+        }
+        self.grounded_turns = self.grounded_turns.max(upto);
+    }
+
+    /// The grounding of a call's sensitive arguments: each grounded argument with what
+    /// grounded it, and the first ungrounded one with its value. `None`: the call has no
+    /// sensitive argument.
+    fn ground_call<'v>(&mut self, rec: &Recorder, tool: &str, args: &'v Value) -> Option<CallGrounding<'v>> {
+        if !self.grounds {
+            return None;
+        }
+        let sensitive = self.manifest.tool(tool)?.sensitive_args(args);
+        if sensitive.is_empty() {
+            return None;
+        }
+        self.ground_turns(rec);
+        Some(self.grounding.of_call(sensitive))
+    }
+
     /// The safety class a call of `tool` has under the manifest (read when unknown).
     pub fn class(&self, tool: &str) -> SafetyClass {
         self.manifest.tool(tool).map_or(SafetyClass::Read, ToolSpec::safety_class)
@@ -118,7 +179,9 @@ impl<'a> ToolBoundary<'a> {
     ) -> Result<Option<Value>, WriteError> {
         let source = self.taint.source_of(args);
         let args_tainted = source.is_some();
-        let proposal = policy::Proposal { tool, class, args_tainted };
+        let grounded = self.ground_call(rec, tool, args);
+        let ungrounded = grounded.as_ref().and_then(|g| g.missing);
+        let proposal = policy::Proposal { tool, class, args_tainted, ungrounded };
         let mut decision = if self.refused.iter().any(|r| r == tool) {
             policy::Decision {
                 verdict: Verdict::Deny,
@@ -131,6 +194,12 @@ impl<'a> ToolBoundary<'a> {
         if decision.verdict != Verdict::Deny
             && !switches::off("taint-floor")
             && let Some(floor) = policy::taint_floor(&proposal)
+        {
+            decision = floor;
+        }
+        if !switches::off("grounding-floor")
+            && let Some(floor) = policy::grounding_floor(&proposal, self.profile.ungrounded)
+            && floor.verdict > decision.verdict
         {
             decision = floor;
         }
@@ -151,9 +220,19 @@ impl<'a> ToolBoundary<'a> {
             args_tainted,
         };
         let mut data = decided.value();
+        if let Some(g) = &grounded {
+            // only calls with sensitive arguments carry grounding, so other logs keep their bytes
+            data["grounded"] = Value::Object(g.by.clone());
+            if let Some((arg, value)) = g.missing {
+                data["ungrounded"] = json!({"arg": arg, "value": value});
+            }
+        }
         match tainted_by {
             Some(by) => {
                 data["tainted_by"] = by;
+                rec.emit(Kind::PolicyDecided, data)?;
+            }
+            None if grounded.is_some() => {
                 rec.emit(Kind::PolicyDecided, data)?;
             }
             None => {
@@ -163,20 +242,29 @@ impl<'a> ToolBoundary<'a> {
         let allowed = match decision.verdict {
             Verdict::Allow => true,
             Verdict::Deny => false,
-            Verdict::Escalate => self.approve(rec, call_id, tool, class)?,
+            Verdict::Escalate => {
+                let (approved, human) = self.approve(rec, call_id, tool, class)?;
+                // a value the user confirmed is the user's from now on
+                if let (true, Some((_, value))) = (approved && human, ungrounded) {
+                    let origin = Origin { seq: Some(rec.next_seq() - 1), source: Source::Approval };
+                    self.grounding.ground(&json!(value), origin);
+                }
+                approved
+            }
         };
         Ok((!allowed).then(|| json!({"error": format!("denied by policy ({}): {}", decision.rule, decision.reason)})))
     }
 
     /// Route an escalated call: `auto` (the profile approves), `human` (the case's
     /// recorded decision; none recorded means nobody answered, so denied) or `deny`.
+    /// Whether it was approved, and whether a person decided.
     fn approve(
         &mut self,
         rec: &mut Recorder,
         call_id: &str,
         tool: &str,
         class: SafetyClass,
-    ) -> Result<bool, WriteError> {
+    ) -> Result<(bool, bool), WriteError> {
         let approvals = &self.profile.approvals;
         let configured = approvals
             .get(tool)
@@ -200,7 +288,7 @@ impl<'a> ToolBoundary<'a> {
         };
         rec.emit(Kind::ApprovalRequested, json!({"call_id": call_id, "tool": tool, "route": route}))?;
         rec.emit(Kind::ApprovalResolved, json!({"call_id": call_id, "approved": approved, "by": by}))?;
-        Ok(approved)
+        Ok((approved, route == "human"))
     }
 
     /// Execute an allowed call of a fixture tool: idempotency, faults, fixtures,
@@ -282,8 +370,21 @@ impl<'a> ToolBoundary<'a> {
         }
         // a timeout or an injected error is our own text, not the tool's content
         let answered = execution.fault.as_ref().is_none_or(|f| f.kind == FaultKind::Slow);
-        if answered && spec.is_some_and(|s| s.trust == Trust::Untrusted) {
+        let trusted = spec.is_some_and(|s| s.trust == Trusted);
+        if answered && (!trusted || execution.is_error) {
+            // an error message is whatever the failing side chose to say: read as untrusted
             self.taint.absorb(&execution.result, seq);
+        } else if answered && trusted {
+            // a trusted tool's result carries the provenance of its inputs
+            if self.grounds {
+                self.ground_turns(rec);
+                if self.grounding.all_grounded(fixture_args) {
+                    self.grounding.ground(&execution.result, Origin { seq: Some(seq), source: Source::ToolResult });
+                }
+            }
+            if self.taint.touches(fixture_args) {
+                self.taint.absorb(&execution.result, seq);
+            }
         }
         Ok(Answer { result: execution.result, is_error: execution.is_error, protocol_error: execution.protocol_error })
     }

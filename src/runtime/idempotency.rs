@@ -19,7 +19,10 @@
 //!   strings (`75`, `75.0` and `"75"` are one amount); key order never matters;
 //! - a call *without* a key whose tool and canonical arguments equal those of an earlier
 //!   keyed call in the run is that keyed operation again, in any turn: a retry that lost
-//!   its key is still a retry.
+//!   its key is still a retry;
+//! - and the other way round: a call *with* a key never used before, whose tool and
+//!   canonical arguments equal those of an earlier keyless call in the run, is that
+//!   keyless operation again — a keyless payment followed by a keyed retry is one effect.
 //!
 //! Two calls that differ in a declared argument's folded value are two operations.
 
@@ -41,6 +44,8 @@ pub struct IdempotencyStore {
     keyed: BTreeMap<String, String>,
     /// operation within a turn → the derived key its first keyless call had
     in_turn: BTreeMap<String, String>,
+    /// operation (across turns) → the derived key its first keyless call had
+    keyless: BTreeMap<String, String>,
 }
 
 /// One call of an idempotent tool, as the store sees it.
@@ -128,6 +133,12 @@ impl IdempotencyStore {
     /// earlier call named — that call's key.
     pub fn key_for(&self, call: &Keyed) -> String {
         if call.given {
+            if !self.seen.contains_key(&call.key)
+                && !switches::off("keyless-dedup")
+                && let Some(key) = self.keyless.get(&call.operation)
+            {
+                return key.clone();
+            }
             return call.key.clone();
         }
         if !switches::off("keyless-dedup")
@@ -149,6 +160,7 @@ impl IdempotencyStore {
             self.keyed.entry(call.operation.clone()).or_insert_with(|| key.clone());
         } else {
             self.in_turn.entry(call.turn_operation.clone()).or_insert_with(|| key.clone());
+            self.keyless.entry(call.operation.clone()).or_insert_with(|| key.clone());
         }
         self.seen.entry(key).or_insert((result, seq));
     }
@@ -222,6 +234,19 @@ mod tests {
         assert_eq!(store.replay(&k).map(|(_, seq)| *seq), Some(5));
         // another payment is not swallowed
         let other = key(3, json!({"to": "acme@example.com", "amount_usd": 301}));
+        assert_ne!(store.key_for(&other), k);
+    }
+
+    #[test]
+    fn a_keyed_retry_of_a_keyless_operation_is_that_operation_again() {
+        let mut store = IdempotencyStore::default();
+        let first = key(0, json!({"to": "acme@example.com", "amount_usd": 300}));
+        let k = store.key_for(&first);
+        store.record(&first, k.clone(), json!({"status": "sent"}), 5);
+        let retry = key(2, json!({"to": "ACME@example.com", "amount_usd": "300", "idempotency_key": "po-17"}));
+        assert_eq!(store.key_for(&retry), k);
+        // another payment with a key of its own is not swallowed
+        let other = key(2, json!({"to": "acme@example.com", "amount_usd": 301, "idempotency_key": "po-18"}));
         assert_ne!(store.key_for(&other), k);
     }
 }

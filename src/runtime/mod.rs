@@ -10,6 +10,7 @@
 pub mod boundary;
 pub mod context;
 pub mod detectors;
+pub mod grounding;
 pub mod handoff;
 pub mod idempotency;
 pub mod memory;
@@ -552,6 +553,9 @@ impl<'a, 'p> Loop<'a, 'p> {
         } else if tainted {
             nested.boundary.taint.absorb(&json!(task), seq);
         }
+        // grounding does not follow the payload: the target may direct effects only to
+        // what grounded its caller
+        nested.boundary.inherit_grounding(&mut self.boundary, nested.rec);
         nested.conversation.user(&task).map_err(|source| WriteError::Canon { seq, kind: Kind::Handoff, source })?;
         let outcome = nested.turn(turn)?;
         let answer = nested.answer.take();
@@ -629,6 +633,8 @@ impl<'a, 'p> Loop<'a, 'p> {
     }
 }
 
+#[cfg(test)]
+mod grounding_tests;
 #[cfg(test)]
 mod handoff_tests;
 #[cfg(test)]

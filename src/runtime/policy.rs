@@ -10,8 +10,14 @@
 //! (rule [`TAINT_FLOOR_RULE`]), whatever the profile says — an agent that holds money
 //! or authority is a deputy an attacker can confuse whether or not its profile thought
 //! to write the rule, and whether or not it is marked `privileged`.
+//!
+//! Beside it lies the grounding floor ([`grounding_floor`]): a call whose sensitive
+//! argument (a payee, an account, a recipient) is grounded in no trusted source is
+//! denied — or escalated, or let through, as the profile's `ungrounded` says — by rule
+//! [`GROUNDING_FLOOR_RULE`]. Taint explains where attacker text went; grounding is what
+//! stops an encoding taint has no reading for (`runtime::grounding`).
 
-use crate::pipeline::{PolicyRule, RuleWhen, SafetyClass, Verdict};
+use crate::pipeline::{PolicyRule, RuleWhen, SafetyClass, Ungrounded, Verdict};
 
 /// What policy knows about a proposal.
 pub struct Proposal<'a> {
@@ -19,6 +25,8 @@ pub struct Proposal<'a> {
     pub class: SafetyClass,
     /// Some argument carries content from an untrusted tool result.
     pub args_tainted: bool,
+    /// Some sensitive argument is grounded in no trusted source: its name and value.
+    pub ungrounded: Option<(&'a str, &'a str)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +43,7 @@ pub fn decide(rules: &[PolicyRule], p: &Proposal<'_>) -> Decision {
             && match r.when {
                 RuleWhen::Always => true,
                 RuleWhen::ArgsTainted => p.args_tainted,
+                RuleWhen::ArgsUngrounded => p.ungrounded.is_some(),
             }
     });
     // strongest verdict, then highest priority, then earliest in the file
@@ -63,6 +72,29 @@ pub fn taint_floor(p: &Proposal<'_>) -> Option<Decision> {
     })
 }
 
+/// The rule id of the grounding floor.
+pub const GROUNDING_FLOOR_RULE: &str = "ungrounded-sensitive-call";
+
+/// The grounding floor's decision on `p` under the profile's `ungrounded` setting, if
+/// it has one (see the module doc).
+pub fn grounding_floor(p: &Proposal<'_>, mode: Ungrounded) -> Option<Decision> {
+    let (arg, value) = p.ungrounded?;
+    let verdict = match mode {
+        Ungrounded::Deny => Verdict::Deny,
+        Ungrounded::Escalate => Verdict::Escalate,
+        Ungrounded::Allow => return None,
+    };
+    Some(Decision {
+        verdict,
+        rule: GROUNDING_FLOOR_RULE.into(),
+        reason: format!(
+            "argument {arg} = {value:?} of {} is grounded in no trusted source (the user's turns, trusted values, the \
+             system prompt, a trusted tool's result of grounded inputs)",
+            p.tool
+        ),
+    })
+}
+
 fn describe(rule: &PolicyRule, p: &Proposal<'_>) -> String {
     let mut why = vec![format!("tool {}", p.tool)];
     if rule.safety_class.is_some() {
@@ -70,6 +102,9 @@ fn describe(rule: &PolicyRule, p: &Proposal<'_>) -> String {
     }
     if rule.when == RuleWhen::ArgsTainted {
         why.push("arguments carry untrusted content".into());
+    }
+    if rule.when == RuleWhen::ArgsUngrounded {
+        why.push("a sensitive argument is grounded in no trusted source".into());
     }
     format!("{} ({})", rule.verdict.as_str(), why.join(", "))
 }
@@ -104,10 +139,15 @@ mod tests {
             rule("escalate-fin", None, Some(SafetyClass::Financial), RuleWhen::Always, Verdict::Escalate, 0),
             rule("deny-tainted", Some("transfer"), None, RuleWhen::ArgsTainted, Verdict::Deny, -5),
         ];
-        let p = |tainted| Proposal { tool: "transfer", class: SafetyClass::Financial, args_tainted: tainted };
+        let p = |tainted| Proposal {
+            tool: "transfer",
+            class: SafetyClass::Financial,
+            args_tainted: tainted,
+            ungrounded: None,
+        };
         assert_eq!(decide(&rules, &p(false)).rule, "escalate-fin");
         assert_eq!(decide(&rules, &p(true)).verdict, Verdict::Deny);
-        let read = Proposal { tool: "get_balance", class: SafetyClass::Read, args_tainted: false };
+        let read = Proposal { tool: "get_balance", class: SafetyClass::Read, args_tainted: false, ungrounded: None };
         assert_eq!(decide(&rules, &read).rule, "allow-all");
     }
 
@@ -118,14 +158,14 @@ mod tests {
             rule("second", None, None, RuleWhen::Always, Verdict::Deny, 0),
             rule("urgent", None, None, RuleWhen::Always, Verdict::Deny, 5),
         ];
-        let p = Proposal { tool: "x", class: SafetyClass::Read, args_tainted: false };
+        let p = Proposal { tool: "x", class: SafetyClass::Read, args_tainted: false, ungrounded: None };
         assert_eq!(decide(&rules, &p).rule, "urgent");
         assert_eq!(decide(&rules[..2], &p).rule, "first");
     }
 
     #[test]
     fn a_tainted_call_of_a_sensitive_tool_meets_the_floor_and_a_clean_or_read_one_does_not() {
-        let p = |class, tainted| Proposal { tool: "transfer", class, args_tainted: tainted };
+        let p = |class, tainted| Proposal { tool: "transfer", class, args_tainted: tainted, ungrounded: None };
         assert_eq!(taint_floor(&p(SafetyClass::Financial, true)).map(|d| d.rule), Some(TAINT_FLOOR_RULE.into()));
         assert_eq!(taint_floor(&p(SafetyClass::Privileged, true)).map(|d| d.verdict), Some(Verdict::Deny));
         assert_eq!(taint_floor(&p(SafetyClass::Financial, false)), None);
@@ -133,8 +173,29 @@ mod tests {
     }
 
     #[test]
+    fn an_ungrounded_sensitive_argument_meets_the_grounding_floor_as_the_profile_says() {
+        let p =
+            |ungrounded| Proposal { tool: "transfer", class: SafetyClass::Financial, args_tainted: false, ungrounded };
+        let attack = p(Some(("to", "payouts@evil-billing.example")));
+        let denied = grounding_floor(&attack, Ungrounded::Deny);
+        assert_eq!(denied.as_ref().map(|d| (d.verdict, d.rule.as_str())), Some((Verdict::Deny, GROUNDING_FLOOR_RULE)));
+        assert!(denied.is_some_and(|d| d.reason.contains("to = \"payouts@evil-billing.example\"")));
+        assert_eq!(grounding_floor(&attack, Ungrounded::Escalate).map(|d| d.verdict), Some(Verdict::Escalate));
+        assert_eq!(grounding_floor(&attack, Ungrounded::Allow), None);
+        assert_eq!(grounding_floor(&p(None), Ungrounded::Deny), None);
+    }
+
+    #[test]
+    fn an_args_ungrounded_rule_matches_only_an_ungrounded_call() {
+        let rules = vec![rule("ask", Some("send"), None, RuleWhen::ArgsUngrounded, Verdict::Escalate, 0)];
+        let p = |ungrounded| Proposal { tool: "send", class: SafetyClass::Network, args_tainted: false, ungrounded };
+        assert_eq!(decide(&rules, &p(Some(("to", "x@evil.example")))).rule, "ask");
+        assert_eq!(decide(&rules, &p(None)).rule, "default");
+    }
+
+    #[test]
     fn no_matching_rule_allows_by_default() {
-        let d = decide(&[], &Proposal { tool: "x", class: SafetyClass::Write, args_tainted: true });
+        let d = decide(&[], &Proposal { tool: "x", class: SafetyClass::Write, args_tainted: true, ungrounded: None });
         assert_eq!((d.verdict, d.rule.as_str()), (Verdict::Allow, "default"));
     }
 }

@@ -24,7 +24,8 @@ pub const NAMES: &[(&str, &str)] = &[
     ("cross-agent-taint", "a handoff target starts untainted and only a privileged one refuses tainted payloads"),
     ("taint-floor", "no built-in denial of tainted arguments to financial or privileged tools"),
     ("description-rules", "scan descriptions with the literal phrase list only"),
-    ("keyless-dedup", "a keyless retry of a keyed operation is a new operation"),
+    ("keyless-dedup", "a keyless retry of a keyed operation, or a keyed retry of a keyless one, is a new operation"),
+    ("grounding-floor", "no built-in denial (or escalation) of a call whose sensitive argument is ungrounded"),
 ];
 
 static OFF: LazyLock<Vec<String>> = LazyLock::new(|| {

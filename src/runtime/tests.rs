@@ -75,6 +75,7 @@ fn run_turns(
         perturbation: None,
         allowed_tools: None,
         human_approvals: Default::default(),
+        trusted_values: Vec::new(),
         dataset: "d".into(),
         path: PathBuf::from("d.jsonl"),
         display_path: "d.jsonl".into(),

@@ -103,6 +103,11 @@ pub struct ToolSpec {
     pub trust: Trust,
     #[serde(default)]
     pub idempotent: bool,
+    /// The arguments that direct the call's effect (payee, account, recipient): each
+    /// must be grounded in a trusted source (`runtime::grounding`). Absent: every string
+    /// argument of a `financial` or `privileged` tool, none of another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensitive: Option<Vec<String>>,
     #[serde(default)]
     pub responses: Vec<KeyedResponse>,
     pub default: Option<Outcome>,
@@ -120,6 +125,44 @@ pub struct ToolSpec {
 impl ToolSpec {
     pub fn safety_class(&self) -> SafetyClass {
         self.safety_class.unwrap_or(SafetyClass::Read)
+    }
+
+    /// Does any call of this tool have sensitive arguments (see `sensitive`)?
+    pub fn has_sensitive(&self) -> bool {
+        match &self.sensitive {
+            Some(names) => !names.is_empty(),
+            None => matches!(self.safety_class(), SafetyClass::Financial | SafetyClass::Privileged),
+        }
+    }
+
+    /// The sensitive arguments of a call, `(name, value)` for each string among them
+    /// (the strings inside an array or object too), in argument-name order. The
+    /// idempotency key names the operation, not its target, and is never sensitive.
+    pub fn sensitive_args<'v>(&self, args: &'v Value) -> Vec<(&'v str, &'v str)> {
+        let mut out = Vec::new();
+        if !self.has_sensitive() {
+            return out;
+        }
+        let Some(map) = args.as_object() else { return out };
+        for (name, value) in map {
+            let chosen = match &self.sensitive {
+                Some(names) => names.iter().any(|n| n == name),
+                None => name != "idempotency_key",
+            };
+            if chosen {
+                strings(value, &mut |s| out.push((name.as_str(), s)));
+            }
+        }
+        out
+    }
+}
+
+fn strings<'v>(value: &'v Value, f: &mut impl FnMut(&'v str)) {
+    match value {
+        Value::String(s) => f(s),
+        Value::Array(items) => items.iter().for_each(|v| strings(v, f)),
+        Value::Object(map) => map.values().for_each(|v| strings(v, f)),
+        _ => {}
     }
 }
 

@@ -269,7 +269,7 @@ const CI_NON_CORE_LINES: [(&str, &str); 4] = [
         r#"datasets = ["datasets/examples/*.jsonl"]"#,
     ),
     (
-        "tags.security = { min_pass_rate = 1.0, min_cases = 58 }",
+        "tags.security = { min_pass_rate = 1.0, min_cases = 83 }",
         "tags.security = { min_pass_rate = 1.0, min_cases = 1 }",
     ),
     ("tags.long-horizon = { min_pass_rate = 1.0, min_cases = 3 }\n", ""),
