@@ -177,6 +177,15 @@ fn a_tool_the_agent_runs_itself_is_logged_from_its_next_model_request() {
     assert_eq!(executed.len(), 1);
     assert_eq!(executed[0]["data"]["source"], "agent");
     assert_eq!(executed[0]["data"]["result"], "{\"local\": true}");
+    // `show` and the HTML page say it was the agent's own, not an execution stateval saw
+    let log = p.log_files().into_iter().find(|l| l.contains("/local/0.jsonl")).expect("the log");
+    let shown = p.stateval(&["show", &log]);
+    shown.expect_code(0);
+    let line = shown.stdout.lines().find(|l| l.contains("tool_executed")).expect("a tool_executed line");
+    assert!(line.contains("by-agent") && line.contains("(run by the agent itself"), "{line}");
+    assert!(!line.contains(" ok "), "{line}");
+    p.stateval(&["show", &log, "--html", "local.html"]).expect_code(0);
+    assert!(p.read("local.html").contains("run by the agent itself"), "the HTML page marks it too");
 }
 
 #[test]

@@ -157,6 +157,12 @@ fn verdict(e: &Event) -> String {
             Some(false) => "refused".into(),
             None => "?".into(),
         },
+        // a result the agent produced itself went through none of stateval's sandbox: it
+        // is what the agent said happened, never an execution stateval saw
+        Kind::ToolExecuted if e.str("source") == Some("agent") => match e.get("is_error").as_bool() {
+            Some(true) => "agent-err".into(),
+            _ => "by-agent".into(),
+        },
         Kind::ToolExecuted => match e.get("is_error").as_bool() {
             Some(true) => e.str("error_kind").map_or_else(|| "error".to_string(), |k| format!("{k}-err")),
             Some(false) => "ok".into(),
@@ -205,6 +211,11 @@ fn detail(e: &Event) -> String {
         Kind::PolicyDecided => format!("rule {}: {}", e.get("rule"), e.str("reason").unwrap_or("")),
         Kind::ApprovalRequested => format!("route {}", e.str("route").unwrap_or("?")),
         Kind::ApprovalResolved => format!("by {}", e.str("by").unwrap_or("?")),
+        Kind::ToolExecuted if e.str("source") == Some("agent") => format!(
+            "{} → {} (run by the agent itself, not by stateval's sandbox)",
+            compact(e.get("args")),
+            compact(e.get("result"))
+        ),
         Kind::ToolExecuted => format!("{} → {}", compact(e.get("args")), compact(e.get("result"))),
         Kind::MemoryWritten => {
             let supersedes = match e.get("supersedes") {

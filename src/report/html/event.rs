@@ -132,6 +132,11 @@ pub fn what(e: &Event, ctx: &Context) -> String {
         }
         Kind::ToolExecuted => {
             let mut out = String::new();
+            // a result the agent produced itself: what it said happened, not an execution
+            // stateval's sandbox saw
+            if g("source").as_str() == Some("agent") {
+                out.push_str(&badge("warn", "run by the agent itself"));
+            }
             if g("is_error").as_bool() == Some(true) {
                 out.push_str(&badge("fail", "error"));
             }
