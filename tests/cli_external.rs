@@ -642,3 +642,49 @@ fn an_external_agents_payee_must_be_grounded_like_the_built_in_runtimes() {
     assert_eq!(decided["ungrounded"], json!({"arg": "to", "value": "payouts@evil.example"}));
     assert!(of_kind(&refused, "tool_executed").is_empty(), "a denied call never executes");
 }
+
+/// Answers every turn; after `end`, sleeps `LINGER_MS` before exiting (a framework
+/// flushing telemetry at exit), and first writes its environment to `env.json`.
+const LINGERING: &str = r#"import json, os, sys, time
+with open("env.json", "w") as f:
+    json.dump(dict(os.environ), f)
+for line in sys.stdin:
+    m = json.loads(line)
+    if m["type"] == "turn":
+        print(json.dumps({"type": "turn_result", "turn": m["turn"], "output": "ok"}), flush=True)
+    elif m["type"] == "end":
+        break
+time.sleep(int(os.environ.get("LINGER_MS", "0")) / 1000)
+"#;
+
+#[test]
+fn framework_telemetry_is_off_by_default_and_the_exit_grace_is_the_profiles() {
+    let Some(_) = python() else { return };
+    let lingering = |extra: &str| {
+        let p = project(
+            &format!(
+                "[agents.slow]\nkind = \"external\"\ncommand = [\"python3\", \"agents/lingering.py\"]\n\
+                 tools = \"fixtures/tools/ext.json\"\n{extra}\n"
+            ),
+            &[case("linger", "slow", json!([text("unused")]))],
+        );
+        p.write("agents/lingering.py", LINGERING);
+        p
+    };
+    // 1.5 s of exit work against a 300 ms grace: killed, and the message names the setting
+    let short = lingering("exit_grace_ms = 300\nenv = { LINGER_MS = \"1500\", LANGSMITH_TRACING = \"true\" }");
+    short.stateval(&["run", "pipeline/ext.toml"]).expect_code(1);
+    let report = short.json("reports/report.json");
+    let error = report_case(&report, "linger")["runs"][0]["error"].as_str().unwrap_or_default().to_string();
+    assert!(error.contains("did not exit within 300 ms of \"end\" (exit_grace_ms)"), "{error}");
+    let env = short.json("env.json");
+    for (name, value) in stateval::external::session::TELEMETRY_OFF {
+        if name != "LANGSMITH_TRACING" {
+            assert_eq!(env[name], json!(value), "{name} is set for the agent");
+        }
+    }
+    assert_eq!(env["LANGSMITH_TRACING"], json!("true"), "the profile's env wins");
+    // the same exit work within a longer grace passes
+    let long = lingering("exit_grace_ms = 10000\nenv = { LINGER_MS = \"1500\" }");
+    long.stateval(&["run", "pipeline/ext.toml"]).expect_code(0);
+}

@@ -42,9 +42,6 @@ use crate::secrets::Scrubber;
 /// that arrives later than this still runs, after the one that was released.)
 pub const HOLD_MS: u64 = 500;
 
-/// After `end`, how long the agent has to exit before it is killed.
-pub const EXIT_GRACE_MS: u64 = 5_000;
-
 /// Where a run's agent process runs and how it reaches stateval.
 pub struct Launch<'a> {
     pub server: &'a Server,
@@ -230,6 +227,10 @@ impl<'a, 'p> Session<'a, 'p> {
             ("TZ", "UTC".into()),
             ("PYTHONHASHSEED", "0".into()),
         ];
+        // frameworks' telemetry off by default: an exporter that retries at exit holds
+        // the agent past its exit grace, and nothing of a replayed run is worth sending
+        // (a profile's `env` turns one back on)
+        env.extend(TELEMETRY_OFF.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         env.extend(ours.into_iter().map(|(k, v)| (k.to_string(), v)));
         if let Some(bin) = &self.launch.binary {
             env.insert("STATEVAL_BIN".into(), bin.to_string_lossy().into_owned());
@@ -300,21 +301,23 @@ impl<'a, 'p> Session<'a, 'p> {
         }
     }
 
-    /// After `end`: the agent must exit 0 within [`EXIT_GRACE_MS`].
+    /// After `end`: the agent must exit 0 within the profile's `exit_grace_ms`.
     fn until_exit(&mut self, process: &mut AgentProcess) -> Result<Result<(), Stop>, WriteError> {
-        self.deadline = self.deadline.min(Instant::now() + Duration::from_millis(EXIT_GRACE_MS));
+        let grace = self.input.profile.exit_grace_ms();
+        self.deadline = self.deadline.min(Instant::now() + Duration::from_millis(grace));
         loop {
             match self.next()? {
                 None => {
                     return Ok(Err(Stop::failed(
                         "agent_timeout",
                         format!(
-                            "the agent did not exit within {EXIT_GRACE_MS} ms of \"end\"; the process tree was killed"
+                            "the agent did not exit within {grace} ms of \"end\" (exit_grace_ms); the process tree \
+                             was killed"
                         ),
                     )));
                 }
                 Some(Msg::Agent(Output::Closed)) => {
-                    let status = process.wait_exit(Duration::from_millis(EXIT_GRACE_MS));
+                    let status = process.wait_exit(Duration::from_millis(grace));
                     return Ok(match status {
                         Some(s) if s.success() => Ok(()),
                         other => {
@@ -705,6 +708,24 @@ fn wire_id(run_id: &str, case: &str, k: usize, position: usize) -> String {
     let digest = canon::digest(Context::Content, format!("wire\0{run_id}\0{case}\0{k}\0{position}").as_bytes());
     digest.to_hex()[..24].to_string()
 }
+
+/// Telemetry switches of agent frameworks, set in every external agent's environment
+/// unless its profile's `env` says otherwise (docs/agents.md lists them).
+pub const TELEMETRY_OFF: [(&str, &str); 7] = [
+    // OpenAI Agents SDK: its trace exporter retries at exit
+    ("OPENAI_AGENTS_DISABLE_TRACING", "1"),
+    // LangChain / LangGraph: LangSmith tracing, under both names it has had
+    ("LANGCHAIN_TRACING_V2", "false"),
+    ("LANGSMITH_TRACING", "false"),
+    // Pydantic AI: Logfire
+    ("LOGFIRE_SEND_TO_LOGFIRE", "false"),
+    // every OpenTelemetry SDK (the AI SDK's spans included)
+    ("OTEL_SDK_DISABLED", "true"),
+    // the Console Do Not Track convention, which several CLIs and SDKs honour
+    ("DO_NOT_TRACK", "1"),
+    // Hugging Face libraries' usage pings
+    ("HF_HUB_DISABLE_TELEMETRY", "1"),
+];
 
 /// `exited with status 3`, `was killed by a signal`, `closed stdout`.
 fn exited(status: Option<std::process::ExitStatus>) -> String {

@@ -231,6 +231,11 @@ pub struct NormalizeRule {
     pub replace: Option<String>,
 }
 
+/// After `end`, how long an external agent has to exit when the profile does not say:
+/// a replayed run has nothing left to do, and five seconds covers an interpreter's
+/// shutdown on a loaded machine.
+pub const DEFAULT_EXIT_GRACE_MS: u64 = 5_000;
+
 /// Wall-clock limit of one external case run when the profile does not say: a minute
 /// is far more than a replayed run needs (no model latency is real), and short enough
 /// that a hung agent does not hold CI for long.
@@ -257,6 +262,10 @@ pub struct AgentProfile {
     /// kind, and always the signing key, is kept from it (`crate::child_env`).
     #[serde(default, skip_serializing_if = "Sparse::is_default")]
     pub env_passthrough: Sparse<Vec<String>>,
+    /// External: how long the agent has to exit after `end`, in ms (a framework that
+    /// flushes telemetry or closes pools at exit may need more than the default).
+    #[serde(default, skip_serializing_if = "Sparse::is_default")]
+    pub exit_grace_ms: Sparse<Option<u64>>,
     /// External: wall-clock limit of one case run, in ms.
     #[serde(default, skip_serializing_if = "Sparse::is_default")]
     pub timeout_ms: Sparse<Option<u64>>,
@@ -330,6 +339,11 @@ impl AgentProfile {
         self.timeout_ms.unwrap_or(DEFAULT_EXTERNAL_TIMEOUT_MS)
     }
 
+    /// External agents: how long the agent has to exit after `end`.
+    pub fn exit_grace_ms(&self) -> u64 {
+        self.exit_grace_ms.unwrap_or(DEFAULT_EXIT_GRACE_MS)
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         self.validate_kind()?;
         let s = &self.safety;
@@ -391,6 +405,7 @@ impl AgentProfile {
                     ("env", !self.env.is_empty()),
                     ("env_passthrough", !self.env_passthrough.is_empty()),
                     ("timeout_ms", self.timeout_ms.is_some()),
+                    ("exit_grace_ms", self.exit_grace_ms.is_some()),
                     ("normalize", !self.normalize.is_empty()),
                     ("scrub", !self.scrub.is_empty()),
                 ];
@@ -456,8 +471,9 @@ mod tests {
     #[test]
     fn a_profile_of_defaults_is_small() {
         // the plan holds every profile for the whole run: a suite with a profile per case
-        // pays this per case (it was 576 bytes before the rarely set parts were `Sparse`)
-        assert!(std::mem::size_of::<AgentProfile>() <= 200, "{}", std::mem::size_of::<AgentProfile>());
+        // pays this per case (it was 576 bytes before the rarely set parts were `Sparse`;
+        // each rarely set setting added since, `exit_grace_ms` the last, costs one word)
+        assert!(std::mem::size_of::<AgentProfile>() <= 208, "{}", std::mem::size_of::<AgentProfile>());
     }
 
     fn profile(toml_text: &str) -> AgentProfile {
