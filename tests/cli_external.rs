@@ -565,19 +565,17 @@ fn doctor_names_the_fields_that_vary_between_replays_and_its_rules_make_them_agr
     let p = project(&profile("wire", WIRE, "env = { WIRE_NOW = \"1\" }"), &[case("now", "wire", json!([text("hi")]))]);
     let out = p.stateval(&["doctor", "pipeline/ext.toml", "--case", "now", "--runs", "3"]);
     out.expect_code(1);
-    assert!(out.stdout.contains("/system: "), "{}", out.stdout);
+    assert!(out.stdout.contains("  /system:\n"), "{}", out.stdout);
     assert!(
         out.stdout.contains("replace = \"<uuid>\"") && out.stdout.contains("replace = \"<timestamp>\""),
         "{}",
         out.stdout
     );
-    // the proposed rules, added to the profile, make every replay ask the same
-    let rules: Vec<&str> =
-        out.stdout.lines().filter(|l| l.trim_start().starts_with("{ path")).map(|l| l.trim()).collect();
-    let normalize = format!(
-        "normalize = [\n{}\n]",
-        rules.iter().map(|r| r.split("  #").next().unwrap()).collect::<Vec<_>>().join(",\n")
-    );
+    // the proposed rules, pasted into the profile as printed (comments and all), make
+    // every replay ask the same
+    let from = out.stdout.find("normalize = [\n").expect("a normalize block");
+    let to = from + out.stdout[from..].find("\n]").expect("its end") + 2;
+    let normalize = &out.stdout[from..to];
     p.write(
         "pipeline/ext.toml",
         p.read("pipeline/ext.toml")

@@ -30,15 +30,30 @@ pub struct Args {
 }
 
 /// Values that differ only by one of these are made equal by a `regex` rule; anything
-/// else is proposed as `drop`.
+/// else is proposed as `drop`. Tried in order, so a longer form (a timestamp, a written
+/// date) is replaced before the numbers inside it are.
 const VOLATILE: &[(&str, &str, &str)] = &[
     ("a uuid", r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", "<uuid>"),
     ("a timestamp", r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?", "<timestamp>"),
     ("a date", r"\d{4}-\d{2}-\d{2}", "<date>"),
-    ("a time of day", r"\d{2}:\d{2}(:\d{2}(\.\d+)?)?", "<time>"),
+    // "Friday, November 27, 2026", "Nov 27th 2026", "27 November 2026", "Fri 27 Nov 2026"
+    (
+        "a written date",
+        r"(?:(?:Mon|Tue|Tues|Wed|Wednes|Thu|Thurs|Fri|Sat|Satur|Sun)(?:day)?\.?,?\s+)?(?:(?:January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?\s+\d{1,2}(?:st|nd|rd|th)?|\d{1,2}(?:st|nd|rd|th)?\s+(?:January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?),?\s+\d{4}",
+        "<date>",
+    ),
+    // "27/11/2026", "11/27/2026", "27.11.2026"
+    ("a numeric date", r"\b\d{1,2}[/.]\d{1,2}[/.]\d{4}\b", "<date>"),
+    ("a weekday", r"\b(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\b", "<weekday>"),
+    ("a temporary path", r"/(?:tmp|var/folders)/[A-Za-z0-9._/-]+", "<tmp>"),
+    ("a local port", r"(?:127\.0\.0\.1|localhost|\[::1\]):\d+", "<local>"),
+    ("a time of day", r"\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?(\s?[AaPp]\.?[Mm]\.?)?", "<time>"),
     ("a hex id", r"[0-9a-fA-F]{16,}", "<hex>"),
     ("a number", r"\d+(\.\d+)?", "<n>"),
 ];
+
+/// How much unchanged text is shown on each side of what varies.
+const CONTEXT_CHARS: usize = 30;
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
     if args.runs < 2 {
@@ -88,16 +103,69 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     super::out("  fields that differ between replays (JSON Pointers into the neutral request):");
     let mut rules = Vec::new();
     for (pointer, examples) in &varying {
-        let shown: Vec<String> = examples.iter().map(|e| shorten(e)).collect();
-        super::out(format!("  {pointer}: {}", shown.join(" | ")));
+        super::out(format!("  {pointer}:"));
+        for shown in around_the_difference(examples) {
+            super::out(format!("      {shown}"));
+        }
         rules.extend(propose(pointer, examples));
     }
-    super::out(format!("\nadd to [agents.{}] (and re-record or re-bless what changes):\nnormalize = [", case.agent));
-    for rule in rules {
-        super::out(format!("  {rule},"));
-    }
-    super::out("]");
+    super::out(format!("\nadd to [agents.{}] (and re-record or re-bless what changes):", case.agent));
+    super::out(render(&rules));
     Ok(Exit::Fail)
+}
+
+/// A proposed `normalize` rule: the inline table, and what it stands for.
+struct Proposal {
+    rule: String,
+    what: Option<&'static str>,
+}
+
+/// The `normalize = [...]` array as a pipeline takes it, one rule a line, each comment
+/// after its comma (so the text pastes into a pipeline as it is).
+fn render(rules: &[Proposal]) -> String {
+    let mut out = String::from("normalize = [\n");
+    for p in rules {
+        out.push_str(&format!("  {},", p.rule));
+        if let Some(what) = p.what {
+            out.push_str(&format!("  # {what}"));
+        }
+        out.push('\n');
+    }
+    out.push(']');
+    out
+}
+
+/// A TOML basic string of `text`.
+fn toml_string(text: &str) -> String {
+    toml::Value::String(text.to_string()).to_string()
+}
+
+/// Each example with what all of them share at the start and the end cut down to
+/// [`CONTEXT_CHARS`] on each side: the part that varies is shown whole, however long
+/// the value (a system prompt of thousands of characters with a date in it).
+fn around_the_difference(examples: &[String]) -> Vec<String> {
+    let chars: Vec<Vec<char>> = examples.iter().map(|e| e.chars().collect()).collect();
+    let shortest = chars.iter().map(Vec::len).min().unwrap_or(0);
+    let prefix = (0..shortest).take_while(|&i| chars.iter().all(|c| c[i] == chars[0][i])).count();
+    let suffix = (0..shortest - prefix)
+        .take_while(|&i| chars.iter().all(|c| c[c.len() - 1 - i] == chars[0][chars[0].len() - 1 - i]))
+        .count();
+    chars
+        .iter()
+        .map(|c| {
+            let start = prefix.saturating_sub(CONTEXT_CHARS);
+            let end = (c.len() - suffix + CONTEXT_CHARS).min(c.len());
+            let mut shown = String::new();
+            if start > 0 {
+                shown.push('…');
+            }
+            shown.extend(&c[start..end]);
+            if end < c.len() {
+                shown.push('…');
+            }
+            shown
+        })
+        .collect()
 }
 
 /// `/messages/3/content` → `/messages/*/content`: a rule for every message alike.
@@ -105,16 +173,10 @@ fn generalise(pointer: &str) -> String {
     pointer.split('/').map(|seg| if seg.parse::<usize>().is_ok() { "*" } else { seg }).collect::<Vec<_>>().join("/")
 }
 
-fn shorten(text: &str) -> String {
-    match text.char_indices().nth(80) {
-        Some((i, _)) => format!("{}…", &text[..i]),
-        None => text.to_string(),
-    }
-}
-
 /// `regex` rules, applied in order, when volatile patterns explain every difference
 /// (a uuid, then a timestamp, …); else one `drop` rule.
-fn propose(pointer: &str, examples: &[String]) -> Vec<String> {
+fn propose(pointer: &str, examples: &[String]) -> Vec<Proposal> {
+    let path = toml_string(pointer);
     let strings: Vec<String> = examples
         .iter()
         .filter_map(|e| serde_json::from_str::<Value>(e).ok())
@@ -127,7 +189,9 @@ fn propose(pointer: &str, examples: &[String]) -> Vec<String> {
             let Ok(re) = regex::Regex::new(pattern) else { continue };
             let next: Vec<String> = current.iter().map(|s| re.replace_all(s, *replace).into_owned()).collect();
             if next != current {
-                rules.push(format!("{{ path = {pointer:?}, regex = '{pattern}', replace = {replace:?} }}  # {what}"));
+                // a TOML literal string holds a regex as written (none of these has a `'`)
+                let rule = format!("{{ path = {path}, regex = '{pattern}', replace = {} }}", toml_string(replace));
+                rules.push(Proposal { rule, what: Some(what) });
                 current = next;
             }
             if current.windows(2).all(|w| w[0] == w[1]) {
@@ -135,26 +199,94 @@ fn propose(pointer: &str, examples: &[String]) -> Vec<String> {
             }
         }
     }
-    vec![format!("{{ path = {pointer:?}, drop = true }}")]
+    vec![Proposal { rule: format!("{{ path = {path}, drop = true }}"), what: None }]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn rules(pointer: &str, examples: &[&str]) -> Vec<String> {
+        let examples: Vec<String> = examples.iter().map(|e| Value::from(*e).to_string()).collect();
+        propose(pointer, &examples).into_iter().map(|p| p.rule).collect()
+    }
+
     #[test]
     fn a_date_that_explains_every_difference_becomes_a_regex_rule() {
-        let rules = propose("/system", &["\"Today is 2026-11-23.\"".into(), "\"Today is 2026-11-24.\"".into()]);
-        assert_eq!(rules.len(), 1);
-        assert!(rules[0].contains("replace = \"<date>\""), "{rules:?}");
-        let both = [
-            "\"at 2026-11-23T10:00:01Z id 9f0c1d2e-0000-4000-8000-000000000001\"".to_string(),
-            "\"at 2026-11-23T10:00:07Z id 1a2b3c4d-0000-4000-8000-000000000002\"".to_string(),
-        ];
-        let rules = propose("/system", &both);
-        assert_eq!(rules.len(), 2, "a uuid rule, then a timestamp rule: {rules:?}");
-        let rules = propose("/params/seed", &["17".into(), "42".into()]);
-        assert_eq!(rules, ["{ path = \"/params/seed\", drop = true }"]);
+        let r = rules("/system", &["Today is 2026-11-23.", "Today is 2026-11-24."]);
+        assert_eq!(r.len(), 1);
+        assert!(r[0].contains("replace = \"<date>\""), "{r:?}");
+        let r = rules(
+            "/system",
+            &[
+                "at 2026-11-23T10:00:01Z id 9f0c1d2e-0000-4000-8000-000000000001",
+                "at 2026-11-23T10:00:07Z id 1a2b3c4d-0000-4000-8000-000000000002",
+            ],
+        );
+        assert_eq!(r.len(), 2, "a uuid rule, then a timestamp rule: {r:?}");
+        let seeds = propose("/params/seed", &["17".into(), "42".into()]);
+        assert_eq!(
+            seeds.iter().map(|p| p.rule.as_str()).collect::<Vec<_>>(),
+            ["{ path = \"/params/seed\", drop = true }"]
+        );
         assert_eq!(generalise("/messages/3/content"), "/messages/*/content");
+    }
+
+    #[test]
+    fn dates_written_for_people_are_found_as_dates() {
+        for (a, b) in [
+            ("Today is Friday, November 27, 2026.", "Today is Saturday, November 28, 2026."),
+            ("Today is 27 November 2026.", "Today is 28 November 2026."),
+            ("as of Nov 27th 2026", "as of Nov 28th 2026"),
+            ("on 27/11/2026", "on 28/11/2026"),
+        ] {
+            let r = rules("/system", &[a, b]);
+            assert_eq!(r.len(), 1, "{a} | {b}: {r:?}");
+            assert!(r[0].contains("replace = \"<date>\""), "{a}: {r:?}");
+        }
+        let r = rules(
+            "/system",
+            &["workdir /tmp/tmpa1b2c3 on 127.0.0.1:40123", "workdir /tmp/tmpz9y8x7 on 127.0.0.1:51234"],
+        );
+        assert!(r.iter().any(|r| r.contains("<tmp>")) && r.iter().any(|r| r.contains("<local>")), "{r:?}");
+    }
+
+    #[test]
+    fn the_proposed_rules_paste_into_a_pipeline_as_they_are() {
+        let mut proposals = propose(
+            "/system",
+            &[
+                Value::from("Friday, November 27, 2026 id 9f0c1d2e-0000-4000-8000-000000000001").to_string(),
+                Value::from("Saturday, November 28, 2026 id 1a2b3c4d-0000-4000-8000-000000000002").to_string(),
+            ],
+        );
+        proposals.extend(propose("/odd \"key\"\\x", &["1".into(), "2".into()]));
+        let text = render(&proposals);
+        let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("not TOML: {e}\n{text}"));
+        let parsed: Vec<stateval::pipeline::NormalizeRule> =
+            table["normalize"].clone().try_into().unwrap_or_else(|e| panic!("not normalize rules: {e}\n{text}"));
+        assert_eq!(parsed.len(), 3, "{text}");
+        assert_eq!(parsed[2].path, "/odd \"key\"\\x");
+        // and the rules make the two requests agree
+        let compiled = stateval::external::neutral::Rule::compile(&parsed[..2]).expect("the regexes compile");
+        let mut a = serde_json::json!({"system": "Friday, November 27, 2026 id 9f0c1d2e-0000-4000-8000-000000000001"});
+        let mut b =
+            serde_json::json!({"system": "Saturday, November 28, 2026 id 1a2b3c4d-0000-4000-8000-000000000002"});
+        stateval::external::neutral::normalize(&mut a, &compiled);
+        stateval::external::neutral::normalize(&mut b, &compiled);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn the_varying_part_of_a_long_value_is_shown_whole() {
+        let long = "x".repeat(500);
+        let examples =
+            [format!("{long} Friday, November 27, 2026 {long}"), format!("{long} Saturday, November 28, 2026 {long}")];
+        let shown = around_the_difference(&examples);
+        assert!(
+            shown[0].contains("Friday, November 27, 2026") && shown[1].contains("Saturday, November 28, 2026"),
+            "{shown:?}"
+        );
+        assert!(shown.iter().all(|s| s.starts_with('…') && s.ends_with('…') && s.chars().count() < 120), "{shown:?}");
     }
 }
