@@ -33,6 +33,7 @@
 use serde_json::{Map, Value, json};
 
 use super::normalize;
+use super::taint::leaves;
 
 /// What grounded a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,15 +165,6 @@ fn words(text: &str) -> Vec<String> {
         .filter(|w| !w.is_empty())
         .map(str::to_string)
         .collect()
-}
-
-fn leaves(value: &Value, f: &mut impl FnMut(&str)) {
-    match value {
-        Value::String(s) => f(s),
-        Value::Array(items) => items.iter().for_each(|v| leaves(v, f)),
-        Value::Object(map) => map.values().for_each(|v| leaves(v, f)),
-        _ => {}
-    }
 }
 
 #[cfg(test)]

@@ -162,7 +162,8 @@ fn distinctive_tokens(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn leaves(value: &Value, f: &mut impl FnMut(&str)) {
+/// Every string leaf of `value`, depth first (object values in key order).
+pub(super) fn leaves(value: &Value, f: &mut impl FnMut(&str)) {
     match value {
         Value::String(s) => f(s),
         Value::Array(items) => items.iter().for_each(|v| leaves(v, f)),
