@@ -686,3 +686,37 @@ fn framework_telemetry_is_off_by_default_and_the_exit_grace_is_the_profiles() {
     let long = lingering("exit_grace_ms = 10000\nenv = { LINGER_MS = \"1500\" }");
     long.stateval(&["run", "pipeline/ext.toml"]).expect_code(0);
 }
+
+#[test]
+fn a_failed_recording_shows_the_agents_last_stderr_lines_scrubbed_and_keeps_them() {
+    let Some(_) = python() else { return };
+    let token = "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB";
+    let p = project(
+        &profile("crash", r#"["python3", "agents/crash.py"]"#, ""),
+        &[json!({"id": "rec", "agent": "crash", "turns": ["go"], "recordings": ["fixtures/recordings/rec.jsonl"]})],
+    );
+    p.write(
+        "agents/crash.py",
+        format!(
+            "import sys\nfor i in range(30):\n    print(f'noise {{i}}', file=sys.stderr)\n\
+             print('ValueError: cannot reach the model with {token}', file=sys.stderr)\nsys.exit(1)\n"
+        ),
+    );
+    let out = record(&p, "http://127.0.0.1:9", &[]);
+    out.expect_code(1);
+    assert!(out.stderr.contains("the agent exited with status 1"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("the agent's stderr (.stateval/record/rec/0.stderr), last 20 line(s):"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("ValueError: cannot reach the model with ghp_"), "{}", out.stderr);
+    assert!(!out.stderr.contains(token), "the token is scrubbed from what is printed: {}", out.stderr);
+    assert!(
+        out.stderr.contains("noise 29") && !out.stderr.contains("noise 10\n"),
+        "only the last lines: {}",
+        out.stderr
+    );
+    assert!(p.read(".stateval/record/rec/0.stderr").contains("noise 0"), "the whole stderr is kept");
+    assert!(!p.exists("fixtures/recordings/rec.jsonl"), "nothing written");
+}

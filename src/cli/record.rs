@@ -109,6 +109,14 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         source: "record".into(),
     };
     let mut written = Vec::new();
+    // an external agent's stderr is kept, as `run` keeps it beside the log: a failed
+    // recording is diagnosed from it (and stateval's own reason)
+    let external = plan.pipeline.agents.get(&case.agent).is_some_and(|p| p.kind == AgentKind::External);
+    let stderr_dir = plan.layout().root.join("record").join(&case.id);
+    if external {
+        std::fs::create_dir_all(&stderr_dir)
+            .map_err(|e| CliError::internal(format!("{}: {e}", stderr_dir.display())))?;
+    }
     for (k, target) in targets.iter().enumerate() {
         plan.record = Some(Box::new(RecordMode {
             upstream: Upstream::new(only, args.upstream_url.clone()),
@@ -116,16 +124,19 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             model: args.model.clone(),
             lines: Mutex::new(Vec::new()),
         }));
+        let stderr = external.then(|| stderr_dir.join(format!("{k}.stderr")));
         let summary = plan
-            .replay(&case, k, &empty, Box::new(Vec::<u8>::new()), None, &[])
+            .replay(&case, k, &empty, Box::new(Vec::<u8>::new()), stderr.clone(), &[])
             .map(|run| run.summary)
             .map_err(CliError::from)?;
         let lines = plan.record.take().map(|r| r.lines.into_inner().unwrap_or_default()).unwrap_or_default();
         if let Some(error) = summary.error {
-            return Err(CliError {
-                exit: Exit::Fail,
-                message: format!("run {k} of {:?}: {error}; nothing written for it", case.id),
-            });
+            let mut message = format!("run {k} of {:?}: {error}; nothing written for it", case.id);
+            if let Some(path) = &stderr {
+                let patterns = plan.pipeline.agents.get(&case.agent).map(|p| p.scrub.to_vec()).unwrap_or_default();
+                message.push_str(&stderr_tail(path, &plan.pipeline, &patterns));
+            }
+            return Err(CliError { exit: Exit::Fail, message });
         }
         write_atomically(target, &lines).map_err(|e| CliError::internal(format!("{}: {e}", target.display())))?;
         written.push(target.clone());
@@ -138,6 +149,26 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     }
     placeholders.keep(&written);
     Ok(Exit::Pass)
+}
+
+/// How many of the agent's last stderr lines a failed recording shows.
+const STDERR_TAIL_LINES: usize = 20;
+
+/// `\nthe agent's stderr (PATH), last lines:\n  …`, scrubbed of secrets, or a line
+/// saying it wrote none.
+fn stderr_tail(path: &Path, pipeline: &Pipeline, patterns: &[String]) -> String {
+    let shown = pipeline.display(path);
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return format!("\nthe agent wrote nothing to stderr ({shown})");
+    }
+    let scrubber = stateval::secrets::Scrubber::new(patterns);
+    let tail: Vec<String> = lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..]
+        .iter()
+        .map(|l| format!("  {}", scrubber.text(l).unwrap_or_else(|| l.to_string())))
+        .collect();
+    format!("\nthe agent's stderr ({shown}), last {} line(s):\n{}", tail.len(), tail.join("\n"))
 }
 
 /// `out/r.jsonl`, 2 → `out/r.2.jsonl`.
