@@ -441,6 +441,18 @@ fn reuse_right_after_an_identical_run_takes_every_case_over_and_says_why_it_repl
     let run_dir = format!(".stateval/runs/{}", names[0]);
     p.stateval(&["verify", &run_dir]).expect_code(0);
 
+    // while another process holds the store, nothing in it is touched — not the earlier
+    // run, not a directory a killed reuse left aside — and the run is refused
+    p.write(format!(".stateval/runs/.reusing-{}/left-by-a-kill", names[0]), "x");
+    let before_held = p.snapshot(".stateval/runs");
+    let held = stateval::store::SledStore::open(&p.join(".stateval/catalog")).expect("hold the catalog");
+    let refused = p.stateval(&["run", "--reuse", ".stateval"]);
+    refused.expect_code(2);
+    assert!(refused.stderr.contains("is in use by another stateval run"), "{}", refused.stderr);
+    drop(held);
+    assert!(p.snapshot(".stateval/runs") == before_held, "the store's runs stayed as they were");
+    std::fs::remove_dir_all(p.join(format!(".stateval/runs/.reusing-{}", names[0]))).expect("tidy");
+
     // one case edited: it is replayed, and the summary says why, naming it
     let dataset = "datasets/examples/treasury.jsonl";
     let text = p.read(dataset);

@@ -149,6 +149,52 @@ fn a_thorough_forgery_of_every_verdict_file_still_fails_where_the_logs_say_other
     assert!(out.stderr.contains("but its log ends with status"), "{}", out.stderr);
 }
 
+/// `suite.json` edited, the manifest rewritten to match (no key, no archived root):
+/// `verify` derives the verdict and the gates' counts again from the other files.
+#[test]
+fn a_suite_verdict_that_its_gates_or_cases_do_not_bear_out_is_named() {
+    let (p, run_dir, _) = signed_failing_run();
+    let dir = p.join(&run_dir);
+    let suite_path = dir.join("suite.json");
+    let original = std::fs::read(&suite_path).expect("suite");
+    let edit = |change: &dyn Fn(&mut Value)| {
+        let mut suite: Value = serde_json::from_slice(&original).expect("json");
+        change(&mut suite);
+        std::fs::write(&suite_path, serde_json::to_vec_pretty(&suite).expect("json")).expect("write");
+        rewrite_manifest(&dir);
+        p.stateval(&["verify", &run_dir])
+    };
+    // green verdict, gates as they were (failing)
+    let out = edit(&|s| s["passed"] = json!(true));
+    out.expect_code(1);
+    assert!(out.stderr.contains("suite.json: passed is true, its gates say false"), "{}", out.stderr);
+    // every gate said to pass, the default gate's counts left as the cases say
+    let out = edit(&|s| {
+        s["passed"] = json!(true);
+        for gate in s["gates"].as_array_mut().expect("gates") {
+            gate["passed"] = json!(true);
+        }
+    });
+    // a gate's bound is the pipeline's, not in the run directory: a gate said to pass
+    // over its true counts is taken at its word by `verify` alone (documented), and
+    // caught by the signature
+    out.expect_code(0);
+    let keyed = p.stateval(&["verify", &run_dir, "--pubkey", "keys/ci.pub"]);
+    keyed.expect_code(1);
+    assert!(keyed.stderr.contains("manifest.sig: the signature does not verify"), "{}", keyed.stderr);
+    // the default gate's counts inflated to match
+    let out = edit(&|s| {
+        s["passed"] = json!(true);
+        for gate in s["gates"].as_array_mut().expect("gates") {
+            gate["passed"] = json!(true);
+            gate["passed_cases"] = gate["cases"].clone();
+        }
+    });
+    out.expect_code(1);
+    assert!(out.stderr.contains("suite.json: gate default: "), "{}", out.stderr);
+    assert!(out.stderr.contains("cases.jsonl counts"), "{}", out.stderr);
+}
+
 #[test]
 fn a_verdict_file_left_out_of_the_manifest_or_missing_is_named() {
     let (p, run_dir, _) = signed_failing_run();
@@ -326,7 +372,7 @@ fn a_profile_passes_a_named_variable_through_and_never_the_signing_key() {
 }
 
 #[test]
-fn every_example_project_copy_keeps_its_verdict_files_under_the_manifest() {
+fn the_default_runs_manifest_lists_every_verdict_file_it_wrote_and_suite_json_holds_no_root() {
     // the default pipeline: every verdict file the run wrote is listed, in order
     let p = Project::new();
     p.stateval(&["run"]).expect_code(0);

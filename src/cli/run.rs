@@ -121,8 +121,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .as_deref()
         .map(|dir| stateval::runner::reuse::Reuse::scan(dir, &plan.layout().run_dir(&plan.run_id)))
         .transpose()
-        .map_err(CliError::invalid)?
-        .map(Arc::new);
+        .map_err(CliError::invalid)?;
     // Everything is valid: only now may an earlier run's reports go (nothing is deleted
     // for input that is refused), and they go before anything runs, so no failure or
     // signal from here on (SIGKILL included) leaves a stale green report behind.
@@ -142,6 +141,12 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let layout = plan.layout();
     let store = Arc::new(super::open_store(&layout, "pipeline.store")?);
+    // the store is this run's now: an earlier run of the same id may be moved aside
+    let mut reuse = reuse;
+    if let Some(reuse) = reuse.as_mut() {
+        reuse.set_aside().map_err(CliError::internal)?;
+    }
+    let reuse = reuse.map(Arc::new);
     let plan = Arc::new(plan);
 
     let total = plan.cases.len();

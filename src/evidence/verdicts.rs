@@ -17,8 +17,9 @@
 //!   gate passed", with the case counts of the `default` and tag gates counted again.
 //!
 //! What cannot be derived from the run directory alone — whether a check's matcher
-//! holds on its log — would take the pipeline and the datasets; a rerun of the same
-//! inputs gives the same root, which is how that is checked.
+//! holds on its log, whether a gate's counts meet its bound — would take the pipeline
+//! and the datasets; the signature and the archived root hold those, and a rerun of
+//! the same inputs gives the same root.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;

@@ -43,8 +43,10 @@ pub struct Reuse {
     pub reused: std::sync::atomic::AtomicUsize,
     /// Cases replayed instead, by why: for the summary.
     not_reused: Mutex<std::collections::BTreeMap<&'static str, Vec<String>>>,
-    /// The earlier run of this very run id (where it was, where it is), moved aside so
-    /// that its logs can be taken over while the run directory is made anew.
+    /// The earlier run of this very run id, found by the scan where it is.
+    replaced: Option<PathBuf>,
+    /// That run (where it was, where it is), moved aside so that its logs can be taken
+    /// over while the run directory is made anew.
     set_aside: Option<(PathBuf, PathBuf)>,
 }
 
@@ -103,19 +105,11 @@ impl Reuse {
                 continue;
             }
             // the run this one replaces (the same inputs make the same run id): its
-            // directory is made anew before any case runs, so its logs are moved aside
-            // first, to be taken over from there
-            let run_dir = if same(&run_dir, exclude) {
-                let Some(aside) = aside_name(&run_dir) else { continue };
-                if aside.exists() {
-                    std::fs::remove_dir_all(&aside).map_err(|e| format!("{}: {e}", aside.display()))?;
-                }
-                std::fs::rename(&run_dir, &aside).map_err(|e| format!("{}: {e}", run_dir.display()))?;
-                reuse.set_aside = Some((run_dir.clone(), aside.clone()));
-                aside
-            } else {
-                run_dir
-            };
+            // directory is made anew before any case runs, so it is moved aside once the
+            // store is this run's ([`Reuse::set_aside`]), and taken over from there
+            if same(&run_dir, exclude) {
+                reuse.replaced = Some(run_dir.clone());
+            }
             // a manifest of another format offers nothing; verdict files that are not
             // the ones the manifest lists are refused: an outcome taken over would
             // carry an edited verdict into this run, under this run's root
@@ -145,6 +139,27 @@ impl Reuse {
 
     pub fn units(&self) -> usize {
         self.units.len()
+    }
+
+    /// Move the earlier run this one replaces aside, so that its logs outlive the new
+    /// run directory. Call it once this run holds the store (no other run is writing
+    /// there) and just before the run starts; a scan without such a run does nothing.
+    pub fn set_aside(&mut self) -> Result<(), String> {
+        let Some(was) = self.replaced.take() else { return Ok(()) };
+        let Some(aside) = aside_name(&was) else { return Ok(()) };
+        if aside.exists() {
+            std::fs::remove_dir_all(&aside).map_err(|e| format!("{}: {e}", aside.display()))?;
+        }
+        std::fs::rename(&was, &aside).map_err(|e| format!("{}: {e}", was.display()))?;
+        for source in self.units.values_mut().filter(|s| s.run_dir == was) {
+            source.run_dir = aside.clone();
+        }
+        let manifests = self.manifests.get_mut().map_err(|_| "reuse cache poisoned".to_string())?;
+        if let Some(listed) = manifests.remove(&was) {
+            manifests.insert(aside.clone(), listed);
+        }
+        self.set_aside = Some((was, aside));
+        Ok(())
     }
 
     /// The cases replayed instead of taken over, by why, each reason with its cases in

@@ -12,7 +12,8 @@
 
 use serde_json::{Value, json};
 
-pub const TOOL: &str = "handoff";
+/// The handoff tool's name, defined with the pipeline's load checks, below this stage.
+pub const TOOL: &str = crate::pipeline::reach::HANDOFF_TOOL;
 
 /// The tool as offered to a model whose profile may hand off to `targets`.
 pub fn description(targets: &[String]) -> Value {

@@ -8,8 +8,10 @@ use serde_json::{Value, json};
 
 use crate::pipeline::SafetyClass;
 
-pub const WRITE: &str = "memory_write";
-pub const READ: &str = "memory_read";
+/// The memory tools' names, which the pipeline's load checks know too (a policy rule may
+/// name them): defined there, below this stage.
+pub const WRITE: &str = crate::pipeline::reach::MEMORY_TOOLS[0];
+pub const READ: &str = crate::pipeline::reach::MEMORY_TOOLS[1];
 
 /// Memory tiers, from most to least volatile.
 pub const TIERS: [&str; 4] = ["working", "episodic", "semantic", "procedural"];
