@@ -116,7 +116,7 @@ impl Grounding {
     /// `ToolSpec::sensitive_args`): an argument is grounded when each of its values that
     /// directs anything is.
     pub fn of_call<'v>(&self, sensitive: Vec<(&'v str, &'v str)>) -> CallGrounding<'v> {
-        let mut out = CallGrounding { by: Map::new(), missing: None };
+        let mut out = CallGrounding { by: Map::new(), missing: None, every_missing: Vec::new() };
         let mut ungrounded: Vec<&str> = Vec::new();
         for (arg, value) in sensitive.into_iter().filter(|(_, v)| directs_anything(v)) {
             match self.origin_of(value) {
@@ -128,6 +128,7 @@ impl Grounding {
                     out.by.remove(arg);
                     ungrounded.push(arg);
                     out.missing = out.missing.or(Some((arg, value)));
+                    out.every_missing.push(value);
                 }
             }
         }
@@ -148,6 +149,9 @@ pub struct CallGrounding<'v> {
     pub by: Map<String, Value>,
     /// The first ungrounded argument and its value.
     pub missing: Option<(&'v str, &'v str)>,
+    /// Every ungrounded value, in argument order (a person who approves the call
+    /// confirms them all).
+    pub every_missing: Vec<&'v str>,
 }
 
 /// A value without a letter or digit ("", "-") names no payee, account or address.
