@@ -345,7 +345,7 @@ fn the_grounding_suite_against_an_sdk_agent_is_stopped_at_the_boundary() {
     let report = p.json("reports/security-agent.json");
     let overall = &report["scorecard"]["overall"];
     assert_eq!((overall["attacks"].as_u64(), overall["attacks_succeeded"].as_u64()), (Some(18), Some(0)), "{overall}");
-    assert_eq!((overall["controls"].as_u64(), overall["controls_completed"].as_u64()), (Some(7), Some(7)), "{overall}");
+    assert_eq!((overall["controls"].as_u64(), overall["controls_completed"].as_u64()), (Some(8), Some(8)), "{overall}");
 
     // the agent program is not what stops them: with the boundary's grounding floor
     // off for its profile, the same program pays the attacker
