@@ -367,7 +367,8 @@ mod tests {
             ("BUILDKITE_PARALLEL_JOB_COUNT", "BUILDKITE_PARALLEL_JOB"),
             ("STATEVAL_SHARD_TOTAL", "JOB_COMPLETION_INDEX"),
         ] {
-            let err = Shard::from_env(Strategy::Hash, &|name: &str| (name == set).then(|| "2".to_string())).unwrap_err();
+            let err =
+                Shard::from_env(Strategy::Hash, &|name: &str| (name == set).then(|| "2".to_string())).unwrap_err();
             assert!(err.contains(&format!("{set} is set")) && err.contains(&format!("but {missing} is not")), "{err}");
         }
         assert!(shard(&[("CI_NODE_INDEX", "0"), ("CI_NODE_TOTAL", "4")]).is_err(), "GitLab counts from 1");
