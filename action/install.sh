@@ -6,6 +6,7 @@ set -euo pipefail
 venv="${RUNNER_TEMP:-/tmp}/stateval-venv"
 case "${STATEVAL_VERSION:-latest}" in
   latest) spec=stateval ;;
+  /*.whl) spec="$STATEVAL_VERSION" ;;
   *.whl) spec="$STATEVAL_WORKSPACE/$STATEVAL_VERSION" ;;
   *) spec="stateval==$STATEVAL_VERSION" ;;
 esac
