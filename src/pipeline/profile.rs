@@ -231,10 +231,12 @@ pub struct NormalizeRule {
     pub replace: Option<String>,
 }
 
-/// After `end`, how long an external agent has to exit when the profile does not say:
-/// a replayed run has nothing left to do, and five seconds covers an interpreter's
-/// shutdown on a loaded machine.
-pub const DEFAULT_EXIT_GRACE_MS: u64 = 5_000;
+/// After `end`, how long an external agent has to exit when the profile does not say.
+/// A replayed run has nothing left to do, but a Python interpreter with an SDK's HTTP
+/// pools and threads took more than five seconds to shut down on a CI machine running
+/// a dozen of them at once; the grace is a bound, not a wait, so a prompt agent pays
+/// nothing for it, and a hung one costs fifteen seconds before it fails.
+pub const DEFAULT_EXIT_GRACE_MS: u64 = 15_000;
 
 /// Wall-clock limit of one external case run when the profile does not say: a minute
 /// is far more than a replayed run needs (no model latency is real), and short enough
