@@ -156,6 +156,16 @@ fn ai_sdk_attributes_written_as_json_strings_are_read_as_values() {
     let started = &events[0]["data"];
     assert_eq!(started["system"], json!(["You are a weather assistant."]), "gen_ai.system_instructions, once");
     assert_eq!(started["declared_tools"][0]["input_schema"]["required"], json!(["city"]), "{started}");
+    // a JSON string that is not JSON: exit 2 at the attribute
+    let text = p.read(format!("{HW}/aisdk-v7-json-strings.otlp.json"));
+    let broken = text.replacen(r#"[{\"role\": \"system\", \"parts"#, r#"[{\"role\" \"system\", \"parts"#, 1);
+    assert_ne!(broken, text);
+    p.write("broken.otlp.json", &broken);
+    let out = p.stateval(&["import", "broken.otlp.json"]);
+    out.expect_code(2);
+    let line = broken.lines().position(|l| l.contains(r#"\"role\" \"system"#)).unwrap() + 1;
+    assert!(out.stderr.contains(&format!("broken.otlp.json:{line}:")), "line {line}: {}", out.stderr);
+    assert!(out.stderr.contains("is a string that is not JSON"), "{}", out.stderr);
 }
 
 #[test]

@@ -132,7 +132,11 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         }
         rules.extend(propose(pointer, examples));
     }
-    super::out(format!("\nadd to [agents.{}] (and re-record or re-bless what changes):", case.agent));
+    super::out(format!(
+        "\nadd to [agents.{}] (recordings made before still replay; `stateval recording lint --fix` rewrites \
+         their digests, and goldens that change need a re-bless):",
+        case.agent
+    ));
     super::out(render(&rules));
     Ok(Exit::Fail)
 }

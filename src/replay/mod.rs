@@ -16,6 +16,10 @@ pub mod recording;
 use crate::canon::Digest;
 pub use recording::{ModelResponse, RecordedResponse, Recording, ToolCall, Usage};
 
+/// Normalises a copy of a recorded request document under the agent's rules of today
+/// and gives its digest ([`ModelProvider::complete_renormalized`]).
+pub type Renormalize<'f> = &'f dyn Fn(&serde_json::Value) -> Option<Digest>;
+
 /// What the agent asks for: where in the run it is and the digest of what it compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelRequest {
@@ -84,7 +88,7 @@ pub trait ModelProvider {
     fn complete_renormalized(
         &mut self,
         request: &ModelRequest,
-        renormalize: &dyn Fn(&serde_json::Value) -> Option<Digest>,
+        renormalize: Renormalize<'_>,
     ) -> Result<Replayed<'_>, ProviderError> {
         let _ = renormalize;
         self.complete(request)
@@ -125,7 +129,7 @@ impl ModelProvider for ReplayProvider<'_> {
     fn complete_renormalized(
         &mut self,
         request: &ModelRequest,
-        renormalize: &dyn Fn(&serde_json::Value) -> Option<Digest>,
+        renormalize: Renormalize<'_>,
     ) -> Result<Replayed<'_>, ProviderError> {
         self.serve(request, Some(renormalize))
     }
@@ -135,7 +139,7 @@ impl ReplayProvider<'_> {
     fn serve(
         &mut self,
         request: &ModelRequest,
-        renormalize: Option<&dyn Fn(&serde_json::Value) -> Option<Digest>>,
+        renormalize: Option<Renormalize<'_>>,
     ) -> Result<Replayed<'_>, ProviderError> {
         let position = self.position;
         let recorded = self.recording.responses.get(position).ok_or(ReplayMiss {
