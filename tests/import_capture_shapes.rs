@@ -112,7 +112,7 @@ fn a_damaged_zip_archive_is_refused_as_one() {
     p.write("logs.eval", b"PK\x03\x04\x14\x00\x00\x00\x08\x00rest-of-a-zip".as_slice());
     let out = p.stateval(&["import", "logs.eval"]);
     out.expect_code(2);
-    assert!(out.stderr.contains("logs.eval: cannot read the zip archive"), "{}", out.stderr);
+    assert!(out.stderr.contains("logs.eval:1:1: cannot read the zip archive"), "{}", out.stderr);
     assert!(!out.stderr.contains("UTF-8"), "{}", out.stderr);
 }
 

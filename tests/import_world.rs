@@ -163,7 +163,8 @@ fn ai_sdk_attributes_written_as_json_strings_are_read_as_values() {
     p.write("broken.otlp.json", &broken);
     let out = p.stateval(&["import", "broken.otlp.json"]);
     out.expect_code(2);
-    let line = broken.lines().position(|l| l.contains(r#"\"role\" \"system"#)).unwrap() + 1;
+    // the attribute's value, the line before its string
+    let line = broken.lines().position(|l| l.contains(r#"\"role\" \"system"#)).unwrap();
     assert!(out.stderr.contains(&format!("broken.otlp.json:{line}:")), "line {line}: {}", out.stderr);
     assert!(out.stderr.contains("is a string that is not JSON"), "{}", out.stderr);
 }
