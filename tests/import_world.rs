@@ -169,6 +169,25 @@ fn ai_sdk_attributes_written_as_json_strings_are_read_as_values() {
     assert!(out.stderr.contains("is a string that is not JSON"), "{}", out.stderr);
 }
 
+/// Without the GenAI attributes, the AI SDK's own: `ai.prompt.messages` (a JSON string
+/// with typed tool outputs) and `ai.prompt.tools` (a list of JSON strings).
+#[test]
+fn the_ai_sdks_own_attributes_give_the_tools_and_the_results() {
+    let p = Project::full();
+    let mut doc: Value = serde_json::from_str(&p.read(format!("{HW}/aisdk-v7-json-strings.otlp.json"))).unwrap();
+    for span in doc["resourceSpans"][0]["scopeSpans"][0]["spans"].as_array_mut().unwrap() {
+        let attrs = span["attributes"].as_array_mut().unwrap();
+        attrs.retain(|a| !a["key"].as_str().unwrap().starts_with("gen_ai."));
+    }
+    p.write("ai-only.otlp.json", serde_json::to_string_pretty(&doc).unwrap());
+    let events = import(&p, "ai-only.otlp.json", &[], "ai-only.jsonl");
+    assert_eq!(calls(&events), [("get_forecast".to_string(), json!({"city": "Oslo"}))]);
+    let tools = &events[0]["data"]["declared_tools"];
+    assert_eq!(tools[0]["input_schema"]["required"], json!(["city"]), "{tools}");
+    let executed = of_kind(&events, "tool_executed");
+    assert_eq!(executed[0]["data"]["result"], json!({"rain_probability": 0.8, "wind_kph": 35}));
+}
+
 #[test]
 fn streamed_chunks_are_assembled_into_messages() {
     let p = Project::full();
