@@ -642,6 +642,90 @@ fn recording_lint_names_secrets_unused_responses_and_stale_digests_by_line() {
     out.expect_code(2);
 }
 
+/// A recording made before a `normalize` rule replays under it without a live
+/// re-record: the stored request is normalised again and digested. An edited stored
+/// request still diverges, and `recording lint --fix` rewrites the recording once.
+#[test]
+fn a_recording_made_before_a_rule_replays_under_it_and_lint_fix_rewrites_it_once() {
+    let Some(_) = python() else { return };
+    let p = project(
+        &profile("wire", WIRE, "env = { WIRE_NOW = \"1\" }"),
+        &[json!({"id": "rec", "agent": "wire", "turns": ["hello"], "recordings": ["fixtures/recordings/rec.jsonl"]})],
+    );
+    let (url, upstream) = fake_upstream(vec![Ok(chat_answer(json!({"role": "assistant", "content": "hi there"})))]);
+    record(&p, &url, &[]).expect_code(0);
+    upstream.join().unwrap();
+    let recorded = p.read("fixtures/recordings/rec.jsonl");
+    // the agent writes the time into its prompt: the next replay asks something else
+    p.stateval(&["run", "pipeline/ext.toml"]).expect_code(1);
+    assert_eq!(of_kind(&events(&p, "rec"), "replay_diverged").len(), 1);
+    // add the rules doctor proposes, as printed
+    let out = p.stateval(&["doctor", "pipeline/ext.toml", "--case", "rec", "--runs", "2"]);
+    out.expect_code(1);
+    let from = out.stdout.find("normalize = [\n").expect("a normalize block");
+    let to = from + out.stdout[from..].find("\n]").expect("its end") + 2;
+    let normalize = out.stdout[from..to].to_string();
+    p.write(
+        "pipeline/ext.toml",
+        p.read("pipeline/ext.toml")
+            .replace("env = { WIRE_NOW = \"1\" }", &format!("env = {{ WIRE_NOW = \"1\" }}\n{normalize}")),
+    );
+    // green without re-recording, and the run says the recording is stale
+    p.stateval(&["run", "pipeline/ext.toml"]).expect_code(0);
+    assert!(of_kind(&events(&p, "rec"), "replay_diverged").is_empty());
+    let report = p.json("reports/report.json");
+    let warnings = report_case(&report, "rec")["runs"][0]["warnings"].to_string();
+    assert!(
+        warnings.contains("predates the profile's normalize rules") && warnings.contains("lint --fix"),
+        "{warnings}"
+    );
+    assert_eq!(p.read("fixtures/recordings/rec.jsonl"), recorded, "replay never writes the recording");
+    // a stored request edited after recording is not vouched for by its hash: it still
+    // diverges, even where today's rules would erase the edit (the time)
+    let line: Value = serde_json::from_str(recorded.trim()).unwrap();
+    let system = line["request"]["system"].as_str().unwrap().to_string();
+    let at = system.find("Now: ").expect("the time in the prompt") + "Now: ".len();
+    let mut edited = line.clone();
+    edited["request"]["system"] = json!(format!("{}1999-01-01T00:00:00+00:00{}", &system[..at], &system[at + 32..]));
+    assert_ne!(edited["request"]["system"], line["request"]["system"]);
+    p.write("fixtures/recordings/rec.jsonl", format!("{edited}\n"));
+    p.stateval(&["run", "pipeline/ext.toml"]).expect_code(1);
+    assert_eq!(of_kind(&events(&p, "rec"), "replay_diverged").len(), 1);
+    p.write("fixtures/recordings/rec.jsonl", &recorded);
+    // lint names the stale line and the fix
+    let out = p.stateval(&["recording", "lint", "--pipeline", "pipeline/ext.toml"]);
+    out.expect_code(1);
+    assert!(
+        out.stdout.contains("fixtures/recordings/rec.jsonl:1: recorded before [agents.wire]'s normalize rules")
+            && out.stdout.contains("`stateval recording lint --fix fixtures/recordings/rec.jsonl`"),
+        "{}",
+        out.stdout
+    );
+    // --fix rewrites the stored request and its digest; the run is then clean
+    let out = p.stateval(&["recording", "lint", "--fix", "--pipeline", "pipeline/ext.toml"]);
+    out.expect_code(0);
+    assert!(
+        out.stdout.contains("fixtures/recordings/rec.jsonl:1: rewritten under [agents.wire]'s normalize rules"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("1 line(s) rewritten in 1 file(s)"), "{}", out.stdout);
+    let fixed = p.read("fixtures/recordings/rec.jsonl");
+    let line: Value = serde_json::from_str(fixed.trim()).unwrap();
+    let system = line["request"]["system"].as_str().unwrap();
+    assert!(system.contains("<timestamp>") && system.contains("<uuid>"), "{system}");
+    assert_eq!(line["request_hash"], stateval::external::neutral::digest(&line["request"]).unwrap().to_string());
+    assert_eq!(line["response"], json!({"content": "hi there"}), "only the request and its digest change");
+    // a second --fix changes nothing, byte for byte
+    let out = p.stateval(&["recording", "lint", "--fix", "--pipeline", "pipeline/ext.toml"]);
+    out.expect_code(0);
+    assert!(out.stdout.contains("0 line(s) rewritten in 0 file(s)"), "{}", out.stdout);
+    assert_eq!(p.read("fixtures/recordings/rec.jsonl"), fixed);
+    p.stateval(&["run", "pipeline/ext.toml"]).expect_code(0);
+    let report = p.json("reports/report.json");
+    assert!(!report_case(&report, "rec")["runs"][0]["warnings"].to_string().contains("predates"));
+}
+
 /// Grounding is the boundary's, so it holds in front of an external agent: the user's
 /// payee goes through, named by the turn that grounded it; a payee from nowhere is denied.
 #[test]

@@ -88,8 +88,9 @@ fn the_same_inputs_give_byte_identical_goldens_from_another_path_working_directo
     assert_ne!(a.path(), b.path());
     for dir in ["pipeline", "datasets", "fixtures"] {
         for rel in b.files_under(dir) {
-            let crlf = b.read(&rel).replace('\n', "\r\n");
-            b.write(&rel, crlf);
+            // text files only: a binary fixture (an Inspect AI .eval zip) has no lines
+            let Ok(text) = String::from_utf8(b.read_bytes(&rel)) else { continue };
+            b.write(&rel, text.replace('\n', "\r\n"));
         }
     }
     // from another working directory, with the pipeline named by its absolute path

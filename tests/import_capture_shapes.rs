@@ -104,14 +104,15 @@ fn an_mcp_host_log_with_timestamp_prefixes_imports_its_tool_calls() {
     assert!(p.read("m.jsonl").contains("No active alerts"));
 }
 
+/// A zip is read as an Inspect AI `.eval` log (tests/import_world.rs); a damaged one is
+/// refused as a zip archive, never as text that is not UTF-8.
 #[test]
-fn a_zip_archive_is_refused_as_one_with_the_conversion_to_use() {
+fn a_damaged_zip_archive_is_refused_as_one() {
     let p = Project::empty();
     p.write("logs.eval", b"PK\x03\x04\x14\x00\x00\x00\x08\x00rest-of-a-zip".as_slice());
     let out = p.stateval(&["import", "logs.eval"]);
     out.expect_code(2);
-    assert!(out.stderr.contains("zip archive"), "{}", out.stderr);
-    assert!(out.stderr.contains("inspect log convert"), "{}", out.stderr);
+    assert!(out.stderr.contains("logs.eval:1:1: cannot read the zip archive"), "{}", out.stderr);
     assert!(!out.stderr.contains("UTF-8"), "{}", out.stderr);
 }
 

@@ -34,20 +34,43 @@ pub struct Args {
 /// date) is replaced before the numbers inside it are.
 const VOLATILE: &[(&str, &str, &str)] = &[
     ("a uuid", r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", "<uuid>"),
-    ("a timestamp", r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?", "<timestamp>"),
-    ("a date", r"\d{4}-\d{2}-\d{2}", "<date>"),
+    // ISO 8601 extended ("2026-11-27T10:00:01.5+01:00", a space for the T, a comma
+    // for the point) and basic ("20261127T100001Z")
+    (
+        "a timestamp",
+        r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}([.,]\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)?|\b\d{8}T\d{4}(\d{2}([.,]\d+)?)?(Z|[+-]\d{2}(\d{2})?)?\b",
+        "<timestamp>",
+    ),
+    ("a date", r"\d{4}-\d{2}-\d{2}|\b\d{4}-W\d{2}(-\d)?\b", "<date>"),
     // "Friday, November 27, 2026", "Nov 27th 2026", "27 November 2026", "Fri 27 Nov 2026"
     (
         "a written date",
-        r"(?:(?:Mon|Tue|Tues|Wed|Wednes|Thu|Thurs|Fri|Sat|Satur|Sun)(?:day)?\.?,?\s+)?(?:(?:January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?\s+\d{1,2}(?:st|nd|rd|th)?|\d{1,2}(?:st|nd|rd|th)?\s+(?:January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?),?\s+\d{4}",
+        r"(?:(?:Mon|Tue|Tues|Wed|Wednes|Thu|Thurs|Fri|Sat|Satur|Sun)(?:day)?\.?,?\s+)?(?:(?:January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?\s+\d{1,2}(?:st|nd|rd|th)?|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:January|February|March|April|May|June|July|August|September|October|November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.?),?\s+\d{4}",
         "<date>",
     ),
-    // "27/11/2026", "11/27/2026", "27.11.2026"
-    ("a numeric date", r"\b\d{1,2}[/.]\d{1,2}[/.]\d{4}\b", "<date>"),
+    // "27-Nov-2026" (logs, Oracle), "27/Nov/2026" (web server logs)
+    ("a written date", r"\b\d{1,2}[-/](?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[-/]\d{2,4}\b", "<date>"),
+    // "27/11/2026", "11/27/2026", "27.11.2026", "2026/11/27"
+    ("a numeric date", r"\b\d{1,2}[/.]\d{1,2}[/.]\d{4}\b|\b\d{4}/\d{1,2}/\d{1,2}\b", "<date>"),
     ("a weekday", r"\b(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\b", "<weekday>"),
-    ("a temporary path", r"/(?:tmp|var/folders)/[A-Za-z0-9._/-]+", "<tmp>"),
-    ("a local port", r"(?:127\.0\.0\.1|localhost|\[::1\]):\d+", "<local>"),
-    ("a time of day", r"\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?(\s?[AaPp]\.?[Mm]\.?)?", "<time>"),
+    (
+        "a temporary path",
+        r"/(?:tmp|var/tmp|var/folders|private/var/folders|dev/shm)/[A-Za-z0-9._/-]+|[A-Za-z]:\\Users\\[^\\\s]+\\AppData\\Local\\Temp\\[A-Za-z0-9._\\-]+",
+        "<tmp>",
+    ),
+    ("a local port", r"(?:127\.0\.0\.1|localhost|0\.0\.0\.0|\[::1?\]):\d+", "<local>"),
+    // "port 8080", "port=51234", "PORT: 4000"
+    ("a port", r"\b((?i:port)\s*[:=#]?\s*)\d{2,5}\b", "${1}<port>"),
+    // "pid 4242", "PID: 4242", "process 4242"
+    ("a process id", r"\b((?i:pid|process)\s*[:=#]?\s*)\d+\b", "${1}<pid>"),
+    (
+        "a time of day",
+        r"\d{1,2}:\d{2}(:\d{2}([.,]\d+)?)?(\s?[AaPp]\.?[Mm]\.?)?|\b\d{1,2}\s?[AaPp]\.?[Mm]\b\.?",
+        "<time>",
+    ),
+    // "req_01JD4ZQ3X8", "chatcmpl-AbC123xyz", "run-7f3a9c2e": a short word, then a
+    // token with a digit in it
+    ("an id", r"\b[A-Za-z]{2,12}[_-](?:[A-Za-z0-9]*\d[A-Za-z0-9]{4,}|[A-Za-z0-9]{4,}\d[A-Za-z0-9]*)\b", "<id>"),
     ("a hex id", r"[0-9a-fA-F]{16,}", "<hex>"),
     ("a number", r"\d+(\.\d+)?", "<n>"),
 ];
@@ -109,7 +132,11 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         }
         rules.extend(propose(pointer, examples));
     }
-    super::out(format!("\nadd to [agents.{}] (and re-record or re-bless what changes):", case.agent));
+    super::out(format!(
+        "\nadd to [agents.{}] (recordings made before still replay; `stateval recording lint --fix` rewrites \
+         their digests, and goldens that change need a re-bless):",
+        case.agent
+    ));
     super::out(render(&rules));
     Ok(Exit::Fail)
 }
@@ -249,6 +276,61 @@ mod tests {
             &["workdir /tmp/tmpa1b2c3 on 127.0.0.1:40123", "workdir /tmp/tmpz9y8x7 on 127.0.0.1:51234"],
         );
         assert!(r.iter().any(|r| r.contains("<tmp>")) && r.iter().any(|r| r.contains("<local>")), "{r:?}");
+    }
+
+    /// Each form is found as what it is, and the proposed rules alone make the two
+    /// values agree (no `drop` of the whole field).
+    #[test]
+    fn every_kind_of_volatile_value_is_found_as_what_it_is() {
+        for (what, a, b, placeholder) in [
+            (
+                "ISO 8601, offset",
+                "at 2026-11-27T10:00:01.123+01:00 go",
+                "at 2026-11-28T11:30:59.001+01:00 go",
+                "<timestamp>",
+            ),
+            ("ISO 8601, UTC", "2026-11-27T10:00:01Z", "2026-11-27T10:00:07Z", "<timestamp>"),
+            ("ISO 8601, space and comma", "2026-11-27 10:00:01,5", "2026-11-27 10:00:02,25", "<timestamp>"),
+            ("ISO 8601, basic", "stamp 20261127T100001Z", "stamp 20261128T090000Z", "<timestamp>"),
+            ("ISO 8601, date", "on 2026-11-27", "on 2026-11-28", "<date>"),
+            ("ISO 8601, week", "week 2026-W48", "week 2026-W49", "<date>"),
+            ("US written", "Friday, November 27, 2026", "Saturday, November 28, 2026", "<date>"),
+            ("British written", "the 27th of November 2026", "the 1st of December 2026", "<date>"),
+            ("abbreviated", "Nov. 27, 2026", "Dec. 1, 2026", "<date>"),
+            ("log date", "27-Nov-2026", "28-Nov-2026", "<date>"),
+            ("year first, slashes", "2026/11/27", "2026/11/28", "<date>"),
+            ("day first, dots", "27.11.2026", "28.11.2026", "<date>"),
+            ("weekday", "It is Friday.", "It is Saturday.", "<weekday>"),
+            ("clock", "at 10:42:07", "at 11:03:59", "<time>"),
+            ("12-hour", "at 3pm", "at 11 a.m.", "<time>"),
+            ("12-hour with minutes", "at 3:15 PM", "at 10:05 AM", "<time>"),
+            ("uuid", "run 9f0c1d2e-0000-4000-8000-000000000001", "run 1a2b3c4d-0000-4000-8000-000000000002", "<uuid>"),
+            ("prefixed id", "request req_01JD4ZQ3X8 sent", "request req_9F2KD81QPL sent", "<id>"),
+            ("completion id", "chatcmpl-AbC123xyz", "chatcmpl-Zz9yX8wv7", "<id>"),
+            ("hex id", "trace 4bf92f3577b34da6a3ce929d0e0e4736", "trace 00f067aa0ba902b7a3ce929d0e0e4736", "<hex>"),
+            ("temporary path", "/tmp/tmpa1b2c3/out.txt", "/tmp/tmpz9y8x7/out.txt", "<tmp>"),
+            ("macOS temporary path", "/var/folders/xy/abc123/T/run", "/var/folders/qr/def456/T/run", "<tmp>"),
+            (
+                "Windows temporary path",
+                r"C:\Users\ada\AppData\Local\Temp\tmp1234.txt",
+                r"C:\Users\ada\AppData\Local\Temp\tmp9876.txt",
+                "<tmp>",
+            ),
+            ("loopback address", "http://127.0.0.1:40123/v1", "http://127.0.0.1:51234/v1", "<local>"),
+            ("localhost", "localhost:3000", "localhost:3001", "<local>"),
+            ("port", "listening on port 40123", "listening on port 51234", "<port>"),
+            ("pid", "worker pid 4242 ready", "worker pid 5151 ready", "<pid>"),
+            ("PID:", "PID: 4242", "PID: 17", "<pid>"),
+        ] {
+            let r = rules("/system", &[a, b]);
+            assert!(r.iter().all(|r| !r.contains("drop")), "{what}: {r:?}");
+            assert!(r.iter().any(|r| r.contains(placeholder)), "{what}: expected {placeholder} in {r:?}");
+        }
+        // the label stays: only the number is replaced
+        let r = propose("/system", &[Value::from("pid 1").to_string(), Value::from("pid 2").to_string()]);
+        let rule: toml::Table = toml::from_str(&format!("r = {}", r[0].rule)).unwrap();
+        let re = regex::Regex::new(rule["r"]["regex"].as_str().unwrap()).unwrap();
+        assert_eq!(re.replace_all("worker PID: 77", rule["r"]["replace"].as_str().unwrap()), "worker PID: <pid>");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use stateval::import::{self, Format, ImportError, Trace};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Trace file: JSON or JSONL.
+    /// Trace file: JSON or JSONL, or an Inspect AI `.eval` log (a zip archive).
     file: PathBuf,
     /// Format of FILE: openai, openai-responses, anthropic, otel, mcp, envelope, openai-agents, langsmith, or auto
     /// (told from the content; an ambiguous or unknown file is an error).
@@ -70,8 +70,10 @@ fn is_dir_target(path: &Path) -> bool {
 /// `-o DIR`: one log per trace (or the one trace `--trace-id` picks), each named by its
 /// trace id; a file of one trace (or not OpenTelemetry) is one log named after FILE.
 fn per_trace(file: &Path, format: Option<Format>, only: Option<&str>, dir: &Path) -> Result<Exit, CliError> {
-    let text = read_text(file)?;
-    let ids = import::trace_ids(file, &text);
+    let ids = match read_trace(file, format)? {
+        Read::Text(text) => import::trace_ids(file, &text),
+        Read::Eval(bytes) => import::eval_sample_keys(file, &bytes),
+    };
     let picked: Vec<Option<&str>> = match (only, ids.len()) {
         (Some(id), _) => vec![Some(id)],
         (None, 0 | 1) => vec![None],
@@ -101,31 +103,49 @@ pub fn parse_format(from: &str) -> Result<Option<Format>, CliError> {
 /// Read and import `path` (only trace `trace_id` when given), and write it as an event
 /// log in memory.
 pub fn import_file(path: &Path, format: Option<Format>, trace_id: Option<&str>) -> Result<Imported, CliError> {
-    let text = read_text(path)?;
-    let trace = import::import_trace(path, &text, format, trace_id).map_err(|e| match e {
+    let read = read_trace(path, format)?;
+    let trace = match &read {
+        Read::Text(text) => import::import_trace(path, text, format, trace_id),
+        Read::Eval(bytes) => import::import_eval(path, bytes, trace_id),
+    }
+    .map_err(|e| match e {
         ImportError::Input(e) => CliError::invalid(e.to_string()),
         e @ ImportError::Detect { .. } => CliError::invalid(e.to_string()),
     })?;
     let case = path.file_stem().map_or_else(|| "trace".to_string(), |s| s.to_string_lossy().into_owned());
     let shown = path.to_string_lossy().replace('\\', "/");
-    let (bytes, events) = writer::write(&trace, &case, &shown, &text)
+    let file_bytes = match &read {
+        Read::Text(text) => text.as_bytes(),
+        Read::Eval(bytes) => bytes.as_slice(),
+    };
+    let (bytes, events) = writer::write(&trace, &case, &shown, file_bytes)
         .map_err(|e| CliError::invalid(format!("{}: the trace cannot be written as a log: {e}", path.display())))?;
     Ok(Imported { trace, bytes, events })
 }
 
-/// The file as text. A zip archive (an Inspect AI `.eval` log, a zipped export) and
-/// bytes that are not UTF-8 are refused with what they are and what would be read.
-fn read_text(path: &Path) -> Result<String, CliError> {
+/// A trace file as read: text (JSON or JSONL), or an Inspect AI `.eval` archive.
+enum Read {
+    Text(String),
+    Eval(Vec<u8>),
+}
+
+/// The file as text, or a zip archive read as an Inspect AI `.eval` log (the only zip
+/// stateval reads, so `--from` does not apply to one). Bytes that are not UTF-8 are
+/// refused with the offset of the first bad one.
+fn read_trace(path: &Path, format: Option<Format>) -> Result<Read, CliError> {
     let bytes = std::fs::read(path)
         .map_err(|e| CliError::invalid(format!("{}: cannot read the trace: {e}", path.display())))?;
-    if bytes.starts_with(b"PK\x03\x04") {
-        return Err(CliError::invalid(format!(
-            "{}: this is a zip archive (an Inspect AI .eval log is one), not a JSON trace; stateval reads the JSON \
-             form of an Inspect log: convert it with `inspect log convert FILE --to json`",
-            path.display()
-        )));
+    if import::inspect_eval::is_zip(&bytes) {
+        if let Some(format) = format {
+            return Err(CliError::invalid(format!(
+                "{}: this is a zip archive, read as an Inspect AI .eval log; --from {format} names a JSON trace \
+                 format (leave --from out)",
+                path.display()
+            )));
+        }
+        return Ok(Read::Eval(bytes));
     }
-    String::from_utf8(bytes).map_err(|e| {
+    String::from_utf8(bytes).map(Read::Text).map_err(|e| {
         CliError::invalid(format!(
             "{}: the file is not UTF-8 text (invalid byte at offset {}): stateval reads JSON or JSONL traces",
             path.display(),

@@ -6,6 +6,13 @@
 //! and votes no run asks for any more (the rubric, the judged answer or the profile
 //! changed since they were recorded), found by replaying the cases that ask a judge.
 //! Exit 0 clean, 1 with findings, 2 on invalid input.
+//!
+//! A recording made before a `normalize` rule was added to its agent's profile still
+//! replays (its stored requests are normalised again, `replay::digest::renormalized`),
+//! but lint names each such line as stale; `--fix` rewrites the stored requests and
+//! their digests under today's rules, each file replaced whole (`stateval::atomic`),
+//! then lints the result. Lines whose stored request no longer digests to its hash
+//! (edited by hand) are left as they are: they are not the agent's, and still diverge.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -37,11 +44,51 @@ struct LintArgs {
     /// The pipeline whose cases replay the recordings.
     #[arg(long, default_value = super::DEFAULT_PIPELINE)]
     pipeline: PathBuf,
+    /// Rewrite stale request digests (and the stored requests) in place under the
+    /// agents' normalize rules of today, then lint.
+    #[arg(long)]
+    fix: bool,
 }
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
     let Sub::Lint(args) = args.command;
     let mut plan = Plan::load(&args.pipeline, &Selection::default())?;
+    let stale = stale_lines(&plan, &args.paths)?;
+    let mut findings: BTreeSet<(String, usize, String)> = BTreeSet::new();
+    if args.fix {
+        let mut lines = 0;
+        for file in stale.iter().filter(|f| !f.changes.is_empty()) {
+            stateval::atomic::replace(&file.path, file.fixed.as_bytes())
+                .map_err(|e| CliError::invalid(format!("{}: cannot rewrite: {e}", file.display)))?;
+            for change in &file.changes {
+                super::out(format!(
+                    "{}:{}: rewritten under [agents.{}]'s normalize rules: {} -> {}",
+                    file.display, change.line, file.agent, change.from, change.to
+                ));
+            }
+            lines += file.changes.len();
+        }
+        super::out(format!(
+            "recording lint --fix: {lines} line(s) rewritten in {} file(s)",
+            stale.iter().filter(|f| !f.changes.is_empty()).count()
+        ));
+        // the plan validated the files as they were: read them again
+        plan = Plan::load(&args.pipeline, &Selection::default())?;
+    } else {
+        for file in &stale {
+            for change in &file.changes {
+                findings.insert((
+                    file.display.clone(),
+                    change.line,
+                    format!(
+                        "recorded before [agents.{}]'s normalize rules of today (its request normalises again to \
+                         {}); replay still matches it, `stateval recording lint --fix {}` rewrites it",
+                        file.agent, change.to, file.display
+                    ),
+                ));
+            }
+        }
+    }
     // replays run to their end so that every stale digest is seen, not only the first
     plan.pipeline.replay.on_divergence = OnDivergence::Warn;
     let wanted: BTreeSet<PathBuf> = args.paths.iter().map(|p| canonical(p)).collect();
@@ -50,7 +97,6 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             return Err(CliError::invalid(format!("{}: no such recording file", path.display())));
         }
     }
-    let mut findings: BTreeSet<(String, usize, String)> = BTreeSet::new();
     let mut checked: BTreeSet<PathBuf> = BTreeSet::new();
     // judge recordings to lint (canonical path → as shown), and the keys runs ask
     let judge_files: BTreeMap<PathBuf, String> = plan
@@ -189,4 +235,163 @@ fn canonical(path: &Path) -> PathBuf {
 fn data_lines(path: &Path) -> std::io::Result<Vec<(usize, String)>> {
     let text = std::fs::read_to_string(path)?;
     Ok(text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).map(|(i, l)| (i + 1, l.to_string())).collect())
+}
+
+/// One recording file under the normalize rules of the agent whose cases replay it.
+struct Renormalized {
+    path: PathBuf,
+    display: String,
+    agent: String,
+    /// The file with every stale line rewritten (the same bytes when none is).
+    fixed: String,
+    changes: Vec<Change>,
+}
+
+/// A line whose stored request normalises again to another digest.
+#[derive(Debug, PartialEq)]
+struct Change {
+    line: usize,
+    from: String,
+    to: String,
+}
+
+/// Every recording file a case of `plan` names (only `wanted` ones, when given) whose
+/// agent has normalize rules, normalised again under them. A file two agents replay
+/// under rules that would rewrite it differently cannot be fixed for both: an error.
+fn stale_lines(plan: &Plan, wanted: &[PathBuf]) -> Result<Vec<Renormalized>, CliError> {
+    let wanted: BTreeSet<PathBuf> = wanted.iter().map(|p| canonical(p)).collect();
+    let mut files: BTreeMap<PathBuf, Renormalized> = BTreeMap::new();
+    for index in 0..plan.cases.len() {
+        let case = plan.case(index)?;
+        let Some(profile) = plan.pipeline.agents.get(&case.agent) else { continue };
+        if profile.normalize.is_empty() {
+            continue;
+        }
+        let rules = stateval::external::neutral::Rule::compile(&profile.normalize).map_err(CliError::invalid)?;
+        let scrubber = Scrubber::new(&profile.scrub);
+        for reference in &case.recordings {
+            let RecordingRef::File { path, display, .. } = reference else { continue };
+            let key = canonical(path);
+            if !wanted.is_empty() && !wanted.contains(&key) {
+                continue;
+            }
+            let text = std::fs::read_to_string(path).map_err(|e| CliError::invalid(format!("{display}: {e}")))?;
+            let (fixed, changes) =
+                renormalize_text(&text, &rules, &scrubber).map_err(|e| CliError::invalid(format!("{display}:{e}")))?;
+            match files.get(&key) {
+                Some(seen) if seen.fixed != fixed => {
+                    return Err(CliError::invalid(format!(
+                        "{display}: replayed by agents {} and {}, whose normalize rules would rewrite it differently; \
+                         give each agent its own recording",
+                        seen.agent, case.agent
+                    )));
+                }
+                Some(_) => {}
+                None => {
+                    let file = Renormalized {
+                        path: path.clone(),
+                        display: display.clone(),
+                        agent: case.agent.clone(),
+                        fixed,
+                        changes,
+                    };
+                    files.insert(key, file);
+                }
+            }
+        }
+    }
+    Ok(files.into_values().collect())
+}
+
+/// `text` (a recording) with each line whose stored request, unedited since it was
+/// recorded, normalises under `rules` to another digest rewritten: the normalised
+/// request and its digest. Other lines keep their bytes. Errors are `line: message`.
+fn renormalize_text(
+    text: &str,
+    rules: &[stateval::external::neutral::Rule],
+    scrubber: &Scrubber,
+) -> Result<(String, Vec<Change>), String> {
+    use serde_json::Value;
+    use stateval::canon::Digest;
+    use stateval::replay::digest;
+    let mut out = String::with_capacity(text.len());
+    let mut changes = Vec::new();
+    for (i, piece) in text.split_inclusive('\n').enumerate() {
+        let body = piece.trim_end_matches(['\n', '\r']);
+        let ending = &piece[body.len()..];
+        let parsed = if body.trim().is_empty() { None } else { serde_json::from_str::<Value>(body).ok() };
+        let Some(mut line) = parsed else {
+            out.push_str(piece);
+            continue;
+        };
+        let hash = line.get("request_hash").and_then(Value::as_str).and_then(|h| h.parse::<Digest>().ok());
+        let (Some(hash), Some(request)) = (hash, line.get("request").filter(|r| r.is_object())) else {
+            out.push_str(piece);
+            continue;
+        };
+        let unedited = digest::of(request).is_ok_and(|h| h == hash) || digest::legacy(request).is_ok_and(|h| h == hash);
+        let mut again = request.clone();
+        stateval::external::neutral::normalize(&mut again, rules);
+        scrubber.value(&mut again);
+        let to = digest::of(&again).map_err(|e| format!("{}: the normalised request has no digest: {e}", i + 1))?;
+        if !unedited || to == hash {
+            out.push_str(piece);
+            continue;
+        }
+        line["request"] = again;
+        line["request_hash"] = Value::String(to.to_string());
+        out.push_str(&line.to_string());
+        out.push_str(ending);
+        changes.push(Change { line: i + 1, from: hash.to_string(), to: to.to_string() });
+    }
+    Ok((out, changes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use stateval::external::neutral::{self, Rule};
+    use stateval::pipeline::NormalizeRule;
+
+    fn date_rule() -> Vec<Rule> {
+        Rule::compile(&[NormalizeRule {
+            path: "/system".into(),
+            drop: false,
+            regex: Some(r"\d{4}-\d{2}-\d{2}".into()),
+            replace: Some("<date>".into()),
+        }])
+        .unwrap()
+    }
+
+    fn line(request: &serde_json::Value) -> String {
+        let hash = neutral::digest(request).unwrap().to_string();
+        json!({"request": request, "request_hash": hash, "response": {"content": "hi"}}).to_string()
+    }
+
+    #[test]
+    fn a_stale_line_is_rewritten_once_and_other_lines_keep_their_bytes() {
+        let dated = json!({"system": "Today is 2026-11-27.", "messages": []});
+        let edited = {
+            let mut l: serde_json::Value = serde_json::from_str(&line(&dated)).unwrap();
+            l["request"]["system"] = json!("Today is 2026-11-28, edited.");
+            l.to_string()
+        };
+        let plain = r#"{"response":{"content":"no request"}}"#;
+        let text = format!("{}\n\n{plain}\r\n{edited}\n", line(&dated));
+        let (fixed, changes) = renormalize_text(&text, &date_rule(), &Scrubber::default()).unwrap();
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0].line, 1);
+        let lines: Vec<&str> = fixed.split('\n').collect();
+        let first: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+        let normalised = json!({"system": "Today is <date>.", "messages": []});
+        assert_eq!(first["request"], normalised);
+        assert_eq!(first["request_hash"], neutral::digest(&normalised).unwrap().to_string());
+        // the blank line, the line without a request and the edited line are as they were
+        assert_eq!(&fixed[lines[0].len()..], &text[line(&dated).len()..]);
+        // a second pass finds nothing to do
+        let (again, none) = renormalize_text(&fixed, &date_rule(), &Scrubber::default()).unwrap();
+        assert!(none.is_empty());
+        assert_eq!(again, fixed);
+    }
 }

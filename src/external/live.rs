@@ -96,7 +96,7 @@ impl ModelProvider for LiveProvider<'_> {
             lines.len() - 1
         };
         let recorded = self.last.insert(recorded);
-        Ok(Replayed { position, recorded, divergence: None })
+        Ok(Replayed { position, recorded, divergence: None, renormalized: false })
     }
 }
 

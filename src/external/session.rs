@@ -128,6 +128,8 @@ pub struct Session<'a, 'p> {
     unrequested: u32,
     tokens: u64,
     warnings: Vec<String>,
+    /// Positions whose recorded request matched only under today's normalize rules.
+    renormalized: Vec<usize>,
     stop: Option<Stop>,
     deadline: Instant,
 }
@@ -162,6 +164,7 @@ impl<'a, 'p> Session<'a, 'p> {
             unrequested: 0,
             tokens: 0,
             warnings: Vec::new(),
+            renormalized: Vec::new(),
             stop: None,
             deadline: Instant::now() + Duration::from_millis(input.profile.external_timeout_ms()),
         };
@@ -444,8 +447,22 @@ impl<'a, 'p> Session<'a, 'p> {
             },
             None => {
                 let model_request = ModelRequest { turn: self.turn, step: self.step, hash, compiled: None };
-                match self.provider.complete(&model_request) {
-                    Ok(r) => (r.position, r.recorded.clone(), r.divergence),
+                // a request recorded before one of today's rules was added is normalised
+                // again as the agent's is, so adding a rule needs no live re-record
+                let (rules, scrubber) = (&self.rules, &self.scrubber);
+                let renormalize = |stored: &Value| {
+                    let mut again = stored.clone();
+                    neutral::normalize(&mut again, rules);
+                    scrubber.value(&mut again);
+                    neutral::digest(&again).ok()
+                };
+                match self.provider.complete_renormalized(&model_request, &renormalize) {
+                    Ok(r) => {
+                        if r.renormalized {
+                            self.renormalized.push(r.position);
+                        }
+                        (r.position, r.recorded.clone(), r.divergence)
+                    }
                     Err(ProviderError::Miss(miss)) => {
                         let message = miss.to_string();
                         self.stop = Some(Stop {
@@ -685,7 +702,16 @@ impl<'a, 'p> Session<'a, 'p> {
         })
     }
 
-    fn finish(self, outcome: Option<Stop>) -> Result<RunSummary, WriteError> {
+    fn finish(mut self, outcome: Option<Stop>) -> Result<RunSummary, WriteError> {
+        if !self.renormalized.is_empty() {
+            let positions: Vec<String> = self.renormalized.iter().map(usize::to_string).collect();
+            self.warnings.push(format!(
+                "the recording predates the profile's normalize rules: position(s) {} matched once their stored \
+                 request was normalised again; `stateval recording lint --fix {}` rewrites it",
+                positions.join(", "),
+                self.input.recording.source
+            ));
+        }
         let (status, error) = match outcome {
             None => (RunStatus::Completed, None),
             Some(stop) => {

@@ -57,11 +57,15 @@ fn records<'s>(b: &mut Builder<'s, '_>) -> Result<Vec<(Ptr, &'s Value)>, InputEr
         if let Some(Value::Array(tools)) = doc.value.get("tools") {
             for t in tools {
                 if let Some(name) = str_field(t, "name") {
-                    b.tool(DeclaredTool {
-                        name: name.to_string(),
-                        description: str_field(t, "description").map(str::to_string),
-                        input_schema: t.get("input_schema").cloned(),
-                    });
+                    b.tool(
+                        DeclaredTool {
+                            name: name.to_string(),
+                            description: str_field(t, "description").map(str::to_string),
+                            input_schema: t.get("input_schema").cloned(),
+                            ..DeclaredTool::default()
+                        }
+                        .classify(t),
+                    );
                 }
             }
         }

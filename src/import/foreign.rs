@@ -17,7 +17,7 @@ pub fn recognise(src: &Source) -> Option<String> {
     {
         return Some(
             "an Inspect AI eval log without its samples (a header-only log): there is no conversation in it; write \
-             the log with its samples (`inspect log convert FILE --to json` of the full .eval log)"
+             the log with its samples (import the .eval log itself, or `inspect log convert FILE --to json` of it)"
                 .into(),
         );
     }

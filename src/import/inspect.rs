@@ -1,4 +1,6 @@
-//! Inspect AI eval logs in their JSON form (`inspect log convert --to json`).
+//! Inspect AI eval logs in their JSON form (`inspect log convert --to json`); the
+//! `.eval` archive Inspect writes by default is opened by [`super::inspect_eval`] and
+//! its samples read here.
 //!
 //! A log holds samples, each its own conversation: `samples[].messages`, Inspect's
 //! chat messages — `system`, `user`, `assistant` (`content` a string or parts,
@@ -34,7 +36,7 @@ pub struct Sample {
 }
 
 /// A sample's key: its id, with the epoch when the id alone is not unique.
-fn keys(samples: &[Value]) -> Vec<String> {
+pub fn keys(samples: &[Value]) -> Vec<String> {
     let id = |s: &Value| match s.get("id") {
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
@@ -58,30 +60,33 @@ fn keys(samples: &[Value]) -> Vec<String> {
 pub fn sample(src: &Source, wanted: Option<&str>) -> Result<Sample, InputError> {
     let samples = src.docs[0].value.get("samples").and_then(Value::as_array).cloned().unwrap_or_default();
     let keys = keys(&samples);
-    let index = match (wanted, samples.len()) {
-        (_, 0) => return Err(src.error(0, "/samples", "this Inspect AI log has no samples: nothing to import")),
+    let i = pick(&keys, wanted).map_err(|message| src.error(0, "/samples", message))?;
+    let model = src.docs[0].value.pointer("/eval/model").cloned().unwrap_or(Value::Null);
+    Ok(convert(&samples[i], keys[i].clone(), Ptr::new(0, format!("/samples/{i}")), model))
+}
+
+/// Which of the samples with `keys` to import: the only one, or the one `wanted` names;
+/// else why not.
+pub fn pick(keys: &[String], wanted: Option<&str>) -> Result<usize, String> {
+    let index = match (wanted, keys.len()) {
+        (_, 0) => return Err("this Inspect AI log has no samples: nothing to import".into()),
         (Some(w), _) => keys.iter().position(|k| k == w || k.split(':').next() == Some(w) && !k.contains(':')),
         (None, 1) => Some(0),
         (None, n) => {
-            return Err(src.error(
-                0,
-                "/samples",
-                format!(
-                    "this Inspect AI log holds {n} samples ({}): each is its own conversation; pass --trace-id \
-                     SAMPLE to import one, or -o DIR/ to write one log per sample",
-                    keys.join(", ")
-                ),
+            return Err(format!(
+                "this Inspect AI log holds {n} samples ({}): each is its own conversation; pass --trace-id SAMPLE \
+                 to import one, or -o DIR/ to write one log per sample",
+                keys.join(", ")
             ));
         }
     };
-    let Some(i) = index else {
-        return Err(src.error(
-            0,
-            "/samples",
-            format!("no sample \"{}\" in this Inspect AI log; its samples: {}", wanted.unwrap_or(""), keys.join(", ")),
-        ));
-    };
-    let s = &samples[i];
+    index.ok_or_else(|| {
+        format!("no sample \"{}\" in this Inspect AI log; its samples: {}", wanted.unwrap_or(""), keys.join(", "))
+    })
+}
+
+/// One sample (`s`, at `at`) as Chat messages; `model` is the log's `eval.model`.
+pub fn convert(s: &Value, key: String, at: Ptr, model: Value) -> Sample {
     let mut errors = BTreeMap::new();
     let messages: Vec<Value> = s
         .get("messages")
@@ -125,13 +130,7 @@ pub fn sample(src: &Source, wanted: Option<&str>) -> Result<Sample, InputError> 
             m
         })
         .collect();
-    let model = src.docs[0].value.pointer("/eval/model").cloned().unwrap_or(Value::Null);
-    Ok(Sample {
-        key: keys[i].clone(),
-        at: Ptr::new(0, format!("/samples/{i}")),
-        body: json!({"model": model, "messages": messages}),
-        errors,
-    })
+    Sample { key, at, body: json!({"model": model, "messages": messages}), errors }
 }
 
 /// The sample keys of a log, for `-o DIR/`.

@@ -12,6 +12,18 @@
 //!
 //! Like an MCP log, calls are not grouped by model response: each is one response
 //! whose text is absent.
+//!
+//! **A run that carries its conversation** — an `llm` run of a chat model, or a
+//! LangGraph run whose state is `messages` — is read from its messages instead, which
+//! keep the model's text, each response's calls together and the results by call id
+//! ([`conversation`]): `inputs.messages` (a list, or LangChain's list of lists), then
+//! what `outputs` holds — `generations[][].message`, OpenAI's `choices[].message`, a
+//! message under `output`, or `messages` (the graph's whole state, which repeats the
+//! input: only what follows it is new). Messages come as OpenAI chat messages
+//! (`role`), LangChain message dicts (`type`: `human`, `ai`, `system`, `tool`) or
+//! LangChain's serialised constructors (`{"lc": 1, "id": [..., "AIMessage"], "kwargs":
+//! {...}}`); LangChain tool calls (`{name, args, id}`) are put in the Chat shape. Tools
+//! declared in `inputs.tools` or `extra.invocation_params.tools` are kept.
 
 use serde_json::{Value, json};
 
@@ -112,6 +124,141 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
     b.finish()
 }
 
+/// The root run's conversation as a Chat Completions request body, with where the run
+/// is: `None` when the run does not carry one (no `inputs.messages`, or `outputs` holds
+/// no message), and an error naming the message whose role cannot be told.
+pub fn conversation(src: &Source) -> Result<Option<(Ptr, Value)>, InputError> {
+    let Some((doc, pointer, root)) = src.records().into_iter().find(|(_, _, r)| r.get("run_type").is_some()) else {
+        return Ok(None);
+    };
+    let Some(inputs) = root.pointer("/inputs/messages").and_then(Value::as_array) else { return Ok(None) };
+    let mut messages = Vec::new();
+    for (i, m) in inputs.iter().enumerate() {
+        match m {
+            // LangChain's batch form: one list of messages per prompt
+            Value::Array(batch) => {
+                for (j, m) in batch.iter().enumerate() {
+                    messages.push(chat_message(src, doc, &format!("{pointer}/inputs/messages/{i}/{j}"), m)?);
+                }
+            }
+            m => messages.push(chat_message(src, doc, &format!("{pointer}/inputs/messages/{i}"), m)?),
+        }
+    }
+    let outputs = root.get("outputs").filter(|o| !o.is_null());
+    let mut replies: Vec<(String, &Value)> = Vec::new();
+    if let Some(out) = outputs {
+        let at = format!("{pointer}/outputs");
+        if let Some(generations) = out.get("generations").and_then(Value::as_array) {
+            for (i, g) in generations.iter().enumerate() {
+                let list = g.as_array().map_or_else(
+                    || vec![(String::new(), g)],
+                    |l| l.iter().enumerate().map(|(j, x)| (format!("/{j}"), x)).collect(),
+                );
+                // the first generation of each prompt is the answer taken
+                if let Some((j, first)) = list.into_iter().next()
+                    && let Some(message) = first.get("message")
+                {
+                    replies.push((format!("{at}/generations/{i}{j}/message"), message));
+                }
+            }
+        } else if let Some(choices) = out.get("choices").and_then(Value::as_array) {
+            if let Some(message) = choices.first().and_then(|c| c.get("message")) {
+                replies.push((format!("{at}/choices/0/message"), message));
+            }
+        } else if let Some(state) = out.get("messages").and_then(Value::as_array) {
+            // a graph's state repeats its input: what follows it is the run's
+            let skip = if state.len() >= inputs.len() { inputs.len() } else { 0 };
+            for (i, m) in state.iter().enumerate().skip(skip) {
+                replies.push((format!("{at}/messages/{i}"), m));
+            }
+        } else if let Some(message) = out.get("output").filter(|o| o.is_object()) {
+            replies.push((format!("{at}/output"), message));
+        } else if out.get("role").is_some() || out.get("type").is_some() {
+            replies.push((at, out));
+        }
+    }
+    if replies.is_empty() {
+        return Ok(None);
+    }
+    for (at, m) in replies {
+        messages.push(chat_message(src, doc, &at, m)?);
+    }
+    let tools = root
+        .pointer("/inputs/tools")
+        .or_else(|| root.pointer("/extra/invocation_params/tools"))
+        .cloned()
+        .unwrap_or(Value::Array(Vec::new()));
+    let model = root
+        .pointer("/extra/invocation_params/model")
+        .or_else(|| root.pointer("/extra/invocation_params/model_name"))
+        .or_else(|| root.pointer("/inputs/model"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut body = json!({"model": model, "messages": messages});
+    if tools.as_array().is_some_and(|t| !t.is_empty()) {
+        body["tools"] = tools;
+    }
+    Ok(Some((Ptr::new(doc, pointer), body)))
+}
+
+/// One message (OpenAI, a LangChain dict or a LangChain constructor) in the Chat shape.
+fn chat_message(src: &Source, doc: usize, at: &str, m: &Value) -> Result<Value, InputError> {
+    // LangChain's serialised form: the class name says the role, the fields are kwargs
+    let (class, fields) = match (m.get("lc"), m.get("kwargs")) {
+        (Some(_), Some(kwargs)) => {
+            (m.get("id").and_then(Value::as_array).and_then(|id| id.last()).and_then(Value::as_str), kwargs)
+        }
+        _ => (None, m),
+    };
+    let kind = str_field(fields, "role").or(str_field(fields, "type")).or(class);
+    let role = match kind {
+        Some("user" | "human" | "HumanMessage" | "HumanMessageChunk") => "user",
+        Some("assistant" | "ai" | "AIMessage" | "AIMessageChunk") => "assistant",
+        Some("system" | "developer" | "SystemMessage") => "system",
+        Some("tool" | "ToolMessage" | "function" | "FunctionMessage") => "tool",
+        other => {
+            return Err(src.error(
+                doc,
+                at,
+                format!(
+                    "cannot tell this message's role ({}): expected a role (user, assistant, system, tool) or a \
+                     LangChain type (human, ai, system, tool)",
+                    other.map_or_else(|| "none given".to_string(), |o| format!("{o:?}"))
+                ),
+            ));
+        }
+    };
+    let mut out = json!({"role": role, "content": fields.get("content").cloned().unwrap_or(Value::Null)});
+    if role == "tool" {
+        out["tool_call_id"] = fields.get("tool_call_id").cloned().unwrap_or(Value::Null);
+    }
+    let calls = fields
+        .get("tool_calls")
+        .filter(|c| c.as_array().is_some_and(|c| !c.is_empty()))
+        .or_else(|| fields.pointer("/additional_kwargs/tool_calls"));
+    if role == "assistant"
+        && let Some(Value::Array(calls)) = calls
+    {
+        let calls: Vec<Value> = calls
+            .iter()
+            .map(|c| match c.get("function") {
+                Some(_) => c.clone(),
+                // LangChain: {name, args, id}; args an object
+                None => {
+                    let args = match c.get("args") {
+                        Some(Value::String(s)) => s.clone(),
+                        Some(v) => v.to_string(),
+                        None => "{}".into(),
+                    };
+                    json!({"id": c.get("id"), "type": "function", "function": {"name": c.get("name"), "arguments": args}})
+                }
+            })
+            .collect();
+        out["tool_calls"] = Value::Array(calls);
+    }
+    Ok(out)
+}
+
 /// Every run under `run` (itself excluded), with its place.
 fn walk<'v>(at: Ptr, run: &'v Value, out: &mut Vec<(Ptr, &'v Value)>) {
     for (i, child) in run.get("child_runs").and_then(Value::as_array).into_iter().flatten().enumerate() {
@@ -148,5 +295,36 @@ mod tests {
         );
         assert_eq!(trace.calls().nth(1).and_then(|c| c.outcome.as_ref()).and_then(|o| o.is_error), Some(true));
         assert_eq!(trace.turns[0].steps.last().map(|s| s.content.clone()), Some(Content::Text("1024".into())));
+    }
+
+    #[test]
+    fn a_run_with_its_messages_is_read_as_the_conversation() {
+        // an llm run of ChatOpenAI: LangChain constructors in, a generation out
+        let text = r#"{"id": "r9", "name": "ChatOpenAI", "run_type": "llm",
+          "inputs": {"messages": [[
+            {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "SystemMessage"], "kwargs": {"content": "Be brief.", "type": "system"}},
+            {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "HumanMessage"], "kwargs": {"content": "Weather in Paris?", "type": "human"}},
+            {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "AIMessage"], "kwargs": {"content": "", "type": "ai",
+              "tool_calls": [{"name": "get_weather", "args": {"city": "Paris"}, "id": "call_1", "type": "tool_call"}]}},
+            {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "ToolMessage"], "kwargs": {"content": "18C, clear", "type": "tool", "tool_call_id": "call_1"}}]]},
+          "outputs": {"generations": [[{"text": "18C and clear.", "type": "ChatGeneration",
+            "message": {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "AIMessage"], "kwargs": {"content": "18C and clear.", "type": "ai"}}}]]},
+          "extra": {"invocation_params": {"model": "gpt-4o-mini", "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]}}}"#;
+        let src = Source::parse(Path::new("run.json"), text).unwrap();
+        let (_, body) = conversation(&src).unwrap().expect("a conversation");
+        let roles: Vec<&str> =
+            body["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant"]);
+        assert_eq!(body["messages"][2]["tool_calls"][0]["function"]["arguments"], "{\"city\":\"Paris\"}");
+        assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
+        // a message whose role cannot be told is an error at its place
+        let bad = text.replace("\"type\": \"human\"}", "\"type\": \"humman\"}").replace("HumanMessage\"]", "Humman\"]");
+        let src = Source::parse(Path::new("run.json"), &bad).unwrap();
+        let err = conversation(&src).unwrap_err();
+        assert!(err.message.contains("\"humman\""), "{err}");
+        assert_eq!(err.line, 4, "{err}");
+        // a run tree without messages is not one
+        let tree = r#"{"id": "r0", "run_type": "chain", "inputs": {"input": "x"}, "outputs": {"output": "y"}}"#;
+        assert!(conversation(&Source::parse(Path::new("t.json"), tree).unwrap()).unwrap().is_none());
     }
 }

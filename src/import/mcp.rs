@@ -245,11 +245,15 @@ fn response(
         "tools/list" => {
             for t in result.and_then(|r| r.get("tools")).and_then(Value::as_array).into_iter().flatten() {
                 if let Some(name) = str_field(t, "name") {
-                    b.tool(DeclaredTool {
-                        name: name.to_string(),
-                        description: str_field(t, "description").map(str::to_string),
-                        input_schema: t.get("inputSchema").cloned(),
-                    });
+                    b.tool(
+                        DeclaredTool {
+                            name: name.to_string(),
+                            description: str_field(t, "description").map(str::to_string),
+                            input_schema: t.get("inputSchema").cloned(),
+                            ..DeclaredTool::default()
+                        }
+                        .classify(t),
+                    );
                 }
             }
             Ok(())

@@ -21,8 +21,8 @@
 //! Before a parser runs, what production wraps around a trace is taken off: SSE and
 //! log-line framing ([`framing`]), recorded streams assembled into bodies
 //! ([`stream`]), recorded HTTP exchanges unwrapped ([`exchange`]), an Inspect AI
-//! log's sample picked ([`inspect`]); other tools' logs are refused by name
-//! ([`foreign`]).
+//! log's sample picked ([`inspect`], from a `.eval` archive [`inspect_eval`]); other
+//! tools' logs are refused by name ([`foreign`]).
 //!
 //! **Faithful, never guessed.** Original ids are kept as provenance (`source` in each
 //! event's data); arguments sent as JSON strings are parsed and, when they do not
@@ -51,6 +51,7 @@ pub mod exchange;
 pub mod foreign;
 pub mod framing;
 pub mod inspect;
+pub mod inspect_eval;
 pub mod langsmith;
 pub mod mcp;
 pub mod openai;
@@ -214,6 +215,15 @@ pub fn import_trace(
         )
         .into());
     }
+    if format == Format::LangSmith
+        && let Some((at, body)) = langsmith::conversation(&source)?
+    {
+        let places = vec![(String::new(), at)];
+        let mut trace = read_rebuilt(&source, &body, Format::OpenAi, &places, "the LangSmith run's messages", None)?;
+        trace.reads = format!("LangSmith run (inputs.messages and outputs): its messages read as {}", trace.reads);
+        trace.format = Format::LangSmith;
+        return Ok(trace);
+    }
     let mut trace = match format {
         Format::Otel => otel::parse(&source, trace_id)?,
         other => parse_as(&source, other)?,
@@ -286,10 +296,36 @@ fn import_exchanges(source: &Source) -> Result<Trace, ImportError> {
 /// `error` marks its call failed.
 fn import_inspect(source: &Source, trace_id: Option<&str>) -> Result<Trace, ImportError> {
     let sample = inspect::sample(source, trace_id)?;
+    inspect_sample(source, sample, "JSON")
+}
+
+/// The sample keys of an Inspect AI `.eval` archive (`bytes`, read from `path`), for
+/// `-o DIR/`; empty when it cannot be read ([`import_eval`] then says why).
+pub fn eval_sample_keys(path: &Path, bytes: &[u8]) -> Vec<String> {
+    let Ok(archive) = inspect_eval::open(path, bytes) else { return Vec::new() };
+    let values: Vec<serde_json::Value> = archive.samples.into_iter().map(|m| m.value).collect();
+    inspect::keys(&values)
+}
+
+/// One sample of an Inspect AI `.eval` archive (`bytes`, read from `path`): the only one,
+/// or the one `trace_id` names. Errors name the member and the line in it.
+pub fn import_eval(path: &Path, bytes: &[u8], trace_id: Option<&str>) -> Result<Trace, ImportError> {
+    let archive = inspect_eval::open(path, bytes)?;
+    let values: Vec<serde_json::Value> = archive.samples.iter().map(|m| m.value.clone()).collect();
+    let keys = inspect::keys(&values);
+    let i = inspect::pick(&keys, trace_id).map_err(|message| InputError::file(path, message))?;
+    let member = &archive.samples[i];
+    let member_path = inspect_eval::member_path(path, &member.name);
+    let source = Source::parse(&member_path, &member.text)?;
+    let sample = inspect::convert(&member.value, keys[i].clone(), trace::Ptr::new(0, ""), archive.model.clone());
+    inspect_sample(&source, sample, &format!(".eval archive, member {}", member.name))
+}
+
+fn inspect_sample(source: &Source, sample: inspect::Sample, form: &str) -> Result<Trace, ImportError> {
     let places = vec![(String::new(), sample.at.clone())];
     let what = format!("sample {} of an Inspect AI log", sample.key);
     let mut trace = read_rebuilt(source, &sample.body, Format::OpenAi, &places, &what, None)?;
-    trace.reads = format!("Inspect AI eval log (JSON), sample {}: its messages read as {}", sample.key, trace.reads);
+    trace.reads = format!("Inspect AI eval log ({form}), sample {}: its messages read as {}", sample.key, trace.reads);
     trace.meta.insert("inspect_sample".into(), serde_json::Value::String(sample.key.clone()));
     for call in trace.turns.iter_mut().flat_map(|t| t.steps.iter_mut()).flat_map(|s| s.calls.iter_mut()) {
         let Some(error) = call.id.as_ref().and_then(|id| sample.errors.get(id)) else { continue };

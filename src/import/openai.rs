@@ -49,11 +49,15 @@ fn records<'s>(b: &mut Builder<'s, '_>) -> Result<Vec<(Ptr, &'s Value)>, InputEr
             for t in tools {
                 let f = t.get("function").or_else(|| t.get("custom")).unwrap_or(t);
                 if let Some(name) = str_field(f, "name") {
-                    b.tool(DeclaredTool {
-                        name: name.to_string(),
-                        description: str_field(f, "description").map(str::to_string),
-                        input_schema: f.get("parameters").cloned(),
-                    });
+                    b.tool(
+                        DeclaredTool {
+                            name: name.to_string(),
+                            description: str_field(f, "description").map(str::to_string),
+                            input_schema: f.get("parameters").cloned(),
+                            ..DeclaredTool::default()
+                        }
+                        .classify(f),
+                    );
                 }
             }
         }

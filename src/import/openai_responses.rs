@@ -73,11 +73,15 @@ impl Reader<'_, '_, '_> {
         if let Some(Value::Array(tools)) = obj.get("tools") {
             for t in tools {
                 if let Some(name) = str_field(t, "name") {
-                    self.b.tool(DeclaredTool {
-                        name: name.to_string(),
-                        description: str_field(t, "description").map(str::to_string),
-                        input_schema: t.get("parameters").cloned(),
-                    });
+                    self.b.tool(
+                        DeclaredTool {
+                            name: name.to_string(),
+                            description: str_field(t, "description").map(str::to_string),
+                            input_schema: t.get("parameters").cloned(),
+                            ..DeclaredTool::default()
+                        }
+                        .classify(t),
+                    );
                 }
             }
         }

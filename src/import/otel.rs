@@ -103,20 +103,41 @@ pub fn parse(src: &Source, trace_id: Option<&str>) -> Result<Trace, InputError> 
     }
     // gen_ai.tool.definitions (semconv; Pydantic AI on its chat spans, Semantic Kernel
     // on its agent span): `{name, description, parameters}`, or OpenAI's `{function: …}`
+    // and the Vercel AI SDK's `ai.prompt.tools`: a list of JSON strings (or one JSON
+    // string of a list), each `{type, name, description, inputSchema}` (`parameters`
+    // before v5)
     for span in &spans {
-        let definitions = match span.attr("gen_ai.tool.definitions") {
+        let definitions = match span.attr("gen_ai.tool.definitions").or(span.attr("ai.prompt.tools")) {
             Some(Value::String(text)) => serde_json::from_str::<Value>(text).unwrap_or(Value::Null),
+            Some(Value::Array(items)) => Value::Array(
+                items
+                    .iter()
+                    .map(|i| match i {
+                        Value::String(text) => serde_json::from_str::<Value>(text).unwrap_or(Value::Null),
+                        other => other.clone(),
+                    })
+                    .collect(),
+            ),
             Some(other) => other.clone(),
             None => continue,
         };
         for d in definitions.as_array().into_iter().flatten() {
             let f = d.get("function").unwrap_or(d);
             if let Some(name) = f.get("name").and_then(Value::as_str) {
-                b.tool(DeclaredTool {
-                    name: name.to_string(),
-                    description: f.get("description").and_then(Value::as_str).map(str::to_string),
-                    input_schema: f.get("parameters").or(f.get("parameters_json_schema")).cloned(),
-                });
+                b.tool(
+                    DeclaredTool {
+                        name: name.to_string(),
+                        description: f.get("description").and_then(Value::as_str).map(str::to_string),
+                        input_schema: f
+                            .get("parameters")
+                            .or(f.get("parameters_json_schema"))
+                            .or(f.get("inputSchema"))
+                            .or(f.get("input_schema"))
+                            .cloned(),
+                        ..DeclaredTool::default()
+                    }
+                    .classify(f),
+                );
             }
         }
     }

@@ -385,12 +385,36 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
                         "tool {name} is not in the profile's manifest; it is added with the recorded responses"
                     ));
                 }
-                let description = declared
-                    .get(name.as_str())
+                let spec = declared.get(name.as_str());
+                let description = spec
                     .and_then(|t| t.get("description"))
                     .and_then(Value::as_str)
                     .map_or_else(|| format!("Imported from {}", opts.source), str::to_string);
-                tools.push(json!({"name": name, "description": description, "responses": responses}));
+                let mut tool = json!({"name": name, "description": description, "responses": responses});
+                // what the trace declared is kept; what it did not is said, not made up
+                let mut guessed = Vec::new();
+                match spec.and_then(|t| t.get("input_schema")).filter(|s| s.is_object()) {
+                    Some(schema) => tool["input_schema"] = schema.clone(),
+                    None => guessed.push("no input schema (any arguments are accepted)"),
+                }
+                match spec.and_then(|t| t.get("safety_class")).and_then(Value::as_str) {
+                    Some(class) => tool["safety_class"] = json!(class),
+                    None => guessed.push("no safety class (the manifest's default, read)"),
+                }
+                match spec.and_then(|t| t.get("trust")).and_then(Value::as_str) {
+                    Some(trust) => tool["trust"] = json!(trust),
+                    None => guessed.push("no trust level (the manifest's default, trusted)"),
+                }
+                if let Some(by) = spec.and_then(|t| t.get("classified_by")).and_then(Value::as_str) {
+                    notes.push(format!("tool {name}: safety class and trust read from {by}"));
+                }
+                if !guessed.is_empty() {
+                    notes.push(format!(
+                        "tool {name}: the trace declares {}; review the fixture before relying on policy rules for it",
+                        guessed.join(", ")
+                    ));
+                }
+                tools.push(tool);
             }
         }
     }

@@ -188,12 +188,55 @@ pub struct Warning {
     pub at: Option<String>,
 }
 
-/// A tool the source declared to the model (name, description, input schema).
-#[derive(Debug, Clone, PartialEq)]
+/// A tool the source declared to the model (name, description, input schema), with
+/// the safety class and trust the source gave it, when it gave one.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct DeclaredTool {
     pub name: String,
     pub description: Option<String>,
     pub input_schema: Option<Value>,
+    /// A fixture manifest's safety class (`read`, `write`, …), as read.
+    pub safety_class: Option<String>,
+    /// `trusted` or `untrusted`, as read.
+    pub trust: Option<String>,
+    /// Where the safety class and trust were read from (`MCP annotations readOnlyHint`).
+    pub classified_by: Option<String>,
+}
+
+impl DeclaredTool {
+    /// The safety class and trust a tool definition `d` states: its own `safety_class`
+    /// / `trust` fields (a manifest's names), else MCP's `annotations` — `readOnlyHint`
+    /// is `read`, `destructiveHint` is `write`, `openWorldHint` makes what the tool
+    /// returns `untrusted` (it comes from outside).
+    pub fn classify(mut self, d: &Value) -> Self {
+        const CLASSES: [&str; 5] = ["read", "write", "network", "financial", "privileged"];
+        let own = |key: &str, allowed: &[&str]| {
+            d.get(key).and_then(Value::as_str).filter(|v| allowed.contains(v)).map(str::to_string)
+        };
+        self.safety_class = own("safety_class", &CLASSES);
+        self.trust = own("trust", &["trusted", "untrusted"]);
+        if self.safety_class.is_some() || self.trust.is_some() {
+            self.classified_by = Some("the tool definition's safety_class / trust".into());
+            return self;
+        }
+        let hint = |key: &str| d.pointer(&format!("/annotations/{key}")).and_then(Value::as_bool);
+        let mut read = Vec::new();
+        if hint("readOnlyHint") == Some(true) {
+            self.safety_class = Some("read".into());
+            read.push("readOnlyHint");
+        } else if hint("destructiveHint") == Some(true) {
+            self.safety_class = Some("write".into());
+            read.push("destructiveHint");
+        }
+        if hint("openWorldHint") == Some(true) {
+            self.trust = Some("untrusted".into());
+            read.push("openWorldHint");
+        }
+        if !read.is_empty() {
+            self.classified_by = Some(format!("MCP annotations {}", read.join(", ")));
+        }
+        self
+    }
 }
 
 /// The intermediate.

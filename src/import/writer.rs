@@ -32,14 +32,25 @@ pub const IMPORTED_STATUS: &str = "imported";
 /// `error.kind` of an import warning.
 pub const WARNING_KIND: &str = "import_warning";
 
-/// Write `trace` (read from `file`, whose text is `text`) as an event log for case
+/// Write `trace` (read from `file`, whose bytes are `bytes`) as an event log for case
 /// `case`. Returns the log's bytes and its events.
-pub fn write(trace: &Trace, case: &str, file: &str, text: &str) -> Result<(Vec<u8>, Vec<Event>), WriteError> {
+pub fn write(trace: &Trace, case: &str, file: &str, bytes: &[u8]) -> Result<(Vec<u8>, Vec<Event>), WriteError> {
     let mut w = Writer { log: LogWriter::new(Vec::new()), events: Vec::new(), clock: 0 };
     let tools: Vec<Value> = trace
         .tools
         .iter()
-        .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
+        .map(|t| {
+            let mut tool = json!({"name": t.name, "description": t.description, "input_schema": t.input_schema});
+            // only what the source stated: a log of a source that states none is unchanged
+            for (key, value) in
+                [("safety_class", &t.safety_class), ("trust", &t.trust), ("classified_by", &t.classified_by)]
+            {
+                if let Some(v) = value {
+                    tool[key] = json!(v);
+                }
+            }
+            tool
+        })
         .collect();
     w.emit(
         None,
@@ -53,7 +64,7 @@ pub fn write(trace: &Trace, case: &str, file: &str, text: &str) -> Result<(Vec<u
                 "format": trace.format.as_str(),
                 "reads": trace.reads,
                 "file": file,
-                "digest": digest(Context::Content, text.as_bytes()).to_string(),
+                "digest": digest(Context::Content, bytes).to_string(),
             },
             "source": trace.meta,
             "system": trace.system,
@@ -260,7 +271,7 @@ mod tests {
         )
         .unwrap();
         let trace = b.finish().unwrap();
-        let (bytes, events) = write(&trace, "c", "t.json", "{}").unwrap();
+        let (bytes, events) = write(&trace, "c", "t.json", b"{}").unwrap();
         let verified = verify_bytes(&bytes).unwrap();
         assert_eq!(verified.events, events);
         let executed: Vec<&Event> = events.iter().filter(|e| e.kind == Kind::ToolExecuted).collect();

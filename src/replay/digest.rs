@@ -91,6 +91,21 @@ pub fn equivalent(recorded: &Value, recorded_hash: &Digest, actual: &Digest) -> 
     legacy(recorded).is_ok_and(|h| h == *recorded_hash) && of(recorded).is_ok_and(|h| h == *actual)
 }
 
+/// Whether the stored request `recorded`, unedited since it was recorded (it still digests
+/// to `recorded_hash`, under today's definition or the earlier one), digests to `actual`
+/// once normalised again under today's rules: `renormalize` normalises a copy the way the
+/// agent's own requests are and gives its digest (`None` when it has none).
+pub fn renormalized(
+    recorded: &Value,
+    recorded_hash: &Digest,
+    actual: &Digest,
+    renormalize: &dyn Fn(&Value) -> Option<Digest>,
+) -> bool {
+    let unedited =
+        of(recorded).is_ok_and(|h| h == *recorded_hash) || legacy(recorded).is_ok_and(|h| h == *recorded_hash);
+    unedited && renormalize(recorded).is_some_and(|h| h == *actual)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,5 +156,35 @@ mod tests {
         assert!(!equivalent(&edited, &old, &of(&edited).unwrap()));
         // a hash under today's definition is compared directly, never through this
         assert!(!equivalent(&request, &now, &now));
+    }
+
+    #[test]
+    fn a_request_recorded_before_a_rule_matches_under_it_only_when_unedited() {
+        // the rule today: any date in the system prompt becomes <date>
+        let rule = |doc: &Value| {
+            let mut doc = doc.clone();
+            let system = doc["system"].as_str().unwrap_or_default().replace("2026-11-27", "<date>");
+            doc["system"] = Value::from(system);
+            of(&doc).ok()
+        };
+        let recorded = json!({"system": "Today is 2026-11-27.", "messages": []});
+        let asked = of(&json!({"system": "Today is <date>.", "messages": []})).unwrap();
+        let hash = of(&recorded).unwrap();
+        assert!(renormalized(&recorded, &hash, &asked, &rule));
+        // recorded under the earlier digest definition: recognised the same way
+        assert!(renormalized(&recorded, &legacy(&recorded).unwrap(), &asked, &rule));
+        // the stored document was edited after it was recorded: its hash no longer vouches
+        let edited = json!({"system": "Today is 2026-11-27!", "messages": []});
+        assert!(!renormalized(
+            &edited,
+            &hash,
+            &of(&json!({"system": "Today is <date>!", "messages": []})).unwrap(),
+            &rule
+        ));
+        // without the rule, nothing matches
+        assert!(!renormalized(&recorded, &hash, &asked, &|d: &Value| of(d).ok()));
+        // the agent asks something else
+        let other = of(&json!({"system": "Today is <date>. Be brief.", "messages": []})).unwrap();
+        assert!(!renormalized(&recorded, &hash, &other, &rule));
     }
 }

@@ -16,6 +16,10 @@ pub mod recording;
 use crate::canon::Digest;
 pub use recording::{ModelResponse, RecordedResponse, Recording, ToolCall, Usage};
 
+/// Normalises a copy of a recorded request document under the agent's rules of today
+/// and gives its digest ([`ModelProvider::complete_renormalized`]).
+pub type Renormalize<'f> = &'f dyn Fn(&serde_json::Value) -> Option<Digest>;
+
 /// What the agent asks for: where in the run it is and the digest of what it compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelRequest {
@@ -56,6 +60,9 @@ pub struct Replayed<'a> {
     pub position: usize,
     pub recorded: &'a RecordedResponse,
     pub divergence: Option<Divergence>,
+    /// The recorded request matched only once normalised again under today's rules
+    /// ([`ModelProvider::complete_renormalized`]): the recording predates a rule.
+    pub renormalized: bool,
 }
 
 /// Why a provider gave no response.
@@ -73,6 +80,19 @@ pub enum ProviderError {
 /// record` records a built-in case — the live model (`external::live`).
 pub trait ModelProvider {
     fn complete(&mut self, request: &ModelRequest) -> Result<Replayed<'_>, ProviderError>;
+
+    /// [`ModelProvider::complete`], where a recorded request that is not the one asked may
+    /// still match once normalised again under the agent's rules today: `renormalize`
+    /// normalises a copy of a recorded request document and gives its digest
+    /// ([`digest::renormalized`]). Providers that serve no recorded documents ignore it.
+    fn complete_renormalized(
+        &mut self,
+        request: &ModelRequest,
+        renormalize: Renormalize<'_>,
+    ) -> Result<Replayed<'_>, ProviderError> {
+        let _ = renormalize;
+        self.complete(request)
+    }
 
     /// Whether `complete` needs [`ModelRequest::compiled`].
     fn wants_compiled(&self) -> bool {
@@ -103,6 +123,24 @@ impl<'r> ReplayProvider<'r> {
 
 impl ModelProvider for ReplayProvider<'_> {
     fn complete(&mut self, request: &ModelRequest) -> Result<Replayed<'_>, ProviderError> {
+        self.serve(request, None)
+    }
+
+    fn complete_renormalized(
+        &mut self,
+        request: &ModelRequest,
+        renormalize: Renormalize<'_>,
+    ) -> Result<Replayed<'_>, ProviderError> {
+        self.serve(request, Some(renormalize))
+    }
+}
+
+impl ReplayProvider<'_> {
+    fn serve(
+        &mut self,
+        request: &ModelRequest,
+        renormalize: Option<Renormalize<'_>>,
+    ) -> Result<Replayed<'_>, ProviderError> {
         let position = self.position;
         let recorded = self.recording.responses.get(position).ok_or(ReplayMiss {
             position,
@@ -112,13 +150,21 @@ impl ModelProvider for ReplayProvider<'_> {
         })?;
         self.position += 1;
         let mut reasons = Vec::new();
+        let mut renormalized = false;
         // a response recorded under the earlier digest definition, for this very request,
-        // is not a divergence
+        // is not a divergence; nor is one recorded before a normalize rule the agent has now
         if let Some(hash) = recorded.request_hash
             && hash != request.hash
             && !recorded.request.as_ref().is_some_and(|r| digest::equivalent(r, &hash, &request.hash))
         {
-            reasons.push(format!("request hash {} differs from the recorded {hash}", request.hash));
+            renormalized = recorded
+                .request
+                .as_ref()
+                .zip(renormalize)
+                .is_some_and(|(r, f)| digest::renormalized(r, &hash, &request.hash, f));
+            if !renormalized {
+                reasons.push(format!("request hash {} differs from the recorded {hash}", request.hash));
+            }
         }
         if recorded.turn.is_some_and(|t| t != request.turn) || recorded.step.is_some_and(|s| s != request.step) {
             reasons.push(format!(
@@ -135,7 +181,7 @@ impl ModelProvider for ReplayProvider<'_> {
             actual_hash: request.hash,
             reason: reasons.join("; "),
         });
-        Ok(Replayed { position, recorded, divergence })
+        Ok(Replayed { position, recorded, divergence, renormalized })
     }
 }
 

@@ -327,6 +327,23 @@ pub(super) fn chat_message(m: &Value, at: &Ptr) -> Result<Msg, String> {
     Ok(Msg { role: role.to_string(), parts, absent, at: at.clone() })
 }
 
+/// The AI SDK (v5 on) wraps a tool result as `{"type": "json" | "text" | "error-json" |
+/// "error-text", "value": …}`: the result is the value.
+fn typed_output(output: &Value) -> &Value {
+    match output {
+        Value::Object(m)
+            if m.len() == 2
+                && matches!(
+                    m.get("type").and_then(Value::as_str),
+                    Some("json" | "text" | "error-json" | "error-text")
+                ) =>
+        {
+            m.get("value").unwrap_or(output)
+        }
+        other => other,
+    }
+}
+
 /// A content part or tool call in any of the common shapes.
 fn chat_part(p: &Value) -> Option<Part> {
     let kind = str_field(p, "type").unwrap_or("");
@@ -340,6 +357,7 @@ fn chat_part(p: &Value) -> Option<Part> {
             id: str_field(p, "toolCallId").or(str_field(p, "tool_use_id")).or(str_field(p, "id")).map(str::to_string),
             response: p
                 .get("output")
+                .map(typed_output)
                 .or(p.get("result"))
                 .or(p.get("response"))
                 .or(p.get("content"))
