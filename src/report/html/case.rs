@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::Logs;
 use super::analysis::{Golden, Pointer, RunAnalysis, analyse};
-use super::markup::{Anchor, esc, plural, shown, value_html};
+use super::markup::{Anchor, esc, plural, shown, text};
 use super::narrative;
 use super::timeline::{self, Marks};
 use crate::event::Event;
@@ -21,6 +21,8 @@ use crate::runner::outcome::{CaseOutcome, Check, RunResult};
 
 /// Characters of a matcher or an actual value shown in a checks table.
 const CHECK_VALUE: usize = 600;
+/// Characters of a passing check's folded matcher or value shown before it is opened.
+const FOLDED_PREVIEW: usize = 48;
 /// Leaf changes listed for one difference of a golden diff.
 const MAX_CHANGES: usize = 10;
 
@@ -110,16 +112,8 @@ fn run_details(case: &CaseOutcome, run: &RunResult, logs: &dyn Logs, detail: Det
                 esc(&super::markup::cut(&p.what, 600).text)
             );
         }
-        // the failing checks in full, the passing ones by name
-        let (passed, failed): (Vec<&Check>, Vec<&Check>) = run.checks.iter().partition(|c| c.passed);
-        if !failed.is_empty() {
-            let failed: Vec<Check> = failed.into_iter().cloned().collect();
-            out.push_str(&checks_table(&failed, &BTreeMap::new(), anchor, k));
-        }
-        if !passed.is_empty() {
-            let names: Vec<String> = passed.iter().map(|c| format!("<code>{}</code>", esc(&c.name))).collect();
-            let _ = writeln!(out, "<p class=\"muted\">Passed: {}</p>", names.join(", "));
-        }
+        // the checks carry their own values: no log is needed to show them
+        out.push_str(&checks_table(&run.checks, &BTreeMap::new(), anchor, k));
         out.push_str("</details>\n");
         return out;
     }
@@ -218,13 +212,13 @@ fn checks_table(checks: &[Check], evidence: &BTreeMap<u64, Vec<String>>, anchor:
         let actual = if c.name == golden::CHECK && !c.passed {
             format!("<a href=\"#{}/diff\">the golden diff</a>", anchor.run(k))
         } else {
-            value_cell(c.actual.as_ref())
+            value_cell(c.actual.as_ref(), c.passed)
         };
         let _ = writeln!(
             out,
             "<tr><td><span class=\"b {class}\">{label}</span></td><td><code>{}</code></td><td>{}</td><td>{actual}</td><td>{}</td><td>{}</td></tr>",
             esc(&c.name),
-            value_cell(c.expected.as_ref()),
+            value_cell(c.expected.as_ref(), c.passed),
             esc(&c.reason),
             if sources.is_empty() { "<span class=\"muted\">–</span>".to_string() } else { sources.join(" ") }
         );
@@ -233,11 +227,23 @@ fn checks_table(checks: &[Check], evidence: &BTreeMap<u64, Vec<String>>, anchor:
     out
 }
 
-fn value_cell(value: Option<&Value>) -> String {
-    match value {
-        Some(v) => format!("<code>{}</code>", value_html(v, CHECK_VALUE)),
-        None => "<span class=\"muted\">–</span>".to_string(),
+/// A matcher or a value. A passing check's is folded when longer than
+/// [`FOLDED_PREVIEW`]: it is there to confirm the check tests what it should, not news;
+/// the summary shows its start.
+fn value_cell(value: Option<&Value>, fold: bool) -> String {
+    let Some(v) = value else {
+        return "<span class=\"muted\">–</span>".to_string();
+    };
+    let full = shown(v, CHECK_VALUE);
+    if !fold || (full.cut.is_none() && full.text.chars().count() <= FOLDED_PREVIEW) {
+        return format!("<code>{}</code>", full.html());
     }
+    let preview: String = full.text.chars().take(FOLDED_PREVIEW).collect();
+    format!(
+        "<details class=\"value\"><summary><code>{}</code>…</summary><code>{}</code></details>",
+        text(&preview),
+        full.html()
+    )
 }
 
 /// The golden diff: counts, the first divergence, and every difference (up to
