@@ -40,6 +40,26 @@ fn reports_rendered_again_from_a_run_directory_are_the_runs_own_reports() {
     ] {
         assert!(p.read_bytes(again) == p.read_bytes(original), "{again} differs from {original}");
     }
+    // the agents' system prompts are in both: the run's from its pipeline, the report's
+    // from the project's pipeline/ (whose profile digest matches the run's)
+    assert!(p.read("again/report.html").contains("<pre>You are a careful treasury assistant.</pre>"));
+}
+
+#[test]
+fn a_system_prompt_edited_since_the_run_is_not_shown_as_the_runs() {
+    let p = Project::new();
+    let run = failing_run(&p);
+    let html = p.read("reports/failing/report.html");
+    let prompt = "You are a careful treasury assistant.";
+    assert!(html.contains(&format!("<pre>{prompt}</pre>")), "the run's own report shows it");
+    // a model call links to it
+    assert!(html.contains("<a href=\"#case/wrong-expectation/run/0/system\">the system prompt</a>"));
+    let edited = p.read("pipeline/failing.toml").replace(prompt, "You are a reckless treasury assistant.");
+    p.write("pipeline/failing.toml", edited);
+    p.stateval(&["report", &run, "--html", "later.html"]).expect_code(0);
+    let later = p.read("later.html");
+    assert!(!later.contains("reckless") && !later.contains(prompt), "neither the edited prompt nor a guess");
+    assert!(later.contains("System prompt: not in the log, and the run's agent profile was not at hand"));
 }
 
 #[test]

@@ -14,8 +14,9 @@ use super::Logs;
 use super::analysis::{Golden, Pointer, RunAnalysis, analyse};
 use super::markup::{Anchor, esc, plural, shown, text};
 use super::narrative;
+use super::sent;
 use super::timeline::{self, Marks};
-use crate::event::Event;
+use crate::event::{Event, Kind};
 use crate::golden::{self, Class, Diff, render};
 use crate::runner::outcome::{CaseOutcome, Check, RunResult};
 
@@ -73,14 +74,24 @@ pub fn section(case: &CaseOutcome, logs: &dyn Logs, detail: Detail) -> String {
              <code>stateval show LOG --html OUT</code> draws any run of it in full.</p>\n",
         );
     }
+    // the system prompt is drawn once per case: a later run given the same one links
+    // to the first copy
+    let mut prompt_shown = None;
     for run in &case.runs {
-        out.push_str(&run_details(case, run, logs, detail, &anchor));
+        out.push_str(&run_details(case, run, logs, detail, &anchor, &mut prompt_shown));
     }
     out.push_str("</section>\n");
     out
 }
 
-fn run_details(case: &CaseOutcome, run: &RunResult, logs: &dyn Logs, detail: Detail, anchor: &Anchor) -> String {
+fn run_details(
+    case: &CaseOutcome,
+    run: &RunResult,
+    logs: &dyn Logs,
+    detail: Detail,
+    anchor: &Anchor,
+    prompt_shown: &mut Option<(String, usize)>,
+) -> String {
     let k = run.index;
     let (badge, status) = if run.passed { ("pass", "pass") } else { ("fail", "fail") };
     let mut out = format!(
@@ -159,7 +170,25 @@ fn run_details(case: &CaseOutcome, run: &RunResult, logs: &dyn Logs, detail: Det
         out.push_str(&narrative::section(&events, run.passed, anchor, k));
     }
     out.push_str("<h4>Timeline</h4>\n");
-    out.push_str(&timeline::timeline(anchor, k, &events, &marks, &run.log));
+    let profile = events.iter().find(|e| e.kind == Kind::RunStarted).and_then(|e| e.str("profile"));
+    let prompt = sent::system_prompt(&events, profile.and_then(|p| logs.system_prompt(&case.agent, p)));
+    match (&prompt, prompt_shown.as_ref()) {
+        (Some(text), Some((shown, first))) if text == shown => {
+            let _ = writeln!(
+                out,
+                "<p class=\"muted\" id=\"{}/system\">System prompt: the same as <a href=\"#{}/system\">run {first}'s</a>.</p>",
+                anchor.run(k),
+                anchor.run(*first)
+            );
+        }
+        _ => {
+            out.push_str(&sent::system_block(anchor, k, prompt.as_deref()));
+            if let Some(text) = &prompt {
+                *prompt_shown = Some((text.clone(), k));
+            }
+        }
+    }
+    out.push_str(&timeline::timeline(anchor, k, &events, &marks, &run.log, prompt.is_some()));
     out.push_str("</details>\n");
     out
 }

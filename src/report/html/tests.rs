@@ -13,6 +13,7 @@ use crate::runner::outcome::{Check, GateOutcome};
 struct Memory {
     logs: BTreeMap<(String, usize), Vec<Event>>,
     goldens: BTreeMap<String, Vec<Event>>,
+    prompts: Prompts,
 }
 
 impl Logs for Memory {
@@ -22,6 +23,10 @@ impl Logs for Memory {
 
     fn golden(&self, shown: &str) -> Result<Option<Vec<Event>>, String> {
         Ok(self.goldens.get(shown).cloned())
+    }
+
+    fn system_prompt(&self, agent: &str, profile: &str) -> Option<String> {
+        self.prompts.get(agent).filter(|(digest, _)| digest == profile).map(|(_, text)| text.clone())
     }
 }
 
@@ -528,4 +533,98 @@ fn a_passing_check_shows_its_matcher_and_value_folded_when_long() {
     let case = outcome.cases.to_vec().unwrap_or_default().remove(at);
     let compact = case::section(&case, &logs, case::Detail::Compact { first: None });
     assert!(compact.contains(&format!("<code>{long}</code></details>")), "{compact}");
+}
+
+/// A built-in run's model calls: turn 0 writes a memory and answers, turn 1's context
+/// drops the oldest three messages. The conversation before seq 10 is five messages:
+/// user (1), model (3), tool (4), model (7), user (9).
+fn context_log(case: &str, run_started: Value, turn1_sent: u64) -> Vec<Event> {
+    let mut w = LogWriter::new(Vec::new());
+    let mut push =
+        |turn: Option<u32>, kind: Kind, data: Value| w.append(turn, 0, kind, data).unwrap_or_else(|e| panic!("{e}"));
+    let compiled = |messages: u64, dropped: u64| {
+        json!({"budget": 400, "total": 120, "messages": messages, "dropped": dropped, "over_section_budget": [],
+               "sections": {"system": 9, "tools": 40, "memory": 3, "history": 68}})
+    };
+    let call =
+        json!({"id": "c0", "name": "memory_write", "args": {"tier": "semantic", "key": "name", "value": "Priya"}});
+    let (t0, t1) = (Some(0), Some(1));
+    let mut started = run_started;
+    started["case"] = json!(case);
+    vec![
+        push(None, Kind::RunStarted, started),
+        push(t0, Kind::TurnStarted, json!({"turn": 0, "input": "I'm Priya."})),
+        push(t0, Kind::ContextCompiled, compiled(1, 0)),
+        push(t0, Kind::ModelCalled, json!({"position": 0, "response": {"content": "", "tool_calls": [call]}})),
+        push(t0, Kind::ToolProposed, json!({"call_id": "c0", "tool": "memory_write", "args": {}})),
+        push(t0, Kind::MemoryWritten, json!({"tier": "semantic", "key": "name", "value": "Priya"})),
+        push(t0, Kind::ContextCompiled, compiled(3, 0)),
+        push(t0, Kind::ModelCalled, json!({"position": 1, "response": {"content": "Noted.", "tool_calls": []}})),
+        push(t0, Kind::TurnCompleted, json!({"turn": 0, "response": "Noted."})),
+        push(t1, Kind::TurnStarted, json!({"turn": 1, "input": "Who am I?"})),
+        push(t1, Kind::ContextCompiled, compiled(turn1_sent, 3)),
+        push(t1, Kind::ModelCalled, json!({"position": 2, "response": {"content": "Priya.", "tool_calls": []}})),
+        push(t1, Kind::TurnCompleted, json!({"turn": 1, "response": "Priya."})),
+        push(None, Kind::RunCompleted, json!({"status": "completed", "turns": 2, "tokens": 0})),
+    ]
+}
+
+#[test]
+fn each_model_call_shows_what_it_was_sent_by_reference_and_the_system_prompt_once() {
+    let (outcome, mut logs) = suite_and_logs();
+    let started = json!({"run": 0, "agent": "treasury", "profile": "blake3:p", "sandbox": {}});
+    logs.logs.insert(("pays-trusted-payee".into(), 0), context_log("pays-trusted-payee", started, 2));
+    logs.prompts.insert("treasury".into(), ("blake3:p".into(), "You are a careful <treasury> assistant.".into()));
+    let html = page(&outcome, &logs);
+    let a = Anchor::case("pays-trusted-payee");
+    let row = |seq: u64| {
+        let id = format!("<li id=\"{}\">", a.seq(0, seq));
+        let at = html.find(&id).unwrap_or_else(|| panic!("seq {seq}"));
+        html[at..].lines().next().unwrap_or_default().to_string()
+    };
+    let link = |seq: u64| format!("<a href=\"#{}\">seq {seq}</a>", a.seq(0, seq));
+    // the prompt once, escaped, where every call links to
+    assert_eq!(html.matches("You are a careful &lt;treasury&gt; assistant.").count(), 1);
+    assert!(html.contains(&format!("<details class=\"sent\" id=\"{}/system\">", a.run(0))));
+    let first = row(2);
+    assert!(first.contains(&format!("<a href=\"#{}/system\">the system prompt</a>", a.run(0))), "{first}");
+    assert!(first.contains(&format!("1 message, {}–{}", link(1), link(1))), "{first}");
+    // the memory view is drawn when it changed, then referred to
+    let second = row(6);
+    assert!(second.contains("Priya") && second.contains("(1 user, 1 model, 1 tool)"), "{second}");
+    let third = row(10);
+    assert!(third.contains(&format!("memory as at {}", link(6))), "{third}");
+    assert!(!third.contains("Priya"), "not repeated: {third}");
+    // 5 messages so far, 3 dropped: the window is the model's answer and the new input
+    assert!(third.contains(&format!("2 messages, {}–{}", link(7), link(9))), "{third}");
+    assert!(third.contains("(1 user, 1 model, 0 tool)</span>; 3 older dropped to fit the budget"), "{third}");
+}
+
+#[test]
+fn a_call_whose_message_count_the_log_cannot_account_for_says_so() {
+    let (outcome, mut logs) = suite_and_logs();
+    let started = json!({"run": 0, "agent": "treasury", "profile": "blake3:p", "sandbox": {}});
+    // turn 1 claims 4 sent and 3 dropped: 7, but the log holds 5 messages before it
+    logs.logs.insert(("pays-trusted-payee".into(), 0), context_log("pays-trusted-payee", started, 4));
+    let html = page(&outcome, &logs);
+    assert!(html.contains(
+        "and 4 messages, 3 dropped <span class=\"muted\">(which ones this log cannot tell: it holds 5 before this call)"
+    ));
+}
+
+#[test]
+fn a_system_prompt_is_shown_only_for_the_profile_the_run_recorded() {
+    let (outcome, mut logs) = suite_and_logs();
+    let started = json!({"run": 0, "agent": "treasury", "profile": "blake3:old", "sandbox": {}});
+    logs.logs.insert(("pays-trusted-payee".into(), 0), context_log("pays-trusted-payee", started, 2));
+    logs.prompts.insert("treasury".into(), ("blake3:new".into(), "A prompt edited since the run.".into()));
+    let html = page(&outcome, &logs);
+    assert!(!html.contains("A prompt edited since the run."));
+    assert!(html.contains("System prompt: not in the log, and the run's agent profile was not at hand"));
+    assert!(!html.contains("<a href=\"#case/pays-trusted-payee/run/0/system\">"), "no link to a prompt not drawn");
+    // an imported trace carries its own
+    let imported = json!({"run": 0, "agent": "imported", "system": ["Part one.", "Part two."], "sandbox": {}});
+    logs.logs.insert(("pays-trusted-payee".into(), 0), context_log("pays-trusted-payee", imported, 2));
+    let html = page(&outcome, &logs);
+    assert!(html.contains("<pre>Part one.\n\nPart two.</pre>"));
 }

@@ -111,6 +111,8 @@ pub struct Context<'a> {
     /// Recording positions whose request drifted from the recording.
     pub drift: BTreeSet<u64>,
     pub marks: &'a Marks,
+    /// What each model call was sent, by the seq of its `context_compiled`.
+    pub sent: BTreeMap<u64, String>,
 }
 
 impl Context<'_> {
@@ -121,13 +123,15 @@ impl Context<'_> {
 }
 
 /// The timeline of run `k` (its events verified), as `<details>` per turn. `log` is how
-/// the report names the log file, for the commands it suggests.
-pub fn timeline(anchor: &Anchor, k: usize, events: &[Event], marks: &Marks, log: &str) -> String {
+/// the report names the log file, for the commands it suggests; `prompt_known` says
+/// whether the run's system prompt is drawn above it (model calls link to it).
+pub fn timeline(anchor: &Anchor, k: usize, events: &[Event], marks: &Marks, log: &str, prompt_known: bool) -> String {
     let groups = groups(events);
     let drift =
         events.iter().filter(|e| e.kind == Kind::ReplayDiverged).filter_map(|e| e.get("position").as_u64()).collect();
     let span = events.iter().map(|e| e.t).max().unwrap_or(0).max(1);
-    let ctx = Context { anchor, k, span, drift, marks };
+    let sent = super::sent::contexts(anchor, k, events, prompt_known);
+    let ctx = Context { anchor, k, span, drift, marks, sent };
 
     let focus_seq = marks.first.or_else(|| marks.evidence.keys().next().copied());
     let focus = focus_seq.and_then(|s| groups.iter().position(|g| events[g.range.clone()].iter().any(|e| e.seq == s)));
@@ -297,6 +301,9 @@ fn row(e: &Event, ctx: &Context) -> String {
     let offset = (start * 100 / ctx.span).min(100);
     let width = (duration * 100).div_ceil(ctx.span).min(100 - offset);
     let mut what = what(e, ctx);
+    if let Some(sent) = ctx.sent.get(&e.seq) {
+        what.push_str(sent);
+    }
     if ctx.marks.first == Some(e.seq) {
         what.insert_str(0, "<span class=\"b fail\">first divergence</span>");
     }
