@@ -110,3 +110,21 @@ fn one_log_renders_alone_as_an_html_page() {
     // the text timeline and the page are alternatives
     p.stateval(&["show", &log, "--html", "x.html", "--at-turn", "0"]).expect_code(2);
 }
+
+#[test]
+fn two_identical_runs_of_a_long_case_write_byte_identical_html() {
+    // 120 turns: the run is virtualised (its turns are JSON), with prompts and contexts
+    let p = Project::empty();
+    let spec = stateval::synth::SynthSpec { cases: 2, turns: 120, runs: 1, seed: 7 };
+    let pipeline = stateval::synth::write_suite(p.path(), &spec).expect("write the synthetic suite");
+    let text = std::fs::read_to_string(&pipeline).expect("read the pipeline");
+    std::fs::write(&pipeline, text + "html = \"reports/report.html\"\n").expect("write the pipeline");
+    p.stateval(&["run", "pipeline/synth.toml"]).expect_code(0);
+    let first = p.read_bytes("reports/report.html");
+    std::fs::remove_dir_all(p.join(".stateval")).expect("remove the store");
+    p.stateval(&["run", "pipeline/synth.toml"]).expect_code(0);
+    let html = String::from_utf8(first.clone()).expect("UTF-8");
+    assert!(html.contains("<div class=\"vlist\" id=\"case/synth-00000/run/0/turns\">"), "virtualised");
+    assert!(html.contains("<pre>You are a diligent back-office assistant.</pre>"));
+    assert!(first == p.read_bytes("reports/report.html"), "the second run's report differs");
+}

@@ -12,7 +12,9 @@
 //!
 //! Reading needs no script: folds are `<details>`, links are anchors, and a link to a
 //! case shows that case alone through CSS. The small inline script adds search and
-//! filters, opens the folds a link points into, and unfolds for printing.
+//! filters, opens the folds a link points into, and unfolds for printing — and draws
+//! the turns of long runs, which are embedded as data ([`timeline::VIRTUAL_TURNS`]).
+//! Above each timeline and at each model call, what the model was sent ([`sent`]).
 //!
 //! Like every reporter it consumes the [`SuiteOutcome`], streaming its cases (read
 //! five times: tags, the two halves of the index, the two halves of the cases; never
@@ -21,8 +23,9 @@
 //! ordered maps, cases in a fixed order).
 //!
 //! Size discipline, so a 1,000-case suite opens and scrolls: payloads are cut at
-//! [`markup::PAYLOAD_LIMIT`] with their size and digest; long runs fold and embed only
-//! the turns that matter ([`timeline::FOLD_EVENTS`], [`timeline::MAX_RUN_EVENTS`]);
+//! [`markup::PAYLOAD_LIMIT`] with their size and digest; long runs fold, are
+//! virtualised, and past a limit embed only the turns that matter
+//! ([`timeline::FOLD_EVENTS`], [`timeline::VIRTUAL_TURNS`], [`timeline::MAX_RUN_EVENTS`]);
 //! and cases are drawn in full, failing first, until [`DETAIL_BUDGET`] bytes of case
 //! detail are spent, then compact (reasons and checks, the logs not read).
 

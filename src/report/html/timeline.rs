@@ -10,9 +10,10 @@
 //! change from the turn before, and in full when it changed.
 //!
 //! Size: a run of more than [`FOLD_EVENTS`] events opens only the turn of its first
-//! divergence; a run of more than [`MAX_RUN_EVENTS`] embeds only the turns around its
-//! first divergence and its first and last turns, and names the command that shows
-//! the rest.
+//! divergence; a run of more than [`VIRTUAL_TURNS`] turns is virtualised (its turns are
+//! JSON the page's script draws as they scroll into view, see `report.js`); a run of
+//! more than [`MAX_RUN_EVENTS`] embeds only the turns around its first divergence and
+//! its first and last turns, and names the command that shows the rest.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
