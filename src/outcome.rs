@@ -24,10 +24,11 @@ pub struct Check {
     /// One line: why it failed, or what held.
     pub reason: String,
     /// The matcher or bound, as written.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
+    #[serde(skip_serializing_if = "Option::is_none", default, deserialize_with = "present")]
     pub expected: Option<Value>,
-    /// The extracted value (absent when the target had no value).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
+    /// The extracted value (absent when the target had no value; `null` when the value
+    /// was null).
+    #[serde(skip_serializing_if = "Option::is_none", default, deserialize_with = "present")]
     pub actual: Option<Value>,
 }
 
@@ -161,6 +162,13 @@ impl Scorecard {
     pub fn is_empty(&self) -> bool {
         self.overall == ScoreCounts::default()
     }
+}
+
+/// A member that is there is `Some`, even when it is `null`: an outcome read back from
+/// `cases.jsonl` (reuse, merge, `stateval report`) must be the outcome that was
+/// written, or the run's root moves. Absent members stay `None` (`default`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 /// One recorded run (k) of a case.
@@ -561,6 +569,27 @@ impl CaseSpill {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_check_whose_value_is_null_reads_back_as_written() {
+        // `tool_calls[2].fault` equal to null: the value null, not "no value"
+        let check = Check {
+            name: "tool_calls[2].fault".into(),
+            passed: true,
+            reason: "equals null".into(),
+            expected: Some(serde_json::json!({"exact": null})),
+            actual: Some(Value::Null),
+        };
+        let line = serde_json::to_string(&check).unwrap_or_default();
+        assert!(line.contains("\"actual\":null"), "{line}");
+        let back: Check = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert_eq!(back, check);
+        assert_eq!(serde_json::to_string(&back).unwrap_or_default(), line);
+        // absent stays absent
+        let bare: Check =
+            serde_json::from_str(r#"{"name":"x","passed":false,"reason":"r"}"#).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((bare.expected, bare.actual), (None, None));
+    }
 
     fn case(id: &str, passed: bool) -> CaseOutcome {
         CaseOutcome {

@@ -40,6 +40,26 @@ fn reports_rendered_again_from_a_run_directory_are_the_runs_own_reports() {
     ] {
         assert!(p.read_bytes(again) == p.read_bytes(original), "{again} differs from {original}");
     }
+    // the agents' system prompts are in both: the run's from its pipeline, the report's
+    // from the project's pipeline/ (whose profile digest matches the run's)
+    assert!(p.read("again/report.html").contains("<pre>You are a careful treasury assistant.</pre>"));
+}
+
+#[test]
+fn a_system_prompt_edited_since_the_run_is_not_shown_as_the_runs() {
+    let p = Project::new();
+    let run = failing_run(&p);
+    let html = p.read("reports/failing/report.html");
+    let prompt = "You are a careful treasury assistant.";
+    assert!(html.contains(&format!("<pre>{prompt}</pre>")), "the run's own report shows it");
+    // a model call links to it
+    assert!(html.contains("<a href=\"#case/wrong-expectation/run/0/system\">the system prompt</a>"));
+    let edited = p.read("pipeline/failing.toml").replace(prompt, "You are a reckless treasury assistant.");
+    p.write("pipeline/failing.toml", edited);
+    p.stateval(&["report", &run, "--html", "later.html"]).expect_code(0);
+    let later = p.read("later.html");
+    assert!(!later.contains("reckless") && !later.contains(prompt), "neither the edited prompt nor a guess");
+    assert!(later.contains("System prompt: not in the log, and the run's agent profile was not at hand"));
 }
 
 #[test]
@@ -89,4 +109,22 @@ fn one_log_renders_alone_as_an_html_page() {
     }
     // the text timeline and the page are alternatives
     p.stateval(&["show", &log, "--html", "x.html", "--at-turn", "0"]).expect_code(2);
+}
+
+#[test]
+fn two_identical_runs_of_a_long_case_write_byte_identical_html() {
+    // 120 turns: the run is virtualised (its turns are JSON), with prompts and contexts
+    let p = Project::empty();
+    let spec = stateval::synth::SynthSpec { cases: 2, turns: 120, runs: 1, seed: 7 };
+    let pipeline = stateval::synth::write_suite(p.path(), &spec).expect("write the synthetic suite");
+    let text = std::fs::read_to_string(&pipeline).expect("read the pipeline");
+    std::fs::write(&pipeline, text + "html = \"reports/report.html\"\n").expect("write the pipeline");
+    p.stateval(&["run", "pipeline/synth.toml"]).expect_code(0);
+    let first = p.read_bytes("reports/report.html");
+    std::fs::remove_dir_all(p.join(".stateval")).expect("remove the store");
+    p.stateval(&["run", "pipeline/synth.toml"]).expect_code(0);
+    let html = String::from_utf8(first.clone()).expect("UTF-8");
+    assert!(html.contains("<div class=\"vlist\" id=\"case/synth-00000/run/0/turns\">"), "virtualised");
+    assert!(html.contains("<pre>You are a diligent back-office assistant.</pre>"));
+    assert!(first == p.read_bytes("reports/report.html"), "the second run's report differs");
 }

@@ -273,3 +273,338 @@ fn the_console_and_request_detectors_see_a_page_that_logs_and_fetches() {
     assert!(load.console.iter().any(|l| l.contains("undefinedFunction")), "{:#?}", load.console);
     assert_eq!(load.requests, ["http://127.0.0.1:9/canary.png"]);
 }
+
+/// Just enough of the DevTools protocol to run a script in a page and read its result:
+/// an HTTP request for the page's socket, then a WebSocket (RFC 6455: masked text frames
+/// out, unmasked frames in) carrying `Runtime.evaluate`. The flags alone cannot do
+/// this: `--dump-dom` reads the page at its load event, and `--virtual-time-budget`,
+/// which waits longer, stops the page's clocks, so nothing could be timed.
+mod devtools {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    use serde_json::{Value, json};
+
+    /// A response that takes longer than this means the page hung.
+    const TIMEOUT: Duration = Duration::from_secs(120);
+
+    pub struct Page {
+        stream: TcpStream,
+        next_id: u64,
+    }
+
+    /// `GET path` on the browser's debugging port: the response body, or `None` while
+    /// the port is not answering yet.
+    pub fn get(port: u16, path: &str) -> Option<String> {
+        // HTTP/1.1, as the browser answers nothing else, and it keeps the connection
+        // open: the body is read by its length
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+        stream.set_read_timeout(Some(TIMEOUT)).ok()?;
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").ok()?;
+        let mut reader = BufReader::new(stream);
+        let mut length = 0;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line).ok()?;
+            if let Some((name, value)) = line.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().ok()?;
+            }
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).ok()?;
+        String::from_utf8(body).ok()
+    }
+
+    impl Page {
+        /// Open the page's socket (`ws://127.0.0.1:PORT/devtools/page/ID`).
+        pub fn connect(url: &str) -> Page {
+            let rest = url.strip_prefix("ws://").expect("a ws:// URL");
+            let (host, path) = rest.split_once('/').expect("a path");
+            let mut stream = TcpStream::connect(host).expect("connect to the page");
+            stream.set_read_timeout(Some(TIMEOUT)).expect("a read timeout");
+            write!(
+                stream,
+                "GET /{path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                 Sec-WebSocket-Key: c3RhdGV2YWwgdGVzdCBrZXk=\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            )
+            .expect("send the upgrade");
+            let mut reader = BufReader::new(stream.try_clone().expect("clone the stream"));
+            let mut status = String::new();
+            reader.read_line(&mut status).expect("read the status line");
+            assert!(status.contains(" 101 "), "the page refused the socket: {status}");
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).expect("read a header");
+                if line == "\r\n" || line.is_empty() {
+                    break;
+                }
+            }
+            assert!(reader.buffer().is_empty(), "no frame arrives before a request");
+            Page { stream, next_id: 1 }
+        }
+
+        fn send(&mut self, text: &str) {
+            let payload = text.as_bytes();
+            let mask = [0x5a, 0x17, 0xc3, 0x88];
+            let mut frame = vec![0x81];
+            match payload.len() {
+                n if n < 126 => frame.push(0x80 | n as u8),
+                n if n < 65_536 => {
+                    frame.push(0x80 | 126);
+                    frame.extend_from_slice(&(n as u16).to_be_bytes());
+                }
+                n => {
+                    frame.push(0x80 | 127);
+                    frame.extend_from_slice(&(n as u64).to_be_bytes());
+                }
+            }
+            frame.extend_from_slice(&mask);
+            frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+            self.stream.write_all(&frame).expect("send a frame");
+        }
+
+        fn read_exact(&mut self, n: usize) -> Vec<u8> {
+            let mut buf = vec![0; n];
+            self.stream.read_exact(&mut buf).expect("read from the page's socket");
+            buf
+        }
+
+        /// The next text message (continuation frames joined; pings ignored).
+        fn receive(&mut self) -> String {
+            let mut message = Vec::new();
+            loop {
+                let head = self.read_exact(2);
+                let (fin, opcode) = (head[0] & 0x80 != 0, head[0] & 0x0f);
+                let len = match head[1] & 0x7f {
+                    126 => u16::from_be_bytes(self.read_exact(2).try_into().unwrap_or_default()) as usize,
+                    127 => u64::from_be_bytes(self.read_exact(8).try_into().unwrap_or_default()) as usize,
+                    n => n as usize,
+                };
+                let payload = self.read_exact(len);
+                match opcode {
+                    0 | 1 => message.extend_from_slice(&payload),
+                    8 => panic!("the page closed its socket"),
+                    _ => continue,
+                }
+                if fin {
+                    return String::from_utf8(message).expect("a UTF-8 message");
+                }
+            }
+        }
+
+        /// Wait until the page's document is the file it was opened on, loaded (a
+        /// script sent earlier may run in the blank page before it, and be lost).
+        pub fn wait_loaded(&mut self) {
+            let start = std::time::Instant::now();
+            while self.try_evaluate("location.protocol === 'file:' && document.readyState === 'complete'")
+                != Ok(json!(true))
+            {
+                assert!(start.elapsed() < TIMEOUT, "the page did not load within {TIMEOUT:?}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+
+        /// Evaluate `expression` (a promise is awaited) and return its value.
+        pub fn evaluate(&mut self, expression: &str) -> Value {
+            self.try_evaluate(expression).unwrap_or_else(|e| panic!("{e:#}"))
+        }
+
+        fn try_evaluate(&mut self, expression: &str) -> Result<Value, Value> {
+            let id = self.next_id;
+            self.next_id += 1;
+            let request = json!({"id": id, "method": "Runtime.evaluate",
+                                 "params": {"expression": expression, "awaitPromise": true, "returnByValue": true}});
+            self.send(&request.to_string());
+            loop {
+                let message: Value = serde_json::from_str(&self.receive()).expect("a JSON message");
+                if message["id"] != json!(id) {
+                    continue;
+                }
+                let result = &message["result"];
+                if !message["error"].is_null() {
+                    return Err(message["error"].clone());
+                }
+                if !result["exceptionDetails"].is_null() {
+                    return Err(result["exceptionDetails"].clone());
+                }
+                return Ok(result["result"]["value"].clone());
+            }
+        }
+    }
+}
+
+/// Opens `url` in a headless browser with a debugging port, and returns the page once
+/// its socket is known. The browser is killed when the guard is dropped.
+struct Debugged {
+    child: std::process::Child,
+    _profile: tempfile::TempDir,
+    stderr: PathBuf,
+}
+
+impl Drop for Debugged {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn debugged(bin: &Path, url: &str) -> (Debugged, devtools::Page) {
+    let profile = tempfile::Builder::new().prefix("stateval-chromium-").tempdir().expect("a profile directory");
+    let stderr = profile.path().join("stderr");
+    let child = Command::new(bin)
+        .args(FLAGS)
+        .arg(format!("--user-data-dir={}", profile.path().join("profile").display()))
+        .arg("--remote-debugging-port=0")
+        .arg("--window-size=1280,900")
+        .arg("--enable-logging=stderr")
+        .arg("--v=0")
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).expect("stderr file"))
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+    let guard = Debugged { child, _profile: profile, stderr };
+    let port_file = guard._profile.path().join("profile/DevToolsActivePort");
+    let start = Instant::now();
+    let port: u16 = loop {
+        let text = std::fs::read_to_string(&port_file).unwrap_or_default();
+        if let Some(port) = text.lines().next().and_then(|l| l.trim().parse().ok()) {
+            break port;
+        }
+        assert!(start.elapsed() < LOAD_TIMEOUT, "chromium wrote no DevToolsActivePort within {LOAD_TIMEOUT:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let socket = loop {
+        let targets: Value =
+            devtools::get(port, "/json/list").and_then(|b| serde_json::from_str(&b).ok()).unwrap_or(Value::Null);
+        let page = targets
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|t| t["type"] == "page" && t["url"].as_str().is_some_and(|u| u.starts_with("file://")));
+        if let Some(socket) = page.and_then(|p| p["webSocketDebuggerUrl"].as_str()) {
+            break socket.to_string();
+        }
+        assert!(start.elapsed() < LOAD_TIMEOUT, "the page did not open within {LOAD_TIMEOUT:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut page = devtools::Page::connect(&socket);
+    page.wait_loaded();
+    (guard, page)
+}
+
+/// Waits for the load event, then reads the page's own timings, scrolls a virtualised
+/// run from top to bottom 800 px a frame, and records each frame's interval, how many
+/// turns were in the DOM, and which turn was under the viewport's centre.
+const SCROLL_PROBE: &str = r#"(async () => {
+  const frame = () => new Promise((r) => requestAnimationFrame(() => r(performance.now())));
+  if (document.readyState !== "complete") await new Promise((r) => addEventListener("load", r));
+  await frame(); await frame();
+  const nav = performance.getEntriesByType("navigation")[0];
+  const paint = performance.getEntriesByType("paint").find((p) => p.name === "first-contentful-paint");
+  // the run's virtual list; without one (virtualisation switched off), the run itself
+  const list = document.querySelector(".vlist") || document.querySelector("details.run");
+  const run = list.closest("details.run");
+  const top = list.getBoundingClientRect().top + scrollY;
+  scrollTo(0, top);
+  await frame(); await frame();
+  const height = list.getBoundingClientRect().height;
+  const intervals = [];
+  const seen = new Set();
+  let most = 0;
+  let prev = await frame();
+  while (scrollY + innerHeight < top + height && intervals.length < 2000) {
+    scrollBy(0, 800);
+    const now = await frame();
+    intervals.push(now - prev);
+    prev = now;
+    most = Math.max(most, list.querySelectorAll("details.turn").length);
+    const under = document.elementFromPoint(640, 450);
+    const turn = under && under.closest(".vi");
+    if (turn) seen.add(Number(turn.dataset.i));
+  }
+  const sorted = intervals.slice().sort((a, b) => a - b);
+  const at = (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+  return {
+    runOpen: run.open,
+    focused: document.body.classList.contains("focus"),
+    domContentLoaded: nav.domContentLoadedEventEnd,
+    load: nav.loadEventEnd,
+    firstPaint: paint ? paint.startTime : null,
+    listHeight: height,
+    steps: intervals.length,
+    medianFrame: at(0.5),
+    p95Frame: at(0.95),
+    worstFrame: sorted[sorted.length - 1],
+    mostTurnsInDom: most,
+    turnsSeen: seen.size,
+    lastSeen: Math.max(...seen),
+    lastDrawn: Number((list.querySelector(".vi:last-child") || { dataset: { i: -1 } }).dataset.i),
+    turns: list.querySelector("script")
+      ? JSON.parse(list.querySelector("script").textContent).length
+      : list.querySelectorAll("details.turn").length,
+    elements: document.getElementsByTagName("*").length,
+  };
+})()"#;
+
+#[test]
+fn a_thousand_turn_run_loads_and_scrolls_with_only_the_turns_in_view_in_the_dom() {
+    let Some(bin) = chromium() else { return };
+    let p = Project::empty();
+    let spec = stateval::synth::SynthSpec { cases: 1, turns: 1000, runs: 1, seed: 7 };
+    let pipeline = stateval::synth::write_suite(p.path(), &spec).expect("write the synthetic suite");
+    let mut text = std::fs::read_to_string(&pipeline).expect("read the pipeline");
+    text.push_str("html = \"reports/report.html\"\n");
+    std::fs::write(&pipeline, text).expect("write the pipeline");
+    p.stateval(&["run", "pipeline/synth.toml"]).expect_code(0);
+    let report = p.join("reports/report.html");
+    let bytes = std::fs::metadata(&report).expect("the report").len();
+
+    // a link to the run opens it (a passing run is folded) and shows its case alone
+    let url = format!("{}#case/synth-00000/run/0", file_url(&report));
+    let (browser, mut page) = debugged(&bin, &url);
+    let m = page.evaluate(SCROLL_PROBE);
+    drop(page);
+    let stderr = std::fs::read_to_string(&browser.stderr).unwrap_or_default();
+    drop(browser);
+    let number = |key: &str| m[key].as_f64().unwrap_or_else(|| panic!("{key} in {m:#}"));
+    eprintln!(
+        "1,000-turn run, {bytes} bytes: DOMContentLoaded {:.0} ms, load {:.0} ms, first paint {:.0} ms; \
+         {} scroll steps of 800 px over {:.0} px: frame median {:.1} ms, p95 {:.1} ms, worst {:.1} ms; \
+         at most {} turns in the DOM, {} elements at the end",
+        number("domContentLoaded"),
+        number("load"),
+        number("firstPaint"),
+        number("steps"),
+        number("listHeight"),
+        number("medianFrame"),
+        number("p95Frame"),
+        number("worstFrame"),
+        number("mostTurnsInDom"),
+        number("elements"),
+    );
+    assert_eq!((m["runOpen"].as_bool(), m["focused"].as_bool()), (Some(true), Some(true)), "{m:#}");
+    assert_eq!(number("turns"), 1002.0, "before the first turn, 1,000 turns, after the last: {m:#}");
+    // only the turns near the viewport are in the DOM (a 900 px window and 800 px
+    // drawn beyond each edge hold ~80 folded turns), never the whole run
+    assert!(number("mostTurnsInDom") < 150.0, "{m:#}");
+    assert!(number("elements") < 5_000.0, "{m:#}");
+    // the whole run was scrolled through: 1,002 folded turns, ~30 px each
+    assert!(number("listHeight") > 20_000.0, "{m:#}");
+    assert_eq!(number("lastDrawn"), 1001.0, "the last turn is drawn when reached: {m:#}");
+    assert!(number("lastSeen") >= 990.0, "and was scrolled past: {m:#}");
+    assert!(number("turnsSeen") > 20.0, "{m:#}");
+    // generous bounds for a shared 2-core machine; the figures are printed above
+    assert!(number("load") < 15_000.0, "{m:#}");
+    assert!(number("medianFrame") < 200.0, "{m:#}");
+    assert!(number("p95Frame") < 1_000.0, "{m:#}");
+    let console: Vec<&str> = stderr.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(console.is_empty(), "console messages: {console:#?}");
+}

@@ -5,7 +5,9 @@
 //! logs. So the HTML page — or any other report — can be rendered later, on another
 //! machine, from a directory CI kept as an artifact, without running anything again.
 //! Goldens are looked up where the run's log paths say the project was; when they are
-//! not there, the page shows what the golden check recorded.
+//! not there, the page shows what the golden check recorded. So are the agents' system
+//! prompts (the project's `pipeline/*.toml` named like the run's pipeline): a prompt is
+//! shown only when its profile's digest is the one the run recorded.
 //!
 //! The run is verified first, as `stateval verify RUN_DIR` would (every log, every
 //! verdict file against the manifest, the files against each other): a report is never
@@ -68,7 +70,8 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     outcome.root = check.root.map(|root| root.to_string());
     let first = outcome.cases.iter().next().transpose().map_err(|e| CliError::invalid(e.to_string()))?;
     let sample = first.as_ref().and_then(|case| case.runs.first().map(|run| (case.as_ref(), run)));
-    let logs = html::LogFiles::in_run_dir(dir, sample);
+    let mut logs = html::LogFiles::in_run_dir(dir, sample);
+    logs.prompts = prompts_near(&logs.base, &outcome.pipeline);
     let outputs = [
         (Format::Json, &args.json),
         (Format::Junit, &args.junit),
@@ -82,4 +85,23 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         super::out(format!("report: {}", path.display()));
     }
     Ok(Exit::Pass)
+}
+
+/// The system prompts of the pipeline named `name` among the project's
+/// `pipeline/*.toml` under `base`, or none. Only a hint: the HTML report shows a prompt
+/// only when its profile's digest matches the run's, so a pipeline edited since the run
+/// (or another of the same name) shows nothing rather than something wrong.
+fn prompts_near(base: &std::path::Path, name: &str) -> html::Prompts {
+    let Ok(entries) = std::fs::read_dir(base.join("pipeline")) else {
+        return html::Prompts::new();
+    };
+    let mut paths: Vec<PathBuf> =
+        entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "toml")).collect();
+    paths.sort();
+    paths
+        .iter()
+        .filter_map(|path| stateval::pipeline::Pipeline::load(path).ok())
+        .find(|pipeline| pipeline.pipeline.name == name)
+        .map(|pipeline| html::prompts(&pipeline.agents))
+        .unwrap_or_default()
 }

@@ -258,7 +258,9 @@ pub fn render_reports(
             let mut summary = Vec::new();
             report::pretty::write_summary(outcome, &mut summary, color, verbose).map(|()| summary)
         });
-        let files = report::stage_reports(outcome, &plan.pipeline.report, &plan.pipeline.base, logs_ready);
+        let prompts = report::html::prompts(&plan.pipeline.agents);
+        let files =
+            report::stage_reports_with(outcome, &plan.pipeline.report, &plan.pipeline.base, logs_ready, prompts);
         (files, summary.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
     });
     let files = files.map_err(report_error)?;

@@ -47,11 +47,16 @@ pub fn grade_with<'a>(
             let actual = crate::extract::resolve(&a.target, events);
             caller.begin(&a.target);
             let outcome = a.matcher.apply_with(actual.as_ref(), caller);
-            // A passing check's reason already says what held; its values are kept
-            // only on failure, where a reader needs them (and the suite's memory does
-            // not grow with every passing value).
-            let (expected, actual) = if outcome.passed { (None, None) } else { (Some(a.spec.clone()), actual) };
-            Check { name: a.target.clone(), passed: outcome.passed, reason: outcome.reason, expected, actual }
+            // Kept for passing checks too: a reviewer checking that a check tests what
+            // it should reads the value it held, not only that it held (outcomes are
+            // streamed to `cases.jsonl`, never all in memory).
+            Check {
+                name: a.target.clone(),
+                passed: outcome.passed,
+                reason: outcome.reason,
+                expected: Some(a.spec.clone()),
+                actual,
+            }
         })
         .collect()
 }

@@ -225,7 +225,19 @@ pub fn stage_reports(
     base: &Path,
     logs_ready: bool,
 ) -> Result<StagedReports, ReportError> {
-    let logs = html::LogFiles::under(base);
+    stage_reports_with(outcome, config, base, logs_ready, html::Prompts::new())
+}
+
+/// [`stage_reports`], with the pipeline's system prompts for the HTML report to show
+/// beside each run that used them ([`html::prompts`]).
+pub fn stage_reports_with(
+    outcome: &SuiteOutcome,
+    config: &ReportConfig,
+    base: &Path,
+    logs_ready: bool,
+    prompts: html::Prompts,
+) -> Result<StagedReports, ReportError> {
+    let logs = html::LogFiles { prompts, ..html::LogFiles::under(base) };
     let outputs = config.outputs()?;
     // each report streams the cases on its own
     let reports = crate::par::in_parallel(&outputs, |(format, relative)| {
@@ -238,13 +250,14 @@ pub fn stage_reports(
     })
     .into_iter()
     .collect::<Result<Vec<_>, _>>()?;
-    Ok(StagedReports { reports, base: base.to_path_buf() })
+    Ok(StagedReports { reports, logs })
 }
 
 /// Reports rendered (or, for those that read logs, still to render), not yet in place.
 pub struct StagedReports {
     reports: Vec<Staged>,
-    base: PathBuf,
+    /// Where the reports left for later read the logs.
+    logs: html::LogFiles,
 }
 
 enum Staged {
@@ -256,7 +269,7 @@ impl StagedReports {
     /// Render the reports left for later, then put every report in place, in
     /// configuration order; returns their paths.
     pub fn publish(self, outcome: &SuiteOutcome) -> Result<Vec<PathBuf>, ReportError> {
-        let logs = html::LogFiles::under(&self.base);
+        let logs = self.logs;
         let files = self
             .reports
             .into_iter()

@@ -1284,8 +1284,14 @@ fn grade_blocks(case: &Case, envelopes: &[Value], metric_expect: &[&Assertion], 
 
 fn check_value(a: &Assertion, value: Option<&Value>) -> Check {
     let outcome = a.matcher.apply(value);
-    let (expected, actual) = if outcome.passed { (None, None) } else { (Some(a.spec.clone()), value.cloned()) };
-    Check { name: a.target.clone(), passed: outcome.passed, reason: outcome.reason, expected, actual }
+    // the values are kept whether it held or not (see `grade::grade_with`)
+    Check {
+        name: a.target.clone(),
+        passed: outcome.passed,
+        reason: outcome.reason,
+        expected: Some(a.spec.clone()),
+        actual: value.cloned(),
+    }
 }
 
 #[cfg(test)]

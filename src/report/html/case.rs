@@ -12,15 +12,18 @@ use serde_json::Value;
 
 use super::Logs;
 use super::analysis::{Golden, Pointer, RunAnalysis, analyse};
-use super::markup::{Anchor, esc, plural, shown, value_html};
+use super::markup::{Anchor, esc, plural, shown, text};
 use super::narrative;
+use super::sent;
 use super::timeline::{self, Marks};
-use crate::event::Event;
+use crate::event::{Event, Kind};
 use crate::golden::{self, Class, Diff, render};
 use crate::runner::outcome::{CaseOutcome, Check, RunResult};
 
 /// Characters of a matcher or an actual value shown in a checks table.
 const CHECK_VALUE: usize = 600;
+/// Characters of a passing check's folded matcher or value shown before it is opened.
+const FOLDED_PREVIEW: usize = 48;
 /// Leaf changes listed for one difference of a golden diff.
 const MAX_CHANGES: usize = 10;
 
@@ -71,14 +74,24 @@ pub fn section(case: &CaseOutcome, logs: &dyn Logs, detail: Detail) -> String {
              <code>stateval show LOG --html OUT</code> draws any run of it in full.</p>\n",
         );
     }
+    // the system prompt is drawn once per case: a later run given the same one links
+    // to the first copy
+    let mut prompt_shown = None;
     for run in &case.runs {
-        out.push_str(&run_details(case, run, logs, detail, &anchor));
+        out.push_str(&run_details(case, run, logs, detail, &anchor, &mut prompt_shown));
     }
     out.push_str("</section>\n");
     out
 }
 
-fn run_details(case: &CaseOutcome, run: &RunResult, logs: &dyn Logs, detail: Detail, anchor: &Anchor) -> String {
+fn run_details(
+    case: &CaseOutcome,
+    run: &RunResult,
+    logs: &dyn Logs,
+    detail: Detail,
+    anchor: &Anchor,
+    prompt_shown: &mut Option<(String, usize)>,
+) -> String {
     let k = run.index;
     let (badge, status) = if run.passed { ("pass", "pass") } else { ("fail", "fail") };
     let mut out = format!(
@@ -110,16 +123,8 @@ fn run_details(case: &CaseOutcome, run: &RunResult, logs: &dyn Logs, detail: Det
                 esc(&super::markup::cut(&p.what, 600).text)
             );
         }
-        // the failing checks in full, the passing ones by name
-        let (passed, failed): (Vec<&Check>, Vec<&Check>) = run.checks.iter().partition(|c| c.passed);
-        if !failed.is_empty() {
-            let failed: Vec<Check> = failed.into_iter().cloned().collect();
-            out.push_str(&checks_table(&failed, &BTreeMap::new(), anchor, k));
-        }
-        if !passed.is_empty() {
-            let names: Vec<String> = passed.iter().map(|c| format!("<code>{}</code>", esc(&c.name))).collect();
-            let _ = writeln!(out, "<p class=\"muted\">Passed: {}</p>", names.join(", "));
-        }
+        // the checks carry their own values: no log is needed to show them
+        out.push_str(&checks_table(&run.checks, &BTreeMap::new(), anchor, k));
         out.push_str("</details>\n");
         return out;
     }
@@ -165,7 +170,25 @@ fn run_details(case: &CaseOutcome, run: &RunResult, logs: &dyn Logs, detail: Det
         out.push_str(&narrative::section(&events, run.passed, anchor, k));
     }
     out.push_str("<h4>Timeline</h4>\n");
-    out.push_str(&timeline::timeline(anchor, k, &events, &marks, &run.log));
+    let profile = events.iter().find(|e| e.kind == Kind::RunStarted).and_then(|e| e.str("profile"));
+    let prompt = sent::system_prompt(&events, profile.and_then(|p| logs.system_prompt(&case.agent, p)));
+    match (&prompt, prompt_shown.as_ref()) {
+        (Some(text), Some((shown, first))) if text == shown => {
+            let _ = writeln!(
+                out,
+                "<p class=\"muted\" id=\"{}/system\">System prompt: the same as <a href=\"#{}/system\">run {first}'s</a>.</p>",
+                anchor.run(k),
+                anchor.run(*first)
+            );
+        }
+        _ => {
+            out.push_str(&sent::system_block(anchor, k, prompt.as_deref()));
+            if let Some(text) = &prompt {
+                *prompt_shown = Some((text.clone(), k));
+            }
+        }
+    }
+    out.push_str(&timeline::timeline(anchor, k, &events, &marks, &run.log, prompt.is_some()));
     out.push_str("</details>\n");
     out
 }
@@ -218,13 +241,13 @@ fn checks_table(checks: &[Check], evidence: &BTreeMap<u64, Vec<String>>, anchor:
         let actual = if c.name == golden::CHECK && !c.passed {
             format!("<a href=\"#{}/diff\">the golden diff</a>", anchor.run(k))
         } else {
-            value_cell(c.actual.as_ref())
+            value_cell(c.actual.as_ref(), c.passed)
         };
         let _ = writeln!(
             out,
             "<tr><td><span class=\"b {class}\">{label}</span></td><td><code>{}</code></td><td>{}</td><td>{actual}</td><td>{}</td><td>{}</td></tr>",
             esc(&c.name),
-            value_cell(c.expected.as_ref()),
+            value_cell(c.expected.as_ref(), c.passed),
             esc(&c.reason),
             if sources.is_empty() { "<span class=\"muted\">–</span>".to_string() } else { sources.join(" ") }
         );
@@ -233,11 +256,23 @@ fn checks_table(checks: &[Check], evidence: &BTreeMap<u64, Vec<String>>, anchor:
     out
 }
 
-fn value_cell(value: Option<&Value>) -> String {
-    match value {
-        Some(v) => format!("<code>{}</code>", value_html(v, CHECK_VALUE)),
-        None => "<span class=\"muted\">–</span>".to_string(),
+/// A matcher or a value. A passing check's is folded when longer than
+/// [`FOLDED_PREVIEW`]: it is there to confirm the check tests what it should, not news;
+/// the summary shows its start.
+fn value_cell(value: Option<&Value>, fold: bool) -> String {
+    let Some(v) = value else {
+        return "<span class=\"muted\">–</span>".to_string();
+    };
+    let full = shown(v, CHECK_VALUE);
+    if !fold || (full.cut.is_none() && full.text.chars().count() <= FOLDED_PREVIEW) {
+        return format!("<code>{}</code>", full.html());
     }
+    let preview: String = full.text.chars().take(FOLDED_PREVIEW).collect();
+    format!(
+        "<details class=\"value\"><summary><code>{}</code>…</summary><code>{}</code></details>",
+        text(&preview),
+        full.html()
+    )
 }
 
 /// The golden diff: counts, the first divergence, and every difference (up to

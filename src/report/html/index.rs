@@ -63,20 +63,29 @@ pub fn gates(gates: &[GateOutcome]) -> String {
     );
     for g in gates {
         let (class, result) = if g.passed { ("pass", "pass") } else { ("fail", "fail") };
-        let (rate, wilson) = if g.cases == 0 {
-            ("–".to_string(), "–".to_string())
+        let dash = || "<span class=\"muted\">–</span>".to_string();
+        let (cases, passed, rate, wilson) = if g.cases == 0 {
+            (dash(), dash(), dash(), dash())
         } else {
-            (percent(g.pass_rate), percent(crate::gate::wilson_lower_bound_95(g.passed_cases, g.cases)))
+            (
+                g.cases.to_string(),
+                g.passed_cases.to_string(),
+                percent(g.pass_rate),
+                percent(crate::gate::wilson_lower_bound_95(g.passed_cases, g.cases)),
+            )
+        };
+        let why = if g.cases == 0 {
+            format!("<br><span class=\"muted\">{}</span>", esc(&no_cases(&g.scope)))
+        } else {
+            String::new()
         };
         let _ = writeln!(
             out,
             "<tr><th scope=\"row\"><code>{}</code></th><td><span class=\"b {class}\">{result}</span></td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{rate}</td><td class=\"num\">{wilson}</td>\
-             <td class=\"num\">{}</td><td>{}</td></tr>",
+             <td class=\"num\">{cases}</td><td class=\"num\">{passed}</td><td class=\"num\">{rate}</td><td class=\"num\">{wilson}</td>\
+             <td class=\"num\">{}</td><td>{}{why}</td></tr>",
             esc(&g.scope),
-            g.cases,
-            g.passed_cases,
-            g.min_cases.map_or_else(|| "–".to_string(), |n| n.to_string()),
+            g.min_cases.map_or_else(dash, |n| n.to_string()),
             esc(gate_detail(g)),
         );
     }
@@ -107,6 +116,24 @@ pub fn scorecard(card: &crate::outcome::Scorecard) -> String {
     }
     out.push_str("</tbody>\n</table>\n</section>\n");
     out
+}
+
+/// Why a gate counted no cases, from its scope: what it measured instead, or why no
+/// case fell under it. A gate shown as "0 cases" with no word of why reads as broken.
+pub fn no_cases(scope: &str) -> String {
+    let mut parts = scope.splitn(3, ':');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some("reliability"), Some(agent), Some(target)) => format!(
+            "Measured on agent {agent}'s reliability card, not on cases: {target} is computed from all of the agent's \
+             runs together (the card is under Reliability cards below), so there is no per-case count or pass rate."
+        ),
+        (Some("default"), None, None) => "No case was decided in this run, so there is no pass rate to bound.".into(),
+        (Some(tag), None, None) => format!(
+            "No case in this run carries the tag {tag} (none in the datasets, or all filtered out), so there is no \
+             pass rate to bound; only min_cases can fail it."
+        ),
+        _ => "This gate measures something other than cases, so it counts none.".into(),
+    }
 }
 
 /// Reliability cards and other flat extras, each folded (they are reference, not news).

@@ -12,7 +12,9 @@
 //!
 //! Reading needs no script: folds are `<details>`, links are anchors, and a link to a
 //! case shows that case alone through CSS. The small inline script adds search and
-//! filters, opens the folds a link points into, and unfolds for printing.
+//! filters, opens the folds a link points into, and unfolds for printing — and draws
+//! the turns of long runs, which are embedded as data ([`timeline::VIRTUAL_TURNS`]).
+//! Above each timeline and at each model call, what the model was sent ([`sent`]).
 //!
 //! Like every reporter it consumes the [`SuiteOutcome`], streaming its cases (read
 //! five times: tags, the two halves of the index, the two halves of the cases; never
@@ -21,8 +23,9 @@
 //! ordered maps, cases in a fixed order).
 //!
 //! Size discipline, so a 1,000-case suite opens and scrolls: payloads are cut at
-//! [`markup::PAYLOAD_LIMIT`] with their size and digest; long runs fold and embed only
-//! the turns that matter ([`timeline::FOLD_EVENTS`], [`timeline::MAX_RUN_EVENTS`]);
+//! [`markup::PAYLOAD_LIMIT`] with their size and digest; long runs fold, are
+//! virtualised, and past a limit embed only the turns that matter
+//! ([`timeline::FOLD_EVENTS`], [`timeline::VIRTUAL_TURNS`], [`timeline::MAX_RUN_EVENTS`]);
 //! and cases are drawn in full, failing first, until [`DETAIL_BUDGET`] bytes of case
 //! detail are spent, then compact (reasons and checks, the logs not read).
 
@@ -33,13 +36,14 @@ pub mod index;
 pub mod markup;
 pub mod narrative;
 pub mod page;
+pub mod sent;
 pub mod state;
 pub mod timeline;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -61,6 +65,29 @@ pub trait Logs {
     /// The verified events, in golden form, of the golden a check names as `shown`;
     /// `Ok(None)` when there is no such file.
     fn golden(&self, shown: &str) -> Result<Option<Vec<Event>>, String>;
+    /// The system prompt of `agent`, when the profile at hand is the one whose digest a
+    /// run recorded (`run_started.profile`): never a prompt that changed since.
+    fn system_prompt(&self, agent: &str, profile: &str) -> Option<String> {
+        let _ = (agent, profile);
+        None
+    }
+}
+
+/// Agent name → (profile digest, system prompt), for [`Logs::system_prompt`].
+pub type Prompts = BTreeMap<String, (String, String)>;
+
+/// The system prompts of a pipeline's agents, under the digest each profile has in
+/// `run_started` (the same canonical digest the runner computes).
+pub fn prompts(agents: &BTreeMap<String, crate::pipeline::AgentProfile>) -> Prompts {
+    agents
+        .iter()
+        .filter(|(_, profile)| !profile.system.is_empty())
+        .filter_map(|(name, profile)| {
+            let value = serde_json::to_value(profile).ok()?;
+            let digest = crate::canon::canonical_digest(crate::canon::Context::Content, &value).ok()?;
+            Some((name.clone(), (digest.to_string(), profile.system.clone())))
+        })
+        .collect()
 }
 
 /// Logs and goldens on disk. Reports name them relative to the pipeline's base
@@ -70,12 +97,15 @@ pub trait Logs {
 pub struct LogFiles {
     pub base: PathBuf,
     pub run_dir: Option<PathBuf>,
+    /// The pipeline's system prompts, when the report is written with the pipeline at
+    /// hand (`stateval run`); a run directory rendered later has none.
+    pub prompts: Prompts,
 }
 
 impl LogFiles {
     /// Logs and goldens under the pipeline's base directory, as a run names them.
     pub fn under(base: &Path) -> Self {
-        LogFiles { base: base.to_path_buf(), run_dir: None }
+        LogFiles { base: base.to_path_buf(), run_dir: None, prompts: Prompts::new() }
     }
 
     /// Logs in `run_dir`; goldens under the base directory the run's log paths imply
@@ -95,7 +125,7 @@ impl LogFiles {
                 Some(base)
             })
             .unwrap_or_else(|| PathBuf::from("."));
-        LogFiles { base, run_dir: Some(run_dir.to_path_buf()) }
+        LogFiles { base, run_dir: Some(run_dir.to_path_buf()), prompts: Prompts::new() }
     }
 }
 
@@ -115,6 +145,10 @@ impl Logs for LogFiles {
         }
         let verified = read_log(&path).map_err(|e| format!("the golden does not verify: {e}"))?;
         normalize_events(verified.events).map(Some).map_err(|e| format!("{shown}: {e}"))
+    }
+
+    fn system_prompt(&self, agent: &str, profile: &str) -> Option<String> {
+        self.prompts.get(agent).filter(|(digest, _)| digest == profile).map(|(_, system)| system.clone())
     }
 }
 

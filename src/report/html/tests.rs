@@ -6,13 +6,14 @@ use super::markup::Anchor;
 use super::*;
 use crate::event::writer::LogWriter;
 use crate::report::fixture::{self, TRICKY_ID};
-use crate::runner::outcome::Check;
+use crate::runner::outcome::{Check, GateOutcome};
 
 /// Logs held in memory: (case id, run) → events, golden path → events.
 #[derive(Default)]
 struct Memory {
     logs: BTreeMap<(String, usize), Vec<Event>>,
     goldens: BTreeMap<String, Vec<Event>>,
+    prompts: Prompts,
 }
 
 impl Logs for Memory {
@@ -22,6 +23,10 @@ impl Logs for Memory {
 
     fn golden(&self, shown: &str) -> Result<Option<Vec<Event>>, String> {
         Ok(self.goldens.get(shown).cloned())
+    }
+
+    fn system_prompt(&self, agent: &str, profile: &str) -> Option<String> {
+        self.prompts.get(agent).filter(|(digest, _)| digest == profile).map(|(_, text)| text.clone())
     }
 }
 
@@ -167,10 +172,53 @@ fn gates_show_the_pass_rate_the_wilson_bound_and_min_cases() {
     let html = page(&outcome, &logs);
     // default: 1/3 → 33.3 %, Wilson 95 % lower bound of 1/3 is 6.1 %; security has min_cases 3
     assert!(
-        html.contains("<td class=\"num\">33.3 %</td><td class=\"num\">6.1 %</td><td class=\"num\">–</td>"),
+        html.contains(
+            "<td class=\"num\">33.3 %</td><td class=\"num\">6.1 %</td><td class=\"num\"><span class=\"muted\">–</span></td>"
+        ),
         "{html}"
     );
     assert!(html.contains("<td class=\"num\">0.0 %</td><td class=\"num\">0.0 %</td><td class=\"num\">3</td>"));
+}
+
+#[test]
+fn a_gate_with_no_cases_says_what_it_measured_instead() {
+    let (mut outcome, logs) = suite_and_logs();
+    let card = |passed: bool, reason: &str| GateOutcome {
+        scope: "reliability:treasury:pass_hat_k".into(),
+        cases: 0,
+        passed_cases: 0,
+        pass_rate: 0.5,
+        passed,
+        reason: reason.into(),
+        min_cases: None,
+    };
+    outcome.gates.push(card(false, "pass_hat_k = 0.500, below the minimum 0.700"));
+    outcome.gates.push(GateOutcome {
+        scope: "billing".into(),
+        cases: 0,
+        passed_cases: 0,
+        pass_rate: 0.0,
+        passed: true,
+        reason: "billing: 0/0 passed".into(),
+        min_cases: None,
+    });
+    let html = page(&outcome, &logs);
+    let gates = &html[html.find("<section id=\"gates\">").unwrap_or(0)..];
+    let gates = &gates[..gates.find("</section>").unwrap_or(0)];
+    let row = |scope: &str| {
+        let at = gates.find(&format!("<code>{scope}</code>")).unwrap_or_else(|| panic!("{scope}: {gates}"));
+        gates[at..].lines().next().unwrap_or_default().to_string()
+    };
+    // the card gate: no count, no rate, and why — it reads the agent's card, not cases
+    let reliability = row("reliability:treasury:pass_hat_k");
+    assert!(reliability.contains("pass_hat_k = 0.500, below the minimum 0.700"), "{reliability}");
+    assert!(reliability.contains("Measured on agent treasury&#39;s reliability card, not on cases"), "{reliability}");
+    assert!(!reliability.contains(">0<"), "no \"0 cases\": {reliability}");
+    // a tag gate no case fell under
+    let billing = row("billing");
+    assert!(billing.contains("No case in this run carries the tag billing"), "{billing}");
+    // a gate with cases is not explained away
+    assert!(!row("security").contains("No case in this run"));
 }
 
 #[test]
@@ -298,23 +346,97 @@ fn a_long_run_folds_its_turns_except_the_first_divergence() {
     logs.logs.insert((TRICKY_ID.into(), 0), events);
     let html = page(&outcome, &logs);
     let a = Anchor::case(TRICKY_ID);
-    assert!(html.contains(&format!("<details class=\"turn\" id=\"{}\" open>", a.turn(0, "40"))));
-    assert!(html.contains(&format!("<details class=\"turn\" id=\"{}\"><summary>", a.turn(0, "39"))), "folded");
+    // 60 turns: virtualised, the turns are data the script draws
+    let turns = virtual_turns(&html, &a.run(0));
+    let turn = |key: &str| turns.iter().find(|t| t[0] == key).unwrap_or_else(|| panic!("turn {key}"));
+    assert_eq!(turn("40")[3], 1, "the first divergence's turn is open");
+    assert_eq!(turn("39")[3], 0, "the others are folded");
+    let html40 = turn("40")[4].as_str().unwrap_or_default();
+    assert!(html40.starts_with(&format!("<details class=\"turn\" id=\"{}\" open>", a.turn(0, "40"))), "{html40}");
+    assert!(html40.contains("first divergence"));
+}
+
+/// The JSON turns of a virtualised run (`[key, first seq, last seq, open, html]` each),
+/// read back the way the page's script reads them.
+fn virtual_turns(html: &str, run: &str) -> Vec<Value> {
+    let open = format!("<div class=\"vlist\" id=\"{run}/turns\">");
+    let list = &html[html.find(&open).unwrap_or_else(|| panic!("no virtual list {run}"))..];
+    let start = list.find("<script type=\"application/json\">").unwrap_or(0) + 32;
+    let json = &list[start..start + list[start..].find("</script>").unwrap_or(0)];
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"))
+}
+
+#[test]
+fn a_run_of_many_turns_is_virtualised_and_a_short_one_is_not() {
+    let (outcome, mut logs) = suite_and_logs();
+    let turns: Vec<Turn> = (0..1000).map(|n| Turn { input: "again", result: json!(n), answer: "ok" }).collect();
+    logs.logs.insert(("pays-trusted-payee".into(), 0), run_log("pays-trusted-payee", &turns, "completed"));
+    let html = page(&outcome, &logs);
+    let a = Anchor::case("pays-trusted-payee");
+    let items = virtual_turns(&html, &a.run(0));
+    // every turn is embedded (pre, 1,000 turns, post), each with the seqs it holds
+    assert_eq!(items.len(), 1002);
+    assert_eq!(items[0][0], "pre");
+    assert_eq!((items[1][0].as_str(), items[1][1].as_u64()), (Some("0"), Some(1)));
+    assert_eq!(items[500][0], "499");
+    let html_499 = items[500][4].as_str().unwrap_or_default();
+    assert!(html_499.contains(&format!("<li id=\"{}\">", a.seq(0, items[500][1].as_u64().unwrap_or(0)))));
+    // none of it is markup in the page: only the short runs' turns are
+    let markup = html.replace(&serde_json::to_string(&items).unwrap_or_default(), "");
+    assert!(!markup.contains(&format!("id=\"{}\"", a.turn(0, "499"))), "a long run's turns are not in the markup");
+    let short = Anchor::case("idempotent-transfer-replay");
+    assert!(
+        html.contains(&format!("<details class=\"turn\" id=\"{}\" open>", short.turn(0, "0"))),
+        "a short run's are"
+    );
+    assert!(!html.contains(&format!("id=\"{}/turns\"", short.run(0))));
+    // without the script, the page says how to see a turn
+    assert!(html.contains("This run's 1,002 turns are drawn by the page's script as they scroll into view"));
+}
+
+#[test]
+fn nothing_in_a_virtualised_runs_data_can_close_its_block() {
+    let (outcome, mut logs) = suite_and_logs();
+    let hostile = "</script><script>alert(1)</script><!-- x";
+    let turns: Vec<Turn> =
+        (0..40).map(|_| Turn { input: hostile, result: json!({"note": hostile}), answer: hostile }).collect();
+    logs.logs.insert(("pays-trusted-payee".into(), 0), run_log("pays-trusted-payee", &turns, "completed"));
+    let html = page(&outcome, &logs);
+    // the page's script and one data block, each closed once
+    assert_eq!(html.matches("</script>").count(), 2);
+    assert_eq!(html.matches("<script").count(), 2);
+    let list = &html[html.find("<script type=\"application/json\">").unwrap_or(0)..];
+    let data = &list[..list.find("</script>").unwrap_or(0)];
+    assert!(data.len() > 10_000, "the 40 turns are in it");
+    assert!(!data.contains("<!--") && !data.contains("</"), "nothing ends the block early");
+    // and it reads back to the escaped markup an ordinary run would show
+    let items = virtual_turns(&html, &Anchor::case("pays-trusted-payee").run(0));
+    let turn0 = items[1][4].as_str().unwrap_or_default();
+    assert!(turn0.contains("&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;!-- x"), "{turn0}");
 }
 
 #[test]
 fn a_run_over_the_event_limit_embeds_only_the_turns_that_matter() {
     let (outcome, mut logs) = suite_and_logs();
-    let turns: Vec<Turn> = (0..300).map(|_| Turn { input: "again", result: json!(1), answer: "ok" }).collect();
+    let turns: Vec<Turn> = (0..3000).map(|_| Turn { input: "again", result: json!(1), answer: "ok" }).collect();
     let events = run_log("pays-trusted-payee", &turns, "completed");
     assert!(events.len() > timeline::MAX_RUN_EVENTS);
     let events_len = events.len();
     logs.logs.insert(("pays-trusted-payee".into(), 0), events);
     let html = page(&outcome, &logs);
     let last = events_len - 1;
-    assert!(html.contains("(not embedded)</span></summary><p class=\"muted\"><code>stateval show .stateval/runs/r1/case/0.jsonl --at-turn 150</code>"));
-    assert!(html.contains(&format!("id=\"case/pays-trusted-payee/run/0/seq/{last}\"")), "the end is embedded");
-    assert!(html.contains(&format!("id=\"case/pays-trusted-payee/run/0/seq/{}\"", last - 1)), "so is the last turn");
+    let items = virtual_turns(&html, &Anchor::case("pays-trusted-payee").run(0));
+    let html_of =
+        |key: &str| items.iter().find(|t| t[0] == key).and_then(|t| t[4].as_str()).unwrap_or_default().to_string();
+    assert!(html_of("1500").contains("(not embedded)</span></summary><p class=\"muted\"><code>stateval show .stateval/runs/r1/case/0.jsonl --at-turn 1500</code>"));
+    assert!(
+        html_of("post").contains(&format!("id=\"case/pays-trusted-payee/run/0/seq/{last}\"")),
+        "the end is embedded"
+    );
+    assert!(
+        html_of("2999").contains(&format!("id=\"case/pays-trusted-payee/run/0/seq/{}\"", last - 1)),
+        "so is the last turn"
+    );
 }
 
 #[test]
@@ -371,4 +493,138 @@ fn narrative_claims_are_listed_beside_the_events_that_show_them() {
     assert!(html.contains("<h4>Narrative vs trace</h4>"));
     assert!(html.contains(&format!("<tr><td class=\"fail\">claimed but absent</td><td><code>send_payment</code> <span class=\"muted\">(no executed call matches)</span></td><td><a href=\"#{}\">seq 7</a></td></tr>", a.seq(0, 7))), "{html}");
     assert!(html.contains(&format!("<tr><td class=\"fail\">executed but not narrated</td><td><code>get_balance</code></td><td><a href=\"#{}\">seq 4</a></td></tr>", a.seq(0, 4))));
+}
+
+#[test]
+fn a_passing_check_shows_its_matcher_and_value_folded_when_long() {
+    let (mut outcome, logs) = suite_and_logs();
+    let mut cases = outcome.cases.to_vec().unwrap_or_default();
+    let long = "Your balance is $1,250. ".repeat(10);
+    let at = cases.iter().position(|c| c.id == "pays-trusted-payee").unwrap_or(0);
+    cases[at].runs[0].checks.push(Check {
+        name: "final_response".into(),
+        passed: true,
+        reason: "contains \"$1,250\"".into(),
+        expected: Some(json!({"contains": "$1,250"})),
+        actual: Some(json!(long)),
+    });
+    outcome.cases = cases.into();
+    let html = page(&outcome, &logs);
+    let row = |target: &str, from: &str| {
+        let section = &html[html.find(from).unwrap_or_else(|| panic!("{from}"))..];
+        let at = section.find(&format!("<td><code>{target}</code></td>")).unwrap_or_else(|| panic!("{target}"));
+        section[at..].lines().next().unwrap_or_default().to_string()
+    };
+    let full = "<section class=\"case passed\" id=\"case/pays-trusted-payee\"";
+    // a short value is shown as it is, passing or not
+    let denials = row("policy.denials", full);
+    assert!(denials.contains("<code>{\"schema\":{\"minimum\":1}}</code></td><td><code>0</code>"), "{denials}");
+    // a long one is folded, its start in the summary, the whole inside
+    let answer = row("final_response", full);
+    assert!(answer.contains("<td><code>{\"contains\":\"$1,250\"}</code></td>"), "{answer}");
+    assert!(
+        answer.contains(
+            "<details class=\"value\"><summary><code>Your balance is $1,250. Your balance is $1,250. </code>…</summary>"
+        ),
+        "{answer}"
+    );
+    assert!(answer.contains(&format!("<code>{long}</code></details>")), "{answer}");
+    // drawn compact (no log read), the values are still there
+    let case = outcome.cases.to_vec().unwrap_or_default().remove(at);
+    let compact = case::section(&case, &logs, case::Detail::Compact { first: None });
+    assert!(compact.contains(&format!("<code>{long}</code></details>")), "{compact}");
+}
+
+/// A built-in run's model calls: turn 0 writes a memory and answers, turn 1's context
+/// drops the oldest three messages. The conversation before seq 10 is five messages:
+/// user (1), model (3), tool (4), model (7), user (9).
+fn context_log(case: &str, run_started: Value, turn1_sent: u64) -> Vec<Event> {
+    let mut w = LogWriter::new(Vec::new());
+    let mut push =
+        |turn: Option<u32>, kind: Kind, data: Value| w.append(turn, 0, kind, data).unwrap_or_else(|e| panic!("{e}"));
+    let compiled = |messages: u64, dropped: u64| {
+        json!({"budget": 400, "total": 120, "messages": messages, "dropped": dropped, "over_section_budget": [],
+               "sections": {"system": 9, "tools": 40, "memory": 3, "history": 68}})
+    };
+    let call =
+        json!({"id": "c0", "name": "memory_write", "args": {"tier": "semantic", "key": "name", "value": "Priya"}});
+    let (t0, t1) = (Some(0), Some(1));
+    let mut started = run_started;
+    started["case"] = json!(case);
+    vec![
+        push(None, Kind::RunStarted, started),
+        push(t0, Kind::TurnStarted, json!({"turn": 0, "input": "I'm Priya."})),
+        push(t0, Kind::ContextCompiled, compiled(1, 0)),
+        push(t0, Kind::ModelCalled, json!({"position": 0, "response": {"content": "", "tool_calls": [call]}})),
+        push(t0, Kind::ToolProposed, json!({"call_id": "c0", "tool": "memory_write", "args": {}})),
+        push(t0, Kind::MemoryWritten, json!({"tier": "semantic", "key": "name", "value": "Priya"})),
+        push(t0, Kind::ContextCompiled, compiled(3, 0)),
+        push(t0, Kind::ModelCalled, json!({"position": 1, "response": {"content": "Noted.", "tool_calls": []}})),
+        push(t0, Kind::TurnCompleted, json!({"turn": 0, "response": "Noted."})),
+        push(t1, Kind::TurnStarted, json!({"turn": 1, "input": "Who am I?"})),
+        push(t1, Kind::ContextCompiled, compiled(turn1_sent, 3)),
+        push(t1, Kind::ModelCalled, json!({"position": 2, "response": {"content": "Priya.", "tool_calls": []}})),
+        push(t1, Kind::TurnCompleted, json!({"turn": 1, "response": "Priya."})),
+        push(None, Kind::RunCompleted, json!({"status": "completed", "turns": 2, "tokens": 0})),
+    ]
+}
+
+#[test]
+fn each_model_call_shows_what_it_was_sent_by_reference_and_the_system_prompt_once() {
+    let (outcome, mut logs) = suite_and_logs();
+    let started = json!({"run": 0, "agent": "treasury", "profile": "blake3:p", "sandbox": {}});
+    logs.logs.insert(("pays-trusted-payee".into(), 0), context_log("pays-trusted-payee", started, 2));
+    logs.prompts.insert("treasury".into(), ("blake3:p".into(), "You are a careful <treasury> assistant.".into()));
+    let html = page(&outcome, &logs);
+    let a = Anchor::case("pays-trusted-payee");
+    let row = |seq: u64| {
+        let id = format!("<li id=\"{}\">", a.seq(0, seq));
+        let at = html.find(&id).unwrap_or_else(|| panic!("seq {seq}"));
+        html[at..].lines().next().unwrap_or_default().to_string()
+    };
+    let link = |seq: u64| format!("<a href=\"#{}\">seq {seq}</a>", a.seq(0, seq));
+    // the prompt once, escaped, where every call links to
+    assert_eq!(html.matches("You are a careful &lt;treasury&gt; assistant.").count(), 1);
+    assert!(html.contains(&format!("<details class=\"sent\" id=\"{}/system\">", a.run(0))));
+    let first = row(2);
+    assert!(first.contains(&format!("<a href=\"#{}/system\">the system prompt</a>", a.run(0))), "{first}");
+    assert!(first.contains(&format!("1 message, {}–{}", link(1), link(1))), "{first}");
+    // the memory view is drawn when it changed, then referred to
+    let second = row(6);
+    assert!(second.contains("Priya") && second.contains("(1 user, 1 model, 1 tool)"), "{second}");
+    let third = row(10);
+    assert!(third.contains(&format!("memory as at {}", link(6))), "{third}");
+    assert!(!third.contains("Priya"), "not repeated: {third}");
+    // 5 messages so far, 3 dropped: the window is the model's answer and the new input
+    assert!(third.contains(&format!("2 messages, {}–{}", link(7), link(9))), "{third}");
+    assert!(third.contains("(1 user, 1 model, 0 tool)</span>; 3 older dropped to fit the budget"), "{third}");
+}
+
+#[test]
+fn a_call_whose_message_count_the_log_cannot_account_for_says_so() {
+    let (outcome, mut logs) = suite_and_logs();
+    let started = json!({"run": 0, "agent": "treasury", "profile": "blake3:p", "sandbox": {}});
+    // turn 1 claims 4 sent and 3 dropped: 7, but the log holds 5 messages before it
+    logs.logs.insert(("pays-trusted-payee".into(), 0), context_log("pays-trusted-payee", started, 4));
+    let html = page(&outcome, &logs);
+    assert!(html.contains(
+        "and 4 messages, 3 dropped <span class=\"muted\">(which ones this log cannot tell: it holds 5 before this call)"
+    ));
+}
+
+#[test]
+fn a_system_prompt_is_shown_only_for_the_profile_the_run_recorded() {
+    let (outcome, mut logs) = suite_and_logs();
+    let started = json!({"run": 0, "agent": "treasury", "profile": "blake3:old", "sandbox": {}});
+    logs.logs.insert(("pays-trusted-payee".into(), 0), context_log("pays-trusted-payee", started, 2));
+    logs.prompts.insert("treasury".into(), ("blake3:new".into(), "A prompt edited since the run.".into()));
+    let html = page(&outcome, &logs);
+    assert!(!html.contains("A prompt edited since the run."));
+    assert!(html.contains("System prompt: not in the log, and the run's agent profile was not at hand"));
+    assert!(!html.contains("<a href=\"#case/pays-trusted-payee/run/0/system\">"), "no link to a prompt not drawn");
+    // an imported trace carries its own
+    let imported = json!({"run": 0, "agent": "imported", "system": ["Part one.", "Part two."], "sandbox": {}});
+    logs.logs.insert(("pays-trusted-payee".into(), 0), context_log("pays-trusted-payee", imported, 2));
+    let html = page(&outcome, &logs);
+    assert!(html.contains("<pre>Part one.\n\nPart two.</pre>"));
 }

@@ -10,9 +10,10 @@
 //! change from the turn before, and in full when it changed.
 //!
 //! Size: a run of more than [`FOLD_EVENTS`] events opens only the turn of its first
-//! divergence; a run of more than [`MAX_RUN_EVENTS`] embeds only the turns around its
-//! first divergence and its first and last turns, and names the command that shows
-//! the rest.
+//! divergence; a run of more than [`VIRTUAL_TURNS`] turns is virtualised (its turns are
+//! JSON the page's script draws as they scroll into view, see `report.js`); a run of
+//! more than [`MAX_RUN_EVENTS`] embeds only the turns around its first divergence and
+//! its first and last turns, and names the command that shows the rest.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -26,9 +27,15 @@ use crate::event::{Event, Kind};
 /// A run with more events than this opens only the turn of its first divergence: a
 /// reviewer starts there, and a browser lays out far less.
 pub const FOLD_EVENTS: usize = 300;
+/// A run with more turns than this is *virtualised*: its turns, folded but for the
+/// first divergence's, are embedded as JSON and the page's script puts only those in
+/// view into the DOM, so a 1,000-turn run costs the browser what 20 turns do. Below
+/// it, turns are plain markup (readable without the script, found by find-in-page).
+pub const VIRTUAL_TURNS: usize = 30;
 /// A run with more events than this embeds only the turns that matter (see the module
-/// doc). A 300-turn long-horizon run has ~3,000.
-pub const MAX_RUN_EVENTS: usize = 2_000;
+/// doc). A 1,000-turn long-horizon run has ~8,000: virtualised, it is embedded whole;
+/// the report's detail budget bounds the bytes.
+pub const MAX_RUN_EVENTS: usize = 20_000;
 /// Characters of a turn's input in its summary line.
 const SUMMARY_INPUT: usize = 100;
 
@@ -105,6 +112,8 @@ pub struct Context<'a> {
     /// Recording positions whose request drifted from the recording.
     pub drift: BTreeSet<u64>,
     pub marks: &'a Marks,
+    /// What each model call was sent, by the seq of its `context_compiled`.
+    pub sent: BTreeMap<u64, String>,
 }
 
 impl Context<'_> {
@@ -115,18 +124,21 @@ impl Context<'_> {
 }
 
 /// The timeline of run `k` (its events verified), as `<details>` per turn. `log` is how
-/// the report names the log file, for the commands it suggests.
-pub fn timeline(anchor: &Anchor, k: usize, events: &[Event], marks: &Marks, log: &str) -> String {
+/// the report names the log file, for the commands it suggests; `prompt_known` says
+/// whether the run's system prompt is drawn above it (model calls link to it).
+pub fn timeline(anchor: &Anchor, k: usize, events: &[Event], marks: &Marks, log: &str, prompt_known: bool) -> String {
     let groups = groups(events);
     let drift =
         events.iter().filter(|e| e.kind == Kind::ReplayDiverged).filter_map(|e| e.get("position").as_u64()).collect();
     let span = events.iter().map(|e| e.t).max().unwrap_or(0).max(1);
-    let ctx = Context { anchor, k, span, drift, marks };
+    let sent = super::sent::contexts(anchor, k, events, prompt_known);
+    let ctx = Context { anchor, k, span, drift, marks, sent };
 
     let focus_seq = marks.first.or_else(|| marks.evidence.keys().next().copied());
     let focus = focus_seq.and_then(|s| groups.iter().position(|g| events[g.range.clone()].iter().any(|e| e.seq == s)));
     let embedded = embedded_groups(events, &groups, focus);
-    let fold_all = events.len() > FOLD_EVENTS;
+    let virtual_list = groups.len() > VIRTUAL_TURNS;
+    let fold_all = virtual_list || events.len() > FOLD_EVENTS;
 
     let mut out = String::new();
     if embedded.len() < groups.len() {
@@ -139,12 +151,15 @@ pub fn timeline(anchor: &Anchor, k: usize, events: &[Event], marks: &Marks, log:
         );
     }
     let mut state = State::default();
+    let mut items = Vec::with_capacity(if virtual_list { groups.len() } else { 0 });
     for (n, group) in groups.iter().enumerate() {
         let slice = &events[group.range.clone()];
         let state_html = state.advance(slice, group.label);
+        let mut html = String::new();
+        let open = !fold_all || Some(n) == focus;
         if !embedded.contains(&n) {
             let _ = writeln!(
-                out,
+                html,
                 "<details class=\"turn\" id=\"{}\"><summary>{} · {} event{} <span class=\"muted\">(not embedded)</span>\
                  </summary><p class=\"muted\"><code>stateval show {} --at-turn {}</code></p></details>",
                 anchor.turn(k, &group.label.key()),
@@ -154,24 +169,66 @@ pub fn timeline(anchor: &Anchor, k: usize, events: &[Event], marks: &Marks, log:
                 esc(log),
                 group.label.key()
             );
-            continue;
+        } else {
+            let _ = writeln!(
+                html,
+                "<details class=\"turn\" id=\"{}\"{}><summary>{}</summary>\n<ol class=\"ev\">",
+                anchor.turn(k, &group.label.key()),
+                if open { " open" } else { "" },
+                summary(group.label, slice, &ctx)
+            );
+            for e in slice {
+                html.push_str(&row(e, &ctx));
+            }
+            html.push_str("</ol>\n");
+            html.push_str(&state_html);
+            html.push_str("</details>\n");
         }
-        let open = !fold_all || Some(n) == focus;
-        let _ = writeln!(
-            out,
-            "<details class=\"turn\" id=\"{}\"{}><summary>{}</summary>\n<ol class=\"ev\">",
-            anchor.turn(k, &group.label.key()),
-            if open { " open" } else { "" },
-            summary(group.label, slice, &ctx)
-        );
-        for e in slice {
-            out.push_str(&row(e, &ctx));
+        if virtual_list {
+            let (first, last) = (slice.first().map_or(0, |e| e.seq), slice.last().map_or(0, |e| e.seq));
+            items.push(Item { key: group.label.key(), first, last, open: open && embedded.contains(&n), html });
+        } else {
+            out.push_str(&html);
         }
-        out.push_str("</ol>\n");
-        out.push_str(&state_html);
-        out.push_str("</details>\n");
+    }
+    if virtual_list {
+        out.push_str(&virtual_turns(anchor, k, &items, log));
     }
     out
+}
+
+/// One turn of a virtualised run, as the script reads it.
+struct Item {
+    /// The turn's anchor key (`pre`, `7`, `post`).
+    key: String,
+    /// The seqs it holds, for deep links to an event not in the DOM.
+    first: u64,
+    last: u64,
+    open: bool,
+    /// Its `<details>`, exactly as an ordinary run draws it.
+    html: String,
+}
+
+/// The turns of a long run as one JSON array (`[key, first seq, last seq, open, html]`
+/// per turn) in a data block the script renders from, with a line saying so for a
+/// reader without the script. A data block is not a script: the page's policy does
+/// not run it, and the HTML inside was escaped like the rest of the page. In the
+/// JSON, `</` is written `<\/` and `<!--` as `\u003c!--`, so nothing in it can end the
+/// block (`</script>`) or change how the parser reads it.
+fn virtual_turns(anchor: &Anchor, k: usize, items: &[Item], log: &str) -> String {
+    let data: Vec<serde_json::Value> =
+        items.iter().map(|i| serde_json::json!([i.key, i.first, i.last, u8::from(i.open), i.html])).collect();
+    let json = serde_json::to_string(&data).unwrap_or_else(|_| "[]".to_string());
+    let json = json.replace("</", "<\\/").replace("<!--", "\\u003c!--");
+    format!(
+        "<div class=\"vlist\" id=\"{id}/turns\">\n\
+         <p class=\"muted vnote\">This run's {n} turns are drawn by the page's script as they scroll into view \
+         (it is switched off); <code>stateval show {} --at-turn N</code> shows any of them.</p>\n\
+         <script type=\"application/json\">{json}</script>\n</div>\n",
+        esc(log),
+        id = anchor.run(k),
+        n = thousands(items.len() as u64),
+    )
 }
 
 /// Which groups to embed: all, unless the run is over [`MAX_RUN_EVENTS`]; then the
@@ -245,6 +302,9 @@ fn row(e: &Event, ctx: &Context) -> String {
     let offset = (start * 100 / ctx.span).min(100);
     let width = (duration * 100).div_ceil(ctx.span).min(100 - offset);
     let mut what = what(e, ctx);
+    if let Some(sent) = ctx.sent.get(&e.seq) {
+        what.push_str(sent);
+    }
     if ctx.marks.first == Some(e.seq) {
         what.insert_str(0, "<span class=\"b fail\">first divergence</span>");
     }
