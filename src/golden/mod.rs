@@ -16,6 +16,8 @@
 
 mod align;
 pub mod bless;
+pub mod cause;
+pub mod churn;
 pub mod diff;
 pub mod normalize;
 pub mod render;
@@ -134,7 +136,8 @@ impl Goldens {
 
     /// The `golden` check of run `k` of a case: compare its events with the golden, or
     /// (in bless mode) write them as the golden. `log` is how reports show the run's
-    /// log. An error is only ever a failure to write a golden.
+    /// log; `sources` name the run's inputs for the cause of a difference
+    /// ([`cause`]). An error is only ever a failure to write a golden.
     pub fn check(
         &self,
         dataset: &str,
@@ -142,6 +145,7 @@ impl Goldens {
         k: usize,
         events: &[Event],
         log: &str,
+        sources: &cause::Sources,
     ) -> Result<Check, GoldenError> {
         let (path, shown) = self.path(dataset, case, k);
         let check = |passed: bool, reason: String| Check {
@@ -185,12 +189,14 @@ impl Goldens {
         let golden = match verify_bytes(&bytes) {
             Ok(v) => v,
             Err(e) => {
-                return Ok(check(
+                let mut failed = check(
                     false,
                     format!(
                         "golden {shown} does not verify ({e}): was it edited by hand? `stateval run --bless` rewrites it from this run"
                     ),
-                ));
+                );
+                failed.actual = Some(json!({"cause": cause::Cause::unverified()}));
+                return Ok(failed);
             }
         };
         let d = diff::diff(&golden.events, &actual.events);
@@ -199,7 +205,7 @@ impl Goldens {
             // which looks past chain links and absolute times, finds nothing. The log is
             // still not the golden's, and a verdict must not hide that.
             let head = |e: Option<&crate::event::Event>| e.map_or("none".to_string(), |e| e.hash.to_string());
-            return Ok(check(
+            let mut failed = check(
                 false,
                 format!(
                     "head {} differs from the golden's {} ({shown}), though every event compares equal \
@@ -208,7 +214,9 @@ impl Goldens {
                     head(actual.events.last()),
                     head(golden.events.last()),
                 ),
-            ));
+            );
+            failed.actual = Some(json!({"cause": cause::Cause::chain_only()}));
+            return Ok(failed);
         };
         let reason = format!(
             "differs from {shown} at {}; {} (`stateval diff {shown} {log}` shows them)",
@@ -216,7 +224,8 @@ impl Goldens {
             render::counts_line(&d),
         );
         let mut failed = check(false, reason);
-        failed.actual = Some(json!({"first_divergence": first, "counts": d.counts()}));
+        let cause = cause::classify(&d, &golden.events, sources);
+        failed.actual = Some(json!({"first_divergence": first, "counts": d.counts(), "cause": cause}));
         Ok(failed)
     }
 }
@@ -234,7 +243,14 @@ mod tests {
     }
 
     fn missing_check(goldens: &Goldens) -> Check {
-        goldens.check("examples/treasury", "pay", 0, &[], "log.jsonl").unwrap()
+        let sources = cause::Sources {
+            profile: "treasury",
+            pipeline: "p.toml",
+            tools: None,
+            recording: None,
+            dataset: "datasets/examples/treasury.jsonl",
+        };
+        goldens.check("examples/treasury", "pay", 0, &[], "log.jsonl", &sources).unwrap()
     }
 
     #[test]
