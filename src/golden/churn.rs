@@ -47,8 +47,8 @@ pub struct Group {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Churn {
     pub groups: Vec<Group>,
-    /// Each gate that would have passed had every golden check passed, with a line
-    /// saying so (`security: …`).
+    /// The scope of each failed gate that passes once every run that failed only its
+    /// golden check counts as passed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gates_only_goldens: Vec<String>,
 }
@@ -77,6 +77,8 @@ pub struct Member {
     pub dataset: String,
     pub case: String,
     pub k: usize,
+    /// The head of the run's log as the run recorded it.
+    pub head: Option<String>,
 }
 
 #[derive(Debug)]
@@ -144,7 +146,12 @@ impl Grouper {
                 counted.push(id);
             }
             if self.keep_members {
-                group.members.push(Member { dataset: case.dataset.clone(), case: case.id.clone(), k: run.index });
+                group.members.push(Member {
+                    dataset: case.dataset.clone(),
+                    case: case.id.clone(),
+                    k: run.index,
+                    head: run.head.clone(),
+                });
             }
         }
     }
@@ -250,7 +257,10 @@ mod tests {
         );
         assert_eq!(groups[0].first, ["c0", "c1", "c2", "c3", "c4"]);
         assert_eq!(groups[0].accept, "stateval golden accept --cause tools:t.json");
-        assert_eq!(g.members("behaviour").unwrap(), [Member { dataset: "d".into(), case: "odd".into(), k: 0 }]);
+        assert_eq!(
+            g.members("behaviour").unwrap(),
+            [Member { dataset: "d".into(), case: "odd".into(), k: 0, head: None }]
+        );
     }
 
     #[test]
