@@ -196,19 +196,7 @@ fn cases(n: usize) -> String {
 
 /// One group as review shows it.
 fn describe(group: &Group, at: usize, of: usize) -> String {
-    let more = group.cases.saturating_sub(group.first.len());
-    let mut names = group.first.join(", ");
-    if more > 0 {
-        names.push_str(&format!(" and {more} more"));
-    }
-    format!(
-        "[{at}/{of}] {}\n      {}\n      {} ({} run{}): {names}",
-        group.id,
-        group.what,
-        cases(group.cases),
-        group.runs,
-        if group.runs == 1 { "" } else { "s" }
-    )
+    format!("[{at}/{of}] {}\n      {}\n      {}: {}", group.id, group.what, group.size(), group.names())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

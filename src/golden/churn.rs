@@ -42,6 +42,30 @@ pub struct Group {
     pub accept: String,
 }
 
+impl Group {
+    /// `a, b, c and 10 more`: the cases named, and how many are not.
+    pub fn names(&self) -> String {
+        let more = self.cases.saturating_sub(self.first.len());
+        let mut names = self.first.join(", ");
+        if more > 0 {
+            names.push_str(&format!(" and {more} more"));
+        }
+        names
+    }
+
+    /// `13 cases (17 runs)`.
+    pub fn size(&self) -> String {
+        let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+        format!("{} ({})", plural(self.cases, "case"), plural(self.runs, "run"))
+    }
+}
+
+/// Does a summary need a line for this failed case, beside the groups? Not when it
+/// failed only golden checks, each for a cause that [`explains`] it.
+pub fn listed_apart(case: &CaseOutcome) -> bool {
+    !golden_only(case) || case.runs.iter().filter_map(run_cause).any(|c| !explains(c.kind))
+}
+
 /// A run's golden churn: its groups (most cases first), and the gates that failed only
 /// because golden checks failed.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
