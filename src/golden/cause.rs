@@ -54,6 +54,17 @@ pub enum Kind {
     Unverified,
 }
 
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Inputs => "inputs",
+            Kind::Digests => "digests",
+            Kind::Behaviour => "behaviour",
+            Kind::Unverified => "unverified",
+        }
+    }
+}
+
 /// The cause of one run's golden difference.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cause {
