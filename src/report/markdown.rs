@@ -427,6 +427,20 @@ mod tests {
     }
 
     #[test]
+    fn golden_groups_come_before_the_failing_cases_with_their_accept_command() {
+        let rendered = md(&fixture::churned());
+        let groups = rendered.find("### Goldens differ for 1 cause").expect("a groups section");
+        assert!(groups < rendered.find("### Failing cases").expect("failing cases"), "{rendered}");
+        assert!(rendered.contains(
+            "| `tools:fixtures/tools/treasury.json` | 2 cases (2 runs) | tool manifest fixtures/tools/treasury.json changed \
+             | churned-one, churned-two | `stateval golden accept --cause tools:fixtures/tools/treasury.json` |"
+        ));
+        assert!(rendered.contains("Gates failing only because of these golden changes: `smoke`."), "{rendered}");
+        // the groups are not named again among the other extras
+        assert!(!rendered.contains("`golden_groups`"), "{rendered}");
+    }
+
+    #[test]
     fn failing_cases_come_before_the_gates_with_all_their_reasons() {
         let rendered = md(&fixture::suite());
         let failing = rendered.find("### Failing cases (2)").unwrap_or(usize::MAX);

@@ -459,6 +459,25 @@ mod tests {
     }
 
     #[test]
+    fn golden_groups_come_first_and_cases_they_account_for_get_no_line_of_their_own() {
+        let mut out = Vec::new();
+        write_summary(&fixture::churned(), &mut out, ColorChoice::Never, false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("goldens differ for 1 cause"), "{text}");
+        assert!(text.contains("  tools:fixtures/tools/treasury.json: 2 cases (2 runs): tool manifest"), "{text}");
+        assert!(text.contains("    churned-one, churned-two\n"), "{text}");
+        assert!(
+            text.contains("    accept: stateval golden accept --cause tools:fixtures/tools/treasury.json\n"),
+            "{text}"
+        );
+        assert!(text.contains("gates failing only because of these: smoke"), "{text}");
+        // the churned cases are in the group, not in a FAIL line; the others keep theirs
+        assert!(!text.contains(":: churned-"), "{text}");
+        assert!(text.contains("(2 failing cases that only differ from their goldens"), "{text}");
+        assert_eq!(text.matches("FAIL examples/").count(), 1, "{text}");
+    }
+
+    #[test]
     fn each_dataset_has_a_line_with_its_passing_and_total_cases() {
         let text = summary(ColorChoice::Never);
         assert!(text.contains("examples/treasury  1/2 passed\nsecurity/replay    0/1 passed\n"), "{text}");

@@ -48,3 +48,22 @@ pub fn section(extras: &serde_json::Map<String, serde_json::Value>) -> String {
     out.push_str("<p class=\"muted\"><code>stateval golden review</code> goes through the causes on a terminal.</p>\n</section>\n");
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_links_its_first_cases_and_shows_its_accept_command_and_no_groups_means_no_section() {
+        let outcome = crate::report::fixture::churned();
+        let html = section(&outcome.extras);
+        assert!(html.starts_with("<section id=\"golden-groups\">\n<h2>Goldens differ for 1 cause</h2>"), "{html}");
+        assert!(html.contains("<a href=\"#case/churned-one\"><code>churned-one</code></a>"), "{html}");
+        assert!(
+            html.contains("<code>stateval golden accept --cause tools:fixtures/tools/treasury.json</code>"),
+            "{html}"
+        );
+        assert!(html.contains("Gates failing only because of these golden changes: <code>smoke</code>."), "{html}");
+        assert_eq!(section(&crate::report::fixture::suite().extras), "");
+    }
+}
