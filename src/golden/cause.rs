@@ -52,6 +52,8 @@ pub enum Kind {
     Behaviour,
     /// The golden does not verify (edited by hand, truncated).
     Unverified,
+    /// There is no golden yet, and one is required (a new case).
+    Missing,
 }
 
 impl Kind {
@@ -61,6 +63,7 @@ impl Kind {
             Kind::Digests => "digests",
             Kind::Behaviour => "behaviour",
             Kind::Unverified => "unverified",
+            Kind::Missing => "missing",
         }
     }
 }
@@ -83,6 +86,8 @@ pub const BEHAVIOUR: &str = "behaviour";
 pub const DIGESTS: &str = "digests";
 /// The id of the cause for a golden that does not verify.
 pub const UNVERIFIED: &str = "unverified";
+/// The id of the cause for a required golden that does not exist.
+pub const MISSING: &str = "missing";
 
 impl Cause {
     pub fn behaviour() -> Cause {
@@ -99,6 +104,10 @@ impl Cause {
             id: UNVERIFIED.into(),
             what: "the golden does not verify (edited by hand?)".into(),
         }
+    }
+
+    pub fn missing() -> Cause {
+        Cause { kind: Kind::Missing, id: MISSING.into(), what: "no golden yet (new cases or runs)".into() }
     }
 
     fn digests(what: &str) -> Cause {

@@ -90,7 +90,9 @@ impl Churn {
     }
 }
 
-/// Causes that say what changed without the run's behaviour changing.
+/// Causes that say what changed without the run's behaviour changing. (A missing
+/// golden is a group too, but its cases keep their own lines: each names the file to
+/// write, as the summary's list of missing goldens does.)
 pub fn explains(kind: Kind) -> bool {
     matches!(kind, Kind::Inputs | Kind::Digests)
 }
@@ -124,9 +126,12 @@ pub struct Grouper {
 /// The cause of a run's failed golden check, if it failed one.
 pub fn run_cause(run: &RunResult) -> Option<Cause> {
     let check = run.checks.iter().find(|c| c.name == CHECK && !c.passed)?;
-    // a check from before causes were recorded, or a missing golden: behaviour is the
-    // one cause that claims nothing
-    Some(cause::of_check(check.actual.as_ref()).unwrap_or_else(Cause::behaviour))
+    if let Some(cause) = cause::of_check(check.actual.as_ref()) {
+        return Some(cause);
+    }
+    // a required golden that does not exist records no value, only its reason; a check
+    // from before causes were recorded gets behaviour, the one cause that claims nothing
+    Some(if check.reason.starts_with(super::NO_GOLDEN) { Cause::missing() } else { Cause::behaviour() })
 }
 
 /// Did this run fail, and fail only its golden check?
@@ -285,6 +290,20 @@ mod tests {
             g.members("behaviour").unwrap(),
             [Member { dataset: "d".into(), case: "odd".into(), k: 0, head: None }]
         );
+    }
+
+    #[test]
+    fn a_required_golden_that_does_not_exist_is_the_missing_cause_and_its_case_keeps_its_line() {
+        let mut c = case("new-case", vec![run(0, Some(tools()))]);
+        c.runs[0].checks[0].actual = None;
+        c.runs[0].checks[0].reason = "no golden: goldens/d/new-case.0.jsonl does not exist, and under CI …".into();
+        let mut g = Grouper::default();
+        g.see(&c);
+        assert_eq!(g.groups(|_| String::new())[0].id, "missing");
+        assert!(listed_apart(&c));
+        // a failed check with neither a cause nor that reason claims nothing: behaviour
+        c.runs[0].checks[0].reason = "something else".into();
+        assert_eq!(run_cause(&c.runs[0]), Some(Cause::behaviour()));
     }
 
     #[test]

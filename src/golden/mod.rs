@@ -39,6 +39,8 @@ pub use diff::{Class, Diff, Difference, diff};
 
 /// The name of the check a golden comparison adds to every run.
 pub const CHECK: &str = "golden";
+/// How the reason of a `golden` check for a golden that does not exist begins.
+pub const NO_GOLDEN: &str = "no golden";
 
 /// Compare runs with their goldens, or write them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -169,12 +171,12 @@ impl Goldens {
                     missing.push(shown.clone());
                 }
                 let reason = match self.required {
-                    Required::No => return Ok(check(true, "no golden".to_string())),
+                    Required::No => return Ok(check(true, NO_GOLDEN.to_string())),
                     Required::ByPipeline => format!(
-                        "no golden: {shown} does not exist and [goldens] required = true (`stateval run --bless` writes it)"
+                        "{NO_GOLDEN}: {shown} does not exist and [goldens] required = true (`stateval run --bless` writes it)"
                     ),
                     Required::ByCi => format!(
-                        "no golden: {shown} does not exist, and under CI (CI is set) every run needs one \
+                        "{NO_GOLDEN}: {shown} does not exist, and under CI (CI is set) every run needs one \
                          (`stateval run --bless` writes it; a suite that keeps none says [goldens] required = false)"
                     ),
                 };
