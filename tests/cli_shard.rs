@@ -24,19 +24,51 @@ const ENGINE_VARS: [&str; 7] = [
 ];
 
 /// The `stateval …` commands of an example file, in order: each sits on one line and
-/// runs to its end (or to the closing quote of a container command).
+/// runs to its end (or to the closing quote of a container command). A step that uses
+/// the stateval GitHub Action becomes the command the action runs: its own script,
+/// `action/run.sh`, with the step's inputs.
 fn commands(example: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scale-out").join(example))
-        .expect("read the example");
-    text.lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
-        .filter_map(|l| {
-            ["stateval plan", "stateval run", "stateval merge"]
-                .iter()
-                .find_map(|c| l.find(c))
-                .map(|at| l[at..].trim_end().trim_end_matches(']').trim_end_matches('"').to_string())
-        })
-        .collect()
+    let text = std::fs::read_to_string(repo().join("examples/scale-out").join(example)).expect("read the example");
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with('#')).collect();
+    let mut commands = Vec::new();
+    for (n, l) in lines.iter().enumerate() {
+        if l.contains("uses:") && l.contains("/stateval@") {
+            let with =
+                lines.get(n + 1).and_then(|w| w.trim().strip_prefix("with:")).expect("the action's `with:` line");
+            commands.push(action_command(with));
+        } else if let Some(at) = ["stateval plan", "stateval run", "stateval merge"].iter().find_map(|c| l.find(c)) {
+            commands.push(l[at..].trim_end().trim_end_matches(']').trim_end_matches('"').to_string());
+        }
+    }
+    commands
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The command line the action runs for a step's `with: { k: v, … }` (one flow mapping
+/// on one line): `action/run.sh` with each input as its INPUT_* variable. The matrix
+/// index is read from `MATRIX_SHARD`, which the test sets per job. `INPUT_COMMAND`
+/// always leads (the action's default is `run`), so [`is`] sorts the line.
+fn action_command(with: &str) -> String {
+    let body = with.trim().strip_prefix('{').and_then(|b| b.strip_suffix('}')).expect("a flow mapping");
+    let mut vars = vec![format!("INPUT_COMMAND=\"run\"")];
+    for pair in body.split(',') {
+        let (key, value) = pair.split_once(':').expect("key: value");
+        let value = value.trim().trim_matches('"').replace("${{ matrix.shard }}", "$MATRIX_SHARD");
+        match key.trim() {
+            "command" => vars[0] = format!("INPUT_COMMAND=\"{value}\""),
+            "version" => {} // installing is the engine's part; the test's binary is on PATH
+            key => vars.push(format!("INPUT_{}=\"{value}\"", key.to_uppercase().replace('-', "_"))),
+        }
+    }
+    format!("{} bash '{}'", vars.join(" "), repo().join("action/run.sh").display())
+}
+
+/// Is `line` the example's `stateval <command>`, literal or through the action?
+fn is(line: &str, command: &str) -> bool {
+    line.starts_with(&format!("stateval {command}")) || line.starts_with(&format!("INPUT_COMMAND=\"{command}\""))
 }
 
 /// Run a command line of an example through `sh`, as the engine would, with the built
@@ -76,11 +108,18 @@ fn unsharded_reports() -> Vec<Vec<u8>> {
 
 fn run_engine(engine: &Engine, expected: &[Vec<u8>]) {
     let lines = commands(engine.example);
-    let plan_lines: Vec<&String> = lines.iter().filter(|l| l.starts_with("stateval plan")).collect();
-    let shard_lines: Vec<&String> = lines.iter().filter(|l| l.starts_with("stateval run")).collect();
-    let merge_lines: Vec<&String> = lines.iter().filter(|l| l.starts_with("stateval merge")).collect();
+    let plan_lines: Vec<&String> = lines.iter().filter(|l| is(l, "plan")).collect();
+    let shard_lines: Vec<&String> = lines.iter().filter(|l| is(l, "run")).collect();
+    let merge_lines: Vec<&String> = lines.iter().filter(|l| is(l, "merge")).collect();
     assert!(!shard_lines.is_empty() && !merge_lines.is_empty(), "{}: {lines:?}", engine.example);
 
+    // where the plan is written (`-o FILE`; the action's default is plan.json), and
+    // where each job's download of it puts it
+    let plan_file = plan_lines
+        .iter()
+        .find_map(|l| l.split_whitespace().skip_while(|w| *w != "-o").nth(1))
+        .unwrap_or("plan.json")
+        .to_string();
     let planner = Project::new();
     for line in &plan_lines {
         sh(&planner, line, &[]).expect_code(0);
@@ -89,7 +128,7 @@ fn run_engine(engine: &Engine, expected: &[Vec<u8>]) {
     for i in 1..=SHARDS {
         let job = Project::new(); // a fresh checkout per job
         if !plan_lines.is_empty() {
-            job.write("plan.json", planner.read_bytes("plan.json"));
+            job.write(&plan_file, planner.read_bytes(&plan_file));
         }
         for line in &shard_lines {
             let out = sh(&job, line, &(engine.env)(i));
@@ -100,7 +139,7 @@ fn run_engine(engine: &Engine, expected: &[Vec<u8>]) {
         copy_dir(&job.join(from), &merger.join(to));
     }
     if !plan_lines.is_empty() {
-        merger.write("plan.json", planner.read_bytes("plan.json"));
+        merger.write(&plan_file, planner.read_bytes(&plan_file));
     }
     for line in &merge_lines {
         sh(&merger, line, &[]).expect_code(0);
@@ -120,8 +159,9 @@ fn every_scale_out_example_merges_to_the_reports_of_one_unsharded_run() {
     let engines = [
         Engine {
             example: "github-actions.yml",
-            env: |i| env(&[("STATEVAL_SHARD", format!("{i}/{SHARDS}"))]),
-            output: |i| ("shard-out".into(), format!("shards/shard-{i}")),
+            env: |i| env(&[("MATRIX_SHARD", i.to_string())]),
+            // the action's defaults: `out`, and `shards` with the artifacts' names
+            output: |i| ("stateval-out".into(), format!("stateval-shards/stateval-shard-{i}-of-{SHARDS}")),
         },
         Engine {
             example: "gitlab-ci.yml",
@@ -386,6 +426,18 @@ fn shard_flags_are_checked_before_anything_runs() {
     let out = from_env(&[("JOB_COMPLETION_INDEX", "1")]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("STATEVAL_SHARD_TOTAL"));
+    // half of an engine's pair: named, exit 2, before anything runs
+    for (set, missing) in
+        [("CI_NODE_INDEX", "CI_NODE_TOTAL"), ("BUILDKITE_PARALLEL_JOB_COUNT", "BUILDKITE_PARALLEL_JOB")]
+    {
+        let out = from_env(&[(set, "2")]);
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("{set} is set")) && stderr.contains(&format!("but {missing} is not")),
+            "{stderr}"
+        );
+    }
     assert!(p.run_ids().is_empty(), "nothing ran");
 }
 

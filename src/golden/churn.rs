@@ -248,6 +248,7 @@ mod tests {
             status: "completed".into(),
             passed: cause.is_none(),
             checks: vec![golden(cause)],
+            task_checks: vec![],
             error: None,
             warnings: vec![],
         }
@@ -263,6 +264,7 @@ mod tests {
             passed: runs.iter().all(|r| r.passed),
             runs,
             blocks: vec![],
+            score: None,
         }
     }
 

@@ -38,7 +38,7 @@ pub use bless::Written;
 pub use diff::{Class, Diff, Difference, diff};
 
 /// The name of the check a golden comparison adds to every run.
-pub const CHECK: &str = "golden";
+pub const CHECK: &str = crate::outcome::GOLDEN_CHECK;
 /// How the reason of a `golden` check for a golden that does not exist begins.
 pub const NO_GOLDEN: &str = "no golden";
 

@@ -3,8 +3,8 @@
 //!
 //! "Only because of goldens" is decided, not guessed: the gates are evaluated again
 //! as if every run that failed nothing but its golden check had passed — tag gates on
-//! a tally of cases, reliability cards on their runs — and a failed gate that passes
-//! then says so. A fixture edit that fails `security` and `reliability.overall`
+//! a tally of cases (a control case's benign utility with them), reliability cards on
+//! their runs — and a failed gate that passes then says so. A fixture edit that fails `security` and `reliability.overall`
 //! through golden checks alone is then one cause, not three alarms.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,7 +14,7 @@ use serde_json::json;
 use super::{Plan, RunnerError, cards};
 use crate::gate::Tally;
 use crate::golden::churn::{self, Churn, Grouper};
-use crate::outcome::{Cases, GateOutcome};
+use crate::outcome::{Cases, GateOutcome, Role, Score};
 
 /// The default pipeline, left out of the accept command it would only lengthen.
 const DEFAULT_PIPELINE: &str = "pipeline/ci.toml";
@@ -36,7 +36,14 @@ pub(super) fn golden_churn(
     for case in cases.iter() {
         let case = case.map_err(|e| RunnerError::Internal(format!("reading case outcomes: {e}")))?;
         grouper.see(&case);
-        without_goldens.add(&case.tags, case.passed || churn::golden_only(&case));
+        let passed = case.passed || churn::golden_only(&case);
+        // a control's benign utility is its verdict; an attack's score never reads the
+        // golden check (outcome::score)
+        let score = case.score.map(|s| match s.role {
+            Role::Control => Score { task_completed: Some(passed), ..s },
+            Role::Attack => s,
+        });
+        without_goldens.add(&case.tags, passed, score.as_ref());
         for run in case.runs.iter().filter(|r| churn::golden_only_run(r)) {
             golden_only_runs.insert((case.id.clone(), run.index));
         }

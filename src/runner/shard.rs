@@ -107,21 +107,30 @@ impl Shard {
             let (i, n) = parse_fraction(&value).ok_or(format!("STATEVAL_SHARD={value:?}: expected I/N (1-based)"))?;
             return make(i, n, format!("STATEVAL_SHARD={value}"));
         }
-        if let (Some(i), Some(n)) = (number("CI_NODE_INDEX")?, number("CI_NODE_TOTAL")?) {
+        // Each engine names a shard with a pair; one half of a pair alone is a job set up
+        // wrongly (a lost matrix variable, a Job without its total), and running the
+        // whole suite, or guessing, would hide that.
+        let pair = |index: &str, total: &str, engine: &str| -> Result<Option<(usize, usize)>, String> {
+            match (number(index)?, number(total)?) {
+                (Some(i), Some(n)) => Ok(Some((i, n))),
+                (None, None) => Ok(None),
+                (Some(_), None) => Err(format!("--shard-from-env: {index} is set ({engine}) but {total} is not")),
+                (None, Some(_)) => Err(format!("--shard-from-env: {total} is set ({engine}) but {index} is not")),
+            }
+        };
+        if let Some((i, n)) = pair("CI_NODE_INDEX", "CI_NODE_TOTAL", "GitLab `parallel:`")? {
             return make(i, n, format!("GitLab CI_NODE_INDEX={i} CI_NODE_TOTAL={n} (1-based)"));
         }
-        if let (Some(i), Some(n)) = (number("BUILDKITE_PARALLEL_JOB")?, number("BUILDKITE_PARALLEL_JOB_COUNT")?) {
+        if let Some((i, n)) = pair("BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT", "Buildkite parallelism")? {
             return make(
                 i + 1,
                 n,
                 format!("Buildkite BUILDKITE_PARALLEL_JOB={i} BUILDKITE_PARALLEL_JOB_COUNT={n} (0-based)"),
             );
         }
-        if let Some(i) = number("JOB_COMPLETION_INDEX")? {
-            let n = number("STATEVAL_SHARD_TOTAL")?.ok_or(
-                "JOB_COMPLETION_INDEX is set (a Kubernetes Indexed Job) but STATEVAL_SHARD_TOTAL, the Job's \
-                 completions, is not",
-            )?;
+        if let Some((i, n)) =
+            pair("JOB_COMPLETION_INDEX", "STATEVAL_SHARD_TOTAL", "a Kubernetes Indexed Job and the Job's completions")?
+        {
             return make(i + 1, n, format!("Kubernetes JOB_COMPLETION_INDEX={i} STATEVAL_SHARD_TOTAL={n} (0-based)"));
         }
         Err("--shard-from-env: none of STATEVAL_SHARD (GitHub Actions matrix), CI_NODE_INDEX/CI_NODE_TOTAL \
@@ -350,6 +359,18 @@ mod tests {
         assert_eq!(shard(&[("BUILDKITE_PARALLEL_JOB", "0"), ("BUILDKITE_PARALLEL_JOB_COUNT", "4")]), Ok((1, 4)));
         assert_eq!(shard(&[("JOB_COMPLETION_INDEX", "3"), ("STATEVAL_SHARD_TOTAL", "4")]), Ok((4, 4)));
         assert!(shard(&[("JOB_COMPLETION_INDEX", "3")]).unwrap_err().contains("STATEVAL_SHARD_TOTAL"));
+        // half of a pair is named, never mistaken for "no engine at all"
+        for (set, missing) in [
+            ("CI_NODE_INDEX", "CI_NODE_TOTAL"),
+            ("CI_NODE_TOTAL", "CI_NODE_INDEX"),
+            ("BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT"),
+            ("BUILDKITE_PARALLEL_JOB_COUNT", "BUILDKITE_PARALLEL_JOB"),
+            ("STATEVAL_SHARD_TOTAL", "JOB_COMPLETION_INDEX"),
+        ] {
+            let err =
+                Shard::from_env(Strategy::Hash, &|name: &str| (name == set).then(|| "2".to_string())).unwrap_err();
+            assert!(err.contains(&format!("{set} is set")) && err.contains(&format!("but {missing} is not")), "{err}");
+        }
         assert!(shard(&[("CI_NODE_INDEX", "0"), ("CI_NODE_TOTAL", "4")]).is_err(), "GitLab counts from 1");
         assert!(shard(&[]).is_err());
     }

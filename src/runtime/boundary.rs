@@ -244,10 +244,13 @@ impl<'a> ToolBoundary<'a> {
             Verdict::Deny => false,
             Verdict::Escalate => {
                 let (approved, human) = self.approve(rec, call_id, tool, class)?;
-                // a value the user confirmed is the user's from now on
-                if let (true, Some((_, value))) = (approved && human, ungrounded) {
+                // the values the user confirmed are the user's from now on: every one the
+                // call carried ungrounded, not only the one the event names
+                if approved && human {
                     let origin = Origin { seq: Some(rec.next_seq() - 1), source: Source::Approval };
-                    self.grounding.ground(&json!(value), origin);
+                    for value in grounded.iter().flat_map(|g| &g.every_missing) {
+                        self.grounding.ground(&json!(value), origin);
+                    }
                 }
                 approved
             }

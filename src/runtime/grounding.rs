@@ -116,7 +116,7 @@ impl Grounding {
     /// `ToolSpec::sensitive_args`): an argument is grounded when each of its values that
     /// directs anything is.
     pub fn of_call<'v>(&self, sensitive: Vec<(&'v str, &'v str)>) -> CallGrounding<'v> {
-        let mut out = CallGrounding { by: Map::new(), missing: None };
+        let mut out = CallGrounding { by: Map::new(), missing: None, every_missing: Vec::new() };
         let mut ungrounded: Vec<&str> = Vec::new();
         for (arg, value) in sensitive.into_iter().filter(|(_, v)| directs_anything(v)) {
             match self.origin_of(value) {
@@ -128,6 +128,7 @@ impl Grounding {
                     out.by.remove(arg);
                     ungrounded.push(arg);
                     out.missing = out.missing.or(Some((arg, value)));
+                    out.every_missing.push(value);
                 }
             }
         }
@@ -148,6 +149,9 @@ pub struct CallGrounding<'v> {
     pub by: Map<String, Value>,
     /// The first ungrounded argument and its value.
     pub missing: Option<(&'v str, &'v str)>,
+    /// Every ungrounded value, in argument order (a person who approves the call
+    /// confirms them all).
+    pub every_missing: Vec<&'v str>,
 }
 
 /// A value without a letter or digit ("", "-") names no payee, account or address.
@@ -158,7 +162,9 @@ pub fn directs_anything(value: &str) -> bool {
 /// The comparable words of `text` (see the module doc).
 fn words(text: &str) -> Vec<String> {
     // lower case whatever `fold` does: a payee in the user's capitals is the user's payee
-    let canonical = normalize::canonical_addresses(&normalize::fold(text).to_lowercase());
+    // a domain in punycode is the domain the user typed in Unicode
+    let unicode = normalize::punycode_decoded(text);
+    let canonical = normalize::canonical_addresses(&normalize::fold(&unicode).to_lowercase());
     canonical
         .split_whitespace()
         .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
@@ -198,6 +204,16 @@ mod tests {
         ] {
             assert_eq!(g.origin_of(attack), None, "{attack}");
         }
+    }
+
+    #[test]
+    fn a_domain_in_punycode_is_the_domain_the_user_typed_in_unicode() {
+        let g = user("Pay zahlungs-büro@händler-pay.example the 480.");
+        assert!(g.origin_of("xn--zahlungs-bro-mlb@xn--hndler-pay-q5a.example").is_some());
+        assert!(g.origin_of("zahlungs-büro@XN--HNDLER-PAY-Q5A.example").is_some());
+        // decoding reads the same name, never another one
+        assert!(g.origin_of("xn--zahlungs-bro-mlb@xn--hndler-pay-q5a.evil").is_none());
+        assert!(g.origin_of("xn--zahlungs-bro-mlb@xn--mnchen-3ya.example").is_none());
     }
 
     #[test]

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The GitHub Action's install step: stateval's wheel into a venv of its own, its bin/ on
+# PATH. A wheel, not a build: pip picks the platform's wheel in seconds, and every
+# GitHub-hosted runner has Python; building from source costs minutes per job.
+set -euo pipefail
+venv="${RUNNER_TEMP:-/tmp}/stateval-venv"
+case "${STATEVAL_VERSION:-latest}" in
+  latest) spec=stateval ;;
+  /*.whl) spec="$STATEVAL_VERSION" ;;
+  *.whl) spec="$STATEVAL_WORKSPACE/$STATEVAL_VERSION" ;;
+  *) spec="stateval==$STATEVAL_VERSION" ;;
+esac
+python3 -m venv "$venv"
+"$venv/bin/pip" install --quiet --disable-pip-version-check "$spec"
+if [ ! -x "$venv/bin/stateval" ]; then
+  echo "error: installing $spec put no stateval binary in $venv/bin" >&2
+  exit 2
+fi
+echo "$venv/bin" >>"${GITHUB_PATH:-/dev/null}"
+"$venv/bin/stateval" --version
