@@ -2,6 +2,7 @@
 
 mod diff;
 mod doctor;
+mod golden;
 mod import;
 mod keygen;
 mod mcp_stdio;
@@ -128,6 +129,9 @@ enum Command {
     Show(show::Args),
     /// Check recordings: secrets, responses no run uses, stale request digests.
     Recording(recording::Args),
+    /// Accept the last run's golden changes one cause at a time (`accept --cause ID`,
+    /// or `review` on a terminal).
+    Golden(golden::Args),
     /// Replay a case's external agent several times; list request fields that vary.
     Doctor(doctor::Args),
     /// Record a case (its external agent or the built-in runtime) against the live model API into its recordings.
@@ -207,6 +211,7 @@ pub fn main() -> ExitCode {
         Command::Record(args) => record::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Recording(args) => recording::run(args),
+        Command::Golden(args) => golden::run(args),
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),

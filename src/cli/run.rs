@@ -68,7 +68,7 @@ pub struct Args {
 }
 
 /// `CI` as CI services set it (`true`, or `1`): set and not `false`/`0`/empty.
-fn in_ci() -> bool {
+pub(super) fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false"))
 }
 

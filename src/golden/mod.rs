@@ -16,6 +16,8 @@
 
 mod align;
 pub mod bless;
+pub mod cause;
+pub mod churn;
 pub mod diff;
 pub mod normalize;
 pub mod render;
@@ -37,6 +39,8 @@ pub use diff::{Class, Diff, Difference, diff};
 
 /// The name of the check a golden comparison adds to every run.
 pub const CHECK: &str = crate::outcome::GOLDEN_CHECK;
+/// How the reason of a `golden` check for a golden that does not exist begins.
+pub const NO_GOLDEN: &str = "no golden";
 
 /// Compare runs with their goldens, or write them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -134,7 +138,8 @@ impl Goldens {
 
     /// The `golden` check of run `k` of a case: compare its events with the golden, or
     /// (in bless mode) write them as the golden. `log` is how reports show the run's
-    /// log. An error is only ever a failure to write a golden.
+    /// log; `sources` name the run's inputs for the cause of a difference
+    /// ([`cause`]). An error is only ever a failure to write a golden.
     pub fn check(
         &self,
         dataset: &str,
@@ -142,6 +147,7 @@ impl Goldens {
         k: usize,
         events: &[Event],
         log: &str,
+        sources: &cause::Sources,
     ) -> Result<Check, GoldenError> {
         let (path, shown) = self.path(dataset, case, k);
         let check = |passed: bool, reason: String| Check {
@@ -165,12 +171,12 @@ impl Goldens {
                     missing.push(shown.clone());
                 }
                 let reason = match self.required {
-                    Required::No => return Ok(check(true, "no golden".to_string())),
+                    Required::No => return Ok(check(true, NO_GOLDEN.to_string())),
                     Required::ByPipeline => format!(
-                        "no golden: {shown} does not exist and [goldens] required = true (`stateval run --bless` writes it)"
+                        "{NO_GOLDEN}: {shown} does not exist and [goldens] required = true (`stateval run --bless` writes it)"
                     ),
                     Required::ByCi => format!(
-                        "no golden: {shown} does not exist, and under CI (CI is set) every run needs one \
+                        "{NO_GOLDEN}: {shown} does not exist, and under CI (CI is set) every run needs one \
                          (`stateval run --bless` writes it; a suite that keeps none says [goldens] required = false)"
                     ),
                 };
@@ -185,12 +191,14 @@ impl Goldens {
         let golden = match verify_bytes(&bytes) {
             Ok(v) => v,
             Err(e) => {
-                return Ok(check(
+                let mut failed = check(
                     false,
                     format!(
                         "golden {shown} does not verify ({e}): was it edited by hand? `stateval run --bless` rewrites it from this run"
                     ),
-                ));
+                );
+                failed.actual = Some(json!({"cause": cause::Cause::unverified()}));
+                return Ok(failed);
             }
         };
         let d = diff::diff(&golden.events, &actual.events);
@@ -199,7 +207,7 @@ impl Goldens {
             // which looks past chain links and absolute times, finds nothing. The log is
             // still not the golden's, and a verdict must not hide that.
             let head = |e: Option<&crate::event::Event>| e.map_or("none".to_string(), |e| e.hash.to_string());
-            return Ok(check(
+            let mut failed = check(
                 false,
                 format!(
                     "head {} differs from the golden's {} ({shown}), though every event compares equal \
@@ -208,7 +216,9 @@ impl Goldens {
                     head(actual.events.last()),
                     head(golden.events.last()),
                 ),
-            ));
+            );
+            failed.actual = Some(json!({"cause": cause::Cause::chain_only()}));
+            return Ok(failed);
         };
         let reason = format!(
             "differs from {shown} at {}; {} (`stateval diff {shown} {log}` shows them)",
@@ -216,7 +226,8 @@ impl Goldens {
             render::counts_line(&d),
         );
         let mut failed = check(false, reason);
-        failed.actual = Some(json!({"first_divergence": first, "counts": d.counts()}));
+        let cause = cause::classify(&d, &golden.events, sources);
+        failed.actual = Some(json!({"first_divergence": first, "counts": d.counts(), "cause": cause}));
         Ok(failed)
     }
 }
@@ -234,7 +245,14 @@ mod tests {
     }
 
     fn missing_check(goldens: &Goldens) -> Check {
-        goldens.check("examples/treasury", "pay", 0, &[], "log.jsonl").unwrap()
+        let sources = cause::Sources {
+            profile: "treasury",
+            pipeline: "p.toml",
+            tools: None,
+            recording: None,
+            dataset: "datasets/examples/treasury.jsonl",
+        };
+        goldens.check("examples/treasury", "pay", 0, &[], "log.jsonl", &sources).unwrap()
     }
 
     #[test]

@@ -45,6 +45,38 @@ fn run(index: usize, status: &str, checks: Vec<Check>) -> RunResult {
     }
 }
 
+/// [`suite`] with two cases more that fail only their golden check, because a tool
+/// manifest changed, grouped in the extras as a run groups them; the gate fails only
+/// because of them.
+pub fn churned() -> SuiteOutcome {
+    use crate::golden::churn::{Churn, EXTRA, Grouper, accept_command};
+    let mut outcome = suite();
+    let cause = json!({"kind": "inputs", "id": "tools:fixtures/tools/treasury.json", "what": "tool manifest fixtures/tools/treasury.json changed"});
+    let mut cases = outcome.cases.to_vec().expect("in memory");
+    for id in ["churned-one", "churned-two"] {
+        let mut golden = check(crate::golden::CHECK, false, "differs from its golden");
+        golden.actual = Some(json!({"cause": cause}));
+        cases.push(CaseOutcome {
+            dataset: "examples/treasury".into(),
+            id: id.into(),
+            tags: vec!["smoke".into()],
+            agent: "treasury".into(),
+            source: "datasets/examples/treasury.jsonl:9".into(),
+            runs: vec![run(0, "completed", vec![golden])],
+            blocks: Vec::new(),
+            passed: false,
+            score: None,
+        });
+    }
+    let mut grouper = Grouper::default();
+    cases.iter().for_each(|c| grouper.see(c));
+    let churn =
+        Churn { groups: grouper.groups(|id| accept_command(None, id)), gates_only_goldens: vec!["smoke".into()] };
+    outcome.extras.insert(EXTRA.into(), json!(churn));
+    outcome.cases = cases.into();
+    outcome
+}
+
 pub fn suite() -> SuiteOutcome {
     let mut passing_run = run(0, "completed", vec![check("policy.denials", true, "1 ≥ 1")]);
     passing_run.warnings = vec!["replay diverged at position 2 (on_divergence = warn)".into()];

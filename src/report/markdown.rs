@@ -21,6 +21,7 @@ use std::io;
 
 use serde_json::Value;
 
+use crate::golden::churn::{self, Churn};
 use crate::outcome::{CaseOutcome, GateOutcome, SuiteOutcome};
 use crate::report::gate_detail;
 
@@ -31,6 +32,8 @@ pub const LIMIT: usize = 60_000;
 pub const GATES_BUDGET: usize = 16_000;
 /// Bytes the reliability cards may take.
 pub const CARDS_BUDGET: usize = 12_000;
+/// Bytes the golden groups may take.
+pub const GROUPS_BUDGET: usize = 8_000;
 /// Reasons shown per failing case (the rest are counted).
 pub const MAX_REASONS: usize = 3;
 /// Characters of one reason.
@@ -67,6 +70,9 @@ pub fn write(outcome: &SuiteOutcome, out: &mut dyn io::Write) -> io::Result<()> 
         code(&outcome.run_id),
         outcome.root.as_deref().map(|r| format!(" · root {}", code(r))).unwrap_or_default()
     );
+    if let Some(churn) = Churn::from_extras(&outcome.extras) {
+        head.push_str(&golden_groups(&churn));
+    }
     let mut tail = gates(&outcome.gates);
     if let Some(card) = &outcome.scorecard {
         tail.push_str(&scorecard(card));
@@ -197,6 +203,42 @@ fn gate_row(gate: &GateOutcome) -> String {
     )
 }
 
+/// The golden groups: a table of causes within [`GROUPS_BUDGET`], each with its size,
+/// first cases and the command that accepts it; the gates that fail only because of
+/// them.
+fn golden_groups(churn: &Churn) -> String {
+    let mut out = format!(
+        "### Goldens differ for {} cause{}\n\n| Cause | Cases | What changed | First cases | Accept with |\n| --- | ---: | --- | --- | --- |\n",
+        churn.groups.len(),
+        if churn.groups.len() == 1 { "" } else { "s" }
+    );
+    let mut left_out = 0;
+    for g in &churn.groups {
+        let row = format!(
+            "| {} | {} | {} | {} | {} |\n",
+            code(&clip(&g.id, ID_CHARS)),
+            g.size(),
+            text(&clip(&g.what, REASON_CHARS)),
+            text(&clip(&g.names(), REASON_CHARS)),
+            code(&clip(&g.accept, REASON_CHARS))
+        );
+        if out.len() + row.len() + MORE_LINE > GROUPS_BUDGET {
+            left_out += 1;
+            continue;
+        }
+        out.push_str(&row);
+    }
+    if left_out > 0 {
+        let _ = writeln!(out, "\n… and {left_out} more causes (the JSON report lists them all).");
+    }
+    if !churn.gates_only_goldens.is_empty() {
+        let gates: Vec<String> = churn.gates_only_goldens.iter().map(|g| code(&clip(g, ID_CHARS))).collect();
+        let _ = writeln!(out, "\nGates failing only because of these golden changes: {}.", gates.join(", "));
+    }
+    out.push_str("\n`stateval golden review` goes through the causes on a terminal.\n\n");
+    out
+}
+
 /// Cards (extras that are objects whose values are all numbers) folded in one
 /// `<details>`, one table each, within [`CARDS_BUDGET`]; the names of the other extras,
 /// so nothing disappears silently. Keys are sorted here, not trusted to the map, so
@@ -226,6 +268,8 @@ fn render_extras(extras: &serde_json::Map<String, Value>) -> String {
                 }
                 cards.push(card);
             }
+            // shown at the top, on their own
+            _ if name == churn::EXTRA => {}
             _ => other.push(code(&clip(name, ID_CHARS))),
         }
     }
@@ -412,6 +456,20 @@ mod tests {
         outcome.extras.clear();
         let rendered = md(&outcome);
         assert!(!rendered.contains("<details>") && !rendered.contains("Other extras"), "{rendered}");
+    }
+
+    #[test]
+    fn golden_groups_come_before_the_failing_cases_with_their_accept_command() {
+        let rendered = md(&fixture::churned());
+        let groups = rendered.find("### Goldens differ for 1 cause").expect("a groups section");
+        assert!(groups < rendered.find("### Failing cases").expect("failing cases"), "{rendered}");
+        assert!(rendered.contains(
+            "| `tools:fixtures/tools/treasury.json` | 2 cases (2 runs) | tool manifest fixtures/tools/treasury.json changed \
+             | churned-one, churned-two | `stateval golden accept --cause tools:fixtures/tools/treasury.json` |"
+        ));
+        assert!(rendered.contains("Gates failing only because of these golden changes: `smoke`."), "{rendered}");
+        // the groups are not named again among the other extras
+        assert!(!rendered.contains("`golden_groups`"), "{rendered}");
     }
 
     #[test]

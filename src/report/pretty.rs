@@ -16,6 +16,7 @@ use anstream::AutoStream;
 pub use anstream::ColorChoice;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::golden::churn::{Churn, explains, listed_apart};
 use crate::outcome::{CaseOutcome, SuiteOutcome};
 use crate::report::gate_detail;
 
@@ -205,7 +206,13 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
     // one pass over the cases: failures and warnings are listed in two blocks, so the
     // warnings wait in their own buffer; the slowest cases are kept as they go by
     let (mut warnings, mut slowest) = (Vec::new(), Slowest::default());
+    let churn = Churn::from_extras(&outcome.extras);
     let mut listed = false;
+    if let Some(churn) = &churn {
+        golden_groups(churn, out)?;
+        listed = true;
+    }
+    let mut grouped = 0;
     for case in outcome.cases.iter() {
         let case = case?;
         slowest.see(&case);
@@ -225,6 +232,11 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
             continue;
         }
         listed = true;
+        // a case the groups above account for would only repeat them, a line per case
+        if churn.is_some() && !listed_apart(&case) {
+            grouped += 1;
+            continue;
+        }
         writeln!(out, "{RED}{BOLD}FAIL{RESET} {} :: {}", visible(&case.dataset), visible(&case.id))?;
         let mut reasons = case.failures();
         if reasons.is_empty() {
@@ -233,6 +245,14 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
         for reason in reasons {
             writeln!(out, "     {}", visible(&reason))?;
         }
+    }
+    if grouped > 0 {
+        let s = if grouped == 1 { "" } else { "s" };
+        writeln!(
+            out,
+            "({grouped} failing case{s} that only differ from their goldens for a cause above are not listed one by one; \
+             the JSON and HTML reports list them)"
+        )?;
     }
     out.write_all(&warnings)?;
     if listed || !warnings.is_empty() {
@@ -302,6 +322,28 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
         Some(root) => writeln!(out, "root {}", visible(root)),
         None => Ok(()),
     }
+}
+
+/// The golden groups, before the failing cases: each cause, its size, the first cases
+/// and the command that accepts it.
+fn golden_groups(churn: &Churn, out: &mut impl Write) -> io::Result<()> {
+    let n = churn.groups.len();
+    writeln!(
+        out,
+        "{BOLD}goldens differ for {n} cause{}{RESET} (each accepted on its own):",
+        if n == 1 { "" } else { "s" }
+    )?;
+    for group in &churn.groups {
+        let colour = if explains(group.kind) { YELLOW } else { RED };
+        writeln!(out, "  {colour}{}{RESET}: {}: {}", visible(&group.id), group.size(), visible(&group.what))?;
+        writeln!(out, "    {}", visible(&group.names()))?;
+        writeln!(out, "    accept: {}", visible(&group.accept))?;
+    }
+    if !churn.gates_only_goldens.is_empty() {
+        writeln!(out, "  gates failing only because of these: {}", visible(&churn.gates_only_goldens.join(", ")))?;
+    }
+    writeln!(out, "  (`stateval golden review` goes through them on a terminal)")?;
+    writeln!(out)
 }
 
 /// How many of the slowest cases the summary names.
@@ -436,6 +478,25 @@ mod tests {
             headline(&borrowed),
             "overall 0.978 · consistency 0.987 · predictability 0.969 · robustness n/a · safety 1.000"
         );
+    }
+
+    #[test]
+    fn golden_groups_come_first_and_cases_they_account_for_get_no_line_of_their_own() {
+        let mut out = Vec::new();
+        write_summary(&fixture::churned(), &mut out, ColorChoice::Never, false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("goldens differ for 1 cause"), "{text}");
+        assert!(text.contains("  tools:fixtures/tools/treasury.json: 2 cases (2 runs): tool manifest"), "{text}");
+        assert!(text.contains("    churned-one, churned-two\n"), "{text}");
+        assert!(
+            text.contains("    accept: stateval golden accept --cause tools:fixtures/tools/treasury.json\n"),
+            "{text}"
+        );
+        assert!(text.contains("gates failing only because of these: smoke"), "{text}");
+        // the churned cases are in the group, not in a FAIL line; the others keep theirs
+        assert!(!text.contains(":: churned-"), "{text}");
+        assert!(text.contains("(2 failing cases that only differ from their goldens"), "{text}");
+        assert_eq!(text.matches("FAIL examples/").count(), 1, "{text}");
     }
 
     #[test]

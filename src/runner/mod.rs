@@ -8,6 +8,7 @@
 //! memory whole.
 
 pub mod cards;
+mod churn;
 pub mod graders;
 pub mod merge;
 pub mod reuse;
@@ -323,6 +324,32 @@ impl Plan {
 
     pub fn layout(&self) -> Layout {
         Layout::new(&self.pipeline.store_dir())
+    }
+
+    /// The `golden` check of run `k` of `case` ([`crate::golden::Goldens::check`]), its
+    /// inputs named for the cause of a difference. `log` is how reports show the log.
+    pub(crate) fn golden_check(
+        &self,
+        case: &Case,
+        k: usize,
+        events: &[Event],
+        log: &str,
+    ) -> Result<Check, RunnerError> {
+        let pipeline = self.pipeline.display(&self.pipeline.path);
+        let recording = match case.recordings.get(k) {
+            Some(crate::dataset::RecordingRef::File { display, .. }) => Some(display.as_str()),
+            _ => None,
+        };
+        let sources = crate::golden::cause::Sources {
+            profile: &case.agent,
+            pipeline: &pipeline,
+            tools: self.pipeline.agents.get(&case.agent).and_then(|p| p.tools.as_deref()),
+            recording,
+            dataset: &case.display_path,
+        };
+        self.goldens
+            .check(&case.dataset, &case.id, k, events, log, &sources)
+            .map_err(|e| RunnerError::Internal(e.to_string()))
     }
 
     /// Replays run `k` of `case` from `recording` with the case's agent (the built-in
@@ -920,20 +947,21 @@ pub(crate) fn conclude_staged<'a>(
     let layout = plan.layout();
     let run_dir = layout.run_dir(&plan.run_id);
     let logs = write_indexes(plan, &layout, &run_dir, &cases)?;
-    let mut gates = if options.shard.is_some() {
-        Vec::new()
-    } else if options.selective {
-        // a selection judges pass rates, not suite sizes: min_cases is the full run's
-        // guard, and tags the selection left without cases are not this run's to judge
-        let mut config = plan.pipeline.gates.clone();
-        config.default.iter_mut().chain(config.tags.values_mut()).for_each(|g| g.min_cases = None);
-        crate::gate::keep_judgeable_score_bounds(&mut config, &tally);
-        let mut gates = crate::gate::evaluate(&config, &tally);
-        gates.retain(|g| g.scope == crate::gate::DEFAULT_SCOPE || g.cases > 0);
-        gates
-    } else {
-        crate::gate::evaluate(&plan.pipeline.gates, &tally)
+    let evaluate = |tally: &Tally| {
+        if options.selective {
+            // a selection judges pass rates, not suite sizes: min_cases is the full run's
+            // guard, and tags the selection left without cases are not this run's to judge
+            let mut config = plan.pipeline.gates.clone();
+            config.default.iter_mut().chain(config.tags.values_mut()).for_each(|g| g.min_cases = None);
+            crate::gate::keep_judgeable_score_bounds(&mut config, tally);
+            let mut gates = crate::gate::evaluate(&config, tally);
+            gates.retain(|g| g.scope == crate::gate::DEFAULT_SCOPE || g.cases > 0);
+            gates
+        } else {
+            crate::gate::evaluate(&plan.pipeline.gates, tally)
+        }
     };
+    let mut gates = if options.shard.is_some() { Vec::new() } else { evaluate(&tally) };
     let mut extras = serde_json::Map::new();
     if options.shard.is_none() {
         let mut card_targets = BTreeMap::new();
@@ -943,6 +971,7 @@ pub(crate) fn conclude_staged<'a>(
             card_targets.insert(agent, targets);
         }
         gates.extend(crate::gate::evaluate_cards(&plan.pipeline.gates, &card_targets));
+        churn::golden_churn(plan, &cases, &mut gates, &card_cases, &evaluate, &mut extras)?;
     }
     let passed = if options.shard.is_some() { cases.passed() == cases.len() } else { gates.iter().all(|g| g.passed) };
     if let Some(shard) = options.shard {
@@ -1124,11 +1153,10 @@ fn run_case(
                 ReplayError::Log(source) => log_error(source),
                 ReplayError::Input(e) => RunnerError::Input(vec![e]),
             })?;
-        let golden = plan.goldens.check(&case.dataset, &case.id, k, &events, &plan.pipeline.display(&path));
+        let golden = plan.golden_check(case, k, &events, &plan.pipeline.display(&path))?;
         let mut checks = checks;
         let task_checks = checks.split_off(task_from.min(checks.len()));
-        let checks: Vec<_> =
-            checks.into_iter().chain([golden.map_err(|e| RunnerError::Internal(e.to_string()))?]).collect();
+        let checks: Vec<_> = checks.into_iter().chain([golden]).collect();
         // an external agent goes on after a fixture error (the built-in runtime stops):
         // either way the log holds it, and it fails the run; so does a grader or judge
         // that could not answer, whatever its check says

@@ -264,10 +264,7 @@ pub(super) fn take_over(
         }
         r.log = plan.pipeline.display(&to);
         // the golden may have been blessed since: judge the log against today's
-        let golden = plan
-            .goldens
-            .check(&case.dataset, &case.id, r.index, &log.events, &r.log)
-            .map_err(|e| RunnerError::Internal(e.to_string()))?;
+        let golden = plan.golden_check(&case, r.index, &log.events, &r.log)?;
         if let Some(c) = r.checks.iter_mut().find(|c| c.name == golden.name) {
             *c = golden;
         }

@@ -31,6 +31,7 @@
 
 pub mod analysis;
 pub mod case;
+pub mod churn;
 pub mod event;
 pub mod index;
 pub mod markup;
@@ -172,6 +173,7 @@ pub fn write(outcome: &SuiteOutcome, logs: &dyn Logs, out: &mut dyn Write) -> io
     let total = outcome.cases.len();
     let failing = total - outcome.passed_cases();
     out.write_all(b"<main>\n<a class=\"skip\" href=\"#index\">Skip to the cases</a>\n")?;
+    out.write_all(churn::section(&outcome.extras).as_bytes())?;
     out.write_all(index::filters(&tags, total).as_bytes())?;
     out.write_all(index::gates(&outcome.gates).as_bytes())?;
     if let Some(card) = &outcome.scorecard {
