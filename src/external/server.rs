@@ -234,6 +234,9 @@ fn router(shared: Shared) -> Router {
         .route("/r/{token}/v1/chat/completions", post(chat))
         .route("/r/{token}/v1/responses", post(responses))
         .route("/r/{token}/v1/messages", post(messages))
+        // `@ai-sdk/anthropic` expects `/v1` inside ANTHROPIC_BASE_URL, Anthropic's own
+        // SDKs outside it: the one base URL serves both
+        .route("/r/{token}/messages", post(messages))
         .route("/r/{token}/v1/models", get(models))
         .route("/r/{token}/tools", get(list_tools))
         .route("/r/{token}/tools/{name}", post(call_tool))

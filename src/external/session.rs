@@ -26,7 +26,7 @@ use super::neutral::{self, Rule};
 use super::process::{AgentProcess, Output};
 use super::protocol::{self, FromAgent};
 use super::server::{Msg, Server, ToolAnswer};
-use super::wire::{self, Answer, CallOut, Dialect, Reply};
+use super::wire::{self, Answer, CallOut, Dialect, Reply, Stored};
 use crate::canon::{self, Context};
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::OnDivergence;
@@ -120,8 +120,9 @@ pub struct Session<'a, 'p> {
     step: u32,
     proposals: Vec<Proposal>,
     held: Vec<Held>,
-    /// Responses API exchanges by response id, for `previous_response_id`.
-    exchanges: BTreeMap<String, Vec<Value>>,
+    /// What Responses API exchanges stored, for `previous_response_id` and
+    /// `item_reference`.
+    stored: Stored,
     /// Record mode: our Responses ids → the upstream's.
     upstream_ids: BTreeMap<String, String>,
     scrubber: Scrubber,
@@ -156,7 +157,7 @@ impl<'a, 'p> Session<'a, 'p> {
             step: 0,
             proposals: Vec::new(),
             held: Vec::new(),
-            exchanges: BTreeMap::new(),
+            stored: Stored::default(),
             upstream_ids: BTreeMap::new(),
             scrubber: Scrubber::new(&input.profile.scrub),
             unrequested: 0,
@@ -406,8 +407,7 @@ impl<'a, 'p> Session<'a, 'p> {
     }
 
     fn model(&mut self, dialect: Dialect, body: &Value) -> Result<Reply, WriteError> {
-        let exchanges = &self.exchanges;
-        let request = match dialect.neutral(body, &|id| exchanges.get(id).cloned()) {
+        let request = match dialect.neutral(body, &self.stored) {
             Ok(r) => r,
             Err(e) => {
                 let message = format!("cannot read the {} request: {e}", dialect.api());
@@ -533,7 +533,7 @@ impl<'a, 'p> Session<'a, 'p> {
             usage: recorded.usage,
         };
         if dialect == Dialect::Responses {
-            self.exchanges.insert(format!("resp_{}", answer.id), Dialect::exchange(&request, &answer));
+            self.stored.remember(&request, &answer);
         }
         Ok(dialect.render(&answer, body))
     }
@@ -548,7 +548,8 @@ impl<'a, 'p> Session<'a, 'p> {
         hash: crate::canon::Digest,
         normalized: &Value,
     ) -> Result<(usize, RecordedResponse, Option<crate::replay::Divergence>), String> {
-        let mut forwarded = body.clone();
+        // the upstream never saw our item ids: it gets the items themselves
+        let mut forwarded = if dialect == Dialect::Responses { self.stored.inline(body)? } else { body.clone() };
         // our response ids are not the upstream's: chain by the upstream's own
         if let Some(ours) = body.get("previous_response_id").and_then(Value::as_str) {
             let theirs = self.upstream_ids.get(ours).ok_or_else(|| format!("unknown previous_response_id {ours:?}"))?;
