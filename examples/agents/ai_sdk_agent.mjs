@@ -57,7 +57,8 @@ function send(message) {
 const messages = [];
 async function answer(text) {
   messages.push({ role: 'user', content: text });
-  const request = { model, system: INSTRUCTIONS, messages, tools, stopWhen: stepCountIs(5), maxRetries: 0 };
+  const request = { model, system: INSTRUCTIONS, messages, tools, stopWhen: stepCountIs(5), maxRetries: 0,
+                    maxOutputTokens: 1024 };
   let output, response;
   if (STREAM) {
     const result = streamText(request);
@@ -79,3 +80,5 @@ for await (const line of createInterface({ input: process.stdin })) {
   if (message.type !== 'turn') continue;
   send({ type: 'turn_result', turn: message.turn, output: await answer(message.input) });
 }
+// stdin stays open after `end` (readline does not close it): exit, do not wait on it
+process.exit(0);

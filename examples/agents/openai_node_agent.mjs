@@ -109,3 +109,5 @@ for await (const line of createInterface({ input: process.stdin })) {
   if (message.type !== 'turn') continue;
   send({ type: 'turn_result', turn: message.turn, output: await conversation.answer(message.input) });
 }
+// stdin stays open after `end` (readline does not close it): exit, do not wait on it
+process.exit(0);
