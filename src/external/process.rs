@@ -34,6 +34,9 @@ pub const PROTOCOL_FD_ENV: &str = "STATEVAL_PROTOCOL_FD";
 /// How stdout lines the session keeps are marked in the output file, among stderr's.
 pub const STDOUT_MARK: &str = "[stdout] ";
 
+/// How long a killed agent's last stderr bytes may take to reach the file.
+const KEEPER_WAIT_MS: u64 = 500;
+
 /// A longer stderr line is kept in pieces of this many bytes: a progress bar that
 /// redraws with `\r` and never ends its line must not grow without bound.
 const MAX_KEPT_LINE: usize = 16 * 1024;
@@ -93,6 +96,9 @@ pub struct AgentProcess {
     stdin: Option<ChildStdin>,
     pgid: i32,
     output: Option<OutputFile>,
+    /// The thread keeping stderr: waited for (briefly) when the tree is killed, so the
+    /// file holds the agent's last lines when the run's failure is explained from it.
+    keeper: Option<std::thread::JoinHandle<()>>,
 }
 
 /// How the program of a command was looked for, for a load error.
@@ -164,7 +170,7 @@ impl AgentProcess {
         }
         // started after an interrupted run's `kill_all` took the live groups: it goes too
         if crate::interrupt::interrupted() {
-            drop(AgentProcess { child, stdin: None, pgid, output: None }); // its drop kills the tree
+            drop(AgentProcess { child, stdin: None, pgid, output: None, keeper: None }); // its drop kills the tree
             return Err(std::io::Error::other("the run was interrupted"));
         }
         let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout pipe"))?;
@@ -173,11 +179,12 @@ impl AgentProcess {
         let (stdout_events, stdout_open) = (events.clone(), open.clone());
         std::thread::spawn(move || read_lines(stdout, Channel::Stdout, &stdout_events, wrap, &stdout_open));
         std::thread::spawn(move || read_lines(protocol, Channel::Fd, &events, wrap, &open));
-        if let (Some(pipe), Some(output)) = (child.stderr.take(), output.clone()) {
-            std::thread::spawn(move || keep_lines(pipe, &output));
-        }
+        let keeper = match (child.stderr.take(), output.clone()) {
+            (Some(pipe), Some(output)) => Some(std::thread::spawn(move || keep_lines(pipe, &output))),
+            _ => None,
+        };
         let stdin = child.stdin.take();
-        Ok(AgentProcess { child, stdin, pgid, output })
+        Ok(AgentProcess { child, stdin, pgid, output, keeper })
     }
 
     /// Keep a stdout line that is not protocol in the output file, marked as stdout.
@@ -221,6 +228,13 @@ impl AgentProcess {
         let _ = self.child.wait();
         if let Ok(mut live) = LIVE.lock() {
             live.remove(&self.pgid);
+        }
+        // stderr ends with the tree, unless something outside the group holds it
+        if let Some(keeper) = self.keeper.take() {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_millis(KEEPER_WAIT_MS);
+            while !keeper.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
         }
     }
 }

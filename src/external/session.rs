@@ -127,6 +127,8 @@ pub struct Session<'a, 'p> {
     scrubber: Scrubber,
     /// The agent has written a line on its protocol fd: from then on stdout is output.
     fd_spoke: bool,
+    /// stateval's answer to the last request it refused, scrubbed (`RunSummary::refused`).
+    refused: Option<String>,
     unrequested: u32,
     tokens: u64,
     warnings: Vec<String>,
@@ -162,6 +164,7 @@ impl<'a, 'p> Session<'a, 'p> {
             upstream_ids: BTreeMap::new(),
             scrubber: Scrubber::new(&input.profile.scrub),
             fd_spoke: false,
+            refused: None,
             unrequested: 0,
             tokens: 0,
             warnings: Vec::new(),
@@ -391,8 +394,18 @@ impl<'a, 'p> Session<'a, 'p> {
         match msg {
             Msg::Model { dialect, body, reply } => {
                 let answer = self.model(dialect, &body)?;
+                // a refusal that stops the run is its reason already
+                if answer.status >= 400 && self.stop.is_none() {
+                    self.refuse(format!(
+                        "{} request → HTTP {}: {}",
+                        dialect.api(),
+                        answer.status,
+                        error_text(&answer.body)
+                    ));
+                }
                 let _ = reply.send(answer);
             }
+            Msg::Refused { request, status, message } => self.refuse(format!("{request} → HTTP {status}: {message}")),
             Msg::ListTools { reply } => {
                 let tools = self
                     .boundary
@@ -415,6 +428,7 @@ impl<'a, 'p> Session<'a, 'p> {
                 let detail = format!(
                     "the agent sent {request} with this case run's API key to the endpoints of {addressed}; refused"
                 );
+                self.refuse(format!("{request} → HTTP 403: {detail}"));
                 self.rec.emit(
                     Kind::SecurityFlagged,
                     json!({"class": "cross_case", "severity": "high", "request": request, "detail": detail}),
@@ -699,7 +713,13 @@ impl<'a, 'p> Session<'a, 'p> {
         self.flag_unrequested(&call_id, tool, detail)
     }
 
+    /// Keep `what` as the run's last refusal, scrubbed as everything kept is.
+    fn refuse(&mut self, what: String) {
+        self.refused = Some(self.scrubber.text(&what).unwrap_or(what));
+    }
+
     fn flag_unrequested(&mut self, call_id: &str, tool: &str, detail: String) -> Result<ToolAnswer, WriteError> {
+        self.refuse(format!("tool call {tool} → refused: {detail}"));
         let source = self.rec.next_seq() - 1;
         self.rec.emit(
             Kind::SecurityFlagged,
@@ -726,7 +746,7 @@ impl<'a, 'p> Session<'a, 'p> {
             Kind::RunCompleted,
             json!({"status": status.as_str(), "turns": self.input.case.turns.len(), "tokens": self.tokens}),
         )?;
-        Ok(RunSummary { status, error, warnings: self.warnings })
+        Ok(RunSummary { status, error, warnings: self.warnings, refused: self.refused })
     }
 }
 
@@ -754,6 +774,21 @@ pub const TELEMETRY_OFF: [(&str, &str); 7] = [
     // Hugging Face libraries' usage pings
     ("HF_HUB_DISABLE_TELEMETRY", "1"),
 ];
+
+/// The message of an error answer (`error.message` in every dialect's error shape, or
+/// `error` as a string), else its body as text; one line of at most 500 characters.
+fn error_text(body: &[u8]) -> String {
+    let value: Option<Value> = serde_json::from_slice(body).ok();
+    let message = value.as_ref().and_then(|v| {
+        let error = v.get("error")?;
+        error.get("message").and_then(Value::as_str).or_else(|| error.as_str()).map(str::to_string)
+    });
+    let text = message.unwrap_or_else(|| String::from_utf8_lossy(body).into_owned()).replace('\n', " ");
+    match text.char_indices().nth(500) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    }
+}
 
 /// `exited with status 3`, `was killed by a signal`, `closed its stdout and protocol fd`.
 fn exited(status: Option<std::process::ExitStatus>) -> String {
