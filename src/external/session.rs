@@ -2,7 +2,7 @@
 //!
 //! Everything that happens in the run arrives here as a message, one at a time, on one
 //! thread: the agent's model calls and tool calls (from the server's handlers), its
-//! stdout lines and its exit (from the process's reader). The session is the single
+//! protocol-fd and stdout lines and its exit (from the process's readers). The session is the single
 //! writer of the run's log, so the log's order is the order the session handled them,
 //! and that order is made deterministic:
 //!
@@ -23,7 +23,7 @@ use tokio::sync::oneshot;
 
 use super::access::Credentials;
 use super::neutral::{self, Rule};
-use super::process::{AgentProcess, Output};
+use super::process::{self, AgentProcess, Channel, Output};
 use super::protocol::{self, FromAgent};
 use super::server::{Msg, Server, ToolAnswer};
 use super::wire::{self, Answer, CallOut, Dialect, Reply, Stored};
@@ -126,6 +126,10 @@ pub struct Session<'a, 'p> {
     /// Record mode: our Responses ids → the upstream's.
     upstream_ids: BTreeMap<String, String>,
     scrubber: Scrubber,
+    /// The agent has written a line on its protocol fd: from then on stdout is output.
+    fd_spoke: bool,
+    /// stateval's answer to the last request it refused, scrubbed (`RunSummary::refused`).
+    refused: Option<String>,
     unrequested: u32,
     tokens: u64,
     warnings: Vec<String>,
@@ -160,6 +164,8 @@ impl<'a, 'p> Session<'a, 'p> {
             stored: Stored::default(),
             upstream_ids: BTreeMap::new(),
             scrubber: Scrubber::new(&input.profile.scrub),
+            fd_spoke: false,
+            refused: None,
             unrequested: 0,
             tokens: 0,
             warnings: Vec::new(),
@@ -175,7 +181,8 @@ impl<'a, 'p> Session<'a, 'p> {
             }
         };
         let env = session.environment(&launch.server.base_url(&credentials.token), &credentials.key);
-        let process = AgentProcess::spawn(launch.command, &launch.cwd, &env, launch.stderr.as_deref(), tx, Msg::Agent);
+        let stderr = launch.stderr.as_deref();
+        let process = AgentProcess::spawn(launch.command, &launch.cwd, &env, stderr, &session.scrubber, tx, Msg::Agent);
         let outcome = match process {
             Ok(mut process) => {
                 let outcome = session.converse(&mut process);
@@ -225,6 +232,7 @@ impl<'a, 'p> Session<'a, 'p> {
             ("STATEVAL_TOOLS_URL", format!("{base}/tools")),
             ("STATEVAL_CASE", input.case.id.clone()),
             ("STATEVAL_RUN", input.run_index.to_string()),
+            (process::PROTOCOL_FD_ENV, process::PROTOCOL_FD.to_string()),
             ("TZ", "UTC".into()),
             ("PYTHONHASHSEED", "0".into()),
         ];
@@ -276,15 +284,16 @@ impl<'a, 'p> Session<'a, 'p> {
                 )));
             };
             match msg {
-                Msg::Agent(Output::Line(line)) => match protocol::parse(&line) {
-                    Ok(FromAgent::TurnResult { turn, output }) if turn == self.turn => return Ok(Ok(output)),
-                    Ok(FromAgent::TurnResult { turn, .. }) => {
+                Msg::Agent(Output::Line(channel, line)) => match self.protocol(process, channel, &line) {
+                    None => {}
+                    Some(Ok(FromAgent::TurnResult { turn, output })) if turn == self.turn => return Ok(Ok(output)),
+                    Some(Ok(FromAgent::TurnResult { turn, .. })) => {
                         return Ok(Err(Stop::failed(
                             "agent_protocol",
                             format!("turn_result for turn {turn} while turn {} was asked", self.turn),
                         )));
                     }
-                    Err(e) => return Ok(Err(Stop::failed("agent_protocol", e))),
+                    Some(Err(e)) => return Ok(Err(Stop::failed("agent_protocol", e))),
                 },
                 Msg::Agent(Output::Unreadable(e)) => return Ok(Err(Stop::failed("agent_protocol", e))),
                 Msg::Agent(Output::Closed) => {
@@ -298,6 +307,25 @@ impl<'a, 'p> Session<'a, 'p> {
             }
             if let Some(stop) = self.stop.take() {
                 return Ok(Err(stop));
+            }
+        }
+    }
+
+    /// The protocol message a line is, `None` for a stdout line that is output (then
+    /// kept beside stderr). Every fd line is protocol; a stdout line is while the fd has
+    /// carried nothing and it is a `turn_result` object ([`protocol::on_stdout`]).
+    fn protocol(&mut self, process: &AgentProcess, channel: Channel, line: &str) -> Option<Result<FromAgent, String>> {
+        match channel {
+            Channel::Fd => {
+                self.fd_spoke = true;
+                Some(protocol::parse(line, protocol::FD_LINE))
+            }
+            Channel::Stdout if !self.fd_spoke && protocol::on_stdout(line) => {
+                Some(protocol::parse(line, protocol::STDOUT_LINE))
+            }
+            Channel::Stdout => {
+                process.keep_stdout(line);
+                None
             }
         }
     }
@@ -326,8 +354,11 @@ impl<'a, 'p> Session<'a, 'p> {
                         }
                     });
                 }
-                Some(Msg::Agent(Output::Line(line))) => {
-                    return Ok(Err(Stop::failed("agent_protocol", format!("stdout after \"end\": {line}"))));
+                Some(Msg::Agent(Output::Line(channel, line))) => {
+                    if self.protocol(process, channel, &line).is_some() {
+                        let source = if channel == Channel::Fd { protocol::FD_LINE } else { protocol::STDOUT_LINE };
+                        return Ok(Err(Stop::failed("agent_protocol", format!("{source} after \"end\": {line}"))));
+                    }
                 }
                 Some(Msg::Agent(Output::Unreadable(e))) => return Ok(Err(Stop::failed("agent_protocol", e))),
                 Some(other) => self.handle(other)?,
@@ -364,8 +395,18 @@ impl<'a, 'p> Session<'a, 'p> {
         match msg {
             Msg::Model { dialect, body, reply } => {
                 let answer = self.model(dialect, &body)?;
+                // a refusal that stops the run is its reason already
+                if answer.status >= 400 && self.stop.is_none() {
+                    self.refuse(format!(
+                        "{} request → HTTP {}: {}",
+                        dialect.api(),
+                        answer.status,
+                        error_text(&answer.body)
+                    ));
+                }
                 let _ = reply.send(answer);
             }
+            Msg::Refused { request, status, message } => self.refuse(format!("{request} → HTTP {status}: {message}")),
             Msg::ListTools { reply } => {
                 let tools = self
                     .boundary
@@ -388,6 +429,7 @@ impl<'a, 'p> Session<'a, 'p> {
                 let detail = format!(
                     "the agent sent {request} with this case run's API key to the endpoints of {addressed}; refused"
                 );
+                self.refuse(format!("{request} → HTTP 403: {detail}"));
                 self.rec.emit(
                     Kind::SecurityFlagged,
                     json!({"class": "cross_case", "severity": "high", "request": request, "detail": detail}),
@@ -672,7 +714,13 @@ impl<'a, 'p> Session<'a, 'p> {
         self.flag_unrequested(&call_id, tool, detail)
     }
 
+    /// Keep `what` as the run's last refusal, scrubbed as everything kept is.
+    fn refuse(&mut self, what: String) {
+        self.refused = Some(self.scrubber.text(&what).unwrap_or(what));
+    }
+
     fn flag_unrequested(&mut self, call_id: &str, tool: &str, detail: String) -> Result<ToolAnswer, WriteError> {
+        self.refuse(format!("tool call {tool} → refused: {detail}"));
         let source = self.rec.next_seq() - 1;
         self.rec.emit(
             Kind::SecurityFlagged,
@@ -699,7 +747,7 @@ impl<'a, 'p> Session<'a, 'p> {
             Kind::RunCompleted,
             json!({"status": status.as_str(), "turns": self.input.case.turns.len(), "tokens": self.tokens}),
         )?;
-        Ok(RunSummary { status, error, warnings: self.warnings })
+        Ok(RunSummary { status, error, warnings: self.warnings, refused: self.refused })
     }
 }
 
@@ -728,7 +776,22 @@ pub const TELEMETRY_OFF: [(&str, &str); 7] = [
     ("HF_HUB_DISABLE_TELEMETRY", "1"),
 ];
 
-/// `exited with status 3`, `was killed by a signal`, `closed stdout`.
+/// The message of an error answer (`error.message` in every dialect's error shape, or
+/// `error` as a string), else its body as text; one line of at most 500 characters.
+fn error_text(body: &[u8]) -> String {
+    let value: Option<Value> = serde_json::from_slice(body).ok();
+    let message = value.as_ref().and_then(|v| {
+        let error = v.get("error")?;
+        error.get("message").and_then(Value::as_str).or_else(|| error.as_str()).map(str::to_string)
+    });
+    let text = message.unwrap_or_else(|| String::from_utf8_lossy(body).into_owned()).replace('\n', " ");
+    match text.char_indices().nth(500) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    }
+}
+
+/// `exited with status 3`, `was killed by a signal`, `closed its stdout and protocol fd`.
 fn exited(status: Option<std::process::ExitStatus>) -> String {
     use std::os::unix::process::ExitStatusExt;
     match status {
@@ -737,7 +800,7 @@ fn exited(status: Option<std::process::ExitStatus>) -> String {
             (None, Some(signal)) => format!("was killed by signal {signal}"),
             _ => "exited".into(),
         },
-        None => "closed its stdout".into(),
+        None => "closed its stdout and protocol fd".into(),
     }
 }
 

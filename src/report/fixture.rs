@@ -40,6 +40,7 @@ fn run(index: usize, status: &str, checks: Vec<Check>) -> RunResult {
         checks,
         error: None,
         warnings: Vec::new(),
+        diagnosis: None,
         passed,
     }
 }

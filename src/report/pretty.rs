@@ -233,6 +233,9 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
         for reason in reasons {
             writeln!(out, "     {}", visible(&reason))?;
         }
+        for line in case.diagnoses().iter().flat_map(|d| d.lines()) {
+            writeln!(out, "       {}", visible(line))?;
+        }
     }
     out.write_all(&warnings)?;
     if listed || !warnings.is_empty() {

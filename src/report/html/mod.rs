@@ -213,6 +213,7 @@ pub fn write_log(label: &str, events: &[Event], out: &mut dyn Write) -> io::Resu
         checks: Vec::new(),
         error: None,
         warnings: Vec::new(),
+        diagnosis: None,
         passed,
     };
     let case = CaseOutcome {
