@@ -169,7 +169,10 @@ fn conform(vendor: &FakeVendor, program: &Path, agent: &str, variant: &Variant) 
         events(&p).into_iter().filter(|e| e["kind"] == "replay_diverged").map(|e| e["data"].clone()).collect();
     let named = diverged.first().and_then(|d| d["pointers"].as_array()).is_some_and(|p| p.contains(&json!("/system")));
     if out.code != 1 || !named {
-        return Err(format!("{}\nreplay_diverged: {diverged:?}", explain(&p, &format!("{what}: changed prompt"), &out)));
+        return Err(format!(
+            "{}\nreplay_diverged: {diverged:?}",
+            explain(&p, &format!("{what}: changed prompt"), &out)
+        ));
     }
     Ok(())
 }
@@ -178,7 +181,13 @@ fn conform(vendor: &FakeVendor, program: &Path, agent: &str, variant: &Variant) 
 fn suite(program: &Path, agent: &str, variants: &[Variant]) {
     let vendor = FakeVendor::start();
     let failures: Vec<String> = variants.iter().filter_map(|v| conform(&vendor, program, agent, v).err()).collect();
-    assert!(failures.is_empty(), "{} of {} variants failed:\n\n{}", failures.len(), variants.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} variants failed:\n\n{}",
+        failures.len(),
+        variants.len(),
+        failures.join("\n\n")
+    );
 }
 
 #[test]
