@@ -190,9 +190,12 @@ fn anthropic_messages_are_served_with_and_without_v1_in_the_path() {
     assert!(of_kind(&without, "model_called").iter().all(|d| d["api"] == "anthropic.messages"));
 }
 
+/// A parameter as the request spells it, a changed value, and the pointer that must be named.
+type Change = (&'static str, Value, &'static str);
+
 /// Per API: the parameters the recording is made with, and for each one a changed
 /// value with the JSON Pointer the divergence must name.
-fn parameters() -> Vec<(&'static str, Value, Vec<(&'static str, Value, &'static str)>)> {
+fn parameters() -> Vec<(&'static str, Value, Vec<Change>)> {
     vec![
         (
             "chat",

@@ -257,9 +257,12 @@ mod tests {
         }
     }
 
+    /// A dialect, where the parameter goes, two values, the pointer naming the change.
+    type Case = (Dialect, &'static str, Value, Value, &'static str);
+
     /// Every answer-changing parameter each dialect carries: where it goes in the body,
     /// two values, and the pointer of the neutral request that must name the change.
-    fn answer_changing() -> Vec<(Dialect, &'static str, Value, Value, &'static str)> {
+    fn answer_changing() -> Vec<Case> {
         use Dialect::{Chat, Messages, Responses};
         let schema = |name: &str| json!({"type": "object", "properties": {name: {"type": "string"}}});
         vec![
