@@ -198,7 +198,56 @@ pub struct RunResult {
     /// Non-failing findings (divergence under `warn`).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub warnings: Vec<String>,
+    /// What an external agent left to explain its failed run; only when the run
+    /// itself failed (`error` is set), so a passing run's report never holds the
+    /// agent's own output (timings, addresses) and stays byte-identical.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub diagnosis: Option<AgentDiagnosis>,
     pub passed: bool,
+}
+
+/// Why an external agent failed, in its own words and stateval's: the last lines it
+/// wrote to stderr (and stdout lines that were not protocol), and stateval's answer to
+/// the last request of the run it refused. Both scrubbed of secrets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentDiagnosis {
+    /// The file that keeps the agent's whole output, relative to the working directory.
+    pub output: String,
+    /// Its last non-blank lines, at most [`AgentDiagnosis::TAIL_LINES`], oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub tail: Vec<String>,
+    /// stateval's own answer to the last request it refused in the run (a model
+    /// request it could not read, a tool call the model never proposed), one line.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub refused: Option<String>,
+}
+
+impl AgentDiagnosis {
+    /// How many of the output's last lines are kept: enough for a Python traceback's
+    /// last frames and its message, few enough for a terminal and a PR comment.
+    pub const TAIL_LINES: usize = 20;
+
+    /// The last [`Self::TAIL_LINES`] non-blank lines of `text`.
+    pub fn tail_of(text: &str) -> Vec<String> {
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        lines[lines.len().saturating_sub(Self::TAIL_LINES)..].iter().map(|l| l.to_string()).collect()
+    }
+
+    /// The diagnosis as text lines, for reports: the refusal first (stateval's own
+    /// reason), then the agent's last lines.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(refused) = &self.refused {
+            out.push(format!("last refused request: {refused}"));
+        }
+        if self.tail.is_empty() {
+            out.push(format!("the agent wrote nothing to stderr ({})", self.output));
+        } else {
+            out.push(format!("the agent's last {} line(s) of output ({}):", self.tail.len(), self.output));
+            out.extend(self.tail.iter().map(|l| format!("  {l}")));
+        }
+        out
+    }
 }
 
 /// A dataset case over all its recorded runs.
@@ -236,6 +285,17 @@ impl CaseOutcome {
             }
         }
         self.blocks.iter().find(|c| !c.passed).map(|c| format!("{}: {}", c.name, c.reason))
+    }
+
+    /// The diagnoses of its failed external-agent runs, as text: `run K:` and the
+    /// lines of each ([`AgentDiagnosis::lines`]); `None` when no run has one.
+    pub fn diagnoses(&self) -> Option<String> {
+        let parts: Vec<String> = self
+            .runs
+            .iter()
+            .filter_map(|r| r.diagnosis.as_ref().map(|d| format!("run {}:\n{}", r.index, d.lines().join("\n"))))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("\n"))
     }
 
     /// Every failing check, one line each (reports show all, not only the first).

@@ -241,7 +241,7 @@ fn each_way_an_agent_misbehaves_fails_only_its_own_case_with_a_named_reason() {
     let profiles = [
         profile("early", r#"["sh", "-c", "read l; exit 0"]"#, ""),
         profile("nonzero", r#"["sh", "-c", "read l; read l; exit 3"]"#, ""),
-        profile("garbage", r#"["sh", "-c", "read l; read l; echo not json"]"#, ""),
+        profile("garbage", r#"["sh", "-c", "read l; read l; echo not json >&3"]"#, ""),
         profile("hang", r#"["sh", "-c", "sleep 300 & echo $! > grandchild.pid; read l; read l; sleep 300"]"#, "")
             .replace("timeout_ms = 20000", "timeout_ms = 1500"),
         profile("past", WIRE, ""),
@@ -264,7 +264,7 @@ fn each_way_an_agent_misbehaves_fails_only_its_own_case_with_a_named_reason() {
     for (id, kind, words) in [
         ("early", "agent_exited", "exited with status 0 before answering turn 0"),
         ("nonzero", "agent_exited", "exited with status 3 before answering turn 0"),
-        ("garbage", "agent_protocol", "stdout line is not JSON"),
+        ("garbage", "agent_protocol", "line on the protocol fd is not JSON"),
         ("hang", "agent_timeout", "no answer within timeout_ms = 1500"),
         ("past", "replay_miss", "replay miss: model call at position 1"),
     ] {

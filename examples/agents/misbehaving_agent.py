@@ -6,7 +6,8 @@ profile per mode):
   exit_early      exits 0 before answering the first turn
   exit_nonzero    answers turn 0, then exits with status 3
   hang            never answers; sleeps until stateval's timeout kills it
-  garbage         prints a line that is not JSON on stdout, then carries on
+  garbage         prints a banner on stdout (kept as output, harmless), then a line that
+                  is not JSON on its protocol channel (a protocol error)
   unserved        POSTs to $OPENAI_BASE_URL/embeddings (not a replay endpoint), then answers
   past_recording  makes one model call more than the recording holds and answers with
                   the error it got
@@ -23,6 +24,12 @@ import time
 import openai
 from openai import OpenAI
 
+# Protocol lines go to the pipe stateval passes as STATEVAL_PROTOCOL_FD, so whatever
+# a library prints on stdout cannot get in their way; without it, to stdout.
+PROTOCOL_FD = os.environ.get("STATEVAL_PROTOCOL_FD")
+PROTOCOL = os.fdopen(int(PROTOCOL_FD), "w") if PROTOCOL_FD else sys.stdout
+
+
 MODEL = "gpt-4o-mini"
 MODE = os.environ.get("MISBEHAVE", "")
 
@@ -32,8 +39,8 @@ def log(*parts):
 
 
 def send(message):
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+    PROTOCOL.write(json.dumps(message) + "\n")
+    PROTOCOL.flush()
 
 
 def chat(client, messages):
@@ -86,8 +93,9 @@ def main():
             while True:
                 time.sleep(3600)
         if MODE == "garbage":
-            sys.stdout.write("this line is not JSON\n")
-            sys.stdout.flush()
+            print("Some library's banner: stdout is not the protocol channel", flush=True)
+            PROTOCOL.write("this line is not JSON\n")
+            PROTOCOL.flush()
         send({"type": "turn_result", "turn": turn, "output": answer(client, messages, message["input"])})
         if MODE == "exit_nonzero":
             log("exiting with status 3 after turn", turn)

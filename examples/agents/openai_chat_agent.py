@@ -2,7 +2,8 @@
 
 What it shows:
 
-* Nothing in the agent knows about stateval except the turn protocol on stdin/stdout.
+* Nothing in the agent knows about stateval except the turn protocol: stdin, and the
+  pipe named by STATEVAL_PROTOCOL_FD (stdout when it is not set).
   The SDK reads OPENAI_BASE_URL and OPENAI_API_KEY from the environment, which
   stateval points at its replay endpoint; the same script runs against the real API.
 * Chat Completions with `stream=True`: the agent assembles text and tool-call deltas
@@ -16,8 +17,8 @@ What it shows:
 
 Protocol (JSON Lines): stateval sends {"type":"start"}, then {"type":"turn","turn":N,
 "input":TEXT} per user turn and {"type":"end"}; the agent answers each turn with
-{"type":"turn_result","turn":N,"output":TEXT}. stdout carries protocol lines only;
-logs go to stderr.
+{"type":"turn_result","turn":N,"output":TEXT} on the protocol fd, so a library that
+prints to stdout is harmless (its lines are kept beside stderr); logs go to stderr.
 """
 
 import json
@@ -27,6 +28,12 @@ import threading
 import urllib.request
 
 from openai import OpenAI
+
+# Protocol lines go to the pipe stateval passes as STATEVAL_PROTOCOL_FD, so whatever
+# a library prints on stdout cannot get in their way; without it, to stdout.
+PROTOCOL_FD = os.environ.get("STATEVAL_PROTOCOL_FD")
+PROTOCOL = os.fdopen(int(PROTOCOL_FD), "w") if PROTOCOL_FD else sys.stdout
+
 
 MODEL = "gpt-4o-mini"
 SYSTEM = "You are a concise personal assistant. Use the tools when they help."
@@ -125,8 +132,8 @@ def answer(client, messages, tools, user_text):
 
 
 def send(message):
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+    PROTOCOL.write(json.dumps(message) + "\n")
+    PROTOCOL.flush()
 
 
 def main():

@@ -8,7 +8,7 @@ What it shows:
 * Function tools listed from `GET $STATEVAL_TOOLS_URL` and run with
   `POST $STATEVAL_TOOLS_URL/{name}` (standard library only).
 
-Protocol (JSON Lines on stdin/stdout; logs on stderr): see openai_chat_agent.py.
+Protocol (JSON Lines on stdin and the protocol fd; logs on stderr): see openai_chat_agent.py.
 """
 
 import json
@@ -17,6 +17,12 @@ import sys
 import urllib.request
 
 from openai import OpenAI
+
+# Protocol lines go to the pipe stateval passes as STATEVAL_PROTOCOL_FD, so whatever
+# a library prints on stdout cannot get in their way; without it, to stdout.
+PROTOCOL_FD = os.environ.get("STATEVAL_PROTOCOL_FD")
+PROTOCOL = os.fdopen(int(PROTOCOL_FD), "w") if PROTOCOL_FD else sys.stdout
+
 
 MODEL = "gpt-4o-mini"
 INSTRUCTIONS = "You are an order-tracking assistant. Look orders up before answering."
@@ -72,8 +78,8 @@ class Conversation:
 
 
 def send(message):
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+    PROTOCOL.write(json.dumps(message) + "\n")
+    PROTOCOL.flush()
 
 
 def main():

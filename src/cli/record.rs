@@ -132,6 +132,9 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         let lines = plan.record.take().map(|r| r.lines.into_inner().unwrap_or_default()).unwrap_or_default();
         if let Some(error) = summary.error {
             let mut message = format!("run {k} of {:?}: {error}; nothing written for it", case.id);
+            if let Some(refused) = &summary.refused {
+                message.push_str(&format!("\nlast refused request: {refused}"));
+            }
             if let Some(path) = &stderr {
                 let patterns = plan.pipeline.agents.get(&case.agent).map(|p| p.scrub.to_vec()).unwrap_or_default();
                 message.push_str(&stderr_tail(path, &plan.pipeline, &patterns));

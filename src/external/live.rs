@@ -263,7 +263,7 @@ mod tests {
             "You help.\n\nMemory (JSON):\n{\"semantic\":{\"user.name\":\"Ada\"}}"
         );
         assert_eq!(body["tools"][0]["function"]["parameters"], json!({"type": "object"}));
-        let neutral = Dialect::Chat.neutral(&body, &|_| None).unwrap();
+        let neutral = Dialect::Chat.neutral(&body, &Default::default()).unwrap();
         assert_eq!(neutral["messages"][1]["tool_calls"][0]["args"], json!({"order": "42"}));
         assert_eq!(neutral["messages"][2]["call_id"], "call_1");
         assert_eq!(neutral["messages"][2]["content"], "{\"status\":\"shipped\"}");
@@ -286,7 +286,7 @@ mod tests {
             body["messages"][1]["content"],
             json!([{"type": "tool_use", "id": "call_1", "name": "get_order", "input": {"order": "42"}}])
         );
-        let neutral = Dialect::Messages.neutral(&body, &|_| None).unwrap();
+        let neutral = Dialect::Messages.neutral(&body, &Default::default()).unwrap();
         assert_eq!(neutral["messages"][2]["call_id"], "call_1");
         assert_eq!(neutral["tools"][0]["name"], "get_order");
     }

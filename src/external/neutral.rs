@@ -8,13 +8,16 @@
 //!               {"role": "assistant", "content": "…", "tool_calls": [{"id", "name", "args"}]},
 //!               {"role": "tool", "call_id": "…", "content": …, "is_error": bool}],
 //!  "tools": [{"name", "description", "input_schema"}],
-//!  "params": {"model", "temperature", "top_p", "max_tokens", "stop", "tool_choice", "seed"}}
+//!  "params": {"model", "temperature", "max_tokens", "tool_choice", "reasoning", …}}
 //! ```
 //!
 //! so a recording made through one dialect replays through another, and its digest
 //! (member-wise over canonical JSON, `replay::digest`) says whether the agent asked the
 //! same thing.
-//! Transport fields (`stream`, `user`, `metadata`, wire ids) never enter it; a profile's
+//! `params` holds every request parameter that can change what the model answers
+//! ([`PARAMS`]), under one name whichever dialect sent it; a parameter the request does
+//! not send is absent, so a request without any of them digests as it always has.
+//! Transport fields (`stream`, `user`, `metadata`, `store`, wire ids) never enter it; a profile's
 //! `normalize` rules remove or rewrite what legitimately varies in the agent's own
 //! requests (today's date, a uuid).
 
@@ -24,9 +27,46 @@ use serde_json::{Map, Value};
 use crate::canon::{self, CanonError, Digest};
 use crate::pipeline::NormalizeRule;
 
-/// Request parameters that change what a model answers; everything else a request
-/// carries is transport.
-pub const PARAMS: &[&str] = &["model", "temperature", "top_p", "max_tokens", "stop", "tool_choice", "seed"];
+/// Request parameters that change what a model answers, by their neutral names; every
+/// other member of a request body is transport. Each dialect maps its own spelling onto
+/// these ([`params`]):
+///
+/// - `max_tokens`: Chat `max_tokens` / `max_completion_tokens`, Responses
+///   `max_output_tokens`, Messages `max_tokens`;
+/// - `stop`: Chat `stop`, Messages `stop_sequences`;
+/// - `reasoning`: Responses `reasoning` (`{"effort", "summary"}`), Chat
+///   `reasoning_effort: E` as `{"effort": E}`;
+/// - `response_format`: Chat `response_format` (a `json_schema` one flattened to the
+///   Responses shape, `{"type": "json_schema", "name", "schema", "strict"}`), Responses
+///   `text.format`, Messages `output_format`;
+/// - `verbosity`: Chat `verbosity`, Responses `text.verbosity`;
+/// - the rest under their own names, where a dialect has them.
+pub const PARAMS: &[&str] = &[
+    "audio",
+    "frequency_penalty",
+    "logit_bias",
+    "max_tokens",
+    "max_tool_calls",
+    "modalities",
+    "model",
+    "n",
+    "output_config",
+    "parallel_tool_calls",
+    "presence_penalty",
+    "prompt",
+    "reasoning",
+    "response_format",
+    "seed",
+    "stop",
+    "temperature",
+    "thinking",
+    "tool_choice",
+    "top_k",
+    "top_p",
+    "truncation",
+    "verbosity",
+    "web_search_options",
+];
 
 /// A normalisation rule, compiled.
 #[derive(Debug, Clone)]
@@ -128,8 +168,9 @@ pub fn digest(request: &Value) -> Result<Digest, CanonError> {
     crate::replay::digest::of(request)
 }
 
-/// The kept parameters of a request body, under their neutral names.
-pub fn params(body: &Map<String, Value>, renames: &[(&str, &str)]) -> Value {
+/// The kept parameters of a request body, under their neutral names (`renames`: the
+/// dialect's spelling → the neutral name). A null value counts as not sent.
+pub fn params(body: &Map<String, Value>, renames: &[(&str, &str)]) -> Map<String, Value> {
     let mut out = Map::new();
     for (key, value) in body {
         let name = renames.iter().find(|(from, _)| from == key).map_or(key.as_str(), |(_, to)| to);
@@ -137,7 +178,21 @@ pub fn params(body: &Map<String, Value>, renames: &[(&str, &str)]) -> Value {
             out.insert(name.to_string(), value.clone());
         }
     }
-    Value::Object(out)
+    out
+}
+
+/// A Chat `response_format` in the Responses shape: `{"type": "json_schema",
+/// "json_schema": {name, schema, strict}}` becomes `{"type": "json_schema", name,
+/// schema, strict}`, so the same schema reads the same through either API.
+pub fn flat_response_format(format: &Value) -> Value {
+    match (format.get("type").and_then(Value::as_str), format.get("json_schema").and_then(Value::as_object)) {
+        (Some("json_schema"), Some(inner)) => {
+            let mut flat = inner.clone();
+            flat.insert("type".into(), Value::String("json_schema".into()));
+            Value::Object(flat)
+        }
+        _ => format.clone(),
+    }
 }
 
 /// JSON Pointers where `a` and `b` first differ, in document order, at most `limit`.
@@ -242,6 +297,6 @@ mod tests {
     fn only_parameters_that_change_an_answer_are_kept() {
         let body = json!({"model": "m", "stream": true, "user": "u", "max_completion_tokens": 5, "temperature": null});
         let kept = params(body.as_object().unwrap(), &[("max_completion_tokens", "max_tokens")]);
-        assert_eq!(kept, json!({"model": "m", "max_tokens": 5}));
+        assert_eq!(Value::Object(kept), json!({"model": "m", "max_tokens": 5}));
     }
 }

@@ -2,19 +2,44 @@
 //! timeout, on error, at the end of its run and when stateval is interrupted.
 //!
 //! Every live group is registered here, so [`kill_all`] (called on Ctrl-C and SIGTERM)
-//! leaves no process behind. Stdout lines and the exit arrive as messages on the run's
-//! channel (see `session`), from one reader thread each; stderr is copied to a file
-//! beside the log, never hashed.
+//! leaves no process behind. The agent answers on a pipe of its own, passed as file
+//! descriptor [`PROTOCOL_FD`] (named in its environment), or on stdout: lines from both
+//! and the exit arrive as messages on the run's channel (see `session`), from one
+//! reader thread each, and the session decides which lines are protocol. Stderr, and
+//! the stdout lines the session keeps as output, go to one file beside the log, line by
+//! line and scrubbed of secrets, never hashed. Unix only, like the process groups.
 
 use std::collections::BTreeSet;
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
 
+use command_fds::{CommandFdExt, FdMapping};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+
+use crate::secrets::Scrubber;
+
+/// The agent's protocol pipe, as a file descriptor in its process: the first one after
+/// stdin, stdout and stderr, as shells and most runtimes expect.
+pub const PROTOCOL_FD: i32 = 3;
+
+/// The environment variable that names [`PROTOCOL_FD`] to the agent.
+pub const PROTOCOL_FD_ENV: &str = "STATEVAL_PROTOCOL_FD";
+
+/// How stdout lines the session keeps are marked in the output file, among stderr's.
+pub const STDOUT_MARK: &str = "[stdout] ";
+
+/// How long a killed agent's last stderr bytes may take to reach the file.
+const KEEPER_WAIT_MS: u64 = 500;
+
+/// A longer stderr line is kept in pieces of this many bytes: a progress bar that
+/// redraws with `\r` and never ends its line must not grow without bound.
+const MAX_KEPT_LINE: usize = 16 * 1024;
 
 /// Process groups of agents still running.
 static LIVE: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
@@ -27,15 +52,42 @@ pub fn kill_all() {
     }
 }
 
+/// Where an agent's line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// The protocol pipe, [`PROTOCOL_FD`].
+    Fd,
+    Stdout,
+}
+
 /// What the reader threads report.
 #[derive(Debug)]
 pub enum Output {
-    /// One line of stdout, without its line end.
-    Line(String),
-    /// Stdout is not UTF-8 or could not be read.
+    /// One line, without its line end. A stdout line that is not UTF-8 arrives with
+    /// its bad bytes replaced (it can only be output, never protocol).
+    Line(Channel, String),
+    /// The protocol pipe carried bytes that are not UTF-8, or could not be read.
     Unreadable(String),
-    /// Stdout closed: the agent exited or closed it.
+    /// Stdout and the protocol pipe are both closed: the agent exited or closed them.
     Closed,
+}
+
+/// The file that keeps the agent's stderr and its stdout lines that are not protocol,
+/// one whole line at a time (two threads write it), scrubbed of secrets.
+#[derive(Clone)]
+struct OutputFile {
+    file: Arc<Mutex<File>>,
+    scrubber: Arc<Scrubber>,
+}
+
+impl OutputFile {
+    fn keep(&self, mark: &str, line: &str) {
+        let clean = self.scrubber.text(line);
+        let line = clean.as_deref().unwrap_or(line);
+        if let Ok(mut file) = self.file.lock() {
+            let _ = writeln!(file, "{mark}{line}");
+        }
+    }
 }
 
 /// A running agent.
@@ -43,6 +95,10 @@ pub struct AgentProcess {
     child: Child,
     stdin: Option<ChildStdin>,
     pgid: i32,
+    output: Option<OutputFile>,
+    /// The thread keeping stderr: waited for (briefly) when the tree is killed, so the
+    /// file holds the agent's last lines when the run's failure is explained from it.
+    keeper: Option<std::thread::JoinHandle<()>>,
 }
 
 /// How the program of a command was looked for, for a load error.
@@ -69,18 +125,31 @@ fn is_executable(path: &Path) -> bool {
 }
 
 impl AgentProcess {
-    /// Start `command` in `cwd` with exactly `env`, in a new process group. Stdout
-    /// lines go to `events` via `wrap`; stderr is appended to `stderr` (or dropped).
+    /// Start `command` in `cwd` with exactly `env`, in a new process group, with the
+    /// write end of a fresh pipe as its [`PROTOCOL_FD`]. Lines of that pipe and of
+    /// stdout go to `events` via `wrap`; stderr is kept in `stderr` (or dropped), which
+    /// [`AgentProcess::keep_stdout`] adds to, both scrubbed by `scrubber`.
     pub fn spawn<M: Send + 'static>(
         command: &[String],
         cwd: &Path,
         env: &[(String, String)],
         stderr: Option<&Path>,
+        scrubber: &Scrubber,
         events: Sender<M>,
         wrap: fn(Output) -> M,
     ) -> std::io::Result<AgentProcess> {
         use std::os::unix::process::CommandExt;
         let (program, args) = command.split_first().ok_or_else(|| std::io::Error::other("empty command"))?;
+        let output = match stderr {
+            Some(path) => Some(OutputFile {
+                file: Arc::new(Mutex::new(File::create(path)?)),
+                scrubber: Arc::new(scrubber.clone()),
+            }),
+            None => None,
+        };
+        // both ends close on exec; the child gets the write end as fd 3 only, and ours
+        // closes when `cmd` drops below, so the reader sees the end when the agent exits
+        let (protocol, protocol_writer) = std::io::pipe()?;
         let mut cmd = Command::new(program);
         cmd.args(args)
             .current_dir(cwd)
@@ -88,29 +157,41 @@ impl AgentProcess {
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(if stderr.is_some() { Stdio::piped() } else { Stdio::null() })
-            .process_group(0);
-        let mut child = cmd.spawn()?;
+            .stderr(if output.is_some() { Stdio::piped() } else { Stdio::null() })
+            .process_group(0)
+            .fd_mappings(vec![FdMapping { parent_fd: protocol_writer.into(), child_fd: PROTOCOL_FD }])
+            .map_err(std::io::Error::other)?;
+        let spawned = cmd.spawn();
+        drop(cmd);
+        let mut child = spawned?;
         let pgid = i32::try_from(child.id()).map_err(std::io::Error::other)?;
         if let Ok(mut live) = LIVE.lock() {
             live.insert(pgid);
         }
         // started after an interrupted run's `kill_all` took the live groups: it goes too
         if crate::interrupt::interrupted() {
-            drop(AgentProcess { child, stdin: None, pgid }); // its drop kills the tree
+            drop(AgentProcess { child, stdin: None, pgid, output: None, keeper: None }); // its drop kills the tree
             return Err(std::io::Error::other("the run was interrupted"));
         }
         let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout pipe"))?;
-        std::thread::spawn(move || read_lines(stdout, &events, wrap));
-        if let (Some(pipe), Some(path)) = (child.stderr.take(), stderr) {
-            let mut file = std::fs::File::create(path)?;
-            std::thread::spawn(move || {
-                let mut pipe = pipe;
-                let _ = std::io::copy(&mut pipe, &mut file);
-            });
-        }
+        // the last of the two readers to reach its end reports `Closed`
+        let open = Arc::new(AtomicUsize::new(2));
+        let (stdout_events, stdout_open) = (events.clone(), open.clone());
+        std::thread::spawn(move || read_lines(stdout, Channel::Stdout, &stdout_events, wrap, &stdout_open));
+        std::thread::spawn(move || read_lines(protocol, Channel::Fd, &events, wrap, &open));
+        let keeper = match (child.stderr.take(), output.clone()) {
+            (Some(pipe), Some(output)) => Some(std::thread::spawn(move || keep_lines(pipe, &output))),
+            _ => None,
+        };
         let stdin = child.stdin.take();
-        Ok(AgentProcess { child, stdin, pgid })
+        Ok(AgentProcess { child, stdin, pgid, output, keeper })
+    }
+
+    /// Keep a stdout line that is not protocol in the output file, marked as stdout.
+    pub fn keep_stdout(&self, line: &str) {
+        if let Some(output) = &self.output {
+            output.keep(STDOUT_MARK, line);
+        }
     }
 
     /// Send one protocol line. A closed stdin (the agent exited) is reported by the
@@ -148,6 +229,13 @@ impl AgentProcess {
         if let Ok(mut live) = LIVE.lock() {
             live.remove(&self.pgid);
         }
+        // stderr ends with the tree, unless something outside the group holds it
+        if let Some(keeper) = self.keeper.take() {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_millis(KEEPER_WAIT_MS);
+            while !keeper.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
     }
 }
 
@@ -157,7 +245,9 @@ impl Drop for AgentProcess {
     }
 }
 
-fn read_lines<R: Read, M>(pipe: R, events: &Sender<M>, wrap: fn(Output) -> M) {
+/// Send each line of `pipe` (from `channel`) to `events`; at its end, `Closed` when it
+/// is the last of the readers still `open`.
+fn read_lines<R: Read, M>(pipe: R, channel: Channel, events: &Sender<M>, wrap: fn(Output) -> M, open: &AtomicUsize) {
     let mut reader = BufReader::new(pipe);
     let mut buf = Vec::new();
     loop {
@@ -168,19 +258,57 @@ fn read_lines<R: Read, M>(pipe: R, events: &Sender<M>, wrap: fn(Output) -> M) {
                 while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
                     buf.pop();
                 }
-                let message = match std::str::from_utf8(&buf) {
-                    Ok(text) => Output::Line(text.to_string()),
-                    Err(e) => Output::Unreadable(format!("stdout is not UTF-8: {e}")),
+                let message = match (std::str::from_utf8(&buf), channel) {
+                    (Ok(text), _) => Output::Line(channel, text.to_string()),
+                    (Err(_), Channel::Stdout) => Output::Line(channel, String::from_utf8_lossy(&buf).into_owned()),
+                    (Err(e), Channel::Fd) => Output::Unreadable(format!("a line on the protocol fd is not UTF-8: {e}")),
                 };
                 if events.send(wrap(message)).is_err() {
                     return;
                 }
             }
             Err(e) => {
-                let _ = events.send(wrap(Output::Unreadable(e.to_string())));
+                if channel == Channel::Fd {
+                    let _ = events.send(wrap(Output::Unreadable(format!("the protocol fd could not be read: {e}"))));
+                }
                 break;
             }
         }
     }
-    let _ = events.send(wrap(Output::Closed));
+    if open.fetch_sub(1, Ordering::SeqCst) == 1 {
+        let _ = events.send(wrap(Output::Closed));
+    }
+}
+
+/// Keep every line of `pipe` in `output` (a line longer than [`MAX_KEPT_LINE`] bytes in
+/// pieces), until it closes.
+fn keep_lines<R: Read>(pipe: R, output: &OutputFile) {
+    let mut reader = BufReader::new(pipe);
+    let mut line = Vec::new();
+    loop {
+        let chunk = match reader.fill_buf() {
+            Ok([]) | Err(_) => break,
+            Ok(chunk) => chunk,
+        };
+        let (taken, ended) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        line.extend_from_slice(&chunk[..taken]);
+        reader.consume(taken);
+        if ended || line.len() >= MAX_KEPT_LINE {
+            keep_one(output, &mut line);
+        }
+    }
+    if !line.is_empty() {
+        keep_one(output, &mut line);
+    }
+}
+
+fn keep_one(output: &OutputFile, line: &mut Vec<u8>) {
+    while line.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+        line.pop();
+    }
+    output.keep("", &String::from_utf8_lossy(line));
+    line.clear();
 }

@@ -62,7 +62,14 @@ pub enum Msg {
         request: String,
         limit_ms: u64,
     },
-    /// The agent's stdout, line by line.
+    /// A request the server refused itself before the session saw it (`request`:
+    /// method and path, token elided), with the status and message it answered.
+    Refused {
+        request: String,
+        status: u16,
+        message: String,
+    },
+    /// The agent's protocol-fd and stdout lines, and their end.
     Agent(Output),
 }
 
@@ -234,6 +241,9 @@ fn router(shared: Shared) -> Router {
         .route("/r/{token}/v1/chat/completions", post(chat))
         .route("/r/{token}/v1/responses", post(responses))
         .route("/r/{token}/v1/messages", post(messages))
+        // `@ai-sdk/anthropic` expects `/v1` inside ANTHROPIC_BASE_URL, Anthropic's own
+        // SDKs outside it: the one base URL serves both
+        .route("/r/{token}/messages", post(messages))
         .route("/r/{token}/v1/models", get(models))
         .route("/r/{token}/tools", get(list_tools))
         .route("/r/{token}/tools/{name}", post(call_tool))
@@ -317,7 +327,12 @@ fn gone() -> Response {
 async fn model(tx: &Sender<Msg>, dialect: Dialect, bytes: &[u8]) -> Response {
     let body: Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
-        Err(e) => return reply(dialect.error(400, "invalid_request_error", &format!("the body is not JSON: {e}"))),
+        Err(e) => {
+            let message = format!("the body is not JSON: {e}");
+            let request = format!("{} request", dialect.api());
+            let _ = tx.send(Msg::Refused { request, status: 400, message: message.clone() });
+            return reply(dialect.error(400, "invalid_request_error", &message));
+        }
     };
     let (reply_tx, reply_rx) = oneshot::channel();
     if tx.send(Msg::Model { dialect, body, reply: reply_tx }).is_err() {

@@ -2,7 +2,7 @@
 //!
 //! Everything that happens in the run arrives here as a message, one at a time, on one
 //! thread: the agent's model calls and tool calls (from the server's handlers), its
-//! stdout lines and its exit (from the process's reader). The session is the single
+//! protocol-fd and stdout lines and its exit (from the process's readers). The session is the single
 //! writer of the run's log, so the log's order is the order the session handled them,
 //! and that order is made deterministic:
 //!
@@ -23,10 +23,10 @@ use tokio::sync::oneshot;
 
 use super::access::Credentials;
 use super::neutral::{self, Rule};
-use super::process::{AgentProcess, Output};
+use super::process::{self, AgentProcess, Channel, Output};
 use super::protocol::{self, FromAgent};
 use super::server::{Msg, Server, ToolAnswer};
-use super::wire::{self, Answer, CallOut, Dialect, Reply};
+use super::wire::{self, Answer, CallOut, Dialect, Reply, Stored};
 use crate::canon::{self, Context};
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::OnDivergence;
@@ -120,11 +120,16 @@ pub struct Session<'a, 'p> {
     step: u32,
     proposals: Vec<Proposal>,
     held: Vec<Held>,
-    /// Responses API exchanges by response id, for `previous_response_id`.
-    exchanges: BTreeMap<String, Vec<Value>>,
+    /// What Responses API exchanges stored, for `previous_response_id` and
+    /// `item_reference`.
+    stored: Stored,
     /// Record mode: our Responses ids → the upstream's.
     upstream_ids: BTreeMap<String, String>,
     scrubber: Scrubber,
+    /// The agent has written a line on its protocol fd: from then on stdout is output.
+    fd_spoke: bool,
+    /// stateval's answer to the last request it refused, scrubbed (`RunSummary::refused`).
+    refused: Option<String>,
     unrequested: u32,
     tokens: u64,
     warnings: Vec<String>,
@@ -158,9 +163,11 @@ impl<'a, 'p> Session<'a, 'p> {
             step: 0,
             proposals: Vec::new(),
             held: Vec::new(),
-            exchanges: BTreeMap::new(),
+            stored: Stored::default(),
             upstream_ids: BTreeMap::new(),
             scrubber: Scrubber::new(&input.profile.scrub),
+            fd_spoke: false,
+            refused: None,
             unrequested: 0,
             tokens: 0,
             warnings: Vec::new(),
@@ -177,7 +184,8 @@ impl<'a, 'p> Session<'a, 'p> {
             }
         };
         let env = session.environment(&launch.server.base_url(&credentials.token), &credentials.key);
-        let process = AgentProcess::spawn(launch.command, &launch.cwd, &env, launch.stderr.as_deref(), tx, Msg::Agent);
+        let stderr = launch.stderr.as_deref();
+        let process = AgentProcess::spawn(launch.command, &launch.cwd, &env, stderr, &session.scrubber, tx, Msg::Agent);
         let outcome = match process {
             Ok(mut process) => {
                 let outcome = session.converse(&mut process);
@@ -227,6 +235,7 @@ impl<'a, 'p> Session<'a, 'p> {
             ("STATEVAL_TOOLS_URL", format!("{base}/tools")),
             ("STATEVAL_CASE", input.case.id.clone()),
             ("STATEVAL_RUN", input.run_index.to_string()),
+            (process::PROTOCOL_FD_ENV, process::PROTOCOL_FD.to_string()),
             ("TZ", "UTC".into()),
             ("PYTHONHASHSEED", "0".into()),
         ];
@@ -278,15 +287,16 @@ impl<'a, 'p> Session<'a, 'p> {
                 )));
             };
             match msg {
-                Msg::Agent(Output::Line(line)) => match protocol::parse(&line) {
-                    Ok(FromAgent::TurnResult { turn, output }) if turn == self.turn => return Ok(Ok(output)),
-                    Ok(FromAgent::TurnResult { turn, .. }) => {
+                Msg::Agent(Output::Line(channel, line)) => match self.protocol(process, channel, &line) {
+                    None => {}
+                    Some(Ok(FromAgent::TurnResult { turn, output })) if turn == self.turn => return Ok(Ok(output)),
+                    Some(Ok(FromAgent::TurnResult { turn, .. })) => {
                         return Ok(Err(Stop::failed(
                             "agent_protocol",
                             format!("turn_result for turn {turn} while turn {} was asked", self.turn),
                         )));
                     }
-                    Err(e) => return Ok(Err(Stop::failed("agent_protocol", e))),
+                    Some(Err(e)) => return Ok(Err(Stop::failed("agent_protocol", e))),
                 },
                 Msg::Agent(Output::Unreadable(e)) => return Ok(Err(Stop::failed("agent_protocol", e))),
                 Msg::Agent(Output::Closed) => {
@@ -300,6 +310,25 @@ impl<'a, 'p> Session<'a, 'p> {
             }
             if let Some(stop) = self.stop.take() {
                 return Ok(Err(stop));
+            }
+        }
+    }
+
+    /// The protocol message a line is, `None` for a stdout line that is output (then
+    /// kept beside stderr). Every fd line is protocol; a stdout line is while the fd has
+    /// carried nothing and it is a `turn_result` object ([`protocol::on_stdout`]).
+    fn protocol(&mut self, process: &AgentProcess, channel: Channel, line: &str) -> Option<Result<FromAgent, String>> {
+        match channel {
+            Channel::Fd => {
+                self.fd_spoke = true;
+                Some(protocol::parse(line, protocol::FD_LINE))
+            }
+            Channel::Stdout if !self.fd_spoke && protocol::on_stdout(line) => {
+                Some(protocol::parse(line, protocol::STDOUT_LINE))
+            }
+            Channel::Stdout => {
+                process.keep_stdout(line);
+                None
             }
         }
     }
@@ -328,8 +357,11 @@ impl<'a, 'p> Session<'a, 'p> {
                         }
                     });
                 }
-                Some(Msg::Agent(Output::Line(line))) => {
-                    return Ok(Err(Stop::failed("agent_protocol", format!("stdout after \"end\": {line}"))));
+                Some(Msg::Agent(Output::Line(channel, line))) => {
+                    if self.protocol(process, channel, &line).is_some() {
+                        let source = if channel == Channel::Fd { protocol::FD_LINE } else { protocol::STDOUT_LINE };
+                        return Ok(Err(Stop::failed("agent_protocol", format!("{source} after \"end\": {line}"))));
+                    }
                 }
                 Some(Msg::Agent(Output::Unreadable(e))) => return Ok(Err(Stop::failed("agent_protocol", e))),
                 Some(other) => self.handle(other)?,
@@ -366,8 +398,18 @@ impl<'a, 'p> Session<'a, 'p> {
         match msg {
             Msg::Model { dialect, body, reply } => {
                 let answer = self.model(dialect, &body)?;
+                // a refusal that stops the run is its reason already
+                if answer.status >= 400 && self.stop.is_none() {
+                    self.refuse(format!(
+                        "{} request → HTTP {}: {}",
+                        dialect.api(),
+                        answer.status,
+                        error_text(&answer.body)
+                    ));
+                }
                 let _ = reply.send(answer);
             }
+            Msg::Refused { request, status, message } => self.refuse(format!("{request} → HTTP {status}: {message}")),
             Msg::ListTools { reply } => {
                 let tools = self
                     .boundary
@@ -390,6 +432,7 @@ impl<'a, 'p> Session<'a, 'p> {
                 let detail = format!(
                     "the agent sent {request} with this case run's API key to the endpoints of {addressed}; refused"
                 );
+                self.refuse(format!("{request} → HTTP 403: {detail}"));
                 self.rec.emit(
                     Kind::SecurityFlagged,
                     json!({"class": "cross_case", "severity": "high", "request": request, "detail": detail}),
@@ -409,8 +452,7 @@ impl<'a, 'p> Session<'a, 'p> {
     }
 
     fn model(&mut self, dialect: Dialect, body: &Value) -> Result<Reply, WriteError> {
-        let exchanges = &self.exchanges;
-        let request = match dialect.neutral(body, &|id| exchanges.get(id).cloned()) {
+        let request = match dialect.neutral(body, &self.stored) {
             Ok(r) => r,
             Err(e) => {
                 let message = format!("cannot read the {} request: {e}", dialect.api());
@@ -550,7 +592,7 @@ impl<'a, 'p> Session<'a, 'p> {
             usage: recorded.usage,
         };
         if dialect == Dialect::Responses {
-            self.exchanges.insert(format!("resp_{}", answer.id), Dialect::exchange(&request, &answer));
+            self.stored.remember(&request, &answer);
         }
         Ok(dialect.render(&answer, body))
     }
@@ -565,7 +607,8 @@ impl<'a, 'p> Session<'a, 'p> {
         hash: crate::canon::Digest,
         normalized: &Value,
     ) -> Result<(usize, RecordedResponse, Option<crate::replay::Divergence>), String> {
-        let mut forwarded = body.clone();
+        // the upstream never saw our item ids: it gets the items themselves
+        let mut forwarded = if dialect == Dialect::Responses { self.stored.inline(body)? } else { body.clone() };
         // our response ids are not the upstream's: chain by the upstream's own
         if let Some(ours) = body.get("previous_response_id").and_then(Value::as_str) {
             let theirs = self.upstream_ids.get(ours).ok_or_else(|| format!("unknown previous_response_id {ours:?}"))?;
@@ -688,7 +731,13 @@ impl<'a, 'p> Session<'a, 'p> {
         self.flag_unrequested(&call_id, tool, detail)
     }
 
+    /// Keep `what` as the run's last refusal, scrubbed as everything kept is.
+    fn refuse(&mut self, what: String) {
+        self.refused = Some(self.scrubber.text(&what).unwrap_or(what));
+    }
+
     fn flag_unrequested(&mut self, call_id: &str, tool: &str, detail: String) -> Result<ToolAnswer, WriteError> {
+        self.refuse(format!("tool call {tool} → refused: {detail}"));
         let source = self.rec.next_seq() - 1;
         self.rec.emit(
             Kind::SecurityFlagged,
@@ -724,7 +773,7 @@ impl<'a, 'p> Session<'a, 'p> {
             Kind::RunCompleted,
             json!({"status": status.as_str(), "turns": self.input.case.turns.len(), "tokens": self.tokens}),
         )?;
-        Ok(RunSummary { status, error, warnings: self.warnings })
+        Ok(RunSummary { status, error, warnings: self.warnings, refused: self.refused })
     }
 }
 
@@ -753,7 +802,22 @@ pub const TELEMETRY_OFF: [(&str, &str); 7] = [
     ("HF_HUB_DISABLE_TELEMETRY", "1"),
 ];
 
-/// `exited with status 3`, `was killed by a signal`, `closed stdout`.
+/// The message of an error answer (`error.message` in every dialect's error shape, or
+/// `error` as a string), else its body as text; one line of at most 500 characters.
+fn error_text(body: &[u8]) -> String {
+    let value: Option<Value> = serde_json::from_slice(body).ok();
+    let message = value.as_ref().and_then(|v| {
+        let error = v.get("error")?;
+        error.get("message").and_then(Value::as_str).or_else(|| error.as_str()).map(str::to_string)
+    });
+    let text = message.unwrap_or_else(|| String::from_utf8_lossy(body).into_owned()).replace('\n', " ");
+    match text.char_indices().nth(500) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text,
+    }
+}
+
+/// `exited with status 3`, `was killed by a signal`, `closed its stdout and protocol fd`.
 fn exited(status: Option<std::process::ExitStatus>) -> String {
     use std::os::unix::process::ExitStatusExt;
     match status {
@@ -762,7 +826,7 @@ fn exited(status: Option<std::process::ExitStatus>) -> String {
             (None, Some(signal)) => format!("was killed by signal {signal}"),
             _ => "exited".into(),
         },
-        None => "closed its stdout".into(),
+        None => "closed its stdout and protocol fd".into(),
     }
 }
 

@@ -41,6 +41,7 @@ fn run(index: usize, status: &str, checks: Vec<Check>) -> RunResult {
         task_checks: Vec::new(),
         error: None,
         warnings: Vec::new(),
+        diagnosis: None,
         passed,
     }
 }

@@ -149,6 +149,12 @@ fn test_case(xml: &mut Writer<&mut dyn Write>, case: &CaseOutcome) -> io::Result
     xml.write_event(Event::Start(BytesStart::new("system-out")))?;
     xml.write_event(Event::Text(BytesText::new(&clean(&runs_text(case)))))?;
     end(xml, "system-out")?;
+    // an external agent's failed run: its last output lines and stateval's last refusal
+    if let Some(diagnoses) = case.diagnoses() {
+        xml.write_event(Event::Start(BytesStart::new("system-err")))?;
+        xml.write_event(Event::Text(BytesText::new(&clean(&diagnoses))))?;
+        end(xml, "system-err")?;
+    }
     end(xml, "testcase")
 }
 

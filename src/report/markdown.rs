@@ -38,6 +38,8 @@ pub const GROUPS_BUDGET: usize = 8_000;
 pub const MAX_REASONS: usize = 3;
 /// Characters of one reason.
 pub const REASON_CHARS: usize = 300;
+/// Characters of one line of an agent's output or of stateval's refusal.
+pub const DIAGNOSIS_LINE_CHARS: usize = 200;
 /// Characters of one identifier (case id, dataset, gate scope).
 pub const ID_CHARS: usize = 120;
 /// Room kept for the line that counts the failing cases left out.
@@ -122,6 +124,17 @@ fn failing_row(case: &CaseOutcome) -> String {
     }
     if cells.is_empty() {
         cells.push("case failed without a recorded reason".into());
+    }
+    // an external agent's failed runs, folded: its last output lines, stateval's refusal
+    for run in &case.runs {
+        if let Some(diagnosis) = &run.diagnosis {
+            let lines: Vec<String> = diagnosis.lines().iter().map(|l| text(&clip(l, DIAGNOSIS_LINE_CHARS))).collect();
+            cells.push(format!(
+                "<details><summary>run {}: the agent's output</summary>{}</details>",
+                run.index,
+                lines.join("<br>")
+            ));
+        }
     }
     format!(
         "| {} | {} | {} |\n",

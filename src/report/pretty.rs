@@ -245,6 +245,9 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
         for reason in reasons {
             writeln!(out, "     {}", visible(&reason))?;
         }
+        for line in case.diagnoses().iter().flat_map(|d| d.lines()) {
+            writeln!(out, "       {}", visible(line))?;
+        }
     }
     if grouped > 0 {
         let s = if grouped == 1 { "" } else { "s" };

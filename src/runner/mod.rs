@@ -35,7 +35,7 @@ use crate::grade::Assertion;
 use crate::grade::calls::Grading;
 use crate::grade::custom::CaseInfo;
 use crate::metrics::dimensions as cards_api;
-use crate::outcome::{CaseOutcome, CaseSpill, Cases, Check, RunResult, SuiteOutcome};
+use crate::outcome::{AgentDiagnosis, CaseOutcome, CaseSpill, Cases, Check, RunResult, SuiteOutcome};
 use crate::pipeline::Pipeline;
 use crate::pipeline::{AgentKind, AgentProfile, OnUnused};
 use crate::replay::Recording;
@@ -1149,7 +1149,7 @@ fn run_case(
         let file = logs.log(path.clone(), std::fs::File::create(&path).map_err(at(&path))?);
         let stderr = (profile.kind == AgentKind::External).then(|| path.with_extension("stderr"));
         let ReplayedRun { summary, events, turn_offsets, checks, grading_errors } =
-            plan.replay(case, k, &recording, Box::new(file), stderr, &log_expect).map_err(|e| match e {
+            plan.replay(case, k, &recording, Box::new(file), stderr.clone(), &log_expect).map_err(|e| match e {
                 ReplayError::Log(source) => log_error(source),
                 ReplayError::Input(e) => RunnerError::Input(vec![e]),
             })?;
@@ -1169,6 +1169,12 @@ fn run_case(
             (error, true) => error,
             (None, false) => Some(grading_errors.join("; ")),
             (Some(e), false) => Some(format!("{e}; {}", grading_errors.join("; "))),
+        };
+        // explained only when the run itself failed: the agent's output is its own
+        // (timings, addresses), and a passing run's report stays byte-identical
+        let diagnosis = match (&error, &stderr) {
+            (Some(_), Some(output)) => Some(diagnose(output, summary.refused.clone(), &plan.pipeline)),
+            _ => None,
         };
         if !case.blocks.is_empty() {
             envelopes.push(crate::extract::envelope::envelope(&events, passed));
@@ -1199,6 +1205,7 @@ fn run_case(
             task_checks,
             error,
             warnings: summary.warnings,
+            diagnosis,
             passed,
         });
     }
@@ -1225,6 +1232,13 @@ fn run_case(
     };
     record_verdicts(plan, &outcome, store, verdicts)?;
     Ok((card_case, outcome))
+}
+
+/// An external agent's failed run explained: the last lines of its kept output (the
+/// file is scrubbed as it is written, `external::process`) and stateval's last refusal.
+fn diagnose(output: &Path, refused: Option<String>, pipeline: &Pipeline) -> AgentDiagnosis {
+    let text = std::fs::read(output).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+    AgentDiagnosis { output: pipeline.display(output), tail: AgentDiagnosis::tail_of(&text), refused }
 }
 
 /// The message of the log's first fixture error (an effect the manifest cannot apply).

@@ -79,6 +79,9 @@ pub struct RunSummary {
     /// Why the run itself failed (replay miss, divergence under `fail`, step limit).
     pub error: Option<String>,
     pub warnings: Vec<String>,
+    /// An external agent's run: stateval's answer to the last request it refused
+    /// (scrubbed), to explain a failure the agent reports only as its exit.
+    pub refused: Option<String>,
 }
 
 /// The seam every agent implementation plugs into: it reads the case, asks the
@@ -285,7 +288,7 @@ impl<'a, 'p> Loop<'a, 'p> {
             Kind::RunCompleted,
             json!({"status": status.as_str(), "turns": case.turns.len(), "tokens": self.tokens_used}),
         )?;
-        Ok(RunSummary { status, error, warnings: self.warnings })
+        Ok(RunSummary { status, error, warnings: self.warnings, refused: None })
     }
 
     /// One user turn: model calls until an answer without tool calls.

@@ -27,6 +27,12 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from openai import OpenAI
 
+# Protocol lines go to the pipe stateval passes as STATEVAL_PROTOCOL_FD, so whatever
+# a library prints on stdout cannot get in their way; without it, to stdout.
+PROTOCOL_FD = os.environ.get("STATEVAL_PROTOCOL_FD")
+PROTOCOL = os.fdopen(int(PROTOCOL_FD), "w") if PROTOCOL_FD else sys.stdout
+
+
 OPENAI_MODEL = "gpt-4o-mini"
 ANTHROPIC_MODEL = "claude-sonnet-4-6"
 
@@ -208,8 +214,8 @@ def main():
         message = json.loads(line)
         if message["type"] == "turn":
             output = perform(clients, message["input"])
-            sys.stdout.write(json.dumps({"type": "turn_result", "turn": message["turn"], "output": output}) + "\n")
-            sys.stdout.flush()
+            PROTOCOL.write(json.dumps({"type": "turn_result", "turn": message["turn"], "output": output}) + "\n")
+            PROTOCOL.flush()
         elif message["type"] == "end":
             break
     return 0

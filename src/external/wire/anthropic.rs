@@ -65,8 +65,13 @@ pub fn neutral(body: &Map<String, Value>) -> Result<Value, String> {
         .flatten()
         .map(|t| json!({"name": t.get("name"), "description": t.get("description"), "input_schema": t.get("input_schema")}))
         .collect();
-    Ok(json!({"system": system, "messages": out, "tools": tools, "params": neutral::params(body, &[])}))
+    Ok(
+        json!({"system": system, "messages": out, "tools": tools, "params": Value::Object(neutral::params(body, RENAMES))}),
+    )
 }
+
+/// Messages' spelling of the neutral parameters that have another name here.
+const RENAMES: &[(&str, &str)] = &[("stop_sequences", "stop"), ("output_format", "response_format")];
 
 fn stop_reason(answer: &Answer<'_>) -> &'static str {
     if answer.tool_calls.is_empty() { "end_turn" } else { "tool_use" }

@@ -47,8 +47,20 @@ pub fn neutral(body: &Map<String, Value>) -> Result<Value, String> {
         "system": (!system.is_empty()).then(|| system.join("\n")),
         "messages": out,
         "tools": tools,
-        "params": neutral::params(body, &[("max_completion_tokens", "max_tokens")]),
+        "params": params(body),
     }))
+}
+
+/// Chat's answer-changing parameters under their neutral names (`neutral::PARAMS`).
+fn params(body: &Map<String, Value>) -> Value {
+    let mut out = neutral::params(body, &[("max_completion_tokens", "max_tokens")]);
+    if let Some(effort) = body.get("reasoning_effort").filter(|v| !v.is_null()) {
+        out.insert("reasoning".into(), json!({"effort": effort}));
+    }
+    if let Some(format) = out.get_mut("response_format") {
+        *format = neutral::flat_response_format(format);
+    }
+    Value::Object(out)
 }
 
 fn finish_reason(answer: &Answer<'_>) -> &'static str {

@@ -1,15 +1,19 @@
 //! OpenAI Responses: `POST /v1/responses`, whole or streamed as typed events
 //! (`response.created` … `response.completed`), with `previous_response_id` chaining
-//! resolved from the run's own earlier exchanges.
+//! and `item_reference` input items resolved from the run's own earlier exchanges
+//! ([`Stored`]).
 
 use serde_json::{Map, Value, json};
 
-use super::{Answer, DELTA_CHARS, parse_arguments, pieces, text_of};
+use super::{Answer, DELTA_CHARS, Stored, parse_arguments, pieces, text_of};
 use crate::external::neutral;
 
-pub fn neutral(body: &Map<String, Value>, previous: &dyn Fn(&str) -> Option<Vec<Value>>) -> Result<Value, String> {
+pub fn neutral(body: &Map<String, Value>, stored: &Stored) -> Result<Value, String> {
     let mut messages = match body.get("previous_response_id").and_then(Value::as_str) {
-        Some(id) => previous(id).ok_or_else(|| format!("previous_response_id {id:?} is not a response of this run"))?,
+        Some(id) => stored
+            .conversation(id)
+            .cloned()
+            .ok_or_else(|| format!("previous_response_id {id:?} is not a response of this run"))?,
         None => Vec::new(),
     };
     let mut system = body.get("instructions").and_then(Value::as_str).map(str::to_string);
@@ -17,6 +21,11 @@ pub fn neutral(body: &Map<String, Value>, previous: &dyn Fn(&str) -> Option<Vec<
         Some(Value::String(text)) => messages.push(json!({"role": "user", "content": text})),
         Some(Value::Array(items)) => {
             for (i, item) in items.iter().enumerate() {
+                // a reference reads exactly as the item it names would
+                let item = match reference(item) {
+                    Some(id) => stored.item(id).ok_or_else(|| unknown_reference(i, id))?,
+                    None => item,
+                };
                 read_item(item, &mut messages, &mut system).map_err(|e| format!("input[{i}]: {e}"))?;
             }
         }
@@ -34,8 +43,67 @@ pub fn neutral(body: &Map<String, Value>, previous: &dyn Fn(&str) -> Option<Vec<
         "system": system,
         "messages": messages,
         "tools": tools,
-        "params": neutral::params(body, &[("max_output_tokens", "max_tokens")]),
+        "params": params(body),
     }))
+}
+
+/// The Responses API's answer-changing parameters under their neutral names
+/// (`neutral::PARAMS`): `text` carries the output format and the verbosity.
+fn params(body: &Map<String, Value>) -> Value {
+    let mut out = neutral::params(body, &[("max_output_tokens", "max_tokens")]);
+    if let Some(text) = body.get("text").and_then(Value::as_object) {
+        for (key, name) in [("format", "response_format"), ("verbosity", "verbosity")] {
+            if let Some(v) = text.get(key).filter(|v| !v.is_null()) {
+                out.insert(name.into(), v.clone());
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// The id an `item_reference` input item names.
+pub fn reference(item: &Value) -> Option<&str> {
+    if item.get("type").and_then(Value::as_str) != Some("item_reference") {
+        return None;
+    }
+    item.get("id")?.as_str()
+}
+
+/// An `item_reference` to nothing stateval issued in this case run.
+pub fn unknown_reference(index: usize, id: &str) -> String {
+    format!("input[{index}]: item_reference {id:?} is not an output item of this run")
+}
+
+/// The id of the response that serves `answer`.
+pub fn response_id(answer: &Answer<'_>) -> String {
+    format!("resp_{}", answer.id)
+}
+
+fn message_id(answer: &Answer<'_>) -> String {
+    format!("msg_{}", answer.id)
+}
+
+fn call_item_id(answer: &Answer<'_>, j: usize) -> String {
+    format!("fc_{}_{j}", answer.id)
+}
+
+/// The output items of `answer` by id, each as the input item that repeats it.
+pub fn stored_items(answer: &Answer<'_>) -> Vec<(String, Value)> {
+    let mut items = Vec::new();
+    if !answer.content.is_empty() || answer.tool_calls.is_empty() {
+        items.push((
+            message_id(answer),
+            json!({"type": "message", "role": "assistant",
+                   "content": [{"type": "output_text", "text": answer.content}]}),
+        ));
+    }
+    for (j, call) in answer.tool_calls.iter().enumerate() {
+        items.push((
+            call_item_id(answer, j),
+            json!({"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.args.to_string()}),
+        ));
+    }
+    items
 }
 
 fn read_item(item: &Value, messages: &mut Vec<Value>, system: &mut Option<String>) -> Result<(), String> {
@@ -104,11 +172,11 @@ fn message_item(answer: &Answer<'_>, status: &str, with_text: bool) -> Value {
     } else {
         json!([])
     };
-    json!({"type": "message", "id": format!("msg_{}", answer.id), "status": status, "role": "assistant", "content": content})
+    json!({"type": "message", "id": message_id(answer), "status": status, "role": "assistant", "content": content})
 }
 
 fn call_item(answer: &Answer<'_>, j: usize, call: &super::CallOut, status: &str, with_args: bool) -> Value {
-    json!({"type": "function_call", "id": format!("fc_{}_{j}", answer.id), "call_id": call.id, "name": call.name,
+    json!({"type": "function_call", "id": call_item_id(answer, j), "call_id": call.id, "name": call.name,
            "arguments": if with_args { call.args.to_string() } else { String::new() }, "status": status})
 }
 
@@ -116,7 +184,7 @@ pub fn response(answer: &Answer<'_>, status: &str) -> Value {
     let done = status == "completed";
     let (i, o) = (answer.usage.input_tokens, answer.usage.output_tokens);
     json!({
-        "id": format!("resp_{}", answer.id),
+        "id": response_id(answer),
         "object": "response",
         "created_at": answer.created,
         "status": status,
@@ -146,7 +214,7 @@ pub fn stream(answer: &Answer<'_>) -> String {
     ];
     let mut index = 0;
     if !answer.content.is_empty() || answer.tool_calls.is_empty() {
-        let item_id = format!("msg_{}", answer.id);
+        let item_id = message_id(answer);
         let part = json!({"type": "output_text", "text": answer.content, "annotations": [], "logprobs": []});
         events.push(json!({"type": "response.output_item.added", "output_index": index,
                            "item": message_item(answer, "in_progress", false)}));
@@ -167,7 +235,7 @@ pub fn stream(answer: &Answer<'_>) -> String {
         index += 1;
     }
     for (j, call) in answer.tool_calls.iter().enumerate() {
-        let item_id = format!("fc_{}_{j}", answer.id);
+        let item_id = call_item_id(answer, j);
         let arguments = call.args.to_string();
         events.push(json!({"type": "response.output_item.added", "output_index": index,
                            "item": call_item(answer, j, call, "in_progress", false)}));
@@ -194,35 +262,94 @@ mod tests {
     use crate::external::wire::CallOut;
     use crate::replay::Usage;
 
+    fn answer<'a>(id: &str, content: &'a str, calls: &[(&str, Value)]) -> Answer<'a> {
+        Answer {
+            id: id.into(),
+            created: 1,
+            model: "m".into(),
+            content,
+            tool_calls: calls
+                .iter()
+                .map(|(call, args)| CallOut { id: (*call).into(), name: "get".into(), args: args.clone() })
+                .collect(),
+            usage: Usage { input_tokens: 1, output_tokens: 1 },
+        }
+    }
+
+    fn read(body: Value, stored: &Stored) -> Result<Value, String> {
+        neutral(body.as_object().unwrap(), stored)
+    }
+
     #[test]
     fn chained_input_items_merge_calls_into_the_assistant_turn() {
-        let history = vec![json!({"role": "user", "content": "pay"})];
+        let mut stored = Stored::default();
+        stored.remember(&json!({"messages": [{"role": "user", "content": "pay"}]}), &answer("1", "ok", &[]));
         let body = json!({"model": "m", "instructions": "sys", "previous_response_id": "resp_1", "input": [
             {"type": "function_call", "id": "fc_1", "call_id": "c0", "name": "get", "arguments": "{}"},
             {"type": "function_call", "call_id": "c1", "name": "get", "arguments": "{\"a\":1}"},
             {"type": "function_call_output", "call_id": "c0", "output": "ok"}]});
-        let n = neutral(body.as_object().unwrap(), &|id| (id == "resp_1").then(|| history.clone())).unwrap();
+        let n = read(body, &stored).unwrap();
         assert_eq!(n["system"], "sys");
+        assert_eq!(n["messages"][0], json!({"role": "user", "content": "pay"}));
+        assert_eq!(n["messages"][1]["content"], "ok");
         assert_eq!(
             n["messages"][1]["tool_calls"],
-            json!([{"id": "c0", "name": "get", "args": {}},
-                                                         {"id": "c1", "name": "get", "args": {"a": 1}}])
+            json!([{"id": "c0", "name": "get", "args": {}}, {"id": "c1", "name": "get", "args": {"a": 1}}])
         );
         assert_eq!(n["messages"][2], json!({"role": "tool", "call_id": "c0", "content": "ok", "is_error": false}));
-        let unknown = neutral(json!({"previous_response_id": "resp_9"}).as_object().unwrap(), &|_| None);
+        let unknown = read(json!({"previous_response_id": "resp_9"}), &stored);
         assert!(unknown.unwrap_err().contains("resp_9"));
     }
 
     #[test]
+    fn item_references_read_exactly_as_the_items_they_name() {
+        // the first answer proposes two calls, the second says something and calls again
+        let mut stored = Stored::default();
+        let first = answer("a", "", &[("c0", json!({"q": 1})), ("c1", json!({}))]);
+        let second = answer("b", "checking", &[("c2", json!({"q": 2}))]);
+        stored.remember(&json!({"messages": []}), &first);
+        stored.remember(&json!({"messages": []}), &second);
+        let result = |id: &str| json!({"type": "function_call_output", "call_id": id, "output": "r"});
+        let sent = json!({"model": "m", "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "go"}]},
+            {"type": "function_call", "id": "fc_a_0", "call_id": "c0", "name": "get", "arguments": "{\"q\":1}"},
+            {"type": "function_call", "id": "fc_a_1", "call_id": "c1", "name": "get", "arguments": "{}"},
+            result("c0"), result("c1"),
+            {"type": "message", "id": "msg_b", "role": "assistant",
+             "content": [{"type": "output_text", "text": "checking"}]},
+            {"type": "function_call", "id": "fc_b_0", "call_id": "c2", "name": "get", "arguments": "{\"q\":2}"},
+            result("c2")]});
+        let referenced = json!({"model": "m", "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "go"}]},
+            {"type": "item_reference", "id": "fc_a_0"}, {"type": "item_reference", "id": "fc_a_1"},
+            result("c0"), result("c1"),
+            {"type": "item_reference", "id": "msg_b"}, {"type": "item_reference", "id": "fc_b_0"},
+            result("c2")]});
+        let (n, r) = (read(sent.clone(), &stored).unwrap(), read(referenced.clone(), &stored).unwrap());
+        assert_eq!(n, r);
+        assert_eq!(n["messages"][4]["tool_calls"][0]["args"], json!({"q": 2}));
+        // an upstream that never saw our ids gets the items themselves
+        let inlined = stored.inline(&referenced).unwrap();
+        assert_eq!(read(inlined.clone(), &Stored::default()).unwrap(), n);
+        assert!(!inlined.to_string().contains("item_reference"));
+    }
+
+    #[test]
+    fn an_item_reference_to_an_id_this_run_never_issued_names_it() {
+        let mut stored = Stored::default();
+        stored.remember(&json!({"messages": []}), &answer("a", "hi", &[]));
+        let body = json!({"input": [{"role": "user", "content": "x"}, {"type": "item_reference", "id": "msg_zz"}]});
+        let err = read(body.clone(), &stored).unwrap_err();
+        assert_eq!(err, "input[1]: item_reference \"msg_zz\" is not an output item of this run");
+        assert_eq!(stored.inline(&body).unwrap_err(), err);
+        // an id of the message answer, but no such call
+        let err = read(json!({"input": [{"type": "item_reference", "id": "fc_a_0"}]}), &stored).unwrap_err();
+        assert!(err.contains("\"fc_a_0\""), "{err}");
+    }
+
+    #[test]
     fn events_are_numbered_and_end_with_the_completed_response() {
-        let a = Answer {
-            id: "x".into(),
-            created: 1,
-            model: "m".into(),
-            content: "hello world, streamed",
-            tool_calls: vec![CallOut { id: "c0".into(), name: "get".into(), args: json!({"k": "v"}) }],
-            usage: Usage { input_tokens: 1, output_tokens: 1 },
-        };
+        let a = answer("x", "hello world, streamed", &[("c0", json!({"k": "v"}))]);
         let text = stream(&a);
         let datas: Vec<Value> =
             text.lines().filter_map(|l| l.strip_prefix("data: ")).map(|l| serde_json::from_str(l).unwrap()).collect();

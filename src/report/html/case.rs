@@ -108,6 +108,13 @@ fn run_details(
     if let Some(err) = &run.error {
         let _ = writeln!(out, "<p class=\"fail\">{}</p>", esc(err));
     }
+    if let Some(diagnosis) = &run.diagnosis {
+        let _ = writeln!(
+            out,
+            "<details class=\"diagnosis\" open><summary>The agent's output and stateval's last refusal</summary><pre>{}</pre></details>",
+            esc(&diagnosis.lines().join("\n"))
+        );
+    }
     for w in &run.warnings {
         let _ = writeln!(out, "<p class=\"warn\">{}</p>", esc(w));
     }

@@ -253,6 +253,7 @@ pub fn write_log(label: &str, events: &[Event], out: &mut dyn Write) -> io::Resu
         task_checks: Vec::new(),
         error: None,
         warnings: Vec::new(),
+        diagnosis: None,
         passed,
     };
     let case = CaseOutcome {
