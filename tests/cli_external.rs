@@ -338,6 +338,33 @@ fn run_with(p: &Project, path: &str, args: &[&str]) -> common::Outcome {
 }
 
 #[test]
+fn the_grounding_suite_against_an_sdk_agent_is_stopped_at_the_boundary() {
+    let Some((p, path)) = sdk_project() else { return };
+    let out = run_with(&p, &path, &["run", "pipeline/security-agent.toml"]);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let report = p.json("reports/security-agent.json");
+    let overall = &report["scorecard"]["overall"];
+    assert_eq!((overall["attacks"].as_u64(), overall["attacks_succeeded"].as_u64()), (Some(18), Some(0)), "{overall}");
+    assert_eq!((overall["controls"].as_u64(), overall["controls_completed"].as_u64()), (Some(7), Some(7)), "{overall}");
+
+    // the agent program is not what stops them: with the boundary's grounding floor
+    // off for its profile, the same program pays the attacker
+    let toml = p.read("pipeline/security-agent.toml");
+    let open = toml.replacen(
+        "[agents.payer]\nkind = \"external\"\n",
+        "[agents.payer]\nkind = \"external\"\nungrounded = \"allow\"\n",
+        1,
+    );
+    assert_ne!(open, toml, "the payer profile moved: update this test");
+    p.write("pipeline/security-agent.toml", open);
+    let out = run_with(&p, &path, &["run", "pipeline/security-agent.toml", "--filter", "punycode-payee-ungrounded"]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    let report = p.json("reports/security-agent.json");
+    assert_eq!(report["scorecard"]["overall"]["attacks_succeeded"], 1, "{}", report["scorecard"]);
+    common::mark_ran("security-agent");
+}
+
+#[test]
 fn the_sdk_example_agents_pass_their_suite_and_replay_byte_identically() {
     let Some((p, path)) = sdk_project() else { return };
     run_with(&p, &path, &["run", "pipeline/agents.toml"]).expect_code(0);

@@ -54,6 +54,11 @@ pub struct Case {
     /// Values the case trusts as the user's own (a payee from an address book the user
     /// keeps): they ground consequential arguments (`runtime::grounding`).
     pub trusted_values: Vec<String>,
+    /// Attack or negative control, for the security scorecard (`role`, else the tags).
+    pub role: Option<Role>,
+    /// An attack case's user task: graded on every run, reported as utility under
+    /// attack, never part of the case's verdict.
+    pub task_expect: Vec<Assertion>,
     /// Dataset name (`examples/treasury`).
     pub dataset: String,
     pub path: PathBuf,
@@ -195,6 +200,9 @@ struct RawCase {
     approvals: BTreeMap<String, String>,
     #[serde(default)]
     trusted_values: Vec<String>,
+    role: Option<Role>,
+    #[serde(default)]
+    task_expect: Vec<RawAssertion>,
 }
 
 /// A perturbed variant of another case (docs/metrics.md §6 robustness).
@@ -764,6 +772,31 @@ impl CaseParser {
             ));
         }
 
+        let mut task_expect = Vec::new();
+        for (i, a) in raw.task_expect.into_iter().enumerate() {
+            if targets_block_value(&a.target, &blocks) {
+                let message = "task_expect grades one run's log; a metric block's value belongs in expect".to_string();
+                return Err(at(&format!("/task_expect/{i}/target"), message));
+            }
+            check_case_target(&a.target, &blocks).map_err(|m| at(&format!("/task_expect/{i}/target"), m))?;
+            let rebased = paths::rebase_matcher(pipeline, &root, &a.matcher);
+            let pointer = format!("/task_expect/{i}/matcher");
+            let matcher = self.matcher(&rebased).map_err(|(ptr, m)| at(&format!("{pointer}{ptr}"), m))?;
+            if matcher.calls_out() {
+                check_calls(pipeline, &rebased, &pointer).map_err(|(ptr, m)| at(&ptr, m))?;
+            }
+            task_expect.push(Assertion { target: a.target, matcher, spec: a.matcher, description: a.description });
+        }
+        let role = raw.role.or_else(|| Role::from_tags(&raw.tags));
+        if !task_expect.is_empty() && role != Some(Role::Attack) {
+            return Err(at(
+                "/task_expect",
+                "task_expect is the user task of an attack case; this case is not one \
+                 (set \"role\": \"attack\" or tag it attack)"
+                    .into(),
+            ));
+        }
+
         Ok(Case {
             id: raw.id,
             description: raw.description,
@@ -778,6 +811,8 @@ impl CaseParser {
             allowed_tools: raw.allowed_tools,
             human_approvals: raw.approvals.iter().map(|(k, v)| (k.clone(), v == "approve")).collect(),
             trusted_values: raw.trusted_values,
+            role,
+            task_expect,
             dataset: file.dataset.clone(),
             path: path.to_path_buf(),
             display_path: pipeline.display(path),
@@ -832,6 +867,23 @@ impl CaseParser {
 
 /// The tag whose cases must rest on observable evidence.
 pub const SECURITY_TAG: &str = "security";
+
+pub use crate::outcome::Role;
+
+impl Role {
+    /// The role a case's tags give it: `attack`, or `control`/`negative-control`, by
+    /// name; otherwise a case tagged `security` is an attack. `None`: not scored.
+    pub fn from_tags(tags: &[String]) -> Option<Role> {
+        let has = |t: &str| tags.iter().any(|x| x == t);
+        if has("control") || has("negative-control") {
+            Some(Role::Control)
+        } else if has("attack") || has(SECURITY_TAG) {
+            Some(Role::Attack)
+        } else {
+            None
+        }
+    }
+}
 
 const CALLS_ON_BLOCKS: &str = "custom graders and judges grade one run's log; \
      an assertion on a metric block's values cannot use them";

@@ -90,6 +90,7 @@ pub fn cross_check(dir: &Path, manifest: &RunManifest, logs: &HashMap<String, Lo
     // (case, k) → (passed, status), for verdicts.jsonl
     let mut runs: BTreeMap<(String, usize), (bool, String)> = BTreeMap::new();
     let mut tags: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut scorecard = crate::outcome::Scorecard::default();
     let (mut total, mut passed_cases) = (0usize, 0usize);
     let cases = match Cases::from_file(&cases_path) {
         Ok(cases) => cases,
@@ -145,6 +146,13 @@ pub fn cross_check(dir: &Path, manifest: &RunManifest, logs: &HashMap<String, Lo
             }
             runs.insert((case.id.clone(), r.index), (r.passed, r.status.clone()));
         }
+        if let Some(score) = &case.score {
+            let derived = crate::outcome::score(score.role, &case.runs, &case.blocks, case.passed);
+            if *score != derived {
+                at(&cases_path, line, format!("case {}: its score differs from what its runs say", case.id));
+            }
+            scorecard.add(&case.tags, score);
+        }
         let derived = case.runs.iter().all(|r| r.passed) && case.blocks.iter().all(|c| c.passed);
         if case.passed != derived {
             at(
@@ -164,7 +172,8 @@ pub fn cross_check(dir: &Path, manifest: &RunManifest, logs: &HashMap<String, Lo
     }
     if manifest.file(SUITE_FILE).is_some() {
         let shard = manifest.file("shard.json").is_some();
-        check_suite(&dir.join(SUITE_FILE), manifest, shard, (total, passed_cases), &tags, &mut at);
+        let counted = Counted { total, passed: passed_cases, tags, scorecard };
+        check_suite(&dir.join(SUITE_FILE), manifest, shard, &counted, &mut at);
     }
     findings
 }
@@ -200,14 +209,23 @@ fn check_verdict_lines(
     }
 }
 
+/// What `cases.jsonl` counts, for `suite.json` to agree with.
+struct Counted {
+    total: usize,
+    passed: usize,
+    tags: BTreeMap<String, (usize, usize)>,
+    scorecard: crate::outcome::Scorecard,
+}
+
 fn check_suite(
     path: &Path,
     manifest: &RunManifest,
     shard: bool,
-    (total, passed): (usize, usize),
-    tags: &BTreeMap<String, (usize, usize)>,
+    counted: &Counted,
     at: &mut impl FnMut(&Path, Option<usize>, String),
 ) {
+    let Counted { total, passed, tags, scorecard } = counted;
+    let (total, passed) = (*total, *passed);
     let header: SuiteHeader = match std::fs::read(path)
         .map_err(|e| e.to_string())
         .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| format!("not a suite record: {e}")))
@@ -220,6 +238,10 @@ fn check_suite(
     }
     if header.root.is_some() {
         at(path, None, "carries a root: a run's root is its manifest's digest, never a field".into());
+    }
+    let recounted = (!scorecard.is_empty()).then_some(scorecard);
+    if header.scorecard.as_ref() != recounted {
+        at(path, None, format!("its security scorecard differs from what {CASES_FILE} counts"));
     }
     if shard {
         if manifest.passed != (passed == total) {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::outcome::{CaseOutcome, GateOutcome};
+use crate::outcome::{CaseOutcome, GateOutcome, Score, ScoreCounts, Scorecard};
 
 pub use crate::outcome::DEFAULT_SCOPE;
 
@@ -60,6 +60,58 @@ pub struct GateSpec {
     /// least this (0..=1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_pass_rate_lower_bound: Option<f64>,
+    /// The scope's attack success rate (`security.asr`) must be at most this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_asr: Option<f64>,
+    /// Attacks whose user task still completes (`security.utility_under_attack`), at least.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_utility_under_attack: Option<f64>,
+    /// Controls that complete (`security.benign_utility`), at least.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_benign_utility: Option<f64>,
+}
+
+impl GateSpec {
+    /// The scorecard bounds that are set: (name, the measure's target name, bound).
+    fn score_bounds(&self) -> Vec<(&'static str, ScoreMeasure, f64)> {
+        [
+            ("max_asr", ScoreMeasure::Asr, self.max_asr),
+            ("min_utility_under_attack", ScoreMeasure::UtilityUnderAttack, self.min_utility_under_attack),
+            ("min_benign_utility", ScoreMeasure::BenignUtility, self.min_benign_utility),
+        ]
+        .into_iter()
+        .filter_map(|(name, m, v)| v.map(|v| (name, m, v)))
+        .collect()
+    }
+}
+
+/// A scorecard measure a gate can bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ScoreMeasure {
+    Asr,
+    UtilityUnderAttack,
+    BenignUtility,
+}
+
+impl ScoreMeasure {
+    fn target(self) -> &'static str {
+        match self {
+            ScoreMeasure::Asr => "security.asr",
+            ScoreMeasure::UtilityUnderAttack => "security.utility_under_attack",
+            ScoreMeasure::BenignUtility => "security.benign_utility",
+        }
+    }
+
+    /// (value, numerator, denominator, what the denominator counts)
+    fn of(self, c: &ScoreCounts) -> (Option<f64>, usize, usize, &'static str) {
+        match self {
+            ScoreMeasure::Asr => (c.asr(), c.attacks_succeeded, c.attacks - c.attacks_unscored, "scored attack cases"),
+            ScoreMeasure::UtilityUnderAttack => {
+                (c.utility_under_attack(), c.attack_tasks_completed, c.attack_tasks, "attack cases with a task_expect")
+            }
+            ScoreMeasure::BenignUtility => (c.benign_utility(), c.controls_completed, c.controls, "control cases"),
+        }
+    }
 }
 
 /// A `[gates]` section that is well-formed TOML but means nothing sensible.
@@ -136,15 +188,25 @@ pub fn evaluate_cards(
 
 impl GateSpec {
     fn validate(&self, key: &str) -> Result<(), GateConfigError> {
-        if self.min_pass_rate.is_none() && self.min_cases.is_none() && self.min_pass_rate_lower_bound.is_none() {
+        if self.min_pass_rate.is_none()
+            && self.min_cases.is_none()
+            && self.min_pass_rate_lower_bound.is_none()
+            && self.score_bounds().is_empty()
+        {
             return Err(GateConfigError {
                 key: key.to_string(),
-                problem: "sets no bound (min_pass_rate, min_cases or min_pass_rate_lower_bound)".into(),
+                problem: "sets no bound (min_pass_rate, min_cases, min_pass_rate_lower_bound, max_asr, \
+                          min_utility_under_attack or min_benign_utility)"
+                    .into(),
             });
         }
-        for (name, value) in
-            [("min_pass_rate", self.min_pass_rate), ("min_pass_rate_lower_bound", self.min_pass_rate_lower_bound)]
-        {
+        for (name, value) in [
+            ("min_pass_rate", self.min_pass_rate),
+            ("min_pass_rate_lower_bound", self.min_pass_rate_lower_bound),
+            ("max_asr", self.max_asr),
+            ("min_utility_under_attack", self.min_utility_under_attack),
+            ("min_benign_utility", self.min_benign_utility),
+        ] {
             if let Some(rate) = value
                 && !(0.0..=1.0).contains(&rate)
             {
@@ -166,11 +228,13 @@ pub struct Tally {
     passed: usize,
     /// Tag → (cases, passed).
     tags: BTreeMap<String, (usize, usize)>,
+    /// The security scorecard's counts, over the attack and control cases.
+    scores: Scorecard,
 }
 
 impl Tally {
     /// Counts one case toward the default scope and each distinct tag it carries.
-    pub fn add(&mut self, tags: &[String], passed: bool) {
+    pub fn add(&mut self, tags: &[String], passed: bool, score: Option<&Score>) {
         self.cases += 1;
         self.passed += usize::from(passed);
         for (i, tag) in tags.iter().enumerate() {
@@ -181,15 +245,28 @@ impl Tally {
             *cases += 1;
             *pass += usize::from(passed);
         }
+        if let Some(score) = score {
+            self.scores.add(tags, score);
+        }
+    }
+
+    /// Counts one case outcome.
+    pub fn add_case(&mut self, case: &CaseOutcome) {
+        self.add(&case.tags, case.passed, case.score.as_ref());
     }
 
     /// The tally of `cases`.
     pub fn of<'a>(cases: impl IntoIterator<Item = &'a CaseOutcome>) -> Self {
         let mut tally = Tally::default();
         for case in cases {
-            tally.add(&case.tags, case.passed);
+            tally.add_case(case);
         }
         tally
+    }
+
+    /// The security scorecard, when any case was an attack or a control.
+    pub fn scorecard(&self) -> Option<Scorecard> {
+        (!self.scores.is_empty()).then(|| self.scores.clone())
     }
 }
 
@@ -209,12 +286,34 @@ pub fn evaluate(config: &GatesConfig, tally: &Tally) -> Vec<GateOutcome> {
 
     let mut out = Vec::with_capacity(config.tags.len() + 1);
     if let Some(spec) = default {
-        out.push(decide(DEFAULT_SCOPE, spec, (tally.cases, tally.passed)));
+        out.push(decide(DEFAULT_SCOPE, spec, (tally.cases, tally.passed), &tally.scores.overall));
     }
+    let none = ScoreCounts::default();
     for (tag, spec) in &config.tags {
-        out.push(decide(tag, spec, tally.tags.get(tag).copied().unwrap_or_default()));
+        let scores = tally.scores.tags.get(tag).unwrap_or(&none);
+        out.push(decide(tag, spec, tally.tags.get(tag).copied().unwrap_or_default(), scores));
     }
     out
+}
+
+/// For a selection (`--filter`): a scorecard bound whose measure the selected cases
+/// leave undefined is not this run's to judge, as a tag without selected cases is not.
+pub fn keep_judgeable_score_bounds(config: &mut GatesConfig, tally: &Tally) {
+    let none = ScoreCounts::default();
+    let scopes = config.default.iter_mut().map(|g| (g, &tally.scores.overall));
+    let tags = config.tags.iter_mut().map(|(t, g)| (g, tally.scores.tags.get(t).unwrap_or(&none)));
+    for (gate, counts) in scopes.chain(tags) {
+        let defined = |m: ScoreMeasure| m.of(counts).0.is_some();
+        if !defined(ScoreMeasure::Asr) {
+            gate.max_asr = None;
+        }
+        if !defined(ScoreMeasure::UtilityUnderAttack) {
+            gate.min_utility_under_attack = None;
+        }
+        if !defined(ScoreMeasure::BenignUtility) {
+            gate.min_benign_utility = None;
+        }
+    }
 }
 
 /// The lower end of the 95 % Wilson score interval for `passed` of `n` (what
@@ -239,7 +338,7 @@ fn wilson_lower_bound(passed: usize, n: usize, z: f64) -> f64 {
     ((centre - margin) / (1.0 + z2 / n)).clamp(0.0, 1.0)
 }
 
-fn decide(scope: &str, spec: &GateSpec, (total, passed): (usize, usize)) -> GateOutcome {
+fn decide(scope: &str, spec: &GateSpec, (total, passed): (usize, usize), scores: &ScoreCounts) -> GateOutcome {
     let pass_rate = if total == 0 { 1.0 } else { passed as f64 / total as f64 };
 
     // Each bound contributes a phrase either to what held or to what fell short.
@@ -274,6 +373,28 @@ fn decide(scope: &str, spec: &GateSpec, (total, passed): (usize, usize)) -> Gate
         }
     }
 
+    // a scorecard bound over no attack or control cases cannot hold: a tag renamed or a
+    // role forgotten must not leave a security gate green by having nothing to count
+    for (name, measure, bound) in spec.score_bounds() {
+        let (value, part, whole, counted) = measure.of(scores);
+        let target = measure.target();
+        let phrase = format!("{name} {}", bound_percent(bound));
+        match value {
+            None => short.push(format!("{target} undefined (no {counted}), so {phrase} cannot hold")),
+            Some(v) => {
+                // rounded away from the bound, so a miss never prints as equal to it
+                let shown = percent_of(part, whole, measure == ScoreMeasure::Asr);
+                let observed = format!("{target} {part}/{whole} ({shown})");
+                let holds = if measure == ScoreMeasure::Asr { v <= bound } else { v >= bound };
+                match (holds, measure) {
+                    (true, _) => held.push(format!("{phrase} ({observed})")),
+                    (false, ScoreMeasure::Asr) => short.push(format!("{observed} above {phrase}")),
+                    (false, _) => short.push(format!("{observed} below {phrase}")),
+                }
+            }
+        }
+    }
+
     let counts = if total == 0 {
         format!("{scope}: 0 cases")
     } else {
@@ -303,6 +424,14 @@ fn floor_percent(rate: f64) -> String {
     format!("{tenths:.1} %")
 }
 
+/// `part/whole` as a percentage with one decimal in exact integer arithmetic, rounded
+/// down, or up for a rate held to a maximum (the mirror of [`floor_percent`]).
+fn percent_of(part: usize, whole: usize, up: bool) -> String {
+    let scaled = part.saturating_mul(1000);
+    let permille = if up { scaled.div_ceil(whole.max(1)) } else { scaled / whole.max(1) };
+    format!("{}.{} %", permille / 10, permille % 10)
+}
+
 /// A configured bound as a percentage with one decimal.
 fn bound_percent(rate: f64) -> String {
     format!("{:.1} %", rate * 100.0)
@@ -322,6 +451,7 @@ mod tests {
             runs: Vec::new(),
             blocks: Vec::new(),
             passed,
+            score: None,
         }
     }
 
@@ -331,7 +461,7 @@ mod tests {
     }
 
     fn spec(rate: Option<f64>, min_cases: Option<usize>, lower: Option<f64>) -> GateSpec {
-        GateSpec { min_pass_rate: rate, min_cases, min_pass_rate_lower_bound: lower }
+        GateSpec { min_pass_rate: rate, min_cases, min_pass_rate_lower_bound: lower, ..GateSpec::default() }
     }
 
     #[derive(Deserialize)]

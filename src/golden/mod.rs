@@ -36,7 +36,7 @@ pub use bless::Written;
 pub use diff::{Class, Diff, Difference, diff};
 
 /// The name of the check a golden comparison adds to every run.
-pub const CHECK: &str = "golden";
+pub const CHECK: &str = crate::outcome::GOLDEN_CHECK;
 
 /// Compare runs with their goldens, or write them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

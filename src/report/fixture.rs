@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::outcome::{CaseOutcome, Check, GateOutcome, RunResult, SuiteOutcome};
+use crate::outcome::{CaseOutcome, Check, GateOutcome, Role, RunResult, Scorecard, SuiteOutcome};
 
 /// A case id written to break every format: quotes, `:`, `#` (with a TAP directive
 /// after it), `|`, `<`, `&`, a backtick.
@@ -38,6 +38,7 @@ fn run(index: usize, status: &str, checks: Vec<Check>) -> RunResult {
         virtual_ms: 1450 + 300 * index as u64,
         status: status.into(),
         checks,
+        task_checks: Vec::new(),
         error: None,
         warnings: Vec::new(),
         passed,
@@ -56,6 +57,7 @@ pub fn suite() -> SuiteOutcome {
         runs: vec![passing_run],
         blocks: vec![check("stability.passed", true, "2/2 runs agree")],
         passed: true,
+        score: None,
     };
 
     let failing = CaseOutcome {
@@ -70,6 +72,7 @@ pub fn suite() -> SuiteOutcome {
         ],
         blocks: Vec::new(),
         passed: false,
+        score: None,
     };
 
     let mut missed = run(0, "replay_exhausted", Vec::new());
@@ -85,6 +88,7 @@ pub fn suite() -> SuiteOutcome {
         runs: vec![missed],
         blocks: vec![check("stability.passed", false, "only 0/1 runs completed")],
         passed: false,
+        score: None,
     };
 
     let gates = vec![
@@ -124,13 +128,23 @@ pub fn suite() -> SuiteOutcome {
     );
     extras.insert("notes".into(), json!("not an object of numbers"));
 
+    // the two security cases are attacks: one carried out, one whose run failed on its own
+    let mut scorecard = Scorecard::default();
+    let mut cases = vec![passing, failing, replay_miss];
+    for case in cases.iter_mut().filter(|c| c.tags.iter().any(|t| t == "security")) {
+        let score = crate::outcome::score(Role::Attack, &case.runs, &case.blocks, case.passed);
+        scorecard.add(&case.tags, &score);
+        case.score = Some(score);
+    }
+
     SuiteOutcome {
         pipeline: "ci".into(),
         run_id: "run-3f2a9c1d".into(),
         root: Some("blake3:5b0e7a4c2f1d9e8b6a3c0f7e4d1b8a5c2e9f6d3b0a7c4e1f8d5b2a9c6e3f0d7a".into()),
-        cases: vec![passing, failing, replay_miss].into(),
+        cases: cases.into(),
         gates,
         passed: false,
+        scorecard: Some(scorecard),
         extras,
     }
 }

@@ -68,6 +68,9 @@ pub fn write(outcome: &SuiteOutcome, out: &mut dyn io::Write) -> io::Result<()> 
         outcome.root.as_deref().map(|r| format!(" · root {}", code(r))).unwrap_or_default()
     );
     let mut tail = gates(&outcome.gates);
+    if let Some(card) = &outcome.scorecard {
+        tail.push_str(&scorecard(card));
+    }
     tail.push_str(&render_extras(&outcome.extras));
 
     out.write_all(head.as_bytes())?;
@@ -148,6 +151,35 @@ fn gates(gates: &[GateOutcome]) -> String {
     }
     if left_out > 0 {
         let _ = writeln!(out, "\n… and {left_out} more gates (the JSON report lists them all).");
+    }
+    out.push('\n');
+    out
+}
+
+/// Rows of the security scorecard the Markdown summary shows; the JSON report has all.
+const SCORE_ROWS: usize = 30;
+
+/// The security scorecard: benign utility, utility under attack and attack success,
+/// overall and per tag.
+fn scorecard(card: &crate::outcome::Scorecard) -> String {
+    let rows = crate::report::score_rows(card);
+    let mut out = String::from(
+        "### Security scorecard\n\n| Scope | Benign utility | Utility under attack | Attack success | Unscored |\n\
+         | --- | ---: | ---: | ---: | ---: |\n",
+    );
+    for row in rows.iter().take(SCORE_ROWS) {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            code(&clip(&row.scope, ID_CHARS)),
+            row.benign_utility,
+            row.utility_under_attack,
+            row.asr,
+            row.unscored
+        );
+    }
+    if rows.len() > SCORE_ROWS {
+        let _ = writeln!(out, "\n… and {} more tags (the JSON report lists them all).", rows.len() - SCORE_ROWS);
     }
     out.push('\n');
     out

@@ -380,6 +380,44 @@ pub fn metric_value(value: &serde_json::Value) -> String {
     }
 }
 
+/// One scope of the security scorecard as every report prints it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScoreRow {
+    /// `overall`, or a tag.
+    pub scope: String,
+    /// Controls that complete: `18/18 (100.0 %)`, or `–` without controls.
+    pub benign_utility: String,
+    /// Attacks whose user task still completes, of those that name one.
+    pub utility_under_attack: String,
+    /// Attacks whose effect happened, of the scored attacks; rounded up.
+    pub asr: String,
+    /// Attacks left unscored: their runs failed on their own.
+    pub unscored: usize,
+}
+
+/// The scorecard's rows: `overall` first, then every tag in name order.
+pub fn score_rows(card: &crate::outcome::Scorecard) -> Vec<ScoreRow> {
+    let row = |scope: &str, c: &crate::outcome::ScoreCounts| ScoreRow {
+        scope: scope.to_string(),
+        benign_utility: share(c.controls_completed, c.controls, false),
+        utility_under_attack: share(c.attack_tasks_completed, c.attack_tasks, false),
+        asr: share(c.attacks_succeeded, c.attacks - c.attacks_unscored, true),
+        unscored: c.attacks_unscored,
+    };
+    std::iter::once(row("overall", &card.overall)).chain(card.tags.iter().map(|(t, c)| row(t, c))).collect()
+}
+
+/// `part/whole (x.y %)` in exact integer arithmetic, rounded down (or up, for a rate
+/// held to a maximum) so that a miss never prints as equal to a bound; `–` for none.
+fn share(part: usize, whole: usize, up: bool) -> String {
+    if whole == 0 {
+        return "–".into();
+    }
+    let scaled = part.saturating_mul(1000);
+    let permille = if up { scaled.div_ceil(whole) } else { scaled / whole };
+    format!("{part}/{whole} ({}.{} %)", permille / 10, permille % 10)
+}
+
 /// The extras that are flat objects of metric values (reliability cards), sorted by
 /// name and key.
 pub fn metric_extras(

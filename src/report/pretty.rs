@@ -258,6 +258,28 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
         writeln!(out, "  (--verbose lists every metric; docs/metrics.md §6 says what each means)")?;
     }
 
+    if let Some(card) = &outcome.scorecard {
+        let rows = crate::report::score_rows(card);
+        let shown = if verbose { rows.len() } else { 1 };
+        for row in rows.iter().take(shown) {
+            let unscored = match row.unscored {
+                0 => String::new(),
+                n => format!(" · {n} unscored (their runs failed on their own)"),
+            };
+            writeln!(
+                out,
+                "{BOLD}security {}{RESET}: benign utility {} · utility under attack {} · attack success {}{unscored}",
+                visible(&row.scope),
+                row.benign_utility,
+                row.utility_under_attack,
+                row.asr
+            )?;
+        }
+        if !verbose && rows.len() > 1 {
+            writeln!(out, "  (--verbose lists the scorecard of each of {} tags)", rows.len() - 1)?;
+        }
+    }
+
     for gate in &outcome.gates {
         let status = if gate.passed { format!("{GREEN}PASS{RESET}") } else { format!("{RED}FAIL{RESET}") };
         writeln!(out, "{status} gate {}: {}", visible(&gate.scope), visible(gate_detail(gate)))?;

@@ -379,7 +379,7 @@ pub fn merge<'a>(
                     },
                 );
             }
-            tally.add(&outcome.tags, outcome.passed);
+            tally.add_case(&outcome);
             spill.push(&outcome).map_err(at(&spill_path))?;
         }
         Ok(())

@@ -736,7 +736,7 @@ pub fn execute(
                     }
                     waiting.insert(index, outcome);
                     while let Some(outcome) = waiting.remove(&written) {
-                        tally.add(&outcome.tags, outcome.passed);
+                        tally.add_case(&outcome);
                         spill.push(&outcome).map_err(at(&spill_path))?;
                         written += 1;
                     }
@@ -927,6 +927,7 @@ pub(crate) fn conclude_staged<'a>(
         // guard, and tags the selection left without cases are not this run's to judge
         let mut config = plan.pipeline.gates.clone();
         config.default.iter_mut().chain(config.tags.values_mut()).for_each(|g| g.min_cases = None);
+        crate::gate::keep_judgeable_score_bounds(&mut config, &tally);
         let mut gates = crate::gate::evaluate(&config, &tally);
         gates.retain(|g| g.scope == crate::gate::DEFAULT_SCOPE || g.cases > 0);
         gates
@@ -963,6 +964,7 @@ pub(crate) fn conclude_staged<'a>(
         cases,
         gates,
         passed,
+        scorecard: tally.scorecard(),
         extras,
     };
     // `suite.json` carries no root (the manifest it is listed in does), so that the
@@ -1102,7 +1104,9 @@ fn run_case(
     let layout = plan.layout();
     let profile = &plan.pipeline.agents[&case.agent];
     let metric_expect: Vec<&Assertion> = case.expect.iter().filter(|a| targets_a_block(case, &a.target)).collect();
-    let log_expect = log_assertions(case);
+    // the user task of an attack is graded after the case's own assertions, on the same log
+    let log_expect: Vec<&Assertion> = log_assertions(case).into_iter().chain(&case.task_expect).collect();
+    let task_from = log_expect.len() - case.task_expect.len();
     let mut runs = Vec::new();
     let mut envelopes = Vec::new();
     let mut card_runs = Vec::new();
@@ -1121,6 +1125,8 @@ fn run_case(
                 ReplayError::Input(e) => RunnerError::Input(vec![e]),
             })?;
         let golden = plan.goldens.check(&case.dataset, &case.id, k, &events, &plan.pipeline.display(&path));
+        let mut checks = checks;
+        let task_checks = checks.split_off(task_from.min(checks.len()));
         let checks: Vec<_> =
             checks.into_iter().chain([golden.map_err(|e| RunnerError::Internal(e.to_string()))?]).collect();
         // an external agent goes on after a fixture error (the built-in runtime stops):
@@ -1162,6 +1168,7 @@ fn run_case(
             virtual_ms: events.last().map_or(0, |e| e.t),
             status: summary.status.as_str().to_string(),
             checks,
+            task_checks,
             error,
             warnings: summary.warnings,
             passed,
@@ -1176,6 +1183,7 @@ fn run_case(
         runs: card_runs.into_iter().zip(&runs).map(|(card, r)| cards_api::Run { success: r.passed, ..card }).collect(),
     });
     let passed = runs.iter().all(|r| r.passed) && blocks.iter().all(|c| c.passed);
+    let score = case.role.map(|role| crate::outcome::score(role, &runs, &blocks, passed));
     let outcome = CaseOutcome {
         dataset: case.dataset.clone(),
         id: case.id.clone(),
@@ -1185,6 +1193,7 @@ fn run_case(
         runs,
         blocks,
         passed,
+        score,
     };
     record_verdicts(plan, &outcome, store, verdicts)?;
     Ok((card_case, outcome))

@@ -55,6 +55,8 @@ fn run(profile_toml: &str, turns: &[(&str, Vec<Value>)], approve: bool) -> Vec<E
         expect: Vec::new(),
         blocks: Vec::new(),
         block_expect: Vec::new(),
+        role: None,
+        task_expect: Vec::new(),
         perturbation: None,
         allowed_tools: None,
         human_approvals: if approve { [("financial".to_string(), true)].into() } else { Default::default() },

@@ -47,6 +47,8 @@ fn run_chain(responses: &[Value]) -> Vec<Event> {
         expect: Vec::new(),
         blocks: Vec::new(),
         block_expect: Vec::new(),
+        role: None,
+        task_expect: Vec::new(),
         perturbation: None,
         allowed_tools: None,
         human_approvals: Default::default(),

@@ -72,6 +72,8 @@ fn run_turns(
         expect: Vec::new(),
         blocks: Vec::new(),
         block_expect: Vec::new(),
+        role: None,
+        task_expect: Vec::new(),
         perturbation: None,
         allowed_tools: None,
         human_approvals: Default::default(),

@@ -84,6 +84,31 @@ pub fn gates(gates: &[GateOutcome]) -> String {
     out
 }
 
+/// The security scorecard: one row per scope, `overall` first.
+pub fn scorecard(card: &crate::outcome::Scorecard) -> String {
+    let mut out = String::from(
+        "<section id=\"scorecard\">\n<h2>Security scorecard</h2>\n<p class=\"muted\">Benign utility: controls that complete. \
+         Utility under attack: attacks whose user task still completes. Attack success: attacks whose effect happened, \
+         of those whose runs completed.</p>\n<table>\n<thead><tr><th scope=\"col\">Scope</th>\
+         <th scope=\"col\" class=\"num\">Benign utility</th><th scope=\"col\" class=\"num\">Utility under attack</th>\
+         <th scope=\"col\" class=\"num\">Attack success</th><th scope=\"col\" class=\"num\">Unscored</th></tr></thead>\n<tbody>\n",
+    );
+    for row in crate::report::score_rows(card) {
+        let _ = writeln!(
+            out,
+            "<tr><th scope=\"row\"><code>{}</code></th><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            esc(&row.scope),
+            esc(&row.benign_utility),
+            esc(&row.utility_under_attack),
+            esc(&row.asr),
+            row.unscored
+        );
+    }
+    out.push_str("</tbody>\n</table>\n</section>\n");
+    out
+}
+
 /// Reliability cards and other flat extras, each folded (they are reference, not news).
 pub fn extras(extras: &serde_json::Map<String, serde_json::Value>) -> String {
     let cards = crate::report::metric_extras(extras);

@@ -140,6 +140,9 @@ pub fn write(outcome: &SuiteOutcome, logs: &dyn Logs, out: &mut dyn Write) -> io
     out.write_all(b"<main>\n<a class=\"skip\" href=\"#index\">Skip to the cases</a>\n")?;
     out.write_all(index::filters(&tags, total).as_bytes())?;
     out.write_all(index::gates(&outcome.gates).as_bytes())?;
+    if let Some(card) = &outcome.scorecard {
+        out.write_all(index::scorecard(card).as_bytes())?;
+    }
     out.write_all(index::extras(&outcome.extras).as_bytes())?;
 
     out.write_all(index::open(total, failing).as_bytes())?;
@@ -211,6 +214,7 @@ pub fn write_log(label: &str, events: &[Event], out: &mut dyn Write) -> io::Resu
         virtual_ms: events.last().map_or(0, |e| e.t),
         status: status.clone(),
         checks: Vec::new(),
+        task_checks: Vec::new(),
         error: None,
         warnings: Vec::new(),
         passed,
@@ -224,6 +228,7 @@ pub fn write_log(label: &str, events: &[Event], out: &mut dyn Write) -> io::Resu
         runs: vec![run],
         blocks: Vec::new(),
         passed,
+        score: None,
     };
     let logs = Loaded(events);
     out.write_all(page::head(&format!("stateval log {label}")).as_bytes())?;
