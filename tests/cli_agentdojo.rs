@@ -133,10 +133,9 @@ fn the_banking_suite_against_an_sdk_agent_is_stopped_at_the_boundary() {
     assert_eq!(agent, [7, 6, 55, 0, 0, 55, 47]);
     // the same figures as the built-in runtime's on the same slice
     p.stateval(&["run", "pipeline/agentdojo.toml", "--out", "builtin", "--filter", SLICE]);
-    let builtin: Value = serde_json::from_str(
-        &std::fs::read_to_string(run_dir(&p, "builtin").join("suite.json")).expect("suite.json"),
-    )
-    .expect("JSON");
+    let builtin: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir(&p, "builtin").join("suite.json")).expect("suite.json"))
+            .expect("JSON");
     assert_eq!(counts(&builtin["scorecard"]["tags"]["agentdojo-banking"]), agent);
     common::mark_ran("agentdojo-agent");
 }
