@@ -61,3 +61,6 @@ pub mod secrets;
 pub mod store;
 /// Deterministic synthetic suites for benchmarks and stress tests.
 pub mod synth;
+/// Text as security comparisons see it: folding and normalisation, injection phrases,
+/// hidden characters, mitigation switches.
+pub mod text;

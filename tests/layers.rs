@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. docs/design.md §2 shows the same table.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("base", &["atomic", "canon", "child_env", "diag", "interrupt", "par", "schemas", "secrets"]),
+    ("base", &["atomic", "canon", "child_env", "diag", "interrupt", "par", "schemas", "secrets", "text"]),
     ("data", &["dataset", "event", "evidence", "outcome", "pipeline"]),
     (
         "stages",
@@ -40,7 +40,6 @@ const NOT_YET: &[(&str, &str, &str)] = &[
     ("pipeline", "report", "the pipeline holds report's ReportConfig and FILE_KEYS"),
     ("pipeline", "sandbox", "profiles hold sandbox's Manifest, FaultDecl and SafetyClass"),
     ("replay", "external", "judge replay reports request differences with external::neutral"),
-    ("sandbox", "runtime", "poisoning scans use the runtime's text folding and detectors"),
     ("store", "runner", "store names outcome files through runner's outcome re-export"),
 ];
 
