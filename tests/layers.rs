@@ -40,7 +40,6 @@ const NOT_YET: &[(&str, &str, &str)] = &[
     ("pipeline", "report", "the pipeline holds report's ReportConfig and FILE_KEYS"),
     ("pipeline", "sandbox", "profiles hold sandbox's Manifest, FaultDecl and SafetyClass"),
     ("replay", "external", "judge replay reports request differences with external::neutral"),
-    ("store", "runner", "store names outcome files through runner's outcome re-export"),
 ];
 
 /// One import of `to` by a file of `from`, where it stands.
