@@ -34,7 +34,6 @@ const NOT_YET: &[(&str, &str, &str)] = &[
     ("dataset", "metrics", "cases hold metric blocks (MetricBlock, BLOCK_KEYS)"),
     ("dataset", "replay", "cases hold replay's Recording"),
     ("extract", "metrics", "recovery marks and metric block keys are metrics' types"),
-    ("extract", "runtime", "a unit test builds its log with the runtime's Recorder"),
     ("pipeline", "gate", "the pipeline holds gate's GatesConfig"),
     ("pipeline", "grade", "the pipeline holds grade's JudgeProfile"),
     ("pipeline", "report", "the pipeline holds report's ReportConfig and FILE_KEYS"),
