@@ -38,7 +38,6 @@ const NOT_YET: &[(&str, &str, &str)] = &[
     ("pipeline", "grade", "the pipeline holds grade's JudgeProfile"),
     ("pipeline", "report", "the pipeline holds report's ReportConfig and FILE_KEYS"),
     ("pipeline", "sandbox", "profiles hold sandbox's Manifest, FaultDecl and SafetyClass"),
-    ("replay", "external", "judge replay reports request differences with external::neutral"),
 ];
 
 /// One import of `to` by a file of `from`, where it stands.

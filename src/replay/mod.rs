@@ -9,6 +9,7 @@
 //! Judge calls are model calls too, served by key rather than by position from their
 //! own recordings ([`judge`]).
 
+pub mod differences;
 pub mod digest;
 pub mod judge;
 pub mod recording;
