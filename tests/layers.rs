@@ -16,7 +16,10 @@ use std::path::{Path, PathBuf};
 
 /// The layers, lowest first. docs/design.md §2 shows the same table.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("base", &["atomic", "canon", "child_env", "diag", "interrupt", "par", "schemas", "secrets", "text"]),
+    (
+        "base",
+        &["atomic", "canon", "child_env", "containment", "diag", "interrupt", "par", "schemas", "secrets", "text"],
+    ),
     ("data", &["dataset", "event", "evidence", "outcome", "pipeline"]),
     (
         "stages",
@@ -33,7 +36,6 @@ const NOT_YET: &[(&str, &str, &str)] = &[
     ("dataset", "grade", "cases hold grade's Assertion and Matcher"),
     ("dataset", "metrics", "cases hold metric blocks (MetricBlock, BLOCK_KEYS)"),
     ("dataset", "replay", "cases hold replay's Recording"),
-    ("extract", "metrics", "recovery marks and metric block keys are metrics' types"),
     ("pipeline", "gate", "the pipeline holds gate's GatesConfig"),
     ("pipeline", "grade", "the pipeline holds grade's JudgeProfile"),
     ("pipeline", "report", "the pipeline holds report's ReportConfig and FILE_KEYS"),
