@@ -37,8 +37,6 @@ const NOT_YET: &[(&str, &str, &str)] = &[
     ("dataset", "metrics", "cases hold metric blocks (MetricBlock, BLOCK_KEYS)"),
     ("dataset", "replay", "cases hold replay's Recording"),
     ("pipeline", "gate", "the pipeline holds gate's GatesConfig"),
-    ("pipeline", "grade", "the pipeline holds grade's JudgeProfile"),
-    ("pipeline", "report", "the pipeline holds report's ReportConfig and FILE_KEYS"),
     ("pipeline", "sandbox", "profiles hold sandbox's Manifest, FaultDecl and SafetyClass"),
 ];
 
