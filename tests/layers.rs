@@ -35,7 +35,6 @@ const NOT_YET: &[(&str, &str, &str)] = &[
     ("dataset", "extract", "a target's root is checked against extract's target list"),
     ("dataset", "grade", "cases hold grade's Assertion and Matcher"),
     ("dataset", "metrics", "cases hold metric blocks (MetricBlock, BLOCK_KEYS)"),
-    ("dataset", "replay", "cases hold replay's Recording"),
     ("pipeline", "gate", "the pipeline holds gate's GatesConfig"),
     ("pipeline", "sandbox", "profiles hold sandbox's Manifest, FaultDecl and SafetyClass"),
 ];

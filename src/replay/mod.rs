@@ -12,7 +12,8 @@
 pub mod differences;
 pub mod digest;
 pub mod judge;
-pub mod recording;
+/// Recordings are data the dataset names; their model lives in `dataset::recording`.
+pub use crate::dataset::recording;
 
 use crate::canon::Digest;
 pub use recording::{ModelResponse, RecordedResponse, Recording, ToolCall, Usage};
