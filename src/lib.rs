@@ -11,6 +11,9 @@ pub mod atomic;
 pub mod canon;
 /// The environment of every process stateval starts: no stateval secret in any child.
 pub mod child_env;
+/// The `contains` relation (object subset, substring, multiset) the matchers and
+/// trajectory arguments share.
+pub mod containment;
 /// JSONL datasets: case model, loading and validation.
 pub mod dataset;
 /// Input diagnostics: strict JSON, schema checks, file:line:column errors.
@@ -61,3 +64,6 @@ pub mod secrets;
 pub mod store;
 /// Deterministic synthetic suites for benchmarks and stress tests.
 pub mod synth;
+/// Text as security comparisons see it: folding and normalisation, injection phrases,
+/// hidden characters, mitigation switches.
+pub mod text;

@@ -130,7 +130,7 @@ fn without_the_privileged_target_or_cross_agent_taint_the_confused_deputy_fixtur
     p.write("pipeline/ci.toml", toml.replace("privileged = true", "privileged = false"));
     let out = p
         .cmd()
-        .env(stateval::runtime::switches::VARIABLE, "cross-agent-taint")
+        .env(stateval::text::switches::VARIABLE, "cross-agent-taint")
         .args(["run", "--tag", "security"])
         .output()
         .expect("run stateval");

@@ -1,5 +1,5 @@
 //! Each mitigation of the adversarial suite is load-bearing: switched off (the
-//! debug-build-only switch of `runtime::switches`), exactly the cases tagged
+//! debug-build-only switch of `text::switches`), exactly the cases tagged
 //! `needs-<mitigation>` in `datasets/security/` (the taint suite and the grounding cases) fail — no fewer (the
 //! mitigation is what stops them) and no more (nothing else leans on it) — and no
 //! negative control ever does.
@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::Project;
-use stateval::runtime::switches;
+use stateval::text::switches;
 
 /// Run the security suite with `off` switched off; the ids of its failing cases.
 fn failing_with(p: &Project, off: &str) -> BTreeSet<String> {

@@ -12,6 +12,7 @@
 //! code. So memory does not grow with the size of a suite.
 
 pub mod paths;
+pub mod recording;
 
 pub use paths::dataset_name;
 
@@ -28,8 +29,8 @@ use crate::diag::{InputError, line_col, locate, parse_json_strict};
 use crate::grade::{Assertion, Matcher};
 use crate::metrics::block::{BLOCK_KEYS, MetricBlock};
 use crate::pipeline::Pipeline;
-use crate::replay::Recording;
 use crate::schemas::CASE_SCHEMA;
+use recording::Recording;
 
 /// A validated case, ready to run.
 #[derive(Debug)]

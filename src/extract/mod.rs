@@ -252,18 +252,17 @@ fn policy(events: &[Event], verdicts_too: bool) -> Value {
 #[cfg(test)]
 mod lean_policy_tests {
     use super::*;
-    use crate::runtime::recorder::Recorder;
+    use crate::event::writer::LogWriter;
 
     #[test]
     fn a_policy_count_read_without_the_verdicts_is_the_one_read_from_the_whole_root() {
-        let mut rec = Recorder::new(Box::new(Vec::new()));
+        let mut writer = LogWriter::new(Vec::new());
+        let mut events = Vec::new();
         for (turn, verdict) in [(0, "allow"), (0, "deny"), (1, "escalate"), (1, "allow"), (3, "deny")] {
-            rec.set_turn(Some(turn));
             let data = json!({"call_id": format!("c-{turn}"), "tool": "pay", "verdict": verdict, "rule": "r",
                               "tainted_by": if verdict == "deny" { json!(2) } else { Value::Null }});
-            rec.emit(Kind::PolicyDecided, data).unwrap();
+            events.push(writer.append(Some(turn), 0, Kind::PolicyDecided, data).unwrap());
         }
-        let (events, _) = rec.finish().unwrap();
         let whole = policy(&events, true);
         assert_eq!(whole["verdicts"].as_array().map(Vec::len), Some(5));
         for target in ["policy.denials", "policy.escalations", "policy.verdict_at_turn", "policy.verdict_at_turn[1]"] {

@@ -13,10 +13,10 @@ use std::fmt;
 use regex::Regex;
 use serde_json::Value;
 
-use super::contains::contains;
 use super::custom::CustomSpec;
 use super::judge::JudgeSpec;
 use crate::canon::json_eq;
+use crate::containment::contains;
 
 pub enum Matcher {
     /// Deep equality (key order and number spelling irrelevant).

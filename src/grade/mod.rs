@@ -6,7 +6,6 @@
 //! [`calls::Grading`] serves them while the run's log is open.
 
 pub mod calls;
-pub mod contains;
 pub mod custom;
 pub mod judge;
 pub mod matcher;

@@ -4,9 +4,11 @@
 //! policy, approvals, budgets), its gates and its reports. Loading validates the TOML
 //! against the pipeline JSON Schema and reports errors at their line and column.
 
+pub mod judges;
 pub mod outputs;
 pub mod profile;
 pub mod reach;
+pub mod reports;
 pub mod sparse;
 
 use std::collections::BTreeMap;
@@ -17,13 +19,13 @@ use serde_json::Value;
 
 use crate::diag::{InputError, line_col};
 use crate::gate::GatesConfig;
-use crate::grade::judge::JudgeProfile;
-use crate::report::ReportConfig;
 use crate::sandbox::{Manifest, fault};
+use judges::JudgeProfile;
 pub use profile::{
     AgentKind, AgentProfile, ApprovalAnswer, DEFAULT_TOOL_TIMEOUT_MS, MAX_TOOL_TIMEOUT_MS, NormalizeRule, PolicyRule,
     RuleWhen, SafetyClass, Ungrounded, Verdict,
 };
+use reports::ReportConfig;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -76,7 +76,7 @@ mod tests {
 
     #[test]
     fn every_report_file_is_an_output_key() {
-        for key in crate::report::FILE_KEYS {
+        for key in crate::pipeline::reports::FILE_KEYS {
             assert!(OUTPUT_KEYS.contains(&format!("/report/{key}").as_str()), "{key}");
         }
     }

@@ -314,7 +314,7 @@ impl JudgeBook {
         let mut best: Option<(usize, usize, Vec<String>)> = None;
         for (i, line) in text.lines().enumerate() {
             let Ok(parsed) = serde_json::from_str::<JudgeLine>(line) else { continue };
-            let all = crate::external::neutral::differences(&parsed.request, request, usize::MAX);
+            let all = super::differences::differences(&parsed.request, request, usize::MAX);
             if best.as_ref().is_none_or(|(n, _, _)| all.len() < *n) {
                 best = Some((all.len(), i + 1, all));
             }

@@ -9,9 +9,11 @@
 //! Judge calls are model calls too, served by key rather than by position from their
 //! own recordings ([`judge`]).
 
+pub mod differences;
 pub mod digest;
 pub mod judge;
-pub mod recording;
+/// Recordings are data the dataset names; their model lives in `dataset::recording`.
+pub use crate::dataset::recording;
 
 use crate::canon::Digest;
 pub use recording::{ModelResponse, RecordedResponse, Recording, ToolCall, Usage};

@@ -503,7 +503,7 @@ mod tests {
                 let mut case = template.clone();
                 case.id = format!("case-{i:06}-{}", "x".repeat(300));
                 case.runs[0].checks = (0..reasons)
-                    .map(|r| crate::runner::outcome::Check {
+                    .map(|r| crate::outcome::Check {
                         name: format!("check{r}"),
                         passed: false,
                         reason: "why ".repeat(200),

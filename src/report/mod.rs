@@ -27,70 +27,8 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::outcome::{GateOutcome, SuiteOutcome};
-pub use tap::TapVersion;
-
-/// The `[report]` section of a pipeline: which report files to write, relative to the
-/// pipeline's base directory.
-///
-/// ```toml
-/// [report]
-/// junit = "reports/junit.xml"
-/// tap = "reports/results.tap"
-/// tap_version = 14
-/// html = "reports/report.html"
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReportConfig {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub junit: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tap: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub json: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub markdown: Option<String>,
-    /// One offline HTML page: gates, cases, timelines, state and golden diffs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub html: Option<String>,
-    /// 13 (the default: what most harnesses read) or 14.
-    #[serde(default = "default_tap_version")]
-    pub tap_version: u8,
-}
-
-fn default_tap_version() -> u8 {
-    13
-}
-
-impl Default for ReportConfig {
-    fn default() -> Self {
-        ReportConfig {
-            junit: None,
-            tap: None,
-            json: None,
-            markdown: None,
-            html: None,
-            tap_version: default_tap_version(),
-        }
-    }
-}
-
-/// A `[report]` section that parses but cannot be honoured.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{key}: {problem}")]
-pub struct ReportConfigError {
-    /// The dotted key at fault (`report.tap_version`).
-    pub key: String,
-    pub problem: String,
-}
-
-/// Every `[report]` key that names a file, in [`ReportConfig::outputs`] order (each a
-/// path the pipeline writes, so one that must stay inside its base: see
-/// `pipeline::outputs`).
-pub const FILE_KEYS: [&str; 5] = ["json", "junit", "tap", "markdown", "html"];
+pub use crate::pipeline::reports::{FILE_KEYS, ReportConfig, ReportConfigError, TapVersion};
 
 /// A file format [`write_reports`] can write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,45 +69,19 @@ impl Format {
     }
 }
 
+// The settings are plain data below the reporters (`pipeline::reports`); which format
+// each configured file gets is the reporters' business, so it is said here.
 impl ReportConfig {
-    /// Checks `tap_version`, and that no two formats write the same path (the second
-    /// would silently replace the first).
-    pub fn validate(&self) -> Result<(), ReportConfigError> {
-        self.outputs().map(|_| ())
-    }
-
     /// The configured formats with their paths, in a fixed order (json, junit, tap,
-    /// markdown, html).
+    /// markdown, html), once the section passes [`ReportConfig::validate`].
     pub fn outputs(&self) -> Result<Vec<(Format, &str)>, ReportConfigError> {
-        let version = TapVersion::try_from(self.tap_version)
-            .map_err(|problem| ReportConfigError { key: "report.tap_version".into(), problem })?;
-        let candidates = [
-            (Format::Json, &self.json),
-            (Format::Junit, &self.junit),
-            (Format::Tap(version), &self.tap),
-            (Format::Markdown, &self.markdown),
-            (Format::Html, &self.html),
-        ];
-        let mut outputs: Vec<(Format, &str)> = Vec::new();
-        for (format, path) in candidates {
-            let Some(path) = path.as_deref() else {
-                continue;
-            };
-            if path.is_empty() {
-                return Err(ReportConfigError {
-                    key: format!("report.{}", format.key()),
-                    problem: "the path is empty".into(),
-                });
-            }
-            if let Some((earlier, _)) = outputs.iter().find(|(_, p)| Path::new(p) == Path::new(path)) {
-                return Err(ReportConfigError {
-                    key: format!("report.{}", format.key()),
-                    problem: format!("{path:?} is already written by report.{}", earlier.key()),
-                });
-            }
-            outputs.push((format, path));
-        }
-        Ok(outputs)
+        let version = self.tap()?;
+        let formats = [Format::Json, Format::Junit, Format::Tap(version), Format::Markdown, Format::Html];
+        let files = self.files()?;
+        Ok(files
+            .into_iter()
+            .filter_map(|(key, path)| formats.into_iter().find(|f| f.key() == key).map(|f| (f, path)))
+            .collect())
     }
 }
 
@@ -454,6 +366,7 @@ pub fn metric_extras(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Deserialize;
 
     #[derive(Deserialize)]
     struct Pipeline {

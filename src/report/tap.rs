@@ -23,33 +23,7 @@ use std::io;
 use crate::outcome::{CaseOutcome, Check, GateOutcome, RunResult, SuiteOutcome};
 use crate::report::junit::GATES_SUITE;
 
-/// The TAP version to declare.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TapVersion {
-    V13,
-    V14,
-}
-
-impl TapVersion {
-    pub fn number(self) -> u8 {
-        match self {
-            TapVersion::V13 => 13,
-            TapVersion::V14 => 14,
-        }
-    }
-}
-
-impl TryFrom<u8> for TapVersion {
-    type Error = String;
-
-    fn try_from(number: u8) -> Result<Self, Self::Error> {
-        match number {
-            13 => Ok(TapVersion::V13),
-            14 => Ok(TapVersion::V14),
-            other => Err(format!("{other} is not a supported TAP version (13 or 14)")),
-        }
-    }
-}
+pub use crate::pipeline::reports::TapVersion;
 
 /// `outcome` as a TAP stream of the given version, in memory.
 pub fn render(outcome: &SuiteOutcome, version: TapVersion) -> io::Result<String> {

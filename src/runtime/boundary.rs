@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use super::grounding::{CallGrounding, Grounding, Origin, Source};
-use super::{Recorder, idempotency, policy, switches, taint};
+use super::{Recorder, idempotency, policy, taint};
 use crate::dataset::Case;
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::profile::PoisonedTools;
@@ -17,6 +17,7 @@ use crate::pipeline::{AgentProfile, ApprovalAnswer, SafetyClass, Verdict};
 use crate::sandbox::Trust::Trusted;
 use crate::sandbox::poisoning::{self, Finding};
 use crate::sandbox::{FaultKind, Manifest, ProtocolError, Sandbox, ToolSpec};
+use crate::text::switches;
 
 pub struct ToolBoundary<'a> {
     case: &'a Case,

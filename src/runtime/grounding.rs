@@ -32,8 +32,8 @@
 
 use serde_json::{Map, Value, json};
 
-use super::normalize;
 use super::taint::leaves;
+use crate::text::normalize;
 
 /// What grounded a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,8 +30,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::{normalize, switches};
 use crate::canon::{self, Context};
+use crate::text::{normalize, switches};
 
 /// The argument a caller may use to name its operation.
 pub const KEY_ARGUMENT: &str = "idempotency_key";

@@ -14,10 +14,8 @@ pub mod grounding;
 pub mod handoff;
 pub mod idempotency;
 pub mod memory;
-pub mod normalize;
 pub mod policy;
 pub mod recorder;
-pub mod switches;
 pub mod taint;
 mod typed;
 
@@ -501,7 +499,7 @@ impl<'a, 'p> Loop<'a, 'p> {
         let to = args.get("to").and_then(Value::as_str).unwrap_or_default().to_string();
         let task = args.get("task").and_then(Value::as_str).unwrap_or_default().to_string();
         let peer = self.input.peers.get(to.as_str()).copied();
-        let cross_agent = !switches::off("cross-agent-taint");
+        let cross_agent = !crate::text::switches::off("cross-agent-taint");
         // a target that holds money or authority is a deputy, marked privileged or not
         let sensitive = |m: &Manifest| {
             m.tools.iter().any(|t| matches!(t.safety_class(), SafetyClass::Financial | SafetyClass::Privileged))

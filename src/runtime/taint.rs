@@ -20,8 +20,7 @@
 
 use serde_json::Value;
 
-use super::normalize;
-use super::switches;
+use crate::text::{normalize, switches};
 
 /// Shorter strings ("USD", "yes") occur everywhere and would taint everything.
 pub const MIN_TAINTED_LEN: usize = 6;

@@ -1,12 +1,12 @@
 //! Tool-manifest poisoning checks, run before a run offers any tool to the model.
 //!
 //! A tool is poisoned when its description carries instructions aimed at the model (the
-//! injection patterns of `runtime::detectors`, matched against every folded and decoded
+//! injection patterns of `text::injection`, matched against every folded and decoded
 //! reading of the text, so a homoglyph, a soft hyphen or an encoding does not hide
 //! them), hides text in an HTML or Markdown comment, names an e-mail address or URL
 //! although the tool takes no address (an exfiltration target), or carries hidden
 //! Unicode; or when its name collides with another tool's (or a built-in's) in the
-//! identifier form of `runtime::normalize` — the shadowing trick `transfer` /
+//! identifier form of `text::normalize` — the shadowing trick `transfer` /
 //! `Transfer` / `tr\u{200b}ansfer` / `trаnsfer` (Cyrillic а) / `transfer\u{ad}`. Each
 //! finding becomes a `security_flagged` event of class `tool_poisoning`; the profile
 //! decides what happens to the tool (`poisoned_tools = "refuse" | "read_only" | "allow"`).
@@ -17,8 +17,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::{Manifest, ToolSpec};
-use crate::runtime::detectors::{find_injection, hidden_characters, injection_patterns};
-use crate::runtime::{normalize, switches};
+use crate::text::injection::{find_injection, hidden_characters, injection_patterns};
+use crate::text::{normalize, switches};
 
 static HIDDEN_COMMENT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?s)<!--(.*?)(?:-->|$)|\[(?://|comment)\]:\s*(?:#|<>)\s*\((.*?)\)").expect("comment pattern")

@@ -111,12 +111,12 @@ impl Layout {
     /// Every case outcome of a run, one JSON object per line, in dataset order: what
     /// the reports are rendered from.
     pub fn cases_path(&self, run_id: &str) -> PathBuf {
-        self.run_dir(run_id).join(crate::runner::outcome::CASES_FILE)
+        self.run_dir(run_id).join(crate::outcome::CASES_FILE)
     }
     /// The run's outcome without its cases (gates, extras, verdict), written when the
     /// run finishes: with `cases.jsonl`, what `stateval report RUN_DIR` renders from.
     pub fn suite_path(&self, run_id: &str) -> PathBuf {
-        self.run_dir(run_id).join(crate::runner::outcome::SUITE_FILE)
+        self.run_dir(run_id).join(crate::outcome::SUITE_FILE)
     }
     pub fn meta_path(&self, run_id: &str) -> PathBuf {
         self.run_dir(run_id).join("run.json")

@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::canon::json_eq;
-use crate::grade::contains::contains;
+use crate::containment::contains;
 use crate::metrics::{MetricError, pointer_join, type_name};
 
 /// How an expected call constrains the recorded args.

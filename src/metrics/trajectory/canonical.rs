@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 use super::args::{ArgsShape, Diff};
 use super::{ExpectedCall, ExpectedTrace, Recorded};
 use crate::canon::to_canonical;
-use crate::grade::contains::contains;
+use crate::containment::contains;
 use crate::metrics::trace::recorded_args;
 use crate::metrics::typed::canonical_into;
 

@@ -1,0 +1,9 @@
+//! Text as the security comparisons see it: one folding and normalisation
+//! ([`normalize`]), the instruction-like passages and hidden characters looked for in
+//! untrusted text ([`injection`]), and the test-only switches that turn a mitigation
+//! off ([`switches`]). It knows nothing of events, tools or runs, so every stage that
+//! compares text (the runtime, the sandbox's poisoning checks) uses it from below.
+
+pub mod injection;
+pub mod normalize;
+pub mod switches;
