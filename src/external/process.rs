@@ -312,3 +312,33 @@ fn keep_one(output: &OutputFile, line: &mut Vec<u8>) {
     output.keep("", &String::from_utf8_lossy(line));
     line.clear();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kept(input: &[u8]) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out");
+        let output = OutputFile {
+            file: Arc::new(Mutex::new(File::create(&path).unwrap())),
+            scrubber: Arc::new(Scrubber::default()),
+        };
+        keep_lines(input, &output);
+        output.keep(STDOUT_MARK, "from stdout");
+        std::fs::read_to_string(&path).unwrap()
+    }
+
+    #[test]
+    fn kept_output_is_whole_lines_scrubbed_and_a_line_without_end_is_cut_in_pieces() {
+        let token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789";
+        assert_eq!(
+            kept(format!("one\r\nkey {token}\nlast, no newline").as_bytes()),
+            "one\nkey ghp_[scrubbed]\nlast, no newline\n[stdout] from stdout\n"
+        );
+        // a progress bar that never ends its line: 40 KiB kept as 16 + 16 + 8 KiB lines
+        let bar = "#".repeat(40 * 1024);
+        let lines: Vec<usize> = kept(bar.as_bytes()).lines().map(str::len).collect();
+        assert_eq!(lines, [MAX_KEPT_LINE, MAX_KEPT_LINE, 8 * 1024, "[stdout] from stdout".len()]);
+    }
+}
