@@ -251,6 +251,7 @@ mod tests {
             task_checks: vec![],
             error: None,
             warnings: vec![],
+            diagnosis: None,
         }
     }
 
