@@ -17,6 +17,7 @@
 //! the next vendor's key.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// The variable that names stateval's ed25519 signing key (`stateval keygen`).
 pub const SIGNING_KEY_VAR: &str = "STATEVAL_SIGNING_KEY";
@@ -99,6 +100,31 @@ pub fn check_passthrough(names: &[String]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Where a child's `program` is: a path with a directory part is taken relative to
+/// `cwd`, a bare name is the first executable of that name on `PATH`. The error says
+/// where it looked, for a load error that names the profile.
+pub fn resolve_program(program: &str, cwd: &Path) -> Result<PathBuf, String> {
+    let path = Path::new(program);
+    if path.components().count() > 1 {
+        let full = cwd.join(path);
+        return if full.is_file() {
+            Ok(full)
+        } else {
+            Err(format!("{program}: no such file (looked in {})", cwd.display()))
+        };
+    }
+    let search = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&search)
+        .map(|dir| dir.join(program))
+        .find(|candidate| is_executable(candidate))
+        .ok_or_else(|| format!("{program}: command not found on PATH"))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]

@@ -31,11 +31,6 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// Edges that still go against the layers (up a layer, or closing a circle inside
 /// one): `(from, to, why it is still there)`. Remove a line when its edge is gone.
 const NOT_YET: &[(&str, &str, &str)] = &[
-    (
-        "dataset",
-        "external",
-        "loading checks an external profile's program with external::process::resolve_program (a base helper to be)",
-    ),
     ("dataset", "extract", "loading checks every expect target against extract's target list (ROOTS, check_target)"),
     ("dataset", "grade", "a case holds compiled matchers: grade's Assertion and Matcher"),
     ("dataset", "metrics", "a case holds metric blocks (MetricBlock, BLOCK_KEYS), each parsed by its metric"),

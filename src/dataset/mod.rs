@@ -921,7 +921,7 @@ fn check_calls(pipeline: &Pipeline, spec: &Value, at: &str) -> Result<(), (Strin
     for (ptr, name, arg) in calls {
         if name == "custom" {
             let program = arg["command"][0].as_str().unwrap_or_default();
-            crate::external::process::resolve_program(program, &pipeline.base)
+            crate::child_env::resolve_program(program, &pipeline.base)
                 .map_err(|e| (format!("{ptr}/command/0"), format!("custom grader: {e}")))?;
             continue;
         }

@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
@@ -99,29 +99,6 @@ pub struct AgentProcess {
     /// The thread keeping stderr: waited for (briefly) when the tree is killed, so the
     /// file holds the agent's last lines when the run's failure is explained from it.
     keeper: Option<std::thread::JoinHandle<()>>,
-}
-
-/// How the program of a command was looked for, for a load error.
-pub fn resolve_program(program: &str, cwd: &Path) -> Result<PathBuf, String> {
-    let path = Path::new(program);
-    if path.components().count() > 1 {
-        let full = cwd.join(path);
-        return if full.is_file() {
-            Ok(full)
-        } else {
-            Err(format!("{program}: no such file (looked in {})", cwd.display()))
-        };
-    }
-    let search = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&search)
-        .map(|dir| dir.join(program))
-        .find(|candidate| is_executable(candidate))
-        .ok_or_else(|| format!("{program}: command not found on PATH"))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 impl AgentProcess {

@@ -94,7 +94,7 @@ pub fn run_command(
     let Some((program, args)) = command.split_first() else {
         return not_started("empty command".into());
     };
-    let program = match crate::external::process::resolve_program(program, cwd) {
+    let program = match crate::child_env::resolve_program(program, cwd) {
         Ok(p) => p,
         Err(e) => return not_started(e),
     };

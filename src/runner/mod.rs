@@ -625,7 +625,7 @@ fn check_command(pipeline: &Pipeline, name: &str, profile: &AgentProfile) -> Res
         ));
     }
     let program = profile.command.first().map(String::as_str).unwrap_or_default();
-    crate::external::process::resolve_program(program, &cwd)
+    crate::child_env::resolve_program(program, &cwd)
         .map(|_| ())
         .map_err(|e| InputError::file(&pipeline.path, format!("agents.{name}.command: {e}")))
 }
