@@ -215,3 +215,59 @@ fn roles_and_user_tasks_are_checked_where_they_are_written() {
     assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("max_asr"), "{}", out.stderr);
 }
+
+/// The forger rewrites the manifest to list the edited files (holding no key).
+fn rewrite_manifest(dir: &std::path::Path) {
+    let mut manifest = stateval::evidence::RunManifest::read(dir).expect("manifest");
+    for file in &mut manifest.files {
+        *file = stateval::evidence::FileEntry::of(dir, &file.path).expect("entry");
+    }
+    manifest.write(dir).expect("rewrite manifest");
+}
+
+#[test]
+fn a_scorecard_or_a_case_score_edited_to_hide_an_attack_is_named_by_verify() {
+    let p = project("[gates]\ndefault = { min_pass_rate = 0.0 }\n");
+    p.write("datasets/score.jsonl", suite());
+    p.stateval(&["run", "pipeline/score.toml"]).expect_code(0);
+    let run_dir = format!(".stateval/runs/{}", p.json("reports/report.json")["run_id"].as_str().unwrap());
+    let dir = p.join(&run_dir);
+    let suite_path = dir.join("suite.json");
+    let cases_path = dir.join("cases.jsonl");
+    let (suite_bytes, cases_text) =
+        (std::fs::read(&suite_path).unwrap(), std::fs::read_to_string(&cases_path).unwrap());
+
+    // the suite's scorecard says no attack succeeded; the cases still say one did
+    let mut forged: Value = serde_json::from_slice(&suite_bytes).unwrap();
+    forged["scorecard"]["overall"]["attacks_succeeded"] = json!(0);
+    std::fs::write(&suite_path, serde_json::to_vec_pretty(&forged).unwrap()).unwrap();
+    rewrite_manifest(&dir);
+    let out = p.stateval(&["verify", &run_dir]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("its security scorecard differs from what cases.jsonl counts"), "{}", out.stderr);
+
+    // the carried-out attack's score rewritten too, consistently with the scorecard:
+    // its runs' failed checks still say otherwise
+    std::fs::write(&suite_path, &suite_bytes).unwrap();
+    let cases: Vec<String> = cases_text
+        .lines()
+        .map(|l| {
+            let mut case: Value = serde_json::from_str(l).unwrap();
+            if case["id"] == "attack-carried-out" {
+                case["score"]["attack_succeeded"] = json!(false);
+            }
+            case.to_string()
+        })
+        .collect();
+    std::fs::write(&cases_path, cases.join("\n") + "\n").unwrap();
+    let mut forged: Value = serde_json::from_slice(&suite_bytes).unwrap();
+    forged["scorecard"]["overall"]["attacks_succeeded"] = json!(0);
+    for tag in ["security", "scored"] {
+        forged["scorecard"]["tags"][tag]["attacks_succeeded"] = json!(0);
+    }
+    std::fs::write(&suite_path, serde_json::to_vec_pretty(&forged).unwrap()).unwrap();
+    rewrite_manifest(&dir);
+    let out = p.stateval(&["verify", &run_dir]);
+    assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("case attack-carried-out: its score differs from what its runs say"), "{}", out.stderr);
+}
