@@ -228,3 +228,23 @@ fn accepting_an_unknown_cause_names_the_causes_there_are_and_writes_nothing() {
     none.expect_code(2);
     assert!(none.stderr.contains("no finished run"), "{}", none.stderr);
 }
+
+/// The agent under test may hold the run directory afterwards: a log it edited (and
+/// re-chained, with `cases.jsonl` updated to its new head) must not become a golden.
+#[test]
+fn a_run_directory_edited_after_the_run_blesses_nothing() {
+    let p = project();
+    edit_tool_description(&p);
+    p.stateval(&["run"]).expect_code(1);
+    let before = p.snapshot("goldens");
+    let run_dir = format!(".stateval/runs/{}", p.json("reports/report.json")["run_id"].as_str().expect("run id"));
+    // the smallest edit: one more byte in cases.jsonl, which the manifest lists
+    let cases = p.join(format!("{run_dir}/cases.jsonl"));
+    let mut bytes = std::fs::read(&cases).expect("cases");
+    bytes.extend_from_slice(b"\n");
+    std::fs::write(&cases, bytes).expect("write");
+    let out = p.stateval(&["golden", "accept", "--cause", TOOLS_CAUSE]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("does not verify against its manifest; accepting nothing"), "{}", out.stderr);
+    assert_eq!(p.snapshot("goldens"), before, "a golden was written from an edited run");
+}

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::{CliError, Exit};
 use stateval::event::verify::verify_bytes;
+use stateval::evidence::{CheckOptions, check_run};
 use stateval::golden::churn::{self, Group, Grouper, Member};
 use stateval::golden::{Goldens, Written, bless, normalize};
 use stateval::outcome::{CASES_FILE, SUITE_FILE, SuiteOutcome};
@@ -102,6 +103,14 @@ fn load(common: &Common) -> Result<Loaded, CliError> {
         })?,
     };
     let shown_run = pipeline.display(&run_dir);
+    // goldens are accepted only from what the run's manifest anchors: a run directory
+    // edited after the run (a log re-chained, a head rewritten to match) blesses nothing
+    if let Some(finding) = check_run(&run_dir, &CheckOptions::default()).findings.first() {
+        return Err(CliError::invalid(format!(
+            "{finding}\n{shown_run}: does not verify against its manifest; accepting nothing from it \
+             (`stateval verify {shown_run}` lists every finding)"
+        )));
+    }
     let outcome = SuiteOutcome::read_run_dir(&run_dir)
         .map_err(|e| CliError::invalid(format!("{shown_run} is not a finished run directory: {e}")))?;
     let mut grouper = Grouper::with_members();
