@@ -271,3 +271,30 @@ fn a_scorecard_or_a_case_score_edited_to_hide_an_attack_is_named_by_verify() {
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("case attack-carried-out: its score differs from what its runs say"), "{}", out.stderr);
 }
+
+#[test]
+fn a_suite_run_in_shards_and_merged_has_the_scorecard_of_the_whole_run() {
+    let p = project("[gates]\ndefault = { min_pass_rate = 0.0, max_asr = 0.5 }\n");
+    p.write("datasets/score.jsonl", suite());
+    p.stateval(&["run", "pipeline/score.toml"]).expect_code(0);
+    let whole = p.json("reports/report.json")["scorecard"].clone();
+    assert!(whole.is_object(), "the whole run has a scorecard");
+    std::fs::remove_dir_all(p.join("reports")).unwrap();
+    for i in 1..=2 {
+        let shard = format!("slice:{i}/2");
+        p.stateval(&["run", "pipeline/score.toml", "--shard", &shard, "--out", &format!("shards/{i}")]).expect_code(0);
+    }
+    let mut args = vec!["merge".to_string()];
+    for i in 1..=2 {
+        let runs = p.join(format!("shards/{i}/runs"));
+        let name = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap().file_name();
+        args.push(format!("shards/{i}/runs/{}", name.to_string_lossy()));
+    }
+    args.extend(["--pipeline".into(), "pipeline/score.toml".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = p.stateval(&args);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let merged = p.json("reports/report.json");
+    assert_eq!(merged["scorecard"], whole);
+    assert_eq!(merged["cases"].as_array().map(Vec::len), Some(5), "the merge holds both shards' cases");
+}
