@@ -61,12 +61,13 @@ fn pem() -> impl Strategy<Value = Secret> {
 }
 
 fn url_password() -> impl Strategy<Value = Secret> {
-    ("(postgres|https|redis|amqp)", "[a-z]{1,8}", "[A-Za-z0-9!$%*_~.-]{8,24}", "[a-z]{2,10}\\.[a-z]{2,5}").prop_map(
-        |(scheme, user, password, host)| Secret {
+    // the password starts with a letter or digit, as in `field`: one of punctuation alone
+    // has no other of its shape to rotate to
+    ("(postgres|https|redis|amqp)", "[a-z]{1,8}", "[A-Za-z0-9][A-Za-z0-9!$%*_~.-]{7,23}", "[a-z]{2,10}\\.[a-z]{2,5}")
+        .prop_map(|(scheme, user, password, host)| Secret {
             placed: format!("{scheme}://{user}:{password}@{host}/db"),
             hidden: format!(":{password}@"),
-        },
-    )
+        })
 }
 
 /// A secret under a secret's name, as free text: `name=value`, `name="value"` or a JSON
@@ -82,7 +83,9 @@ fn field() -> impl Strategy<Value = Secret> {
         "aws_secret_access_key",
         "apiKey",
     ]);
-    (name, "[A-Za-z0-9!%*._~-]{8,24}", 0..3usize).prop_map(|(name, value, form)| {
+    // a letter or digit first: a value of punctuation alone has no other secret "of the
+    // same shape" for the replacement property to rotate to
+    (name, "[A-Za-z0-9][A-Za-z0-9!%*._~-]{7,23}", 0..3usize).prop_map(|(name, value, form)| {
         let placed = match form {
             0 => format!("{name}={value}"),
             1 => format!("{name}=\"{value}\""),
