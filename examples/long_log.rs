@@ -30,11 +30,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     while writer.offset() < megabytes * 1_000_000 {
         for e in body.iter().skip(usize::from(writer.events_written() > 0)) {
             t += 1;
-            writer.append(e.turn, t, e.kind, e.data.clone())?;
+            writer.append_data(e.turn, t, e.kind, e.data.clone());
         }
         writer.flush()?;
     }
-    let mut completed = last[0].data.clone();
+    let mut completed = last[0].data.to_value();
     if let Some(status) = status {
         completed["status"] = status.into();
     }

@@ -95,7 +95,7 @@ fn rechained(log: &[u8], edit_line: usize) -> Vec<u8> {
     let mut w = LogWriter::new(Vec::new());
     for (i, line) in lines_of(log).iter().enumerate() {
         let e = parse_line(&line[..line.len() - 1]).expect("a line of a real log parses");
-        let mut data = e.data;
+        let mut data = e.data.to_value();
         if i == edit_line {
             data = serde_json::json!({"forged": true, "was": data});
         }
@@ -144,7 +144,7 @@ fn apply(dir: &Path, log: &Path, m: Mutation) -> PathBuf {
             let mut w = LogWriter::new(Vec::new());
             for line in &lines {
                 let e = parse_line(&line[..line.len() - 1]).expect("parses");
-                w.append(e.turn, e.t, e.kind, e.data).expect("append");
+                w.append_data(e.turn, e.t, e.kind, e.data);
             }
             w.append(None, 1, stateval::event::Kind::ToolExecuted, serde_json::json!({"name": "transfer"}))
                 .expect("forge");

@@ -2,11 +2,12 @@
 //! are never stored anywhere else; extractors, `show`, the HTML report and tests all
 //! rebuild them from here, whole (`*_at`) or one event at a time (`apply_*`).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{Event, Kind};
+use super::{Event, Kind, payload};
 
 /// One memory entry as the fold sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,15 +51,16 @@ pub fn memory_at(events: &[Event], at_turn: Option<u32>) -> Memory {
 
 /// Apply one event to a memory projection (no-op for other kinds).
 pub fn apply_memory(memory: &mut Memory, e: &Event) {
-    let (Some(tier), Some(key)) = (e.str("tier"), e.str("key")) else {
-        return;
-    };
     match e.kind {
         Kind::MemoryWritten => {
-            let slot = memory.entry(tier.to_string()).or_default();
+            let written: payload::MemoryWritten = e.view();
+            let (Some(tier), Some(key)) = (written.tier.as_str(), written.key.as_str()) else {
+                return;
+            };
+            let slot = memory.entry(tier.into_owned()).or_default();
             let mut superseded = Vec::new();
             let mut history = Vec::new();
-            if let Some(old) = slot.remove(key) {
+            if let Some(old) = slot.remove(&*key) {
                 superseded = old.superseded;
                 history = old.history;
                 history.push(Superseded { value: old.value.clone(), source: old.source, superseded_by: e.seq });
@@ -67,8 +69,8 @@ pub fn apply_memory(memory: &mut Memory, e: &Event) {
             slot.insert(
                 key.to_string(),
                 MemoryEntry {
-                    value: e.get("value").clone(),
-                    confidence: e.get("confidence").as_f64(),
+                    value: written.value.value(),
+                    confidence: written.confidence.as_f64(),
                     source: e.seq,
                     turn: e.turn,
                     superseded,
@@ -77,10 +79,14 @@ pub fn apply_memory(memory: &mut Memory, e: &Event) {
             );
         }
         Kind::MemoryExpired => {
-            if let Some(slot) = memory.get_mut(tier) {
-                slot.remove(key);
+            let expired: payload::MemoryExpired = e.view();
+            let (Some(tier), Some(key)) = (expired.tier.as_str(), expired.key.as_str()) else {
+                return;
+            };
+            if let Some(slot) = memory.get_mut(&*tier) {
+                slot.remove(&*key);
                 if slot.is_empty() {
-                    memory.remove(tier);
+                    memory.remove(&*tier);
                 }
             }
         }
@@ -144,13 +150,13 @@ pub fn sandbox_at(events: &[Event], at_turn: Option<u32>) -> Result<Value, Strin
 /// Apply one event to a sandbox projection (no-op for kinds that do not change it).
 pub fn apply_sandbox(state: &mut Value, e: &Event) -> Result<(), String> {
     match e.kind {
-        Kind::RunStarted => *state = e.get("sandbox").clone(),
+        Kind::RunStarted => *state = e.view::<payload::RunStarted>().sandbox.value(),
         Kind::ToolExecuted => {
-            let effect = e.get("effect");
+            let effect = e.view::<payload::ToolExecuted>().effect;
             if effect.is_null() {
                 return Ok(());
             }
-            let patch: json_patch::Patch = serde_json::from_value(effect.clone())
+            let patch: json_patch::Patch = serde_json::from_value(effect.value())
                 .map_err(|err| format!("event seq {}: effect is not a JSON Patch: {err}", e.seq))?;
             json_patch::patch(state, &patch)
                 .map_err(|err| format!("event seq {}: effect does not apply: {err}", e.seq))?;
@@ -178,14 +184,15 @@ pub type Approvals = BTreeMap<String, Approval>;
 /// Apply one event to an approvals projection (no-op for other kinds). A resolution
 /// without a request is kept too, so nothing the log says disappears.
 pub fn apply_approval(approvals: &mut Approvals, e: &Event) {
-    let Some(call) = e.str("call_id") else { return };
     match e.kind {
         Kind::ApprovalRequested => {
+            let requested: payload::ApprovalRequested = e.view();
+            let Some(call) = requested.call_id.as_str() else { return };
             approvals.insert(
-                call.to_string(),
+                call.into_owned(),
                 Approval {
-                    tool: e.str("tool").map(str::to_string),
-                    route: e.str("route").map(str::to_string),
+                    tool: requested.tool.as_str().map(Cow::into_owned),
+                    route: requested.route.as_str().map(Cow::into_owned),
                     requested: e.seq,
                     approved: None,
                     by: None,
@@ -193,15 +200,17 @@ pub fn apply_approval(approvals: &mut Approvals, e: &Event) {
             );
         }
         Kind::ApprovalResolved => {
-            let entry = approvals.entry(call.to_string()).or_insert(Approval {
+            let resolved: payload::ApprovalResolved = e.view();
+            let Some(call) = resolved.call_id.as_str() else { return };
+            let entry = approvals.entry(call.into_owned()).or_insert(Approval {
                 tool: None,
                 route: None,
                 requested: e.seq,
                 approved: None,
                 by: None,
             });
-            entry.approved = e.get("approved").as_bool();
-            entry.by = e.str("by").map(str::to_string);
+            entry.approved = resolved.approved.as_bool();
+            entry.by = resolved.by.as_str().map(Cow::into_owned);
         }
         _ => {}
     }

@@ -33,18 +33,23 @@ macro_rules! kinds {
 
 kinds! {
     /// `case`, `run` (index k), `agent`, `dataset_line`, `profile`, `tools`, `recording`
-    /// (content digests), `sandbox` (the initial fixture state), `dataset`.
+    /// (content digests), `sandbox` (the initial fixture state), `dataset`; `runtime`
+    /// (`external`) for a run of the team's own agent program.
     RunStarted = "run_started",
     /// `turn`, `input` (the user message).
     TurnStarted = "turn_started",
-    /// `budget`, `total`, `sections` {system, memory, history, tools}, `dropped`.
+    /// `budget`, `total`, `sections` {system, memory, history, tools}, `messages` (in the
+    /// window), `dropped`, `over_section_budget` (sections over their own budget).
     ContextCompiled = "context_compiled",
     /// `request_hash`, `position`, `response` {content, tool_calls[{id,name,args}],
-    /// confidence?}, `usage` {input_tokens, output_tokens}, `latency_ms`.
+    /// confidence?}, `usage` {input_tokens, output_tokens}, `latency_ms`; `api` (the wire
+    /// dialect) for a call an external agent made.
     ModelCalled = "model_called",
     /// `call_id`, `tool`, `args`.
     ToolProposed = "tool_proposed",
-    /// `call_id`, `tool`, `verdict` (allow | deny | escalate), `rule`, `reason`.
+    /// `call_id`, `tool`, `verdict` (allow | deny | escalate), `rule`, `reason`,
+    /// `args_tainted`; `tainted_by` (the event whose untrusted content reached the
+    /// arguments), and for a call with sensitive arguments `grounded`/`ungrounded`.
     PolicyDecided = "policy_decided",
     /// `call_id`, `route`.
     ApprovalRequested = "approval_requested",
@@ -54,7 +59,8 @@ kinds! {
     /// `slow`, `error` when an injected fault fired), `duration_ms` (virtual), `deduplicated`,
     /// `effect` (JSON Patch applied to the fixture state, or null). A faulted call also
     /// carries `injected` (the declaration, as spelled: `wedged`, `recover-after:2`) and
-    /// `timeout_ms` (the per-call timeout in force).
+    /// `timeout_ms` (the per-call timeout in force); a keyed call `idempotency_key` and
+    /// `first_execution`; a tool's protocol error `error_kind`.
     ToolExecuted = "tool_executed",
     /// `tier`, `key`, `value`, `confidence`, `supersedes`, `source` (seq).
     MemoryWritten = "memory_written",
@@ -62,9 +68,10 @@ kinds! {
     MemoryExpired = "memory_expired",
     /// `tier`, `key`, `value` (null when absent), `source`.
     MemoryRead = "memory_read",
-    /// `from`, `to`, `allowed`, `payload_hash`, `taint`.
+    /// `call_id`, `from`, `to`, `allowed`, `payload_hash`, `taint`, and for a refusal
+    /// `tainted_by` and `reason`.
     Handoff = "handoff",
-    /// `class`, `severity`, `source` (seq), `detail`.
+    /// `class`, `severity`, `source` (seq), `tool`, `detail`.
     SecurityFlagged = "security_flagged",
     /// `position`, `recorded_request_hash`, `actual_request_hash`.
     ReplayDiverged = "replay_diverged",

@@ -9,8 +9,10 @@
 //! State — memory, sandbox state — is never stored beside the log: it is a fold over
 //! events ([`fold`]), used alike by extractors, `stateval show` and the runtime's tests.
 
+pub mod data;
 pub mod fold;
 pub mod kind;
+pub mod payload;
 pub mod reader;
 pub(crate) mod scan;
 pub mod verify;
@@ -18,7 +20,8 @@ pub mod writer;
 
 use serde_json::Value;
 
-use crate::canon::{self, CanonError, Context, Digest};
+use crate::canon::{self, Context, Digest};
+pub use data::Data;
 pub use kind::Kind;
 
 /// One verified or freshly written event.
@@ -30,78 +33,50 @@ pub struct Event {
     /// Virtual time in ms; never wall-clock.
     pub t: u64,
     pub kind: Kind,
-    pub data: Value,
+    /// The data's canonical bytes; read it typed with [`Data::view`] (see [`payload`]).
+    pub data: Data,
     pub prev: Option<Digest>,
     pub hash: Digest,
 }
 
 /// The fields an event is hashed over, borrowed so the writer and the verifier share
-/// one encoder and cannot disagree about the byte layout.
+/// one encoder and cannot disagree about the byte layout. `data` is the canonical bytes
+/// of the event's data.
 pub(crate) struct Unhashed<'a> {
     pub seq: u64,
     pub turn: Option<u32>,
     pub t: u64,
     pub kind: Kind,
-    pub data: &'a Value,
+    pub data: &'a [u8],
     pub prev: Option<&'a Digest>,
 }
 
 impl Unhashed<'_> {
     /// Canonical line bytes (no trailing newline) and the event's hash.
-    ///
-    /// JCS orders keys by UTF-16 code units: `data < hash < kind < prev < seq < t <
-    /// turn`. Encoding the envelope by hand in that order canonicalises `data` once
-    /// instead of twice (with and without `hash`), which is most of the writer's cost.
-    pub fn encode(&self) -> Result<(Vec<u8>, Digest), CanonError> {
-        let mut line = Vec::with_capacity(512);
-        let hash = self.encode_into(&mut line, &mut Vec::with_capacity(160))?;
-        Ok((line, hash))
+    pub fn encode(&self) -> (Vec<u8>, Digest) {
+        let mut line = Vec::with_capacity(self.data.len() + 256);
+        let (hash, _) = self.encode_into(&mut line, &mut Vec::with_capacity(160), None);
+        (line, hash)
     }
 
     /// Append this event's canonical line (without its newline) to `out` and return its
-    /// hash: the data is canonicalised straight into `out` and hashed where it lies, so
-    /// no copy of the line is made. `scratch` is reused for the fields after `data`. On
-    /// an error `out` is left as it was.
-    pub fn encode_into(&self, out: &mut Vec<u8>, scratch: &mut Vec<u8>) -> Result<Digest, CanonError> {
-        self.encode_written(out, scratch, None, None).map(|(hash, _)| hash)
-    }
-
-    /// [`encode_into`](Self::encode_into), the data's canonical bytes given when a typed
-    /// writer has written them already (`canon::ObjectWriter`); they must be those of
-    /// `data`, which debug builds check. `prev_hex`, when given, is the hex of `prev` (the
-    /// writer keeps the last hash's, rather than spelling it out again); the event's hash
-    /// is returned with its own hex.
-    pub fn encode_written(
+    /// hash with its hex.
+    ///
+    /// JCS orders keys by UTF-16 code units: `data < hash < kind < prev < seq < t <
+    /// turn`. The envelope is written by hand in that order around the data's canonical
+    /// bytes, which are hashed where they lie. `scratch` is reused for the members after
+    /// `data`; `prev_hex`, when given, is the hex of `prev` (the writer keeps the last
+    /// hash's, rather than spelling it out again).
+    pub fn encode_into(
         &self,
         out: &mut Vec<u8>,
         scratch: &mut Vec<u8>,
-        written: Option<&[u8]>,
         prev_hex: Option<&[u8; 64]>,
-    ) -> Result<(Digest, [u8; 64]), CanonError> {
+    ) -> (Digest, [u8; 64]) {
         const OPEN: &[u8] = b"{\"data\":";
         let start = out.len();
         out.extend_from_slice(OPEN);
-        match written {
-            Some(bytes) => {
-                #[cfg(debug_assertions)]
-                {
-                    let of_value = canon::to_canonical(self.data).map(|b| String::from_utf8_lossy(&b).into_owned());
-                    debug_assert_eq!(
-                        of_value.as_deref(),
-                        Ok(&*String::from_utf8_lossy(bytes)),
-                        "typed canonical bytes differ from the data's ({})",
-                        self.kind
-                    );
-                }
-                out.extend_from_slice(bytes);
-            }
-            None => {
-                if let Err(e) = canon::write_canonical(out, self.data) {
-                    out.truncate(start);
-                    return Err(e);
-                }
-            }
-        }
+        out.extend_from_slice(self.data);
         scratch.clear();
         self.write_tail(scratch, prev_hex);
         let mut digester = canon::Digester::new(Context::Event);
@@ -114,7 +89,7 @@ impl Unhashed<'_> {
         out.extend_from_slice(&hex);
         out.push(b'"');
         out.extend_from_slice(scratch);
-        Ok((hash, hex))
+        (hash, hex)
     }
 
     /// The members after `hash`; `prev_hex` is the hex of `prev` when the caller has it.
@@ -151,14 +126,12 @@ impl Unhashed<'_> {
     }
 
     /// Check that `line` is exactly this event's canonical line, without building that
-    /// line: the pieces are compared in place and hashed as they are (the verifier's
-    /// hot path; `scratch` is reused across lines). Returns the event's hash.
+    /// line: the pieces are compared in place and hashed as they are (`scratch` is
+    /// reused across lines). Returns the event's hash.
     pub fn check_line(&self, line: &[u8], scratch: &mut Vec<u8>) -> Result<Digest, CheckError> {
         scratch.clear();
-        canon::write_canonical(scratch, self.data).map_err(|e| CheckError::Canon(e.to_string()))?;
-        let data_end = scratch.len();
         self.write_tail(scratch, None);
-        let (data, tail) = scratch.split_at(data_end);
+        let (data, tail) = (self.data, &scratch[..]);
 
         let mut digester = canon::Digester::new(Context::Event);
         digester.update(b"{\"data\":");
@@ -190,7 +163,6 @@ impl Unhashed<'_> {
 /// Why a line is not its event's canonical line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum CheckError {
-    Canon(String),
     NotCanonical,
     Hash,
 }
@@ -203,18 +175,19 @@ impl Event {
             "turn": self.turn,
             "t": self.t,
             "kind": self.kind.as_str(),
-            "data": self.data,
+            "data": self.data.to_value(),
             "prev": self.prev.map(|d| d.to_string()),
             "hash": self.hash.to_string(),
         })
     }
 
-    /// Field of `data`, or `Value::Null`.
+    /// Field of `data`, or `Value::Null`, through the data's tree ([`Data::tree`]):
+    /// for edges. Hot readers read a typed payload instead ([`payload`]).
     pub fn get(&self, field: &str) -> &Value {
-        self.data.get(field).unwrap_or(&Value::Null)
+        self.data.get(field)
     }
 
     pub fn str(&self, field: &str) -> Option<&str> {
-        self.data.get(field).and_then(Value::as_str)
+        self.data.get(field).as_str()
     }
 }

@@ -24,7 +24,7 @@ use super::Kind;
 use crate::canon::{self, Context, Digest};
 
 /// What a line holds besides its data, read off a line that is canonical.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Scanned {
     pub seq: u64,
     pub turn: Option<u32>,
@@ -35,6 +35,8 @@ pub(crate) struct Scanned {
     pub hash: Digest,
     /// The hash computed from the line's bytes.
     pub computed: Digest,
+    /// Where the data member's value lies in the line.
+    pub data: Range<usize>,
 }
 
 /// Below serde_json's recursion limit (128), so the full check can parse whatever
@@ -45,8 +47,9 @@ const MAX_DEPTH: usize = 100;
 /// when it is not or the scanner cannot tell (the caller then runs the full check).
 pub(crate) fn scan(line: &[u8]) -> Option<Scanned> {
     std::str::from_utf8(line).ok()?;
+    const OPEN: &[u8] = b"{\"data\":";
     let mut s = Scanner { bytes: line, at: 0, number: Vec::new() };
-    s.expect(b"{\"data\":")?;
+    s.expect(OPEN)?;
     s.value(0)?;
     let data_end = s.at;
     s.expect(b",\"hash\":")?;
@@ -72,7 +75,7 @@ pub(crate) fn scan(line: &[u8]) -> Option<Scanned> {
         return None;
     }
     let computed = hash_without(line, data_end..tail_start);
-    Some(Scanned { seq, turn, t, kind, prev, hash, computed })
+    Some(Scanned { seq, turn, t, kind, prev, hash, computed, data: OPEN.len()..data_end })
 }
 
 /// The event hash of a canonical line: its bytes without the `hash` member.
@@ -304,10 +307,10 @@ mod tests {
             turn: e.turn,
             t: e.t,
             kind: e.kind,
-            data: &e.data,
+            data: e.data.as_bytes(),
             prev: e.prev.as_ref(),
         };
-        let (encoded, computed) = unhashed.encode().ok()?;
+        let (encoded, computed) = unhashed.encode();
         let encoded = String::from_utf8(encoded).ok()?.replacen(&computed.to_hex(), &e.hash.to_hex(), 1);
         (encoded.as_bytes() == line).then_some(Scanned {
             seq: e.seq,
@@ -317,6 +320,7 @@ mod tests {
             prev: e.prev,
             hash: e.hash,
             computed,
+            data: 8..8 + e.data.as_bytes().len(),
         })
     }
 
@@ -334,7 +338,7 @@ mod tests {
         let data = json!({"a": [1, -2, 0.5, 1e21, -0.0, true, null, "x\u{1}\n\"\\é\u{7f}"], "b": {}, "": [[]]});
         let line = line_of(Some(3), 40, data);
         let scanned = scan(&line).expect("a canonical line scans");
-        assert_eq!(Some(scanned), full_check(&line));
+        assert_eq!(Some(scanned.clone()), full_check(&line));
         assert_eq!(scanned.hash, scanned.computed);
         assert_eq!((scanned.seq, scanned.turn, scanned.t, scanned.kind), (1, Some(3), 40, Kind::ToolExecuted));
         assert!(scanned.prev.is_some());

@@ -13,8 +13,8 @@ use std::io::BufRead;
 
 use serde_json::Value;
 
-use super::{CheckError, Event, Kind, Unhashed, scan};
-use crate::canon::Digest;
+use super::{CheckError, Data, Event, Kind, Unhashed, scan};
+use crate::canon::{self, Digest};
 
 /// A log whose every line verified.
 #[derive(Debug)]
@@ -84,14 +84,35 @@ impl Chain {
         Self::default()
     }
 
-    /// Verify the next line (without its newline) and return its event.
+    /// Verify the next line (without its newline) and return its event. A line already
+    /// in canonical form is checked where it lies and its data kept as the bytes it has
+    /// ([`scan`]); any other line — and every line that fails — is parsed, re-encoded
+    /// and compared ([`push_parsed`](Self::push_parsed)), which decides it and names
+    /// what is wrong. Both accept the same lines.
     pub fn push(&mut self, line: &[u8]) -> Result<Event, VerifyError> {
+        if let Some(s) = self.scanned(line) {
+            self.accept(s.hash, s.kind, line);
+            let data = Data::from_canonical(&line[s.data]);
+            return Ok(Event { seq: s.seq, turn: s.turn, t: s.t, kind: s.kind, data, prev: s.prev, hash: s.hash });
+        }
+        self.push_parsed(line)
+    }
+
+    /// The line scanned, when the scanner vouches for it and it continues the chain.
+    fn scanned(&self, line: &[u8]) -> Option<scan::Scanned> {
+        let s = scan::scan(line).filter(|_| !self.complete)?;
+        (s.seq == self.position && s.prev == self.prev && s.hash == s.computed).then_some(s)
+    }
+
+    /// The full check of one line: parse it, re-encode its fields with the writer's
+    /// encoder and compare bytes.
+    fn push_parsed(&mut self, line: &[u8]) -> Result<Event, VerifyError> {
         let position = self.position;
         let fail = |reason: String| VerifyError { line: position as usize + 1, seq: position, reason, torn: false };
         if self.complete {
             return Err(fail("an event after run_completed (nothing is written once a run has ended)".into()));
         }
-        let event = parse_line(line).map_err(fail)?;
+        let (event, data) = parse_parts(line).map_err(fail)?;
         if event.seq != self.position {
             return Err(fail(format!(
                 "expected seq {}, found seq {} (an event is missing, inserted or out of order)",
@@ -101,12 +122,13 @@ impl Chain {
         if event.prev != self.prev {
             return Err(fail("prev does not match the previous event's hash (the chain is broken)".into()));
         }
+        let canonical = canon::to_canonical(&data).map_err(|e| fail(e.to_string()))?;
         let unhashed = Unhashed {
             seq: event.seq,
             turn: event.turn,
             t: event.t,
             kind: event.kind,
-            data: &event.data,
+            data: &canonical,
             prev: event.prev.as_ref(),
         };
         match unhashed.check_line(line, &mut self.scratch) {
@@ -115,27 +137,19 @@ impl Chain {
                 return Err(fail("hash does not match the event's content (the event was edited)".into()));
             }
             Err(CheckError::NotCanonical) => return Err(fail("not in RFC 8785 canonical form".into())),
-            Err(CheckError::Canon(e)) => return Err(fail(e)),
         }
         self.accept(event.hash, event.kind, line);
-        Ok(event)
+        Ok(Event { data: Data::from_canonical(&canonical), ..event })
     }
 
-    /// Verify the next line as [`push`](Self::push) does, and return only its envelope.
-    /// A line already in canonical form is checked where it lies, its data never
-    /// parsed ([`scan`]); any other line — and every line that fails — goes through
-    /// `push`, which decides it and names what is wrong. Both accept the same lines.
+    /// Verify the next line as [`push`](Self::push) does, and return only its envelope,
+    /// without copying its data.
     pub fn push_envelope(&mut self, line: &[u8]) -> Result<Envelope, VerifyError> {
-        if !self.complete
-            && let Some(s) = scan::scan(line)
-            && s.seq == self.position
-            && s.prev == self.prev
-            && s.hash == s.computed
-        {
+        if let Some(s) = self.scanned(line) {
             self.accept(s.hash, s.kind, line);
             return Ok(Envelope { seq: s.seq, turn: s.turn, t: s.t, kind: s.kind, hash: s.hash });
         }
-        self.push(line).map(|event| Envelope::of(&event))
+        self.push_parsed(line).map(|event| Envelope::of(&event))
     }
 
     fn accept(&mut self, hash: Digest, kind: Kind, line: &[u8]) {
@@ -262,8 +276,9 @@ struct Line<'a> {
     turn: Value,
 }
 
-/// Parse one line into an event without checking the chain.
-pub fn parse_line(line: &[u8]) -> Result<Event, String> {
+/// Parse one line into an event without checking the chain or its form: the envelope
+/// (its data empty) and the data as parsed.
+fn parse_parts(line: &[u8]) -> Result<(Event, Value), String> {
     let parsed: Line<'_> = serde_json::from_slice(line).map_err(|e| describe(&e))?;
     let hash = digest_text(parsed.hash.as_deref(), "hash")?.ok_or("hash must not be null")?;
     let kind = parsed.kind.parse::<Kind>()?;
@@ -274,7 +289,16 @@ pub fn parse_line(line: &[u8]) -> Result<Event, String> {
         Value::Null => None,
         v => Some(v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or("turn must be null or a non-negative integer")?),
     };
-    Ok(Event { seq, turn, t, kind, data: parsed.data, prev, hash })
+    let empty = Data::from_canonical(b"{}");
+    Ok((Event { seq, turn, t, kind, data: empty, prev, hash }, parsed.data))
+}
+
+/// Parse one line into an event, its data canonicalised, checking nothing else: not the
+/// chain, not the hash, not the line's form (tests forge lines from it).
+pub fn parse_line(line: &[u8]) -> Result<Event, String> {
+    let (event, data) = parse_parts(line)?;
+    let bytes = canon::to_canonical(&data).map_err(|e| e.to_string())?;
+    Ok(Event { data: Data::from_canonical(&bytes), ..event })
 }
 
 /// serde's message in the log's own words: which field, and JSON errors as such.
@@ -369,7 +393,7 @@ mod tests {
         let mut w = LogWriter::new(Vec::new());
         for line in &l {
             let e = parse_line(&line[..line.len() - 1]).unwrap();
-            w.append(e.turn, e.t, e.kind, e.data).unwrap();
+            w.append_data(e.turn, e.t, e.kind, e.data);
         }
         w.append(None, 99, Kind::ToolExecuted, json!({"call_id": "forged"})).unwrap();
         let forged = w.finish().unwrap().0;
@@ -440,8 +464,8 @@ mod tests {
                     let prev = parse_line(&l[i][..l[i].len() - 1]).unwrap().hash;
                     let next = (i + 1) % l.len();
                     let e = parse_line(&l[next][..l[next].len() - 1]).unwrap();
-                    let forged = Unhashed { seq: e.seq + 1, turn: e.turn, t: e.t, kind: e.kind, data: &e.data, prev: Some(&prev) };
-                    let mut line = forged.encode().unwrap().0;
+                    let forged = Unhashed { seq: e.seq + 1, turn: e.turn, t: e.t, kind: e.kind, data: e.data.as_bytes(), prev: Some(&prev) };
+                    let mut line = forged.encode().0;
                     line.push(b'\n');
                     l[next] = line;
                 }
@@ -450,8 +474,8 @@ mod tests {
                     let next = (i + 1) % l.len();
                     let e = parse_line(&l[next][..l[next].len() - 1]).unwrap();
                     let wrong = canon::digest(canon::Context::Event, b"not the previous line");
-                    let forged = Unhashed { seq: e.seq, turn: e.turn, t: e.t, kind: e.kind, data: &e.data, prev: Some(&wrong) };
-                    let mut line = forged.encode().unwrap().0;
+                    let forged = Unhashed { seq: e.seq, turn: e.turn, t: e.t, kind: e.kind, data: e.data.as_bytes(), prev: Some(&wrong) };
+                    let mut line = forged.encode().0;
                     line.push(b'\n');
                     l[next] = line;
                 }
@@ -460,7 +484,7 @@ mod tests {
                     let mut w = LogWriter::new(Vec::new());
                     for line in &l {
                         let e = parse_line(&line[..line.len() - 1]).unwrap();
-                        w.append(e.turn, e.t, e.kind, e.data).unwrap();
+                        w.append_data(e.turn, e.t, e.kind, e.data);
                     }
                     w.append(None, 99, Kind::ToolExecuted, json!({"call_id": "forged"})).unwrap();
                     l = lines(&w.finish().unwrap().0);

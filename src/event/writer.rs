@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{Event, Kind, Unhashed};
-use crate::canon::{CanonError, Digest};
+use super::{Data, Event, Kind, Unhashed};
+use crate::canon::{self, CanonError, Digest};
 
 /// Where log bytes go: a file (fsync'd at the end, or noted for the run's syncer) or
 /// memory (tests, benchmarks).
@@ -63,6 +63,8 @@ pub struct LogWriter<S: Sink> {
     written_at: Instant,
     /// Reused by [`Unhashed::encode_into`].
     scratch: Vec<u8>,
+    /// Reused for the canonical bytes of each `Value` appended.
+    data_scratch: Vec<u8>,
     seq: u64,
     prev: Option<Digest>,
     /// The hex of `prev`'s hash, written into the next line's `prev`.
@@ -88,6 +90,7 @@ impl<S: Sink> LogWriter<S> {
             pending: Vec::with_capacity(16 * 1024),
             written_at: Instant::now(),
             scratch: Vec::with_capacity(160),
+            data_scratch: Vec::with_capacity(512),
             seq: 0,
             prev: None,
             prev_hex: [0; 64],
@@ -98,42 +101,48 @@ impl<S: Sink> LogWriter<S> {
     /// Append one event; returns it with its hash. Nothing reaches the sink until
     /// [`flush`](Self::flush).
     pub fn append(&mut self, turn: Option<u32>, t: u64, kind: Kind, data: Value) -> Result<Event, WriteError> {
-        self.append_written(turn, t, kind, data, None)
+        let mut bytes = std::mem::take(&mut self.data_scratch);
+        bytes.clear();
+        let canonical = canon::write_canonical(&mut bytes, &data);
+        let event = canonical
+            .map_err(|source| WriteError::Canon { seq: self.seq, kind, source })
+            .map(|()| self.append_data(turn, t, kind, Data::from_canonical(&bytes)));
+        self.data_scratch = bytes;
+        event
     }
 
-    /// [`append`](Self::append), with the canonical bytes of `data` when a typed writer
-    /// has written them (see [`Unhashed::encode_written`]).
-    pub fn append_written(
-        &mut self,
-        turn: Option<u32>,
-        t: u64,
-        kind: Kind,
-        data: Value,
-        written: Option<&[u8]>,
-    ) -> Result<Event, WriteError> {
+    /// [`append`](Self::append) an event whose data a typed writer has written as
+    /// `canonical`, its canonical bytes (`canon::ObjectWriter`); debug builds check them.
+    pub fn append_canonical(&mut self, turn: Option<u32>, t: u64, kind: Kind, canonical: &[u8]) -> Event {
+        self.append_data(turn, t, kind, Data::checked(canonical))
+    }
+
+    /// Append an event with data already held as [`Data`]: re-chaining verified events
+    /// (goldens), where the bytes are canonical and need no second pass.
+    pub fn append_data(&mut self, turn: Option<u32>, t: u64, kind: Kind, data: Data) -> Event {
         let seq = self.seq;
-        let unhashed = Unhashed { seq, turn, t, kind, data: &data, prev: self.prev.as_ref() };
+        let unhashed = Unhashed { seq, turn, t, kind, data: data.as_bytes(), prev: self.prev.as_ref() };
         let start = self.pending.len();
         let prev_hex = self.prev.is_some().then_some(&self.prev_hex);
-        let (hash, hex) = unhashed
-            .encode_written(&mut self.pending, &mut self.scratch, written, prev_hex)
-            .map_err(|source| WriteError::Canon { seq, kind, source })?;
+        let (hash, hex) = unhashed.encode_into(&mut self.pending, &mut self.scratch, prev_hex);
         self.prev_hex = hex;
         self.pending.push(b'\n');
         self.offset += (self.pending.len() - start) as u64;
         let event = Event { seq, turn, t, kind, data, prev: self.prev, hash };
         self.seq += 1;
         self.prev = Some(hash);
-        Ok(event)
+        event
     }
 
     /// The event [`append`](Self::append) would write next, without writing it: same
     /// seq, `prev` and hash. Grading reads a run's log this way while the run's last
     /// event is still held back (see `runtime::Recorder`).
-    pub fn preview(&self, turn: Option<u32>, t: u64, kind: Kind, data: Value) -> Result<Event, WriteError> {
+    pub fn preview(&self, turn: Option<u32>, t: u64, kind: Kind, data: &Value) -> Result<Event, WriteError> {
         let seq = self.seq;
-        let unhashed = Unhashed { seq, turn, t, kind, data: &data, prev: self.prev.as_ref() };
-        let (_, hash) = unhashed.encode().map_err(|source| WriteError::Canon { seq, kind, source })?;
+        let bytes = canon::to_canonical(data).map_err(|source| WriteError::Canon { seq, kind, source })?;
+        let data = Data::from_canonical(&bytes);
+        let unhashed = Unhashed { seq, turn, t, kind, data: data.as_bytes(), prev: self.prev.as_ref() };
+        let (_, hash) = unhashed.encode();
         Ok(Event { seq, turn, t, kind, data, prev: self.prev, hash })
     }
 

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::event::{Event, Kind};
+use crate::event::{Event, Kind, payload};
 
 /// The envelope of one run; `passed` is the run's verdict, set by the runner.
 pub fn envelope(events: &[Event], passed: bool) -> Value {
@@ -16,16 +16,20 @@ pub fn envelope(events: &[Event], passed: bool) -> Value {
     let mut final_response = Value::Null;
     for e in events {
         match e.kind {
-            Kind::ToolExecuted => tool_calls.push(json!({"name": e.get("tool"), "args": e.get("args")})),
+            Kind::ToolExecuted => {
+                let call: payload::ToolExecuted = e.view();
+                tool_calls.push(json!({"name": call.tool.value(), "args": call.args.value()}));
+            }
             Kind::ModelCalled => {
-                let usage = e.get("usage");
-                tokens += usage.get("input_tokens").and_then(Value::as_u64).unwrap_or(0)
-                    + usage.get("output_tokens").and_then(Value::as_u64).unwrap_or(0);
-                if let Some(text) = e.get("response").get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                let called: payload::ModelCalled = e.view();
+                let usage: payload::Usage = called.usage.view();
+                tokens += usage.input_tokens.as_u64().unwrap_or(0) + usage.output_tokens.as_u64().unwrap_or(0);
+                let response: payload::Response = called.response.view();
+                if let Some(text) = response.content.as_str().filter(|t| !t.is_empty()) {
                     turns.push(json!({"role": "assistant", "content": text}));
                 }
             }
-            Kind::TurnCompleted => final_response = e.get("response").clone(),
+            Kind::TurnCompleted => final_response = e.view::<payload::TurnCompleted>().response.value(),
             _ => {}
         }
     }

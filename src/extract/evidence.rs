@@ -11,7 +11,7 @@
 
 use super::path::{self, Segment};
 use crate::event::fold;
-use crate::event::{Event, Kind};
+use crate::event::{Event, Kind, payload};
 
 /// Most seqs returned for one target: a reviewer follows the first few, and a
 /// `tool_sequence` over a 300-turn run should not list a thousand events.
@@ -57,7 +57,9 @@ pub fn evidence(target: &str, events: &[Event]) -> Vec<u64> {
         }
         "policy" => {
             let decided = of(Kind::PolicyDecided);
-            let with_verdict = |v: &'static str| move |e: &&Event| e.str("verdict") == Some(v);
+            let with_verdict = |v: &'static str| {
+                move |e: &&Event| e.view::<payload::PolicyDecided>().verdict.as_str().as_deref() == Some(v)
+            };
             match (key(1), index(2)) {
                 (Some("verdicts"), n @ Some(_)) => nth(Kind::PolicyDecided, n),
                 (Some("verdict_at_turn"), Some(t)) => {
@@ -72,12 +74,13 @@ pub fn evidence(target: &str, events: &[Event]) -> Vec<u64> {
             let compiled = of(Kind::ContextCompiled);
             match key(1) {
                 Some("max_total") => compiled
-                    .max_by_key(|e| (e.get("total").as_u64(), std::cmp::Reverse(e.seq)))
+                    .max_by_key(|e| (e.view::<payload::ContextCompiled>().total.as_u64(), std::cmp::Reverse(e.seq)))
                     .map(|e| vec![e.seq])
                     .unwrap_or_default(),
-                Some("budget_exceeded") => seqs(&mut compiled.filter(
-                    |e| matches!((e.get("total").as_u64(), e.get("budget").as_u64()), (Some(t), Some(b)) if t > b),
-                )),
+                Some("budget_exceeded") => seqs(&mut compiled.filter(|e| {
+                    let c: payload::ContextCompiled = e.view();
+                    matches!((c.total.as_u64(), c.budget.as_u64()), (Some(t), Some(b)) if t > b)
+                })),
                 _ => Vec::new(),
             }
         }
@@ -85,17 +88,16 @@ pub fn evidence(target: &str, events: &[Event]) -> Vec<u64> {
             (Some("flags"), n @ Some(_)) => nth(Kind::SecurityFlagged, n),
             _ => nth(Kind::SecurityFlagged, None),
         },
-        "sandbox" => seqs(
-            &mut events
-                .iter()
-                .filter(|e| e.kind == Kind::RunStarted || (e.kind == Kind::ToolExecuted && !e.get("effect").is_null())),
-        ),
+        "sandbox" => seqs(&mut events.iter().filter(|e| {
+            e.kind == Kind::RunStarted
+                || (e.kind == Kind::ToolExecuted && !e.view::<payload::ToolExecuted>().effect.is_null())
+        })),
         "usage" => nth(Kind::ModelCalled, None),
         "status" => of(Kind::RunCompleted).next_back().map(|e| vec![e.seq]).unwrap_or_default(),
         "replay" => nth(Kind::ReplayDiverged, None),
         "approvals" => nth(Kind::ApprovalRequested, index(1)),
         // recovery is measured from the faults the run met: they are where to look
-        "recovery" => seqs(&mut of(Kind::ToolExecuted).filter(|e| !e.get("fault").is_null())),
+        "recovery" => seqs(&mut of(Kind::ToolExecuted).filter(|e| !e.view::<payload::ToolExecuted>().fault.is_null())),
         _ => Vec::new(),
     }
 }

@@ -40,7 +40,7 @@ pub use recovery::recovery_input;
 use serde_json::{Map, Value, json};
 
 use crate::event::fold;
-use crate::event::{Event, Kind};
+use crate::event::{Event, Kind, payload};
 use path::Segment;
 
 /// Root names an assertion may target.
@@ -108,33 +108,48 @@ pub fn resolve(target: &str, events: &[Event]) -> Option<Value> {
 fn root(name: &str, events: &[Event]) -> Option<Value> {
     let of = |kind: Kind| events.iter().filter(move |e| e.kind == kind);
     Some(match name {
-        "final_response" => of(Kind::TurnCompleted).next_back()?.get("response").clone(),
+        "final_response" => of(Kind::TurnCompleted).next_back()?.view::<payload::TurnCompleted>().response.value(),
         "turns" => turns(events),
         "tool_calls" => Value::Array(
             of(Kind::ToolExecuted)
                 .map(|e| {
-                    json!({"name": e.get("tool"), "args": e.get("args"), "result": e.get("result"),
-                           "is_error": e.get("is_error"), "fault": e.get("fault"), "turn": e.turn})
+                    let call: payload::ToolExecuted = e.view();
+                    let mut out = Map::new();
+                    out.insert("args".into(), call.args.value());
+                    out.insert("fault".into(), call.fault.value());
+                    out.insert("is_error".into(), call.is_error.value());
+                    out.insert("name".into(), call.tool.value());
+                    out.insert("result".into(), call.result.value());
+                    out.insert("turn".into(), json!(e.turn));
+                    Value::Object(out)
                 })
                 .collect(),
         ),
-        "tool_results" => Value::Array(of(Kind::ToolExecuted).map(|e| e.get("result").clone()).collect()),
-        "tool_sequence" => Value::Array(of(Kind::ToolExecuted).map(|e| e.get("tool").clone()).collect()),
-        "tools" => json!({"proposed": of(Kind::ToolProposed).map(|e| e.get("tool").clone()).collect::<Vec<_>>()}),
+        "tool_results" => {
+            Value::Array(of(Kind::ToolExecuted).map(|e| e.view::<payload::ToolExecuted>().result.value()).collect())
+        }
+        "tool_sequence" => {
+            Value::Array(of(Kind::ToolExecuted).map(|e| e.view::<payload::ToolExecuted>().tool.value()).collect())
+        }
+        "tools" => {
+            json!({"proposed": of(Kind::ToolProposed).map(|e| e.view::<payload::ToolProposed>().tool.value()).collect::<Vec<_>>()})
+        }
         "memory" => fold::memory_values(&fold::memory_at(events, None)),
         "memory_lifecycle" => fold::memory_lifecycle(&fold::memory_at(events, None)),
         "policy" => policy(events, true),
         "context" => {
-            let compiled: Vec<&Event> = of(Kind::ContextCompiled).collect();
-            let max_total = compiled.iter().filter_map(|e| e.get("total").as_u64()).max().unwrap_or(0);
-            let exceeded = compiled
-                .iter()
-                .any(|e| matches!((e.get("total").as_u64(), e.get("budget").as_u64()), (Some(t), Some(b)) if t > b));
+            let compiled: Vec<payload::ContextCompiled> = of(Kind::ContextCompiled).map(Event::view).collect();
+            let max_total = compiled.iter().filter_map(|c| c.total.as_u64()).max().unwrap_or(0);
+            let exceeded =
+                compiled.iter().any(|c| matches!((c.total.as_u64(), c.budget.as_u64()), (Some(t), Some(b)) if t > b));
             json!({"max_total": max_total, "budget_exceeded": u8::from(exceeded), "compilations": compiled.len()})
         }
         "security" => {
             let flags: Vec<Value> = of(Kind::SecurityFlagged)
-                .map(|e| json!({"class": e.get("class"), "severity": e.get("severity"), "detail": e.get("detail"), "turn": e.turn}))
+                .map(|e| {
+                    let f: payload::SecurityFlagged = e.view();
+                    json!({"class": f.class.value(), "severity": f.severity.value(), "detail": f.detail.value(), "turn": e.turn})
+                })
                 .collect();
             json!({"flag_count": flags.len(), "flags": flags})
         }
@@ -142,13 +157,14 @@ fn root(name: &str, events: &[Event]) -> Option<Value> {
         "usage" => {
             let (mut input, mut output, mut calls) = (0u64, 0u64, 0u64);
             for e in of(Kind::ModelCalled) {
-                input += e.get("usage").get("input_tokens").and_then(Value::as_u64).unwrap_or(0);
-                output += e.get("usage").get("output_tokens").and_then(Value::as_u64).unwrap_or(0);
+                let usage: payload::Usage = e.view::<payload::ModelCalled>().usage.view();
+                input += usage.input_tokens.as_u64().unwrap_or(0);
+                output += usage.output_tokens.as_u64().unwrap_or(0);
                 calls += 1;
             }
             json!({"input_tokens": input, "output_tokens": output, "total_tokens": input + output, "model_calls": calls})
         }
-        "status" => of(Kind::RunCompleted).next_back()?.get("status").clone(),
+        "status" => of(Kind::RunCompleted).next_back()?.view::<payload::RunCompleted>().status.value(),
         // what the agent did: grading events are written after it, so every assertion,
         // graded before or after them, sees the same count
         "events" => json!({"count": events.iter().filter(|e| !e.kind.is_grading()).count()}),
@@ -157,13 +173,17 @@ fn root(name: &str, events: &[Event]) -> Option<Value> {
             let mut requested: Vec<Value> = Vec::new();
             for e in events {
                 match e.kind {
-                    Kind::ApprovalRequested => requested.push(
-                        json!({"call_id": e.get("call_id"), "tool": e.get("tool"), "route": e.get("route"), "turn": e.turn}),
-                    ),
+                    Kind::ApprovalRequested => {
+                        let a: payload::ApprovalRequested = e.view();
+                        requested.push(json!({"call_id": a.call_id.value(), "tool": a.tool.value(),
+                                              "route": a.route.value(), "turn": e.turn}));
+                    }
                     Kind::ApprovalResolved => {
-                        if let Some(r) = requested.iter_mut().rev().find(|r| r["call_id"] == *e.get("call_id")) {
-                            r["approved"] = e.get("approved").clone();
-                            r["by"] = e.get("by").clone();
+                        let a: payload::ApprovalResolved = e.view();
+                        let call = a.call_id.value();
+                        if let Some(r) = requested.iter_mut().rev().find(|r| r["call_id"] == call) {
+                            r["approved"] = a.approved.value();
+                            r["by"] = a.by.value();
                         }
                     }
                     _ => {}
@@ -186,11 +206,11 @@ fn turns(events: &[Event]) -> Value {
                     turns.resize_with(t + 1, Map::new);
                 }
                 let (field, value) = if e.kind == Kind::TurnStarted {
-                    ("input", e.get("input"))
+                    ("input", e.view::<payload::TurnStarted>().input.value())
                 } else {
-                    ("response", e.get("response"))
+                    ("response", e.view::<payload::TurnCompleted>().response.value())
                 };
-                turns[t].insert(field.into(), value.clone());
+                turns[t].insert(field.into(), value);
             }
             _ => {}
         }
@@ -203,14 +223,16 @@ fn turns(events: &[Event]) -> Value {
 fn policy(events: &[Event], verdicts_too: bool) -> Value {
     let mut verdicts = Vec::new();
     let (mut denials, mut escalations) = (0u64, 0u64);
-    let mut per_turn: Vec<Option<&str>> = Vec::new();
+    let mut per_turn: Vec<Option<String>> = Vec::new();
     let rank = |v: &str| match v {
         "deny" => 2,
         "escalate" => 1,
         _ => 0,
     };
     for e in events.iter().filter(|e| e.kind == Kind::PolicyDecided) {
-        let verdict = e.str("verdict").unwrap_or("");
+        let decided: payload::PolicyDecided = e.view();
+        let verdict = decided.verdict.as_str().unwrap_or_default();
+        let verdict = &*verdict;
         match verdict {
             "deny" => denials += 1,
             "escalate" => escalations += 1,
@@ -220,23 +242,23 @@ fn policy(events: &[Event], verdicts_too: bool) -> Value {
             if per_turn.len() <= t {
                 per_turn.resize(t + 1, None);
             }
-            if per_turn[t].is_none_or(|old| rank(verdict) > rank(old)) {
-                per_turn[t] = Some(verdict);
+            if per_turn[t].as_deref().is_none_or(|old| rank(verdict) > rank(old)) {
+                per_turn[t] = Some(verdict.to_string());
             }
         }
         if !verdicts_too {
             continue;
         }
-        let mut entry = json!({"turn": e.turn, "call_id": e.get("call_id"), "tool": e.get("tool"),
-                               "verdict": verdict, "rule": e.get("rule")});
+        let mut entry = json!({"turn": e.turn, "call_id": decided.call_id.value(), "tool": decided.tool.value(),
+                               "verdict": verdict, "rule": decided.rule.value()});
         // the event that introduced the taint a decision saw, when it saw one
-        if !e.get("tainted_by").is_null() {
-            entry["tainted_by"] = e.get("tainted_by").clone();
+        if !decided.tainted_by.is_null() {
+            entry["tainted_by"] = decided.tainted_by.value();
         }
         // where a consequential argument came from, when the call had one
-        for field in ["grounded", "ungrounded"] {
-            if !e.get(field).is_null() {
-                entry[field] = e.get(field).clone();
+        for (field, value) in [("grounded", decided.grounded), ("ungrounded", decided.ungrounded)] {
+            if !value.is_null() {
+                entry[field] = value.value();
             }
         }
         verdicts.push(entry);
@@ -245,7 +267,7 @@ fn policy(events: &[Event], verdicts_too: bool) -> Value {
         "verdicts": verdicts,
         "denials": denials,
         "escalations": escalations,
-        "verdict_at_turn": per_turn.into_iter().map(|v| v.map_or(Value::Null, |s| Value::String(s.into()))).collect::<Vec<_>>(),
+        "verdict_at_turn": per_turn.into_iter().map(|v| v.map_or(Value::Null, Value::String)).collect::<Vec<_>>(),
     })
 }
 

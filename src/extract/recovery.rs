@@ -32,7 +32,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::event::{Event, Kind};
+use crate::event::{Event, Kind, payload};
 use crate::metrics::recovery::RecoveryMarks;
 
 /// `tool_executed.fault` of a call that timed out.
@@ -41,31 +41,36 @@ const TIMEOUT: &str = "timeout";
 /// The recovery marks of one run's events. Without a faulted call, only `detections`
 /// (0) and `fault_fired` (false) are set.
 pub fn marks(events: &[Event]) -> RecoveryMarks {
-    let executed = |e: &&Event| e.kind == Kind::ToolExecuted;
-    let detections = events.iter().filter(executed).filter(|e| e.str("fault") == Some(TIMEOUT)).count() as u64;
-    let Some(first) = events.iter().position(|e| e.kind == Kind::ToolExecuted && !e.get("fault").is_null()) else {
+    fn fault(e: &Event) -> Option<payload::Json<'_>> {
+        (e.kind == Kind::ToolExecuted).then(|| e.view::<payload::ToolExecuted>().fault)
+    }
+    let detections = events.iter().filter_map(fault).filter(|f| f.as_str().as_deref() == Some(TIMEOUT)).count() as u64;
+    let Some(first) = events.iter().position(|e| fault(e).is_some_and(|f| !f.is_null())) else {
         return RecoveryMarks { detections: Some(detections), fault_fired: Some(false), ..RecoveryMarks::default() };
     };
     let faulted = &events[first];
+    let call: payload::ToolExecuted = faulted.view();
     let millis = |t: u64| i64::try_from(t).ok();
     // the proposal of the same call; a log without one (imported, hand-written) starts
     // the call when its result arrived minus the time it took
     let proposed = events[..first]
         .iter()
         .rev()
-        .find(|e| e.kind == Kind::ToolProposed && e.get("call_id") == faulted.get("call_id"))
+        .find(|e| e.kind == Kind::ToolProposed && e.view::<payload::ToolProposed>().call_id.raw() == call.call_id.raw())
         .map(|e| e.t)
-        .unwrap_or_else(|| faulted.t.saturating_sub(faulted.get("duration_ms").as_u64().unwrap_or(0)));
+        .unwrap_or_else(|| faulted.t.saturating_sub(call.duration_ms.as_u64().unwrap_or(0)));
     let recovered = events[first..].iter().find(|e| match e.kind {
-        Kind::ToolExecuted => e.get("is_error").as_bool() == Some(false),
-        Kind::TurnCompleted => e.str("response").is_some_and(|r| !r.trim().is_empty()),
+        Kind::ToolExecuted => e.view::<payload::ToolExecuted>().is_error.as_bool() == Some(false),
+        Kind::TurnCompleted => {
+            e.view::<payload::TurnCompleted>().response.as_str().is_some_and(|r| !r.trim().is_empty())
+        }
         _ => false,
     });
     RecoveryMarks {
         call_start_ms: millis(proposed),
-        detected_ms: (faulted.str("fault") == Some(TIMEOUT)).then(|| millis(faulted.t)).flatten(),
+        detected_ms: (call.fault.as_str().as_deref() == Some(TIMEOUT)).then(|| millis(faulted.t)).flatten(),
         recovered_ms: recovered.and_then(|e| millis(e.t)),
-        timeout_budget_ms: faulted.get("timeout_ms").as_i64(),
+        timeout_budget_ms: call.timeout_ms.as_i64(),
         detections: Some(detections),
         fault_fired: Some(true),
     }
@@ -130,7 +135,7 @@ mod tests {
                 turn: Some(0),
                 t: *t,
                 kind: *kind,
-                data: data.clone(),
+                data: crate::event::Data::from_value(data.clone()).expect("canonical"),
                 prev: None,
                 hash: Digest([0; 32]),
             })

@@ -51,7 +51,7 @@ pub fn normalize(events: &[Event]) -> Result<Normalized, WriteError> {
     let mut writer = LogWriter::new(Vec::new());
     let mut out = Vec::with_capacity(events.len());
     for e in events {
-        out.push(writer.append(e.turn, e.t, e.kind, e.data.clone())?);
+        out.push(writer.append_data(e.turn, e.t, e.kind, e.data.clone()));
     }
     let (bytes, _) = writer.finish()?;
     Ok(Normalized { bytes, events: out })
@@ -69,7 +69,7 @@ pub fn normalize_events(events: Vec<Event>) -> Result<Vec<Event>, WriteError> {
         return Ok(events);
     }
     let mut writer = LogWriter::new(std::io::sink());
-    events.into_iter().map(|e| writer.append(e.turn, e.t, e.kind, e.data)).collect()
+    Ok(events.into_iter().map(|e| writer.append_data(e.turn, e.t, e.kind, e.data)).collect())
 }
 
 #[cfg(test)]

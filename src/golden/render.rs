@@ -214,7 +214,12 @@ fn write_hunk(
 
 /// `turn 1  t 1500  tool_executed transfer`.
 fn describe(e: &Event) -> String {
-    format!("{:<7} t {:<6} {}", turn(e.turn), e.t, kind_and_tool(e.kind.as_str(), e.str("tool")))
+    format!(
+        "{:<7} t {:<6} {}",
+        turn(e.turn),
+        e.t,
+        kind_and_tool(e.kind.as_str(), e.data.member("tool").as_str().as_deref())
+    )
 }
 
 fn turn(turn: Option<u32>) -> String {
@@ -229,7 +234,7 @@ fn kind_and_tool(kind: &str, tool: Option<&str>) -> String {
 }
 
 fn data(e: &Event) -> String {
-    clip(canon::to_canonical_string(&e.data).unwrap_or_default())
+    clip(e.data.as_str().to_string())
 }
 
 /// A value on one line: canonical JSON, clipped; `(absent)` when there is none.

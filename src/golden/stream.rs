@@ -20,7 +20,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use super::diff::{Diff, Gap, SEQ_REFERENCES, diff_around};
 use super::normalize::normalize_events;
 use super::render::{CONTEXT, Side};
-use crate::canon::{self, Digest};
+use crate::canon::Digest;
 use crate::event::Event;
 use crate::event::reader::{ReadError, read_log, stream_log};
 use crate::event::writer::{LogWriter, WriteError};
@@ -129,21 +129,14 @@ struct Read {
 fn read_events(path: &Path, out: SyncSender<Vec<Event>>) -> Result<Read, StreamError> {
     let mut chunk: Vec<Event> = Vec::with_capacity(CHUNK);
     let mut rechain: Option<LogWriter<std::io::Sink>> = None;
-    let mut failed: Option<WriteError> = None;
     let (mut total, mut head, mut first) = (0usize, None, true);
     stream_log(path, |e, _| {
-        if failed.is_some() {
-            return;
-        }
         if std::mem::take(&mut first) && e.seq != 0 {
             rechain = Some(LogWriter::new(std::io::sink()));
         }
         let event = match rechain.as_mut() {
             None => e.clone(),
-            Some(w) => match w.append(e.turn, e.t, e.kind, e.data.clone()) {
-                Ok(event) => event,
-                Err(error) => return failed = Some(error),
-            },
+            Some(w) => w.append_data(e.turn, e.t, e.kind, e.data.clone()),
         };
         (total, head) = (total + 1, Some(event.hash));
         chunk.push(event);
@@ -152,9 +145,6 @@ fn read_events(path: &Path, out: SyncSender<Vec<Event>>) -> Result<Read, StreamE
             let _ = out.send(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK)));
         }
     })?;
-    if let Some(source) = failed {
-        return Err(StreamError::Normalize { path: path.display().to_string(), source });
-    }
     if !chunk.is_empty() {
         let _ = out.send(chunk);
     }
@@ -318,14 +308,14 @@ fn identical(g: &Event, a: &Event, last_t: &mut (u64, u64), outside_head: Option
         && g.turn == a.turn
         && g.kind == a.kind
         && g.t.saturating_sub(gt) == a.t.saturating_sub(at)
-        && canon::json_eq(&g.data, &a.data)
-        && references_outside(&g.data, outside_head)
+        && g.data == a.data
+        && references_outside(g, outside_head)
 }
 
 /// No seq reference in `data` points below `bound`.
-fn references_outside(data: &serde_json::Value, bound: Option<u64>) -> bool {
+fn references_outside(e: &Event, bound: Option<u64>) -> bool {
     let Some(bound) = bound else { return true };
-    SEQ_REFERENCES.iter().all(|k| data.get(k).and_then(serde_json::Value::as_u64).is_none_or(|seq| seq >= bound))
+    SEQ_REFERENCES.iter().all(|k| e.data.member(k).as_u64().is_none_or(|seq| seq >= bound))
 }
 
 #[cfg(test)]

@@ -280,7 +280,7 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
         if is_error.is_none() {
             unknown_error.push(format!("{tool} (seq {})", e.seq));
         }
-        if e.get("result").is_null() && super::writer::is_absent(&e.data, "/result") {
+        if e.get("result").is_null() && super::writer::is_absent(e.data.tree(), "/result") {
             absent_result.push(format!("{tool} (seq {})", e.seq));
         }
         let mut outcome = json!({"result": e.get("result"), "is_error": is_error.unwrap_or(false)});
@@ -521,7 +521,7 @@ fn path_view(e: &Event) -> Option<Value> {
         let mut m = Map::new();
         for k in keys {
             let v = e.get(k);
-            if !v.is_null() && !super::writer::is_absent(&e.data, &format!("/{k}")) {
+            if !v.is_null() && !super::writer::is_absent(e.data.tree(), &format!("/{k}")) {
                 m.insert((*k).to_string(), v.clone());
             }
         }
@@ -550,7 +550,7 @@ fn path_view(e: &Event) -> Option<Value> {
 pub fn final_answer(events: &[Event]) -> Option<&Event> {
     let last_turn = events.iter().rev().find(|e| e.kind == Kind::TurnStarted)?.turn;
     let last = events.iter().rev().find(|e| e.kind == Kind::TurnCompleted)?;
-    (last.turn == last_turn && !super::writer::is_absent(&last.data, "/response")).then_some(last)
+    (last.turn == last_turn && !super::writer::is_absent(last.data.tree(), "/response")).then_some(last)
 }
 
 /// The path view of a log, as a log the golden diff reads, with the event each view

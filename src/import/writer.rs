@@ -281,7 +281,7 @@ mod tests {
         );
         // the first call's result was never captured: null, marked absent, and warned about
         assert_eq!(executed[0].get("result"), &Value::Null);
-        assert!(is_absent(&executed[0].data, "/result"));
+        assert!(is_absent(executed[0].data.tree(), "/result"));
         assert_eq!(executed[1].get("args"), &json!("{oops"));
         assert!(executed[1].str("args_error").is_some());
         let warnings: Vec<&str> =

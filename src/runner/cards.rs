@@ -9,10 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
-
 use crate::dataset::{Case, Perturbation};
-use crate::event::{Event, Kind};
+use crate::event::{Event, Kind, payload};
 use crate::metrics::dimensions::{Perturbed, PerturbedTask, Report, Run, Severity, Task, Variant, evaluate_tasks};
 use crate::pipeline::profile::Price;
 
@@ -23,20 +21,26 @@ pub fn card_run(events: &[Event], success: bool, price: Option<Price>) -> Run {
     for e in events {
         match e.kind {
             Kind::ModelCalled => {
+                let called: payload::ModelCalled = e.view();
+                let usage: payload::Usage = called.usage.view();
                 run.model_calls += 1;
-                latency_sum += e.get("latency_ms").as_f64().unwrap_or(0.0);
-                input += e.get("usage").get("input_tokens").and_then(Value::as_u64).unwrap_or(0);
-                output += e.get("usage").get("output_tokens").and_then(Value::as_u64).unwrap_or(0);
-                if let Some(c) = e.get("response").get("confidence").and_then(Value::as_f64) {
+                latency_sum += called.latency_ms.as_f64().unwrap_or(0.0);
+                input += usage.input_tokens.as_u64().unwrap_or(0);
+                output += usage.output_tokens.as_u64().unwrap_or(0);
+                if let Some(c) = called.response.view::<payload::Response>().confidence.as_f64() {
                     run.confidence = Some(c);
                 }
             }
             Kind::ToolExecuted => {
-                run.actions.push(e.str("tool").unwrap_or_default().to_string());
-                run.errors += u64::from(e.get("is_error").as_bool().unwrap_or(false));
+                let call: payload::ToolExecuted = e.view();
+                run.actions.push(call.tool.as_str().unwrap_or_default().into_owned());
+                run.errors += u64::from(call.is_error.as_bool().unwrap_or(false));
             }
             Kind::Error => run.errors += 1,
-            Kind::SecurityFlagged => run.violations.push(Severity::from_label(e.str("severity").unwrap_or_default())),
+            Kind::SecurityFlagged => {
+                let severity = e.view::<payload::SecurityFlagged>().severity.as_str();
+                run.violations.push(Severity::from_label(severity.as_deref().unwrap_or_default()));
+            }
             _ => {}
         }
     }

@@ -1244,8 +1244,9 @@ fn diagnose(output: &Path, refused: Option<String>, pipeline: &Pipeline) -> Agen
 /// The message of the log's first fixture error (an effect the manifest cannot apply).
 fn fixture_error(events: &[Event]) -> Option<String> {
     events.iter().find_map(|e| {
-        (e.kind == crate::event::Kind::Error && e.data["kind"] == "fixture_error")
-            .then(|| e.data["message"].as_str().unwrap_or("fixture error").to_string())
+        let error = (e.kind == crate::event::Kind::Error).then(|| e.view::<crate::event::payload::Error>())?;
+        (error.kind.as_str().as_deref() == Some("fixture_error"))
+            .then(|| error.message.as_str().map_or_else(|| "fixture error".to_string(), std::borrow::Cow::into_owned))
     })
 }
 

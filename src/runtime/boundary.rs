@@ -141,7 +141,7 @@ impl<'a> ToolBoundary<'a> {
                 .events()
                 .iter()
                 .rev()
-                .find(|e| e.kind == Kind::TurnStarted && e.get("turn").as_u64() == Some(turn as u64));
+                .find(|e| e.kind == Kind::TurnStarted && e.data.member("turn").as_u64() == Some(turn as u64));
             let origin = Origin { seq: seq.map(|e| e.seq), source: Source::UserTurn };
             self.grounding.ground(&json!(self.case.turns[turn]), origin);
         }
@@ -206,7 +206,12 @@ impl<'a> ToolBoundary<'a> {
         }
         // name the event that introduced the taint, so a denial points at its real cause
         let tainted_by = source.map(|seq| {
-            let by = rec.events().get(seq as usize).and_then(|e| e.str("tool")).unwrap_or_default().to_string();
+            let by = rec
+                .events()
+                .get(seq as usize)
+                .and_then(|e| e.data.member("tool").as_str())
+                .unwrap_or_default()
+                .to_string();
             if decision.verdict == Verdict::Deny {
                 decision.reason = format!("{} (taint introduced by event {seq}, {by})", decision.reason);
             }
@@ -237,7 +242,7 @@ impl<'a> ToolBoundary<'a> {
                 rec.emit(Kind::PolicyDecided, data)?;
             }
             None => {
-                super::emit_typed(rec, &mut self.canonical, Kind::PolicyDecided, data, |out| decided.write(out))?;
+                super::emit_typed(rec, &mut self.canonical, Kind::PolicyDecided, || data, |out| decided.write(out))?;
             }
         }
         let allowed = match decision.verdict {
@@ -341,24 +346,23 @@ impl<'a> ToolBoundary<'a> {
         // a call with a fault, a key or a protocol error has more members: from its tree
         let plain = execution.fault.is_none() && key.is_none() && execution.protocol_error.is_none();
         self.canonical.clear();
-        let written = plain && executed.write(&mut self.canonical, effect.as_ref());
-        let mut data = executed.value(effect);
-        // only faulted calls carry fault details, so logs without faults keep their bytes
-        if let Some(injection) = &execution.fault {
-            data["fault"] = json!(injection.kind.as_str());
-            data["injected"] = json!(injection.declared.to_string());
-            data["timeout_ms"] = json!(injection.timeout_ms);
-        }
-        if let Some(key) = &key {
-            data["idempotency_key"] = json!(key);
-        }
-        // only protocol errors carry a kind, so other logs keep their bytes
-        if execution.protocol_error.is_some() {
-            data["error_kind"] = json!("protocol");
-        }
-        let seq = if written {
-            rec.emit_written(Kind::ToolExecuted, data, &self.canonical)?
+        let seq = if plain && executed.write(&mut self.canonical, effect.as_ref()) {
+            rec.emit_written(Kind::ToolExecuted, &self.canonical)?
         } else {
+            let mut data = executed.value(effect);
+            // only faulted calls carry fault details, so logs without faults keep their bytes
+            if let Some(injection) = &execution.fault {
+                data["fault"] = json!(injection.kind.as_str());
+                data["injected"] = json!(injection.declared.to_string());
+                data["timeout_ms"] = json!(injection.timeout_ms);
+            }
+            if let Some(key) = &key {
+                data["idempotency_key"] = json!(key);
+            }
+            // only protocol errors carry a kind, so other logs keep their bytes
+            if execution.protocol_error.is_some() {
+                data["error_kind"] = json!("protocol");
+            }
             rec.emit(Kind::ToolExecuted, data)?
         };
         if let Some(fixture) = &execution.fixture_error {

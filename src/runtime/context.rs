@@ -147,15 +147,16 @@ impl Conversation {
     }
 
     /// `{"role": "assistant", "content": content}`, with `"tool_calls": tool_calls` when
-    /// given, written in its canonical form directly.
-    pub fn assistant(&mut self, content: &str, tool_calls: Option<&Value>) -> Result<(), CanonError> {
+    /// given (their canonical text, as the `model_called` event holds it), written in
+    /// its canonical form directly.
+    pub fn assistant(&mut self, content: &str, tool_calls: Option<&str>) -> Result<(), CanonError> {
         self.push_with(false, |joined| {
             joined.extend_from_slice(b"{\"content\":");
             canon::write_canonical_str(joined, content);
             joined.extend_from_slice(b",\"role\":\"assistant\"");
             if let Some(calls) = tool_calls {
                 joined.extend_from_slice(b",\"tool_calls\":");
-                canon::write_canonical(joined, calls)?;
+                joined.extend_from_slice(calls.as_bytes());
             }
             joined.push(b'}');
             Ok(())
@@ -278,7 +279,9 @@ mod tests {
         let result = json!({"z": [1, 2.5, "é\u{1}"], "a": {"y": null}});
         direct.user("héllo \"x\"\n").unwrap();
         built.push(json!({"role": "user", "content": "héllo \"x\"\n"})).unwrap();
-        direct.assistant("", Some(&json!([{"name": "t", "id": "c-1", "args": {"b": 1, "a": [2]}}]))).unwrap();
+        let calls =
+            canon::to_canonical_string(&json!([{"name": "t", "id": "c-1", "args": {"b": 1, "a": [2]}}])).unwrap();
+        direct.assistant("", Some(&calls)).unwrap();
         built
             .push(json!({"role": "assistant", "content": "", "tool_calls": [{"name": "t", "id": "c-1", "args": {"b": 1, "a": [2]}}]}))
             .unwrap();

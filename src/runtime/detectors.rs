@@ -24,7 +24,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Value, json};
 
-use crate::event::{Event, Kind};
+use crate::event::{Event, Kind, payload};
 use crate::pipeline::SafetyClass;
 use crate::pipeline::profile::SafetyConfig;
 use crate::sandbox::Manifest;
@@ -81,16 +81,17 @@ impl Detectors {
         let mut out = Vec::new();
         match event.kind {
             Kind::TurnCompleted => {
-                if let Some(text) = event.str("response") {
-                    self.pii(text, event.seq, "the reply to the user", &mut out);
+                if let Some(text) = event.view::<payload::TurnCompleted>().response.as_str() {
+                    self.pii(&text, event.seq, "the reply to the user", &mut out);
                 }
             }
             Kind::ToolExecuted => {
-                let tool = event.str("tool").unwrap_or_default().to_string();
+                let executed: payload::ToolExecuted = event.view();
+                let tool = executed.tool.as_str().unwrap_or_default().into_owned();
                 let class = self.classes.get(&tool).copied();
                 if self.untrusted.contains(&tool) {
                     let mut text = String::new();
-                    string_leaves(event.get("result"), &mut |s| {
+                    string_leaves(&executed.result.value(), &mut |s| {
                         text.push_str(s);
                         text.push('\n');
                     });
@@ -112,10 +113,10 @@ impl Detectors {
                     }
                 }
                 if class == Some(SafetyClass::Network) {
-                    let args = event.get("args").to_string();
+                    let args = executed.args.value().to_string();
                     self.pii(&args, event.seq, &format!("arguments of {tool}"), &mut out);
                 }
-                let failed = event.get("is_error").as_bool().unwrap_or(false);
+                let failed = executed.is_error.as_bool().unwrap_or(false);
                 let destructive = class.is_some_and(|c| self.config.destructive_classes.contains(&c))
                     || self.destructive_names.iter().any(|r| r.is_match(&tool));
                 if destructive && !failed {

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use crate::canon::{self, Digest};
 use crate::dataset::Case;
 use crate::event::fold::{self, Memory};
-use crate::event::{Kind, writer::WriteError};
+use crate::event::{Kind, payload, writer::WriteError};
 use crate::pipeline::{AgentProfile, OnDivergence, SafetyClass};
 use crate::replay::{ModelProvider, ModelRequest, ModelResponse, ProviderError, Recording, ReplayProvider, digest};
 use crate::sandbox::Manifest;
@@ -115,17 +115,18 @@ impl Agent for BuiltinAgent {
     }
 }
 
-/// Emit `data`, its canonical bytes written by `write` into `buffer` (reused) when the
-/// typed writer can, from the tree otherwise (see `typed`).
+/// Emit an event whose canonical bytes `write` writes into `buffer` (reused) when the
+/// typed writer can; otherwise from the tree `data` builds (see `typed`), which then
+/// names what could not be written.
 pub(crate) fn emit_typed(
     rec: &mut Recorder,
     buffer: &mut Vec<u8>,
     kind: Kind,
-    data: Value,
+    data: impl FnOnce() -> Value,
     write: impl FnOnce(&mut Vec<u8>) -> bool,
 ) -> Result<u64, WriteError> {
     buffer.clear();
-    if write(buffer) { rec.emit_written(kind, data, buffer) } else { rec.emit(kind, data) }
+    if write(buffer) { rec.emit_written(kind, buffer) } else { rec.emit(kind, data()) }
 }
 
 struct Loop<'a, 'p> {
@@ -244,7 +245,7 @@ impl<'a, 'p> Loop<'a, 'p> {
         for (turn, text) in case.turns.iter().enumerate() {
             let turn = u32::try_from(turn).unwrap_or(u32::MAX);
             self.rec.set_turn(Some(turn));
-            let started = typed::turn_started_value(turn, text);
+            let started = || typed::turn_started_value(turn, text);
             emit_typed(self.rec, &mut self.canonical, Kind::TurnStarted, started, |out| {
                 typed::write_turn_started(out, turn, text)
             })?;
@@ -358,11 +359,18 @@ impl<'a, 'p> Loop<'a, 'p> {
                 .collect();
             let called =
                 typed::ModelCalled { hash, position, content: &content, calls: &calls, confidence, usage, latency_ms };
-            let seq =
-                emit_typed(self.rec, &mut self.canonical, Kind::ModelCalled, called.value(), |out| called.write(out))?;
-            // the assistant message carries the same calls as the event's response: they
-            // are written from the event rather than from a copy of them
-            let called = (!calls.is_empty()).then(|| &self.rec.event(seq).data["response"]["tool_calls"]);
+            let seq = emit_typed(
+                self.rec,
+                &mut self.canonical,
+                Kind::ModelCalled,
+                || called.value(),
+                |out| called.write(out),
+            )?;
+            // the assistant message carries the same calls as the event's response: their
+            // canonical bytes are taken from the event rather than written again
+            let event = self.rec.event(seq);
+            let response = event.view::<payload::ModelCalled>().response.view::<payload::Response>();
+            let called = (!calls.is_empty()).then(|| response.tool_calls.raw());
             let next = self.rec.next_seq();
             self.conversation.assistant(&content, called).map_err(|source| WriteError::Canon {
                 seq: next,
@@ -373,7 +381,7 @@ impl<'a, 'p> Loop<'a, 'p> {
                 if self.nested {
                     self.answer = Some(content);
                 } else {
-                    let completed = typed::turn_completed_value(turn, &content);
+                    let completed = || typed::turn_completed_value(turn, &content);
                     emit_typed(self.rec, &mut self.canonical, Kind::TurnCompleted, completed, |out| {
                         typed::write_turn_completed(out, turn, &content)
                     })?;
@@ -449,13 +457,19 @@ impl<'a, 'p> Loop<'a, 'p> {
             dropped: window.start,
             over: &over,
         };
-        emit_typed(self.rec, &mut self.canonical, Kind::ContextCompiled, compiled.value(), |out| compiled.write(out))?;
+        emit_typed(
+            self.rec,
+            &mut self.canonical,
+            Kind::ContextCompiled,
+            || compiled.value(),
+            |out| compiled.write(out),
+        )?;
         Ok(window)
     }
 
     /// Propose, decide, maybe approve, execute. Returns what the model sees as the result.
     fn call(&mut self, call_id: &str, tool: &str, args: &Value) -> Result<Value, WriteError> {
-        let proposed = typed::tool_proposed_value(call_id, tool, args);
+        let proposed = || typed::tool_proposed_value(call_id, tool, args);
         emit_typed(self.rec, &mut self.canonical, Kind::ToolProposed, proposed, |out| {
             typed::write_tool_proposed(out, call_id, tool, args)
         })?;
@@ -491,8 +505,9 @@ impl<'a, 'p> Loop<'a, 'p> {
         let tainted = source.is_some();
         // the event that introduced the payload's taint, named in a refusal
         let tainted_by = source.map(|seq| {
-            let tool = self.rec.events().get(seq as usize).and_then(|e| e.str("tool")).unwrap_or_default();
-            (seq, tool.to_string())
+            let tool =
+                self.rec.events().get(seq as usize).and_then(|e| e.data.member("tool").as_str()).unwrap_or_default();
+            (seq, tool.into_owned())
         });
         let cause = tainted_by.as_ref().map(|(seq, tool)| format!(" (taint introduced by event {seq}, {tool})"));
         let cause = cause.unwrap_or_default();

@@ -35,6 +35,13 @@ pub struct Recorder {
     held: Option<Held>,
 }
 
+/// An event's data as the runtime has it: a tree, or the canonical bytes a typed
+/// writer wrote.
+enum Fresh<'a> {
+    Tree(Value),
+    Canonical(&'a [u8]),
+}
+
 /// A `run_completed` not yet written.
 struct Held {
     turn: Option<u32>,
@@ -82,13 +89,13 @@ impl Recorder {
         self.append(kind, data)
     }
 
-    /// [`emit`](Self::emit) an event whose data a typed writer has already written as
-    /// `canonical` (its canonical bytes, see `canon::ObjectWriter`). Not for
-    /// `run_completed`, which may be held.
-    pub fn emit_written(&mut self, kind: Kind, data: Value, canonical: &[u8]) -> Result<u64, WriteError> {
+    /// [`emit`](Self::emit) an event whose data a typed writer has written as
+    /// `canonical` (its canonical bytes, see `canon::ObjectWriter`): no tree is built.
+    /// Not for `run_completed`, which may be held.
+    pub fn emit_written(&mut self, kind: Kind, canonical: &[u8]) -> Result<u64, WriteError> {
         debug_assert!(kind != Kind::RunCompleted);
         self.release()?;
-        self.append_written(kind, data, Some(canonical))
+        self.append_written(kind, Fresh::Canonical(canonical))
     }
 
     /// Append a grading event (`grader_called`, `judge_called`, `judge_verdict`) before
@@ -103,7 +110,7 @@ impl Recorder {
         let Some(held) = &self.held else {
             return Ok(grade(&self.events));
         };
-        let preview = self.writer.preview(held.turn, held.t, Kind::RunCompleted, held.data.clone())?;
+        let preview = self.writer.preview(held.turn, held.t, Kind::RunCompleted, &held.data)?;
         self.events.push(preview);
         let out = grade(&self.events);
         self.events.pop();
@@ -123,14 +130,17 @@ impl Recorder {
     }
 
     fn append(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
-        self.append_written(kind, data, None)
+        self.append_written(kind, Fresh::Tree(data))
     }
 
-    fn append_written(&mut self, kind: Kind, data: Value, written: Option<&[u8]>) -> Result<u64, WriteError> {
+    fn append_written(&mut self, kind: Kind, data: Fresh<'_>) -> Result<u64, WriteError> {
         if kind == Kind::TurnStarted {
             self.turn_offsets.push(self.writer.offset());
         }
-        let event = self.writer.append_written(self.turn, self.clock, kind, data, written)?;
+        let event = match data {
+            Fresh::Canonical(bytes) => self.writer.append_canonical(self.turn, self.clock, kind, bytes),
+            Fresh::Tree(data) => self.writer.append(self.turn, self.clock, kind, data)?,
+        };
         let seq = event.seq;
         let findings = self.detectors.as_mut().map(|d| d.observe(&event)).unwrap_or_default();
         self.events.push(event);

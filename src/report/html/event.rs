@@ -225,7 +225,7 @@ pub fn what(e: &Event, ctx: &Context) -> String {
             format!(
                 "{verdict}{} {who} {}",
                 code(g("target")),
-                payload(e.data.get("value").or(e.data.get("reason")).unwrap_or(&Value::Null))
+                payload(e.data.tree().get("value").or(e.data.tree().get("reason")).unwrap_or(&Value::Null))
             )
         }
         Kind::RunCompleted => {

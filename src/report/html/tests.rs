@@ -338,11 +338,9 @@ fn a_long_run_folds_its_turns_except_the_first_divergence() {
     let at = events.iter().position(|e| e.turn == Some(40)).unwrap_or(0);
     events.insert(at, events[at].clone());
     events[at].kind = Kind::Error;
-    events[at].data = json!({"kind": "step_limit", "message": "too many steps"});
-    let events: Vec<Event> = events
-        .iter()
-        .map(|e| w.append(e.turn, e.t, e.kind, e.data.clone()).unwrap_or_else(|e| panic!("{e}")))
-        .collect();
+    events[at].data = crate::event::Data::from_value(json!({"kind": "step_limit", "message": "too many steps"}))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let events: Vec<Event> = events.iter().map(|e| w.append_data(e.turn, e.t, e.kind, e.data.clone())).collect();
     logs.logs.insert((TRICKY_ID.into(), 0), events);
     let html = page(&outcome, &logs);
     let a = Anchor::case(TRICKY_ID);
