@@ -34,8 +34,6 @@ const NOT_YET: &[(&str, &str, &str)] = &[
     ("dataset", "extract", "loading checks every expect target against extract's target list (ROOTS, check_target)"),
     ("dataset", "grade", "a case holds compiled matchers: grade's Assertion and Matcher"),
     ("dataset", "metrics", "a case holds metric blocks (MetricBlock, BLOCK_KEYS), each parsed by its metric"),
-    ("pipeline", "gate", "the pipeline holds GatesConfig, whose check asks metrics for the reliability-card targets"),
-    ("pipeline", "sandbox", "a profile holds its loaded tool Manifest, FaultDecl and SafetyClass"),
 ];
 
 /// One import of `to` by a file of `from`, where it stands.
