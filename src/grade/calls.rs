@@ -11,13 +11,14 @@
 use serde_json::{Value, json};
 
 use super::custom::{self, CaseInfo, Finished};
-use super::judge::{self, JudgeKey, JudgeProfile};
+use super::judge::{self, JudgeKey};
 use super::matcher::{Caller, Outcome};
 use crate::canon;
 use crate::dataset::expect::brief;
 use crate::dataset::expect::custom::CustomSpec;
 use crate::dataset::expect::judge::JudgeSpec;
 use crate::event::Kind;
+use crate::pipeline::judges::JudgeProfile;
 
 /// A recorded judge answer, as a judge recording serves it.
 #[derive(Debug, Clone, PartialEq)]

@@ -30,7 +30,8 @@ pub const FORMAT: &str = "stateval-judge-v1";
 
 pub use crate::dataset::expect::judge::default_output_schema;
 use crate::dataset::expect::judge::{JudgeSpec, Reduce};
-pub use crate::pipeline::judges::{JudgeProfile, JudgeUpstream};
+// `JudgeProfile` is also named here by the end-to-end tests, which render judge requests.
+pub use crate::pipeline::judges::JudgeProfile;
 
 impl JudgeSpec {
     /// The request this matcher sends about `value` at `target`, under `profile`.

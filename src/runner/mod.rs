@@ -14,10 +14,6 @@ pub mod merge;
 pub mod reuse;
 pub mod shard;
 pub mod syncer;
-/// The outcome types live below the runner, which produces them; this path stays for
-/// callers that name them through the runner.
-pub use crate::outcome;
-
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
