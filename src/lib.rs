@@ -14,7 +14,8 @@ pub mod child_env;
 /// The `contains` relation (object subset, substring, multiset) the matchers and
 /// trajectory arguments share.
 pub mod containment;
-/// JSONL datasets: case model, loading and validation.
+/// JSONL datasets: case model, loading and validation; targets, matchers and metric
+/// blocks as a case writes them.
 pub mod dataset;
 /// Input diagnostics: strict JSON, schema checks, file:line:column errors.
 pub mod diag;
@@ -30,7 +31,7 @@ pub mod extract;
 pub mod gate;
 /// Golden traces: normalisation, structural diff and first divergence, bless.
 pub mod golden;
-/// Matchers and assertion grading: the one assertion grammar.
+/// Assertion grading: compiled matchers applied to extracted values, custom graders, judges.
 pub mod grade;
 /// Foreign traces (OpenAI, Anthropic, OTel GenAI, MCP, envelope) → event logs and incident cases.
 pub mod import;
@@ -43,7 +44,8 @@ pub mod metrics;
 pub mod outcome;
 /// Work spread over every core, results in input order.
 pub mod par;
-/// Pipeline definitions (TOML) and agent profiles.
+/// Pipeline definitions (TOML), agent profiles, and each stage's settings as data
+/// (gates, reports, judges, tool manifests, faults).
 pub mod pipeline;
 /// The replay provider: recorded model responses, divergence and miss detection.
 pub mod replay;
@@ -53,7 +55,7 @@ pub mod report;
 pub mod runner;
 /// The built-in agent loop: context, policy, approvals, memory, taint.
 pub mod runtime;
-/// Fixture tool sandboxes.
+/// Fixture tool sandboxes: calls answered from a manifest, injected faults.
 pub mod sandbox;
 /// The JSON Schemas of inputs and logs.
 pub mod schemas;

@@ -2,11 +2,8 @@
 //! only downward: a module may use its own layer's modules, without a circle, or any
 //! layer below. This test reads every `src/**/*.rs`, collects the edges between
 //! top-level modules from `use crate::…` lines and `crate::module::` paths in code
-//! (comments and string literals are skipped), and checks them against [`LAYERS`].
-//!
-//! The edges that still break the rule are listed, each with a reason, in
-//! [`NOT_YET`]. The list may only shrink: an edge missing from it fails, and so does a
-//! listed edge that is gone or no longer breaks anything.
+//! (comments and string literals are skipped), and checks them against [`LAYERS`]:
+//! an edge up a layer fails, and so does a circle between modules of one layer.
 //!
 //! `cli` is the binary's module, not the library's: it imports the library as
 //! `stateval::…`, sits above every layer, and nothing in the library can reach it.
@@ -26,16 +23,6 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["sandbox", "replay", "runtime", "external", "extract", "grade", "metrics", "golden", "gate", "import"],
     ),
     ("drivers", &["runner", "report", "store", "synth"]),
-];
-
-/// Edges that still go against the layers (up a layer, or closing a circle inside
-/// one): `(from, to, why it is still there)`. Remove a line when its edge is gone.
-const NOT_YET: &[(&str, &str, &str)] = &[
-    ("dataset", "extract", "loading checks every expect target against extract's target list (ROOTS, check_target)"),
-    ("dataset", "grade", "a case holds compiled matchers: grade's Assertion and Matcher"),
-    ("dataset", "metrics", "a case holds metric blocks (MetricBlock, BLOCK_KEYS), each parsed by its metric"),
-    ("pipeline", "gate", "the pipeline holds GatesConfig, whose check asks metrics for the reliability-card targets"),
-    ("pipeline", "sandbox", "a profile holds its loaded tool Manifest, FaultDecl and SafetyClass"),
 ];
 
 /// One import of `to` by a file of `from`, where it stands.
@@ -298,18 +285,14 @@ fn layer_of(module: &str) -> Option<(usize, &'static str)> {
     LAYERS.iter().enumerate().find(|(_, (_, ms))| ms.contains(&module)).map(|(i, (name, _))| (i, *name))
 }
 
-fn allowed(from: &str, to: &str) -> bool {
-    NOT_YET.iter().any(|(f, t, _)| *f == from && *t == to)
-}
-
 fn describe(graph: &Graph, from: &str, to: &str) -> String {
     let sites = &graph[&(from.to_string(), to.to_string())];
     let more = if sites.len() > 1 { format!(", +{} more", sites.len() - 1) } else { String::new() };
     format!("{from} → {to} ({}:{}{more})", sites[0].file, sites[0].line)
 }
 
-/// A path `from` ⇝ `to` over the edges kept, as the modules it visits.
-fn path(kept: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str) -> Option<Vec<String>> {
+/// A path `from` ⇝ `to` over the edges, as the modules it visits.
+fn path(edges: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str) -> Option<Vec<String>> {
     let mut came: BTreeMap<String, String> = BTreeMap::new();
     let mut queue = VecDeque::from([from.to_string()]);
     while let Some(at) = queue.pop_front() {
@@ -324,7 +307,7 @@ fn path(kept: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str) -> Opti
             route.reverse();
             return Some(route);
         }
-        for next in kept.get(&at).into_iter().flatten() {
+        for next in edges.get(&at).into_iter().flatten() {
             if !came.contains_key(next) && next != from {
                 came.insert(next.clone(), at.clone());
                 queue.push_back(next.clone());
@@ -334,15 +317,13 @@ fn path(kept: &BTreeMap<String, BTreeSet<String>>, from: &str, to: &str) -> Opti
     None
 }
 
-/// The graph without the listed edges, as adjacency.
-fn kept(graph: &Graph) -> BTreeMap<String, BTreeSet<String>> {
-    let mut kept: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+/// The graph as adjacency: the modules each module imports.
+fn adjacency(graph: &Graph) -> BTreeMap<String, BTreeSet<String>> {
+    let mut next: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (from, to) in graph.keys() {
-        if !allowed(from, to) {
-            kept.entry(from.clone()).or_default().insert(to.clone());
-        }
+        next.entry(from.clone()).or_default().insert(to.clone());
     }
-    kept
+    next
 }
 
 #[test]
@@ -372,7 +353,7 @@ fn no_module_imports_a_layer_above_its_own() {
     let mut up = Vec::new();
     for (from, to) in graph.keys() {
         let (Some((lf, nf)), Some((lt, nt))) = (layer_of(from), layer_of(to)) else { continue };
-        if lt > lf && !allowed(from, to) {
+        if lt > lf {
             up.push(format!("{} imports up, from {nf} to {nt}", describe(&graph, from, to)));
         }
     }
@@ -382,11 +363,11 @@ fn no_module_imports_a_layer_above_its_own() {
 #[test]
 fn no_circle_between_top_level_modules() {
     let graph = graph();
-    let kept = kept(&graph);
+    let edges = adjacency(&graph);
     let mut circles = BTreeSet::new();
-    for (from, tos) in &kept {
+    for (from, tos) in &edges {
         for to in tos {
-            if let Some(route) = path(&kept, to, from) {
+            if let Some(route) = path(&edges, to, from) {
                 // Start each circle at its smallest module so one circle is named once.
                 let mut ring: Vec<String> =
                     std::iter::once(from.clone()).chain(route[..route.len() - 1].iter().cloned()).collect();
@@ -405,25 +386,6 @@ fn no_circle_between_top_level_modules() {
         })
         .collect();
     assert!(shown.is_empty(), "top-level modules that import each other:\n{}", shown.join("\n"));
-}
-
-#[test]
-fn the_list_of_edges_not_yet_moved_only_shrinks() {
-    let graph = graph();
-    let kept = kept(&graph);
-    let mut stale = Vec::new();
-    for (from, to, _) in NOT_YET {
-        if !graph.contains_key(&(from.to_string(), to.to_string())) {
-            stale.push(format!("{from} → {to} is gone: take it off NOT_YET"));
-            continue;
-        }
-        let up = matches!((layer_of(from), layer_of(to)), (Some((f, _)), Some((t, _))) if t > f);
-        // A listed edge inside a layer stays only while it closes a circle.
-        if !up && path(&kept, to, from).is_none() {
-            stale.push(format!("{from} → {to} no longer goes up a layer or closes a circle: take it off NOT_YET"));
-        }
-    }
-    assert!(stale.is_empty(), "{}", stale.join("\n"));
 }
 
 #[test]

@@ -13,8 +13,8 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::{CliError, Exit};
-use stateval::external::neutral;
 use stateval::pipeline::OnDivergence;
+use stateval::replay::differences::differences;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -108,7 +108,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     for position in 0..calls {
         let Some(first) = replays[0].get(position) else { continue };
         for other in replays.iter().skip(1).filter_map(|r| r.get(position)) {
-            for pointer in neutral::differences(first, other, 50) {
+            for pointer in differences(first, other, 50) {
                 let examples = varying.entry(generalise(&pointer)).or_default();
                 for value in [first.pointer(&pointer), other.pointer(&pointer)].into_iter().flatten() {
                     let text = value.to_string();

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 
 use super::{CliError, Exit};
 use stateval::dataset::RecordingRef;
+use stateval::dataset::expect::Assertion;
 use stateval::event::Kind as EventKind;
-use stateval::grade::Assertion;
 use stateval::pipeline::OnDivergence;
 use stateval::runner::{Plan, Selection, log_assertions};
 use stateval::secrets::{Kind, Scrubber};

@@ -20,8 +20,9 @@ use std::path::PathBuf;
 
 use super::{CliError, Exit};
 use stateval::evidence::{CheckOptions, check_run};
-use stateval::report::{self, Format, TapVersion, html};
-use stateval::runner::outcome::SuiteOutcome;
+use stateval::outcome::SuiteOutcome;
+use stateval::pipeline::reports::TapVersion;
+use stateval::report::{self, Format, html};
 
 #[derive(clap::Args)]
 #[command(group(clap::ArgGroup::new("formats").required(true).multiple(true)))]

@@ -75,7 +75,7 @@ fn check(path: &Path, pipeline: &Path) -> Result<String, Vec<String>> {
             } else {
                 let p = Pipeline::load(pipeline)
                     .map_err(|e| vec![format!("datasets are validated against a pipeline: {e}")])?;
-                let mut loader = Loader::new(&p);
+                let mut loader = Loader::new(&p, stateval::metrics::block::check);
                 loader.load_file(path);
                 if loader.errors.is_empty() {
                     Ok(format!("dataset, {} cases", loader.cases.len()))

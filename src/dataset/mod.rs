@@ -11,9 +11,13 @@
 //! checks it is byte for byte the line that was validated, and parses it with the same
 //! code. So memory does not grow with the size of a suite.
 
+pub mod blocks;
+pub mod expect;
 pub mod paths;
 pub mod recording;
+pub mod target;
 
+pub use blocks::{BLOCK_KEYS, Block, CheckBlock, block_root};
 pub use paths::dataset_name;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -26,10 +30,10 @@ use serde_json::Value;
 
 use crate::canon::{self, Context, Digest, Digester};
 use crate::diag::{InputError, line_col, locate, parse_json_strict};
-use crate::grade::{Assertion, Matcher};
-use crate::metrics::block::{BLOCK_KEYS, MetricBlock};
 use crate::pipeline::Pipeline;
 use crate::schemas::CASE_SCHEMA;
+use blocks::BlockFacts;
+use expect::{Assertion, Matcher};
 use recording::Recording;
 
 /// A validated case, ready to run.
@@ -43,8 +47,8 @@ pub struct Case {
     /// One per recorded run.
     pub recordings: Vec<RecordingRef>,
     pub expect: Vec<Assertion>,
-    /// Metric blocks, graded over every run of the case.
-    pub blocks: Vec<MetricBlock>,
+    /// Metric blocks, graded over every run of the case (by `metrics::block`).
+    pub blocks: Vec<Block>,
     /// Assertions inside the blocks (`stability.expect`), compiled.
     pub block_expect: Vec<Assertion>,
     pub perturbation: Option<Perturbation>,
@@ -240,8 +244,9 @@ struct RawAssertion {
 
 /// Parses case lines: the one code path for validating a line and for reading it again
 /// when it runs. Compiled matchers and validated recordings are shared between cases.
-#[derive(Default)]
 pub struct CaseParser {
+    /// The metrics stage's check of a case's blocks.
+    check_block: CheckBlock,
     recordings: HashMap<PathBuf, RecordingRef>,
     /// Compiled matchers by canonical spec: suites repeat the same regexes and schemas
     /// across thousands of cases, and a compiled one costs kilobytes. Bounded: past
@@ -359,11 +364,12 @@ struct Line {
 }
 
 impl<'p> Loader<'p> {
-    pub fn new(pipeline: &'p Pipeline) -> Self {
+    /// `check_block` is the metrics stage's check of a case's metric blocks.
+    pub fn new(pipeline: &'p Pipeline, check_block: CheckBlock) -> Self {
         Loader {
             pipeline,
             parsers: (0..std::thread::available_parallelism().map_or(1, |n| n.get()))
-                .map(|_| CaseParser::default())
+                .map(|_| CaseParser::new(check_block))
                 .collect(),
             select: Box::new(|_| true),
             ids: BTreeMap::new(),
@@ -637,6 +643,11 @@ impl<'p> Loader<'p> {
 }
 
 impl CaseParser {
+    /// A parser that checks metric blocks with `check_block` (the metrics stage's).
+    pub fn new(check_block: CheckBlock) -> Self {
+        CaseParser { check_block, recordings: HashMap::new(), matchers: BTreeMap::new(), validated: None }
+    }
+
     /// Parses and checks one case line.
     pub fn parse(
         &mut self,
@@ -707,19 +718,20 @@ impl CaseParser {
         }
 
         let mut blocks = Vec::new();
+        let mut block_facts = Vec::new();
         let mut block_expect = Vec::new();
         for (key, spec) in raw.blocks() {
-            let block = match MetricBlock::from_key(key, spec) {
-                Some(Ok(block)) => block,
-                Some(Err(e)) => return Err(at(e.pointer().unwrap_or(&format!("/{key}")), e.to_string())),
+            let facts = match (self.check_block)(key, spec) {
+                Some(Ok(facts)) => facts,
+                Some(Err(e)) => return Err(at(e.pointer.as_deref().unwrap_or(&format!("/{key}")), e.message)),
                 None => continue,
             };
-            if block.min_runs() > recordings.len() {
+            if facts.min_runs > recordings.len() {
                 return Err(at(
                     &format!("/{key}"),
                     format!(
                         "the {key} block needs at least {} recorded runs; this case has {}",
-                        block.min_runs(),
+                        facts.min_runs,
                         recordings.len()
                     ),
                 ));
@@ -741,13 +753,14 @@ impl CaseParser {
                     description: None,
                 });
             }
-            blocks.push(block);
+            blocks.push(Block { key, spec: spec.clone() });
+            block_facts.push((key, facts));
         }
 
         let mut expect = Vec::new();
         let root = paths::dataset_base(path);
         for (i, a) in raw.expect.into_iter().enumerate() {
-            check_case_target(&a.target, &blocks).map_err(|m| at(&format!("/expect/{i}/target"), m))?;
+            check_case_target(&a.target, &block_facts).map_err(|m| at(&format!("/expect/{i}/target"), m))?;
             // the files a grader or judge names are the dataset's, said as the runner reads them
             let rebased = paths::rebase_matcher(pipeline, &root, &a.matcher);
             let matcher = self.matcher(&rebased).map_err(|(ptr, m)| at(&format!("/expect/{i}/matcher{ptr}"), m))?;
@@ -779,7 +792,7 @@ impl CaseParser {
                 let message = "task_expect grades one run's log; a metric block's value belongs in expect".to_string();
                 return Err(at(&format!("/task_expect/{i}/target"), message));
             }
-            check_case_target(&a.target, &blocks).map_err(|m| at(&format!("/task_expect/{i}/target"), m))?;
+            check_case_target(&a.target, &block_facts).map_err(|m| at(&format!("/task_expect/{i}/target"), m))?;
             let rebased = paths::rebase_matcher(pipeline, &root, &a.matcher);
             let pointer = format!("/task_expect/{i}/matcher");
             let matcher = self.matcher(&rebased).map_err(|(ptr, m)| at(&format!("{pointer}{ptr}"), m))?;
@@ -891,9 +904,9 @@ const CALLS_ON_BLOCKS: &str = "custom graders and judges grade one run's log; \
 
 /// Does `target` name a value of one of these metric blocks (graded across runs, not
 /// over one run's log)? The runner splits a case's `expect` by the same rule.
-fn targets_block_value(target: &str, blocks: &[MetricBlock]) -> bool {
+fn targets_block_value(target: &str, blocks: &[Block]) -> bool {
     let root = target.split(['.', '[']).next().unwrap_or_default();
-    root != "recovery" && blocks.iter().any(|b| block_root(b.key()) == root)
+    root != "recovery" && blocks.iter().any(|b| block_root(b.key) == root)
 }
 
 /// Every `custom` and `judge` inside a matcher as written: (pointer, name, argument).
@@ -949,32 +962,20 @@ fn check_calls(pipeline: &Pipeline, spec: &Value, at: &str) -> Result<(), (Strin
     Ok(())
 }
 
-/// Target roots the metric blocks expose, by block key.
-pub fn block_root(key: &str) -> &'static str {
-    match key {
-        "trajectory" | "trajectory_axes" => "trajectory",
-        "golden_path" => "golden_path",
-        "stability" => "stability",
-        "reliability" => "reliability",
-        "recovery" => "recovery",
-        _ => "narrative",
-    }
-}
-
 /// A case's `expect` may target extracted values and the targets of its own blocks.
 /// A block target must be one the block reports (`trajectory.score` is not): refused
 /// here, with the valid ones listed, rather than found missing when the case runs.
 /// `recovery.*` is extracted from every log, block or not, so the extractor checks it.
-fn check_case_target(target: &str, blocks: &[MetricBlock]) -> Result<(), String> {
+fn check_case_target(target: &str, blocks: &[(&'static str, BlockFacts)]) -> Result<(), String> {
     let root = target.split(['.', '[']).next().unwrap_or_default();
-    let mine: Vec<&MetricBlock> = blocks.iter().filter(|b| block_root(b.key()) == root).collect();
+    let mine: Vec<&(&str, BlockFacts)> = blocks.iter().filter(|(key, _)| block_root(key) == root).collect();
     if !mine.is_empty() && root != "recovery" {
-        let names: Vec<String> = mine.iter().flat_map(|b| b.target_names()).collect();
+        let names: Vec<String> = mine.iter().flat_map(|(_, facts)| facts.targets.iter().cloned()).collect();
         if names.iter().any(|n| n == target) {
             return Ok(());
         }
         // every valid name is listed: a did-you-mean among a handful would only guess
-        let keys: Vec<&str> = mine.iter().map(|b| b.key()).collect();
+        let keys: Vec<&str> = mine.iter().map(|(key, _)| *key).collect();
         return Err(format!(
             "unknown target \"{target}\": the {} block{} of this case report{}: {}",
             keys.join(" and "),
@@ -983,10 +984,10 @@ fn check_case_target(target: &str, blocks: &[MetricBlock]) -> Result<(), String>
             names.join(", ")
         ));
     }
-    if BLOCK_KEYS.iter().any(|k| block_root(k) == root) && !crate::extract::ROOTS.contains(&root) {
+    if BLOCK_KEYS.iter().any(|k| block_root(k) == root) && !target::ROOTS.contains(&root) {
         return Err(format!("target \"{target}\" needs a {root} block in this case"));
     }
-    crate::extract::check_target(target)
+    target::check_target(target)
 }
 
 enum RecordingError {

@@ -195,9 +195,6 @@ pub fn flat_response_format(format: &Value) -> Value {
     }
 }
 
-/// Where two requests differ: replay reports divergences with it, so it lives there.
-pub use crate::replay::differences::differences;
-
 /// Tool results the agent sends back to the model in this request (`tool` messages):
 /// `(call_id, content, is_error)`.
 pub fn tool_results(request: &Value) -> Vec<(String, Value, bool)> {

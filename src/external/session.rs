@@ -522,8 +522,11 @@ impl<'a, 'p> Session<'a, 'p> {
             }
         };
         if let Some(d) = divergence {
-            let pointers =
-                recorded.request.as_ref().map(|r| neutral::differences(r, &normalized, 10)).unwrap_or_default();
+            let pointers = recorded
+                .request
+                .as_ref()
+                .map(|r| crate::replay::differences::differences(r, &normalized, 10))
+                .unwrap_or_default();
             self.rec.emit(
                 Kind::ReplayDiverged,
                 json!({"position": d.position, "recorded_request_hash": d.recorded_hash.map(|h| h.to_string()),

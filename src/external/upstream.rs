@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::wire::{Dialect, parse_arguments, text_of};
-use crate::grade::judge::{self, JudgeUpstream};
+use crate::grade::judge;
+use crate::pipeline::judges::JudgeUpstream;
 use crate::replay::{ToolCall, Usage};
 use crate::secrets::{REDACTED, Scrubber};
 

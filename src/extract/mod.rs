@@ -30,9 +30,12 @@
 
 pub mod envelope;
 pub mod evidence;
-pub mod path;
 pub mod recovery;
 pub mod targets;
+
+/// The target grammar is the dataset's (it checks every target when it loads).
+pub use crate::dataset::target as path;
+pub use crate::dataset::target::{ROOTS, check_target};
 
 pub use evidence::evidence;
 pub use recovery::recovery_input;
@@ -42,44 +45,6 @@ use serde_json::{Map, Value, json};
 use crate::event::fold;
 use crate::event::{Event, Kind, payload};
 use path::Segment;
-
-/// Root names an assertion may target.
-pub const ROOTS: &[&str] = &[
-    "final_response",
-    "turns",
-    "tool_calls",
-    "tool_results",
-    "tool_sequence",
-    "tools",
-    "memory",
-    "memory_at",
-    "policy",
-    "context",
-    "security",
-    "sandbox",
-    "usage",
-    "status",
-    "events",
-    "replay",
-    "recovery",
-    "approvals",
-    "memory_lifecycle",
-];
-
-/// Load-time check: the target parses and starts with a known root.
-pub fn check_target(target: &str) -> Result<(), String> {
-    let segments = path::parse(target)?;
-    let Some(Segment::Key(root)) = segments.first() else {
-        return Err(format!("malformed target \"{target}\""));
-    };
-    if ROOTS.contains(&root.as_str()) {
-        return Ok(());
-    }
-    let hint = crate::diag::did_you_mean(root, ROOTS.iter().copied())
-        .map(|s| format!(" (did you mean \"{s}\"?)"))
-        .unwrap_or_default();
-    Err(format!("unknown target \"{root}\"{hint}"))
-}
 
 /// The value at `target` in a run's events, or `None` when it has none.
 pub fn resolve(target: &str, events: &[Event]) -> Option<Value> {

@@ -10,11 +10,15 @@
 
 use serde_json::{Value, json};
 
-use super::custom::{self, CaseInfo, CustomSpec, Finished};
-use super::judge::{self, JudgeKey, JudgeProfile, JudgeSpec};
-use super::matcher::{Caller, Outcome, brief};
+use super::custom::{self, CaseInfo, Finished};
+use super::judge::{self, JudgeKey};
+use super::matcher::{Caller, Outcome};
 use crate::canon;
+use crate::dataset::expect::brief;
+use crate::dataset::expect::custom::CustomSpec;
+use crate::dataset::expect::judge::JudgeSpec;
 use crate::event::Kind;
+use crate::pipeline::judges::JudgeProfile;
 
 /// A recorded judge answer, as a judge recording serves it.
 #[derive(Debug, Clone, PartialEq)]
@@ -183,7 +187,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::grade::Matcher;
+    use crate::dataset::expect::Matcher;
     use crate::grade::custom::Exit;
 
     /// Serves custom graders from a fixed output and judges from a map of keys.

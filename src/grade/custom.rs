@@ -15,85 +15,14 @@
 use serde_json::{Map, Value, json};
 
 use crate::canon::{self, Context};
-
-/// Wall-clock limit of one grader call when the matcher does not say. Graders are small
-/// scripts over one value; ten seconds is generous and still short enough that a hung
-/// grader does not hold CI.
-pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
-
-/// The longest `timeout_ms` accepted: ten minutes. Longer is a typo, not a grader.
-pub const MAX_TIMEOUT_MS: u64 = 600_000;
+use crate::dataset::expect::brief;
+use crate::dataset::expect::custom::CustomSpec;
 
 /// How much of a failed grader's stderr a case error shows: the end, where the error is.
 pub const STDERR_TAIL_CHARS: usize = 800;
 
 /// Largest stdout read from a grader; its verdict is a few hundred bytes.
 pub const MAX_STDOUT_BYTES: usize = 1 << 20;
-
-/// A compiled `custom` matcher.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CustomSpec {
-    /// The program and its arguments; a relative program path resolves from the
-    /// pipeline's base directory (the grader's working directory), a bare name from PATH.
-    pub command: Vec<String>,
-    pub timeout_ms: u64,
-    /// Variables of stateval's environment the grader gets although their names say
-    /// they hold credentials; every other credential, and always the signing key, is
-    /// kept from it ([`crate::child_env`]).
-    pub env_passthrough: Vec<String>,
-}
-
-impl CustomSpec {
-    /// Parse the matcher's argument; errors are (pointer below `/custom`, message).
-    pub fn parse(arg: &Value) -> Result<CustomSpec, (String, String)> {
-        let Some(obj) = arg.as_object() else {
-            return Err((
-                String::new(),
-                "custom takes {\"command\": [...], \"timeout_ms\"?: n, \"env_passthrough\"?: [...]}".into(),
-            ));
-        };
-        const KEYS: [&str; 3] = ["command", "timeout_ms", "env_passthrough"];
-        if let Some(key) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
-            let hint =
-                crate::diag::did_you_mean(key, KEYS).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
-            return Err((format!("/{key}"), format!("unknown field \"{key}\"{hint}")));
-        }
-        let command: Vec<String> = match obj.get("command").and_then(Value::as_array) {
-            Some(items) if !items.is_empty() => items
-                .iter()
-                .map(|v| v.as_str().filter(|s| !s.is_empty()).map(str::to_string))
-                .collect::<Option<_>>()
-                .ok_or_else(|| ("/command".to_string(), "command items are non-empty strings".to_string()))?,
-            _ => {
-                return Err((
-                    "/command".into(),
-                    "custom needs command = [\"program\", \"arg\", ...] (a non-empty array)".into(),
-                ));
-            }
-        };
-        let timeout_ms = match obj.get("timeout_ms") {
-            None => DEFAULT_TIMEOUT_MS,
-            Some(v) => v.as_u64().filter(|t| (1..=MAX_TIMEOUT_MS).contains(t)).ok_or_else(|| {
-                ("/timeout_ms".to_string(), format!("timeout_ms is an integer from 1 to {MAX_TIMEOUT_MS}"))
-            })?,
-        };
-        let env_passthrough: Vec<String> = match obj.get("env_passthrough") {
-            None => Vec::new(),
-            Some(Value::Array(items)) => {
-                items.iter().map(|v| v.as_str().map(str::to_string)).collect::<Option<_>>().ok_or_else(|| {
-                    ("/env_passthrough".to_string(), "env_passthrough lists variable names".to_string())
-                })?
-            }
-            Some(_) => return Err(("/env_passthrough".into(), "env_passthrough lists variable names".into())),
-        };
-        crate::child_env::check_passthrough(&env_passthrough).map_err(|e| ("/env_passthrough".to_string(), e))?;
-        Ok(CustomSpec { command, timeout_ms, env_passthrough })
-    }
-
-    pub fn describe(&self) -> String {
-        format!("custom {}", self.command.join(" "))
-    }
-}
 
 /// What the grader is told about the case it grades.
 #[derive(Debug, Clone, PartialEq)]
@@ -185,11 +114,11 @@ pub fn interpret(spec: &CustomSpec, finished: &Finished) -> Result<Verdict, Fail
     let text = std::str::from_utf8(&finished.stdout)
         .map_err(|_| fail("bad_output", "printed stdout that is not UTF-8".into()))?;
     let value = crate::diag::parse_json_strict(text.trim()).map_err(|(_, _, message)| {
-        let shown = super::matcher::brief(&Value::String(text.trim().to_string()));
+        let shown = brief(&Value::String(text.trim().to_string()));
         fail("bad_output", format!("printed bad JSON ({message}): {shown}"))
     })?;
     let Some(obj) = value.as_object() else {
-        return Err(fail("bad_output", format!("printed {}, not a JSON object", super::matcher::brief(&value))));
+        return Err(fail("bad_output", format!("printed {}, not a JSON object", brief(&value))));
     };
     read_verdict(obj).map_err(|m| fail("bad_output", m))
 }
@@ -203,19 +132,17 @@ fn read_verdict(obj: &Map<String, Value>) -> Result<Verdict, String> {
     }
     let pass = match obj.get("pass") {
         Some(Value::Bool(b)) => *b,
-        Some(other) => return Err(format!("printed \"pass\": {}, not a boolean", super::matcher::brief(other))),
+        Some(other) => return Err(format!("printed \"pass\": {}, not a boolean", brief(other))),
         None => return Err("printed no \"pass\" (a verdict is {\"pass\": true|false, ...})".into()),
     };
     let score = match obj.get("score") {
         None | Some(Value::Null) => None,
-        Some(v) => {
-            Some(v.as_f64().ok_or_else(|| format!("printed \"score\": {}, not a number", super::matcher::brief(v)))?)
-        }
+        Some(v) => Some(v.as_f64().ok_or_else(|| format!("printed \"score\": {}, not a number", brief(v)))?),
     };
     let reason = match obj.get("reason") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
-        Some(v) => return Err(format!("printed \"reason\": {}, not a string", super::matcher::brief(v))),
+        Some(v) => return Err(format!("printed \"reason\": {}, not a string", brief(v))),
     };
     canon::check_ijson(&Value::Object(obj.clone()))
         .map_err(|e| format!("printed a verdict that is not I-JSON: {e}"))?;
@@ -278,19 +205,6 @@ mod tests {
 
     fn finished(exit: Exit, stdout: &str, stderr: &str) -> Finished {
         Finished { exit, stdout: stdout.into(), stderr: stderr.into() }
-    }
-
-    #[test]
-    fn a_spec_needs_a_command_and_a_bounded_timeout() {
-        let s = CustomSpec::parse(&json!({"command": ["python3", "g.py"]})).unwrap();
-        assert_eq!(s.timeout_ms, DEFAULT_TIMEOUT_MS);
-        assert_eq!(CustomSpec::parse(&json!({"command": []})).unwrap_err().0, "/command");
-        assert_eq!(CustomSpec::parse(&json!({"command": ["a"], "timeout_ms": 0})).unwrap_err().0, "/timeout_ms");
-        let (at, message) = CustomSpec::parse(&json!({"command": ["a"], "timout_ms": 5})).unwrap_err();
-        assert_eq!(
-            (at.as_str(), message.as_str()),
-            ("/timout_ms", "unknown field \"timout_ms\" (did you mean \"timeout_ms\"?)")
-        );
     }
 
     #[test]

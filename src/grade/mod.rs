@@ -1,31 +1,20 @@
 //! Grading: assertions (`{"target", "matcher"}`) applied to extracted values.
 //!
-//! The one assertion grammar lives here; extractors produce values, matchers judge them,
-//! and the result is a [`Check`] per assertion per run. Custom graders ([`custom`]) and
-//! recorded judges ([`judge`]) are matchers of the same grammar that call out; a
-//! [`calls::Grading`] serves them while the run's log is open.
+//! The one assertion grammar is compiled with the case (`dataset::expect`); here
+//! extractors produce values, matchers judge them, and the result is a [`Check`] per
+//! assertion per run. Custom graders ([`custom`]) and recorded judges ([`judge`]) are
+//! matchers of the same grammar that call out; a [`calls::Grading`] serves them while
+//! the run's log is open.
 
 pub mod calls;
 pub mod custom;
 pub mod judge;
 pub mod matcher;
 
-use serde_json::Value;
-
+use crate::dataset::expect::Assertion;
 use crate::event::Event;
 use crate::outcome::Check;
-pub use matcher::{Caller, Matcher, NoCalls};
-
-/// A compiled assertion from a case's `expect`.
-#[derive(Debug)]
-pub struct Assertion {
-    pub target: String,
-    /// Shared between cases that write the same matcher (see the dataset loader).
-    pub matcher: std::sync::Arc<Matcher>,
-    /// The matcher as written, for reports.
-    pub spec: Value,
-    pub description: Option<String>,
-}
+pub use matcher::{Caller, NoCalls};
 
 /// Apply every assertion to one run's events (custom graders and judges fail: see
 /// [`grade_with`]).

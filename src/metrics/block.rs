@@ -1,9 +1,11 @@
 //! A dataset case's metric blocks, dispatched by key (`trajectory`, `trajectory_axes`,
 //! `golden_path`, `stability`, `reliability`, `recovery`, `narrative`).
 //!
-//! The dataset loader calls [`MetricBlock::from_key`] for each key of a case, refuses the
-//! case when a block errors or when the case has fewer runs than [`MetricBlock::min_runs`],
-//! and the runner later calls [`MetricBlock::evaluate`] with every run's trace envelope.
+//! The dataset loader checks each block of a case through [`check`] (which parses it with
+//! [`MetricBlock::from_key`]), refuses the case when a block errors or when the case has
+//! fewer runs than [`MetricBlock::min_runs`], and keeps the block as written; the runner
+//! later parses it again and calls [`MetricBlock::evaluate`] with every run's trace
+//! envelope.
 
 use serde_json::Value;
 
@@ -16,10 +18,9 @@ use super::recovery::RecoveryBlock;
 use super::reliability::ReliabilityBlock;
 use super::stability::StabilityBlock;
 use super::trajectory::TrajectoryBlock;
+use crate::dataset::blocks::{Block, BlockError, BlockFacts};
 
-/// Dataset keys that hold metric blocks, in the order reports list them.
-pub const BLOCK_KEYS: [&str; 7] =
-    ["trajectory", "trajectory_axes", "golden_path", "stability", "reliability", "recovery", "narrative"];
+pub use crate::dataset::blocks::BLOCK_KEYS;
 
 /// One parsed metric block of a case.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +32,16 @@ pub enum MetricBlock {
     Reliability(ReliabilityBlock),
     Recovery(RecoveryBlock),
     Narrative(NarrativeBlock),
+}
+
+/// The dataset loader's check of the block under `key` (a [`crate::dataset::CheckBlock`]):
+/// what it needs to know of a valid block, or the error placed under `/<key>`.
+pub fn check(key: &str, block: &Value) -> Option<Result<BlockFacts, BlockError>> {
+    MetricBlock::from_key(key, block).map(|parsed| {
+        parsed
+            .map(|b| BlockFacts { min_runs: b.min_runs(), targets: b.target_names() })
+            .map_err(|e| BlockError { pointer: e.pointer().map(str::to_string), message: e.to_string() })
+    })
 }
 
 fn parse<B: CaseBlock>(block: &Value, wrap: fn(B) -> MetricBlock) -> Result<MetricBlock, MetricError> {
@@ -50,6 +61,14 @@ impl MetricBlock {
             "recovery" => parse(block, MetricBlock::Recovery),
             "narrative" => parse(block, MetricBlock::Narrative),
             _ => return None,
+        })
+    }
+
+    /// A case's block as the dataset keeps it, parsed. The loader checked it with
+    /// [`check`], so this fails only for a key that holds no metric block.
+    pub fn parse(block: &Block) -> Result<Self, MetricError> {
+        Self::from_key(block.key, &block.spec).unwrap_or_else(|| {
+            Err(MetricError::UnknownKey { pointer: String::new(), key: block.key.to_string(), allowed: &BLOCK_KEYS })
         })
     }
 

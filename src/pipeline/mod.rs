@@ -4,7 +4,10 @@
 //! policy, approvals, budgets), its gates and its reports. Loading validates the TOML
 //! against the pipeline JSON Schema and reports errors at their line and column.
 
+pub mod fault;
+pub mod gates;
 pub mod judges;
+pub mod manifest;
 pub mod outputs;
 pub mod profile;
 pub mod reach;
@@ -18,9 +21,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::diag::{InputError, line_col};
-use crate::gate::GatesConfig;
-use crate::sandbox::{Manifest, fault};
+use gates::GatesConfig;
 use judges::JudgeProfile;
+use manifest::Manifest;
 pub use profile::{
     AgentKind, AgentProfile, ApprovalAnswer, DEFAULT_TOOL_TIMEOUT_MS, MAX_TOOL_TIMEOUT_MS, NormalizeRule, PolicyRule,
     RuleWhen, SafetyClass, Ungrounded, Verdict,
@@ -456,7 +459,7 @@ mod tests {
         for spelling in
             ["hang", "wedged", "error", "slow:0", "slow:250", "recover-after:2", "slow", "slow:+1", "Hang", "hang "]
         {
-            assert_eq!(pattern.is_match(spelling), spelling.parse::<crate::sandbox::Fault>().is_ok(), "{spelling:?}");
+            assert_eq!(pattern.is_match(spelling), spelling.parse::<fault::Fault>().is_ok(), "{spelling:?}");
         }
     }
 

@@ -4,10 +4,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::fault::FaultDecl;
 use super::sparse::Sparse;
-use crate::sandbox::FaultDecl;
 
-pub use crate::sandbox::SafetyClass;
+pub use super::manifest::SafetyClass;
 
 /// A policy verdict. The order is the precedence: deny beats escalate beats allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

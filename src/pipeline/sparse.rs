@@ -13,8 +13,8 @@ use std::sync::LazyLock;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::fault::FaultDecl;
 use super::profile::{ApprovalAnswer, ContextConfig, NormalizeRule, PolicyRule, Price, SafetyConfig};
-use crate::sandbox::FaultDecl;
 
 /// A type with one default value that can be lent out for the life of the program.
 pub trait Defaulted: PartialEq + Sized + 'static {

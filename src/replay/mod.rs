@@ -12,11 +12,9 @@
 pub mod differences;
 pub mod digest;
 pub mod judge;
-/// Recordings are data the dataset names; their model lives in `dataset::recording`.
-pub use crate::dataset::recording;
-
 use crate::canon::Digest;
-pub use recording::{ModelResponse, RecordedResponse, Recording, ToolCall, Usage};
+/// Recordings are data the dataset names; their model lives in `dataset::recording`.
+pub use crate::dataset::recording::{ModelResponse, RecordedResponse, Recording, ToolCall, Usage};
 
 /// Normalises a copy of a recorded request document under the agent's rules of today
 /// and gives its digest ([`ModelProvider::complete_renormalized`]).

@@ -28,7 +28,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::outcome::{GateOutcome, SuiteOutcome};
-pub use crate::pipeline::reports::{FILE_KEYS, ReportConfig, ReportConfigError, TapVersion};
+use crate::pipeline::reports::{ReportConfig, ReportConfigError, TapVersion};
 
 /// A file format [`write_reports`] can write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -366,6 +366,7 @@ pub fn metric_extras(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::reports::FILE_KEYS;
     use serde::Deserialize;
 
     #[derive(Deserialize)]

@@ -23,6 +23,7 @@ use std::io;
 use crate::outcome::{CaseOutcome, Check, GateOutcome, RunResult, SuiteOutcome};
 use crate::report::junit::GATES_SUITE;
 
+/// The version [`render`] and [`write`] take; the setting is `[report]`'s (`pipeline::reports`).
 pub use crate::pipeline::reports::TapVersion;
 
 /// `outcome` as a TAP stream of the given version, in memory.

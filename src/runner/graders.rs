@@ -18,10 +18,12 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::Value;
 
+use crate::dataset::expect::custom::CustomSpec;
 use crate::grade::calls::{Backend, JudgeMiss, RecordedAnswer};
-use crate::grade::custom::{CustomSpec, Exit, Finished, MAX_STDOUT_BYTES, STDERR_TAIL_CHARS};
-use crate::grade::judge::{JudgeKey, JudgeProfile};
+use crate::grade::custom::{Exit, Finished, MAX_STDOUT_BYTES, STDERR_TAIL_CHARS};
+use crate::grade::judge::JudgeKey;
 use crate::pipeline::Pipeline;
+use crate::pipeline::judges::JudgeProfile;
 use crate::replay::judge::JudgeBook;
 
 /// Process groups of graders still running.

@@ -14,16 +14,13 @@ pub mod merge;
 pub mod reuse;
 pub mod shard;
 pub mod syncer;
-/// The outcome types live below the runner, which produces them; this path stays for
-/// callers that name them through the runner.
-pub use crate::outcome;
-
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::canon::{self, Context, Digest};
+use crate::dataset::expect::Assertion;
 use crate::dataset::{Case, CaseParser, CaseRef, Loader, ValidatedRecordings};
 use crate::diag::InputError;
 use crate::event::Event;
@@ -31,9 +28,9 @@ use crate::event::writer::{Sink, WriteError};
 use crate::evidence::{FileEntry, LogEntry, ManifestError, RunManifest, SecretKey};
 use crate::external::{ExternalAgent, Launch, RecordMode, Server};
 use crate::gate::Tally;
-use crate::grade::Assertion;
 use crate::grade::calls::Grading;
 use crate::grade::custom::CaseInfo;
+use crate::metrics::block::{self as metric_block, MetricBlock};
 use crate::metrics::dimensions as cards_api;
 use crate::outcome::{AgentDiagnosis, CaseOutcome, CaseSpill, Cases, Check, RunResult, SuiteOutcome};
 use crate::pipeline::Pipeline;
@@ -254,7 +251,7 @@ impl Plan {
         }
         let agents: BTreeMap<String, PlannedAgent> = agents.into_iter().collect();
         let judges = load_judges(&pipeline, &mut errors);
-        let mut loader = Loader::new(&pipeline).select(|case| selection.keeps(case));
+        let mut loader = Loader::new(&pipeline, metric_block::check).select(|case| selection.keeps(case));
         if let Some(recordings) = recordings {
             loader = loader.validated(recordings);
         }
@@ -291,7 +288,7 @@ impl Plan {
         Ok(Plan {
             pipeline,
             cases,
-            parser: Mutex::new(CaseParser::default()),
+            parser: Mutex::new(CaseParser::new(metric_block::check)),
             agents,
             manifests: Mutex::new(ManifestCache::default()),
             run_id,
@@ -1255,7 +1252,7 @@ fn fixture_error(events: &[Event]) -> Option<String> {
 /// computed from the same marks), so those assertions read the log directly.
 fn targets_a_block(case: &Case, target: &str) -> bool {
     let root = target.split(['.', '[']).next().unwrap_or_default();
-    root != "recovery" && case.blocks.iter().any(|b| crate::dataset::block_root(b.key()) == root)
+    root != "recovery" && case.blocks.iter().any(|b| crate::dataset::block_root(b.key) == root)
 }
 
 /// Evaluate every metric block over every run, grade the assertions that target block
@@ -1269,8 +1266,8 @@ fn grade_blocks(case: &Case, envelopes: &[Value], metric_expect: &[&Assertion], 
     let mut across = BTreeMap::new();
     let mut per_run: Vec<BTreeMap<String, Value>> = vec![BTreeMap::new(); runs.len()];
     for block in &case.blocks {
-        let key = block.key();
-        match block.evaluate(envelopes) {
+        let key = block.key;
+        match MetricBlock::parse(block).and_then(|b| b.evaluate(envelopes)) {
             Ok(outcome) => {
                 across.extend(outcome.targets.clone());
                 for r in &outcome.runs {

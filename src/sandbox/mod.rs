@@ -24,13 +24,12 @@
 //! clock by that much.
 
 pub mod fault;
-pub mod manifest;
 pub mod poisoning;
 
 use serde_json::{Value, json};
 
+pub use crate::pipeline::manifest::{Manifest, Outcome, ProtocolError, SafetyClass, ToolSpec, Trust};
 pub use fault::{Fault, FaultDecl, FaultKind, Injection, Injector};
-pub use manifest::{Manifest, Outcome, ProtocolError, SafetyClass, ToolSpec, Trust};
 
 /// The result of executing one call.
 #[derive(Debug, Clone, PartialEq)]

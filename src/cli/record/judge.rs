@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use super::super::{CliError, Exit};
 use stateval::external::upstream::{Provider, Upstream};
-use stateval::grade::judge::JudgeUpstream;
 use stateval::pipeline::Pipeline;
+use stateval::pipeline::judges::JudgeUpstream;
 use stateval::replay::judge::{Ask, Asked, JudgeBook};
 use stateval::runner::{Plan, Selection, log_assertions};
 

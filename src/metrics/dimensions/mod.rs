@@ -305,7 +305,8 @@ pub fn evaluate(input: &serde_json::Value) -> Result<Report, DimensionsError> {
 /// Scores typed tasks, for the runner. See the module doc for how out-of-range values
 /// are treated; this never fails and never panics.
 /// Every target a reliability card exposes (`consistency.outcome`, …,
-/// `reliability.overall`), for validating gate configuration.
+/// `reliability.overall`), in name order: the list a pipeline's gates are checked
+/// against (`pipeline::gates::RELIABILITY_TARGETS`, held to this by a test).
 pub fn target_names() -> Vec<String> {
     evaluate_tasks(&[], &Perturbed::default(), Variant::CameraReady).targets().into_keys().collect()
 }

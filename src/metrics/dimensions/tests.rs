@@ -246,3 +246,10 @@ fn the_typed_entry_treats_unusable_numbers_as_absent() {
     assert_eq!(report.consistency.resource, None);
     assert!(report.targets().values().flatten().all(|v| v.is_finite()));
 }
+
+#[test]
+fn the_pipelines_list_of_card_targets_is_exactly_the_targets_a_card_reports() {
+    // `[gates.reliability]` is checked against the list when a pipeline loads, before any
+    // card exists; a target added to the card and not to the list would be refused there
+    assert_eq!(target_names(), crate::pipeline::gates::RELIABILITY_TARGETS);
+}

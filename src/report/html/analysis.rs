@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::Logs;
 use crate::event::{Event, Kind};
 use crate::golden::{self, Diff, render};
-use crate::runner::outcome::{CaseOutcome, Check, RunResult};
+use crate::outcome::{CaseOutcome, Check, RunResult};
 
 /// Where to look first in a run.
 #[derive(Debug, Clone, PartialEq)]

@@ -18,7 +18,7 @@ use super::sent;
 use super::timeline::{self, Marks};
 use crate::event::{Event, Kind};
 use crate::golden::{self, Class, Diff, render};
-use crate::runner::outcome::{CaseOutcome, Check, RunResult};
+use crate::outcome::{CaseOutcome, Check, RunResult};
 
 /// Characters of a matcher or an actual value shown in a checks table.
 const CHECK_VALUE: usize = 600;

@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 use super::Logs;
 use super::analysis::{self, Pointer};
 use super::markup::{Anchor, esc, percent, plural};
+use crate::outcome::{CaseOutcome, GateOutcome, SuiteOutcome};
 use crate::report::gate_detail;
-use crate::runner::outcome::{CaseOutcome, GateOutcome, SuiteOutcome};
 
 /// The verdict line and the run it belongs to.
 pub fn header(outcome: &SuiteOutcome) -> String {

@@ -51,7 +51,7 @@ use std::path::{Path, PathBuf};
 use crate::event::reader::read_log;
 use crate::event::{Event, Kind};
 use crate::golden::normalize::normalize_events;
-use crate::runner::outcome::{CaseOutcome, RunResult, SuiteOutcome};
+use crate::outcome::{CaseOutcome, RunResult, SuiteOutcome};
 
 /// Bytes of case detail (timelines, diffs, states) drawn in full before the remaining
 /// cases are drawn compact. Failing cases come first, so they are the ones in full:

@@ -15,7 +15,7 @@ use crate::event::{Event, Kind};
 use crate::extract::envelope::envelope;
 use crate::metrics::narrative::{NarrativeItem, NarrativeOptions, final_answer, score_narrative};
 use crate::metrics::trace::Trace;
-use crate::runner::outcome::CaseOutcome;
+use crate::outcome::CaseOutcome;
 
 /// The name of the metric block this view explains.
 const BLOCK: &str = "narrative";

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use super::markup::Anchor;
 use super::*;
 use crate::event::writer::LogWriter;
+use crate::outcome::{Check, GateOutcome};
 use crate::report::fixture::{self, TRICKY_ID};
-use crate::runner::outcome::{Check, GateOutcome};
 
 /// Logs held in memory: (case id, run) → events, golden path → events.
 #[derive(Default)]

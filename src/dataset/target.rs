@@ -1,5 +1,9 @@
 //! Target paths: `memory_at[3].semantic.user.email`, `tool_calls[0].args.to`.
 //!
+//! The grammar of what an assertion names: the roots the extractors compute, and how a
+//! path below a root is spelled. A dataset checks every target against it when it
+//! loads; `extract` computes each root's value and walks the path into it.
+//!
 //! Memory keys may themselves contain dots (`user.email`), so walking an object takes
 //! the longest run of the remaining segments that is a key of that object.
 
@@ -9,6 +13,44 @@ use serde_json::Value;
 pub enum Segment {
     Key(String),
     Index(usize),
+}
+
+/// Root names an assertion may target.
+pub const ROOTS: &[&str] = &[
+    "final_response",
+    "turns",
+    "tool_calls",
+    "tool_results",
+    "tool_sequence",
+    "tools",
+    "memory",
+    "memory_at",
+    "policy",
+    "context",
+    "security",
+    "sandbox",
+    "usage",
+    "status",
+    "events",
+    "replay",
+    "recovery",
+    "approvals",
+    "memory_lifecycle",
+];
+
+/// Load-time check: the target parses and starts with a known root.
+pub fn check_target(target: &str) -> Result<(), String> {
+    let segments = parse(target)?;
+    let Some(Segment::Key(root)) = segments.first() else {
+        return Err(format!("malformed target \"{target}\""));
+    };
+    if ROOTS.contains(&root.as_str()) {
+        return Ok(());
+    }
+    let hint = crate::diag::did_you_mean(root, ROOTS.iter().copied())
+        .map(|s| format!(" (did you mean \"{s}\"?)"))
+        .unwrap_or_default();
+    Err(format!("unknown target \"{root}\"{hint}"))
 }
 
 /// Split a target into segments; an error says what is malformed.

@@ -1,4 +1,5 @@
-//! The fixture tool manifest (`fixtures/tools/*.json`).
+//! The fixture tool manifest (`fixtures/tools/*.json`): its data model, read and
+//! checked with located errors. How a call is answered from it is the sandbox's.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -175,7 +176,8 @@ pub struct Manifest {
     /// The server that answers this manifest's tools, for faults that target a server.
     pub server: Option<String>,
     pub tools: Vec<ToolSpec>,
-    /// Faults injected into calls to these tools (see [`super::fault`]).
+    /// Faults injected into calls to these tools (see [`super::fault`], and
+    /// `sandbox::fault` for what they do).
     #[serde(default)]
     pub faults: Vec<FaultDecl>,
     #[serde(skip)]
