@@ -370,11 +370,44 @@ impl Plan {
         stderr: Option<PathBuf>,
         assertions: &[&Assertion],
     ) -> Result<ReplayedRun, ReplayError> {
+        self.replay_from(case, k, recording, ReplayProvider::new(recording), sink, stderr, assertions)
+    }
+
+    /// [`replay`](Self::replay) of a recording replayed once: each response is released
+    /// as soon as the next is served, so a long run does not hold its whole recording
+    /// beside its events.
+    pub fn replay_once(
+        &self,
+        case: &Case,
+        k: usize,
+        mut recording: Recording,
+        sink: Box<dyn Sink + Send>,
+        stderr: Option<PathBuf>,
+        assertions: &[&Assertion],
+    ) -> Result<ReplayedRun, ReplayError> {
+        let provider = ReplayProvider::owning(std::mem::take(&mut recording.responses));
+        self.replay_from(case, k, &recording, provider, sink, stderr, assertions)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn replay_from(
+        &self,
+        case: &Case,
+        k: usize,
+        recording: &Recording,
+        mut provider: ReplayProvider<'_>,
+        sink: Box<dyn Sink + Send>,
+        stderr: Option<PathBuf>,
+        assertions: &[&Assertion],
+    ) -> Result<ReplayedRun, ReplayError> {
         let profile = &self.pipeline.agents[&case.agent];
         let profile_digest = self.agents[&case.agent].profile;
         let manifest = self.manifest(&case.agent).map_err(ReplayError::Input)?;
         let detectors = Detectors::new(&profile.safety, &manifest, case.allowed_tools.as_deref());
-        let mut rec = Recorder::new(sink).with_detectors(detectors).holding_completion();
+        // a turn starts and ends; a model call is a compiled context and the call, and
+        // each tool call it makes is proposed, decided and executed (a few more, rarely)
+        let expected = 2 * case.turns.len() + 6 * provider.recorded() + 16;
+        let mut rec = Recorder::new(sink).with_detectors(detectors).holding_completion().expecting(expected);
         // handoff targets (the built-in runtime's only): the profiles this one can reach
         // by handing off, read only for profiles that hand off
         let reachable = self.handoff_targets(&case.agent).map_err(ReplayError::Input)?;
@@ -393,7 +426,6 @@ impl Plan {
             on_divergence: self.pipeline.replay.on_divergence,
             peers,
         };
-        let mut provider = ReplayProvider::new(recording);
         let summary = match (profile.kind, self.record.as_deref()) {
             // `stateval record` of a built-in case: the runtime asks the live model
             (AgentKind::Builtin, Some(record)) => {
@@ -433,7 +465,7 @@ impl Plan {
         }
         let (events, turn_offsets) = rec.finish()?;
         let mut summary = summary;
-        let (used, recorded) = (provider.position(), recording.responses.len());
+        let (used, recorded) = (provider.position(), provider.recorded());
         if summary.status == RunStatus::Completed && used < recorded {
             let unused = recorded - used;
             let message = format!(
@@ -1145,11 +1177,16 @@ fn run_case(
         }
         let file = logs.log(path.clone(), std::fs::File::create(&path).map_err(at(&path))?);
         let stderr = (profile.kind == AgentKind::External).then(|| path.with_extension("stderr"));
-        let ReplayedRun { summary, events, turn_offsets, checks, grading_errors } =
-            plan.replay(case, k, &recording, Box::new(file), stderr.clone(), &log_expect).map_err(|e| match e {
-                ReplayError::Log(source) => log_error(source),
-                ReplayError::Input(e) => RunnerError::Input(vec![e]),
-            })?;
+        // a recording read for this run alone is released as it is served; one the case
+        // holds inline is shared, and borrowed
+        let replayed = match Arc::try_unwrap(recording) {
+            Ok(once) => plan.replay_once(case, k, once, Box::new(file), stderr.clone(), &log_expect),
+            Err(shared) => plan.replay(case, k, &shared, Box::new(file), stderr.clone(), &log_expect),
+        };
+        let ReplayedRun { summary, events, turn_offsets, checks, grading_errors } = replayed.map_err(|e| match e {
+            ReplayError::Log(source) => log_error(source),
+            ReplayError::Input(e) => RunnerError::Input(vec![e]),
+        })?;
         let golden = plan.golden_check(case, k, &events, &plan.pipeline.display(&path))?;
         let mut checks = checks;
         let task_checks = checks.split_off(task_from.min(checks.len()));

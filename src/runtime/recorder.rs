@@ -63,6 +63,14 @@ impl Recorder {
         }
     }
 
+    /// Room for about `events` events, so a long run's event list is not copied each
+    /// time it doubles (each copy left the old list's pages resident: a long case's
+    /// peak memory held them all). Room that is never written costs no memory.
+    pub fn expecting(mut self, events: usize) -> Self {
+        self.events.reserve(events);
+        self
+    }
+
     /// Hold the run's `run_completed` back until [`Recorder::finish`], so grading events
     /// can be written before it (see the module doc).
     pub fn holding_completion(mut self) -> Self {
