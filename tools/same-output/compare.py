@@ -360,15 +360,17 @@ def excerpt(name: str, a: bytes, b: bytes) -> list[str]:
         out.append(f"  after:  {b[max(0, n - 16):n + 16]!r}")
         return out
     la, lb = ta.splitlines(), tb.splitlines()
-    shown = 0
-    for d in difflib.unified_diff(la, lb, "before/" + name, "after/" + name, n=0, lineterm=""):
-        if d.startswith(("---", "+++")):
-            continue
-        if shown >= 8:
-            out.append("  …")
-            break
-        out.append("  " + clip(d, n - len("\n".join(la[: line - 1])) - (1 if line > 1 else 0)))
-        shown += 1
+    pairs = [i for i in range(max(len(la), len(lb))) if i >= len(la) or i >= len(lb) or la[i] != lb[i]]
+    # the first three differing lines, side by side by line number (after an inserted line
+    # the pairing drifts; the first pair is always exact), each cut at its first difference
+    for i in pairs[:3]:
+        x, y = (la[i] if i < len(la) else "<no line>"), (lb[i] if i < len(lb) else "<no line>")
+        col = next((j for j, (p, q) in enumerate(zip(x, y)) if p != q), min(len(x), len(y)))
+        out.append(f"  line {i + 1}:")
+        out.append(f"  - {clip(x, col)}")
+        out.append(f"  + {clip(y, col)}")
+    if len(pairs) > 3:
+        out.append(f"  … {len(pairs) - 3} more line(s) differ by position")
     return out
 
 
