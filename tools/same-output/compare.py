@@ -115,8 +115,8 @@ class Scenario:
 
 
 # `--quick`: the slowest pipeline, 143 cases that each start a Python process with the
-# openai SDK, cut to the slice tests/cli_agentdojo.rs runs (user tasks 1 and 10-19).
-QUICK_SLICES = {"agentdojo-agent": "banking-user_task_1*"}
+# openai SDK, cut to one user task, benign and under each of its 8 attacks (9 cases).
+QUICK_SLICES = {"agentdojo-agent": "banking-user_task_1-*"}
 
 
 def read_pipelines(tree: Path) -> list[Pipeline]:
@@ -527,7 +527,7 @@ def run_comparison(args) -> tuple[list[Result], float, Path | None]:
         else:
             results.extend(compare(sc, sides[(sc.label, "before")], sides[(sc.label, "after")]))
     elapsed = time.monotonic() - started
-    bad = any(r.status != "identical" for r in results)
+    bad = any(r.status == "DIFFERENT" for r in results)
     if args.keep or (bad and not getattr(args, "discard", False)):
         return results, elapsed, work
     shutil.rmtree(work)
