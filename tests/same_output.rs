@@ -9,10 +9,7 @@ use std::process::Command;
 
 /// `compare.py BIN BIN --only graders failing EXTRA…`: (exit code, stdout).
 fn compare(extra: &[&str]) -> Option<(i32, String)> {
-    let python_ok = Command::new("python3")
-        .args(["-c", "import tomllib"])
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let python_ok = Command::new("python3").args(["-c", "import tomllib"]).output().is_ok_and(|o| o.status.success());
     if !python_ok {
         eprintln!("skipped: no python3 with tomllib (3.11+) on PATH, which tools/same-output/compare.py needs");
         return None;
@@ -49,7 +46,8 @@ fn one_build_against_itself_is_identical_in_every_class_and_the_rest_is_not_comp
     // 1, not 0: the pipelines left out by --only are NOT COMPARED, never passed
     assert_eq!(code, 1, "{stdout}");
     for scenario in ["graders", "graders --bless", "failing"] {
-        for class in ["run output", "event logs", "run files", "reports", "verify", "report re-render", "rest of tree"] {
+        for class in ["run output", "event logs", "run files", "reports", "verify", "report re-render", "rest of tree"]
+        {
             assert_eq!(status(&stdout, scenario, class), "identical", "{scenario} / {class}:\n{stdout}");
         }
     }
