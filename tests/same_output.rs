@@ -36,7 +36,7 @@ fn status<'a>(stdout: &'a str, scenario: &str, class: &str) -> &'a str {
         .lines()
         .find(|l| l.split("  ").map(str::trim).filter(|f| !f.is_empty()).take(2).eq([scenario, class]))
         .unwrap_or_else(|| panic!("no line for {scenario} / {class}:\n{stdout}"));
-    let rest = line.splitn(2, class).nth(1).expect("the class").trim_start();
+    let rest = line.split_once(class).expect("the class").1.trim_start();
     if rest.starts_with("NOT COMPARED") { "NOT COMPARED" } else { rest.split(' ').next().unwrap_or_default() }
 }
 
