@@ -16,12 +16,12 @@ fn compare(extra: &[&str]) -> Option<(i32, String)> {
     }
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let bin = env!("CARGO_BIN_EXE_stateval");
-    let work = Path::new(env!("CARGO_TARGET_TMPDIR")).join("same-output");
-    std::fs::create_dir_all(&work).expect("scratch directory");
+    // the tool keeps its scratch trees when something differs: here they go with `work`
+    let work = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("scratch directory");
     let out = Command::new("python3")
         .arg(repo.join("tools/same-output/compare.py"))
         .args([bin, bin, "--only", "graders", "failing", "--work"])
-        .arg(&work)
+        .arg(work.path())
         .args(extra)
         .output()
         .expect("run compare.py");
