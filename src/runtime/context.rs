@@ -149,14 +149,14 @@ impl Conversation {
     /// `{"role": "assistant", "content": content}`, with `"tool_calls": tool_calls` when
     /// given (their canonical text, as the `model_called` event holds it), written in
     /// its canonical form directly.
-    pub fn assistant(&mut self, content: &str, tool_calls: Option<&str>) -> Result<(), CanonError> {
+    pub fn assistant(&mut self, content: &str, tool_calls: Option<&[u8]>) -> Result<(), CanonError> {
         self.push_with(false, |joined| {
             joined.extend_from_slice(b"{\"content\":");
             canon::write_canonical_str(joined, content);
             joined.extend_from_slice(b",\"role\":\"assistant\"");
             if let Some(calls) = tool_calls {
                 joined.extend_from_slice(b",\"tool_calls\":");
-                joined.extend_from_slice(calls.as_bytes());
+                joined.extend_from_slice(calls);
             }
             joined.push(b'}');
             Ok(())
@@ -281,7 +281,7 @@ mod tests {
         built.push(json!({"role": "user", "content": "héllo \"x\"\n"})).unwrap();
         let calls =
             canon::to_canonical_string(&json!([{"name": "t", "id": "c-1", "args": {"b": 1, "a": [2]}}])).unwrap();
-        direct.assistant("", Some(&calls)).unwrap();
+        direct.assistant("", Some(calls.as_bytes())).unwrap();
         built
             .push(json!({"role": "assistant", "content": "", "tool_calls": [{"name": "t", "id": "c-1", "args": {"b": 1, "a": [2]}}]}))
             .unwrap();

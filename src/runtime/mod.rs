@@ -359,18 +359,22 @@ impl<'a, 'p> Loop<'a, 'p> {
                 .collect();
             let called =
                 typed::ModelCalled { hash, position, content: &content, calls: &calls, confidence, usage, latency_ms };
+            let mut calls_at = None;
             let seq = emit_typed(
                 self.rec,
                 &mut self.canonical,
                 Kind::ModelCalled,
                 || called.value(),
-                |out| called.write(out),
+                |out| called.write_noting_calls(out, &mut calls_at),
             )?;
             // the assistant message carries the same calls as the event's response: their
-            // canonical bytes are taken from the event rather than written again
+            // canonical bytes are taken from what the typed writer wrote, or from the event
             let event = self.rec.event(seq);
-            let response = event.view::<payload::ModelCalled>().response.view::<payload::Response>();
-            let called = (!calls.is_empty()).then(|| response.tool_calls.raw());
+            let response = || event.view::<payload::ModelCalled>().response.view::<payload::Response>();
+            let called = (!calls.is_empty()).then(|| match calls_at {
+                Some(at) => &self.canonical[at],
+                None => response().tool_calls.raw().as_bytes(),
+            });
             let next = self.rec.next_seq();
             self.conversation.assistant(&content, called).map_err(|source| WriteError::Canon {
                 seq: next,

@@ -46,8 +46,17 @@ impl ModelCalled<'_> {
         ])
     }
 
+    #[cfg(test)]
     #[must_use]
     pub fn write(&self, out: &mut Vec<u8>) -> bool {
+        self.write_noting_calls(out, &mut None)
+    }
+
+    /// [`write`](Self::write), noting where in `out` the `tool_calls` array lies once
+    /// the whole data is written: the assistant message the runtime keeps carries the
+    /// same canonical bytes.
+    #[must_use]
+    pub fn write_noting_calls(&self, out: &mut Vec<u8>, calls_at: &mut Option<std::ops::Range<usize>>) -> bool {
         let mut o = ObjectWriter::new(out);
         let mut ok = o.uint("latency_ms", self.latency_ms);
         ok &= o.uint("position", self.position as u64);
@@ -58,6 +67,7 @@ impl ModelCalled<'_> {
         }
         response.str("content", self.content);
         let out = response.member("tool_calls");
+        let start = out.len();
         out.push(b'[');
         for (i, (id, name, args)) in self.calls.iter().enumerate() {
             if i > 0 {
@@ -70,12 +80,14 @@ impl ModelCalled<'_> {
             call.finish();
         }
         out.push(b']');
+        let calls = start..out.len();
         response.finish();
         let mut usage = ObjectWriter::new(o.member("usage"));
         ok &= usage.uint("input_tokens", self.usage.input_tokens);
         ok &= usage.uint("output_tokens", self.usage.output_tokens);
         usage.finish();
         o.finish();
+        *calls_at = ok.then_some(calls);
         ok
     }
 }
@@ -326,6 +338,15 @@ mod tests {
                 latency_ms,
             };
             agree(&event.value(), written(|out| event.write(out)))?;
+            // where it says the calls lie is the canonical text of the calls
+            let (mut out, mut at) = (Vec::new(), None);
+            if event.write_noting_calls(&mut out, &mut at) {
+                let at = at.expect("a range when written");
+                let expected = crate::canon::to_canonical(&event.value()["response"]["tool_calls"]).unwrap();
+                prop_assert_eq!(&out[at], &expected[..]);
+            } else {
+                prop_assert!(at.is_none());
+            }
         }
 
         #[test]
