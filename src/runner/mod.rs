@@ -134,6 +134,9 @@ pub struct Plan {
 pub struct PlannedAgent {
     /// The manifest's digest when the plan was validated (`None`: no tools).
     pub manifest: Option<Digest>,
+    /// The digest of the manifest file's bytes when the plan validated it (`None`: no
+    /// tools): [`Plan::manifest`] takes the same bytes without validating them again.
+    pub manifest_bytes: Option<Digest>,
     /// The digest of the profile itself.
     pub profile: Digest,
 }
@@ -209,18 +212,18 @@ impl Plan {
         let mut agents = Vec::new();
         let mut errors = Vec::new();
         // each manifest file is validated once, however many profiles name it, and only
-        // its digest is kept
-        let mut validated: BTreeMap<PathBuf, Option<Digest>> = BTreeMap::new();
+        // its digests are kept (of its content, and of its bytes for `Plan::manifest`)
+        let mut validated: BTreeMap<PathBuf, (Option<Digest>, Digest)> = BTreeMap::new();
         for (name, profile) in &pipeline.agents {
-            let manifest = match &profile.tools {
+            let (manifest, manifest_bytes) = match &profile.tools {
                 Some(rel) => {
                     let (full, shown) = manifest_path(&pipeline, rel);
                     match validated.get(&full) {
-                        Some(digest) => *digest,
-                        None => match Manifest::load(&full, &shown) {
-                            Ok(m) => {
-                                validated.insert(full, m.digest);
-                                m.digest
+                        Some((digest, bytes)) => (*digest, Some(*bytes)),
+                        None => match Manifest::load_file(&full, &shown) {
+                            Ok((m, bytes)) => {
+                                validated.insert(full, (m.digest, bytes));
+                                (m.digest, Some(bytes))
                             }
                             Err(e) => {
                                 errors.push(e);
@@ -229,7 +232,7 @@ impl Plan {
                         },
                     }
                 }
-                None => None,
+                None => (None, None),
             };
             if let Some(pinned) = &*profile.tools_digest {
                 let found = manifest.map(|d| d.to_string()).unwrap_or_default();
@@ -250,7 +253,7 @@ impl Plan {
             let profile_json = serde_json::to_value(profile).map_err(|e| RunnerError::Internal(e.to_string()))?;
             let digest = canon::canonical_digest(Context::Content, &profile_json)
                 .map_err(|e| RunnerError::Internal(e.to_string()))?;
-            agents.push((name.clone(), PlannedAgent { manifest, profile: digest }));
+            agents.push((name.clone(), PlannedAgent { manifest, manifest_bytes, profile: digest }));
         }
         let agents: BTreeMap<String, PlannedAgent> = agents.into_iter().collect();
         let judges = load_judges(&pipeline, &mut errors);
@@ -471,7 +474,10 @@ impl Plan {
         if let Some(manifest) = cached {
             return Ok(manifest);
         }
-        let manifest = Manifest::load(path, shown)?;
+        let manifest = match planned.manifest_bytes {
+            Some(bytes) => Manifest::reload(path, shown, planned.manifest, bytes)?,
+            None => Manifest::load(path, shown)?,
+        };
         if manifest.digest != planned.manifest {
             let hex = |d: Option<Digest>| d.map(|d| d.to_string()).unwrap_or_else(|| "none".into());
             return Err(InputError::file(

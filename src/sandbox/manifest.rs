@@ -199,10 +199,55 @@ impl Manifest {
     }
 
     pub fn load(path: &Path, display: &str) -> Result<Manifest, InputError> {
+        Self::load_file(path, display).map(|(manifest, _)| manifest)
+    }
+
+    /// [`Manifest::load`], with the digest of the file's bytes, which
+    /// [`Manifest::reload`] checks.
+    pub fn load_file(path: &Path, display: &str) -> Result<(Manifest, Digest), InputError> {
+        let text = Self::read(path, display)?;
+        Ok((Self::validate(&text, display)?, Self::bytes_digest(text.as_bytes())))
+    }
+
+    /// The digest of a manifest file's bytes, as [`Manifest::load_file`] gives it.
+    pub fn bytes_digest(bytes: &[u8]) -> Digest {
+        canon::digest(Context::Content, bytes)
+    }
+
+    /// Read again a manifest that [`Manifest::load_file`] validated, whose content digest
+    /// was then `digest` and whose bytes had the digest `bytes` (a runner reads each
+    /// case's manifest when the case runs, so memory does not grow with the suite).
+    /// Bytes that are still those are typed straight from the text — validation is a
+    /// function of the bytes alone, so it would only say again what it said — and the
+    /// content digest is `digest` without canonicalising the file again. Any other
+    /// bytes are validated in full, and the caller compares the digest as for a file
+    /// it never saw.
+    pub fn reload(path: &Path, display: &str, digest: Option<Digest>, bytes: Digest) -> Result<Manifest, InputError> {
+        let text = Self::read(path, display)?;
+        if Self::bytes_digest(text.as_bytes()) == bytes
+            && let Ok(mut manifest) = serde_json::from_str::<Manifest>(crate::diag::strip_bom(&text))
+        {
+            if manifest.state.is_null() {
+                manifest.state = Value::Object(Default::default());
+            }
+            if manifest.compile().is_ok() {
+                manifest.digest = digest;
+                manifest.source = Some(display.to_string());
+                return Ok(manifest);
+            }
+        }
+        Self::validate(&text, display)
+    }
+
+    fn read(path: &Path, display: &str) -> Result<String, InputError> {
+        std::fs::read_to_string(path)
+            .map_err(|e| InputError::file(Path::new(display), format!("cannot read tool manifest: {e}")))
+    }
+
+    /// Parse, check, compile and digest the text of a manifest read from `display`.
+    fn validate(text: &str, display: &str) -> Result<Manifest, InputError> {
         let shown = Path::new(display);
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| InputError::file(shown, format!("cannot read tool manifest: {e}")))?;
-        let text = crate::diag::strip_bom(&text);
+        let text = crate::diag::strip_bom(text);
         let value = parse_json_strict(text).map_err(|(l, c, m)| InputError::new(shown, l, c, m))?;
         let at = |pointer: &str, message: String| {
             let (l, c) = line_col(text, locate(text, pointer));
@@ -405,5 +450,57 @@ mod tests {
         let err = load(&format!("{{{TOOLS}, \"faults\": [{{\"tool\": \"page\", \"fault\": \"hang\", \"tol\": 1}}]}}"))
             .unwrap_err();
         assert!(err.message.contains("unknown field \"tol\""), "{err}");
+    }
+
+    /// Everything a manifest holds once loaded, compiled parts included, as comparable
+    /// text (a compiled validator is compared by what it says of the schema's own text).
+    fn loaded(m: &Manifest) -> String {
+        let compiled: Vec<_> = m
+            .tools
+            .iter()
+            .map(|t| {
+                let mut keys: Vec<_> =
+                    t.by_args.iter().map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), *v)).collect();
+                keys.sort();
+                let schema = t.input_schema.clone().unwrap_or_default();
+                (keys, t.validator.as_ref().map(|v| v.is_valid(&schema)))
+            })
+            .collect();
+        format!("{}\n{compiled:?}\n{:?} {:?}", serde_json::to_value(m).unwrap(), m.digest, m.source)
+    }
+
+    #[test]
+    fn a_manifest_read_again_by_its_bytes_is_the_one_validated() {
+        let mut files: Vec<_> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tools"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 5, "{files:?}");
+        for path in files {
+            let (validated, bytes) = Manifest::load_file(&path, "m.json").unwrap();
+            let again = Manifest::reload(&path, "m.json", validated.digest, bytes).unwrap();
+            assert_eq!(loaded(&again), loaded(&validated), "{}", path.display());
+        }
+    }
+
+    #[test]
+    fn a_manifest_whose_bytes_changed_is_validated_in_full_when_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.json");
+        let first = format!("{{{TOOLS}}}");
+        std::fs::write(&path, &first).unwrap();
+        let (validated, bytes) = Manifest::load_file(&path, "m.json").unwrap();
+        // other bytes: the digest is worked out again, not taken from the caller
+        let edited = format!("{{{TOOLS}, \"server\": \"s\"}}");
+        std::fs::write(&path, &edited).unwrap();
+        let again = Manifest::reload(&path, "m.json", validated.digest, bytes).unwrap();
+        assert_ne!(again.digest, validated.digest);
+        assert_eq!(again.server.as_deref(), Some("s"));
+        // other bytes that do not validate: the validation's error, at its place
+        std::fs::write(&path, format!("{{{TOOLS}, \"tools\": []}}")).unwrap();
+        let err = Manifest::reload(&path, "m.json", validated.digest, bytes).unwrap_err().to_string();
+        assert!(err.contains("duplicate key"), "{err}");
     }
 }
