@@ -261,8 +261,9 @@ impl Manifest {
             return Err(at(&v.pointer, v.message));
         }
         canon::check_ijson(&value).map_err(|e| InputError::file(shown, e.to_string()))?;
-        let mut manifest: Manifest =
-            serde_json::from_value(value.clone()).map_err(|e| InputError::file(shown, e.to_string()))?;
+        // typed from the tree by reference: the tree is still wanted (error places, the
+        // digest), and a copy of it to consume was most of the typing's cost
+        let mut manifest = Manifest::deserialize(&value).map_err(|e| InputError::file(shown, e.to_string()))?;
         if manifest.state.is_null() {
             manifest.state = Value::Object(Default::default());
         }
@@ -275,14 +276,20 @@ impl Manifest {
             {
                 return Err(at(&format!("/tools/{i}/input_schema"), format!("malformed JSON Schema: {e}")));
             }
+            // the place is spelt out only for a protocol error (once per response, the
+            // strings were much of a large manifest's checking)
             let protocol = tool
                 .responses
                 .iter()
                 .enumerate()
-                .map(|(j, r)| (format!("/tools/{i}/responses/{j}"), &r.outcome))
-                .chain(tool.default.iter().map(|d| (format!("/tools/{i}/default"), d)));
-            for (at_outcome, outcome) in protocol {
+                .map(|(j, r)| (Some(j), &r.outcome))
+                .chain(tool.default.iter().map(|d| (None, d)));
+            for (j, outcome) in protocol {
                 if outcome.protocol_error.is_some() {
+                    let at_outcome = match j {
+                        Some(j) => format!("/tools/{i}/responses/{j}"),
+                        None => format!("/tools/{i}/default"),
+                    };
                     let raw = value.pointer(&at_outcome);
                     if let Some(key) =
                         ["result", "is_error", "effect"].into_iter().find(|k| raw.and_then(|o| o.get(k)).is_some())
