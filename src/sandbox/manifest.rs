@@ -1,7 +1,8 @@
 //! The fixture tool manifest (`fixtures/tools/*.json`).
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -327,9 +328,7 @@ impl Manifest {
     pub fn compile(&mut self) -> Result<(), (usize, String)> {
         for (i, tool) in self.tools.iter_mut().enumerate() {
             if let Some(schema) = &tool.input_schema {
-                let validator =
-                    jsonschema::validator_for(schema).map_err(|e| (i, format!("malformed JSON Schema: {e}")))?;
-                tool.validator = Some(Arc::new(validator));
+                tool.validator = Some(validator(schema).map_err(|e| (i, format!("malformed JSON Schema: {e}")))?);
             }
             let mut by_args = std::collections::HashMap::new();
             for (j, response) in tool.responses.iter().enumerate() {
@@ -368,6 +367,36 @@ impl ToolSpec {
             Err(_) => self.responses.iter().position(|r| canon::json_eq(&r.args, args)),
         }
     }
+}
+
+/// Compiled input schemas by the schema's JSON text, shared by every manifest the
+/// process reads: a suite repeats a tool's schema across its manifests, and each case
+/// reads its manifest again, so most compilations were of a schema compiled before.
+/// A validator is a function of its schema alone. The key is the serialised tree, not
+/// the canonical form, so schemas that differ only in how a number is spelt (which a
+/// validation message may quote) keep their own validators. Bounded: past
+/// [`VALIDATOR_CACHE`] distinct schemas it starts again.
+static VALIDATORS: LazyLock<Mutex<HashMap<Vec<u8>, Arc<jsonschema::Validator>>>> = LazyLock::new(Default::default);
+
+/// Distinct compiled schemas kept at once.
+const VALIDATOR_CACHE: usize = 1024;
+
+/// The compiled validator of `schema`, from [`VALIDATORS`] when it was compiled before.
+fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, jsonschema::ValidationError<'static>> {
+    let key = serde_json::to_vec(schema).ok();
+    if let Some(key) = &key
+        && let Some(found) = VALIDATORS.lock().ok().and_then(|cache| cache.get(key).cloned())
+    {
+        return Ok(found);
+    }
+    let compiled = Arc::new(jsonschema::validator_for(schema)?);
+    if let (Some(key), Ok(mut cache)) = (key, VALIDATORS.lock()) {
+        if cache.len() >= VALIDATOR_CACHE {
+            cache.clear();
+        }
+        cache.insert(key, compiled.clone());
+    }
+    Ok(compiled)
 }
 
 fn check_patch(effect: &[Value]) -> Result<(), String> {
