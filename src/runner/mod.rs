@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::canon::{self, Context, Digest};
-use crate::dataset::{Case, CaseParser, CaseRef, Loader, ValidatedRecordings};
+use crate::dataset::{Case, CaseParser, CaseRef, KeptRecordings, Loader, RecordingRef, ValidatedRecordings};
 use crate::diag::InputError;
 use crate::event::Event;
 use crate::event::writer::{Sink, WriteError};
@@ -106,6 +106,9 @@ pub struct Plan {
     pub agents: BTreeMap<String, PlannedAgent>,
     /// The manifests read lately (see [`Plan::manifest`]).
     manifests: Mutex<ManifestCache>,
+    /// Recordings parsed when the plan was validated, until their runs take them (see
+    /// [`Plan::recording`]).
+    kept: Arc<Mutex<KeptRecordings>>,
     /// Content-derived: the same inputs give the same id.
     pub run_id: String,
     /// The digest the run id is cut from: everything that decides the run's logs. The
@@ -257,7 +260,8 @@ impl Plan {
         }
         let agents: BTreeMap<String, PlannedAgent> = agents.into_iter().collect();
         let judges = load_judges(&pipeline, &mut errors);
-        let mut loader = Loader::new(&pipeline).select(|case| selection.keeps(case));
+        let kept = Arc::new(Mutex::new(KeptRecordings::default()));
+        let mut loader = Loader::new(&pipeline).select(|case| selection.keeps(case)).keeping(kept.clone());
         if let Some(recordings) = recordings {
             loader = loader.validated(recordings);
         }
@@ -297,6 +301,7 @@ impl Plan {
             parser: Mutex::new(CaseParser::default()),
             agents,
             manifests: Mutex::new(ManifestCache::default()),
+            kept,
             run_id,
             digest,
             graders,
@@ -494,6 +499,18 @@ impl Plan {
             cache.put(path.clone(), manifest.clone());
         }
         Ok(manifest)
+    }
+
+    /// The recording `reference` names: the one parsed when the plan was validated, if
+    /// it is still kept and the file still has the bytes validated, or else the file
+    /// read again ([`RecordingRef::load`]); either way a file edited since is refused.
+    pub fn recording(&self, reference: &RecordingRef) -> Result<Arc<Recording>, String> {
+        if let RecordingRef::File { path, display, bytes, .. } = reference
+            && let Some(kept) = self.kept.lock().ok().and_then(|mut kept| kept.take(path, bytes))
+        {
+            return Recording::unchanged(path, display, *bytes).map(|()| kept);
+        }
+        reference.load()
     }
 
     /// Every profile `agent` can reach by handing off, directly or through its targets
@@ -1146,7 +1163,8 @@ fn run_case(
     let mut envelopes = Vec::new();
     let mut card_runs = Vec::new();
     for (k, reference) in case.recordings.iter().enumerate() {
-        let recording = reference.load().map_err(|e| RunnerError::Input(vec![InputError::file(&case.path, e)]))?;
+        let recording =
+            plan.recording(reference).map_err(|e| RunnerError::Input(vec![InputError::file(&case.path, e)]))?;
         let path = layout.log_path(&plan.run_id, &case.id, k);
         let log_error = |source: WriteError| RunnerError::Log { path: path.clone(), source };
         if let Some(dir) = path.parent() {
