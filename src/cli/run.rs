@@ -72,9 +72,26 @@ pub(super) fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false"))
 }
 
+/// Compile, on another core, what the process compiles once and wants only later: the
+/// tool-manifest and case schemas (wanted once the pipeline is read) and the injection
+/// patterns (wanted at the first case's tool descriptions). On the main thread they
+/// were about a sixteenth of a 50-case suite's work, all of it before the first case;
+/// here they are ready by the time it gets there (or it waits for the compilation under
+/// way, never doing it twice).
+fn warm_up() {
+    let warm = || {
+        std::sync::LazyLock::force(&stateval::schemas::TOOLS_SCHEMA);
+        std::sync::LazyLock::force(&stateval::schemas::CASE_SCHEMA);
+        stateval::text::injection::injection_patterns();
+    };
+    // no thread to spare: the run compiles them where it needs them, as it did
+    let _ = std::thread::Builder::new().name("warm-up".into()).spawn(warm);
+}
+
 pub fn run(args: Args) -> Result<Exit, CliError> {
     // a signal from here on stops the run at its next phase boundary (exit 130)
     interrupt::defer();
+    warm_up();
     // parsed once, here, and handed to the plan: a pipeline of thousands of profiles is
     // a large document while it is parsed
     let loaded = Pipeline::load(&args.pipeline);

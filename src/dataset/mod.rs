@@ -257,6 +257,42 @@ pub struct CaseParser {
     /// same plan): content digest by the digest of the file's bytes. A file whose bytes
     /// are here is not parsed again; any other file is validated in full.
     validated: Option<Arc<ValidatedRecordings>>,
+    /// Where the recordings this parser validates are kept for the runs that replay
+    /// them (see [`KeptRecordings`]); `None`: not kept.
+    kept: Option<Arc<Mutex<KeptRecordings>>>,
+}
+
+/// Recordings the validating pass parsed, kept for the runs that replay them so they
+/// are not parsed a second time; a run takes its own (it is then no longer held) and
+/// still checks that the file's bytes are the ones validated
+/// ([`Recording::unchanged`]). Bounded by [`KEPT_BYTES`] of recording files: past it,
+/// recordings are read again when they run, as every one was before, so memory stays
+/// flat however large the suite.
+#[derive(Default)]
+pub struct KeptRecordings {
+    by_path: HashMap<PathBuf, (Digest, Arc<Recording>, usize)>,
+    bytes: usize,
+}
+
+/// The most recording-file bytes kept at once (their parsed form is a few times this).
+pub const KEPT_BYTES: usize = 4 << 20;
+
+impl KeptRecordings {
+    fn keep(&mut self, path: &Path, bytes: Digest, len: usize, recording: Recording) {
+        if self.bytes + len > KEPT_BYTES || self.by_path.contains_key(path) {
+            return;
+        }
+        self.bytes += len;
+        self.by_path.insert(path.to_path_buf(), (bytes, Arc::new(recording), len));
+    }
+
+    /// The recording kept for `path` when it was validated from bytes with the digest
+    /// `bytes`, no longer kept.
+    pub fn take(&mut self, path: &Path, bytes: &Digest) -> Option<Arc<Recording>> {
+        let (kept_bytes, recording, len) = self.by_path.remove(path)?;
+        self.bytes -= len;
+        (kept_bytes == *bytes).then_some(recording)
+    }
 }
 
 /// Recording files known valid: content digest by the digest of the file's bytes.
@@ -381,6 +417,14 @@ impl<'p> Loader<'p> {
             tags: BTreeSet::new(),
             selected_tags: BTreeSet::new(),
         }
+    }
+
+    /// Keep the recordings this loader validates in `kept` (see [`KeptRecordings`]).
+    pub fn keeping(mut self, kept: Arc<Mutex<KeptRecordings>>) -> Self {
+        for parser in &mut self.parsers {
+            parser.kept = Some(kept.clone());
+        }
+        self
     }
 
     /// Take recording files whose bytes are in `validated` as valid, with the content
@@ -645,7 +689,7 @@ impl<'p> Loader<'p> {
 impl CaseParser {
     /// A parser that checks metric blocks with `check_block` (the metrics stage's).
     pub fn new(check_block: CheckBlock) -> Self {
-        CaseParser { check_block, recordings: HashMap::new(), matchers: BTreeMap::new(), validated: None }
+        CaseParser { check_block, recordings: HashMap::new(), matchers: BTreeMap::new(), validated: None, kept: None }
     }
 
     /// Parses and checks one case line.
@@ -871,7 +915,17 @@ impl CaseParser {
         let bytes = Recording::bytes_digest(&text);
         let digest = match self.validated.as_ref().and_then(|v| v.get(&bytes)) {
             Some(digest) => *digest,
-            None => Recording::validate(text, &display).map_err(RecordingError::Invalid)?.digest,
+            None => {
+                let len = text.len();
+                let recording = Recording::validate(text, &display).map_err(RecordingError::Invalid)?;
+                let digest = recording.digest;
+                if let Some(kept) = &self.kept
+                    && let Ok(mut kept) = kept.lock()
+                {
+                    kept.keep(&full, bytes, len, recording);
+                }
+                digest
+            }
         };
         let reference = RecordingRef::File { path: full.clone(), display, digest, bytes };
         self.recordings.insert(full, reference.clone());

@@ -1,8 +1,9 @@
 //! The fixture tool manifest (`fixtures/tools/*.json`): its data model, read and
 //! checked with located errors. How a call is answered from it is the sandbox's.
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -201,10 +202,55 @@ impl Manifest {
     }
 
     pub fn load(path: &Path, display: &str) -> Result<Manifest, InputError> {
+        Self::load_file(path, display).map(|(manifest, _)| manifest)
+    }
+
+    /// [`Manifest::load`], with the digest of the file's bytes, which
+    /// [`Manifest::reload`] checks.
+    pub fn load_file(path: &Path, display: &str) -> Result<(Manifest, Digest), InputError> {
+        let text = Self::read(path, display)?;
+        Ok((Self::validate(&text, display)?, Self::bytes_digest(text.as_bytes())))
+    }
+
+    /// The digest of a manifest file's bytes, as [`Manifest::load_file`] gives it.
+    pub fn bytes_digest(bytes: &[u8]) -> Digest {
+        canon::digest(Context::Content, bytes)
+    }
+
+    /// Read again a manifest that [`Manifest::load_file`] validated, whose content digest
+    /// was then `digest` and whose bytes had the digest `bytes` (a runner reads each
+    /// case's manifest when the case runs, so memory does not grow with the suite).
+    /// Bytes that are still those are typed straight from the text — validation is a
+    /// function of the bytes alone, so it would only say again what it said — and the
+    /// content digest is `digest` without canonicalising the file again. Any other
+    /// bytes are validated in full, and the caller compares the digest as for a file
+    /// it never saw.
+    pub fn reload(path: &Path, display: &str, digest: Option<Digest>, bytes: Digest) -> Result<Manifest, InputError> {
+        let text = Self::read(path, display)?;
+        if Self::bytes_digest(text.as_bytes()) == bytes
+            && let Ok(mut manifest) = serde_json::from_str::<Manifest>(crate::diag::strip_bom(&text))
+        {
+            if manifest.state.is_null() {
+                manifest.state = Value::Object(Default::default());
+            }
+            if manifest.compile().is_ok() {
+                manifest.digest = digest;
+                manifest.source = Some(display.to_string());
+                return Ok(manifest);
+            }
+        }
+        Self::validate(&text, display)
+    }
+
+    fn read(path: &Path, display: &str) -> Result<String, InputError> {
+        std::fs::read_to_string(path)
+            .map_err(|e| InputError::file(Path::new(display), format!("cannot read tool manifest: {e}")))
+    }
+
+    /// Parse, check, compile and digest the text of a manifest read from `display`.
+    fn validate(text: &str, display: &str) -> Result<Manifest, InputError> {
         let shown = Path::new(display);
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| InputError::file(shown, format!("cannot read tool manifest: {e}")))?;
-        let text = crate::diag::strip_bom(&text);
+        let text = crate::diag::strip_bom(text);
         let value = parse_json_strict(text).map_err(|(l, c, m)| InputError::new(shown, l, c, m))?;
         let at = |pointer: &str, message: String| {
             let (l, c) = line_col(text, locate(text, pointer));
@@ -218,8 +264,9 @@ impl Manifest {
             return Err(at(&v.pointer, v.message));
         }
         canon::check_ijson(&value).map_err(|e| InputError::file(shown, e.to_string()))?;
-        let mut manifest: Manifest =
-            serde_json::from_value(value.clone()).map_err(|e| InputError::file(shown, e.to_string()))?;
+        // typed from the tree by reference: the tree is still wanted (error places, the
+        // digest), and a copy of it to consume was most of the typing's cost
+        let mut manifest = Manifest::deserialize(&value).map_err(|e| InputError::file(shown, e.to_string()))?;
         if manifest.state.is_null() {
             manifest.state = Value::Object(Default::default());
         }
@@ -232,14 +279,20 @@ impl Manifest {
             {
                 return Err(at(&format!("/tools/{i}/input_schema"), format!("malformed JSON Schema: {e}")));
             }
+            // the place is spelt out only for a protocol error (once per response, the
+            // strings were much of a large manifest's checking)
             let protocol = tool
                 .responses
                 .iter()
                 .enumerate()
-                .map(|(j, r)| (format!("/tools/{i}/responses/{j}"), &r.outcome))
-                .chain(tool.default.iter().map(|d| (format!("/tools/{i}/default"), d)));
-            for (at_outcome, outcome) in protocol {
+                .map(|(j, r)| (Some(j), &r.outcome))
+                .chain(tool.default.iter().map(|d| (None, d)));
+            for (j, outcome) in protocol {
                 if outcome.protocol_error.is_some() {
+                    let at_outcome = match j {
+                        Some(j) => format!("/tools/{i}/responses/{j}"),
+                        None => format!("/tools/{i}/default"),
+                    };
                     let raw = value.pointer(&at_outcome);
                     if let Some(key) =
                         ["result", "is_error", "effect"].into_iter().find(|k| raw.and_then(|o| o.get(k)).is_some())
@@ -277,9 +330,7 @@ impl Manifest {
     pub fn compile(&mut self) -> Result<(), (usize, String)> {
         for (i, tool) in self.tools.iter_mut().enumerate() {
             if let Some(schema) = &tool.input_schema {
-                let validator =
-                    jsonschema::validator_for(schema).map_err(|e| (i, format!("malformed JSON Schema: {e}")))?;
-                tool.validator = Some(Arc::new(validator));
+                tool.validator = Some(validator(schema).map_err(|e| (i, format!("malformed JSON Schema: {e}")))?);
             }
             let mut by_args = std::collections::HashMap::new();
             for (j, response) in tool.responses.iter().enumerate() {
@@ -318,6 +369,36 @@ impl ToolSpec {
             Err(_) => self.responses.iter().position(|r| canon::json_eq(&r.args, args)),
         }
     }
+}
+
+/// Compiled input schemas by the schema's JSON text, shared by every manifest the
+/// process reads: a suite repeats a tool's schema across its manifests, and each case
+/// reads its manifest again, so most compilations were of a schema compiled before.
+/// A validator is a function of its schema alone. The key is the serialised tree, not
+/// the canonical form, so schemas that differ only in how a number is spelt (which a
+/// validation message may quote) keep their own validators. Bounded: past
+/// [`VALIDATOR_CACHE`] distinct schemas it starts again.
+static VALIDATORS: LazyLock<Mutex<HashMap<Vec<u8>, Arc<jsonschema::Validator>>>> = LazyLock::new(Default::default);
+
+/// Distinct compiled schemas kept at once.
+const VALIDATOR_CACHE: usize = 1024;
+
+/// The compiled validator of `schema`, from [`VALIDATORS`] when it was compiled before.
+fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, jsonschema::ValidationError<'static>> {
+    let key = serde_json::to_vec(schema).ok();
+    if let Some(key) = &key
+        && let Some(found) = VALIDATORS.lock().ok().and_then(|cache| cache.get(key).cloned())
+    {
+        return Ok(found);
+    }
+    let compiled = Arc::new(jsonschema::validator_for(schema)?);
+    if let (Some(key), Ok(mut cache)) = (key, VALIDATORS.lock()) {
+        if cache.len() >= VALIDATOR_CACHE {
+            cache.clear();
+        }
+        cache.insert(key, compiled.clone());
+    }
+    Ok(compiled)
 }
 
 fn check_patch(effect: &[Value]) -> Result<(), String> {
@@ -407,5 +488,57 @@ mod tests {
         let err = load(&format!("{{{TOOLS}, \"faults\": [{{\"tool\": \"page\", \"fault\": \"hang\", \"tol\": 1}}]}}"))
             .unwrap_err();
         assert!(err.message.contains("unknown field \"tol\""), "{err}");
+    }
+
+    /// Everything a manifest holds once loaded, compiled parts included, as comparable
+    /// text (a compiled validator is compared by what it says of the schema's own text).
+    fn loaded(m: &Manifest) -> String {
+        let compiled: Vec<_> = m
+            .tools
+            .iter()
+            .map(|t| {
+                let mut keys: Vec<_> =
+                    t.by_args.iter().map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), *v)).collect();
+                keys.sort();
+                let schema = t.input_schema.clone().unwrap_or_default();
+                (keys, t.validator.as_ref().map(|v| v.is_valid(&schema)))
+            })
+            .collect();
+        format!("{}\n{compiled:?}\n{:?} {:?}", serde_json::to_value(m).unwrap(), m.digest, m.source)
+    }
+
+    #[test]
+    fn a_manifest_read_again_by_its_bytes_is_the_one_validated() {
+        let mut files: Vec<_> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tools"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 5, "{files:?}");
+        for path in files {
+            let (validated, bytes) = Manifest::load_file(&path, "m.json").unwrap();
+            let again = Manifest::reload(&path, "m.json", validated.digest, bytes).unwrap();
+            assert_eq!(loaded(&again), loaded(&validated), "{}", path.display());
+        }
+    }
+
+    #[test]
+    fn a_manifest_whose_bytes_changed_is_validated_in_full_when_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.json");
+        let first = format!("{{{TOOLS}}}");
+        std::fs::write(&path, &first).unwrap();
+        let (validated, bytes) = Manifest::load_file(&path, "m.json").unwrap();
+        // other bytes: the digest is worked out again, not taken from the caller
+        let edited = format!("{{{TOOLS}, \"server\": \"s\"}}");
+        std::fs::write(&path, &edited).unwrap();
+        let again = Manifest::reload(&path, "m.json", validated.digest, bytes).unwrap();
+        assert_ne!(again.digest, validated.digest);
+        assert_eq!(again.server.as_deref(), Some("s"));
+        // other bytes that do not validate: the validation's error, at its place
+        std::fs::write(&path, format!("{{{TOOLS}, \"tools\": []}}")).unwrap();
+        let err = Manifest::reload(&path, "m.json", validated.digest, bytes).unwrap_err().to_string();
+        assert!(err.contains("duplicate key"), "{err}");
     }
 }

@@ -356,7 +356,8 @@ impl AgentProfile {
             ("injection_patterns", &s.injection_patterns),
         ] {
             for (i, p) in patterns.iter().enumerate() {
-                regex::Regex::new(p).map_err(|e| {
+                // compiled into the cache the detectors take them from
+                crate::text::patterns::compiled(p).map_err(|e| {
                     format!(
                         "safety.{key}[{i}]: invalid regex: {}",
                         e.to_string().lines().last().unwrap_or_default().trim()

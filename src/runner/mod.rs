@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::canon::{self, Context, Digest};
 use crate::dataset::expect::Assertion;
-use crate::dataset::{Case, CaseParser, CaseRef, Loader, ValidatedRecordings};
+use crate::dataset::{Case, CaseParser, CaseRef, KeptRecordings, Loader, RecordingRef, ValidatedRecordings};
 use crate::diag::InputError;
 use crate::event::Event;
 use crate::event::writer::{Sink, WriteError};
@@ -103,6 +103,9 @@ pub struct Plan {
     pub agents: BTreeMap<String, PlannedAgent>,
     /// The manifests read lately (see [`Plan::manifest`]).
     manifests: Mutex<ManifestCache>,
+    /// Recordings parsed when the plan was validated, until their runs take them (see
+    /// [`Plan::recording`]).
+    kept: Arc<Mutex<KeptRecordings>>,
     /// Content-derived: the same inputs give the same id.
     pub run_id: String,
     /// The digest the run id is cut from: everything that decides the run's logs. The
@@ -131,6 +134,9 @@ pub struct Plan {
 pub struct PlannedAgent {
     /// The manifest's digest when the plan was validated (`None`: no tools).
     pub manifest: Option<Digest>,
+    /// The digest of the manifest file's bytes when the plan validated it (`None`: no
+    /// tools): [`Plan::manifest`] takes the same bytes without validating them again.
+    pub manifest_bytes: Option<Digest>,
     /// The digest of the profile itself.
     pub profile: Digest,
 }
@@ -206,18 +212,18 @@ impl Plan {
         let mut agents = Vec::new();
         let mut errors = Vec::new();
         // each manifest file is validated once, however many profiles name it, and only
-        // its digest is kept
-        let mut validated: BTreeMap<PathBuf, Option<Digest>> = BTreeMap::new();
+        // its digests are kept (of its content, and of its bytes for `Plan::manifest`)
+        let mut validated: BTreeMap<PathBuf, (Option<Digest>, Digest)> = BTreeMap::new();
         for (name, profile) in &pipeline.agents {
-            let manifest = match &profile.tools {
+            let (manifest, manifest_bytes) = match &profile.tools {
                 Some(rel) => {
                     let (full, shown) = manifest_path(&pipeline, rel);
                     match validated.get(&full) {
-                        Some(digest) => *digest,
-                        None => match Manifest::load(&full, &shown) {
-                            Ok(m) => {
-                                validated.insert(full, m.digest);
-                                m.digest
+                        Some((digest, bytes)) => (*digest, Some(*bytes)),
+                        None => match Manifest::load_file(&full, &shown) {
+                            Ok((m, bytes)) => {
+                                validated.insert(full, (m.digest, bytes));
+                                (m.digest, Some(bytes))
                             }
                             Err(e) => {
                                 errors.push(e);
@@ -226,7 +232,7 @@ impl Plan {
                         },
                     }
                 }
-                None => None,
+                None => (None, None),
             };
             if let Some(pinned) = &*profile.tools_digest {
                 let found = manifest.map(|d| d.to_string()).unwrap_or_default();
@@ -247,11 +253,13 @@ impl Plan {
             let profile_json = serde_json::to_value(profile).map_err(|e| RunnerError::Internal(e.to_string()))?;
             let digest = canon::canonical_digest(Context::Content, &profile_json)
                 .map_err(|e| RunnerError::Internal(e.to_string()))?;
-            agents.push((name.clone(), PlannedAgent { manifest, profile: digest }));
+            agents.push((name.clone(), PlannedAgent { manifest, manifest_bytes, profile: digest }));
         }
         let agents: BTreeMap<String, PlannedAgent> = agents.into_iter().collect();
         let judges = load_judges(&pipeline, &mut errors);
-        let mut loader = Loader::new(&pipeline, metric_block::check).select(|case| selection.keeps(case));
+        let kept = Arc::new(Mutex::new(KeptRecordings::default()));
+        let mut loader =
+            Loader::new(&pipeline, metric_block::check).select(|case| selection.keeps(case)).keeping(kept.clone());
         if let Some(recordings) = recordings {
             loader = loader.validated(recordings);
         }
@@ -291,6 +299,7 @@ impl Plan {
             parser: Mutex::new(CaseParser::new(metric_block::check)),
             agents,
             manifests: Mutex::new(ManifestCache::default()),
+            kept,
             run_id,
             digest,
             graders,
@@ -500,7 +509,10 @@ impl Plan {
         if let Some(manifest) = cached {
             return Ok(manifest);
         }
-        let manifest = Manifest::load(path, shown)?;
+        let manifest = match planned.manifest_bytes {
+            Some(bytes) => Manifest::reload(path, shown, planned.manifest, bytes)?,
+            None => Manifest::load(path, shown)?,
+        };
         if manifest.digest != planned.manifest {
             let hex = |d: Option<Digest>| d.map(|d| d.to_string()).unwrap_or_else(|| "none".into());
             return Err(InputError::file(
@@ -517,6 +529,18 @@ impl Plan {
             cache.put(path.clone(), manifest.clone());
         }
         Ok(manifest)
+    }
+
+    /// The recording `reference` names: the one parsed when the plan was validated, if
+    /// it is still kept and the file still has the bytes validated, or else the file
+    /// read again ([`RecordingRef::load`]); either way a file edited since is refused.
+    pub fn recording(&self, reference: &RecordingRef) -> Result<Arc<Recording>, String> {
+        if let RecordingRef::File { path, display, bytes, .. } = reference
+            && let Some(kept) = self.kept.lock().ok().and_then(|mut kept| kept.take(path, bytes))
+        {
+            return Recording::unchanged(path, display, *bytes).map(|()| kept);
+        }
+        reference.load()
     }
 
     /// Every profile `agent` can reach by handing off, directly or through its targets
@@ -1169,7 +1193,8 @@ fn run_case(
     let mut envelopes = Vec::new();
     let mut card_runs = Vec::new();
     for (k, reference) in case.recordings.iter().enumerate() {
-        let recording = reference.load().map_err(|e| RunnerError::Input(vec![InputError::file(&case.path, e)]))?;
+        let recording =
+            plan.recording(reference).map_err(|e| RunnerError::Input(vec![InputError::file(&case.path, e)]))?;
         let path = layout.log_path(&plan.run_id, &case.id, k);
         let log_error = |source: WriteError| RunnerError::Log { path: path.clone(), source };
         if let Some(dir) = path.parent() {

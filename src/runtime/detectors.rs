@@ -19,7 +19,7 @@
 //! Card numbers must pass the Luhn check, so order ids and amounts do not fire.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use regex::Regex;
 use serde_json::{Value, json};
@@ -29,6 +29,7 @@ use crate::pipeline::SafetyClass;
 use crate::pipeline::profile::SafetyConfig;
 use crate::sandbox::Manifest;
 use crate::text::injection::{find_injection, hidden_characters, injection_patterns};
+use crate::text::patterns::compiled;
 
 static EMAIL: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}").expect("email pattern"));
@@ -37,6 +38,26 @@ static PHONE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\+?\(?\d{1,3}\)?[ .-]?\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}\b").expect("phone pattern"));
 static CARD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\b(?:\d[ -]?){13,19}\b").expect("card pattern"));
 
+/// The injection patterns of a run: the process's defaults, borrowed (they were cloned
+/// for every run), then the profile's own.
+struct Injection {
+    defaults: &'static [Regex],
+    own: Vec<Arc<Regex>>,
+}
+
+impl<'a> IntoIterator for &'a Injection {
+    type Item = &'a Regex;
+    type IntoIter = std::iter::Chain<
+        std::slice::Iter<'a, Regex>,
+        std::iter::Map<std::slice::Iter<'a, Arc<Regex>>, fn(&Arc<Regex>) -> &Regex>,
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        let own: fn(&Arc<Regex>) -> &Regex = |r| r;
+        self.defaults.iter().chain(self.own.iter().map(own))
+    }
+}
+
 /// A detector's finding, as `security_flagged` data.
 fn flag(class: &str, severity: &str, source: u64, detail: String) -> Value {
     json!({"class": class, "severity": severity, "source": source, "detail": detail})
@@ -44,10 +65,10 @@ fn flag(class: &str, severity: &str, source: u64, detail: String) -> Value {
 
 pub struct Detectors {
     config: SafetyConfig,
-    extra_pii: Vec<Regex>,
-    allow_pii: Vec<Regex>,
-    destructive_names: Vec<Regex>,
-    injection: Vec<Regex>,
+    extra_pii: Vec<Arc<Regex>>,
+    allow_pii: Vec<Arc<Regex>>,
+    destructive_names: Vec<Arc<Regex>>,
+    injection: Injection,
     untrusted: BTreeSet<String>,
     classes: BTreeMap<String, SafetyClass>,
     allowed_tools: Option<BTreeSet<String>>,
@@ -57,12 +78,13 @@ pub struct Detectors {
 impl Detectors {
     /// Patterns were validated when the pipeline loaded.
     pub fn new(config: &SafetyConfig, manifest: &Manifest, allowed_tools: Option<&[String]>) -> Self {
-        let compile = |patterns: &[String]| patterns.iter().filter_map(|p| Regex::new(p).ok()).collect::<Vec<_>>();
+        // compiled once for the process (`text::patterns`), shared by every run
+        let compile = |patterns: &[String]| patterns.iter().filter_map(|p| compiled(p).ok()).collect::<Vec<_>>();
         Detectors {
             extra_pii: compile(&config.pii_patterns),
             allow_pii: compile(&config.pii_allow),
             destructive_names: compile(&config.destructive_tools),
-            injection: injection_patterns().iter().cloned().chain(compile(&config.injection_patterns)).collect(),
+            injection: Injection { defaults: injection_patterns(), own: compile(&config.injection_patterns) },
             untrusted: manifest
                 .tools
                 .iter()
@@ -220,6 +242,24 @@ mod tests {
 
     fn classes(flags: &[Value]) -> Vec<(String, String)> {
         flags.iter().map(|f| (f["class"].as_str().unwrap().into(), f["severity"].as_str().unwrap().into())).collect()
+    }
+
+    #[test]
+    fn every_run_shares_the_patterns_compiled_once_and_still_finds_with_them() {
+        let config = SafetyConfig {
+            pii_patterns: vec![r"ACC-[0-9]{6}".into()],
+            injection_patterns: vec![r"(?i)secret code [0-9]+".into()],
+            ..SafetyConfig::default()
+        };
+        let (a, mut b) = (Detectors::new(&config, &manifest(), None), Detectors::new(&config, &manifest(), None));
+        assert!(Arc::ptr_eq(&a.extra_pii[0], &b.extra_pii[0]));
+        assert!(Arc::ptr_eq(&a.injection.own[0], &b.injection.own[0]));
+        // the defaults first, then the profile's own, as before
+        let all: Vec<&str> = (&b.injection).into_iter().map(Regex::as_str).collect();
+        assert_eq!(all.len(), injection_patterns().len() + 1);
+        assert_eq!(all.last(), Some(&"(?i)secret code [0-9]+"));
+        let e = event(Kind::TurnCompleted, 0, json!({"response": "Charged to ACC-123456."}));
+        assert_eq!(classes(&b.observe(&e)), [("pii".into(), "medium".into())]);
     }
 
     #[test]
