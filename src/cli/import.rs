@@ -13,7 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::{CliError, Exit};
-use stateval::event::{Event, Kind};
+use stateval::event::{Event, Kind, payload};
 use stateval::import::writer::{self, WARNING_KIND};
 use stateval::import::{self, Format, ImportError, Trace};
 
@@ -163,13 +163,19 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
 fn report(file: &Path, imported: &Imported, output: Option<&Path>) {
     let events = &imported.events;
     let calls = events.iter().filter(|e| e.kind == Kind::ToolExecuted).count();
-    let warnings: Vec<&Event> = events.iter().filter(|e| e.str("kind") == Some(WARNING_KIND)).collect();
+    // the import writes its warnings as `error` events of kind `import_warning`
+    let warnings: Vec<payload::Error> = events
+        .iter()
+        .filter(|e| e.kind == Kind::Error)
+        .map(|e| e.view::<payload::Error>())
+        .filter(|w| w.kind.as_str().as_deref() == Some(WARNING_KIND))
+        .collect();
     for w in &warnings {
-        let at = w.str("at").map(|a| format!("{a}: ")).unwrap_or_default();
+        let at = w.at.as_str().map(|a| format!("{a}: ")).unwrap_or_default();
         super::err(format_args!(
             "warning: {at}{} [{}]",
-            w.str("message").unwrap_or_default(),
-            w.str("code").unwrap_or_default()
+            w.message.as_str().unwrap_or_default(),
+            w.code.as_str().unwrap_or_default()
         ));
     }
     let to = output.map_or_else(|| "stdout".to_string(), |p| p.display().to_string());

@@ -25,6 +25,7 @@
 //! written), 1 when it diverges (the first difference is named, seq / turn / kind, in
 //! both logs), 2 for bad input or existing files (`--force` replaces them).
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -36,6 +37,7 @@ use stateval::event::Event;
 use stateval::event::reader::{ReadError, read_log};
 use stateval::import::reconstruct::{self, Incident, Options, final_answer, first_divergence};
 use stateval::pipeline::Pipeline;
+use stateval::report::html::markup::items;
 use stateval::runner::{Plan, RunnerError, Selection};
 use stateval::sandbox::Manifest;
 
@@ -231,11 +233,10 @@ fn is_event_log(path: &Path) -> bool {
 
 fn profile(args: &Args, events: &[Event]) -> Result<Profile, CliError> {
     let Some(name) = &args.agent else {
-        let system: Vec<&str> = events
-            .first()
-            .and_then(|e| e.get("system").as_array())
-            .map(|s| s.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        // an imported log's `run_started` holds the parts of its system prompt
+        let system = events.first().map(|e| e.data.member("system"));
+        let system: Vec<Cow<'_, str>> =
+            system.map(|s| items(s).iter().filter_map(|part| part.as_str()).collect()).unwrap_or_default();
         let mut table = toml::Table::new();
         table.insert("system".into(), toml::Value::String(system.join("\n\n")));
         return Ok(Profile { name: DEFAULT_AGENT.into(), table, manifest: None, on_divergence: "fail".into() });

@@ -11,6 +11,7 @@
 //! extractors use (`event::fold::apply_memory`, `apply_sandbox`). The log is streamed
 //! twice (verify, then print), so memory does not grow with its size.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -18,8 +19,10 @@ use serde_json::Value;
 
 use super::{CliError, Exit};
 use stateval::event::fold::{Memory, apply_memory, apply_sandbox};
+use stateval::event::payload::{self as p, Json};
 use stateval::event::reader::{ReadError, read_log, stream_envelopes, stream_log};
 use stateval::event::{Event, Kind};
+use stateval::report::html::markup::{items, plain};
 use stateval::report::{self, html};
 
 #[derive(clap::Args)]
@@ -95,10 +98,12 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         {
             sandbox_error = Some(err);
         }
-        if let (Some(id), Some(tool)) = (e.str("call_id"), e.str("tool")) {
+        // any kind: the members many kinds share, by name
+        let (call_id, tool) = (e.data.member("call_id").as_str(), e.data.member("tool").as_str());
+        if let (Some(id), Some(tool)) = (&call_id, &tool) {
             tools.insert(id.to_string(), tool.to_string());
         }
-        let tool = e.str("tool").or_else(|| e.str("call_id").and_then(|id| tools.get(id)).map(String::as_str));
+        let tool = tool.or_else(|| call_id.and_then(|id| tools.get(id.as_ref())).map(|t| Cow::Borrowed(t.as_str())));
         let turn = e.turn.map_or_else(|| "-".to_string(), |t| t.to_string());
         super::out(format!(
             "{:>4}  {:>4}  {:>8}  {:<18} {:<16} {:<9} {}",
@@ -106,7 +111,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             turn,
             e.t,
             e.kind.as_str(),
-            tool.unwrap_or(""),
+            tool.as_deref().unwrap_or(""),
             verdict(e),
             detail(e)
         ));
@@ -130,12 +135,13 @@ fn print_state(memory: &Memory, sandbox: &Value, n: u32) {
         super::out("memory:");
         for (tier, keys) in memory {
             for (key, entry) in keys {
-                let mut line = format!("  {tier}.{key} = {}  (written at seq {}", compact(&entry.value), entry.source);
+                let mut line =
+                    format!("  {tier}.{key} = {}  (written at seq {}", compact_value(&entry.value), entry.source);
                 if let Some(c) = entry.confidence {
                     line.push_str(&format!(", confidence {c}"));
                 }
                 if !entry.superseded.is_empty() {
-                    let old: Vec<String> = entry.superseded.iter().map(compact).collect();
+                    let old: Vec<String> = entry.superseded.iter().map(compact_value).collect();
                     line.push_str(&format!(", supersedes {}", old.join(", ")));
                 }
                 super::out(format!("{line})"));
@@ -151,38 +157,51 @@ fn print_state(memory: &Memory, sandbox: &Value, n: u32) {
 
 fn verdict(e: &Event) -> String {
     match e.kind {
-        Kind::PolicyDecided => e.str("verdict").unwrap_or("?").to_string(),
-        Kind::ApprovalResolved => match e.get("approved").as_bool() {
+        Kind::PolicyDecided => text(e.view::<p::PolicyDecided>().verdict, "?"),
+        Kind::ApprovalResolved => match e.view::<p::ApprovalResolved>().approved.as_bool() {
             Some(true) => "approved".into(),
             Some(false) => "refused".into(),
             None => "?".into(),
         },
-        // a result the agent produced itself went through none of stateval's sandbox: it
-        // is what the agent said happened, never an execution stateval saw
-        Kind::ToolExecuted if e.str("source") == Some("agent") => match e.get("is_error").as_bool() {
-            Some(true) => "agent-err".into(),
-            _ => "by-agent".into(),
-        },
-        Kind::ToolExecuted => match e.get("is_error").as_bool() {
-            Some(true) => e.str("error_kind").map_or_else(|| "error".to_string(), |k| format!("{k}-err")),
-            Some(false) => "ok".into(),
-            None => "absent".into(),
-        },
-        Kind::Handoff => match e.get("allowed").as_bool() {
+        Kind::ToolExecuted => {
+            let d: p::ToolExecuted = e.view();
+            // a result the agent produced itself went through none of stateval's sandbox:
+            // it is what the agent said happened, never an execution stateval saw
+            if d.source.as_str().as_deref() == Some("agent") {
+                return match d.is_error.as_bool() {
+                    Some(true) => "agent-err".into(),
+                    _ => "by-agent".into(),
+                };
+            }
+            match d.is_error.as_bool() {
+                Some(true) => d.error_kind.as_str().map_or_else(|| "error".to_string(), |k| format!("{k}-err")),
+                Some(false) => "ok".into(),
+                None => "absent".into(),
+            }
+        }
+        Kind::Handoff => match e.view::<p::Handoff>().allowed.as_bool() {
             Some(true) => "allowed".into(),
             _ => "blocked".into(),
         },
-        Kind::RunCompleted => e.str("status").unwrap_or("?").to_string(),
-        Kind::GraderCalled => match (e.str("error"), e.get("pass").as_bool()) {
-            (Some(error), _) => error.to_string(),
-            (None, Some(true)) => "pass".into(),
-            (None, _) => "fail".into(),
-        },
-        Kind::JudgeCalled => match e.str("error") {
-            Some(error) => error.to_string(),
-            None => compact(e.get("answer").get("score").unwrap_or(&Value::Null)),
-        },
-        Kind::JudgeVerdict => if e.get("passed").as_bool() == Some(true) { "pass" } else { "fail" }.into(),
+        Kind::RunCompleted => text(e.view::<p::RunCompleted>().status, "?"),
+        Kind::GraderCalled => {
+            let d: p::GraderCalled = e.view();
+            match (d.error.as_str(), d.pass.as_bool()) {
+                (Some(error), _) => error.into_owned(),
+                (None, Some(true)) => "pass".into(),
+                (None, _) => "fail".into(),
+            }
+        }
+        Kind::JudgeCalled => {
+            let d: p::JudgeCalled = e.view();
+            match d.error.as_str() {
+                Some(error) => error.into_owned(),
+                None => compact(d.answer.member("score")),
+            }
+        }
+        Kind::JudgeVerdict => {
+            if e.view::<p::JudgeVerdict>().passed.as_bool() == Some(true) { "pass" } else { "fail" }.into()
+        }
         _ => String::new(),
     }
 }
@@ -190,97 +209,128 @@ fn verdict(e: &Event) -> String {
 fn detail(e: &Event) -> String {
     let text = match e.kind {
         Kind::RunStarted => {
-            let case = e.str("case").unwrap_or("?");
-            match e.get("imported").get("format").and_then(Value::as_str) {
-                Some(format) => format!("case {case}, imported from {format}: {}", e.get("imported")["file"]),
-                None => format!("case {case}, agent {}", e.str("agent").unwrap_or("?")),
+            let d: p::RunStarted = e.view();
+            let case = text(d.case, "?");
+            match d.imported.member("format").as_str() {
+                Some(format) => format!("case {case}, imported from {format}: {}", plain(d.imported.member("file"))),
+                None => format!("case {case}, agent {}", text(d.agent, "?")),
             }
         }
-        Kind::TurnStarted => quoted(e.get("input")),
-        Kind::ContextCompiled => format!("{} of {} tokens", e.get("total"), e.get("budget")),
+        Kind::TurnStarted => quoted(e.view::<p::TurnStarted>().input),
+        Kind::ContextCompiled => {
+            let d: p::ContextCompiled = e.view();
+            format!("{} of {} tokens", plain(d.total), plain(d.budget))
+        }
         Kind::ModelCalled => {
-            let response = e.get("response");
-            let calls = response.get("tool_calls").and_then(Value::as_array).map_or(0, Vec::len);
-            let content = response.get("content").unwrap_or(&Value::Null);
-            match calls {
-                0 => quoted(content),
-                n => format!("{} → {n} tool call(s)", quoted(content)),
+            let response: p::Response = e.view::<p::ModelCalled>().response.view();
+            match items(response.tool_calls).len() {
+                0 => quoted(response.content),
+                n => format!("{} → {n} tool call(s)", quoted(response.content)),
             }
         }
-        Kind::ToolProposed => compact(e.get("args")),
-        Kind::PolicyDecided => format!("rule {}: {}", e.get("rule"), e.str("reason").unwrap_or("")),
-        Kind::ApprovalRequested => format!("route {}", e.str("route").unwrap_or("?")),
-        Kind::ApprovalResolved => format!("by {}", e.str("by").unwrap_or("?")),
-        Kind::ToolExecuted if e.str("source") == Some("agent") => format!(
-            "{} → {} (run by the agent itself, not by stateval's sandbox)",
-            compact(e.get("args")),
-            compact(e.get("result"))
-        ),
-        Kind::ToolExecuted => format!("{} → {}", compact(e.get("args")), compact(e.get("result"))),
+        Kind::ToolProposed => compact(e.view::<p::ToolProposed>().args),
+        Kind::PolicyDecided => {
+            let d: p::PolicyDecided = e.view();
+            format!("rule {}: {}", plain(d.rule), text(d.reason, ""))
+        }
+        Kind::ApprovalRequested => format!("route {}", text(e.view::<p::ApprovalRequested>().route, "?")),
+        Kind::ApprovalResolved => format!("by {}", text(e.view::<p::ApprovalResolved>().by, "?")),
+        Kind::ToolExecuted => {
+            let d: p::ToolExecuted = e.view();
+            if d.source.as_str().as_deref() == Some("agent") {
+                format!(
+                    "{} → {} (run by the agent itself, not by stateval's sandbox)",
+                    compact(d.args),
+                    compact(d.result)
+                )
+            } else {
+                format!("{} → {}", compact(d.args), compact(d.result))
+            }
+        }
         Kind::MemoryWritten => {
-            let supersedes = match e.get("supersedes") {
-                Value::Null => String::new(),
-                s => format!(" (supersedes seq {s})"),
+            let d: p::MemoryWritten = e.view();
+            // `null` as an absent member read: no supersedes
+            let supersedes = if d.supersedes.is_null() {
+                String::new()
+            } else {
+                format!(" (supersedes seq {})", plain(d.supersedes))
             };
+            format!("{}.{} = {}{supersedes}", text(d.tier, "?"), text(d.key, "?"), compact(d.value))
+        }
+        Kind::MemoryExpired => {
+            let d: p::MemoryExpired = e.view();
+            format!("{}.{} expired", text(d.tier, "?"), text(d.key, "?"))
+        }
+        Kind::MemoryRead => {
+            let d: p::MemoryRead = e.view();
+            format!("{}.{} → {}", text(d.tier, "?"), text(d.key, "?"), compact(d.value))
+        }
+        Kind::Handoff => {
+            let d: p::Handoff = e.view();
+            format!("{} → {}", plain(d.from), plain(d.to))
+        }
+        Kind::SecurityFlagged => {
+            let d: p::SecurityFlagged = e.view();
+            format!("{} ({}): {}", text(d.class, "?"), text(d.severity, "?"), text(d.detail, ""))
+        }
+        // no payload declares it: a foreign log's, shown when there
+        Kind::ReplayDiverged => text(e.data.member("reason"), ""),
+        Kind::Error => {
+            let d: p::Error = e.view();
+            let at = d.at.as_str().map(|a| format!(" ({a})")).unwrap_or_default();
+            format!("{}: {}{at}", text(d.kind, "error"), text(d.message, ""))
+        }
+        Kind::TurnCompleted => quoted(e.view::<p::TurnCompleted>().response),
+        Kind::GraderCalled => {
+            let d: p::GraderCalled = e.view();
+            let command: Vec<_> = items(d.command).iter().filter_map(|part| part.as_str()).collect();
+            let said = d.message.as_str().or_else(|| d.reason.as_str()).unwrap_or_default();
+            format!("{}: `{}` {said}", text(d.target, "?"), command.join(" "))
+        }
+        Kind::JudgeCalled => {
+            let d: p::JudgeCalled = e.view();
+            format!("{}: judge {} sample {}", text(d.target, "?"), text(d.judge, "?"), plain(d.sample))
+        }
+        Kind::JudgeVerdict => {
+            let d: p::JudgeVerdict = e.view();
             format!(
-                "{}.{} = {}{supersedes}",
-                e.str("tier").unwrap_or("?"),
-                e.str("key").unwrap_or("?"),
-                compact(e.get("value"))
+                "{}: judge {} votes {} → {} {}",
+                text(d.target, "?"),
+                text(d.judge, "?"),
+                compact(d.votes),
+                text(d.reduce, "?"),
+                compact(d.value)
             )
         }
-        Kind::MemoryExpired => format!("{}.{} expired", e.str("tier").unwrap_or("?"), e.str("key").unwrap_or("?")),
-        Kind::MemoryRead => {
-            format!("{}.{} → {}", e.str("tier").unwrap_or("?"), e.str("key").unwrap_or("?"), compact(e.get("value")))
+        Kind::RunCompleted => {
+            let d: p::RunCompleted = e.view();
+            format!("{} turns, {} tokens", plain(d.turns), plain(d.tokens))
         }
-        Kind::Handoff => format!("{} → {}", e.get("from"), e.get("to")),
-        Kind::SecurityFlagged => format!(
-            "{} ({}): {}",
-            e.str("class").unwrap_or("?"),
-            e.str("severity").unwrap_or("?"),
-            e.str("detail").unwrap_or("")
-        ),
-        Kind::ReplayDiverged => e.str("reason").unwrap_or("").to_string(),
-        Kind::Error => {
-            let at = e.str("at").map(|a| format!(" ({a})")).unwrap_or_default();
-            format!("{}: {}{at}", e.str("kind").unwrap_or("error"), e.str("message").unwrap_or(""))
-        }
-        Kind::TurnCompleted => quoted(e.get("response")),
-        Kind::GraderCalled => {
-            let command =
-                e.get("command").as_array().map(|c| c.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" "));
-            let said = e.str("message").or_else(|| e.str("reason")).unwrap_or("");
-            format!("{}: `{}` {said}", e.str("target").unwrap_or("?"), command.unwrap_or_default())
-        }
-        Kind::JudgeCalled => format!(
-            "{}: judge {} sample {}",
-            e.str("target").unwrap_or("?"),
-            e.str("judge").unwrap_or("?"),
-            e.get("sample")
-        ),
-        Kind::JudgeVerdict => format!(
-            "{}: judge {} votes {} → {} {}",
-            e.str("target").unwrap_or("?"),
-            e.str("judge").unwrap_or("?"),
-            compact(e.get("votes")),
-            e.str("reduce").unwrap_or("?"),
-            compact(e.get("value"))
-        ),
-        Kind::RunCompleted => format!("{} turns, {} tokens", e.get("turns"), e.get("tokens")),
     };
     cut(&text)
 }
 
+/// A string member's text, or `otherwise` when it is absent or not a string.
+fn text(value: Json<'_>, otherwise: &str) -> String {
+    value.as_str().map_or_else(|| otherwise.to_string(), Cow::into_owned)
+}
+
 /// A string in quotes; null (not captured) as `(absent)`.
-fn quoted(v: &Value) -> String {
-    match v {
-        Value::Null => "(absent)".to_string(),
-        Value::String(s) => format!("\"{}\"", s.replace('\n', " ")),
-        other => compact(other),
+fn quoted(v: Json<'_>) -> String {
+    match v.as_str() {
+        _ if v.is_null() => "(absent)".to_string(),
+        Some(s) => format!("\"{}\"", s.replace('\n', " ")),
+        None => compact(v),
     }
 }
 
-fn compact(v: &Value) -> String {
+/// A member as `serde_json` writes its tree (user JSON: arguments, results, values).
+fn compact(v: Json<'_>) -> String {
+    plain(v).into_owned()
+}
+
+/// A memory value as `serde_json` writes it.
+fn compact_value(v: &Value) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 

@@ -34,7 +34,9 @@ macro_rules! kinds {
 kinds! {
     /// `case`, `run` (index k), `agent`, `dataset_line`, `profile`, `tools`, `recording`
     /// (content digests), `sandbox` (the initial fixture state), `dataset`; `runtime`
-    /// (`external`) for a run of the team's own agent program.
+    /// (`external`) for a run of the team's own agent program. A log `stateval import`
+    /// wrote has `imported` {format, reads, file, digest}, `system` (the system prompt,
+    /// a string or its parts) and `declared_tools` instead of the profile and recording.
     RunStarted = "run_started",
     /// `turn`, `input` (the user message).
     TurnStarted = "turn_started",
@@ -60,7 +62,9 @@ kinds! {
     /// `effect` (JSON Patch applied to the fixture state, or null). A faulted call also
     /// carries `injected` (the declaration, as spelled: `wedged`, `recover-after:2`) and
     /// `timeout_ms` (the per-call timeout in force); a keyed call `idempotency_key` and
-    /// `first_execution`; a tool's protocol error `error_kind`.
+    /// `first_execution`; a tool's protocol error `error_kind`. `source` is `agent` for a
+    /// result an external agent produced itself (no sandbox ran it; an imported log's
+    /// `source` holds the original ids instead).
     ToolExecuted = "tool_executed",
     /// `tier`, `key`, `value`, `confidence`, `supersedes`, `source` (seq).
     MemoryWritten = "memory_written",

@@ -301,6 +301,7 @@ payloads! {
     /// `run_started`.
     RunStarted = RunStarted {
         case, run, agent, dataset_line, profile, tools, recording, sandbox, dataset, runtime,
+        imported, system, declared_tools,
     }
     /// `turn_started`.
     TurnStarted = TurnStarted { turn, input, }
@@ -324,7 +325,7 @@ payloads! {
     ToolExecuted = ToolExecuted {
         call_id, tool, args, result, is_error, fault,
         duration_ms, deduplicated, effect, injected, timeout_ms,
-        idempotency_key, first_execution, error_kind,
+        idempotency_key, first_execution, error_kind, source,
     }
     /// `memory_written`.
     MemoryWritten = MemoryWritten { tier, key, value, confidence, supersedes, source, }

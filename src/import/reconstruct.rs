@@ -25,13 +25,16 @@
 //! differ, and that shows in the events compared. What the trace did not capture
 //! cannot differ.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::writer::WARNING_KIND;
 use crate::canon::json_eq;
+use crate::event::payload::{self as p, Json};
 use crate::event::writer::LogWriter;
 use crate::event::{Event, Kind};
 use crate::golden::{self, Difference};
@@ -92,9 +95,9 @@ pub fn build(events: &[Event], opts: &Options) -> Result<Incident, String> {
     for e in events {
         match e.kind {
             Kind::TurnStarted => {
-                match e.get("input") {
-                    Value::String(s) => turns.push(s.clone()),
-                    _ => {
+                match e.view::<p::TurnStarted>().input.as_str() {
+                    Some(s) => turns.push(s.into_owned()),
+                    None => {
                         notes.push(format!(
                             "turn {}: the user message was not captured; the case uses the placeholder {ABSENT_INPUT:?}",
                             turns.len()
@@ -166,7 +169,8 @@ pub fn build(events: &[Event], opts: &Options) -> Result<Incident, String> {
             closed.push(json!({"turn": turn, "step": step, "response": {"content": ""}}));
         }
     }
-    let tool_sequence: Vec<String> = calls.iter().filter_map(|e| e.str("tool").map(str::to_string)).collect();
+    let tool_sequence: Vec<String> =
+        calls.iter().filter_map(|e| e.view::<p::ToolExecuted>().tool.as_str().map(Cow::into_owned)).collect();
     let manifest = manifest(events, &calls, opts, &mut notes)?;
     let case = json!({
         "id": opts.id,
@@ -192,27 +196,28 @@ fn events_after_in_turn(events: &[Event], e: &Event) -> bool {
 
 /// One recording line from a `model_called` event.
 fn recorded_response(e: &Event, turn: usize, step: u32, notes: &mut Vec<String>) -> Result<Value, String> {
-    let response = e.get("response");
-    let content = match response.get("content") {
-        Some(Value::String(s)) => s.clone(),
-        _ => String::new(),
-    };
+    let called: p::ModelCalled = e.view();
+    let response: p::Response = called.response.view();
+    let content = response.content.as_str().map(Cow::into_owned).unwrap_or_default();
     let mut calls = Vec::new();
-    for (j, call) in response.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate() {
-        let name = call.get("name").and_then(Value::as_str).unwrap_or_default();
+    for (j, call) in items(response.tool_calls).into_iter().enumerate() {
+        let name = call.member("name").as_str().unwrap_or_default();
+        let name = name.as_ref();
         if !valid_tool_name(name) {
             return Err(format!(
                 "event seq {}: tool name {name:?} cannot be a fixture tool (letters, digits, '_', '.', '-', at most 64)",
                 e.seq
             ));
         }
-        let args = match call.get("args") {
-            Some(Value::Object(map)) => Value::Object(map.clone()),
-            None | Some(Value::Null) => {
+        let args = call.member("args");
+        let args = match args.value() {
+            Value::Null => {
                 notes.push(format!("event seq {}: the arguments of {name} were not captured; replayed as {{}}", e.seq));
                 json!({})
             }
-            Some(other) => {
+            // the arguments as the agent wrote them, copied into the recording
+            object @ Value::Object(_) => object,
+            other => {
                 return Err(format!(
                     "event seq {}: the arguments of {name} are not a JSON object ({}); a recording replays object \
                      arguments only",
@@ -222,7 +227,7 @@ fn recorded_response(e: &Event, turn: usize, step: u32, notes: &mut Vec<String>)
             }
         };
         let mut line = json!({"name": name, "args": args});
-        if let Some(id) = call.get("id").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        if let Some(id) = call.member("id").as_str().filter(|s| !s.is_empty()) {
             line["id"] = json!(id);
         } else {
             line["id"] = json!(format!("call-{turn}-{step}-{j}"));
@@ -233,11 +238,12 @@ fn recorded_response(e: &Event, turn: usize, step: u32, notes: &mut Vec<String>)
     if !calls.is_empty() {
         out["response"]["tool_calls"] = Value::Array(calls);
     }
-    if let Some(usage) = e.get("usage").as_object() {
-        let get = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
-        out["usage"] = json!({"input_tokens": get("input_tokens"), "output_tokens": get("output_tokens")});
+    if called.usage.raw().starts_with('{') {
+        let usage: p::Usage = called.usage.view();
+        let (input, output) = (usage.input_tokens.as_u64(), usage.output_tokens.as_u64());
+        out["usage"] = json!({"input_tokens": input.unwrap_or(0), "output_tokens": output.unwrap_or(0)});
     }
-    if let Some(ms) = e.get("latency_ms").as_u64() {
+    if let Some(ms) = called.latency_ms.as_u64() {
         out["latency_ms"] = json!(ms);
     }
     Ok(out)
@@ -245,28 +251,27 @@ fn recorded_response(e: &Event, turn: usize, step: u32, notes: &mut Vec<String>)
 
 /// The fixture manifest: recorded outcomes keyed by arguments, on top of the profile's.
 fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<String>) -> Result<Value, String> {
-    let declared: BTreeMap<&str, &Value> = events
-        .first()
-        .and_then(|e| e.get("declared_tools").as_array())
-        .into_iter()
-        .flatten()
-        .filter_map(|t| Some((t.get("name")?.as_str()?, t)))
-        .collect();
+    // the tools an imported log declared (any event first: only `run_started` has them),
+    // copied into the manifest as the source wrote them
+    let declared_tools = events.first().map_or(Value::Null, |e| e.data.member("declared_tools").value());
+    let declared: BTreeMap<&str, &Value> =
+        declared_tools.as_array().into_iter().flatten().filter_map(|t| Some((t.get("name")?.as_str()?, t))).collect();
     // tool → [(args, outcome, seq)], in call order
     let mut recorded: BTreeMap<String, Vec<(Value, Value, u64)>> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     let (mut unknown_error, mut absent_result) = (Vec::new(), Vec::new());
     for e in calls {
-        let tool = e.str("tool").unwrap_or_default().to_string();
+        let executed: p::ToolExecuted = e.view();
+        let tool = executed.tool.as_str().map(Cow::into_owned).unwrap_or_default();
         if BUILTIN_TOOLS.contains(&tool.as_str()) {
             continue;
         }
         if !valid_tool_name(&tool) {
             return Err(format!("event seq {}: tool name {tool:?} cannot be a fixture tool", e.seq));
         }
-        let args = match e.get("args") {
+        let args = match executed.args.value() {
             Value::Null => json!({}),
-            Value::Object(m) => Value::Object(m.clone()),
+            object @ Value::Object(_) => object,
             other => {
                 return Err(format!(
                     "event seq {}: the arguments of {tool} are not a JSON object ({}); fixtures are keyed by object \
@@ -276,23 +281,24 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
                 ));
             }
         };
-        let is_error = e.get("is_error").as_bool();
+        let is_error = executed.is_error.as_bool();
         if is_error.is_none() {
             unknown_error.push(format!("{tool} (seq {})", e.seq));
         }
-        if e.get("result").is_null() && super::writer::is_absent(e.data.tree(), "/result") {
+        if executed.result.is_null() && is_absent(e, "/result") {
             absent_result.push(format!("{tool} (seq {})", e.seq));
         }
-        let mut outcome = json!({"result": e.get("result"), "is_error": is_error.unwrap_or(false)});
-        if e.str("error_kind") == Some(PROTOCOL) {
+        let result = executed.result.value();
+        let mut outcome = json!({"result": result.clone(), "is_error": is_error.unwrap_or(false)});
+        if executed.error_kind.as_str().as_deref() == Some(PROTOCOL) {
             // the call never reached the tool: the fixture answers with the same error
-            match protocol_error(e.get("result")) {
+            match protocol_error(&result) {
                 Some(error) => outcome = json!({"protocol_error": error}),
                 None => notes.push(format!(
                     "event seq {}: {tool} failed with a protocol error whose error object has no integer code and \
                      string message ({}); its fixture answers with a tool error",
                     e.seq,
-                    truncate(&e.get("result").to_string())
+                    truncate(&result.to_string())
                 )),
             }
         }
@@ -433,6 +439,18 @@ fn protocol_error(error: &Value) -> Option<Value> {
     Some(out)
 }
 
+/// Whether `e`'s data marks `pointer` as not captured (the `absent` member `stateval
+/// import` writes; see [`super::writer::is_absent`]), read without a tree.
+fn is_absent(e: &Event, pointer: &str) -> bool {
+    items(e.data.member("absent")).iter().any(|p| p.as_str().as_deref() == Some(pointer))
+}
+
+/// The items of an array member, each as its canonical text (none when it is not one).
+fn items(value: Json<'_>) -> Vec<Json<'_>> {
+    let parsed: Result<Vec<&RawValue>, _> = serde_json::from_str(value.raw());
+    parsed.map(|items| items.into_iter().map(|item| Json::of(item.get())).collect()).unwrap_or_default()
+}
+
 fn truncate(text: &str) -> String {
     match text.char_indices().nth(60) {
         Some((i, _)) => format!("{}…", &text[..i]),
@@ -495,14 +513,30 @@ impl fmt::Display for Divergence {
 fn marker(e: &Event) -> Marker {
     let summary = match e.kind {
         Kind::TurnStarted => format!("turn {}", e.turn.map_or_else(|| "?".into(), |t| t.to_string())),
-        Kind::ToolExecuted => format!("{} {}", e.str("tool").unwrap_or("?"), truncate(&e.get("args").to_string())),
-        Kind::PolicyDecided => {
-            format!("{} denied by rule {}", e.str("tool").unwrap_or("?"), e.get("rule"))
+        Kind::ToolExecuted => {
+            let d: p::ToolExecuted = e.view();
+            format!("{} {}", d.tool.as_str().as_deref().unwrap_or("?"), truncate(&d.args.value().to_string()))
         }
-        Kind::ApprovalResolved => format!("approval refused by {}", e.str("by").unwrap_or("?")),
-        Kind::ReplayDiverged => e.str("reason").unwrap_or("").to_string(),
-        Kind::Error => format!("{}: {}", e.str("kind").unwrap_or("error"), truncate(e.str("message").unwrap_or(""))),
-        Kind::TurnCompleted => format!("answer {}", truncate(&e.get("response").to_string())),
+        Kind::PolicyDecided => {
+            let d: p::PolicyDecided = e.view();
+            format!("{} denied by rule {}", d.tool.as_str().as_deref().unwrap_or("?"), d.rule.value())
+        }
+        Kind::ApprovalResolved => {
+            format!("approval refused by {}", e.view::<p::ApprovalResolved>().by.as_str().as_deref().unwrap_or("?"))
+        }
+        // no payload declares it: a foreign log's, shown when there
+        Kind::ReplayDiverged => e.data.member("reason").as_str().map(Cow::into_owned).unwrap_or_default(),
+        Kind::Error => {
+            let d: p::Error = e.view();
+            format!(
+                "{}: {}",
+                d.kind.as_str().as_deref().unwrap_or("error"),
+                truncate(&d.message.as_str().unwrap_or_default())
+            )
+        }
+        Kind::TurnCompleted => {
+            format!("answer {}", truncate(&e.view::<p::TurnCompleted>().response.value().to_string()))
+        }
         _ => String::new(),
     };
     Marker { seq: e.seq, turn: e.turn, kind: e.kind, summary }
@@ -517,12 +551,13 @@ fn marker(e: &Event) -> Marker {
 /// absent are left out of its view. Model calls are left out: the recording replays
 /// the model verbatim, so only the agent's handling of it can differ.
 fn path_view(e: &Event) -> Option<Value> {
+    // members of several kinds, by name
     let pick = |keys: &[&str]| {
         let mut m = Map::new();
         for k in keys {
-            let v = e.get(k);
-            if !v.is_null() && !super::writer::is_absent(e.data.tree(), &format!("/{k}")) {
-                m.insert((*k).to_string(), v.clone());
+            let v = e.data.member(k);
+            if !v.is_null() && !is_absent(e, &format!("/{k}")) {
+                m.insert((*k).to_string(), v.value());
             }
         }
         Value::Object(m)
@@ -532,15 +567,19 @@ fn path_view(e: &Event) -> Option<Value> {
         Kind::ToolExecuted => {
             let mut v = pick(&["tool", "args", "is_error"]);
             // a tool error is the default kind of a failure; a protocol error is told apart
-            if e.str("error_kind") == Some(PROTOCOL) {
+            if e.view::<p::ToolExecuted>().error_kind.as_str().as_deref() == Some(PROTOCOL) {
                 v["error_kind"] = json!(PROTOCOL);
             }
             v
         }
-        Kind::PolicyDecided if e.str("verdict") == Some("deny") => pick(&["tool", "verdict"]),
-        Kind::ApprovalResolved if e.get("approved") == &Value::Bool(false) => pick(&["approved"]),
+        Kind::PolicyDecided if e.view::<p::PolicyDecided>().verdict.as_str().as_deref() == Some("deny") => {
+            pick(&["tool", "verdict"])
+        }
+        Kind::ApprovalResolved if e.view::<p::ApprovalResolved>().approved.as_bool() == Some(false) => {
+            pick(&["approved"])
+        }
         Kind::ReplayDiverged => json!({}),
-        Kind::Error if e.str("kind") != Some(WARNING_KIND) => pick(&["kind"]),
+        Kind::Error if e.view::<p::Error>().kind.as_str().as_deref() != Some(WARNING_KIND) => pick(&["kind"]),
         _ => return None,
     })
 }
@@ -550,7 +589,7 @@ fn path_view(e: &Event) -> Option<Value> {
 pub fn final_answer(events: &[Event]) -> Option<&Event> {
     let last_turn = events.iter().rev().find(|e| e.kind == Kind::TurnStarted)?.turn;
     let last = events.iter().rev().find(|e| e.kind == Kind::TurnCompleted)?;
-    (last.turn == last_turn && !super::writer::is_absent(last.data.tree(), "/response")).then_some(last)
+    (last.turn == last_turn && !is_absent(last, "/response")).then_some(last)
 }
 
 /// The path view of a log, as a log the golden diff reads, with the event each view
@@ -561,7 +600,9 @@ fn view_log<'a>(events: &'a [Event], answer: Option<&'a Event>) -> Result<(Vec<E
     for e in events {
         let data = match path_view(e) {
             Some(data) => data,
-            None if answer.is_some_and(|a| std::ptr::eq(a, e)) => json!({"response": e.get("response")}),
+            None if answer.is_some_and(|a| std::ptr::eq(a, e)) => {
+                json!({"response": e.view::<p::TurnCompleted>().response.value()})
+            }
             None => continue,
         };
         // times are the producers' own: the view has none
@@ -588,7 +629,7 @@ pub fn first_divergence(expected: &[Event], actual: &[Event]) -> Result<Option<D
         let Some(trace) = d.golden_seq.and_then(|s| golden_origin.get(s as usize)) else { continue };
         d.changes.retain(|c| {
             let uncaptured = c.golden.is_none()
-                && c.path.strip_prefix("/data/").is_some_and(|k| !k.contains('/') && trace.get(k).is_null());
+                && c.path.strip_prefix("/data/").is_some_and(|k| !k.contains('/') && trace.data.member(k).is_null());
             !uncaptured
         });
     }

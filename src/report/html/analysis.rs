@@ -11,6 +11,8 @@
 use serde_json::Value;
 
 use super::Logs;
+use super::markup::plain;
+use crate::event::payload as p;
 use crate::event::{Event, Kind};
 use crate::golden::{self, Diff, render};
 use crate::outcome::{CaseOutcome, Check, RunResult};
@@ -120,9 +122,12 @@ pub fn first_divergence(run: &RunResult, events: &[Event], golden: &Golden) -> O
     }
     for e in events {
         let what = match e.kind {
-            Kind::ReplayDiverged => format!("replay diverged at position {}", e.get("position")),
+            Kind::ReplayDiverged => {
+                format!("replay diverged at position {}", plain(e.view::<p::ReplayDiverged>().position))
+            }
             Kind::Error => {
-                format!("{}: {}", e.str("kind").unwrap_or("error"), e.str("message").unwrap_or_default())
+                let d: p::Error = e.view();
+                format!("{}: {}", d.kind.as_str().as_deref().unwrap_or("error"), d.message.as_str().unwrap_or_default())
             }
             _ => continue,
         };
@@ -141,6 +146,10 @@ pub fn first_divergence(run: &RunResult, events: &[Event], golden: &Golden) -> O
     events
         .iter()
         .rev()
-        .find(|e| e.kind == Kind::RunCompleted && e.str("status") != Some("completed"))
-        .map(|e| at(e.seq, format!("run ended {}", e.str("status").unwrap_or("?"))))
+        .find(|e| {
+            e.kind == Kind::RunCompleted && e.view::<p::RunCompleted>().status.as_str().as_deref() != Some("completed")
+        })
+        .map(|e| {
+            at(e.seq, format!("run ended {}", e.view::<p::RunCompleted>().status.as_str().as_deref().unwrap_or("?")))
+        })
 }

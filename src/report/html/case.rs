@@ -16,7 +16,7 @@ use super::markup::{Anchor, esc, plural, shown, text};
 use super::narrative;
 use super::sent;
 use super::timeline::{self, Marks};
-use crate::event::{Event, Kind};
+use crate::event::{Event, Kind, payload};
 use crate::golden::{self, Class, Diff, render};
 use crate::outcome::{CaseOutcome, Check, RunResult};
 
@@ -177,8 +177,9 @@ fn run_details(
         out.push_str(&narrative::section(&events, run.passed, anchor, k));
     }
     out.push_str("<h4>Timeline</h4>\n");
-    let profile = events.iter().find(|e| e.kind == Kind::RunStarted).and_then(|e| e.str("profile"));
-    let prompt = sent::system_prompt(&events, profile.and_then(|p| logs.system_prompt(&case.agent, p)));
+    let started = events.iter().find(|e| e.kind == Kind::RunStarted).map(|e| e.view::<payload::RunStarted>());
+    let profile = started.and_then(|s| s.profile.as_str());
+    let prompt = sent::system_prompt(&events, profile.and_then(|p| logs.system_prompt(&case.agent, &p)));
     match (&prompt, prompt_shown.as_ref()) {
         (Some(text), Some((shown, first))) if text == shown => {
             let _ = writeln!(

@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use crate::canon::{self, Context};
+use crate::event::payload::Json;
 
 /// Bytes of one payload (arguments, a result, a response, a state) shown before it is
 /// cut: enough for any ordinary value, and a 5 MB tool result cannot make the report
@@ -136,6 +137,43 @@ pub fn shown(value: &Value, limit: usize) -> Shown {
         Value::String(s) => cut(s, limit),
         other => cut(&canon::to_canonical_string(other).unwrap_or_else(|_| other.to_string()), limit),
     }
+}
+
+/// [`shown`] of a member read from an event's canonical bytes, without a tree: a
+/// string's own text, else the canonical text the member already is.
+pub fn shown_json(value: Json<'_>, limit: usize) -> Shown {
+    match value.as_str() {
+        Some(s) => cut(&s, limit),
+        None => cut(value.raw(), limit),
+    }
+}
+
+/// A member as `serde_json` prints its tree (`{}` of a `Value`). That is its canonical
+/// text for a string, an integer, a bool or null, read without a tree; a float (which
+/// ECMAScript and `serde_json` print differently: `1e+21`, `1e21`) or a container is
+/// printed through one.
+pub fn plain(value: Json<'_>) -> Cow<'_, str> {
+    let raw = value.raw();
+    let integer = raw.strip_prefix('-').unwrap_or(raw);
+    let same = raw.starts_with('"')
+        || matches!(raw, "true" | "false" | "null")
+        || (!integer.is_empty() && integer.bytes().all(|b| b.is_ascii_digit()));
+    if same { Cow::Borrowed(raw) } else { Cow::Owned(value.value().to_string()) }
+}
+
+/// Whether an object has member `value` at all (`null` included), as `Value::get`
+/// told: [`Json`] reads absent and `null` alike.
+pub fn present(value: Json<'_>) -> bool {
+    value != Json::default()
+}
+
+/// The items of an array, each as its canonical text (nothing when it is not one).
+pub fn items(value: Json<'_>) -> Vec<Json<'_>> {
+    if !value.raw().starts_with('[') {
+        return Vec::new();
+    }
+    let parsed: Result<Vec<&serde_json::value::RawValue>, _> = serde_json::from_str(value.raw());
+    parsed.map(|items| items.into_iter().map(|item| Json::of(item.get())).collect()).unwrap_or_default()
 }
 
 /// `value` pretty-printed (for states, which are read rather than scanned), cut at

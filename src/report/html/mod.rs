@@ -44,10 +44,12 @@ pub mod timeline;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use crate::event::payload::{self, Json};
 use crate::event::reader::read_log;
 use crate::event::{Event, Kind};
 use crate::golden::normalize::normalize_events;
@@ -232,18 +234,17 @@ pub fn write(outcome: &SuiteOutcome, logs: &dyn Logs, out: &mut dyn Write) -> io
 /// log from another machine. There is no outcome, so no checks and no gates: the
 /// timeline, the state at each turn, and the run's own verdict.
 pub fn write_log(label: &str, events: &[Event], out: &mut dyn Write) -> io::Result<()> {
-    let started = events.iter().find(|e| e.kind == Kind::RunStarted);
-    let field = |f: &str| started.and_then(|e| e.str(f)).map(str::to_string);
+    let started = events.iter().find(|e| e.kind == Kind::RunStarted).map(|e| e.view::<payload::RunStarted>());
+    let field = |f: Json<'_>| f.as_str().map(Cow::into_owned);
     let status = events
         .iter()
         .rev()
         .find(|e| e.kind == Kind::RunCompleted)
-        .and_then(|e| e.str("status"))
-        .unwrap_or("incomplete")
-        .to_string();
+        .and_then(|e| e.view::<payload::RunCompleted>().status.as_str())
+        .map_or_else(|| "incomplete".to_string(), Cow::into_owned);
     let passed = status == "completed";
     let run = RunResult {
-        index: started.and_then(|e| e.get("run").as_u64()).unwrap_or(0) as usize,
+        index: started.and_then(|s| s.run.as_u64()).unwrap_or(0) as usize,
         log: label.to_string(),
         head: events.last().map(|e| e.hash.to_string()),
         events: events.len() as u64,
@@ -257,10 +258,10 @@ pub fn write_log(label: &str, events: &[Event], out: &mut dyn Write) -> io::Resu
         passed,
     };
     let case = CaseOutcome {
-        dataset: field("dataset").unwrap_or_default(),
-        id: field("case").unwrap_or_else(|| label.to_string()),
+        dataset: started.and_then(|s| field(s.dataset)).unwrap_or_default(),
+        id: started.and_then(|s| field(s.case)).unwrap_or_else(|| label.to_string()),
         tags: Vec::new(),
-        agent: field("agent").unwrap_or_default(),
+        agent: started.and_then(|s| field(s.agent)).unwrap_or_default(),
         source: label.to_string(),
         runs: vec![run],
         blocks: Vec::new(),

@@ -23,7 +23,8 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use super::event::payload;
-use super::markup::{Anchor, plural, thousands};
+use super::markup::{Anchor, items, plural, thousands};
+use crate::event::payload as p;
 use crate::event::{Event, Kind, fold};
 
 /// The system prompt the run was given, when it is known: an imported trace carries it
@@ -31,11 +32,15 @@ use crate::event::{Event, Kind, fold};
 /// [`super::Logs::system_prompt`]).
 pub fn system_prompt(events: &[Event], from_profile: Option<String>) -> Option<String> {
     let started = events.iter().find(|e| e.kind == Kind::RunStarted)?;
-    match started.get("system") {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(parts) => Some(parts.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n\n")),
-        _ => from_profile,
+    let system = started.view::<p::RunStarted>().system;
+    if let Some(text) = system.as_str() {
+        return Some(text.into_owned());
     }
+    if system.raw().starts_with('[') {
+        let parts: Vec<_> = items(system).iter().filter_map(|part| part.as_str()).collect();
+        return Some(parts.join("\n\n"));
+    }
+    from_profile
 }
 
 /// The run's one copy of its system prompt, folded, under `…/run/K/system` (each call's
@@ -109,8 +114,9 @@ fn block(
         }
         None => out.push_str(&payload(view)),
     }
-    let sent = e.get("messages").as_u64().unwrap_or(0) as usize;
-    let dropped = e.get("dropped").as_u64().unwrap_or(0) as usize;
+    let compiled: p::ContextCompiled = e.view();
+    let sent = compiled.messages.as_u64().unwrap_or(0) as usize;
+    let dropped = compiled.dropped.as_u64().unwrap_or(0) as usize;
     if sent + dropped == messages.len() && sent > 0 {
         let window = &messages[dropped..];
         let count = |kind: Kind| window.iter().filter(|(_, k)| *k == kind).count();

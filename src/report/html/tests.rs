@@ -626,3 +626,71 @@ fn a_system_prompt_is_shown_only_for_the_profile_the_run_recorded() {
     let html = page(&outcome, &logs);
     assert!(html.contains("<pre>Part one.\n\nPart two.</pre>"));
 }
+
+/// Values whose canonical text is not what `serde_json` prints for their tree: floats
+/// ECMAScript spells otherwise, keys UTF-16 orders otherwise, escapes, and the plain
+/// cases the viewer reads without a tree.
+fn awkward_values() -> Vec<Value> {
+    vec![
+        json!(null),
+        json!(true),
+        json!(0),
+        json!(-42),
+        json!(9007199254740991u64),
+        json!(2.5),
+        json!(1e21),
+        json!(1.5e-7),
+        json!(0.000001),
+        json!(-1e300),
+        json!("plain"),
+        json!("quote \" backslash \\ newline \n bell \u{7} del \u{7f} é"),
+        json!([]),
+        json!({}),
+        json!([1, 2.5e30, "x", {"b": null}]),
+        json!({"\u{e000}": 1, "\u{10000}": 2, "a\"b": [0.1], "z": {"y": 1e-9}}),
+    ]
+}
+
+#[test]
+fn members_read_from_the_bytes_show_exactly_as_their_trees_did() {
+    use super::markup::esc;
+    use super::markup::{items, plain, present, shown, shown_json};
+    use crate::event::payload;
+    let mut writer = LogWriter::new(Vec::new());
+    for value in awkward_values() {
+        let data = json!({"call_id": "c", "result": value, "args": [value, value]});
+        // cloned: a tree parsed from the canonical bytes, as a log read from disk has
+        let e = writer.append(Some(0), 0, Kind::ToolExecuted, data).unwrap().clone();
+        let read: payload::ToolExecuted = e.view();
+        let tree = e.get("result");
+        assert_eq!(plain(read.result), tree.to_string(), "{value}");
+        for limit in [0, 3, 4096] {
+            let (typed, old) = (shown_json(read.result, limit), shown(tree, limit));
+            assert_eq!((typed.text, typed.cut), (old.text, old.cut), "{value} at {limit}");
+        }
+        let listed: Vec<String> = items(read.args).iter().map(|item| plain(*item).into_owned()).collect();
+        let expected: Vec<String> = e.get("args").as_array().unwrap().iter().map(Value::to_string).collect();
+        assert_eq!(listed, expected, "{value}");
+        assert!(items(read.result).len() == tree.as_array().map_or(0, Vec::len), "{value}");
+        // null is there; an absent member is not
+        assert!(present(read.result) && !present(read.fault), "{value}");
+        // an object's members listed by name, as `context_compiled.sections` are
+        let compiled =
+            writer.append(Some(0), 0, Kind::ContextCompiled, json!({"total": 1, "sections": value})).unwrap();
+        let compiled = compiled.clone();
+        let old = compiled.get("sections").as_object().map(|m| {
+            let listed: Vec<String> = m.iter().map(|(k, v)| format!("{} {v}", esc(k))).collect();
+            format!(" · {}", listed.join(", "))
+        });
+        let (anchor, marks) = (Anchor::case("c"), timeline::Marks::default());
+        let ctx = timeline::Context {
+            anchor: &anchor,
+            k: 0,
+            span: 1,
+            drift: Default::default(),
+            marks: &marks,
+            sent: Default::default(),
+        };
+        assert_eq!(event::what(&compiled, &ctx), format!("1 tokens{}", old.unwrap_or_default()), "{value}");
+    }
+}

@@ -22,6 +22,7 @@ use std::ops::Range;
 use super::event::what;
 use super::markup::{Anchor, esc, plural, thousands};
 use super::state::State;
+use crate::event::payload as p;
 use crate::event::{Event, Kind};
 
 /// A run with more events than this opens only the turn of its first divergence: a
@@ -128,8 +129,11 @@ impl Context<'_> {
 /// whether the run's system prompt is drawn above it (model calls link to it).
 pub fn timeline(anchor: &Anchor, k: usize, events: &[Event], marks: &Marks, log: &str, prompt_known: bool) -> String {
     let groups = groups(events);
-    let drift =
-        events.iter().filter(|e| e.kind == Kind::ReplayDiverged).filter_map(|e| e.get("position").as_u64()).collect();
+    let drift = events
+        .iter()
+        .filter(|e| e.kind == Kind::ReplayDiverged)
+        .filter_map(|e| e.view::<p::ReplayDiverged>().position.as_u64())
+        .collect();
     let span = events.iter().map(|e| e.t).max().unwrap_or(0).max(1);
     let sent = super::sent::contexts(anchor, k, events, prompt_known);
     let ctx = Context { anchor, k, span, drift, marks, sent };
@@ -250,7 +254,9 @@ fn embedded_groups(events: &[Event], groups: &[Group], focus: Option<usize>) -> 
 /// A turn's summary line: title, input, events, virtual time, and what stands out.
 fn summary(label: Label, events: &[Event], ctx: &Context) -> String {
     let mut out = format!("<strong>{}</strong>", label.title());
-    if let Some(input) = events.iter().find(|e| e.kind == Kind::TurnStarted).and_then(|e| e.str("input")) {
+    if let Some(input) =
+        events.iter().find(|e| e.kind == Kind::TurnStarted).and_then(|e| e.view::<p::TurnStarted>().input.as_str())
+    {
         let cut: String = input.chars().take(SUMMARY_INPUT).collect();
         let more = if cut.len() < input.len() { "…" } else { "" };
         let _ = write!(out, " <q>{}{more}</q>", esc(&cut));
@@ -265,10 +271,13 @@ fn summary(label: Label, events: &[Event], ctx: &Context) -> String {
         thousands(to)
     );
     let count = |f: &dyn Fn(&Event) -> bool| events.iter().filter(|e| f(e)).count();
+    let verdict = |e: &Event, v: &str| {
+        e.kind == Kind::PolicyDecided && e.view::<p::PolicyDecided>().verdict.as_str().as_deref() == Some(v)
+    };
     let badges: [(usize, &str, &str); 6] = [
-        (count(&|e| e.kind == Kind::PolicyDecided && e.str("verdict") == Some("deny")), "fail", "denied"),
-        (count(&|e| e.kind == Kind::PolicyDecided && e.str("verdict") == Some("escalate")), "warn", "escalated"),
-        (count(&|e| e.kind == Kind::ToolExecuted && !e.get("fault").is_null()), "warn", "fault"),
+        (count(&|e| verdict(e, "deny")), "fail", "denied"),
+        (count(&|e| verdict(e, "escalate")), "warn", "escalated"),
+        (count(&|e| e.kind == Kind::ToolExecuted && !e.view::<p::ToolExecuted>().fault.is_null()), "warn", "fault"),
         (count(&|e| e.kind == Kind::SecurityFlagged), "fail", "flag"),
         (count(&|e| e.kind == Kind::Error || e.kind == Kind::ReplayDiverged), "fail", "error"),
         (count(&|e| ctx.marks.diffs.contains(&e.seq)), "warn", "golden diff"),
@@ -293,8 +302,8 @@ fn row(e: &Event, ctx: &Context) -> String {
         (false, false) => "",
     };
     let duration = match e.kind {
-        Kind::ModelCalled => e.get("latency_ms").as_u64(),
-        Kind::ToolExecuted => e.get("duration_ms").as_u64(),
+        Kind::ModelCalled => e.view::<p::ModelCalled>().latency_ms.as_u64(),
+        Kind::ToolExecuted => e.view::<p::ToolExecuted>().duration_ms.as_u64(),
         _ => None,
     }
     .unwrap_or(0);
