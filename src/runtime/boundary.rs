@@ -225,25 +225,28 @@ impl<'a> ToolBoundary<'a> {
             reason: &decision.reason,
             args_tainted,
         };
-        let mut data = decided.value();
-        if let Some(g) = &grounded {
-            // only calls with sensitive arguments carry grounding, so other logs keep their bytes
-            data["grounded"] = Value::Object(g.by.clone());
-            if let Some((arg, value)) = g.missing {
-                data["ungrounded"] = json!({"arg": arg, "value": value});
+        if tainted_by.is_none() && grounded.is_none() {
+            // the common decision: written from its fields, no tree
+            super::emit_typed(
+                rec,
+                &mut self.canonical,
+                Kind::PolicyDecided,
+                || decided.value(),
+                |out| decided.write(out),
+            )?;
+        } else {
+            let mut data = decided.value();
+            if let Some(g) = &grounded {
+                // only calls with sensitive arguments carry grounding, so other logs keep their bytes
+                data["grounded"] = Value::Object(g.by.clone());
+                if let Some((arg, value)) = g.missing {
+                    data["ungrounded"] = json!({"arg": arg, "value": value});
+                }
             }
-        }
-        match tainted_by {
-            Some(by) => {
+            if let Some(by) = tainted_by {
                 data["tainted_by"] = by;
-                rec.emit(Kind::PolicyDecided, data)?;
             }
-            None if grounded.is_some() => {
-                rec.emit(Kind::PolicyDecided, data)?;
-            }
-            None => {
-                super::emit_typed(rec, &mut self.canonical, Kind::PolicyDecided, || data, |out| decided.write(out))?;
-            }
+            rec.emit(Kind::PolicyDecided, data)?;
         }
         let allowed = match decision.verdict {
             Verdict::Allow => true,
