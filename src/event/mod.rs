@@ -18,8 +18,6 @@ pub(crate) mod scan;
 pub mod verify;
 pub mod writer;
 
-use serde_json::Value;
-
 use crate::canon::{self, Context, Digest};
 pub use data::Data;
 pub use kind::Kind;
@@ -168,25 +166,16 @@ pub(crate) enum CheckError {
 }
 
 impl Event {
-    /// The event as a JSON object (for reports, `show` and golden diffs).
-    pub fn to_value(&self) -> Value {
-        serde_json::json!({
-            "seq": self.seq,
-            "turn": self.turn,
-            "t": self.t,
-            "kind": self.kind.as_str(),
-            "data": self.data.to_value(),
-            "prev": self.prev.map(|d| d.to_string()),
-            "hash": self.hash.to_string(),
-        })
-    }
-
-    /// Field of `data`, or `Value::Null`, through the data's tree ([`Data::tree`]):
-    /// for edges. Hot readers read a typed payload instead ([`payload`]).
-    pub fn get(&self, field: &str) -> &Value {
+    /// Field of `data`, or `Value::Null`, through the data's tree ([`Data::tree`]).
+    /// Tests only: the library reads a kind's payload ([`Event::view`]) or one member
+    /// ([`Data::member`]), so no reader builds a tree of an event it only looks into.
+    #[cfg(test)]
+    pub fn get(&self, field: &str) -> &serde_json::Value {
         self.data.get(field)
     }
 
+    /// [`get`](Self::get) as a string. Tests only.
+    #[cfg(test)]
     pub fn str(&self, field: &str) -> Option<&str> {
         self.data.get(field).as_str()
     }
