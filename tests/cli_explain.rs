@@ -27,6 +27,11 @@ for line in sys.stdin:
         continue
     print(f"started after {time.perf_counter_ns()} ns", file=sys.stderr, flush=True)
     print("a library's banner on stdout", flush=True)
+    if os.environ.get("EXPLAIN") == "garbage":
+        # a protocol error right after the banner, then waiting to be killed
+        protocol.write("this is not json\n")
+        protocol.flush()
+        time.sleep(30)
     if os.environ.get("EXPLAIN") == "crash":
         body = json.dumps({"model": "m", "messages": "not a list"}).encode()
         request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
@@ -129,6 +134,28 @@ fn a_crashed_agents_last_output_and_statevals_refusal_reach_every_report_scrubbe
             .output()
             .unwrap();
         assert!(String::from_utf8_lossy(&read.stdout).contains("RuntimeError: cannot go on"), "{read:?}");
+    }
+}
+
+/// The banner goes to stdout and the protocol error to the fd, read by two threads: the
+/// error may arrive first and stop the run. What the agent printed before it is still
+/// kept, every time. (Where it stands among the agent's stderr lines is not fixed: two
+/// pipes.)
+#[test]
+fn output_printed_before_a_protocol_error_is_kept_every_time() {
+    if !python_ok() {
+        return;
+    }
+    let p = project("garbage");
+    for _ in 0..6 {
+        let out = p.stateval(&["run", "pipeline/explain.toml"]);
+        out.expect_code(1);
+        let report = p.json("reports/report.json");
+        let run = &report["cases"][0]["runs"][0];
+        assert!(run["error"].as_str().unwrap().contains("this is not json"), "{run}");
+        let tail: Vec<&str> =
+            run["diagnosis"]["tail"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+        assert!(tail.contains(&"[stdout] a library's banner on stdout"), "{run}");
     }
 }
 

@@ -43,6 +43,9 @@ use crate::secrets::Scrubber;
 pub const HOLD_MS: u64 = 500;
 
 /// Where a run's agent process runs and how it reaches stateval.
+/// How long a killed agent's stdout lines still on their way may take to arrive.
+const LAST_OUTPUT_WAIT: Duration = Duration::from_millis(500);
+
 pub struct Launch<'a> {
     pub server: &'a Server,
     pub run_id: &'a str,
@@ -128,6 +131,8 @@ pub struct Session<'a, 'p> {
     scrubber: Scrubber,
     /// The agent has written a line on its protocol fd: from then on stdout is output.
     fd_spoke: bool,
+    /// The agent's stdout and protocol fd have both closed (`Output::Closed` was read).
+    output_closed: bool,
     /// stateval's answer to the last request it refused, scrubbed (`RunSummary::refused`).
     refused: Option<String>,
     unrequested: u32,
@@ -167,6 +172,7 @@ impl<'a, 'p> Session<'a, 'p> {
             upstream_ids: BTreeMap::new(),
             scrubber: Scrubber::new(&input.profile.scrub),
             fd_spoke: false,
+            output_closed: false,
             refused: None,
             unrequested: 0,
             tokens: 0,
@@ -190,6 +196,7 @@ impl<'a, 'p> Session<'a, 'p> {
             Ok(mut process) => {
                 let outcome = session.converse(&mut process);
                 process.kill_tree();
+                session.keep_last_output(&process);
                 outcome?
             }
             Err(e) => Some(Stop::failed("agent_start", format!("cannot start {}: {e}", launch.command.join(" ")))),
@@ -300,6 +307,7 @@ impl<'a, 'p> Session<'a, 'p> {
                 },
                 Msg::Agent(Output::Unreadable(e)) => return Ok(Err(Stop::failed("agent_protocol", e))),
                 Msg::Agent(Output::Closed) => {
+                    self.output_closed = true;
                     let status = process.wait_exit(Duration::from_millis(500));
                     return Ok(Err(Stop::failed(
                         "agent_exited",
@@ -333,6 +341,30 @@ impl<'a, 'p> Session<'a, 'p> {
         }
     }
 
+    /// After the agent's tree is killed: keep the stdout lines it wrote that were still
+    /// on their way. Its stdout and protocol fd are read by two threads, so a line it
+    /// printed before the one that ended the run (a protocol error, say) may arrive
+    /// after it; without this, whether that line reached the kept output — and so the
+    /// failure's explanation in every report — was a race. Waits at most
+    /// [`LAST_OUTPUT_WAIT`] for the readers to close; protocol lines are not output.
+    fn keep_last_output(&mut self, process: &AgentProcess) {
+        let deadline = Instant::now() + LAST_OUTPUT_WAIT;
+        while !self.output_closed {
+            let Some(wait) = deadline.checked_duration_since(Instant::now()) else { return };
+            match self.rx.recv_timeout(wait) {
+                Ok(Msg::Agent(Output::Line(Channel::Stdout, line))) => {
+                    if self.fd_spoke || !protocol::on_stdout(&line) {
+                        process.keep_stdout(&line);
+                    }
+                }
+                Ok(Msg::Agent(Output::Closed)) => self.output_closed = true,
+                // the agent is gone: its requests and protocol lines go unanswered
+                Ok(_) => {}
+                Err(_) => return,
+            }
+        }
+    }
+
     /// After `end`: the agent must exit 0 within the profile's `exit_grace_ms`.
     fn until_exit(&mut self, process: &mut AgentProcess) -> Result<Result<(), Stop>, WriteError> {
         let grace = self.input.profile.exit_grace_ms();
@@ -349,6 +381,7 @@ impl<'a, 'p> Session<'a, 'p> {
                     )));
                 }
                 Some(Msg::Agent(Output::Closed)) => {
+                    self.output_closed = true;
                     let status = process.wait_exit(Duration::from_millis(grace));
                     return Ok(match status {
                         Some(s) if s.success() => Ok(()),
