@@ -37,7 +37,6 @@ use stateval::event::Event;
 use stateval::event::reader::{ReadError, read_log};
 use stateval::import::reconstruct::{self, Incident, Options, final_answer, first_divergence};
 use stateval::pipeline::Pipeline;
-use stateval::report::html::markup::items;
 use stateval::runner::{Plan, RunnerError, Selection};
 use stateval::sandbox::Manifest;
 
@@ -236,7 +235,7 @@ fn profile(args: &Args, events: &[Event]) -> Result<Profile, CliError> {
         // an imported log's `run_started` holds the parts of its system prompt
         let system = events.first().map(|e| e.data.member("system"));
         let system: Vec<Cow<'_, str>> =
-            system.map(|s| items(s).iter().filter_map(|part| part.as_str()).collect()).unwrap_or_default();
+            system.map(|s| s.items().iter().filter_map(|part| part.as_str()).collect()).unwrap_or_default();
         let mut table = toml::Table::new();
         table.insert("system".into(), toml::Value::String(system.join("\n\n")));
         return Ok(Profile { name: DEFAULT_AGENT.into(), table, manifest: None, on_divergence: "fail".into() });

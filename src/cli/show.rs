@@ -22,7 +22,7 @@ use stateval::event::fold::{Memory, apply_memory, apply_sandbox};
 use stateval::event::payload::{self as p, Json};
 use stateval::event::reader::{ReadError, read_log, stream_envelopes, stream_log};
 use stateval::event::{Event, Kind};
-use stateval::report::html::markup::{items, plain};
+use stateval::report::html::markup::plain;
 use stateval::report::{self, html};
 
 #[derive(clap::Args)]
@@ -223,7 +223,7 @@ fn detail(e: &Event) -> String {
         }
         Kind::ModelCalled => {
             let response: p::Response = e.view::<p::ModelCalled>().response.view();
-            match items(response.tool_calls).len() {
+            match response.tool_calls.items().len() {
                 0 => quoted(response.content),
                 n => format!("{} → {n} tool call(s)", quoted(response.content)),
             }
@@ -283,7 +283,7 @@ fn detail(e: &Event) -> String {
         Kind::TurnCompleted => quoted(e.view::<p::TurnCompleted>().response),
         Kind::GraderCalled => {
             let d: p::GraderCalled = e.view();
-            let command: Vec<_> = items(d.command).iter().filter_map(|part| part.as_str()).collect();
+            let command: Vec<_> = d.command.items().iter().filter_map(|part| part.as_str()).collect();
             let said = d.message.as_str().or_else(|| d.reason.as_str()).unwrap_or_default();
             format!("{}: `{}` {said}", text(d.target, "?"), command.join(" "))
         }

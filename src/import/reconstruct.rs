@@ -29,12 +29,11 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::writer::WARNING_KIND;
 use crate::canon::json_eq;
-use crate::event::payload::{self as p, Json};
+use crate::event::payload as p;
 use crate::event::writer::LogWriter;
 use crate::event::{Event, Kind};
 use crate::golden::{self, Difference};
@@ -200,7 +199,7 @@ fn recorded_response(e: &Event, turn: usize, step: u32, notes: &mut Vec<String>)
     let response: p::Response = called.response.view();
     let content = response.content.as_str().map(Cow::into_owned).unwrap_or_default();
     let mut calls = Vec::new();
-    for (j, call) in items(response.tool_calls).into_iter().enumerate() {
+    for (j, call) in response.tool_calls.items().into_iter().enumerate() {
         let name = call.member("name").as_str().unwrap_or_default();
         let name = name.as_ref();
         if !valid_tool_name(name) {
@@ -440,15 +439,9 @@ fn protocol_error(error: &Value) -> Option<Value> {
 }
 
 /// Whether `e`'s data marks `pointer` as not captured (the `absent` member `stateval
-/// import` writes; see [`super::writer::is_absent`]), read without a tree.
+/// import` writes), read without a tree.
 fn is_absent(e: &Event, pointer: &str) -> bool {
-    items(e.data.member("absent")).iter().any(|p| p.as_str().as_deref() == Some(pointer))
-}
-
-/// The items of an array member, each as its canonical text (none when it is not one).
-fn items(value: Json<'_>) -> Vec<Json<'_>> {
-    let parsed: Result<Vec<&RawValue>, _> = serde_json::from_str(value.raw());
-    parsed.map(|items| items.into_iter().map(|item| Json::of(item.get())).collect()).unwrap_or_default()
+    e.data.member("absent").items().iter().any(|p| p.as_str().as_deref() == Some(pointer))
 }
 
 fn truncate(text: &str) -> String {

@@ -66,8 +66,10 @@ impl Recorder {
     /// Room for about `events` events, so a long run's event list is not copied each
     /// time it doubles (each copy left the old list's pages resident: a long case's
     /// peak memory held them all). Room that is never written costs no memory.
+    /// Capped at a million events (128 MB of room), so a huge recording does not ask
+    /// for an address range out of proportion.
     pub fn expecting(mut self, events: usize) -> Self {
-        self.events.reserve(events);
+        self.events.reserve(events.min(1 << 20));
         self
     }
 

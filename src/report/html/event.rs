@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::markup::{self, PAYLOAD_LIMIT, Shown, esc, items, plain, present, shown, shown_json};
+use super::markup::{self, PAYLOAD_LIMIT, Shown, esc, plain, present, shown, shown_json};
 use super::timeline::Context;
 use crate::event::payload::{self as p, Json};
 use crate::event::{Event, Kind};
@@ -95,7 +95,7 @@ pub fn what(e: &Event, ctx: &Context) -> String {
             if present(content) && content.as_str().is_none_or(|s| !s.is_empty()) {
                 let _ = write!(out, "<div>{}</div>", member(content));
             }
-            for call in items(response.tool_calls) {
+            for call in response.tool_calls.items() {
                 let _ = write!(out, "<div>→ {} {}</div>", code(call.member("name")), member(call.member("args")));
             }
             out

@@ -167,15 +167,6 @@ pub fn present(value: Json<'_>) -> bool {
     value != Json::default()
 }
 
-/// The items of an array, each as its canonical text (nothing when it is not one).
-pub fn items(value: Json<'_>) -> Vec<Json<'_>> {
-    if !value.raw().starts_with('[') {
-        return Vec::new();
-    }
-    let parsed: Result<Vec<&serde_json::value::RawValue>, _> = serde_json::from_str(value.raw());
-    parsed.map(|items| items.into_iter().map(|item| Json::of(item.get())).collect()).unwrap_or_default()
-}
-
 /// `value` pretty-printed (for states, which are read rather than scanned), cut at
 /// `limit` bytes; the digest is over the canonical bytes, as everywhere else.
 pub fn pretty(value: &Value, limit: usize) -> Shown {

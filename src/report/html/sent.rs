@@ -23,7 +23,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 
 use super::event::payload;
-use super::markup::{Anchor, items, plural, thousands};
+use super::markup::{Anchor, plural, thousands};
 use crate::event::payload as p;
 use crate::event::{Event, Kind, fold};
 
@@ -37,7 +37,7 @@ pub fn system_prompt(events: &[Event], from_profile: Option<String>) -> Option<S
         return Some(text.into_owned());
     }
     if system.raw().starts_with('[') {
-        let parts: Vec<_> = items(system).iter().filter_map(|part| part.as_str()).collect();
+        let parts: Vec<_> = system.items().iter().filter_map(|part| part.as_str()).collect();
         return Some(parts.join("\n\n"));
     }
     from_profile

@@ -654,7 +654,7 @@ fn awkward_values() -> Vec<Value> {
 #[test]
 fn members_read_from_the_bytes_show_exactly_as_their_trees_did() {
     use super::markup::esc;
-    use super::markup::{items, plain, present, shown, shown_json};
+    use super::markup::{plain, present, shown, shown_json};
     use crate::event::payload;
     let mut writer = LogWriter::new(Vec::new());
     for value in awkward_values() {
@@ -668,10 +668,10 @@ fn members_read_from_the_bytes_show_exactly_as_their_trees_did() {
             let (typed, old) = (shown_json(read.result, limit), shown(tree, limit));
             assert_eq!((typed.text, typed.cut), (old.text, old.cut), "{value} at {limit}");
         }
-        let listed: Vec<String> = items(read.args).iter().map(|item| plain(*item).into_owned()).collect();
+        let listed: Vec<String> = read.args.items().iter().map(|item| plain(*item).into_owned()).collect();
         let expected: Vec<String> = e.get("args").as_array().unwrap().iter().map(Value::to_string).collect();
         assert_eq!(listed, expected, "{value}");
-        assert!(items(read.result).len() == tree.as_array().map_or(0, Vec::len), "{value}");
+        assert!(read.result.items().len() == tree.as_array().map_or(0, Vec::len), "{value}");
         // null is there; an absent member is not
         assert!(present(read.result) && !present(read.fault), "{value}");
         // an object's members listed by name, as `context_compiled.sections` are
