@@ -203,7 +203,7 @@ fn a_recording_kept_from_validation_is_refused_when_its_file_was_edited() -> Res
     std::fs::write(&path, text.replacen("is in order", "is in ordex", 1))?;
     let case = plan.case(1)?;
     let untouched = plan.recording(&case.recordings[0]).expect("run 0's file is untouched");
-    assert_eq!(*untouched, *case.recordings[0].load().expect("the file reads"));
+    assert_eq!(untouched.into_recording(), Ok((*case.recordings[0].load().expect("the file reads")).clone()));
     let err = plan.recording(&case.recordings[1]).err().unwrap_or_default();
     assert!(err.ends_with("synth-00001-1.jsonl: recording changed on disk after the run was validated"), "{err}");
     Ok(())

@@ -281,8 +281,13 @@ pub struct KeptRecordings {
 pub const KEPT_BYTES: usize = 1 << 20;
 
 impl KeptRecordings {
+    /// Whether a recording file of `len` bytes at `path` would be kept.
+    fn has_room(&self, path: &Path, len: usize) -> bool {
+        self.bytes + len <= KEPT_BYTES && !self.by_path.contains_key(path)
+    }
+
     fn keep(&mut self, path: &Path, bytes: Digest, len: usize, recording: Recording) {
-        if self.bytes + len > KEPT_BYTES || self.by_path.contains_key(path) {
+        if !self.has_room(path, len) {
             return;
         }
         self.bytes += len;
@@ -918,17 +923,24 @@ impl CaseParser {
         let bytes = Recording::bytes_digest(&text);
         let digest = match self.validated.as_ref().and_then(|v| v.get(&bytes)) {
             Some(digest) => *digest,
-            None => {
+            // a recording with room to be kept is held parsed for its run; any other is
+            // only checked and digested, one response at a time (the lock is not held
+            // while parsing: the other parsers validate beside this one)
+            None if self
+                .kept
+                .as_ref()
+                .and_then(|kept| kept.lock().ok())
+                .is_some_and(|kept| kept.has_room(&full, text.len())) =>
+            {
                 let len = text.len();
                 let recording = Recording::validate(text, &display).map_err(RecordingError::Invalid)?;
                 let digest = recording.digest;
-                if let Some(kept) = &self.kept
-                    && let Ok(mut kept) = kept.lock()
-                {
+                if let Some(mut kept) = self.kept.as_ref().and_then(|kept| kept.lock().ok()) {
                     kept.keep(&full, bytes, len, recording);
                 }
                 digest
             }
+            None => Recording::validate_digest(text, &display).map_err(RecordingError::Invalid)?,
         };
         let reference = RecordingRef::File { path: full.clone(), display, digest, bytes };
         self.recordings.insert(full, reference.clone());

@@ -93,26 +93,44 @@ impl Recording {
 
     /// Parse, schema-check and digest the bytes of a recording file read from `display`.
     pub fn validate(bytes: Vec<u8>, display: &str) -> Result<Recording, InputError> {
+        let mut responses = Vec::new();
+        let digest = Self::check(bytes, display, |response| responses.push(response))?;
+        Ok(Recording { responses, digest, source: display.to_string() })
+    }
+
+    /// [`Recording::validate`], keeping only the content digest: each response is
+    /// dropped once it is checked and digested, so a long recording that is not kept is
+    /// never held parsed whole (five times its file's size).
+    pub fn validate_digest(bytes: Vec<u8>, display: &str) -> Result<Digest, InputError> {
+        Self::check(bytes, display, drop)
+    }
+
+    /// Check every line of a recording file, handing each response to `each` in order;
+    /// the content digest of them all.
+    fn check(bytes: Vec<u8>, display: &str, mut each: impl FnMut(RecordedResponse)) -> Result<Digest, InputError> {
         let text = String::from_utf8(bytes).map_err(|_| {
             InputError::file(Path::new(display), "cannot read recording: stream did not contain valid UTF-8")
         })?;
         let display_path = Path::new(display);
-        let mut values = Vec::new();
+        let mut digest = ContentDigest::new();
         for (i, line) in crate::diag::strip_bom(&text).lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
             // the usual line is read straight into its typed form; anything the quick
             // reader is not sure of is read the strict way, which says what is wrong
-            if let Some(parsed) = quick::line(line) {
-                values.push(parsed);
-                continue;
-            }
-            let value =
-                parse_json_strict(line).map_err(|(_, col, msg)| InputError::new(display_path, i + 1, col, msg))?;
-            values.push(check_line(value, line).map_err(|(col, msg)| InputError::new(display_path, i + 1, col, msg))?);
+            let parsed = match quick::line(line) {
+                Some(parsed) => parsed,
+                None => {
+                    let value = parse_json_strict(line)
+                        .map_err(|(_, col, msg)| InputError::new(display_path, i + 1, col, msg))?;
+                    check_line(value, line).map_err(|(col, msg)| InputError::new(display_path, i + 1, col, msg))?
+                }
+            };
+            digest.add(&parsed);
+            each(parsed);
         }
-        Ok(Self::from_values(values, display.to_string()))
+        Ok(digest.finish(display))
     }
 
     /// An inline recording (`{"responses": [...]}` in a dataset line). Errors give a
@@ -133,25 +151,27 @@ impl Recording {
     /// The file's bytes must still have the digest `bytes`; its content digest is then
     /// the validated one, `digest`, without canonicalising it again.
     pub fn reload(path: &Path, display: &str, digest: Digest, bytes: Digest) -> Result<Recording, String> {
+        let (mut recording, lines) = Self::reread(path, display, digest, bytes)?;
+        recording.responses = lines.collect::<Result<_, _>>()?;
+        Ok(recording)
+    }
+
+    /// [`Recording::reload`] with the responses still unparsed: the recording without
+    /// them, and its lines, each parsed when it is taken. A run that replays a file once
+    /// holds its text (a fifth of its parsed size) and one response at a time.
+    pub fn reread(
+        path: &Path,
+        display: &str,
+        digest: Digest,
+        bytes: Digest,
+    ) -> Result<(Recording, RecordedLines), String> {
         let text = std::fs::read(path).map_err(|e| format!("{display}: cannot read recording: {e}"))?;
         if Self::bytes_digest(&text) != bytes {
             return Err(format!("{display}: recording changed on disk after the run was validated"));
         }
         let text = String::from_utf8(text).map_err(|e| format!("{display}: changed since validation: {e}"))?;
-        let mut responses = Vec::new();
-        for (i, line) in crate::diag::strip_bom(&text).lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            // validated, so the quick reader takes every line but the unusual ones
-            let parsed = match quick::line(line) {
-                Some(parsed) => parsed,
-                None => serde_json::from_str(line)
-                    .map_err(|e| format!("{display}:{}: changed since validation: {e}", i + 1))?,
-            };
-            responses.push(parsed);
-        }
-        Ok(Recording { responses, digest, source: display.to_string() })
+        let lines = RecordedLines::new(text, display);
+        Ok((Recording { responses: Vec::new(), digest, source: display.to_string() }, lines))
     }
 
     /// Check that a file [`Recording::load_file`] validated still has the bytes whose
@@ -167,11 +187,126 @@ impl Recording {
     }
 
     fn from_values(responses: Vec<RecordedResponse>, source: String) -> Recording {
-        let digest = match canonical_responses(&responses) {
-            Some(bytes) => canon::digest(Context::Content, &bytes),
+        let mut digest = ContentDigest::new();
+        responses.iter().for_each(|response| digest.add(response));
+        Recording { digest: digest.finish(&source), responses, source }
+    }
+}
+
+/// The lines of a validated recording file, read again for one run, each parsed into
+/// its response when it is taken (in order, skipping blank lines, as
+/// [`Recording::validate`] reads them). The file's bytes were checked against the
+/// validated ones, so a line that no longer parses is an error, never skipped.
+pub struct RecordedLines {
+    text: String,
+    /// Byte offset of the next line to read.
+    at: usize,
+    /// 1-based number of the line at `at`.
+    line: usize,
+    /// Responses not yet taken.
+    left: usize,
+    display: String,
+}
+
+impl RecordedLines {
+    fn new(text: String, display: &str) -> RecordedLines {
+        let at = text.len() - crate::diag::strip_bom(&text).len();
+        let left = text[at..].lines().filter(|l| !l.trim().is_empty()).count();
+        RecordedLines { text, at, line: 1, left, display: display.to_string() }
+    }
+
+    /// Responses not yet taken.
+    pub fn len(&self) -> usize {
+        self.left
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.left == 0
+    }
+}
+
+impl Iterator for RecordedLines {
+    type Item = Result<RecordedResponse, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.at < self.text.len() {
+            let rest = &self.text[self.at..];
+            let end = memchr::memchr(b'\n', rest.as_bytes()).map_or(rest.len(), |i| i + 1);
+            let (raw, number) = (&rest[..end], self.line);
+            self.at += end;
+            self.line += 1;
+            // as `str::lines` splits: at `\n`, and a `\r` before it is not the line's
+            let line = match raw.strip_suffix('\n') {
+                Some(line) => line.strip_suffix('\r').unwrap_or(line),
+                None => raw,
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            self.left -= 1;
+            // validated, so the quick reader takes every line but the unusual ones
+            return Some(match quick::line(line) {
+                Some(parsed) => Ok(parsed),
+                None => serde_json::from_str(line)
+                    .map_err(|e| format!("{}:{number}: changed since validation: {e}", self.display)),
+            });
+        }
+        None
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+/// The content digest of a recording's responses, fed one at a time: the digest of
+/// their [`canonical_responses`], without holding them. Where one has no canonical
+/// form, the digest of the recording's source instead, as before.
+struct ContentDigest {
+    /// `None` once a response had no canonical form.
+    digester: Option<canon::Digester>,
+    /// Canonical bytes not yet fed: hashed [`ContentDigest::BATCH`] at a time, where
+    /// blake3 hashes many chunks at once (a response at a time, it cost a third more).
+    buf: Vec<u8>,
+    /// Responses fed so far.
+    count: usize,
+}
+
+impl ContentDigest {
+    const BATCH: usize = 64 << 10;
+
+    fn new() -> ContentDigest {
+        let mut buf = Vec::with_capacity(4096);
+        buf.push(b'[');
+        ContentDigest { digester: Some(canon::Digester::new(Context::Content)), buf, count: 0 }
+    }
+
+    fn add(&mut self, response: &RecordedResponse) {
+        let Some(digester) = &mut self.digester else { return };
+        if self.count > 0 {
+            self.buf.push(b',');
+        }
+        self.count += 1;
+        if write_response(&mut self.buf, response).is_none() {
+            self.digester = None;
+            self.buf = Vec::new();
+            return;
+        }
+        if self.buf.len() >= Self::BATCH {
+            digester.update(&self.buf);
+            self.buf.clear();
+        }
+    }
+
+    fn finish(mut self, source: &str) -> Digest {
+        match self.digester.as_mut() {
+            Some(digester) => {
+                self.buf.push(b']');
+                digester.update(&self.buf);
+                digester.finish()
+            }
             None => canon::digest(Context::Content, source.as_bytes()),
-        };
-        Recording { responses, digest, source }
+        }
     }
 }
 
@@ -181,7 +316,22 @@ impl Recording {
 /// integer beyond ±(2^53−1)), as `canonical_digest` would fail. Keys are written in JCS
 /// order, and every field the derived `Serialize` writes is written, so the bytes are
 /// the same (`the_typed_canonical_bytes_are_those_of_the_serialised_value` checks it).
+#[cfg(test)]
 fn canonical_responses(responses: &[RecordedResponse]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(256 * responses.len() + 2);
+    out.push(b'[');
+    for (i, r) in responses.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_response(&mut out, r)?;
+    }
+    out.push(b']');
+    Some(out)
+}
+
+/// One response's canonical bytes, as an element of [`canonical_responses`].
+fn write_response(out: &mut Vec<u8>, r: &RecordedResponse) -> Option<()> {
     fn number(out: &mut Vec<u8>, n: serde_json::Number) -> Option<()> {
         canon::write_canonical_number(out, &n).then_some(())
     }
@@ -191,61 +341,53 @@ fn canonical_responses(responses: &[RecordedResponse]) -> Option<Vec<u8>> {
             None => out.extend_from_slice(b"null"),
         }
     }
-    let mut out = Vec::with_capacity(256 * responses.len() + 2);
-    out.push(b'[');
-    for (i, r) in responses.iter().enumerate() {
-        if i > 0 {
+    // latency_ms < request < request_hash < response < step < turn < usage
+    out.extend_from_slice(b"{\"latency_ms\":");
+    number(out, r.latency_ms.into())?;
+    if let Some(request) = &r.request {
+        out.extend_from_slice(b",\"request\":");
+        canon::write_canonical(out, request).ok()?;
+    }
+    out.extend_from_slice(b",\"request_hash\":");
+    match &r.request_hash {
+        Some(d) => canon::write_canonical_str(out, &d.to_string()),
+        None => out.extend_from_slice(b"null"),
+    }
+    // confidence < content < tool_calls
+    out.extend_from_slice(b",\"response\":{\"confidence\":");
+    match r.response.confidence.and_then(serde_json::Number::from_f64) {
+        Some(n) => number(out, n)?,
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"content\":");
+    canon::write_canonical_str(out, &r.response.content);
+    out.extend_from_slice(b",\"tool_calls\":[");
+    for (j, call) in r.response.tool_calls.iter().enumerate() {
+        if j > 0 {
             out.push(b',');
         }
-        // latency_ms < request < request_hash < response < step < turn < usage
-        out.extend_from_slice(b"{\"latency_ms\":");
-        number(&mut out, r.latency_ms.into())?;
-        if let Some(request) = &r.request {
-            out.extend_from_slice(b",\"request\":");
-            canon::write_canonical(&mut out, request).ok()?;
-        }
-        out.extend_from_slice(b",\"request_hash\":");
-        match &r.request_hash {
-            Some(d) => canon::write_canonical_str(&mut out, &d.to_string()),
+        // args < id < name
+        out.extend_from_slice(b"{\"args\":");
+        canon::write_canonical(out, &call.args).ok()?;
+        out.extend_from_slice(b",\"id\":");
+        match &call.id {
+            Some(id) => canon::write_canonical_str(out, id),
             None => out.extend_from_slice(b"null"),
         }
-        // confidence < content < tool_calls
-        out.extend_from_slice(b",\"response\":{\"confidence\":");
-        match r.response.confidence.and_then(serde_json::Number::from_f64) {
-            Some(n) => number(&mut out, n)?,
-            None => out.extend_from_slice(b"null"),
-        }
-        out.extend_from_slice(b",\"content\":");
-        canon::write_canonical_str(&mut out, &r.response.content);
-        out.extend_from_slice(b",\"tool_calls\":[");
-        for (j, call) in r.response.tool_calls.iter().enumerate() {
-            if j > 0 {
-                out.push(b',');
-            }
-            // args < id < name
-            out.extend_from_slice(b"{\"args\":");
-            canon::write_canonical(&mut out, &call.args).ok()?;
-            out.extend_from_slice(b",\"id\":");
-            match &call.id {
-                Some(id) => canon::write_canonical_str(&mut out, id),
-                None => out.extend_from_slice(b"null"),
-            }
-            out.extend_from_slice(b",\"name\":");
-            canon::write_canonical_str(&mut out, &call.name);
-            out.push(b'}');
-        }
-        out.extend_from_slice(b"]},\"step\":");
-        optional_u32(&mut out, r.step);
-        out.extend_from_slice(b",\"turn\":");
-        optional_u32(&mut out, r.turn);
-        out.extend_from_slice(b",\"usage\":{\"input_tokens\":");
-        number(&mut out, r.usage.input_tokens.into())?;
-        out.extend_from_slice(b",\"output_tokens\":");
-        number(&mut out, r.usage.output_tokens.into())?;
-        out.extend_from_slice(b"}}");
+        out.extend_from_slice(b",\"name\":");
+        canon::write_canonical_str(out, &call.name);
+        out.push(b'}');
     }
-    out.push(b']');
-    Some(out)
+    out.extend_from_slice(b"]},\"step\":");
+    optional_u32(out, r.step);
+    out.extend_from_slice(b",\"turn\":");
+    optional_u32(out, r.turn);
+    out.extend_from_slice(b",\"usage\":{\"input_tokens\":");
+    number(out, r.usage.input_tokens.into())?;
+    out.extend_from_slice(b",\"output_tokens\":");
+    number(out, r.usage.output_tokens.into())?;
+    out.extend_from_slice(b"}}");
+    Some(())
 }
 
 /// Schema-check and type one recording line; errors carry a 1-based column.
@@ -641,5 +783,66 @@ mod tests {
         assert_eq!(a.responses.len(), 2);
         assert_eq!(a.responses[1].response.tool_calls[0].args, serde_json::json!({}));
         assert_eq!(a.digest, b.digest);
+    }
+
+    #[test]
+    fn a_recording_checked_a_response_at_a_time_has_the_digest_and_lines_of_the_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        // past the digest's 64 KiB batch, with a byte order mark, blank lines, CRLF line
+        // ends, a line only the strict reader takes (an escaped key) and no final newline
+        let mut text = String::from("\u{feff}");
+        for i in 0..700 {
+            let content = format!("answer {i} {}", "é".repeat(i % 90));
+            text += &format!(
+                r#"{{"turn":{i},"step":0,"response":{{"content":"{content}","tool_calls":[{{"name":"t","id":"c{i}","args":{{"n":{i},"s":"x"}}}}]}}}}"#
+            );
+            text += match i % 4 {
+                0 => "\r\n",
+                1 => "\n\n",
+                _ => "\n",
+            };
+        }
+        text += r#"{"respons\u0065":{"content":"last"}}"#;
+        std::fs::write(&path, &text).unwrap();
+        assert!(text.len() > ContentDigest::BATCH);
+        let (whole, bytes) = Recording::load_file(&path, "r.jsonl").unwrap();
+        assert_eq!(whole.responses.len(), 701);
+        assert_eq!(whole.responses[700].response.content, "last");
+        let canonical = canonical_responses(&whole.responses).unwrap();
+        assert_eq!(whole.digest, canon::digest(Context::Content, &canonical));
+        assert_eq!(Recording::validate_digest(text.clone().into_bytes(), "r.jsonl").unwrap(), whole.digest);
+        // read again, each line parsed as it is taken
+        let (again, mut lines) = Recording::reread(&path, "r.jsonl", whole.digest, bytes).unwrap();
+        assert_eq!((again.digest, again.responses.len(), lines.len()), (whole.digest, 0, 701));
+        for (i, expected) in whole.responses.iter().enumerate() {
+            assert_eq!(lines.next().unwrap().as_ref(), Ok(expected), "line of response {i}");
+            assert_eq!(lines.len(), 700 - i);
+        }
+        assert!(lines.next().is_none() && lines.is_empty());
+        // edited after validation: refused before any line is read
+        std::fs::write(&path, text.replace("answer 3 ", "answer 4 ")).unwrap();
+        let refused = Recording::reread(&path, "r.jsonl", whole.digest, bytes).map(|_| ()).unwrap_err();
+        assert!(refused.contains("changed on disk"), "{refused}");
+    }
+
+    #[test]
+    fn a_recording_checked_a_response_at_a_time_refuses_what_the_whole_refuses() {
+        let text = "{\"response\":{\"content\":\"a\"}}\n{\"response\":{},\"latency_ms\":9007199254740992}\n";
+        let whole = Recording::validate(text.as_bytes().to_vec(), "r.jsonl").unwrap_err();
+        let once = Recording::validate_digest(text.as_bytes().to_vec(), "r.jsonl").unwrap_err();
+        assert_eq!((once.line, once.column, once.to_string()), (whole.line, whole.column, whole.to_string()));
+        assert_eq!(once.line, 2);
+    }
+
+    #[test]
+    fn responses_without_a_canonical_form_are_digested_by_their_source() {
+        // only responses built in memory can carry one (a file's are refused above)
+        let plain: RecordedResponse = serde_json::from_str(r#"{"response":{"content":"a"}}"#).unwrap();
+        let mut unsafe_args = plain.clone();
+        unsafe_args.response.tool_calls =
+            vec![ToolCall { id: None, name: "t".into(), args: serde_json::json!({"n": 1u64 << 60}) }];
+        let r = Recording::from_values(vec![plain.clone(), unsafe_args, plain], "inline".into());
+        assert_eq!(r.digest, canon::digest(Context::Content, b"inline"));
     }
 }

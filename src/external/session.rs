@@ -551,6 +551,10 @@ impl<'a, 'p> Session<'a, 'p> {
                         self.stop = Some(Stop::failed("upstream", message.clone()));
                         return Ok(dialect.error(502, "stateval_upstream", &message));
                     }
+                    Err(ProviderError::Unreadable(message)) => {
+                        self.stop = Some(Stop::failed("recording", message.clone()));
+                        return Ok(dialect.error(500, "stateval_recording", &message));
+                    }
                 }
             }
         };

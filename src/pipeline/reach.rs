@@ -15,8 +15,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::Pipeline;
 use super::profile::{AgentKind, AgentProfile, SafetyClass};
 use crate::diag::{InputError, did_you_mean};
@@ -155,10 +153,20 @@ impl Pipeline {
 /// The `name` of each entry of a manifest's `tools`, or `None` when the file is not
 /// JSON of that shape.
 fn names_in(path: &Path) -> Option<Arc<[String]>> {
+    // only the names are read: the rest of each entry (descriptions, schemas, fixture
+    // responses) is skipped over, not built (a file that is not of this shape, or has a
+    // key twice, gets its error from the manifest's own validation)
+    #[derive(serde::Deserialize)]
+    struct Manifest {
+        tools: Vec<Named>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Named {
+        name: String,
+    }
     let text = std::fs::read_to_string(path).ok()?;
-    let value: Value = serde_json::from_str(crate::diag::strip_bom(&text)).ok()?;
-    let tools = value.get("tools")?.as_array()?;
-    tools.iter().map(|t| t.get("name").and_then(Value::as_str).map(str::to_string)).collect()
+    let manifest: Manifest = serde_json::from_str(crate::diag::strip_bom(&text)).ok()?;
+    Some(manifest.tools.into_iter().map(|t| t.name).collect())
 }
 
 /// Is `key` a safety class (`financial`) rather than a tool name?

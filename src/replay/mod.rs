@@ -13,6 +13,7 @@ pub mod differences;
 pub mod digest;
 pub mod judge;
 use crate::canon::Digest;
+use crate::dataset::recording::RecordedLines;
 /// Recordings are data the dataset names; their model lives in `dataset::recording`.
 pub use crate::dataset::recording::{ModelResponse, RecordedResponse, Recording, ToolCall, Usage};
 
@@ -74,6 +75,10 @@ pub enum ProviderError {
     /// Record: the live model did not answer whole (the message is scrubbed).
     #[error("{0}")]
     Live(String),
+    /// Replay: a line of a recording file, validated for this run and read again
+    /// unchanged, did not parse when its turn came (never expected; the run fails).
+    #[error("{0}")]
+    Unreadable(String),
 }
 
 /// How the runtime asks for model output: the replay provider, or — while `stateval
@@ -112,10 +117,18 @@ pub struct ReplayProvider<'r> {
 }
 
 /// The responses a provider serves: a recording's, borrowed (it may be replayed again),
-/// or its own, each released once the next is asked for.
+/// or its own, each released once the next is asked for, or a recording file's lines,
+/// each parsed when it is asked for (the one served last is `current`).
 enum Responses<'r> {
     Borrowed(&'r [RecordedResponse]),
     Owned(Vec<RecordedResponse>),
+    Lines(Box<Reading>),
+}
+
+/// A recording file's lines being served: those not yet read, and the one served last.
+struct Reading {
+    lines: RecordedLines,
+    current: Option<RecordedResponse>,
 }
 
 impl<'r> ReplayProvider<'r> {
@@ -130,6 +143,15 @@ impl<'r> ReplayProvider<'r> {
         ReplayProvider { responses: Responses::Owned(responses), position: 0 }
     }
 
+    /// A provider over a recording file's lines ([`Recording::reread`]): a long run
+    /// holds the file's text and the response being served, never the whole recording
+    /// parsed.
+    ///
+    /// [`Recording::reread`]: crate::dataset::recording::Recording::reread
+    pub fn lines(lines: RecordedLines) -> ReplayProvider<'static> {
+        ReplayProvider { responses: Responses::Lines(Box::new(Reading { lines, current: None })), position: 0 }
+    }
+
     pub fn position(&self) -> usize {
         self.position
     }
@@ -139,6 +161,8 @@ impl<'r> ReplayProvider<'r> {
         match &self.responses {
             Responses::Borrowed(r) => r.len(),
             Responses::Owned(r) => r.len(),
+            // every response served so far, and those still to be read
+            Responses::Lines(reading) => self.position + reading.lines.len(),
         }
     }
 }
@@ -165,18 +189,22 @@ impl ReplayProvider<'_> {
     ) -> Result<Replayed<'_>, ProviderError> {
         let position = self.position;
         let recorded_count = self.recorded();
-        let responses: &[RecordedResponse] = match &mut self.responses {
-            Responses::Borrowed(r) => r,
+        let recorded: Option<&RecordedResponse> = match &mut self.responses {
+            Responses::Borrowed(r) => r.get(position),
             Responses::Owned(r) => {
                 // the last response served is done with: the run logged what it needed
                 if let Some(done) = position.checked_sub(1).and_then(|p| r.get_mut(p)) {
                     done.response = ModelResponse::default();
                     done.request = None;
                 }
-                r
+                r.get(position)
+            }
+            Responses::Lines(reading) => {
+                reading.current = reading.lines.next().transpose().map_err(ProviderError::Unreadable)?;
+                reading.current.as_ref()
             }
         };
-        let recorded = responses.get(position).ok_or(ReplayMiss {
+        let recorded = recorded.ok_or(ReplayMiss {
             position,
             turn: request.turn,
             step: request.step,
@@ -276,6 +304,37 @@ mod tests {
         assert_eq!((owning.recorded(), borrowed.recorded()), (3, 3));
         let (ProviderError::Miss(a), ProviderError::Miss(b)) =
             (borrowed.complete(&req).unwrap_err(), owning.complete(&req).unwrap_err())
+        else {
+            panic!("misses")
+        };
+        assert_eq!((a.position, a.recorded), (b.position, b.recorded));
+    }
+
+    #[test]
+    fn a_provider_over_a_files_lines_serves_what_a_borrowing_one_serves() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let lines: String = (0..4)
+            .map(|i| format!("{{\"turn\":{i},\"step\":0,\"response\":{{\"content\":\"answer {i}\"}}}}\n\n"))
+            .collect();
+        std::fs::write(&path, lines).unwrap();
+        let (whole, bytes) = Recording::load_file(&path, "r.jsonl").unwrap();
+        let (_, lines) = Recording::reread(&path, "r.jsonl", whole.digest, bytes).unwrap();
+        let mut borrowed = ReplayProvider::new(&whole);
+        let mut read = ReplayProvider::lines(lines);
+        assert_eq!(read.recorded(), 4);
+        for turn in 0..4u32 {
+            // the second asks at the wrong turn: both see the same divergence
+            let asked = if turn == 1 { 7 } else { turn };
+            let req = ModelRequest { turn: asked, step: 0, hash: digest(Context::Request, b"x"), compiled: None };
+            let (a, b) = (borrowed.complete(&req).unwrap(), read.complete(&req).unwrap());
+            assert_eq!((a.position, a.recorded), (b.position, b.recorded));
+            assert_eq!(a.divergence.map(|d| d.reason), b.divergence.map(|d| d.reason));
+            assert_eq!((read.position(), read.recorded()), (turn as usize + 1, 4));
+        }
+        let req = ModelRequest { turn: 4, step: 0, hash: digest(Context::Request, b"x"), compiled: None };
+        let (ProviderError::Miss(a), ProviderError::Miss(b)) =
+            (borrowed.complete(&req).unwrap_err(), read.complete(&req).unwrap_err())
         else {
             panic!("misses")
         };

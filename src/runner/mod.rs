@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::canon::{self, Context, Digest};
 use crate::dataset::expect::Assertion;
+use crate::dataset::recording::RecordedLines;
 use crate::dataset::{Case, CaseParser, CaseRef, KeptRecordings, Loader, RecordingRef, ValidatedRecordings};
 use crate::diag::InputError;
 use crate::event::Event;
@@ -173,6 +174,29 @@ impl ManifestCache {
             self.recent.remove(0);
         }
         self.recent.push((path, manifest));
+    }
+}
+
+/// A case's recording as its run gets it ([`Plan::recording`]).
+pub enum Replayable {
+    /// Parsed already: inline in the dataset line (shared with the case), or kept from
+    /// the validating pass (held for this run alone).
+    Held(Arc<Recording>),
+    /// A file read again for this run: the recording without its responses, and the
+    /// file's lines, each parsed as it is served.
+    Lines(Recording, RecordedLines),
+}
+
+impl Replayable {
+    /// The whole recording, its lines all parsed.
+    pub fn into_recording(self) -> Result<Recording, String> {
+        match self {
+            Replayable::Held(recording) => Ok(Arc::unwrap_or_clone(recording)),
+            Replayable::Lines(mut recording, lines) => {
+                recording.responses = lines.collect::<Result<_, _>>()?;
+                Ok(recording)
+            }
+        }
     }
 }
 
@@ -398,6 +422,23 @@ impl Plan {
         self.replay_from(case, k, &recording, provider, sink, stderr, assertions)
     }
 
+    /// [`replay`](Self::replay) of a recording file read again for this run
+    /// ([`Recording::reread`]): each response is parsed as it is served, so a long run
+    /// holds the file's text and one response, never the recording parsed whole.
+    #[allow(clippy::too_many_arguments)]
+    pub fn replay_lines(
+        &self,
+        case: &Case,
+        k: usize,
+        recording: &Recording,
+        lines: RecordedLines,
+        sink: Box<dyn Sink + Send>,
+        stderr: Option<PathBuf>,
+        assertions: &[&Assertion],
+    ) -> Result<ReplayedRun, ReplayError> {
+        self.replay_from(case, k, recording, ReplayProvider::lines(lines), sink, stderr, assertions)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn replay_from(
         &self,
@@ -534,13 +575,17 @@ impl Plan {
     /// The recording `reference` names: the one parsed when the plan was validated, if
     /// it is still kept and the file still has the bytes validated, or else the file
     /// read again ([`RecordingRef::load`]); either way a file edited since is refused.
-    pub fn recording(&self, reference: &RecordingRef) -> Result<Arc<Recording>, String> {
-        if let RecordingRef::File { path, display, bytes, .. } = reference
-            && let Some(kept) = self.kept.lock().ok().and_then(|mut kept| kept.take(path, bytes))
-        {
-            return Recording::unchanged(path, display, *bytes).map(|()| kept);
+    pub fn recording(&self, reference: &RecordingRef) -> Result<Replayable, String> {
+        match reference {
+            RecordingRef::Inline(recording) => Ok(Replayable::Held(recording.clone())),
+            RecordingRef::File { path, display, digest, bytes } => {
+                if let Some(kept) = self.kept.lock().ok().and_then(|mut kept| kept.take(path, bytes)) {
+                    return Recording::unchanged(path, display, *bytes).map(|()| Replayable::Held(kept));
+                }
+                Recording::reread(path, display, *digest, *bytes)
+                    .map(|(recording, lines)| Replayable::Lines(recording, lines))
+            }
         }
-        reference.load()
     }
 
     /// Every profile `agent` can reach by handing off, directly or through its targets
@@ -1202,11 +1247,16 @@ fn run_case(
         }
         let file = logs.log(path.clone(), std::fs::File::create(&path).map_err(at(&path))?);
         let stderr = (profile.kind == AgentKind::External).then(|| path.with_extension("stderr"));
-        // a recording read for this run alone is released as it is served; one the case
-        // holds inline is shared, and borrowed
-        let replayed = match Arc::try_unwrap(recording) {
-            Ok(once) => plan.replay_once(case, k, once, Box::new(file), stderr.clone(), &log_expect),
-            Err(shared) => plan.replay(case, k, &shared, Box::new(file), stderr.clone(), &log_expect),
+        // a recording read for this run alone is parsed, or released, as it is served;
+        // one the case holds inline is shared, and borrowed
+        let replayed = match recording {
+            Replayable::Lines(recording, lines) => {
+                plan.replay_lines(case, k, &recording, lines, Box::new(file), stderr.clone(), &log_expect)
+            }
+            Replayable::Held(recording) => match Arc::try_unwrap(recording) {
+                Ok(once) => plan.replay_once(case, k, once, Box::new(file), stderr.clone(), &log_expect),
+                Err(shared) => plan.replay(case, k, &shared, Box::new(file), stderr.clone(), &log_expect),
+            },
         };
         let ReplayedRun { summary, events, turn_offsets, checks, grading_errors } = replayed.map_err(|e| match e {
             ReplayError::Log(source) => log_error(source),

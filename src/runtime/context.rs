@@ -60,8 +60,15 @@ pub struct Window {
 pub struct Conversation {
     messages: Vec<Message>,
     /// Every message's canonical bytes, comma-separated, in one buffer: the messages
-    /// from any start on are one slice, hashed without being copied.
+    /// from any start on are one slice, hashed without being copied. Message offsets
+    /// count from the conversation's first byte; `joined` holds the bytes from `base` on.
     joined: Vec<u8>,
+    /// Bytes let go of: those already hashed, when nothing can ask for them again
+    /// ([`Conversation::hashing_once`]).
+    base: usize,
+    /// Whether every window starts at the first message and no request is compiled, so
+    /// the bytes of messages hashed once are never read again.
+    once: bool,
     /// The sum of the messages' tokens.
     total_tokens: u64,
     /// The running hashes of the `messages` sent lately, one per window start, the latest
@@ -80,6 +87,16 @@ struct Running {
 }
 
 impl Conversation {
+    /// A conversation whose requests always send it whole (no context budget, no history
+    /// cap) and are never compiled (replay): its running hash from the first message is
+    /// all a request digest needs, so the bytes it has hashed are let go of. A long run
+    /// then holds the messages' offsets and token counts, not their text a second time
+    /// beside its events. Asking for a later window start, or for the messages as sent,
+    /// is then an error.
+    pub fn hashing_once() -> Conversation {
+        Conversation { once: true, ..Conversation::default() }
+    }
+
     pub fn push(&mut self, message: Value) -> Result<(), CanonError> {
         let tool = message.get("role").and_then(Value::as_str) == Some("tool");
         self.push_with(tool, |joined| canon::write_canonical(joined, &message))
@@ -96,13 +113,14 @@ impl Conversation {
         if !self.messages.is_empty() {
             self.joined.push(b',');
         }
-        let offset = self.joined.len();
+        let at = self.joined.len();
         if let Err(e) = write(&mut self.joined) {
             self.joined.truncate(before);
             return Err(e);
         }
+        let offset = self.base + at;
         // token estimate over the message text as sent
-        let tokens = approx_tokens(std::str::from_utf8(&self.joined[offset..]).unwrap_or_default());
+        let tokens = approx_tokens(std::str::from_utf8(&self.joined[at..]).unwrap_or_default());
         // a tool result belongs to the unit of the assistant message that called it
         let index = self.messages.len();
         let unit_start = match tool {
@@ -194,9 +212,12 @@ impl Conversation {
         let Some(first) = self.messages.get(start) else {
             return Ok(Value::Array(Vec::new()));
         };
-        let mut text = Vec::with_capacity(self.joined.len() - first.offset + 2);
+        let Some(from) = first.offset.checked_sub(self.base) else {
+            return Err(serde::de::Error::custom("the messages were hashed once and let go of"));
+        };
+        let mut text = Vec::with_capacity(self.joined.len() - from + 2);
         text.push(b'[');
-        text.extend_from_slice(&self.joined[first.offset..]);
+        text.extend_from_slice(&self.joined[from..]);
         text.push(b']');
         serde_json::from_slice(&text)
     }
@@ -205,6 +226,8 @@ impl Conversation {
     /// that start, fed the messages added since it was last asked.
     pub fn messages_digest(&mut self, start: usize) -> Digest {
         let start = start.min(self.messages.len());
+        // hashed once, only the start at the first message can be asked for
+        assert!(!self.once || start == 0, "a conversation hashed once is digested from its first message");
         let mut running = match self.running.iter().rposition(|r| r.start == start) {
             Some(at) => self.running.remove(at),
             None => {
@@ -217,9 +240,13 @@ impl Conversation {
         // the comma before them when they follow messages already fed.
         if let Some(first_new) = self.messages.get(running.end) {
             let from = if running.end > running.start { first_new.offset - 1 } else { first_new.offset };
-            running.digester.update(&self.joined[from..]);
+            running.digester.update(&self.joined[from - self.base..]);
         }
         running.end = self.messages.len();
+        if self.once {
+            self.base += self.joined.len();
+            self.joined.clear();
+        }
         let mut whole = running.digester.clone();
         whole.update(b"]");
         if self.running.len() >= RUNNING {
@@ -369,6 +396,38 @@ mod tests {
                 c.running.retain(|r| r.start == 0);
             }
         }
+    }
+
+    #[test]
+    fn a_conversation_hashed_once_digests_as_one_that_keeps_its_text_and_lets_the_text_go() {
+        let (system, tools, memory) = (json!("sys"), json!([]), json!({}));
+        let (mut kept, mut once) = (Conversation::default(), Conversation::hashing_once());
+        for i in 0..40usize {
+            // calls answered by tool results, now and then two messages between requests
+            for c in [&mut kept, &mut once] {
+                match i % 3 {
+                    0 => c.user(&format!("question {i} \u{e9}\"")).unwrap(),
+                    1 => c
+                        .assistant("", Some(format!(r#"[{{"args":{{"n":{i}}},"id":"c{i}","name":"t"}}]"#).as_bytes()))
+                        .unwrap(),
+                    _ => c.tool_result(&format!("c{i}"), &json!({"rows": [i, "x"]})).unwrap(),
+                }
+                if i % 5 == 0 {
+                    c.assistant(&format!("answer {i}"), None).unwrap();
+                }
+            }
+            assert_eq!(kept.window(None), once.window(None));
+            assert_eq!(
+                asked(&mut once, &system, &tools, &memory, 0),
+                asked(&mut kept, &system, &tools, &memory, 0),
+                "after message {i}"
+            );
+            // what was hashed is let go of; the kept conversation still has it all
+            assert!(once.joined.is_empty(), "after message {i}");
+            assert_eq!(once.base + once.joined.len(), kept.joined.len());
+        }
+        assert_eq!(kept.messages_from(0).unwrap().as_array().map(Vec::len), Some(once.len()));
+        assert!(once.messages_from(0).is_err(), "the text is no longer there to read back");
     }
 
     fn conversation(messages: &[Value]) -> Conversation {

@@ -202,6 +202,13 @@ impl<'a, 'p> Loop<'a, 'p> {
         let tools_value = Value::Array(tools);
         let system = canonical(&json!(input.profile.system))?;
         let tools = canonical(&tools_value)?;
+        // sent whole at every call and never compiled: its messages are hashed once
+        let context = &input.profile.context;
+        let conversation =
+            match context.budget_tokens.is_none() && context.history.is_none() && !provider.wants_compiled() {
+                true => Conversation::hashing_once(),
+                false => Conversation::default(),
+            };
         Ok(Loop {
             input,
             provider,
@@ -209,7 +216,7 @@ impl<'a, 'p> Loop<'a, 'p> {
             boundary,
             nested: false,
             answer: None,
-            conversation: Conversation::default(),
+            conversation,
             memory: Memory::new(),
             memory_view: None,
             system_tokens: approx_tokens(&input.profile.system),
@@ -324,7 +331,7 @@ impl<'a, 'p> Loop<'a, 'p> {
                         logged: false,
                     }));
                 }
-                Err(ProviderError::Live(error)) => {
+                Err(ProviderError::Live(error) | ProviderError::Unreadable(error)) => {
                     return Ok(Err(Stop { status: RunStatus::Failed, error, logged: false }));
                 }
             };

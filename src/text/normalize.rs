@@ -53,6 +53,24 @@ static URL_PREFIX: LazyLock<Regex> =
 /// Single characters separated by single spaces: `m a l l o r y`.
 static SPACED_OUT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:\S ){4,}\S").expect("spaced-out pattern"));
 
+/// Compile this module's patterns now (they are otherwise compiled at their first use):
+/// `stateval run` does it on a spare thread while it loads the plan.
+pub fn warm() {
+    for pattern in [
+        &BASE64_RUN,
+        &HEX_RUN,
+        &ENTITY,
+        &OBFUSCATED_AT,
+        &OBFUSCATED_DOT,
+        &PLUS_ADDRESS,
+        &URL_PREFIX,
+        &SPACED_OUT,
+        &PUNYCODE_LABEL,
+    ] {
+        LazyLock::force(pattern);
+    }
+}
+
 /// Default ignorable code points (Unicode's `Default_Ignorable_Code_Point`, with the
 /// other format characters an attacker uses to hide text): invisible to a reader.
 pub fn is_ignorable(c: char) -> bool {
