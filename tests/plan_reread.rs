@@ -167,36 +167,10 @@ fn a_recording_known_by_its_bytes_is_not_parsed_again_and_any_other_is() -> Resu
     Ok(())
 }
 
-/// The recordings the plan parsed while validating are kept for their runs: a run takes
-/// its own once (a second run of it reads the file), and it is the recording the file
-/// reads as.
+/// A run reads its recording file again, and refuses it when it was edited since the plan
+/// validated it; the untouched file reads as the recording validated.
 #[test]
-fn the_plan_keeps_the_recordings_it_parsed_and_a_run_takes_its_own_once() -> Result<(), RunnerError> {
-    use stateval::dataset::{KeptRecordings, Loader, RecordingRef};
-    use stateval::pipeline::Pipeline;
-    use std::sync::{Arc, Mutex};
-
-    let (dir, plan) = suite();
-    let pipeline = Pipeline::load(&dir.path().join("pipeline/synth.toml")).map_err(|e| RunnerError::Input(vec![e]))?;
-    let kept = Arc::new(Mutex::new(KeptRecordings::default()));
-    Loader::new(&pipeline, stateval::metrics::block::check)
-        .keeping(kept.clone())
-        .load_all()
-        .map_err(RunnerError::Input)?;
-    let case = plan.case(1)?;
-    let Some(RecordingRef::File { path, bytes, .. }) = case.recordings.get(1) else {
-        panic!("the synthetic suite's recordings are files")
-    };
-    let mut kept = kept.lock().expect("not poisoned");
-    let taken = kept.take(path, bytes).expect("kept from validation");
-    assert_eq!(*taken, *case.recordings[1].load().expect("the file reads"));
-    assert!(kept.take(path, bytes).is_none(), "taken once");
-    Ok(())
-}
-
-/// A run replaying the recording kept from validation still refuses a file edited since.
-#[test]
-fn a_recording_kept_from_validation_is_refused_when_its_file_was_edited() -> Result<(), RunnerError> {
+fn a_recording_file_edited_after_validation_is_refused_when_its_run_reads_it() -> Result<(), RunnerError> {
     let (dir, plan) = suite();
     let path = dir.path().join("fixtures/recordings/synth-00001-1.jsonl");
     let text = std::fs::read_to_string(&path)?;

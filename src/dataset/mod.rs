@@ -257,50 +257,6 @@ pub struct CaseParser {
     /// same plan): content digest by the digest of the file's bytes. A file whose bytes
     /// are here is not parsed again; any other file is validated in full.
     validated: Option<Arc<ValidatedRecordings>>,
-    /// Where the recordings this parser validates are kept for the runs that replay
-    /// them (see [`KeptRecordings`]); `None`: not kept.
-    kept: Option<Arc<Mutex<KeptRecordings>>>,
-}
-
-/// Recordings the validating pass parsed, kept for the runs that replay them so they
-/// are not parsed a second time; a run takes its own (it is then no longer held) and
-/// still checks that the file's bytes are the ones validated
-/// ([`Recording::unchanged`]). Bounded by [`KEPT_BYTES`] of recording files: past it,
-/// recordings are read again when they run, as every one was before, so memory stays
-/// flat however large the suite.
-#[derive(Default)]
-pub struct KeptRecordings {
-    by_path: HashMap<PathBuf, (Digest, Arc<Recording>, usize)>,
-    bytes: usize,
-}
-
-/// The most recording-file bytes kept at once (their parsed form is a few times this).
-/// Small: what is kept is held from the plan until its run, so a suite of many small
-/// recordings would otherwise peak with megabytes of them parsed at once (4 MiB kept
-/// took a 220-case suite from 28 to 45 MB and an 11,000-turn case from 70 to 78 MB).
-pub const KEPT_BYTES: usize = 1 << 20;
-
-impl KeptRecordings {
-    /// Whether a recording file of `len` bytes at `path` would be kept.
-    fn has_room(&self, path: &Path, len: usize) -> bool {
-        self.bytes + len <= KEPT_BYTES && !self.by_path.contains_key(path)
-    }
-
-    fn keep(&mut self, path: &Path, bytes: Digest, len: usize, recording: Recording) {
-        if !self.has_room(path, len) {
-            return;
-        }
-        self.bytes += len;
-        self.by_path.insert(path.to_path_buf(), (bytes, Arc::new(recording), len));
-    }
-
-    /// The recording kept for `path` when it was validated from bytes with the digest
-    /// `bytes`, no longer kept.
-    pub fn take(&mut self, path: &Path, bytes: &Digest) -> Option<Arc<Recording>> {
-        let (kept_bytes, recording, len) = self.by_path.remove(path)?;
-        self.bytes -= len;
-        (kept_bytes == *bytes).then_some(recording)
-    }
 }
 
 /// Recording files known valid: content digest by the digest of the file's bytes.
@@ -425,14 +381,6 @@ impl<'p> Loader<'p> {
             tags: BTreeSet::new(),
             selected_tags: BTreeSet::new(),
         }
-    }
-
-    /// Keep the recordings this loader validates in `kept` (see [`KeptRecordings`]).
-    pub fn keeping(mut self, kept: Arc<Mutex<KeptRecordings>>) -> Self {
-        for parser in &mut self.parsers {
-            parser.kept = Some(kept.clone());
-        }
-        self
     }
 
     /// Take recording files whose bytes are in `validated` as valid, with the content
@@ -697,7 +645,7 @@ impl<'p> Loader<'p> {
 impl CaseParser {
     /// A parser that checks metric blocks with `check_block` (the metrics stage's).
     pub fn new(check_block: CheckBlock) -> Self {
-        CaseParser { check_block, recordings: HashMap::new(), matchers: BTreeMap::new(), validated: None, kept: None }
+        CaseParser { check_block, recordings: HashMap::new(), matchers: BTreeMap::new(), validated: None }
     }
 
     /// Parses and checks one case line.
@@ -923,23 +871,8 @@ impl CaseParser {
         let bytes = Recording::bytes_digest(&text);
         let digest = match self.validated.as_ref().and_then(|v| v.get(&bytes)) {
             Some(digest) => *digest,
-            // a recording with room to be kept is held parsed for its run; any other is
-            // only checked and digested, one response at a time (the lock is not held
-            // while parsing: the other parsers validate beside this one)
-            None if self
-                .kept
-                .as_ref()
-                .and_then(|kept| kept.lock().ok())
-                .is_some_and(|kept| kept.has_room(&full, text.len())) =>
-            {
-                let len = text.len();
-                let recording = Recording::validate(text, &display).map_err(RecordingError::Invalid)?;
-                let digest = recording.digest;
-                if let Some(mut kept) = self.kept.as_ref().and_then(|kept| kept.lock().ok()) {
-                    kept.keep(&full, bytes, len, recording);
-                }
-                digest
-            }
+            // checked and digested one response at a time: the run reads it again, a
+            // line at a time as it is served, so no recording is held parsed whole
             None => Recording::validate_digest(text, &display).map_err(RecordingError::Invalid)?,
         };
         let reference = RecordingRef::File { path: full.clone(), display, digest, bytes };

@@ -174,18 +174,6 @@ impl Recording {
         Ok((Recording { responses: Vec::new(), digest, source: display.to_string() }, lines))
     }
 
-    /// Check that a file [`Recording::load_file`] validated still has the bytes whose
-    /// digest is `bytes`, for a run that replays the recording kept from that validation
-    /// (`dataset::KeptRecordings`): the check of [`Recording::reload`], with its errors,
-    /// without parsing the file again.
-    pub fn unchanged(path: &Path, display: &str, bytes: Digest) -> Result<(), String> {
-        let text = std::fs::read(path).map_err(|e| format!("{display}: cannot read recording: {e}"))?;
-        if Self::bytes_digest(&text) != bytes {
-            return Err(format!("{display}: recording changed on disk after the run was validated"));
-        }
-        Ok(())
-    }
-
     fn from_values(responses: Vec<RecordedResponse>, source: String) -> Recording {
         let mut digest = ContentDigest::new();
         responses.iter().for_each(|response| digest.add(response));

@@ -117,11 +117,9 @@ pub struct ReplayProvider<'r> {
 }
 
 /// The responses a provider serves: a recording's, borrowed (it may be replayed again),
-/// or its own, each released once the next is asked for, or a recording file's lines,
-/// each parsed when it is asked for (the one served last is `current`).
+/// or a recording file's lines, each parsed when it is asked for.
 enum Responses<'r> {
     Borrowed(&'r [RecordedResponse]),
-    Owned(Vec<RecordedResponse>),
     Lines(Box<Reading>),
 }
 
@@ -134,13 +132,6 @@ struct Reading {
 impl<'r> ReplayProvider<'r> {
     pub fn new(recording: &'r Recording) -> Self {
         ReplayProvider { responses: Responses::Borrowed(&recording.responses), position: 0 }
-    }
-
-    /// A provider that owns `responses` and releases each served response's content
-    /// when the next is asked for: the runtime has copied what it needs into the log by
-    /// then, and a long run then never holds its whole recording beside its events.
-    pub fn owning(responses: Vec<RecordedResponse>) -> ReplayProvider<'static> {
-        ReplayProvider { responses: Responses::Owned(responses), position: 0 }
     }
 
     /// A provider over a recording file's lines ([`Recording::reread`]): a long run
@@ -160,7 +151,6 @@ impl<'r> ReplayProvider<'r> {
     pub fn recorded(&self) -> usize {
         match &self.responses {
             Responses::Borrowed(r) => r.len(),
-            Responses::Owned(r) => r.len(),
             // every response served so far, and those still to be read
             Responses::Lines(reading) => self.position + reading.lines.len(),
         }
@@ -191,14 +181,6 @@ impl ReplayProvider<'_> {
         let recorded_count = self.recorded();
         let recorded: Option<&RecordedResponse> = match &mut self.responses {
             Responses::Borrowed(r) => r.get(position),
-            Responses::Owned(r) => {
-                // the last response served is done with: the run logged what it needed
-                if let Some(done) = position.checked_sub(1).and_then(|p| r.get_mut(p)) {
-                    done.response = ModelResponse::default();
-                    done.request = None;
-                }
-                r.get(position)
-            }
             Responses::Lines(reading) => {
                 reading.current = reading.lines.next().transpose().map_err(ProviderError::Unreadable)?;
                 reading.current.as_ref()
@@ -282,32 +264,6 @@ mod tests {
         let ProviderError::Miss(miss) = p.complete(&req).unwrap_err() else { panic!("not a miss") };
         assert_eq!(miss.position, 2);
         assert!(miss.to_string().contains("position 2"));
-    }
-
-    #[test]
-    fn an_owning_provider_serves_what_a_borrowing_one_serves_and_releases_what_it_served() {
-        let mut r = rec(&[None, None, None]);
-        for (i, response) in r.responses.iter_mut().enumerate() {
-            response.response.content = format!("answer {i}");
-        }
-        let req = ModelRequest { turn: 0, step: 0, hash: digest(Context::Request, b"x"), compiled: None };
-        let mut borrowed = ReplayProvider::new(&r);
-        let mut owning = ReplayProvider::owning(r.responses.clone());
-        for position in 0..3 {
-            let (a, b) = (borrowed.complete(&req).unwrap(), owning.complete(&req).unwrap());
-            assert_eq!((a.position, &a.recorded.response), (position, &b.recorded.response));
-            assert_eq!(b.recorded.response.content, format!("answer {position}"));
-        }
-        let Responses::Owned(kept) = &owning.responses else { panic!("owned") };
-        let contents: Vec<&str> = kept.iter().map(|r| r.response.content.as_str()).collect();
-        assert_eq!(contents, ["", "", "answer 2"], "each response is released once the next is served");
-        assert_eq!((owning.recorded(), borrowed.recorded()), (3, 3));
-        let (ProviderError::Miss(a), ProviderError::Miss(b)) =
-            (borrowed.complete(&req).unwrap_err(), owning.complete(&req).unwrap_err())
-        else {
-            panic!("misses")
-        };
-        assert_eq!((a.position, a.recorded), (b.position, b.recorded));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use crate::canon::{self, Context, Digest};
 use crate::dataset::expect::Assertion;
 use crate::dataset::recording::RecordedLines;
-use crate::dataset::{Case, CaseParser, CaseRef, KeptRecordings, Loader, RecordingRef, ValidatedRecordings};
+use crate::dataset::{Case, CaseParser, CaseRef, Loader, RecordingRef, ValidatedRecordings};
 use crate::diag::InputError;
 use crate::event::Event;
 use crate::event::writer::{Sink, WriteError};
@@ -104,9 +104,6 @@ pub struct Plan {
     pub agents: BTreeMap<String, PlannedAgent>,
     /// The manifests read lately (see [`Plan::manifest`]).
     manifests: Mutex<ManifestCache>,
-    /// Recordings parsed when the plan was validated, until their runs take them (see
-    /// [`Plan::recording`]).
-    kept: Arc<Mutex<KeptRecordings>>,
     /// Content-derived: the same inputs give the same id.
     pub run_id: String,
     /// The digest the run id is cut from: everything that decides the run's logs. The
@@ -179,9 +176,8 @@ impl ManifestCache {
 
 /// A case's recording as its run gets it ([`Plan::recording`]).
 pub enum Replayable {
-    /// Parsed already: inline in the dataset line (shared with the case), or kept from
-    /// the validating pass (held for this run alone).
-    Held(Arc<Recording>),
+    /// Inline in the dataset line, parsed with it and shared with the case.
+    Shared(Arc<Recording>),
     /// A file read again for this run: the recording without its responses, and the
     /// file's lines, each parsed as it is served.
     Lines(Recording, RecordedLines),
@@ -191,7 +187,7 @@ impl Replayable {
     /// The whole recording, its lines all parsed.
     pub fn into_recording(self) -> Result<Recording, String> {
         match self {
-            Replayable::Held(recording) => Ok(Arc::unwrap_or_clone(recording)),
+            Replayable::Shared(recording) => Ok(Arc::unwrap_or_clone(recording)),
             Replayable::Lines(mut recording, lines) => {
                 recording.responses = lines.collect::<Result<_, _>>()?;
                 Ok(recording)
@@ -281,9 +277,7 @@ impl Plan {
         }
         let agents: BTreeMap<String, PlannedAgent> = agents.into_iter().collect();
         let judges = load_judges(&pipeline, &mut errors);
-        let kept = Arc::new(Mutex::new(KeptRecordings::default()));
-        let mut loader =
-            Loader::new(&pipeline, metric_block::check).select(|case| selection.keeps(case)).keeping(kept.clone());
+        let mut loader = Loader::new(&pipeline, metric_block::check).select(|case| selection.keeps(case));
         if let Some(recordings) = recordings {
             loader = loader.validated(recordings);
         }
@@ -323,7 +317,6 @@ impl Plan {
             parser: Mutex::new(CaseParser::new(metric_block::check)),
             agents,
             manifests: Mutex::new(ManifestCache::default()),
-            kept,
             run_id,
             digest,
             graders,
@@ -404,22 +397,6 @@ impl Plan {
         assertions: &[&Assertion],
     ) -> Result<ReplayedRun, ReplayError> {
         self.replay_from(case, k, recording, ReplayProvider::new(recording), sink, stderr, assertions)
-    }
-
-    /// [`replay`](Self::replay) of a recording replayed once: each response is released
-    /// as soon as the next is served, so a long run does not hold its whole recording
-    /// beside its events.
-    pub fn replay_once(
-        &self,
-        case: &Case,
-        k: usize,
-        mut recording: Recording,
-        sink: Box<dyn Sink + Send>,
-        stderr: Option<PathBuf>,
-        assertions: &[&Assertion],
-    ) -> Result<ReplayedRun, ReplayError> {
-        let provider = ReplayProvider::owning(std::mem::take(&mut recording.responses));
-        self.replay_from(case, k, &recording, provider, sink, stderr, assertions)
     }
 
     /// [`replay`](Self::replay) of a recording file read again for this run
@@ -572,19 +549,19 @@ impl Plan {
         Ok(manifest)
     }
 
-    /// The recording `reference` names: the one parsed when the plan was validated, if
-    /// it is still kept and the file still has the bytes validated, or else the file
-    /// read again ([`RecordingRef::load`]); either way a file edited since is refused.
+    /// The recording `reference` names: an inline one as the case holds it, a file read
+    /// again ([`Recording::reread`]), refused if it was edited since it was validated.
+    ///
+    /// No recording is kept parsed from the validating pass for its run. Kept, a 50-case
+    /// suite's recordings (0.9 MB of files) were held parsed at 4–5 MB from the plan on:
+    /// they saved parsing them again (5 % of its instructions) but cost 700 more page
+    /// faults, and on the development machine, where a fresh page is costly, the suite
+    /// ran 15 % slower kept than read again (docs/speed.md).
     pub fn recording(&self, reference: &RecordingRef) -> Result<Replayable, String> {
         match reference {
-            RecordingRef::Inline(recording) => Ok(Replayable::Held(recording.clone())),
-            RecordingRef::File { path, display, digest, bytes } => {
-                if let Some(kept) = self.kept.lock().ok().and_then(|mut kept| kept.take(path, bytes)) {
-                    return Recording::unchanged(path, display, *bytes).map(|()| Replayable::Held(kept));
-                }
-                Recording::reread(path, display, *digest, *bytes)
-                    .map(|(recording, lines)| Replayable::Lines(recording, lines))
-            }
+            RecordingRef::Inline(recording) => Ok(Replayable::Shared(recording.clone())),
+            RecordingRef::File { path, display, digest, bytes } => Recording::reread(path, display, *digest, *bytes)
+                .map(|(recording, lines)| Replayable::Lines(recording, lines)),
         }
     }
 
@@ -1247,16 +1224,13 @@ fn run_case(
         }
         let file = logs.log(path.clone(), std::fs::File::create(&path).map_err(at(&path))?);
         let stderr = (profile.kind == AgentKind::External).then(|| path.with_extension("stderr"));
-        // a recording read for this run alone is parsed, or released, as it is served;
-        // one the case holds inline is shared, and borrowed
+        // a recording file is parsed as it is served; one the case holds inline is
+        // shared, and borrowed
         let replayed = match recording {
             Replayable::Lines(recording, lines) => {
                 plan.replay_lines(case, k, &recording, lines, Box::new(file), stderr.clone(), &log_expect)
             }
-            Replayable::Held(recording) => match Arc::try_unwrap(recording) {
-                Ok(once) => plan.replay_once(case, k, once, Box::new(file), stderr.clone(), &log_expect),
-                Err(shared) => plan.replay(case, k, &shared, Box::new(file), stderr.clone(), &log_expect),
-            },
+            Replayable::Shared(shared) => plan.replay(case, k, &shared, Box::new(file), stderr.clone(), &log_expect),
         };
         let ReplayedRun { summary, events, turn_offsets, checks, grading_errors } = replayed.map_err(|e| match e {
             ReplayError::Log(source) => log_error(source),
