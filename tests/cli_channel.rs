@@ -88,6 +88,30 @@ fn an_agent_speaking_on_the_fd_passes_whatever_it_prints_on_stdout_and_its_outpu
     assert!(!events.iter().any(|e| e.to_string().contains("SDK banner")));
 }
 
+/// An agent that prints its own credentials (the route token in its base URL, its API
+/// key) on stdout and stderr: none of it is kept as is. They die with the run, but what
+/// an agent prints reaches the failure's explanation and every report, which CI
+/// publishes.
+#[test]
+fn an_agent_printing_its_own_credentials_has_them_kept_scrubbed() {
+    let script = "read l; read l; echo \"base $OPENAI_BASE_URL key $OPENAI_API_KEY\"; \
+                  echo \"mcp $STATEVAL_MCP_URL anthropic $ANTHROPIC_API_KEY\" >&2; \
+                  echo \"$OPENAI_BASE_URL\" > creds.txt; echo \"$OPENAI_API_KEY\" >> creds.txt; \
+                  echo '{\"type\":\"turn_result\",\"turn\":0,\"output\":\"done\"}' >&3; read l; exit 0";
+    let p = project(&[("leaky", script)], &[("leak", "leaky", &["hi"])]);
+    p.stateval(&["run", "pipeline/channel.toml"]).expect_code(0);
+    let (_, kept) = run_of(&p, "leak");
+    let creds = p.read("creds.txt");
+    let (base, key) = creds.split_once('\n').expect("the agent wrote both");
+    let token = base.split("/r/").nth(1).and_then(|rest| rest.split('/').next()).expect("a route token");
+    assert!(token.len() >= 16 && key.trim().len() >= 16, "{creds}");
+    for secret in [token, key.trim()] {
+        assert!(!kept.contains(secret), "{secret} kept as is:\n{kept}");
+    }
+    assert!(kept.contains("[stdout] base http://") && kept.contains("/r/[scrubbed]/v1 key [scrubbed]"), "{kept}");
+    assert!(kept.contains("mcp http://") && kept.contains("/r/[scrubbed]/mcp"), "{kept}");
+}
+
 #[test]
 fn a_stdout_only_agent_still_passes_and_its_other_stdout_lines_are_output() {
     let script = "read l; read l; echo 'Loading…'; echo '{\"level\":\"info\"}'; \

@@ -191,7 +191,11 @@ impl<'a, 'p> Session<'a, 'p> {
         };
         let env = session.environment(&launch.server.base_url(&credentials.token), &credentials.key);
         let stderr = launch.stderr.as_deref();
-        let process = AgentProcess::spawn(launch.command, &launch.cwd, &env, stderr, &session.scrubber, tx, Msg::Agent);
+        // what the agent prints is kept without its own credentials too: they die with the
+        // run, but its output reaches the failure's explanation and every report (its
+        // requests keep the profile's scrubber alone: their digests must not move)
+        let output = session.scrubber.clone().with_literals([credentials.token.as_str(), credentials.key.as_str()]);
+        let process = AgentProcess::spawn(launch.command, &launch.cwd, &env, stderr, &output, tx, Msg::Agent);
         let outcome = match process {
             Ok(mut process) => {
                 let outcome = session.converse(&mut process);

@@ -156,3 +156,14 @@ fn realistic_text_without_a_secret_is_left_exactly_as_it_is() {
         assert_eq!(v, before, "{text}");
     }
 }
+
+#[test]
+fn literal_secrets_are_scrubbed_as_written_and_only_as_written() {
+    let scrubber = Scrubber::new(&[]).with_literals(["t0ken.a+b", "", "sk-stateval-run-key"]);
+    assert_eq!(
+        scrubber.text("base http://h/r/t0ken.a+b/v1 key sk-stateval-run-key").as_deref(),
+        Some("base http://h/r/[scrubbed]/v1 key [scrubbed]")
+    );
+    // the literal's dot and plus are not patterns; an empty literal matches nothing
+    assert_eq!(scrubber.text("t0kenXa+b t0ken.aab plain"), None);
+}
