@@ -99,8 +99,8 @@ impl Recording {
     }
 
     /// [`Recording::validate`], keeping only the content digest: each response is
-    /// dropped once it is checked and digested, so a long recording that is not kept is
-    /// never held parsed whole (five times its file's size).
+    /// dropped once it is checked and digested, so a recording is never held parsed
+    /// whole (five times its file's size) while a plan is validated.
     pub fn validate_digest(bytes: Vec<u8>, display: &str) -> Result<Digest, InputError> {
         Self::check(bytes, display, drop)
     }
@@ -247,9 +247,10 @@ impl Iterator for RecordedLines {
     }
 }
 
-/// The content digest of a recording's responses, fed one at a time: the digest of
-/// their [`canonical_responses`], without holding them. Where one has no canonical
-/// form, the digest of the recording's source instead, as before.
+/// The content digest of a recording's responses, fed one at a time: the digest of the
+/// canonical bytes of `serde_json::to_value(responses)` (`[`, each response's
+/// [`write_response`] bytes comma-separated, `]`), without holding them. Where one has
+/// no canonical form, the digest of the recording's source instead.
 struct ContentDigest {
     /// `None` once a response had no canonical form.
     digester: Option<canon::Digester>,
@@ -298,12 +299,8 @@ impl ContentDigest {
     }
 }
 
-/// The canonical bytes of `serde_json::to_value(responses)`, written from the typed
-/// responses instead of through a `Value` tree (building and dropping that tree was most
-/// of a recording's validation). `None` where that value has no canonical form (an
-/// integer beyond ±(2^53−1)), as `canonical_digest` would fail. Keys are written in JCS
-/// order, and every field the derived `Serialize` writes is written, so the bytes are
-/// the same (`the_typed_canonical_bytes_are_those_of_the_serialised_value` checks it).
+/// The canonical bytes of `serde_json::to_value(responses)`, whole: what
+/// [`ContentDigest`] digests piece by piece (tests compare the two).
 #[cfg(test)]
 fn canonical_responses(responses: &[RecordedResponse]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(256 * responses.len() + 2);
@@ -318,7 +315,13 @@ fn canonical_responses(responses: &[RecordedResponse]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// One response's canonical bytes, as an element of [`canonical_responses`].
+/// One response's canonical bytes, as an element of `serde_json::to_value(responses)`,
+/// written from the typed response instead of through a `Value` tree (building and
+/// dropping that tree was most of a recording's validation). `None` where that value
+/// has no canonical form (an integer beyond ±(2^53−1)), as `canonical_digest` would
+/// fail. Keys are written in JCS order, and every field the derived `Serialize` writes
+/// is written, so the bytes are the same
+/// (`the_typed_canonical_bytes_are_those_of_the_serialised_value` checks it).
 fn write_response(out: &mut Vec<u8>, r: &RecordedResponse) -> Option<()> {
     fn number(out: &mut Vec<u8>, n: serde_json::Number) -> Option<()> {
         canon::write_canonical_number(out, &n).then_some(())

@@ -86,7 +86,7 @@ impl Data {
     }
 
     /// The data as a JSON tree, parsed on first use and kept. For edges that handle
-    /// arbitrary data; hot readers use [`view`](Self::view).
+    /// arbitrary data; hot readers use [`Event::view`](super::Event::view).
     pub fn tree(&self) -> &Value {
         self.tree.get_or_init(|| match serde_json::from_str(&self.text) {
             Ok(value) => Box::new(value),

@@ -31,7 +31,7 @@ pub struct Event {
     /// Virtual time in ms; never wall-clock.
     pub t: u64,
     pub kind: Kind,
-    /// The data's canonical bytes; read it typed with [`Data::view`] (see [`payload`]).
+    /// The data's canonical bytes; read it typed with [`Event::view`](Event::view) (see [`payload`]).
     pub data: Data,
     pub prev: Option<Digest>,
     pub hash: Digest,

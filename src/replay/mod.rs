@@ -266,6 +266,28 @@ mod tests {
         assert!(miss.to_string().contains("position 2"));
     }
 
+    /// A line that does not parse when its turn comes (the file's bytes were vouched
+    /// for, here by passing their own digest) fails the call, naming the file and line;
+    /// it is never skipped for the next response.
+    #[test]
+    fn a_line_that_does_not_parse_when_served_is_refused_not_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        let text =
+            "{\"response\":{\"content\":\"a\"}}\n\n{\"response\":{\"content\":\n{\"response\":{\"content\":\"c\"}}\n";
+        std::fs::write(&path, text).unwrap();
+        let bytes = Recording::bytes_digest(text.as_bytes());
+        let (_, lines) = Recording::reread(&path, "r.jsonl", digest(Context::Content, b""), bytes).unwrap();
+        let mut read = ReplayProvider::lines(lines);
+        let req = ModelRequest { turn: 0, step: 0, hash: digest(Context::Request, b"x"), compiled: None };
+        assert_eq!(read.complete(&req).unwrap().recorded.response.content, "a");
+        let Err(ProviderError::Unreadable(message)) = read.complete(&req).map(|_| ()) else {
+            panic!("the broken line was served or skipped")
+        };
+        assert!(message.starts_with("r.jsonl:3: changed since validation:"), "{message}");
+        assert_eq!(read.position(), 1, "nothing was served for it");
+    }
+
     #[test]
     fn a_provider_over_a_files_lines_serves_what_a_borrowing_one_serves() {
         let dir = tempfile::tempdir().unwrap();
