@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         writer.flush()?;
     }
-    let mut completed = last[0].data.to_value();
+    let mut completed = last[0].data.tree();
     if let Some(status) = status {
         completed["status"] = status.into();
     }

@@ -95,7 +95,7 @@ fn rechained(log: &[u8], edit_line: usize) -> Vec<u8> {
     let mut w = LogWriter::new(Vec::new());
     for (i, line) in lines_of(log).iter().enumerate() {
         let e = parse_line(&line[..line.len() - 1]).expect("a line of a real log parses");
-        let mut data = e.data.to_value();
+        let mut data = e.data.tree();
         if i == edit_line {
             data = serde_json::json!({"forged": true, "was": data});
         }

@@ -75,7 +75,7 @@ fn every_shipped_log_reads_typed_as_it_reads_as_trees_and_keeps_its_bytes() {
             let declared = payload::members(e);
             for (name, member) in &declared {
                 members += 1;
-                agree(tree, name, *member)
+                agree(&tree, name, *member)
                     .unwrap_or_else(|m| panic!("{} seq {} ({}): {m}", path.display(), e.seq, e.kind));
             }
             for key in tree.as_object().map(|o| o.keys()).into_iter().flatten() {

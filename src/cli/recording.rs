@@ -14,6 +14,7 @@
 //! then lints the result. Lines whose stored request no longer digests to its hash
 //! (edited by hand) are left as they are: they are not the agent's, and still diverge.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -133,8 +134,8 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
                 .map(|run| run.events)
                 .map_err(CliError::from)?;
             for event in events.iter().filter(|e| e.kind == EventKind::JudgeCalled) {
-                if let (Some(hash), Some(sample)) = (event.data["request_hash"].as_str(), event.data["sample"].as_u64())
-                {
+                let (hash, sample) = (event.data.member("request_hash"), event.data.member("sample"));
+                if let (Some(hash), Some(sample)) = (hash.as_str(), sample.as_u64()) {
                     asked.insert((hash.to_string(), sample));
                 }
             }
@@ -160,13 +161,14 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
                 ));
             }
             for event in events.iter().filter(|e| e.kind == EventKind::ReplayDiverged) {
-                let position = event.data["position"].as_u64().unwrap_or(0) as usize;
+                let position = event.data.member("position").as_u64().unwrap_or(0) as usize;
                 let number = lines.get(position).map_or(0, |(n, _)| *n);
-                let pointers: Vec<&str> = event.data["pointers"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(serde_json::Value::as_str)
+                let pointers: Vec<String> = event
+                    .data
+                    .member("pointers")
+                    .items()
+                    .iter()
+                    .filter_map(|p| p.as_str().map(Cow::into_owned))
                     .collect();
                 let at =
                     if pointers.is_empty() { String::new() } else { format!(" (differs at {})", pointers.join(", ")) };

@@ -12,25 +12,25 @@
 //! - `Event::view` reads a typed payload ([`super::payload`]) member by member from the
 //!   bytes, each member kept as its canonical text: what extractors, detectors and
 //!   graders use; [`Data::member`] reads one member of any kind;
-//! - [`Data::tree`] parses the whole object once, on first use, and keeps it: for the
+//! - [`Data::tree`] parses the whole object, on each call: for the
 //!   edges that show or transform arbitrary data (`show`, imports, custom graders).
 //!
 //! Because the bytes are canonical (RFC 8785), two datas are equal exactly when their
 //! bytes are.
 
 use std::fmt;
-use std::sync::OnceLock;
 
 use serde_json::Value;
 
 use super::payload::Json;
 use crate::canon::{self, CanonError};
 
+/// Only the text: a long run holds every event until it is graded (104,502 for an
+/// 11,000-turn case), and a cell for a parsed tree was 16 bytes of each — 1.7 MB — for
+/// trees that only `show`, imports and tests ever ask for.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Data {
     text: Box<str>,
-    /// Boxed: most data is never read as a tree, and an empty cell is then 16 bytes of
-    /// an event rather than 40 (a long run holds every event until it is graded).
-    tree: OnceLock<Box<Value>>,
 }
 
 impl Data {
@@ -44,7 +44,7 @@ impl Data {
             // passed UTF-8 validation; anything else is a bug in the caller
             Err(e) => unreachable!("canonical event data is UTF-8: {e}"),
         };
-        Data { text: text.into(), tree: OnceLock::new() }
+        Data { text: text.into() }
     }
 
     /// [`from_canonical`](Self::from_canonical) for bytes a typed writer wrote member by
@@ -61,12 +61,10 @@ impl Data {
         data
     }
 
-    /// Data of a JSON value, canonicalised. The tree is kept, as it is at hand.
+    /// Data of a JSON value, canonicalised.
     pub fn from_value(value: Value) -> Result<Data, CanonError> {
         let text = canon::to_canonical_string(&value)?;
-        let tree = OnceLock::new();
-        let _ = tree.set(Box::new(value));
-        Ok(Data { text: text.into_boxed_str(), tree })
+        Ok(Data { text: text.into_boxed_str() })
     }
 
     /// The canonical JSON text.
@@ -85,51 +83,21 @@ impl Data {
         Json::of(&self.text).member(name)
     }
 
-    /// The data as a JSON tree, parsed on first use and kept. For edges that handle
-    /// arbitrary data; hot readers use [`Event::view`](super::Event::view).
-    pub fn tree(&self) -> &Value {
-        self.tree.get_or_init(|| match serde_json::from_str(&self.text) {
-            Ok(value) => Box::new(value),
+    /// The data as a JSON tree, parsed from the text on each call. For edges that
+    /// handle arbitrary data (`show`, imports, a golden diff's changed members); readers
+    /// of a kind read its payload ([`Event::view`](super::Event::view)) and readers of
+    /// one member [`member`](Self::member), without building a tree.
+    pub fn tree(&self) -> Value {
+        match serde_json::from_str(&self.text) {
+            Ok(value) => value,
             Err(e) => unreachable!("canonical event data parses: {e}"),
-        })
-    }
-
-    /// The data as an owned JSON tree.
-    pub fn to_value(&self) -> Value {
-        self.tree().clone()
-    }
-
-    /// Field `name` of the data, or `Value::Null` (through [`tree`](Self::tree)).
-    pub fn get(&self, name: &str) -> &Value {
-        self.tree().get(name).unwrap_or(&Value::Null)
+        }
     }
 }
-
-impl Clone for Data {
-    fn clone(&self) -> Self {
-        Data { text: self.text.clone(), tree: OnceLock::new() }
-    }
-}
-
-impl PartialEq for Data {
-    fn eq(&self, other: &Self) -> bool {
-        self.text == other.text
-    }
-}
-
-impl Eq for Data {}
 
 impl fmt::Debug for Data {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
-    }
-}
-
-impl std::ops::Index<&str> for Data {
-    type Output = Value;
-
-    fn index(&self, name: &str) -> &Value {
-        self.get(name)
     }
 }
 
@@ -141,21 +109,20 @@ mod tests {
     #[test]
     fn an_event_stays_small_beside_its_data() {
         // a long run holds every event until it is graded: 104,502 events for an
-        // 11,000-turn case, whose fixed part should stay well under its data's bytes
-        assert!(std::mem::size_of::<Data>() <= 32, "{}", std::mem::size_of::<Data>());
-        assert!(std::mem::size_of::<super::super::Event>() <= 128, "{}", std::mem::size_of::<super::super::Event>());
+        // 11,000-turn case, whose fixed part should stay well under its data's bytes:
+        // the text's pointer and length, and an event's fields without `prev`
+        assert_eq!(std::mem::size_of::<Data>(), 16);
+        assert!(std::mem::size_of::<super::super::Event>() <= 80, "{}", std::mem::size_of::<super::super::Event>());
     }
 
     #[test]
-    fn data_keeps_canonical_bytes_and_parses_them_once_on_demand() {
+    fn data_keeps_canonical_bytes_and_parses_them_on_demand() {
         let data = Data::from_value(json!({"b": [1, 2.5], "a": "é\u{1}"})).unwrap();
         assert_eq!(data.as_str(), "{\"a\":\"é\\u0001\",\"b\":[1,2.5]}");
         let copy = Data::from_canonical(data.as_bytes());
         assert_eq!(copy, data);
-        assert!(copy.tree.get().is_none(), "nothing parsed until asked");
-        assert_eq!(copy["b"][1], json!(2.5));
-        assert!(copy.tree.get().is_some());
-        assert_eq!(copy.get("missing"), &Value::Null);
+        assert_eq!(copy.tree()["b"][1], json!(2.5));
+        assert_eq!(copy.tree(), json!({"b": [1, 2.5], "a": "é\u{1}"}));
         assert_eq!(data.member("b").raw(), "[1,2.5]");
         assert!(data.member("missing").is_null());
         assert_eq!(data.member("a").as_str().as_deref(), Some("é\u{1}"));

@@ -33,7 +33,10 @@ pub struct Event {
     pub kind: Kind,
     /// The data's canonical bytes; read it typed with [`Event::view`](Event::view) (see [`payload`]).
     pub data: Data,
-    pub prev: Option<Digest>,
+    /// The event's hash, over its fields and the previous event's hash (`prev` in the
+    /// log). An event does not keep `prev`: it is the hash of the event before it in
+    /// the log (none for the first), and a long run holds every event until it is
+    /// graded, so the copy was 33 of each event's bytes.
     pub hash: Digest,
 }
 
@@ -170,13 +173,17 @@ impl Event {
     /// Tests only: the library reads a kind's payload ([`Event::view`]) or one member
     /// ([`Data::member`]), so no reader builds a tree of an event it only looks into.
     #[cfg(test)]
-    pub fn get(&self, field: &str) -> &serde_json::Value {
-        self.data.get(field)
+    pub fn get(&self, field: &str) -> serde_json::Value {
+        self.data.tree().get(field).cloned().unwrap_or_default()
     }
 
-    /// [`get`](Self::get) as a string. Tests only.
+    /// Field of `data` as a string, borrowed from the data's text. Tests only, and only
+    /// for strings written without escapes (the borrowed text is then the string).
     #[cfg(test)]
     pub fn str(&self, field: &str) -> Option<&str> {
-        self.data.get(field).as_str()
+        match self.data.member(field).as_str()? {
+            std::borrow::Cow::Borrowed(s) => Some(s),
+            std::borrow::Cow::Owned(s) => panic!("{field} is written with escapes ({s:?}): read it with member()"),
+        }
     }
 }

@@ -414,7 +414,7 @@ mod tests {
             let e = event(Kind::ToolProposed, data.clone());
             let p: ToolProposed = e.view();
             assert_eq!(p.tool.as_str().as_deref(), tool, "{data}");
-            assert_eq!(p.tool.as_str().as_deref(), e.str("tool"), "{data}");
+            assert_eq!(p.tool.as_str().as_deref(), e.get("tool").as_str(), "{data}");
         }
     }
 

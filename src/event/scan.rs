@@ -292,7 +292,7 @@ impl Scanner<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::verify::parse_line;
+    use crate::event::verify::parse_line_and_prev;
     use crate::event::writer::LogWriter;
     use proptest::prelude::*;
     use serde_json::{Value, json};
@@ -301,14 +301,14 @@ mod tests {
     /// compared byte for byte (the stated hash aside); `None` when the line does not
     /// parse or is not the canonical encoding of what it parses to.
     fn full_check(line: &[u8]) -> Option<Scanned> {
-        let e = parse_line(line).ok()?;
+        let (e, prev) = parse_line_and_prev(line).ok()?;
         let unhashed = crate::event::Unhashed {
             seq: e.seq,
             turn: e.turn,
             t: e.t,
             kind: e.kind,
             data: e.data.as_bytes(),
-            prev: e.prev.as_ref(),
+            prev: prev.as_ref(),
         };
         let (encoded, computed) = unhashed.encode();
         let encoded = String::from_utf8(encoded).ok()?.replacen(&computed.to_hex(), &e.hash.to_hex(), 1);
@@ -317,7 +317,7 @@ mod tests {
             turn: e.turn,
             t: e.t,
             kind: e.kind,
-            prev: e.prev,
+            prev,
             hash: e.hash,
             computed,
             data: 8..8 + e.data.as_bytes().len(),

@@ -93,7 +93,7 @@ impl Chain {
         if let Some(s) = self.scanned(line) {
             self.accept(s.hash, s.kind, line);
             let data = Data::from_canonical(&line[s.data]);
-            return Ok(Event { seq: s.seq, turn: s.turn, t: s.t, kind: s.kind, data, prev: s.prev, hash: s.hash });
+            return Ok(Event { seq: s.seq, turn: s.turn, t: s.t, kind: s.kind, data, hash: s.hash });
         }
         self.push_parsed(line)
     }
@@ -112,14 +112,14 @@ impl Chain {
         if self.complete {
             return Err(fail("an event after run_completed (nothing is written once a run has ended)".into()));
         }
-        let (event, data) = parse_parts(line).map_err(fail)?;
+        let (event, prev, data) = parse_parts(line).map_err(fail)?;
         if event.seq != self.position {
             return Err(fail(format!(
                 "expected seq {}, found seq {} (an event is missing, inserted or out of order)",
                 self.position, event.seq
             )));
         }
-        if event.prev != self.prev {
+        if prev != self.prev {
             return Err(fail("prev does not match the previous event's hash (the chain is broken)".into()));
         }
         let canonical = canon::to_canonical(&data).map_err(|e| fail(e.to_string()))?;
@@ -129,7 +129,7 @@ impl Chain {
             t: event.t,
             kind: event.kind,
             data: &canonical,
-            prev: event.prev.as_ref(),
+            prev: prev.as_ref(),
         };
         match unhashed.check_line(line, &mut self.scratch) {
             Ok(hash) if hash == event.hash => {}
@@ -277,8 +277,8 @@ struct Line<'a> {
 }
 
 /// Parse one line into an event without checking the chain or its form: the envelope
-/// (its data empty) and the data as parsed.
-fn parse_parts(line: &[u8]) -> Result<(Event, Value), String> {
+/// (its data empty), the `prev` it states and the data as parsed.
+fn parse_parts(line: &[u8]) -> Result<(Event, Option<Digest>, Value), String> {
     let parsed: Line<'_> = serde_json::from_slice(line).map_err(|e| describe(&e))?;
     let hash = digest_text(parsed.hash.as_deref(), "hash")?.ok_or("hash must not be null")?;
     let kind = parsed.kind.parse::<Kind>()?;
@@ -290,15 +290,20 @@ fn parse_parts(line: &[u8]) -> Result<(Event, Value), String> {
         v => Some(v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or("turn must be null or a non-negative integer")?),
     };
     let empty = Data::from_canonical(b"{}");
-    Ok((Event { seq, turn, t, kind, data: empty, prev, hash }, parsed.data))
+    Ok((Event { seq, turn, t, kind, data: empty, hash }, prev, parsed.data))
 }
 
 /// Parse one line into an event, its data canonicalised, checking nothing else: not the
 /// chain, not the hash, not the line's form (tests forge lines from it).
 pub fn parse_line(line: &[u8]) -> Result<Event, String> {
-    let (event, data) = parse_parts(line)?;
+    parse_line_and_prev(line).map(|(event, _)| event)
+}
+
+/// [`parse_line`] with the `prev` the line states, which an [`Event`] does not keep.
+pub(crate) fn parse_line_and_prev(line: &[u8]) -> Result<(Event, Option<Digest>), String> {
+    let (event, prev, data) = parse_parts(line)?;
     let bytes = canon::to_canonical(&data).map_err(|e| e.to_string())?;
-    Ok(Event { data: Data::from_canonical(&bytes), ..event })
+    Ok((Event { data: Data::from_canonical(&bytes), ..event }, prev))
 }
 
 /// serde's message in the log's own words: which field, and JSON errors as such.

@@ -128,7 +128,7 @@ impl<S: Sink> LogWriter<S> {
         self.prev_hex = hex;
         self.pending.push(b'\n');
         self.offset += (self.pending.len() - start) as u64;
-        let event = Event { seq, turn, t, kind, data, prev: self.prev, hash };
+        let event = Event { seq, turn, t, kind, data, hash };
         self.seq += 1;
         self.prev = Some(hash);
         event
@@ -143,7 +143,7 @@ impl<S: Sink> LogWriter<S> {
         let data = Data::from_canonical(&bytes);
         let unhashed = Unhashed { seq, turn, t, kind, data: data.as_bytes(), prev: self.prev.as_ref() };
         let (_, hash) = unhashed.encode();
-        Ok(Event { seq, turn, t, kind, data, prev: self.prev, hash })
+        Ok(Event { seq, turn, t, kind, data, hash })
     }
 
     /// Write every buffered line. Called at turn boundaries.

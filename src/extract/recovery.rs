@@ -136,7 +136,6 @@ mod tests {
                 t: *t,
                 kind: *kind,
                 data: crate::event::Data::from_value(data.clone()).expect("canonical"),
-                prev: None,
                 hash: Digest([0; 32]),
             })
             .collect()

@@ -405,7 +405,7 @@ fn compare(golden: &[Event], i: usize, actual: &[Event], j: usize, actual_to_gol
                 diff_values(gv, av, path, &mut changes);
             }
         }
-        (gd, ad) => diff_values(Some(gd), Some(ad), "/data".into(), &mut changes),
+        (gd, ad) => diff_values(Some(&gd), Some(&ad), "/data".into(), &mut changes),
     }
     changes
 }

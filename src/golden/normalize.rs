@@ -58,13 +58,13 @@ pub fn normalize(events: &[Event]) -> Result<Normalized, WriteError> {
 }
 
 /// The events of [`normalize`] without their bytes, taking ownership so a large log is
-/// never held twice. A whole chain from seq 0 (as [`verify`](crate::event::verify)
-/// returns it) is already in golden form and is returned as it is.
+/// never held twice. `events` are one log's, in order, as the writer or the verifier
+/// made them; numbered from seq 0 without a gap they are that log's whole chain (as
+/// [`verify`](crate::event::verify) returns it), already in golden form, and are
+/// returned as they are. Any other run of them — a cut, a log not read from its start —
+/// is re-chained.
 pub fn normalize_events(events: Vec<Event>) -> Result<Vec<Event>, WriteError> {
-    let whole_chain = events
-        .iter()
-        .enumerate()
-        .all(|(i, e)| e.seq == i as u64 && e.prev == if i == 0 { None } else { Some(events[i - 1].hash) });
+    let whole_chain = events.iter().enumerate().all(|(i, e)| e.seq == i as u64);
     if whole_chain {
         return Ok(events);
     }
@@ -119,7 +119,8 @@ mod tests {
         let normalized = normalize(&events[1..3]).unwrap();
         let verified = verify_bytes(&normalized.bytes).unwrap();
         assert_eq!(verified.events.iter().map(|e| e.seq).collect::<Vec<_>>(), [0, 1]);
-        assert_eq!(verified.events[0].prev, None);
+        let first = std::str::from_utf8(normalized.bytes.split(|&b| b == b'\n').next().unwrap()).unwrap();
+        assert!(first.contains(r#""prev":null"#), "{first}");
         assert_eq!(verified.events[1].data, events[2].data);
         assert_eq!(verified.events, normalized.events);
     }

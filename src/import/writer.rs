@@ -275,9 +275,9 @@ mod tests {
             ["second_name_first", "then_this"]
         );
         // the first call's result was never captured: null, marked absent, and warned about
-        assert_eq!(executed[0].get("result"), &Value::Null);
+        assert_eq!(executed[0].get("result"), Value::Null);
         assert!(executed[0].data.tree()["absent"].as_array().is_some_and(|a| a.contains(&json!("/result"))));
-        assert_eq!(executed[1].get("args"), &json!("{oops"));
+        assert_eq!(executed[1].get("args"), json!("{oops"));
         assert!(executed[1].str("args_error").is_some());
         let warnings: Vec<&str> =
             events.iter().filter(|e| e.str("kind") == Some(WARNING_KIND)).filter_map(|e| e.str("code")).collect();

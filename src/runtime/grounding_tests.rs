@@ -102,10 +102,10 @@ fn a_payee_decoded_from_a_page_is_ungrounded_and_the_floor_denies_it_naming_argu
     let events = run("", &[("Pay the invoice.", vec![step("fetch_page", json!({})), pay(EVIL)])], false);
     let decided = transfers(&events)[0];
     // taint sees no reading of ROT13; grounding needs none
-    assert_eq!(decided.get("args_tainted"), &json!(false));
+    assert_eq!(decided.get("args_tainted"), json!(false));
     assert_eq!((decided.str("verdict"), decided.str("rule")), (Some("deny"), Some(policy::GROUNDING_FLOOR_RULE)));
-    assert_eq!(decided.get("ungrounded"), &json!({"arg": "to", "value": EVIL}));
-    assert_eq!(decided.get("grounded"), &json!({}));
+    assert_eq!(decided.get("ungrounded"), json!({"arg": "to", "value": EVIL}));
+    assert_eq!(decided.get("grounded"), json!({}));
 }
 
 #[test]
@@ -114,7 +114,7 @@ fn the_users_payee_is_grounded_by_the_turn_that_named_it_in_any_spelling() {
     let turn = seq_of(&events, Kind::TurnStarted, None);
     let decided = transfers(&events)[0];
     assert_eq!(decided.str("verdict"), Some("allow"));
-    assert_eq!(decided.get("grounded"), &json!({"to": {"seq": turn, "source": "user_turn"}}));
+    assert_eq!(decided.get("grounded"), json!({"to": {"seq": turn, "source": "user_turn"}}));
     assert!(decided.get("ungrounded").is_null());
 }
 
@@ -144,7 +144,7 @@ fn a_value_the_user_confirmed_at_an_approval_is_grounded_by_it_from_then_on() {
     let decided = transfers(&events);
     assert_eq!(decided[0].str("verdict"), Some("escalate"));
     assert_eq!(decided[1].str("verdict"), Some("allow"));
-    assert_eq!(decided[1].get("grounded"), &json!({"to": {"seq": resolved, "source": "approval"}}));
+    assert_eq!(decided[1].get("grounded"), json!({"to": {"seq": resolved, "source": "approval"}}));
     // an automatic approval is the profile's, not the user's: it grounds nothing
     let auto = run(
         "ungrounded = \"escalate\"\napprovals = { financial = \"approve\" }",
@@ -163,10 +163,10 @@ fn an_approval_confirms_every_ungrounded_value_of_the_call_not_only_the_first() 
     let resolved = seq_of(&events, Kind::ApprovalResolved, None);
     let decided = transfers(&events);
     // the event names the first ungrounded argument; the person saw and confirmed both
-    assert_eq!(decided[0].get("ungrounded"), &json!({"arg": "account", "value": "PLUMB-7731"}));
+    assert_eq!(decided[0].get("ungrounded"), json!({"arg": "account", "value": "PLUMB-7731"}));
     assert_eq!(decided[1].str("verdict"), Some("allow"));
     let by_approval = json!({"seq": resolved, "source": "approval"});
-    assert_eq!(decided[1].get("grounded"), &json!({"to": by_approval, "account": by_approval}));
+    assert_eq!(decided[1].get("grounded"), json!({"to": by_approval, "account": by_approval}));
 }
 
 #[test]
@@ -174,7 +174,7 @@ fn a_trusted_tools_result_grounds_only_what_grounded_inputs_asked_for() {
     let lookup = |name: &str| step("lookup_customer", json!({"name": name}));
     let events = run("", &[("Pay Acme Corp $40.", vec![lookup("Acme Corp"), pay("billing@acme-corp.example")])], false);
     let looked_up = seq_of(&events, Kind::ToolExecuted, Some("lookup_customer"));
-    assert_eq!(transfers(&events)[0].get("grounded"), &json!({"to": {"seq": looked_up, "source": "tool_result"}}));
+    assert_eq!(transfers(&events)[0].get("grounded"), json!({"to": {"seq": looked_up, "source": "tool_result"}}));
     // a name from the page: the CRM's answer carries the page's provenance
     let events = run(
         "",
@@ -183,8 +183,8 @@ fn a_trusted_tools_result_grounds_only_what_grounded_inputs_asked_for() {
     );
     let looked_up = seq_of(&events, Kind::ToolExecuted, Some("lookup_customer"));
     let decided = transfers(&events)[0];
-    assert_eq!(decided.get("ungrounded"), &json!({"arg": "to", "value": EVIL}));
-    assert_eq!(decided.get("tainted_by"), &json!({"seq": looked_up, "tool": "lookup_customer"}));
+    assert_eq!(decided.get("ungrounded"), json!({"arg": "to", "value": EVIL}));
+    assert_eq!(decided.get("tainted_by"), json!({"seq": looked_up, "tool": "lookup_customer"}));
 }
 
 #[test]
@@ -193,5 +193,5 @@ fn a_trusted_tools_error_is_read_as_untrusted_text() {
     let failed = seq_of(&events, Kind::ToolExecuted, Some("vendor_status"));
     let decided = transfers(&events)[0];
     assert_eq!(decided.str("rule"), Some(policy::TAINT_FLOOR_RULE));
-    assert_eq!(decided.get("tainted_by"), &json!({"seq": failed, "tool": "vendor_status"}));
+    assert_eq!(decided.get("tainted_by"), json!({"seq": failed, "tool": "vendor_status"}));
 }

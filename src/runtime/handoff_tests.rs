@@ -97,7 +97,7 @@ fn the_end_of_a_handoff_chain_carries_the_taint_of_its_first_agent_and_names_its
     let decided = events.iter().find(|e| e.kind == Kind::PolicyDecided && e.str("tool") == Some("transfer")).unwrap();
     assert_eq!(decided.str("verdict"), Some("deny"));
     assert_eq!(decided.str("rule"), Some(policy::TAINT_FLOOR_RULE));
-    assert_eq!(decided.get("tainted_by"), &json!({"seq": fetched.seq, "tool": "fetch_page"}));
+    assert_eq!(decided.get("tainted_by"), json!({"seq": fetched.seq, "tool": "fetch_page"}));
     assert!(!events.iter().any(|e| e.kind == Kind::ToolExecuted && e.str("tool") == Some("transfer")));
 }
 
@@ -133,10 +133,10 @@ fn the_end_of_a_handoff_chain_is_grounded_by_the_users_turn_not_by_its_callers_w
     // the user named bob: grounded two hops away by the turn that named him
     let events = run("bob@example.com");
     let turn = events.iter().find(|e| e.kind == Kind::TurnStarted).unwrap();
-    assert_eq!(decided(&events).get("grounded"), &json!({"to": {"seq": turn.seq, "source": "user_turn"}}));
+    assert_eq!(decided(&events).get("grounded"), json!({"to": {"seq": turn.seq, "source": "user_turn"}}));
     assert_eq!(decided(&events).str("verdict"), Some("allow"));
     // carol is only in the payloads and the target's own allow-list: neither grounds
     let events = run("carol@example.com");
     assert_eq!(decided(&events).str("rule"), Some(policy::GROUNDING_FLOOR_RULE));
-    assert_eq!(decided(&events).get("ungrounded"), &json!({"arg": "to", "value": "carol@example.com"}));
+    assert_eq!(decided(&events).get("ungrounded"), json!({"arg": "to", "value": "carol@example.com"}));
 }

@@ -271,7 +271,17 @@ mod tests {
         let (events, _) = rec.finish().unwrap();
         let kinds: Vec<Kind> = events.iter().map(|e| e.kind).collect();
         assert_eq!(kinds, vec![Kind::RunStarted, Kind::TurnCompleted, Kind::JudgeVerdict, Kind::RunCompleted]);
-        assert_eq!(events[3].prev, Some(events[2].hash));
+        // the completion is hashed over the grading event's hash: the chain runs through it
+        let e = &events[3];
+        let unhashed = crate::event::Unhashed {
+            seq: e.seq,
+            turn: e.turn,
+            t: e.t,
+            kind: e.kind,
+            data: e.data.as_bytes(),
+            prev: Some(&events[2].hash),
+        };
+        assert_eq!(unhashed.encode().1, e.hash);
         assert_eq!(events[3].seq, 3);
     }
 

@@ -114,7 +114,7 @@ fn a_hang_advances_the_virtual_clock_by_the_timeout_and_records_a_timeout() {
     let executed = of(&events, Kind::ToolExecuted)[0];
     assert_eq!(executed.t, 5100);
     assert_eq!(
-        executed.data.to_value(),
+        executed.data.tree(),
         json!({"call_id": "call-0-0-0", "tool": "status", "args": {}, "result": {"error": "timed out after 5000 ms"},
                "is_error": true, "fault": "timeout", "injected": "hang", "timeout_ms": 5000, "duration_ms": 5000,
                "deduplicated": false, "effect": null})
@@ -138,7 +138,7 @@ fn slow_and_error_faults_record_their_kind_and_duration() {
     let executed = of(&events, Kind::ToolExecuted);
     let fields = |e: &Event| (e.t, e.get("fault").clone(), e.get("duration_ms").clone(), e.get("is_error").clone());
     assert_eq!(fields(executed[0]), (700, json!("slow"), json!(700), json!(false)));
-    assert_eq!(executed[0].get("result"), &json!({"state": "up"}));
+    assert_eq!(executed[0].get("result"), json!({"state": "up"}));
     assert_eq!(fields(executed[1]), (700, json!("error"), json!(0), json!(true)));
 }
 
@@ -151,8 +151,8 @@ fn a_profile_fault_counts_its_own_calls_per_run() {
     let rec = recording(&[(Some("status"), 0), (Some("status"), 0), (None, 0)]);
     for _ in 0..2 {
         let events = run(profile, &m, &rec);
-        let faults: Vec<&Value> = of(&events, Kind::ToolExecuted).iter().map(|e| e.get("fault")).collect();
-        assert_eq!(faults, [&json!("timeout"), &Value::Null]);
+        let faults: Vec<Value> = of(&events, Kind::ToolExecuted).iter().map(|e| e.get("fault")).collect();
+        assert_eq!(faults, [json!("timeout"), Value::Null]);
     }
 }
 
@@ -161,7 +161,7 @@ fn unfaulted_calls_keep_a_null_fault_and_no_fault_details() {
     let m = manifest(json!([{"tool": "status", "fault": "hang"}]));
     let events = run("", &m, &recording(&[(Some("cached"), 10), (None, 0)]));
     let executed = of(&events, Kind::ToolExecuted)[0];
-    assert_eq!((executed.t, executed.get("fault"), executed.get("duration_ms")), (10, &Value::Null, &json!(0)));
+    assert_eq!((executed.t, executed.get("fault"), executed.get("duration_ms")), (10, Value::Null, json!(0)));
     assert!(executed.data.tree().get("injected").is_none() && executed.data.tree().get("timeout_ms").is_none());
 }
 
@@ -213,13 +213,13 @@ fn a_provider_that_asks_gets_exactly_the_document_each_request_digest_covers() {
     let mut provider = Checking { replay: ReplayProvider::new(&recording), seen: Vec::new() };
     let events = run_with(&profile, &manifest, &recording, &mut provider);
     let dropped: Vec<u64> =
-        of(&events, Kind::ContextCompiled).iter().map(|e| e.data["dropped"].as_u64().unwrap()).collect();
+        of(&events, Kind::ContextCompiled).iter().map(|e| e.data.member("dropped").as_u64().unwrap()).collect();
     // memory was written, and the window dropped messages: both reached the document
     assert_eq!(provider.seen.len(), 4);
     assert!(provider.seen[1..].iter().all(|(_, memory)| *memory), "{:?}", provider.seen);
     assert!(dropped.iter().any(|d| *d > 0), "the history cap never dropped anything: {dropped:?}");
     for ((messages, _), event) in provider.seen.iter().zip(of(&events, Kind::ContextCompiled)) {
-        assert_eq!(*messages as u64, event.data["messages"].as_u64().unwrap());
+        assert_eq!(*messages as u64, event.data.member("messages").as_u64().unwrap());
     }
 }
 

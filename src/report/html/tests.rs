@@ -665,7 +665,7 @@ fn members_read_from_the_bytes_show_exactly_as_their_trees_did() {
         let tree = e.get("result");
         assert_eq!(plain(read.result), tree.to_string(), "{value}");
         for limit in [0, 3, 4096] {
-            let (typed, old) = (shown_json(read.result, limit), shown(tree, limit));
+            let (typed, old) = (shown_json(read.result, limit), shown(&tree, limit));
             assert_eq!((typed.text, typed.cut), (old.text, old.cut), "{value} at {limit}");
         }
         let listed: Vec<String> = read.args.items().iter().map(|item| plain(*item).into_owned()).collect();
