@@ -475,6 +475,10 @@ impl Plan {
                 ExternalAgent { launch }.run(&input, &mut provider, &mut rec)?
             }
         };
+        // the recording is not read again once the agent is done: let go of it (a file
+        // served line by line holds its whole text) before grading, a long run's peak
+        let (used, recorded) = (provider.position(), provider.recorded());
+        drop(provider);
         let mut backend = graders::RunGraders::new(&self.pipeline, &self.judges);
         let info = CaseInfo {
             id: case.id.clone(),
@@ -492,7 +496,6 @@ impl Plan {
         }
         let (events, turn_offsets) = rec.finish()?;
         let mut summary = summary;
-        let (used, recorded) = (provider.position(), provider.recorded());
         if summary.status == RunStatus::Completed && used < recorded {
             let unused = recorded - used;
             let message = format!(
