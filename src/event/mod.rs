@@ -52,7 +52,15 @@ pub(crate) struct Unhashed<'a> {
     pub prev: Option<&'a Digest>,
 }
 
-impl Unhashed<'_> {
+impl<'a> Unhashed<'a> {
+    /// The fields of `event` as they were hashed, with the `prev` it was hashed over
+    /// (an [`Event`] does not keep it: it is the hash of the event before). Tests forge
+    /// and re-check lines with it.
+    #[cfg(test)]
+    pub fn of(event: &'a Event, prev: Option<&'a Digest>) -> Self {
+        Unhashed { seq: event.seq, turn: event.turn, t: event.t, kind: event.kind, data: event.data.as_bytes(), prev }
+    }
+
     /// Canonical line bytes (no trailing newline) and the event's hash.
     pub fn encode(&self) -> (Vec<u8>, Digest) {
         let mut line = Vec::with_capacity(self.data.len() + 256);

@@ -302,15 +302,7 @@ mod tests {
     /// parse or is not the canonical encoding of what it parses to.
     fn full_check(line: &[u8]) -> Option<Scanned> {
         let (e, prev) = parse_line_and_prev(line).ok()?;
-        let unhashed = crate::event::Unhashed {
-            seq: e.seq,
-            turn: e.turn,
-            t: e.t,
-            kind: e.kind,
-            data: e.data.as_bytes(),
-            prev: prev.as_ref(),
-        };
-        let (encoded, computed) = unhashed.encode();
+        let (encoded, computed) = crate::event::Unhashed::of(&e, prev.as_ref()).encode();
         let encoded = String::from_utf8(encoded).ok()?.replacen(&computed.to_hex(), &e.hash.to_hex(), 1);
         (encoded.as_bytes() == line).then_some(Scanned {
             seq: e.seq,

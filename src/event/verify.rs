@@ -469,7 +469,7 @@ mod tests {
                     let prev = parse_line(&l[i][..l[i].len() - 1]).unwrap().hash;
                     let next = (i + 1) % l.len();
                     let e = parse_line(&l[next][..l[next].len() - 1]).unwrap();
-                    let forged = Unhashed { seq: e.seq + 1, turn: e.turn, t: e.t, kind: e.kind, data: e.data.as_bytes(), prev: Some(&prev) };
+                    let forged = Unhashed { seq: e.seq + 1, ..Unhashed::of(&e, Some(&prev)) };
                     let mut line = forged.encode().0;
                     line.push(b'\n');
                     l[next] = line;
@@ -479,7 +479,7 @@ mod tests {
                     let next = (i + 1) % l.len();
                     let e = parse_line(&l[next][..l[next].len() - 1]).unwrap();
                     let wrong = canon::digest(canon::Context::Event, b"not the previous line");
-                    let forged = Unhashed { seq: e.seq, turn: e.turn, t: e.t, kind: e.kind, data: e.data.as_bytes(), prev: Some(&wrong) };
+                    let forged = Unhashed::of(&e, Some(&wrong));
                     let mut line = forged.encode().0;
                     line.push(b'\n');
                     l[next] = line;

@@ -272,16 +272,8 @@ mod tests {
         let kinds: Vec<Kind> = events.iter().map(|e| e.kind).collect();
         assert_eq!(kinds, vec![Kind::RunStarted, Kind::TurnCompleted, Kind::JudgeVerdict, Kind::RunCompleted]);
         // the completion is hashed over the grading event's hash: the chain runs through it
-        let e = &events[3];
-        let unhashed = crate::event::Unhashed {
-            seq: e.seq,
-            turn: e.turn,
-            t: e.t,
-            kind: e.kind,
-            data: e.data.as_bytes(),
-            prev: Some(&events[2].hash),
-        };
-        assert_eq!(unhashed.encode().1, e.hash);
+        let unhashed = crate::event::Unhashed::of(&events[3], Some(&events[2].hash));
+        assert_eq!(unhashed.encode().1, events[3].hash);
         assert_eq!(events[3].seq, 3);
     }
 
