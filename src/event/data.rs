@@ -12,8 +12,9 @@
 //! - `Event::view` reads a typed payload ([`super::payload`]) member by member from the
 //!   bytes, each member kept as its canonical text: what extractors, detectors and
 //!   graders use; [`Data::member`] reads one member of any kind;
-//! - [`Data::tree`] parses the whole object, on each call: for the
-//!   edges that show or transform arbitrary data (`show`, imports, custom graders).
+//! - [`Data::tree`] parses the whole object each time it is asked, and keeps nothing:
+//!   for the edges that show or transform arbitrary data (`show`, imports, custom
+//!   graders, a golden diff's changed event).
 //!
 //! Because the bytes are canonical (RFC 8785), two datas are equal exactly when their
 //! bytes are.
