@@ -394,7 +394,7 @@ mod tests {
         );
         let p: ToolExecuted = e.view();
         assert!(matches!(p.tool.as_str(), Some(Cow::Borrowed("pay"))));
-        assert_eq!(p.args.value(), e.get("args").clone());
+        assert_eq!(p.args.value(), e.get("args"));
         assert_eq!(p.args.raw(), "{\"amount\":5,\"to\":\"bob\"}");
         assert_eq!(p.result.value(), json!([1, "x"]));
         assert_eq!(p.is_error.as_bool(), Some(false));

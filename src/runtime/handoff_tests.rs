@@ -93,7 +93,7 @@ fn the_end_of_a_handoff_chain_carries_the_taint_of_its_first_agent_and_names_its
     let fetched = events.iter().find(|e| e.kind == Kind::ToolExecuted && e.str("tool") == Some("fetch_page")).unwrap();
     let handoffs: Vec<&Event> = events.iter().filter(|e| e.kind == Kind::Handoff).collect();
     // both hops allowed: the payloads are clean words, and the relay found its own peer
-    assert_eq!(handoffs.iter().map(|h| h.get("allowed").clone()).collect::<Vec<_>>(), [json!(true), json!(true)]);
+    assert_eq!(handoffs.iter().map(|h| h.get("allowed")).collect::<Vec<_>>(), [json!(true), json!(true)]);
     let decided = events.iter().find(|e| e.kind == Kind::PolicyDecided && e.str("tool") == Some("transfer")).unwrap();
     assert_eq!(decided.str("verdict"), Some("deny"));
     assert_eq!(decided.str("rule"), Some(policy::TAINT_FLOOR_RULE));
@@ -112,7 +112,7 @@ fn a_chain_that_never_read_untrusted_content_pays_its_payee() {
         answer("Paid."),
     ]);
     let executed = events.iter().find(|e| e.kind == Kind::ToolExecuted && e.str("tool") == Some("transfer"));
-    assert_eq!(executed.map(|e| e.get("is_error").clone()), Some(json!(false)));
+    assert_eq!(executed.map(|e| e.get("is_error")), Some(json!(false)));
 }
 
 #[test]

@@ -136,7 +136,7 @@ fn slow_and_error_faults_record_their_kind_and_duration() {
     let m = manifest(json!([{"tool": "status", "fault": "slow:700"}, {"tool": "cached", "fault": "error"}]));
     let events = run("", &m, &recording(&[(Some("status"), 0), (Some("cached"), 0), (None, 0)]));
     let executed = of(&events, Kind::ToolExecuted);
-    let fields = |e: &Event| (e.t, e.get("fault").clone(), e.get("duration_ms").clone(), e.get("is_error").clone());
+    let fields = |e: &Event| (e.t, e.get("fault"), e.get("duration_ms"), e.get("is_error"));
     assert_eq!(fields(executed[0]), (700, json!("slow"), json!(700), json!(false)));
     assert_eq!(executed[0].get("result"), json!({"state": "up"}));
     assert_eq!(fields(executed[1]), (700, json!("error"), json!(0), json!(true)));
