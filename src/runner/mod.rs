@@ -754,108 +754,281 @@ pub struct Options {
     pub reuse: Option<Arc<reuse::Reuse>>,
 }
 
-/// How often the case loop looks for a signal while no case ends: a run stops this
-/// soon after Ctrl-C, and an idle loop wakes 40 times a second, which costs nothing.
+/// How often the run's main thread looks for a signal while its workers run cases: a
+/// run stops this soon after Ctrl-C even in a long case (its agent's processes are
+/// killed), and a thread that wakes 40 times a second costs nothing.
 const INTERRUPT_POLL: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// What a case's progress is shown through: called once per finished case, on the
+/// worker that ran it (one at a time), with the wall time the case took.
+pub type Progress<'a> = dyn FnMut(&CaseOutcome, std::time::Duration) + Send + 'a;
 
 /// Run every case of the plan. `progress` sees each case as it finishes, with the wall
 /// time it took (for the terminal only: wall time never reaches a log or a report), in completion
 /// order); the returned outcome lists cases in dataset order.
+///
+/// `jobs` workers take cases in dataset order, each the next one not yet taken, and
+/// write what they finish: a case finished ahead of an earlier one waits until every
+/// case before it is written ([`Ledger`]). Nothing passes between threads per case but
+/// that ledger's lock: handing each case from the main thread to a worker and its
+/// outcome back (four context switches, and an eventfd and an epoll wait) cost the
+/// 220 × 50 suite about a tenth of its CPU (docs/speed.md). The main thread only
+/// watches for signals meanwhile.
 pub fn execute(
     plan: Arc<Plan>,
     store: Arc<dyn Store>,
     options: &Options,
-    progress: &mut dyn FnMut(&CaseOutcome, std::time::Duration),
+    progress: &mut Progress<'_>,
 ) -> Result<SuiteOutcome, RunnerError> {
     let layout = plan.layout();
     let run = start_run(&plan, store.as_ref())?;
     let verdicts_path = layout.verdicts_path(&plan.run_id);
-    let verdicts = Arc::new(Mutex::new(std::fs::File::create(&verdicts_path).map_err(at(&verdicts_path))?));
+    let verdicts = Mutex::new(std::fs::File::create(&verdicts_path).map_err(at(&verdicts_path))?);
     let syncer = syncer::Syncer::default();
-
-    let runtime =
-        tokio::runtime::Builder::new_current_thread().enable_all().max_blocking_threads(options.jobs.max(1)).build()?;
-    let jobs = options.jobs.max(1);
-    // Cases finish out of order but are kept in dataset order: a finished case waits
-    // here until every case before it is written. Starting a case at most `window`
-    // cases ahead of the oldest unwritten one bounds how many can wait.
-    let window = jobs * 8;
-    let mut waiting: BTreeMap<usize, CaseOutcome> = BTreeMap::new();
     let spill_path = layout.cases_path(&plan.run_id);
-    let mut spill = CaseSpill::create(&spill_path).map_err(at(&spill_path))?;
-    let mut tally = Tally::default();
-    let mut written = 0usize;
-    // Only cases that feed a reliability card keep their card inputs.
-    let mut card_cases: BTreeMap<usize, cards::CardCase> = BTreeMap::new();
-    runtime.block_on(async {
-        let mut pending = tokio::task::JoinSet::new();
-        let mut next = 0usize;
-        // a signal handler only sets a flag (`interrupt`): the loop looks at it on every
-        // case that ends and on every tick between
-        let mut tick = tokio::time::interval(INTERRUPT_POLL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-        let mut paused = false;
-        loop {
-            // the test knob pauses once, when the first case is written
-            let boundary = if written > 0 && !std::mem::replace(&mut paused, true) {
-                crate::interrupt::boundary(crate::interrupt::Phase::Cases)
-            } else {
-                crate::interrupt::check(crate::interrupt::Phase::Cases)
-            };
-            if let Err(interrupted) = boundary {
-                crate::external::process::kill_all();
-                graders::kill_all();
-                store.flush()?;
-                return Err(RunnerError::from(interrupted));
-            }
-            while pending.len() < jobs && next < plan.cases.len() && next < written + window {
-                let (plan, store, verdicts, logs) = (plan.clone(), store.clone(), verdicts.clone(), syncer.logs());
-                let reuse = options.reuse.clone();
-                let index = next;
-                pending.spawn_blocking(move || {
-                    let started = std::time::Instant::now();
-                    let taken = match &reuse {
-                        Some(reuse) => reuse::take_over(&plan, index, reuse, store.as_ref(), &verdicts, &logs),
-                        None => Ok(None),
-                    };
-                    let result = match taken {
-                        Ok(Some(result)) => Ok(result),
-                        Ok(None) => run_case(&plan, index, store.as_ref(), &verdicts, &logs),
-                        Err(e) => Err(e),
-                    };
-                    (index, result, started.elapsed())
-                });
-                next += 1;
-            }
-            if pending.is_empty() {
-                return Ok(());
-            }
-            tokio::select! {
-                joined = pending.join_next() => {
-                    let Some(joined) = joined else { continue };
-                    let (index, result, wall) = joined.map_err(|e| RunnerError::Internal(format!("a case worker panicked: {e}")))?;
-                    let (card_case, outcome) = result?;
-                    progress(&outcome, wall);
-                    if let Some(card_case) = card_case {
-                        card_cases.insert(index, card_case);
-                    }
-                    waiting.insert(index, outcome);
-                    while let Some(outcome) = waiting.remove(&written) {
-                        tally.add_case(&outcome);
-                        spill.push(&outcome).map_err(at(&spill_path))?;
-                        written += 1;
-                    }
-                }
-                _ = tick.tick() => {}
-            }
-        }
+    let spill = CaseSpill::create(&spill_path).map_err(at(&spill_path))?;
+    let jobs = options.jobs.max(1);
+    let ledger = Ledger::new(plan.cases.len(), jobs, spill, spill_path, progress);
+    let work = Work { plan: &plan, store: store.as_ref(), verdicts: &verdicts, reuse: options.reuse.as_deref() };
+    let Ledgered { error, spill, tally, card_cases, .. } = ledger.run(jobs, &|| {
+        let logs = syncer.logs();
+        move |index| work.run(index, &logs)
     })?;
+    let interrupted = crate::interrupt::check(crate::interrupt::Phase::Cases).err().map(RunnerError::from);
+    if let Some(error) = error.or(interrupted) {
+        if matches!(error, RunnerError::Interrupted(_)) {
+            crate::external::process::kill_all();
+            graders::kill_all();
+            store.flush()?;
+        }
+        return Err(error);
+    }
 
-    let cases = spill.finish().map_err(at(&spill_path))?;
+    let cases = spill.finish().map_err(at(&layout.cases_path(&plan.run_id)))?;
     // the manifest waits for every log's fsync (see `syncer`)
     let mut concluding = conclude_staged(&plan, store.as_ref(), run, Decided { cases, tally, card_cases }, options)?;
     concluding.pending = Some(std::thread::spawn(move || syncer.finish().map(drop)));
     concluding.finish()
+}
+
+/// A case's outcome (and its card inputs, when it feeds a reliability card), or the
+/// error that ends the run.
+type CaseResult = Result<(Option<cards::CardCase>, CaseOutcome), RunnerError>;
+
+/// What every worker of [`execute`] runs cases with.
+#[derive(Clone, Copy)]
+struct Work<'a> {
+    plan: &'a Arc<Plan>,
+    store: &'a dyn Store,
+    verdicts: &'a Mutex<std::fs::File>,
+    reuse: Option<&'a reuse::Reuse>,
+}
+
+impl Work<'_> {
+    fn run(&self, index: usize, logs: &syncer::Logs) -> CaseResult {
+        let taken = match self.reuse {
+            Some(reuse) => reuse::take_over(self.plan, index, reuse, self.store, self.verdicts, logs)?,
+            None => None,
+        };
+        match taken {
+            Some(result) => Ok(result),
+            None => run_case(self.plan, index, self.store, self.verdicts, logs),
+        }
+    }
+}
+
+/// The cases of a run as its workers take and write them.
+struct Ledger<'p> {
+    state: Mutex<Ledgered<'p>>,
+    /// Told when `written` moves while a worker waits for the window.
+    window_moved: std::sync::Condvar,
+    /// Set on a signal or an error: no worker takes another case.
+    stop: std::sync::atomic::AtomicBool,
+    window: usize,
+    cases: usize,
+    spill_path: PathBuf,
+}
+
+struct Ledgered<'p> {
+    /// The next case to take.
+    next: usize,
+    /// Cases written to the spill, in dataset order.
+    written: usize,
+    /// Finished cases waiting for an earlier one.
+    waiting: BTreeMap<usize, (Option<cards::CardCase>, CaseOutcome)>,
+    spill: CaseSpill,
+    tally: Tally,
+    /// Only cases that feed a reliability card keep their card inputs.
+    card_cases: BTreeMap<usize, cards::CardCase>,
+    progress: &'p mut Progress<'p>,
+    /// The first error of a case; the run ends with it.
+    error: Option<RunnerError>,
+    /// The test knob (`interrupt::boundary`) paused once, when the first case was written.
+    paused: bool,
+    /// Workers waiting for the window to move.
+    idle: usize,
+}
+
+impl<'p> Ledger<'p> {
+    fn new(cases: usize, jobs: usize, spill: CaseSpill, spill_path: PathBuf, progress: &'p mut Progress<'p>) -> Self {
+        Ledger {
+            state: Mutex::new(Ledgered {
+                next: 0,
+                written: 0,
+                waiting: BTreeMap::new(),
+                spill,
+                tally: Tally::default(),
+                card_cases: BTreeMap::new(),
+                progress,
+                error: None,
+                paused: false,
+                idle: 0,
+            }),
+            window_moved: std::sync::Condvar::new(),
+            stop: std::sync::atomic::AtomicBool::new(false),
+            // Cases finish out of order but are kept in dataset order: a finished case
+            // waits until every case before it is written. Starting a case at most
+            // `window` cases ahead of the oldest unwritten one bounds how many can wait.
+            window: jobs * 8,
+            cases,
+            spill_path,
+        }
+    }
+
+    /// Run every case on `jobs` workers, each running cases with the function `worker`
+    /// makes for it, while this thread watches for signals; what was written, and the
+    /// first error, when they are done. A worker's panic is an error here.
+    fn run<W, F>(self, jobs: usize, worker: &W) -> Result<Ledgered<'p>, RunnerError>
+    where
+        W: Fn() -> F + Sync,
+        F: FnMut(usize) -> CaseResult,
+    {
+        let (alive, all_done) = std::sync::mpsc::channel::<std::convert::Infallible>();
+        let panicked = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..jobs)
+                .map(|_| {
+                    let (ledger, alive) = (&self, alive.clone());
+                    scope.spawn(move || {
+                        let _alive = alive;
+                        ledger.work(worker());
+                    })
+                })
+                .collect();
+            drop(alive);
+            // the channel carries nothing: it closes when the last worker lets go of it
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = all_done.recv_timeout(INTERRUPT_POLL) {
+                if crate::interrupt::interrupted() {
+                    // cases under way end as their agents' processes are killed
+                    self.halt();
+                    crate::external::process::kill_all();
+                    graders::kill_all();
+                }
+            }
+            workers.into_iter().filter_map(|worker| worker.join().err()).next()
+        });
+        if let Some(panic) = panicked {
+            let what = panic.downcast_ref::<&str>().copied().or(panic.downcast_ref::<String>().map(String::as_str));
+            return Err(RunnerError::Internal(format!("a case worker panicked: {}", what.unwrap_or("(no message)"))));
+        }
+        Ok(self.state.into_inner().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Ledgered<'p>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A worker's life: take the next case, run it, write it, until none is left or the
+    /// run stops.
+    fn work(&self, mut run: impl FnMut(usize) -> CaseResult) {
+        // a worker that panics stops the others after their cases: the run ends in error
+        struct HaltOnPanic<'a, 'p>(&'a Ledger<'p>);
+        impl Drop for HaltOnPanic<'_, '_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.halt();
+                }
+            }
+        }
+        let _guard = HaltOnPanic(self);
+        while let Some(index) = self.take() {
+            let started = std::time::Instant::now();
+            let result = run(index);
+            self.finish(index, result, started.elapsed());
+        }
+    }
+
+    /// The next case to run, or `None` once every case is taken or the run stops.
+    fn take(&self) -> Option<usize> {
+        let pause = {
+            let mut state = self.lock();
+            state.written > 0 && !std::mem::replace(&mut state.paused, true)
+        };
+        // the knob pauses once, when the first case is written, outside the lock
+        let boundary = if pause {
+            crate::interrupt::boundary(crate::interrupt::Phase::Cases)
+        } else {
+            crate::interrupt::check(crate::interrupt::Phase::Cases)
+        };
+        let mut state = self.lock();
+        if let Err(interrupted) = boundary {
+            self.fail(&mut state, RunnerError::from(interrupted));
+        }
+        loop {
+            if self.stop.load(std::sync::atomic::Ordering::SeqCst) || state.next >= self.cases {
+                return None;
+            }
+            if state.next < state.written + self.window {
+                state.next += 1;
+                return Some(state.next - 1);
+            }
+            state.idle += 1;
+            state = self.window_moved.wait(state).unwrap_or_else(|e| e.into_inner());
+            state.idle -= 1;
+        }
+    }
+
+    /// Show a finished case, and write it and every case after it that waited for it.
+    fn finish(&self, index: usize, result: CaseResult, wall: std::time::Duration) {
+        let mut state = self.lock();
+        let state = &mut *state;
+        let finished = match result {
+            Ok(finished) => finished,
+            Err(e) => return self.fail(state, e),
+        };
+        (state.progress)(&finished.1, wall);
+        state.waiting.insert(index, finished);
+        let before = state.written;
+        while let Some((card_case, outcome)) = state.waiting.remove(&state.written) {
+            state.tally.add_case(&outcome);
+            if let Err(e) = state.spill.push(&outcome) {
+                return self.fail(state, at(&self.spill_path)(e));
+            }
+            if let Some(card_case) = card_case {
+                state.card_cases.insert(state.written, card_case);
+            }
+            state.written += 1;
+        }
+        if state.written > before && state.idle > 0 {
+            self.window_moved.notify_all();
+        }
+    }
+
+    /// The run ends with `error` (or the one before it): no worker takes another case.
+    fn fail(&self, state: &mut Ledgered<'p>, error: RunnerError) {
+        state.error.get_or_insert(error);
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.window_moved.notify_all();
+    }
+
+    /// No worker takes another case, and none waits for the window: a worker waiting
+    /// behind a case that will never be written (its worker panicked, or a signal came
+    /// while it ran) would wait for ever. Told under the lock, so a worker between
+    /// looking at `stop` and waiting cannot miss it.
+    fn halt(&self) {
+        let _state = self.lock();
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.window_moved.notify_all();
+    }
 }
 
 /// A fresh run directory (the same inputs give the same run id: a rerun replaces the
@@ -1427,6 +1600,147 @@ fn check_value(a: &Assertion, value: Option<&Value>) -> Check {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
+
+    /// A case outcome named `case-{index}` (for the ledger's tests).
+    fn outcome(index: usize) -> CaseOutcome {
+        CaseOutcome {
+            dataset: "d".into(),
+            id: format!("case-{index}"),
+            tags: vec![],
+            agent: "a".into(),
+            source: format!("d.jsonl:{}", index + 1),
+            runs: vec![],
+            blocks: vec![],
+            passed: !index.is_multiple_of(3),
+            score: None,
+        }
+    }
+
+    /// The ids a ledger wrote, and the error it ended with; or the error of a panic.
+    type Ran = Result<(Vec<String>, Option<RunnerError>), RunnerError>;
+
+    /// Runs `cases` cases on `jobs` workers of a fresh ledger, each case through `case`;
+    /// returns what was written, the error, and the order progress saw the cases in.
+    fn run_ledger(cases: usize, jobs: usize, case: &(dyn Fn(usize) -> CaseResult + Sync)) -> (Ran, Vec<String>) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cases.jsonl");
+        let spill = CaseSpill::create(&path).expect("spill");
+        let mut seen = Vec::new();
+        let mut progress = |case: &CaseOutcome, _: std::time::Duration| seen.push(case.id.clone());
+        let ledger = Ledger::new(cases, jobs, spill, path.clone(), &mut progress);
+        let ran = ledger.run(jobs, &|| case).map(|ledgered| {
+            let written = ledgered.spill.finish().expect("spill finishes").to_vec().expect("spill reads back");
+            (written.into_iter().map(|c| c.id).collect(), ledgered.error)
+        });
+        (ran, seen)
+    }
+
+    #[test]
+    fn cases_finished_out_of_order_are_written_in_dataset_order_and_never_far_ahead() {
+        let cases = 60;
+        let highest_written = std::sync::atomic::AtomicUsize::new(0);
+        let started = Mutex::new(Vec::new());
+        let case = |index: usize| {
+            started.lock().unwrap().push(index);
+            // every fifth case is slow: the ones after it finish first and wait
+            if index.is_multiple_of(5) {
+                std::thread::sleep(std::time::Duration::from_millis(15));
+            }
+            highest_written.fetch_max(index, Ordering::SeqCst);
+            Ok((None, outcome(index)))
+        };
+        let (ran, seen) = run_ledger(cases, 3, &case);
+        let (written, error) = ran.expect("no worker panicked");
+        assert!(error.is_none(), "{error:?}");
+        let expected: Vec<String> = (0..cases).map(|i| format!("case-{i}")).collect();
+        assert_eq!(written, expected, "the spill holds every case once, in dataset order");
+        let mut seen_sorted = seen.clone();
+        seen_sorted.sort_by_key(|id| id[5..].parse::<usize>().unwrap());
+        assert_eq!(seen_sorted, expected, "progress saw every case once");
+        assert_ne!(seen, expected, "slow cases let later ones finish first (else the test proves nothing)");
+        let mut started = started.into_inner().unwrap();
+        started.sort_unstable();
+        assert_eq!(started, (0..cases).collect::<Vec<_>>(), "each case ran exactly once");
+    }
+
+    #[test]
+    fn no_case_starts_more_than_the_window_ahead_of_the_oldest_unwritten_one() {
+        // case 0 holds until case 1 + 3 × 8 - 1 would be the next to start; no worker may
+        // take a case at or past the window while case 0 is unwritten
+        let (jobs, cases) = (3, 100);
+        let window = jobs * 8;
+        let release = AtomicBool::new(false);
+        let beyond = AtomicBool::new(false);
+        let running = std::sync::atomic::AtomicUsize::new(0);
+        let case = |index: usize| {
+            if index >= window && !release.load(Ordering::SeqCst) {
+                beyond.store(true, Ordering::SeqCst);
+            }
+            if index == 0 {
+                // wait until the other workers have run everything the window allows
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while running.load(Ordering::SeqCst) < window - 1 && std::time::Instant::now() < deadline {
+                    std::thread::yield_now();
+                }
+                // and a little longer, for a worker that would wrongly take one more
+                std::thread::sleep(std::time::Duration::from_millis(30));
+                release.store(true, Ordering::SeqCst);
+            } else {
+                running.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok((None, outcome(index)))
+        };
+        let (ran, _) = run_ledger(cases, jobs, &case);
+        let (written, error) = ran.expect("no worker panicked");
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(written.len(), cases, "the waiting workers went on once case 0 was written");
+        assert!(!beyond.load(Ordering::SeqCst), "a case at or past the window started while case 0 ran");
+    }
+
+    #[test]
+    fn an_error_in_one_case_stops_the_run_and_is_what_it_ends_with() {
+        let started = std::sync::atomic::AtomicUsize::new(0);
+        let case = |index: usize| {
+            started.fetch_add(1, Ordering::SeqCst);
+            if index == 7 {
+                return Err(RunnerError::Internal("case 7 broke".into()));
+            }
+            Ok((None, outcome(index)))
+        };
+        let (ran, _) = run_ledger(1000, 2, &case);
+        let (written, error) = ran.expect("no worker panicked");
+        assert!(matches!(&error, Some(RunnerError::Internal(m)) if m == "case 7 broke"), "{error:?}");
+        assert!(written.len() <= 7, "nothing at or after the failed case is written: {}", written.len());
+        // the other worker finishes the case it holds, and takes no more
+        assert!(started.load(Ordering::SeqCst) <= 9, "{} cases started", started.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn a_worker_that_panics_stops_the_others_and_the_run_is_an_internal_error() {
+        let started = std::sync::atomic::AtomicUsize::new(0);
+        let case = |index: usize| {
+            started.fetch_add(1, Ordering::SeqCst);
+            assert!(index != 3, "case 3 panics");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            Ok((None, outcome(index)))
+        };
+        let (ran, _) = run_ledger(1000, 2, &case);
+        match ran {
+            Err(RunnerError::Internal(message)) => assert!(message.contains("case 3 panics"), "{message}"),
+            other => panic!("expected an internal error, got {:?}", other.map(|(w, e)| (w.len(), e))),
+        }
+        // the other worker may run on until the window ends (the panic's unwinding takes
+        // a while), but no further: case 3 is never written
+        let started = started.load(Ordering::SeqCst);
+        assert!(started <= 4 + 2 * 8, "{started} cases of 1,000 started after a panic");
+    }
+
+    #[test]
+    fn a_run_of_no_cases_ends_at_once() {
+        let (ran, seen) = run_ledger(0, 4, &|_| panic!("no case to run"));
+        let (written, error) = ran.expect("no worker panicked");
+        assert!(written.is_empty() && error.is_none() && seen.is_empty());
+    }
 
     /// A merge's links are the pending work: the manifest, which anchors the logs and
     /// marks the run finished, must not be written before that work is done.
