@@ -804,10 +804,34 @@ pub fn execute(
         return Err(error);
     }
 
-    let cases = spill.finish().map_err(at(&layout.cases_path(&plan.run_id)))?;
-    // the manifest waits for every log's fsync (see `syncer`)
-    let mut concluding = conclude_staged(&plan, store.as_ref(), run, Decided { cases, tally, card_cases }, options)?;
-    concluding.pending = Some(std::thread::spawn(move || syncer.finish().map(drop)));
+    // The catalog's rows so far go to disk while the run concludes, beside the reports
+    // and the logs' fsync: sled starts its seven I/O threads at its first write, and
+    // they spin in its lazy initialiser while it starts them. Left to the flush after
+    // the manifest, that was about an eighth of a 50-case suite's wall time (docs/speed.md).
+    // Not before the cases: each of those threads then holds a 2 MiB page of its own
+    // through them, 16 MB more at the peak of a long case.
+    let flushing = {
+        let store = store.clone();
+        std::thread::spawn(move || store.flush().map_err(RunnerError::from))
+    };
+    let joined = |flushing: std::thread::JoinHandle<Result<(), RunnerError>>| {
+        flushing.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+    };
+    let concluded = spill
+        .finish()
+        .map_err(at(&layout.cases_path(&plan.run_id)))
+        .and_then(|cases| conclude_staged(&plan, store.as_ref(), run, Decided { cases, tally, card_cases }, options));
+    let mut concluding = match concluded {
+        Ok(concluding) => concluding,
+        Err(e) => {
+            // the run fails with what stopped it; a flush that failed beside it is the
+            // same disk's trouble, told by the next command that opens the catalog
+            let _ = joined(flushing);
+            return Err(e);
+        }
+    };
+    // the manifest waits for every log's fsync (see `syncer`) and for the flush
+    concluding.pending = Some(std::thread::spawn(move || syncer.finish().map(drop).and(joined(flushing))));
     concluding.finish()
 }
 
