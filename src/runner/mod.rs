@@ -919,9 +919,10 @@ impl<'p> Ledger<'p> {
         }
     }
 
-    /// Run every case on `jobs` workers, each running cases with the function `worker`
-    /// makes for it, while this thread watches for signals; what was written, and the
-    /// first error, when they are done. A worker's panic is an error here.
+    /// Run every case on `jobs` workers (no more than there are cases), each running
+    /// cases with the function `worker` makes for it, while this thread watches for
+    /// signals; what was written, and the first error, when they are done. A worker's
+    /// panic is an error here.
     fn run<W, F>(self, jobs: usize, worker: &W) -> Result<Ledgered<'p>, RunnerError>
     where
         W: Fn() -> F + Sync,
@@ -929,7 +930,7 @@ impl<'p> Ledger<'p> {
     {
         let (alive, all_done) = std::sync::mpsc::channel::<std::convert::Infallible>();
         let panicked = std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..jobs)
+            let workers: Vec<_> = (0..jobs.min(self.cases))
                 .map(|_| {
                     let (ledger, alive) = (&self, alive.clone());
                     scope.spawn(move || {
@@ -1652,7 +1653,13 @@ mod tests {
         let mut seen = Vec::new();
         let mut progress = |case: &CaseOutcome, _: std::time::Duration| seen.push(case.id.clone());
         let ledger = Ledger::new(cases, jobs, spill, path.clone(), &mut progress);
-        let ran = ledger.run(jobs, &|| case).map(|ledgered| {
+        let made = std::sync::atomic::AtomicUsize::new(0);
+        let ran = ledger.run(jobs, &|| {
+            made.fetch_add(1, Ordering::SeqCst);
+            case
+        });
+        assert_eq!(made.into_inner(), jobs.min(cases), "one worker per job, never more than there are cases");
+        let ran = ran.map(|ledgered| {
             let written = ledgered.spill.finish().expect("spill finishes").to_vec().expect("spill reads back");
             (written.into_iter().map(|c| c.id).collect(), ledgered.error)
         });
@@ -1689,8 +1696,8 @@ mod tests {
 
     #[test]
     fn no_case_starts_more_than_the_window_ahead_of_the_oldest_unwritten_one() {
-        // case 0 holds until case 1 + 3 × 8 - 1 would be the next to start; no worker may
-        // take a case at or past the window while case 0 is unwritten
+        // case 0 runs until the other workers have run cases 1 to 23, all the window
+        // allows; no worker may take case 24 or later while case 0 is unwritten
         let (jobs, cases) = (3, 100);
         let window = jobs * 8;
         let release = AtomicBool::new(false);
@@ -1760,6 +1767,83 @@ mod tests {
     }
 
     #[test]
+    fn more_jobs_than_cases_start_a_worker_per_case_and_run_each_once() {
+        let ran = std::sync::atomic::AtomicUsize::new(0);
+        let case = |index: usize| {
+            ran.fetch_add(1, Ordering::SeqCst);
+            Ok((None, outcome(index)))
+        };
+        // run_ledger checks that 2 workers were made, not 64
+        let (result, _) = run_ledger(2, 64, &case);
+        let (written, error) = result.expect("no worker panicked");
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!((written.len(), ran.into_inner()), (2, 2));
+    }
+
+    /// A store whose every flush fails, as a full or failed disk makes sled's.
+    struct UnflushableStore(crate::store::SledStore);
+
+    impl Store for UnflushableStore {
+        fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+            self.0.put_run(run)
+        }
+        fn begin_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+            self.0.begin_run(run)
+        }
+        fn put_log(&self, log: &LogRecord) -> Result<(), StoreError> {
+            self.0.put_log(log)
+        }
+        fn put_verdict(&self, verdict: &VerdictRecord) -> Result<(), StoreError> {
+            self.0.put_verdict(verdict)
+        }
+        fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+            self.0.runs()
+        }
+        fn logs(&self, run_id: &str) -> Result<Vec<LogRecord>, StoreError> {
+            self.0.logs(run_id)
+        }
+        fn verdicts(&self, run_id: &str) -> Result<Vec<VerdictRecord>, StoreError> {
+            self.0.verdicts(run_id)
+        }
+        fn clear(&self) -> Result<(), StoreError> {
+            self.0.clear()
+        }
+        fn flush(&self) -> Result<(), StoreError> {
+            Err(StoreError::Io(std::io::Error::other("no space left on the catalog's disk")))
+        }
+    }
+
+    /// The plan of `pipeline/ci.toml` with its store in a fresh directory (kept while the
+    /// returned guard lives).
+    fn ci_plan_in_a_fresh_store() -> Result<(tempfile::TempDir, Plan), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let pipeline = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipeline/ci.toml");
+        let mut plan = Plan::load(&pipeline, &Selection::default())?;
+        plan.pipeline.pipeline.store = dir.path().to_string_lossy().into_owned();
+        Ok((dir, plan))
+    }
+
+    /// The catalog's first flush runs beside the reports: its failure must still stop
+    /// the run before the manifest claims it finished, not be lost on its thread.
+    #[test]
+    fn a_catalog_that_cannot_be_flushed_fails_the_run_before_its_manifest() -> Result<(), Box<dyn std::error::Error>> {
+        let (_store_dir, plan) = ci_plan_in_a_fresh_store()?;
+        let layout = plan.layout();
+        let run_dir = layout.run_dir(&plan.run_id);
+        let store: Arc<dyn Store> = Arc::new(UnflushableStore(crate::store::SledStore::open(&layout.catalog())?));
+        let options = Options { jobs: 2, selective: false, signer: None, shard: None, reuse: None };
+        let result = execute(Arc::new(plan), store, &options, &mut |_, _| {});
+        match result {
+            Err(RunnerError::Store(e)) => assert!(e.to_string().contains("no space left"), "{e}"),
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("the run passed with a catalog it could not flush"),
+        }
+        assert!(!run_dir.join(crate::evidence::manifest::MANIFEST_FILE).exists(), "a manifest was written");
+        assert!(!layout.suite_path(&run_dir.file_name().unwrap().to_string_lossy()).exists(), "suite.json was written");
+        Ok(())
+    }
+
+    #[test]
     fn a_run_of_no_cases_ends_at_once() {
         let (ran, seen) = run_ledger(0, 4, &|_| panic!("no case to run"));
         let (written, error) = ran.expect("no worker panicked");
@@ -1770,10 +1854,7 @@ mod tests {
     /// marks the run finished, must not be written before that work is done.
     #[test]
     fn a_run_is_finished_only_after_its_pending_work() -> Result<(), Box<dyn std::error::Error>> {
-        let dir = tempfile::tempdir()?;
-        let pipeline = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipeline/ci.toml");
-        let mut plan = Plan::load(&pipeline, &Selection::default())?;
-        plan.pipeline.pipeline.store = dir.path().to_string_lossy().into_owned();
+        let (_store_dir, plan) = ci_plan_in_a_fresh_store()?;
         let layout = plan.layout();
         let store = crate::store::SledStore::open(&layout.catalog())?;
         let run = start_run(&plan, &store)?;
