@@ -47,5 +47,9 @@ mod tests {
         assert_eq!(thp == "always", huge, "{thp}");
         assert_eq!(jemalloc_purge::option_isize(c"opt.dirty_decay_ms"), Ok(1000));
         assert_eq!(jemalloc_purge::option_isize(c"opt.muzzy_decay_ms"), Ok(0));
+        // one arena per CPU, not jemalloc's four (opt.narenas follows it, but so does the
+        // default on a one-CPU machine: the compiled-in options say which it was)
+        let conf = jemalloc_purge::compiled_conf().expect("config.malloc_conf reads");
+        assert!(conf.split(',').any(|option| option == "narenas_ratio:1"), "{conf}");
     }
 }

@@ -31,16 +31,29 @@ pub fn act(control: &CStr) -> Result<(), c_int> {
 }
 
 /// The transparent-huge-page mode jemalloc was built or started with (`opt.thp`:
-/// "default", "always" or "never"). Only this one string option is read: a generic
-/// string reader would take any pointer-sized number for a pointer. `Err` holds the
-/// errno jemalloc answered.
+/// "default", "always" or "never"). `Err` holds the errno jemalloc answered.
 pub fn thp_mode() -> Result<String, c_int> {
+    static_string(c"opt.thp")
+}
+
+/// The options compiled into jemalloc (`config.malloc_conf`, what
+/// `JEMALLOC_SYS_WITH_MALLOC_CONF` gave its build), empty for none. `Err` holds the
+/// errno jemalloc answered.
+pub fn compiled_conf() -> Result<String, c_int> {
+    static_string(c"config.malloc_conf")
+}
+
+/// One of jemalloc's static strings, a `const char *` it owns. Only the controls named
+/// by this crate's callers are read: a generic string reader would take any
+/// pointer-sized number for a pointer.
+fn static_string(control: &CStr) -> Result<String, c_int> {
     let mut value: *const std::ffi::c_char = std::ptr::null();
     let mut len = std::mem::size_of::<*const std::ffi::c_char>();
-    // SAFETY: the name is a NUL-terminated literal; `opt.thp` is a `const char *`, and
-    // jemalloc writes at most `len` bytes (that one pointer) into `value`
+    // SAFETY: the name is a NUL-terminated string that outlives the call; both controls
+    // read here are a `const char *`, and jemalloc writes at most `len` bytes (that one
+    // pointer) into `value`
     let errno = unsafe {
-        tikv_jemalloc_sys::mallctl(c"opt.thp".as_ptr(), (&raw mut value).cast(), &mut len, std::ptr::null_mut(), 0)
+        tikv_jemalloc_sys::mallctl(control.as_ptr(), (&raw mut value).cast(), &mut len, std::ptr::null_mut(), 0)
     };
     if errno != 0 {
         return Err(errno);
@@ -48,7 +61,7 @@ pub fn thp_mode() -> Result<String, c_int> {
     if value.is_null() {
         return Ok(String::new());
     }
-    // SAFETY: the mode's name is a static NUL-terminated string in jemalloc
+    // SAFETY: jemalloc's strings are static and NUL-terminated
     Ok(unsafe { CStr::from_ptr(value) }.to_string_lossy().into_owned())
 }
 
@@ -78,6 +91,8 @@ mod tests {
     fn options_read_and_an_unknown_or_mis_sized_one_is_refused() {
         let thp = super::thp_mode().unwrap();
         assert!(["default", "always", "never"].contains(&thp.as_str()), "{thp}");
+        let conf = super::compiled_conf().unwrap();
+        assert!(conf.is_empty() || conf.contains(':'), "{conf}");
         assert!(super::option_isize(c"opt.dirty_decay_ms").unwrap() >= -1);
         assert_eq!(super::option_isize(c"opt.no_such_option"), Err(2), "ENOENT");
         assert_eq!(super::option_isize(c"opt.abort"), Err(22), "a bool is EINVAL");
