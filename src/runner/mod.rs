@@ -1094,8 +1094,10 @@ pub(crate) fn record_verdicts(
     for r in &case.runs {
         let v = verdict(&plan.run_id, case, r);
         store.put_verdict(&v)?;
-        let line = serde_json::to_string(&v).map_err(|e| RunnerError::Internal(e.to_string()))?;
-        writeln!(file, "{line}")?;
+        let mut line = serde_json::to_vec(&v).map_err(|e| RunnerError::Internal(e.to_string()))?;
+        // one write per line: `writeln!` on a file writes the line and its newline apart
+        line.push(b'\n');
+        file.write_all(&line)?;
     }
     Ok(())
 }
