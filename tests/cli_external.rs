@@ -78,14 +78,17 @@ fn calls(calls: &[(&str, &str, Value)]) -> Value {
 /// The events of `case`'s first run in the last run the project reported (a store
 /// keeps earlier runs too, under other run ids).
 fn events(p: &Project, case: &str) -> Vec<Value> {
+    p.read(log_of(p, case)).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// The log of `case`'s first run in the last run (any run when no report names one).
+fn log_of(p: &Project, case: &str) -> String {
     let last = p.exists("reports/report.json").then(|| p.json("reports/report.json")["run_id"].clone());
     let last = last.as_ref().and_then(Value::as_str).map(|id| format!("/{id}/"));
-    let log = p
-        .log_files()
+    p.log_files()
         .into_iter()
         .find(|f| f.contains(&format!("/{case}/0.jsonl")) && last.as_ref().is_none_or(|id| f.contains(id.as_str())))
-        .unwrap_or_else(|| panic!("no log for {case}"));
-    p.read(&log).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+        .unwrap_or_else(|| panic!("no log for {case}"))
 }
 
 fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
@@ -233,6 +236,8 @@ fn a_request_that_differs_from_the_recorded_one_diverges_naming_the_json_pointer
     // the manifest's tools are offered too, so /tools differs as well
     assert_eq!(diverged[0]["data"]["pointers"], json!(["/system", "/tools/0", "/tools/1"]));
     assert_eq!(events.last().unwrap()["data"]["status"], "replay_diverged");
+    // every member, the reason and the pointers included, is one its typed payload reads
+    assert_eq!(common::undeclared_members(&p.join(log_of(&p, "diverged"))), Default::default());
 }
 
 #[test]

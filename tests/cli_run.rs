@@ -571,6 +571,14 @@ fn under_on_divergence_warn_a_diverged_request_is_reported_and_the_run_goes_on()
         kinds.contains(&"replay_diverged".to_string()) && kinds.contains(&"turn_completed".to_string()),
         "{kinds:?}"
     );
+    // the reason is the event's own, read through its typed payload
+    let diverged = common::events_of(&p.read_bytes(&log)).into_iter().find(|e| e["kind"] == "replay_diverged").unwrap();
+    assert!(diverged["data"]["reason"].as_str().is_some_and(|r| r.starts_with("request hash blake3:")), "{diverged}");
+    assert_eq!(common::undeclared_members(&p.join(&log)), BTreeMap::new());
+    // and the timeline says why
+    let shown = p.stateval(&["show", &log]).expect_code(0).stdout.clone();
+    let line = shown.lines().find(|l| l.contains("replay_diverged")).unwrap_or_else(|| panic!("{shown}"));
+    assert!(line.contains("request hash blake3:"), "{line}");
 }
 
 #[test]

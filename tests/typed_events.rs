@@ -4,7 +4,9 @@
 //! A payload that forgot a member, read one with the wrong type, or a reader that
 //! changed a byte of the data fails here on real logs, not only on hand-made ones.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod common;
+
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -53,9 +55,7 @@ fn agree(tree: &Value, name: &str, member: Json<'_>) -> Result<(), String> {
 
 #[test]
 fn every_shipped_log_reads_typed_as_it_reads_as_trees_and_keeps_its_bytes() {
-    // members a payload need not declare: what `stateval import` adds to any event
-    let added_by_import: BTreeSet<&str> = ["source", "absent"].into();
-    let mut undeclared: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut undeclared = BTreeMap::new();
     let (mut events, mut members) = (0usize, 0usize);
     for path in shipped_logs() {
         let bytes = std::fs::read(&path).expect("read");
@@ -78,12 +78,9 @@ fn every_shipped_log_reads_typed_as_it_reads_as_trees_and_keeps_its_bytes() {
                 agree(&tree, name, *member)
                     .unwrap_or_else(|m| panic!("{} seq {} ({}): {m}", path.display(), e.seq, e.kind));
             }
-            for key in tree.as_object().map(|o| o.keys()).into_iter().flatten() {
-                let known = declared.iter().any(|(name, _)| name == key) || added_by_import.contains(key.as_str());
-                if !known {
-                    undeclared.entry(e.kind.to_string()).or_default().insert(key.clone());
-                }
-            }
+        }
+        for (kind, keys) in common::undeclared_members(&path) {
+            undeclared.entry(kind).or_insert_with(Vec::new).extend(keys);
         }
     }
     assert!(undeclared.is_empty(), "members no payload declares: {undeclared:?}");

@@ -273,8 +273,7 @@ fn detail(e: &Event) -> String {
             let d: p::SecurityFlagged = e.view();
             format!("{} ({}): {}", text(d.class, "?"), text(d.severity, "?"), text(d.detail, ""))
         }
-        // no payload declares it: a foreign log's, shown when there
-        Kind::ReplayDiverged => text(e.data.member("reason"), ""),
+        Kind::ReplayDiverged => text(e.view::<p::ReplayDiverged>().reason, ""),
         Kind::Error => {
             let d: p::Error = e.view();
             let at = d.at.as_str().map(|a| format!(" ({a})")).unwrap_or_default();

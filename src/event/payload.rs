@@ -348,8 +348,9 @@ payloads! {
     Handoff = Handoff { call_id, from, to, allowed, payload_hash, taint, tainted_by, reason, }
     /// `security_flagged`.
     SecurityFlagged = SecurityFlagged { class, severity, source, tool, detail, }
-    /// `replay_diverged`.
-    ReplayDiverged = ReplayDiverged { position, recorded_request_hash, actual_request_hash, }
+    /// `replay_diverged`: `pointers` only from an agent behind the wire endpoints, whose
+    /// neutral request is compared member by member.
+    ReplayDiverged = ReplayDiverged { position, recorded_request_hash, actual_request_hash, reason, pointers, }
     /// `error`.
     Error = Error { kind, message, code, at, source, }
     /// `turn_completed`.

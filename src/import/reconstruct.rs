@@ -517,8 +517,7 @@ fn marker(e: &Event) -> Marker {
         Kind::ApprovalResolved => {
             format!("approval refused by {}", e.view::<p::ApprovalResolved>().by.as_str().as_deref().unwrap_or("?"))
         }
-        // no payload declares it: a foreign log's, shown when there
-        Kind::ReplayDiverged => e.data.member("reason").as_str().map(Cow::into_owned).unwrap_or_default(),
+        Kind::ReplayDiverged => e.view::<p::ReplayDiverged>().reason.as_str().map(Cow::into_owned).unwrap_or_default(),
         Kind::Error => {
             let d: p::Error = e.view();
             format!(

@@ -6,7 +6,7 @@
 //! in parallel.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
@@ -328,6 +328,25 @@ pub fn lines_of(bytes: &[u8]) -> Vec<Vec<u8>> {
 /// The events of a log, parsed.
 pub fn events_of(bytes: &[u8]) -> Vec<Value> {
     lines_of(bytes).iter().map(|l| serde_json::from_slice(l).expect("a log line is JSON")).collect()
+}
+
+/// The members each kind of event in the log at `path` carries that its typed payload
+/// does not declare (`stateval::event::payload`), by kind; empty when every member is
+/// declared. `source` and `absent`, which `stateval import` may add to any event, are
+/// declared for every kind.
+pub fn undeclared_members(path: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    const ADDED_BY_IMPORT: [&str; 2] = ["source", "absent"];
+    let log = stateval::event::reader::read_log(path).unwrap_or_else(|e| panic!("{e}"));
+    let mut undeclared: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for e in &log.events {
+        let declared = stateval::event::payload::members(e);
+        for key in e.data.tree().as_object().map(|o| o.keys()).into_iter().flatten() {
+            if !declared.iter().any(|(name, _)| name == key) && !ADDED_BY_IMPORT.contains(&key.as_str()) {
+                undeclared.entry(e.kind.to_string()).or_default().insert(key.clone());
+            }
+        }
+    }
+    undeclared
 }
 
 /// The `hash` of the last line of a log, i.e. its head.
