@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -80,7 +80,7 @@ fn every_shipped_log_reads_typed_as_it_reads_as_trees_and_keeps_its_bytes() {
             }
         }
         for (kind, keys) in common::undeclared_members(&path) {
-            undeclared.entry(kind).or_insert_with(Vec::new).extend(keys);
+            undeclared.entry(kind).or_insert_with(BTreeSet::new).extend(keys);
         }
     }
     assert!(undeclared.is_empty(), "members no payload declares: {undeclared:?}");
