@@ -4,17 +4,18 @@
 //! An external agent, a custom grader, `stateval mcp-stdio` (started by the agent) and
 //! whatever they start in turn may be — in stateval's threat model *are* — the attacker
 //! of the verdict. A signing key in their environment would let them sign a forged run
-//! that passes `verify --pubkey`; a provider key would let them call a live model
-//! behind the replay. So every child starts from an empty environment
-//! ([`std::process::Command::env_clear`]) filled with [`inherited`]: the parent's
-//! variables less those [`withheld`], plus the variables a profile or grader names in
-//! `env_passthrough` — a deliberate, reviewed exception, never a default.
+//! that passes `verify --pubkey`; a CI token, a webhook URL or a database password
+//! would let them reach past the run. So every child starts from an empty environment
+//! ([`std::process::Command::env_clear`]) filled from an allow-list ([`inherited`]):
+//! the few variables a process needs to start and behave as it does on the machine
+//! ([`STARTUP`], the `LC_*` locale), plus the variables a profile or grader names in
+//! `env_passthrough` — a deliberate, reviewed exception, never a default — plus what
+//! the profile sets itself in `env`.
 //!
-//! What is withheld is a name rule, not a list of vendors: stateval's own signing key,
-//! and every variable whose name says it holds a credential (`*_API_KEY`, `*_TOKEN`,
-//! `*_SECRET`, `*_PASSWORD`, …). A rule by name over-withholds a harmless variable now
-//! and then (`env_passthrough` brings it back); a list of vendors would under-withhold
-//! the next vendor's key.
+//! An allow-list, not a deny-list: the credentials a CI machine holds have names no
+//! rule foresees (`CI_JOB_JWT`, `SLACK_WEBHOOK_URL`, `SENTRY_DSN`, `REDIS_URL` with its
+//! password, `PASSWORD`), and a rule by name under-withholds the next one. What a
+//! child needs beyond the list, its profile names.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,60 +23,21 @@ use std::path::{Path, PathBuf};
 /// The variable that names stateval's ed25519 signing key (`stateval keygen`).
 pub const SIGNING_KEY_VAR: &str = "STATEVAL_SIGNING_KEY";
 
-/// Name endings that say a variable holds a credential (compared upper-cased).
-const CREDENTIAL_SUFFIXES: &[&str] = &[
-    "_KEY",
-    "_KEYS",
-    "_TOKEN",
-    "_TOKENS",
-    "_SECRET",
-    "_SECRETS",
-    "_PASSWORD",
-    "_PASSWD",
-    "_PASS",
-    "_CREDENTIAL",
-    "_CREDENTIALS",
-    "_PRIVATE_KEY_PATH",
-    "_KEY_FILE",
-    "_KEYFILE",
-];
+/// What a process needs to start and to behave as it does on this machine: where its
+/// programs are, whose home it is, its locale and terminal. (`TMPDIR` is the child's
+/// own scratch directory under isolation, `TZ` is UTC for an agent: both are set by
+/// the caller over these.)
+pub const STARTUP: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR"];
 
-/// Whole names that hold credentials without saying so by their ending.
-const CREDENTIAL_NAMES: &[&str] = &[
-    SIGNING_KEY_VAR,
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "AWS_SESSION_TOKEN",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_PROFILE",
-    "AZURE_CLIENT_SECRET",
-    "HF_TOKEN",
-    "HUGGING_FACE_HUB_TOKEN",
-    "NETRC",
-    "PGPASSWORD",
-    "MYSQL_PWD",
-    "DATABASE_URL",
-    "SSH_AUTH_SOCK",
-    "GPG_AGENT_INFO",
-    "DOCKER_AUTH_CONFIG",
-    "NPM_CONFIG__AUTH",
-    "TWINE_PASSWORD",
-    "CARGO_REGISTRY_TOKEN",
-];
-
-/// Whether `name` is kept from every child process (unless passed through by name).
-pub fn withheld(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    CREDENTIAL_NAMES.contains(&upper.as_str())
-        || CREDENTIAL_SUFFIXES.iter().any(|s| upper.ends_with(s))
-        // `AUTHORIZATION`, `GITHUB_AUTH`, `OPENAI_APIKEY`: said without an underscore
-        || upper.ends_with("APIKEY")
-        || upper.contains("AUTH_TOKEN")
+/// Whether `name` reaches a child without being named: one of [`STARTUP`] or a locale
+/// variable (`LC_ALL`, `LC_CTYPE`, …).
+pub fn allowed(name: &str) -> bool {
+    STARTUP.contains(&name) || name.starts_with("LC_")
 }
 
-/// This process's environment less what is [`withheld`], plus each variable of
-/// `passthrough` that is set (a withheld one too: the profile asked for it by name).
-/// The signing key is never passed through: nothing a child does needs to sign a run.
+/// This process's variables that are [`allowed`], plus each variable of `passthrough`
+/// that is set. The signing key is never passed through: nothing a child does needs to
+/// sign a run.
 pub fn inherited(passthrough: &[String]) -> BTreeMap<String, String> {
     from(std::env::vars(), passthrough)
 }
@@ -83,7 +45,7 @@ pub fn inherited(passthrough: &[String]) -> BTreeMap<String, String> {
 /// [`inherited`] over any list of variables (the tests give their own).
 pub fn from(vars: impl IntoIterator<Item = (String, String)>, passthrough: &[String]) -> BTreeMap<String, String> {
     vars.into_iter()
-        .filter(|(name, _)| name != SIGNING_KEY_VAR && (!withheld(name) || passthrough.iter().any(|p| p == name)))
+        .filter(|(name, _)| name != SIGNING_KEY_VAR && (allowed(name) || passthrough.iter().any(|p| p == name)))
         .collect()
 }
 
@@ -135,53 +97,50 @@ mod tests {
         names.iter().map(|n| (n.to_string(), format!("value of {n}"))).collect()
     }
 
+    /// What an outside tester found still reaching agents and graders when the
+    /// environment was a deny-list by name: none of it does now.
+    const CREDENTIALS: &[&str] = &[
+        "STATEVAL_SIGNING_KEY",
+        "OPENAI_API_KEY",
+        "OPENAI_API_KEY_2",
+        "ANTHROPIC_API_KEY",
+        "AWS_SECRET_ACCESS_KEY",
+        "GITHUB_TOKEN",
+        "GITHUB_PAT",
+        "CI_JOB_JWT",
+        "CI_JOB_TOKEN",
+        "SLACK_WEBHOOK_URL",
+        "SENTRY_DSN",
+        "REDIS_URL",
+        "DATABASE_URL",
+        "PASSWORD",
+        "NPM_TOKEN",
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN",
+        "ACTIONS_RUNTIME_TOKEN",
+        "KUBECONFIG",
+        "DOCKER_CONFIG",
+        "SSH_AUTH_SOCK",
+        "VAULT_ADDR",
+        "AZURE_CLIENT_SECRET",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "HF_TOKEN",
+    ];
+
     #[test]
-    fn credentials_and_the_signing_key_are_withheld() {
-        for name in [
-            "STATEVAL_SIGNING_KEY",
-            "OPENAI_API_KEY",
-            "ANTHROPIC_API_KEY",
-            "GEMINI_API_KEY",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_ACCESS_KEY_ID",
-            "GITHUB_TOKEN",
-            "GH_TOKEN",
-            "SLACK_BOT_TOKEN",
-            "DB_PASSWORD",
-            "STRIPE_SECRET",
-            "HF_TOKEN",
-            "DATABASE_URL",
-            "openai_apikey",
-            "GOOGLE_APPLICATION_CREDENTIALS",
-        ] {
-            assert!(withheld(name), "{name}");
-        }
+    fn only_what_a_process_needs_to_start_reaches_a_child() {
+        let mut names: Vec<&str> = CREDENTIALS.to_vec();
+        names.extend(["PATH", "HOME", "LANG", "LC_ALL", "TERM", "CI", "KEYBOARD", "PYTHONPATH"]);
+        let env = from(vars(&names), &[]);
+        assert_eq!(env.keys().map(String::as_str).collect::<Vec<_>>(), ["HOME", "LANG", "LC_ALL", "PATH", "TERM"]);
     }
 
     #[test]
-    fn ordinary_variables_reach_children() {
-        for name in [
-            "PATH",
-            "HOME",
-            "LANG",
-            "TZ",
-            "OPENAI_BASE_URL",
-            "STATEVAL_CASE",
-            "KEYBOARD",
-            "CI",
-            "TOKENIZERS_PARALLELISM",
-        ] {
-            assert!(!withheld(name), "{name}");
-        }
-    }
-
-    #[test]
-    fn a_passthrough_brings_back_a_withheld_variable_but_never_the_signing_key() {
+    fn a_passthrough_brings_a_variable_by_name_but_never_the_signing_key() {
         let env = from(
-            vars(&["PATH", "GITHUB_TOKEN", "OPENAI_API_KEY", SIGNING_KEY_VAR]),
-            &["GITHUB_TOKEN".to_string(), SIGNING_KEY_VAR.to_string()],
+            vars(&["PATH", "GITHUB_TOKEN", "OPENAI_API_KEY", "PYTHONPATH", SIGNING_KEY_VAR]),
+            &["GITHUB_TOKEN".to_string(), "PYTHONPATH".to_string(), SIGNING_KEY_VAR.to_string()],
         );
-        assert_eq!(env.keys().map(String::as_str).collect::<Vec<_>>(), ["GITHUB_TOKEN", "PATH"]);
+        assert_eq!(env.keys().map(String::as_str).collect::<Vec<_>>(), ["GITHUB_TOKEN", "PATH", "PYTHONPATH"]);
         assert!(check_passthrough(&[SIGNING_KEY_VAR.to_string()]).unwrap_err().contains("only stateval signs"));
         assert!(check_passthrough(&["A=B".to_string()]).is_err());
         assert!(check_passthrough(&["GITHUB_TOKEN".to_string()]).is_ok());

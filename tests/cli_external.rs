@@ -243,11 +243,12 @@ fn a_request_that_differs_from_the_recorded_one_diverges_naming_the_json_pointer
 #[test]
 fn each_way_an_agent_misbehaves_fails_only_its_own_case_with_a_named_reason() {
     let Some(_) = python() else { return };
+    let grandchild = common::marker_seconds();
     let profiles = [
         profile("early", r#"["sh", "-c", "read l; exit 0"]"#, ""),
         profile("nonzero", r#"["sh", "-c", "read l; read l; exit 3"]"#, ""),
         profile("garbage", r#"["sh", "-c", "read l; read l; echo not json >&3"]"#, ""),
-        profile("hang", r#"["sh", "-c", "sleep 300 & echo $! > grandchild.pid; read l; read l; sleep 300"]"#, "")
+        profile("hang", &format!(r#"["sh", "-c", "sleep {grandchild} & read l; read l; sleep 300"]"#), "")
             .replace("timeout_ms = 20000", "timeout_ms = 1500"),
         profile("past", WIRE, ""),
         profile("wire", WIRE, ""),
@@ -284,20 +285,7 @@ fn each_way_an_agent_misbehaves_fails_only_its_own_case_with_a_named_reason() {
     }
     assert_eq!(report_case(&report, "fine")["passed"], true);
     // the hung agent's whole process tree was killed, its grandchild included
-    let pid = p.read("grandchild.pid").trim().to_string();
-    assert!(gone_within_5s(&pid), "process {pid} outlived its case run");
-}
-
-/// Whether process `pid` is gone (or a zombie) within five seconds.
-fn gone_within_5s(pid: &str) -> bool {
-    (0..100).any(|_| {
-        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .is_ok_and(|s| s.split_whitespace().nth(2).is_none_or(|state| state != "Z"));
-        if alive {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        !alive
-    })
+    assert!(common::gone_within_5s(&grandchild), "the hung agent's `sleep {grandchild}` outlived its case run");
 }
 
 #[test]
@@ -435,8 +423,9 @@ fn an_interrupted_run_exits_130_and_leaves_no_agent_process_behind() {
 }
 
 fn interrupt_with(signal: nix::sys::signal::Signal) {
+    let grandchild = common::marker_seconds();
     let p = project(
-        &profile("hang", r#"["sh", "-c", "sleep 300 & echo $! > grandchild.pid; read l; read l; sleep 300"]"#, ""),
+        &profile("hang", &format!(r#"["sh", "-c", "sleep {grandchild} & read l; read l; sleep 300"]"#), ""),
         &[case("hang", "hang", json!([text("x")]))],
     );
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_stateval"))
@@ -446,18 +435,16 @@ fn interrupt_with(signal: nix::sys::signal::Signal) {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("start stateval");
-    let pid_file = p.join("grandchild.pid");
     let started = (0..200).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(50));
-        std::fs::read_to_string(&pid_file).is_ok_and(|s| !s.trim().is_empty())
+        !common::processes_with_arg(&grandchild).is_empty()
     });
     assert!(started, "the agent never started");
     let pid = i32::try_from(child.id()).unwrap();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "{signal}");
-    let grandchild = p.read("grandchild.pid").trim().to_string();
-    assert!(gone_within_5s(&grandchild), "the agent's process {grandchild} outlived the interrupted run");
+    assert!(common::gone_within_5s(&grandchild), "the agent's `sleep {grandchild}` outlived the interrupted run");
 }
 
 // ---- stateval record ----------------------------------------------------------------
@@ -768,8 +755,9 @@ fn an_external_agents_payee_must_be_grounded_like_the_built_in_runtimes() {
 /// Answers every turn; after `end`, sleeps `LINGER_MS` before exiting (a framework
 /// flushing telemetry at exit), and first writes its environment to `env.json`.
 const LINGERING: &str = r#"import json, os, sys, time
-with open("env.json", "w") as f:
-    json.dump(dict(os.environ), f)
+# the project is read-only to an isolated agent: what it got goes to stderr, which
+# stateval keeps beside the log
+print("ENV " + json.dumps(dict(os.environ)), file=sys.stderr, flush=True)
 for line in sys.stdin:
     m = json.loads(line)
     if m["type"] == "turn":
@@ -799,7 +787,9 @@ fn framework_telemetry_is_off_by_default_and_the_exit_grace_is_the_profiles() {
     let report = short.json("reports/report.json");
     let error = report_case(&report, "linger")["runs"][0]["error"].as_str().unwrap_or_default().to_string();
     assert!(error.contains("did not exit within 300 ms of \"end\" (exit_grace_ms)"), "{error}");
-    let env = short.json("env.json");
+    let stderr = short.read(log_of(&short, "linger").replace(".jsonl", ".stderr"));
+    let line = stderr.lines().find_map(|l| l.strip_prefix("ENV ")).expect("the agent printed its environment");
+    let env: Value = serde_json::from_str(line).unwrap();
     for (name, value) in stateval::external::session::TELEMETRY_OFF {
         if name != "LANGSMITH_TRACING" {
             assert_eq!(env[name], json!(value), "{name} is set for the agent");

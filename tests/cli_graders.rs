@@ -88,30 +88,32 @@ fn kinds(events: &[Value]) -> Vec<&str> {
 #[test]
 fn a_passing_custom_grader_is_given_the_value_and_its_verdict_and_digests_go_into_the_log() {
     let p = project(&[("courteous", &["tone"], custom("graders/tone.py", 5000))]);
-    // the grader keeps what it was given, so the test can check the logged digest
+    // the grader says what it was given in its reason (an isolated grader writes nothing
+    // outside its scratch directory), so the test can check the logged digest
     p.write(
         "graders/tone.py",
-        "import json, sys\nraw = sys.stdin.read()\nopen('seen.json', 'w').write(raw)\nv = json.loads(raw)['value']\n\
-         print(json.dumps({'pass': 'thank' in v.lower(), 'score': 4, 'reason': 'says thank you'}))\n",
+        "import json, sys\nraw = sys.stdin.read()\nv = json.loads(raw)['value']\n\
+         print(json.dumps({'pass': 'thank' in v.lower(), 'score': 4, 'reason': 'says thank you; saw ' + raw}))\n",
     );
     run(&p).expect_code(0);
 
-    let seen: Value = serde_json::from_str(&p.read("seen.json")).unwrap();
+    let events = log_of(&p, "courteous");
+    let reason = events[events.len() - 2]["data"]["reason"].as_str().unwrap().to_string();
+    let raw = reason.strip_prefix("says thank you; saw ").expect("the grader's reason").to_string();
+    let seen: Value = serde_json::from_str(&raw).unwrap();
     assert_eq!(
         seen,
         json!({"target": "final_response", "value": REPLY, "run": 0,
                "case": {"id": "courteous", "dataset": "suite", "tags": ["tone"], "turns": ["Where is my order?"]}})
     );
-    let events = log_of(&p, "courteous");
     assert_eq!(kinds(&events)[events.len() - 2..], ["grader_called", "run_completed"]);
     let called = &events[events.len() - 2]["data"];
     let digest = |v: &Value| canon::canonical_digest(Context::Content, v).unwrap().to_string();
     assert_eq!(called["input_digest"], digest(&seen));
-    assert_eq!(called["output_digest"], digest(&json!({"pass": true, "score": 4, "reason": "says thank you"})));
-    assert_eq!((&called["pass"], &called["reason"]), (&json!(true), &json!("says thank you")));
-    assert!(
-        run_of(&p, "courteous")["checks"][0]["reason"].as_str().unwrap().ends_with("passed (score 4): says thank you")
-    );
+    assert_eq!(called["output_digest"], digest(&json!({"pass": true, "score": 4, "reason": reason})));
+    assert_eq!((&called["pass"], &called["reason"]), (&json!(true), &json!(reason)));
+    let shown = run_of(&p, "courteous")["checks"][0]["reason"].as_str().unwrap().to_string();
+    assert!(shown.contains("passed (score 4): says thank you; saw "), "{shown}");
     let log = p.log_files().pop().unwrap();
     let verified = p.stateval(&["verify", &log]);
     verified.expect_code(0);

@@ -27,6 +27,12 @@ fn project(agent: &str, python: &str, cases: &[(&str, &str)]) -> Project {
     project_with(agent, python, &[("ext", "")], &cases)
 }
 
+/// The cross-case agents swap their endpoints through a directory they share; isolated,
+/// they cannot (`an_isolated_agent_cannot_leave_its_neighbour_a_note`), so the tests of
+/// the server's own checks — which hold for an agent that learns another's token some
+/// other way — run them as plain processes.
+const UNISOLATED: &str = "[isolation]\nmode = \"off\"\n";
+
 /// [`project`] with several profiles of the agent, each with its own `env` (TOML), and
 /// cases that name theirs: (id, profile, content).
 fn project_with(agent: &str, python: &str, profiles: &[(&str, &str)], cases: &[(&str, &str, &str)]) -> Project {
@@ -47,7 +53,8 @@ fn project_with(agent: &str, python: &str, profiles: &[(&str, &str)], cases: &[(
         "pipeline/iso.toml",
         format!(
             "[pipeline]\nname = \"iso\"\ndatasets = [\"datasets/iso.jsonl\"]\n\n{profiles}\
-             [gates]\ndefault = {{ min_pass_rate = 1.0 }}\n\n[report]\njson = \"reports/report.json\"\n"
+             [gates]\ndefault = {{ min_pass_rate = 1.0 }}\n\n[report]\njson = \"reports/report.json\"\n\n\
+             {UNISOLATED}"
         ),
     );
     let lines: Vec<String> = cases
@@ -171,4 +178,30 @@ fn an_agent_that_points_the_vendors_sdks_at_another_case_run_is_refused_and_flag
         assert_eq!(flags[0]["data"]["class"], "cross_case");
     }
     common::mark_ran("cross-case-sdks");
+}
+
+/// Isolated, two concurrent agents have no file to leave each other a note in: the
+/// project is read-only and each has a scratch directory of its own, so the agent that
+/// swaps endpoints through `peers/` fails at its first write, in each case.
+#[test]
+fn an_isolated_agent_cannot_leave_its_neighbour_a_note() {
+    if !python() {
+        return;
+    }
+    if let Some(why) = stateval::isolation::unavailable() {
+        assert!(std::env::var_os("STATEVAL_REQUIRE_SANDBOX").is_none(), "no sandbox: {why}");
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let p = project("cross_agent.py", "python3", &[("alpha", "alpha's answer"), ("beta", "beta's answer")]);
+    let pipeline = p.read("pipeline/iso.toml").replace(UNISOLATED, "");
+    p.write("pipeline/iso.toml", pipeline);
+    p.stateval(&["run", "pipeline/iso.toml", "--jobs", "2"]).expect_code(1);
+    for case in ["alpha", "beta"] {
+        let log = p.log_files().into_iter().find(|f| f.contains(&format!("/{case}/0.jsonl"))).expect("a log");
+        let stderr = p.read(log.replace(".jsonl", ".stderr"));
+        assert!(stderr.contains("Read-only file system"), "{case}: {stderr}");
+        assert!(of_kind(&events(&p, case), "model_called").is_empty(), "{case} reached nobody");
+    }
+    assert!(!p.exists("peers"), "nothing was written into the project");
 }

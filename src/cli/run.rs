@@ -7,6 +7,7 @@ use super::{CliError, Exit};
 use stateval::evidence::SecretKey;
 use stateval::golden;
 use stateval::interrupt::{self, Phase};
+use stateval::isolation;
 use stateval::pipeline::Pipeline;
 use stateval::report;
 use stateval::runner::shard::{PlanFile, Shard, Strategy};
@@ -135,6 +136,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     if let Some(out) = &args.out {
         plan.pipeline.pipeline.store = out.to_string_lossy().into_owned();
     }
+    check_isolation(&plan, signer.is_some())?;
     let whole = plan.cases.len();
     let reuse = args
         .reuse
@@ -191,6 +193,26 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     told
 }
 
+/// A pipeline whose external agents cannot be isolated here is refused under
+/// `[isolation] mode = "required"`, and said loudly otherwise, before anything runs.
+/// (Custom graders are found as cases are graded: a run that started one unisolated
+/// says so at its end, see [`tell`].)
+fn check_isolation(plan: &Plan, signing: bool) -> Result<(), CliError> {
+    if plan.pipeline.agents.values().all(|p| p.kind != stateval::pipeline::AgentKind::External) {
+        return Ok(());
+    }
+    let Some(why) = plan.confinement().why_not() else { return Ok(()) };
+    if plan.pipeline.isolation.mode == isolation::Mode::Required {
+        return Err(CliError::invalid(format!(
+            "{}: [isolation] mode = \"required\", and the code under test cannot be isolated here: {why}",
+            plan.pipeline.display(&plan.pipeline.path)
+        )));
+    }
+    let signs = signing.then_some(plan.pipeline.isolation.sign_unisolated);
+    super::err(format_args!("stateval: {}", isolation::warning(&why, signs)));
+    Ok(())
+}
+
 /// What a finished run prints and writes: what it reused, a shard's summary, or the
 /// reports and the summary (and what it blessed); the run's exit.
 fn tell(
@@ -201,6 +223,11 @@ fn tell(
     shard: Option<Shard>,
     whole: usize,
 ) -> Result<Exit, CliError> {
+    if let Some(why) = outcome.extras.get(isolation::EXTRA).and_then(|x| x["why"].as_str()) {
+        let signed = outcome.extras[isolation::EXTRA]["signed"].as_bool();
+        let signing = SecretKey::from_env().ok().flatten().is_some().then_some(signed.unwrap_or(false));
+        super::err(format_args!("stateval: {}", isolation::warning(why, signing)));
+    }
     if let (Some(reuse), Some(dir)) = (reuse, &args.reuse) {
         let reused = reuse.reused.load(std::sync::atomic::Ordering::Relaxed);
         super::out(format!("reused {reused} of {} cases from {}", outcome.cases.len(), dir.display()));

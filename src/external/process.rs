@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
@@ -22,6 +22,7 @@ use command_fds::{CommandFdExt, FdMapping};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
+use crate::isolation::{Confinement, Scratch};
 use crate::secrets::Scrubber;
 
 /// The agent's protocol pipe, as a file descriptor in its process: the first one after
@@ -99,17 +100,23 @@ pub struct AgentProcess {
     /// The thread keeping stderr: waited for (briefly) when the tree is killed, so the
     /// file holds the agent's last lines when the run's failure is explained from it.
     keeper: Option<std::thread::JoinHandle<()>>,
+    /// The agent's scratch directory under isolation: removed after the tree is killed
+    /// (fields drop after [`Drop::drop`] ran).
+    _scratch: Option<Scratch>,
 }
 
 impl AgentProcess {
-    /// Start `command` in `cwd` with exactly `env`, in a new process group, with the
+    /// Start `command` in `cwd` with exactly `env`, confined by `confinement` (with
+    /// `TMPDIR` its scratch directory when isolated), in a new process group, with the
     /// write end of a fresh pipe as its [`PROTOCOL_FD`]. Lines of that pipe and of
     /// stdout go to `events` via `wrap`; stderr is kept in `stderr` (or dropped), which
     /// [`AgentProcess::keep_stdout`] adds to, both scrubbed by `scrubber`.
+    #[allow(clippy::too_many_arguments)]
     pub fn spawn<M: Send + 'static>(
         command: &[String],
         cwd: &Path,
         env: &[(String, String)],
+        confinement: &Confinement,
         stderr: Option<&Path>,
         scrubber: &Scrubber,
         events: Sender<M>,
@@ -127,12 +134,13 @@ impl AgentProcess {
         // both ends close on exec; the child gets the write end as fd 3 only, and ours
         // closes when `cmd` drops below, so the reader sees the end when the agent exits
         let (protocol, protocol_writer) = std::io::pipe()?;
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .current_dir(cwd)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
+        let confined = confinement.command(Path::new(program), args, cwd).map_err(std::io::Error::other)?;
+        let (mut cmd, scratch) = (confined.command, confined.scratch);
+        cmd.env_clear().envs(env.iter().map(|(k, v)| (k, v)));
+        if let Some(scratch) = &scratch {
+            cmd.env("TMPDIR", scratch.path());
+        }
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(if output.is_some() { Stdio::piped() } else { Stdio::null() })
             .process_group(0)
@@ -147,7 +155,7 @@ impl AgentProcess {
         }
         // started after an interrupted run's `kill_all` took the live groups: it goes too
         if crate::interrupt::interrupted() {
-            drop(AgentProcess { child, stdin: None, pgid, output: None, keeper: None }); // its drop kills the tree
+            drop(AgentProcess { child, stdin: None, pgid, output: None, keeper: None, _scratch: scratch }); // its drop kills the tree
             return Err(std::io::Error::other("the run was interrupted"));
         }
         let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout pipe"))?;
@@ -161,7 +169,7 @@ impl AgentProcess {
             _ => None,
         };
         let stdin = child.stdin.take();
-        Ok(AgentProcess { child, stdin, pgid, output, keeper })
+        Ok(AgentProcess { child, stdin, pgid, output, keeper, _scratch: scratch })
     }
 
     /// Keep a stdout line that is not protocol in the output file, marked as stdout.

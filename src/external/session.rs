@@ -51,6 +51,8 @@ pub struct Launch<'a> {
     pub run_id: &'a str,
     pub command: &'a [String],
     pub cwd: PathBuf,
+    /// How the agent is isolated ([`crate::isolation`]).
+    pub confinement: &'a crate::isolation::Confinement,
     /// Stderr goes here (beside the log), or nowhere.
     pub stderr: Option<PathBuf>,
     /// The stateval binary, for `stateval mcp-stdio` (`STATEVAL_BIN`).
@@ -195,7 +197,8 @@ impl<'a, 'p> Session<'a, 'p> {
         // run, but its output reaches the failure's explanation and every report (its
         // requests keep the profile's scrubber alone: their digests must not move)
         let output = session.scrubber.clone().with_literals([credentials.token.as_str(), credentials.key.as_str()]);
-        let process = AgentProcess::spawn(launch.command, &launch.cwd, &env, stderr, &output, tx, Msg::Agent);
+        let process =
+            AgentProcess::spawn(launch.command, &launch.cwd, &env, launch.confinement, stderr, &output, tx, Msg::Agent);
         let outcome = match process {
             Ok(mut process) => {
                 let outcome = session.converse(&mut process);

@@ -47,6 +47,9 @@ pub struct Pipeline {
     pub report: ReportConfig,
     #[serde(default)]
     pub goldens: GoldensConfig,
+    /// How the code under test is isolated (`[isolation]`, see [`crate::isolation`]).
+    #[serde(default)]
+    pub isolation: crate::isolation::IsolationConfig,
     /// Where the file was read from (not part of the TOML).
     #[serde(skip)]
     pub path: PathBuf,

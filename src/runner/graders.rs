@@ -1,7 +1,9 @@
 //! The runner's side of custom graders and judges: the I/O behind `grade::calls`.
 //!
-//! A custom grader runs in the pipeline's base directory, in its own process group,
-//! with the canonical input on stdin (then closed) and a wall-clock deadline; past it,
+//! A custom grader runs in the pipeline's base directory, isolated like an external
+//! agent ([`crate::isolation`]: the file system read-only but for a scratch directory
+//! of its own, no view of the store or the key, no process outliving it), in its own
+//! process group, with the canonical input on stdin (then closed) and a wall-clock deadline; past it,
 //! the whole group is killed. Stdout and stderr are read on their own threads so a
 //! chatty grader cannot block on a full pipe. Every live group is registered, so an
 //! interrupted run ([`kill_all`]) leaves no grader behind. Judges are served from the
@@ -9,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,6 +24,7 @@ use crate::dataset::expect::custom::CustomSpec;
 use crate::grade::calls::{Backend, JudgeMiss, RecordedAnswer};
 use crate::grade::custom::{Exit, Finished, MAX_STDOUT_BYTES, STDERR_TAIL_CHARS};
 use crate::grade::judge::JudgeKey;
+use crate::isolation::{Confinement, Scratch};
 use crate::pipeline::Pipeline;
 use crate::pipeline::judges::JudgeProfile;
 use crate::replay::judge::JudgeBook;
@@ -40,21 +43,27 @@ pub fn kill_all() {
 /// Custom graders and judges for one run, over the plan's pipeline and judge recordings.
 pub struct RunGraders<'p> {
     pipeline: &'p Pipeline,
+    confinement: &'p Confinement,
     judges: &'p BTreeMap<String, Arc<JudgeBook>>,
     /// Rubric texts read so far in this run, by path.
     rubrics: BTreeMap<String, String>,
 }
 
 impl<'p> RunGraders<'p> {
-    pub fn new(pipeline: &'p Pipeline, judges: &'p BTreeMap<String, Arc<JudgeBook>>) -> Self {
-        RunGraders { pipeline, judges, rubrics: BTreeMap::new() }
+    pub fn new(
+        pipeline: &'p Pipeline,
+        confinement: &'p Confinement,
+        judges: &'p BTreeMap<String, Arc<JudgeBook>>,
+    ) -> Self {
+        RunGraders { pipeline, confinement, judges, rubrics: BTreeMap::new() }
     }
 }
 
 impl Backend for RunGraders<'_> {
     fn run(&mut self, spec: &CustomSpec, stdin: &[u8]) -> Finished {
         let env = crate::child_env::inherited(&spec.env_passthrough);
-        run_command(&spec.command, &self.pipeline.base, &env, stdin, Duration::from_millis(spec.timeout_ms))
+        let limit = Duration::from_millis(spec.timeout_ms);
+        run_command(&spec.command, &self.pipeline.base, &env, stdin, limit, self.confinement)
     }
 
     fn rubric(&mut self, path: &str) -> Result<String, String> {
@@ -83,14 +92,15 @@ impl Backend for RunGraders<'_> {
 }
 
 /// Run `command` in `cwd` with exactly the environment `env` (see
-/// [`crate::child_env::inherited`]) and `stdin`, for at most `limit`. A relative program
-/// path resolves from `cwd`, a bare name from PATH.
+/// [`crate::child_env::inherited`]) and `stdin`, for at most `limit`, confined by
+/// `confinement`. A relative program path resolves from `cwd`, a bare name from PATH.
 pub fn run_command(
     command: &[String],
     cwd: &Path,
     env: &std::collections::BTreeMap<String, String>,
     stdin: &[u8],
     limit: Duration,
+    confinement: &Confinement,
 ) -> Finished {
     let not_started = |why: String| Finished { exit: Exit::NotStarted(why), stdout: Vec::new(), stderr: Vec::new() };
     let Some((program, args)) = command.split_first() else {
@@ -100,7 +110,11 @@ pub fn run_command(
         Ok(p) => p,
         Err(e) => return not_started(e),
     };
-    let mut child = match spawn(&program, args, cwd, env) {
+    let confined = match confinement.command(&program, args, cwd) {
+        Ok(confined) => confined,
+        Err(e) => return not_started(e),
+    };
+    let mut child = match spawn(confined.command, env, confined.scratch.as_ref()) {
         Ok(child) => child,
         Err(e) => return not_started(e.to_string()),
     };
@@ -154,17 +168,16 @@ pub fn run_command(
 }
 
 fn spawn(
-    program: &PathBuf,
-    args: &[String],
-    cwd: &Path,
+    mut command: Command,
     env: &std::collections::BTreeMap<String, String>,
+    scratch: Option<&Scratch>,
 ) -> std::io::Result<std::process::Child> {
     use std::os::unix::process::CommandExt;
-    Command::new(program)
-        .args(args)
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env)
+    command.env_clear().envs(env);
+    if let Some(scratch) = scratch {
+        command.env("TMPDIR", scratch.path());
+    }
+    command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -218,6 +231,10 @@ fn read_tail(mut pipe: impl Read, keep: usize) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    fn plain() -> Confinement {
+        Confinement::standalone(crate::isolation::IsolationConfig::default())
+    }
+
     fn sh(script: &str, stdin: &str, limit_ms: u64) -> Finished {
         let command = vec!["sh".to_string(), "-c".to_string(), script.to_string()];
         run_command(
@@ -226,6 +243,7 @@ mod tests {
             &crate::child_env::inherited(&[]),
             stdin.as_bytes(),
             Duration::from_millis(limit_ms),
+            &plain(),
         )
     }
 
@@ -252,6 +270,7 @@ mod tests {
             &Default::default(),
             b"",
             Duration::from_secs(1),
+            &plain(),
         );
         assert!(matches!(f.exit, Exit::NotStarted(ref why) if why.contains("no such file")), "{:?}", f.exit);
     }

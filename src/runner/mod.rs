@@ -31,6 +31,7 @@ use crate::external::{ExternalAgent, Launch, RecordMode, Server};
 use crate::gate::Tally;
 use crate::grade::calls::Grading;
 use crate::grade::custom::CaseInfo;
+use crate::isolation::Confinement;
 use crate::metrics::block::{self as metric_block, MetricBlock};
 use crate::metrics::dimensions as cards_api;
 use crate::outcome::{AgentDiagnosis, CaseOutcome, CaseSpill, Cases, Check, RunResult, SuiteOutcome};
@@ -126,6 +127,8 @@ pub struct Plan {
     /// Tag gates whose tag some case carries but no selected one (`--filter`, `--tag`):
     /// this run does not judge them, and its summary says so.
     pub gates_left_out: Vec<String>,
+    /// How external agents and custom graders are isolated (see [`Plan::confinement`]).
+    confinement: std::sync::OnceLock<Confinement>,
 }
 
 /// An agent profile as the plan keeps it once validated.
@@ -326,6 +329,7 @@ impl Plan {
             record: None,
             requests: None,
             gates_left_out,
+            confinement: std::sync::OnceLock::new(),
         })
     }
 
@@ -347,6 +351,13 @@ impl Plan {
 
     pub fn layout(&self) -> Layout {
         Layout::new(&self.pipeline.store_dir())
+    }
+
+    /// How this run's external agents and custom graders are started
+    /// ([`crate::isolation`]): made at the first start, when the store is where the run
+    /// writes (`--out` moves it after the plan is made), so that it is hidden.
+    pub fn confinement(&self) -> &Confinement {
+        self.confinement.get_or_init(|| Confinement::new(self.pipeline.isolation.clone(), &self.pipeline.store_dir()))
     }
 
     /// The `golden` check of run `k` of `case` ([`crate::golden::Goldens::check`]), its
@@ -467,6 +478,7 @@ impl Plan {
                     run_id: &self.run_id,
                     command: &profile.command,
                     cwd: self.pipeline.resolve(profile.cwd.as_deref().unwrap_or(".")),
+                    confinement: self.confinement(),
                     stderr,
                     binary: std::env::current_exe().ok(),
                     record: self.record.as_deref(),
@@ -479,7 +491,7 @@ impl Plan {
         // served line by line holds its whole text) before grading, a long run's peak
         let (used, recorded) = (provider.position(), provider.recorded());
         drop(provider);
-        let mut backend = graders::RunGraders::new(&self.pipeline, &self.judges);
+        let mut backend = graders::RunGraders::new(&self.pipeline, self.confinement(), &self.judges);
         let info = CaseInfo {
             id: case.id.clone(),
             dataset: case.dataset.clone(),
@@ -1251,6 +1263,13 @@ pub(crate) fn conclude_staged<'a>(
         gates.extend(crate::gate::evaluate_cards(&plan.pipeline.gates, &card_targets));
         churn::golden_churn(plan, &cases, &mut gates, &card_cases, &evaluate, &mut extras)?;
     }
+    // a run whose code under test ran unisolated says so in its verdict (suite.json,
+    // report.json), and is signed only where the pipeline asks for it
+    let unisolated = plan.confinement.get().and_then(Confinement::unisolated);
+    let signer = options.signer.as_deref().filter(|_| unisolated.is_none() || plan.pipeline.isolation.sign_unisolated);
+    if let Some(why) = &unisolated {
+        extras.insert(crate::isolation::EXTRA.to_string(), crate::isolation::extra(why, signer.is_some()));
+    }
     let passed = if options.shard.is_some() { cases.passed() == cases.len() } else { gates.iter().all(|g| g.passed) };
     if let Some(shard) = options.shard {
         let record = shard::ShardRecord {
@@ -1283,7 +1302,7 @@ pub(crate) fn conclude_staged<'a>(
     // report can carry it
     let manifest = RunManifest::new(&plan.run_id, plan.digest, logs, files, passed);
     outcome.root = Some(manifest.root().to_string());
-    Ok(Concluding { plan, store, run, manifest, suite, signer: options.signer.as_deref(), outcome, pending: None })
+    Ok(Concluding { plan, store, run, manifest, suite, signer, outcome, pending: None })
 }
 
 /// The manifest's entries for the verdict files in `run_dir`, with `suite.json` as

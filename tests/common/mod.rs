@@ -402,3 +402,42 @@ pub fn mark_ran(suite: &str) {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(suite), b"ran\n").unwrap();
 }
+
+/// A marker no other process carries: a `sleep` of this many seconds is found by its
+/// command line, whatever PID namespace it runs in (an isolated agent's `$!` is a PID
+/// of its own namespace, which means nothing outside it).
+#[allow(dead_code)]
+pub fn marker_seconds() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}.{:06}{:03}", 300 + n, std::process::id() % 1_000_000, n)
+}
+
+/// The processes (not zombies) whose command line holds `arg` as an argument.
+#[allow(dead_code)]
+pub fn processes_with_arg(arg: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| s.rsplit(')').next().and_then(|r| r.split_whitespace().next()) != Some("Z"));
+            alive
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).any(|part| part == arg.as_bytes()))
+        })
+        .collect()
+}
+
+/// Whether every process carrying `arg` is gone within five seconds.
+#[allow(dead_code)]
+pub fn gone_within_5s(arg: &str) -> bool {
+    (0..100).any(|_| {
+        let gone = processes_with_arg(arg).is_empty();
+        if !gone {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        gone
+    })
+}
