@@ -158,7 +158,9 @@ fn probe() -> Result<PathBuf, String> {
     // a real start, not `--version`: a kernel without unprivileged user namespaces
     // (or a container that forbids them) has bwrap and still cannot isolate
     let mut args = namespaces();
-    args.extend(["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", ":"].map(String::from));
+    args.extend(
+        ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", "/bin/sh", "-c", ":"].map(String::from),
+    );
     let output = Command::new(&program)
         .args(&args)
         .env_clear()
@@ -255,7 +257,9 @@ impl Confinement {
             (Mode::Off, _) => None,
             (_, Ok(bwrap)) => Some(bwrap),
             (Mode::Required, Err(why)) => {
-                return Err(format!("[isolation] mode = \"required\", and the code under test cannot be isolated: {why}"));
+                return Err(format!(
+                    "[isolation] mode = \"required\", and the code under test cannot be isolated: {why}"
+                ));
             }
             (Mode::Auto, Err(_)) => None,
         };

@@ -35,10 +35,10 @@ pub mod golden;
 pub mod grade;
 /// Foreign traces (OpenAI, Anthropic, OTel GenAI, MCP, envelope) → event logs and incident cases.
 pub mod import;
-/// The sandbox every program stateval starts on a pipeline's behalf runs in.
-pub mod isolation;
 /// SIGINT and SIGTERM as a flag a run reads at each phase boundary (exit 130).
 pub mod interrupt;
+/// The sandbox every program stateval starts on a pipeline's behalf runs in.
+pub mod isolation;
 /// Metrics of docs/metrics.md: pure functions over JSON values, dataset blocks, `stateval metric`.
 pub mod metrics;
 /// What a run decided: checks, runs, cases, gates, the suite; the runner produces

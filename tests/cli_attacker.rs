@@ -108,7 +108,9 @@ fn the_agent_cannot_read_the_signing_key_from_its_parent_nor_from_its_file() {
         let p = project(isolation, "");
         p.stateval(&["keygen", "-o", "keys/ci"]).expect_code(0);
         let key = abs(&p, "keys/ci.key");
-        let pipeline = p.read("pipeline/atk.toml").replace("env = {  }", &format!("env = {{ ATTACKS = \"key\", KEY_GUESS = {key:?} }}"));
+        let pipeline = p
+            .read("pipeline/atk.toml")
+            .replace("env = {  }", &format!("env = {{ ATTACKS = \"key\", KEY_GUESS = {key:?} }}"));
         p.write("pipeline/atk.toml", pipeline);
         let out = run(&p, &[("STATEVAL_SIGNING_KEY", &key)]);
         out.expect_code(0);
@@ -270,10 +272,9 @@ fn no_credential_of_the_ci_machine_reaches_the_agent_unless_its_profile_names_it
     run(&p, &vars).expect_code(0);
     assert_eq!(answer(&p)["env"], json!([]), "no credential reached the agent");
     // the channel works: what the profile names does reach it
-    let pipeline = p.read("pipeline/atk.toml").replace(
-        "timeout_ms = 20000\n",
-        "timeout_ms = 20000\nenv_passthrough = [\"SENTRY_DSN\", \"CI_JOB_JWT\"]\n",
-    );
+    let pipeline = p
+        .read("pipeline/atk.toml")
+        .replace("timeout_ms = 20000\n", "timeout_ms = 20000\nenv_passthrough = [\"SENTRY_DSN\", \"CI_JOB_JWT\"]\n");
     p.write("pipeline/atk.toml", pipeline);
     std::fs::remove_dir_all(p.join(".stateval")).unwrap();
     run(&p, &vars).expect_code(0);

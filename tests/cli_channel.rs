@@ -96,12 +96,13 @@ fn an_agent_speaking_on_the_fd_passes_whatever_it_prints_on_stdout_and_its_outpu
 fn an_agent_printing_its_own_credentials_has_them_kept_scrubbed() {
     let script = "read l; read l; echo \"base $OPENAI_BASE_URL key $OPENAI_API_KEY\"; \
                   echo \"mcp $STATEVAL_MCP_URL anthropic $ANTHROPIC_API_KEY\" >&2; \
-                  echo \"$OPENAI_BASE_URL\" > creds.txt; echo \"$OPENAI_API_KEY\" >> creds.txt; \
-                  echo '{\"type\":\"turn_result\",\"turn\":0,\"output\":\"done\"}' >&3; read l; exit 0";
+                  printf '{\"type\":\"turn_result\",\"turn\":0,\"output\":\"%s\\\\n%s\"}\\n' \"$OPENAI_BASE_URL\" \"$OPENAI_API_KEY\" >&3; \
+                  read l; exit 0";
     let p = project(&[("leaky", script)], &[("leak", "leaky", &["hi"])]);
     p.stateval(&["run", "pipeline/channel.toml"]).expect_code(0);
-    let (_, kept) = run_of(&p, "leak");
-    let creds = p.read("creds.txt");
+    let (events, kept) = run_of(&p, "leak");
+    // the credentials, as the agent answered them (the log keeps what it answered)
+    let creds = responses(&events)[0].to_string();
     let (base, key) = creds.split_once('\n').expect("the agent wrote both");
     let token = base.split("/r/").nth(1).and_then(|rest| rest.split('/').next()).expect("a route token");
     assert!(token.len() >= 16 && key.trim().len() >= 16, "{creds}");

@@ -266,24 +266,21 @@ fn a_merged_run_anchors_its_own_verdict_files() {
 // ---------------------------------------------------------------------------------
 // no stateval secret in any child
 
-/// An external agent that writes its whole environment to `$DUMP` and answers every
-/// turn, and a custom grader that writes its environment to `grader-env.json` and passes.
+/// An external agent that answers every turn with its whole environment, and a custom
+/// grader that passes with its environment as its reason (isolated, neither can write a
+/// file the test could read).
 const AGENT: &str = r#"import json, os, sys
-with open(os.environ["DUMP"], "w") as f:
-    json.dump(dict(os.environ), f)
 for line in sys.stdin:
     m = json.loads(line)
     if m["type"] == "turn":
-        print(json.dumps({"type": "turn_result", "turn": m["turn"], "output": "ok"}), flush=True)
+        print(json.dumps({"type": "turn_result", "turn": m["turn"], "output": json.dumps(dict(os.environ))}), flush=True)
     elif m["type"] == "end":
         break
 "#;
 
 const GRADER: &str = r#"import json, os, sys
 json.load(sys.stdin)
-with open("grader-env.json", "w") as f:
-    json.dump(dict(os.environ), f)
-print(json.dumps({"pass": True, "reason": "dumped"}))
+print(json.dumps({"pass": True, "reason": json.dumps(dict(os.environ))}))
 "#;
 
 fn leaky_project(passthrough: &str) -> Project {
@@ -295,7 +292,7 @@ fn leaky_project(passthrough: &str) -> Project {
         format!(
             "[pipeline]\nname = \"leak\"\ndatasets = [\"datasets/leak.jsonl\"]\n\n\
              [agents.dumper]\nkind = \"external\"\ncommand = [\"python3\", \"agents/dump.py\"]\n\
-             env = {{ DUMP = \"agent-env.json\" }}\n{passthrough}\n\n\
+             {passthrough}\n\n\
              [gates]\ndefault = {{ min_pass_rate = 1.0 }}\n"
         ),
     );
@@ -307,8 +304,16 @@ fn leaky_project(passthrough: &str) -> Project {
     p
 }
 
-fn env_of(p: &Project, file: &str) -> serde_json::Map<String, Value> {
-    p.json(file).as_object().expect("an environment").clone()
+/// The environment the agent (`"agent"`) or the grader (`"grader"`) said it had.
+fn env_of(p: &Project, which: &str) -> serde_json::Map<String, Value> {
+    let log = p.log_files().into_iter().find(|f| f.contains("/dump/0.jsonl")).expect("a log");
+    let events = common::events_of(&p.read_bytes(&log));
+    let said = match which {
+        "agent" => events.iter().find(|e| e["kind"] == "turn_completed").map(|e| &e["data"]["response"]),
+        _ => events.iter().find(|e| e["kind"] == "grader_called").map(|e| &e["data"]["reason"]),
+    };
+    let said = said.and_then(Value::as_str).unwrap_or_else(|| panic!("the {which} said nothing"));
+    serde_json::from_str::<Value>(said).unwrap().as_object().expect("an environment").clone()
 }
 
 #[test]
@@ -330,9 +335,11 @@ fn neither_an_agent_nor_a_grader_sees_the_signing_key_or_a_credential() {
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    for file in ["agent-env.json", "grader-env.json"] {
+    for file in ["agent", "grader"] {
         let env = env_of(&p, file);
-        assert_eq!(env.get("ORDINARY_SETTING"), Some(&json!("kept")), "{file}: ordinary variables are inherited");
+        // an allow-list: what a process needs to start, and nothing it was not given
+        assert!(env.contains_key("PATH"), "{file}: {env:?}");
+        assert_eq!(env.get("ORDINARY_SETTING"), None, "{file}: only what a process needs to start is inherited");
         let text = serde_json::to_string(&env).expect("json");
         for (name, value) in &secrets {
             assert!(!text.contains(value.as_str()), "{file}: the value of {name} reached the child");
@@ -340,7 +347,7 @@ fn neither_an_agent_nor_a_grader_sees_the_signing_key_or_a_credential() {
         assert!(!env.contains_key("STATEVAL_SIGNING_KEY") && !env.contains_key("GITHUB_TOKEN"), "{file}");
     }
     // the agent's own replay key is stateval's, never the parent's
-    let agent = env_of(&p, "agent-env.json");
+    let agent = env_of(&p, "agent");
     assert_ne!(agent["OPENAI_API_KEY"], json!(secrets[1].1));
     // and the run was signed all the same: the parent kept the key
     let run_dir = format!(".stateval/runs/{}", p.run_ids()[0]);
@@ -358,17 +365,17 @@ fn a_profile_passes_a_named_variable_through_and_never_the_signing_key() {
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let env = env_of(&p, "agent-env.json");
+    let env = env_of(&p, "agent");
     assert_eq!(env.get("GITHUB_TOKEN"), Some(&json!("ghp_passedthroughonpurpose0123456789ab")));
     assert!(!env.contains_key("GITLAB_TOKEN"));
     // the grader passed nothing through: it does not get it
-    assert!(!env_of(&p, "grader-env.json").contains_key("GITHUB_TOKEN"));
+    assert!(!env_of(&p, "grader").contains_key("GITHUB_TOKEN"));
 
     let refused = leaky_project("env_passthrough = [\"STATEVAL_SIGNING_KEY\"]");
     let out = refused.stateval(&["run", "pipeline/leak.toml"]);
     out.expect_code(2);
     assert!(out.stderr.contains("only stateval signs a run"), "{}", out.stderr);
-    assert!(!refused.exists("agent-env.json"), "nothing ran");
+    assert!(refused.log_files().is_empty(), "nothing ran");
 }
 
 #[test]

@@ -15,7 +15,19 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "base",
-        &["atomic", "canon", "child_env", "containment", "diag", "interrupt", "par", "schemas", "secrets", "text"],
+        &[
+            "atomic",
+            "canon",
+            "child_env",
+            "containment",
+            "diag",
+            "interrupt",
+            "isolation",
+            "par",
+            "schemas",
+            "secrets",
+            "text",
+        ],
     ),
     ("data", &["dataset", "event", "evidence", "outcome", "pipeline"]),
     (

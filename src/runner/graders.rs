@@ -177,12 +177,7 @@ fn spawn(
     if let Some(scratch) = scratch {
         command.env("TMPDIR", scratch.path());
     }
-    command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
+    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).spawn()
 }
 
 fn exit_of(status: std::process::ExitStatus) -> Exit {
