@@ -136,10 +136,12 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         plan.pipeline.pipeline.store = out.to_string_lossy().into_owned();
     }
     let whole = plan.cases.len();
+    // a run that signs takes over only runs its own key signed (docs/evidence.md)
+    let trust = stateval::evidence::Trust::of_signer(signer.as_deref());
     let reuse = args
         .reuse
         .as_deref()
-        .map(|dir| stateval::runner::reuse::Reuse::scan(dir, &plan.layout().run_dir(&plan.run_id)))
+        .map(|dir| stateval::runner::reuse::Reuse::scan(dir, &plan.layout().run_dir(&plan.run_id), &trust))
         .transpose()
         .map_err(CliError::invalid)?;
     // Everything is valid: only now may an earlier run's reports go (nothing is deleted
@@ -204,6 +206,9 @@ fn tell(
     if let (Some(reuse), Some(dir)) = (reuse, &args.reuse) {
         let reused = reuse.reused.load(std::sync::atomic::Ordering::Relaxed);
         super::out(format!("reused {reused} of {} cases from {}", outcome.cases.len(), dir.display()));
+        if let Some(notice) = reuse.trust().notice("--reuse", "runs") {
+            super::out(notice);
+        }
         for (why, cases) in reuse.not_reused() {
             const SHOWN: usize = 3;
             let more = cases.len().saturating_sub(SHOWN);
