@@ -227,6 +227,10 @@ fn tell(
             outcome.passed_cases(),
             plan.pipeline.display(&plan.layout().run_dir(&plan.run_id)),
         ));
+        // the root a separate step signs the shard against (`stateval sign`)
+        if let (Some(root), Some(signature)) = (&outcome.root, &outcome.signature) {
+            super::out(format!("root {root} ({signature})"));
+        }
         return Ok(Exit::Pass);
     }
 
