@@ -188,9 +188,16 @@ fn shards(p: &Project, key: Option<&str>) {
 #[test]
 fn a_merge_with_a_key_refuses_a_forged_shard_unsigned_or_signed_by_another_key_naming_it() {
     let p = project();
-    let (key, _) = keygen(&p, "ci");
+    let (key, public) = keygen(&p, "ci");
     let (other, _) = keygen(&p, "attacker");
     shards(&p, Some(&key));
+    // signed by the merge's own key: taken over, and the merged run is signed
+    let honest = ["merge", "--pipeline", PIPELINE, "--out", "honest", "shards/1", "shards/2"];
+    let out = stateval(&p, Some(&key), &honest);
+    out.expect_code(1);
+    assert!(!out.stdout.contains("taking over unsigned"), "{}", out.stdout);
+    stateval(&p, None, &["verify", &only_run(&p, "honest"), "--pubkey", &public]).expect_code(0);
+
     let shard = only_run(&p, "shards/2");
     forge_a_pass(&p.join(&shard));
     std::fs::remove_file(p.join(&shard).join("manifest.sig")).expect("the shard was signed");

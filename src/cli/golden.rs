@@ -23,14 +23,14 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
+use super::catalog::Catalog;
 use super::{CliError, Exit};
 use stateval::event::verify::verify_bytes;
-use stateval::evidence::{CheckOptions, PublicKey, RunManifest, SecretKey, Trust, check_run};
+use stateval::evidence::{CheckOptions, PublicKey, SecretKey, Trust, check_run};
 use stateval::golden::churn::{self, Group, Grouper, Member};
 use stateval::golden::{Goldens, Written, bless, normalize};
 use stateval::outcome::{CASES_FILE, SUITE_FILE, SuiteOutcome};
 use stateval::pipeline::Pipeline;
-use stateval::store::{Layout, SledStore, Store};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -123,8 +123,9 @@ fn load(common: &Common) -> Result<Loaded, CliError> {
         Some(dir) => dir.clone(),
         None => newest_run(&pipeline.store_dir(), catalog.as_ref())?.ok_or_else(|| {
             CliError::invalid(format!(
-                "no finished run in {}: `stateval run {}` first, or name one with --run DIR",
+                "no finished run in {}{}: `stateval run {}` first, or name one with --run DIR",
                 pipeline.display(&pipeline.store_dir()),
+                if catalog.is_some() { " that its catalog recorded (with no key, only those count)" } else { "" },
                 common.pipeline.display()
             ))
         })?,
@@ -184,68 +185,6 @@ fn newest_run(store: &Path, catalog: Option<&Catalog>) -> Result<Option<PathBuf>
         }
     }
     Ok(newest.map(|(_, dir)| dir))
-}
-
-/// The store's catalog, read once and closed: the runs it recorded as finished and the
-/// head of every log they wrote.
-struct Catalog {
-    /// Run id → (`case/k.jsonl` → head), for finished runs.
-    runs: std::collections::HashMap<String, std::collections::HashMap<String, Option<String>>>,
-    shown: PathBuf,
-}
-
-impl Catalog {
-    fn open(store: &Path) -> Result<Catalog, CliError> {
-        let layout = Layout::new(store);
-        let shown = layout.catalog();
-        if !shown.exists() {
-            return Ok(Catalog { runs: Default::default(), shown });
-        }
-        let catalog = SledStore::open(&shown).map_err(|e| CliError::invalid(format!("{}: {e}", shown.display())))?;
-        let mut runs = std::collections::HashMap::new();
-        let read = |e: stateval::store::StoreError| CliError::invalid(format!("{}: {e}", shown.display()));
-        for run in catalog.runs().map_err(read)?.into_iter().filter(|r| r.passed.is_some()) {
-            let logs = catalog.logs(&run.run_id).map_err(read)?;
-            runs.insert(run.run_id, logs.into_iter().map(|l| (format!("{}/{}.jsonl", l.case, l.k), l.head)).collect());
-        }
-        Ok(Catalog { runs, shown })
-    }
-
-    fn finished(&self, run_id: &str) -> bool {
-        self.runs.contains_key(run_id)
-    }
-
-    /// Is the run in `dir` (verified against `manifest`) the one the catalog recorded:
-    /// the same logs, each with the head the run wrote?
-    fn vouches_for(&self, dir: &Path, manifest: &RunManifest) -> Result<(), String> {
-        let run_id = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let Some(logs) = self.runs.get(&run_id) else {
-            return Err(format!(
-                "not a finished run of this store's catalog ({}), and with no key (--pubkey, \
-                 STATEVAL_SIGNING_KEY) nothing else shows stateval wrote it",
-                self.shown.display()
-            ));
-        };
-        let differs = manifest.logs.iter().find(|e| logs.get(&e.path) != Some(&e.head.map(|h| h.to_string())));
-        if let Some(entry) = differs {
-            return Err(format!(
-                "{}: not the log the catalog ({}) recorded for run {run_id}: the run directory was rewritten \
-                 after the run",
-                entry.path,
-                self.shown.display()
-            ));
-        }
-        if logs.len() != manifest.logs.len() {
-            return Err(format!(
-                "its manifest lists {} logs, the catalog ({}) recorded {} for run {run_id}: the run directory \
-                 was rewritten after the run",
-                manifest.logs.len(),
-                self.shown.display(),
-                logs.len()
-            ));
-        }
-        Ok(())
-    }
 }
 
 fn accept(args: AcceptArgs) -> Result<Exit, CliError> {

@@ -1,5 +1,6 @@
 //! Command-line interface: clap definitions and one file per subcommand.
 
+mod catalog;
 mod diff;
 mod doctor;
 mod golden;
