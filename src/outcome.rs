@@ -343,6 +343,12 @@ pub struct SuiteOutcome {
     /// archived report's root anchors the logs (`stateval verify RUN_DIR --root`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<String>,
+    /// Who signed the run, as its reports say it: `unsigned`, `signed by <public key>`,
+    /// or `verified with <public key>` (rendered again with the reader's own key; see
+    /// [`crate::evidence::trust`]). Not in `suite.json`: a run is signed after the
+    /// manifest that lists that file, and may be signed later (`stateval sign`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
     pub cases: Cases,
     pub gates: Vec<GateOutcome>,
     /// Every gate passed.
@@ -410,7 +416,7 @@ pub struct SuiteHeader {
 impl SuiteHeader {
     pub fn with_cases(self, cases: Cases) -> SuiteOutcome {
         let SuiteHeader { pipeline, run_id, root, gates, passed, scorecard, extras } = self;
-        SuiteOutcome { pipeline, run_id, root, cases, gates, passed, scorecard, extras }
+        SuiteOutcome { pipeline, run_id, root, signature: None, cases, gates, passed, scorecard, extras }
     }
 }
 
@@ -732,6 +738,7 @@ mod tests {
             pipeline: "p".into(),
             run_id: "r-1".into(),
             root: Some("blake3:00".into()),
+            signature: None,
             cases: spill.finish()?,
             gates: Vec::new(),
             passed: false,

@@ -19,7 +19,11 @@ fn green_run() -> (Project, String, String) {
     let out = p.stateval(&["run"]);
     out.expect_code(0);
     let root = p.json("reports/report.json")["root"].as_str().expect("report.json has a root").to_string();
-    assert!(out.stdout.contains(&format!("\nroot {root}\n")), "the terminal prints the root: {}", out.stdout);
+    assert!(
+        out.stdout.contains(&format!("\nroot {root} (unsigned)\n")),
+        "the terminal prints the root: {}",
+        out.stdout
+    );
     let runs: Vec<String> = p.run_ids();
     assert_eq!(runs.len(), 1, "{runs:?}");
     (p, format!(".stateval/runs/{}", runs[0]), root)

@@ -1,7 +1,9 @@
 //! Sharded runs end to end: the commands of each scale-out example (GitHub Actions,
 //! GitLab, a Kubernetes Indexed Job) run as separate processes, in separate copies of
 //! the project, with the environment each engine sets; the merge's reports are
-//! byte-identical to one unsharded run. And every refusal of `merge`, unit named.
+//! byte-identical to one unsharded run, and the sign step, given the root the merge
+//! printed and nothing else of it, signs the merged run. And every refusal of `merge`,
+//! unit named.
 
 mod common;
 
@@ -36,7 +38,9 @@ fn commands(example: &str) -> Vec<String> {
             let with =
                 lines.get(n + 1).and_then(|w| w.trim().strip_prefix("with:")).expect("the action's `with:` line");
             commands.push(action_command(with));
-        } else if let Some(at) = ["stateval plan", "stateval run", "stateval merge"].iter().find_map(|c| l.find(c)) {
+        } else if let Some(at) =
+            ["stateval plan", "stateval run", "stateval merge", "stateval sign"].iter().find_map(|c| l.find(c))
+        {
             commands.push(l[at..].trim_end().trim_end_matches(']').trim_end_matches('"').to_string());
         }
     }
@@ -111,7 +115,12 @@ fn run_engine(engine: &Engine, expected: &[Vec<u8>]) {
     let plan_lines: Vec<&String> = lines.iter().filter(|l| is(l, "plan")).collect();
     let shard_lines: Vec<&String> = lines.iter().filter(|l| is(l, "run")).collect();
     let merge_lines: Vec<&String> = lines.iter().filter(|l| is(l, "merge")).collect();
-    assert!(!shard_lines.is_empty() && !merge_lines.is_empty(), "{}: {lines:?}", engine.example);
+    let sign_lines: Vec<&String> = lines.iter().filter(|l| is(l, "sign")).collect();
+    assert!(
+        !shard_lines.is_empty() && !merge_lines.is_empty() && !sign_lines.is_empty(),
+        "{}: {lines:?}",
+        engine.example
+    );
 
     // where the plan is written (`-o FILE`; the action's default is plan.json), and
     // where each job's download of it puts it
@@ -141,12 +150,64 @@ fn run_engine(engine: &Engine, expected: &[Vec<u8>]) {
     if !plan_lines.is_empty() {
         merger.write(&plan_file, planner.read_bytes(&plan_file));
     }
+    // the merge job has no key (the action refuses one); GitHub's step outputs go to
+    // the file GITHUB_OUTPUT names
+    let outputs = merger.join("github-output");
     for line in &merge_lines {
-        sh(&merger, line, &[]).expect_code(0);
+        let out = sh(&merger, line, &env(&[("GITHUB_OUTPUT", outputs.display().to_string())]));
+        out.expect_code(0);
+        assert!(out.stdout.contains("merge: taking over unsigned shards"), "{}", out.stdout);
     }
     for (report, bytes) in CI_REPORTS.iter().zip(expected) {
         assert!(merger.read_bytes(report) == *bytes, "{}: {report} differs from the unsharded run's", engine.example);
     }
+    sign_merged(engine, &merger, &sign_lines);
+}
+
+/// The example's sign step, with a key, where its engine runs it: GitHub and GitLab in
+/// a job of their own that receives the merged store and the root the merge job
+/// output (a step output, a dotenv file), Kubernetes on the shared volume. Exactly one
+/// run ends up signed, and it verifies with the public key.
+fn sign_merged(engine: &Engine, merger: &Project, sign_lines: &[&String]) {
+    let keys = Project::empty();
+    sh(&keys, "stateval keygen -o ci", &[]).expect_code(0);
+    let mut vars = env(&[("STATEVAL_SIGNING_KEY", keys.join("ci.key").display().to_string())]);
+    let output = |file: &str, name: &str| {
+        let text = merger.read(file);
+        let line = text.lines().rev().find_map(|l| l.strip_prefix(&format!("{name}=")));
+        line.unwrap_or_else(|| panic!("{}: no {name} in {file}: {text}", engine.example)).to_string()
+    };
+    let mut lines: Vec<String> = sign_lines.iter().map(|l| l.to_string()).collect();
+    // a job of its own (None: the merge's own volume)
+    let job = match engine.example {
+        "github-actions.yml" => {
+            let root = output("github-output", "root");
+            lines = lines.iter().map(|l| l.replace("${{ needs.merge.outputs.root }}", &root)).collect();
+            Some(Project::empty())
+        }
+        "gitlab-ci.yml" => {
+            vars.extend(env(&[("STATEVAL_ROOT", output("root.env", "STATEVAL_ROOT"))]));
+            Some(Project::empty())
+        }
+        _ => None,
+    };
+    if let Some(job) = &job {
+        // the artifact the job downloads: the merged store, and nothing of the project
+        copy_dir(&merger.join(".stateval"), &job.join(".stateval"));
+    }
+    let signer = job.as_ref().unwrap_or(merger);
+    for line in &lines {
+        let out = sh(signer, line, &vars);
+        out.expect_code(0);
+        assert!(out.stdout.starts_with("signed "), "{}: {}", engine.example, out.stdout);
+    }
+    let signed: Vec<std::path::PathBuf> =
+        common::files_in(signer.path()).into_iter().filter(|p| p.ends_with("manifest.sig")).collect();
+    assert_eq!(signed.len(), 1, "{}: {signed:?}", engine.example);
+    let run = signed[0].parent().expect("the run directory");
+    let pubkey = keys.join("ci.pub");
+    let verified = sh(signer, &format!("stateval verify '{}' --pubkey '{}'", run.display(), pubkey.display()), &[]);
+    verified.expect_code(0);
 }
 
 fn env(pairs: &[(&str, String)]) -> Vec<(String, String)> {

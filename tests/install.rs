@@ -150,6 +150,14 @@ fn every_scale_out_example_installs_instead_of_building_and_passes_a_plan() {
             runs == 1 && merges == 1 && plans == 1,
             "{name}: a plan, a shard and a merge job ({plans}, {runs}, {merges})"
         );
+        // the key only in the sign job, which comes last: no job that runs the project's
+        // code (the shards) or takes it over (the merge) has it
+        let signs = code.iter().filter(|l| l.contains("stateval sign") || l.contains("command: sign")).count();
+        assert_eq!(signs, 1, "{name}: a sign job of its own");
+        let sign_job = code.iter().position(|l| l.trim_start() == "sign:" || l.contains("name: stateval-sign"));
+        let sign_job = sign_job.unwrap_or_else(|| panic!("{name}: no sign job"));
+        let keyed = code.iter().position(|l| l.contains("STATEVAL_SIGNING_KEY") || l.contains("secretKeyRef"));
+        assert!(keyed.is_none_or(|k| k > sign_job), "{name}: the signing key appears before the sign job");
     }
     // GitHub: the action's shard run and merge pass the plan too
     let action_run = read("action/run.sh");
@@ -160,6 +168,33 @@ fn every_scale_out_example_installs_instead_of_building_and_passes_a_plan() {
     let k8s = read("examples/scale-out/kubernetes.yaml");
     let merge_job = &k8s[k8s.find("name: stateval-merge").expect("the merge Job")..];
     assert!(merge_job.contains("mountPath: /work/reports"), "the merge Job keeps reports/ on a volume");
+}
+
+/// The action keeps the signing key out of every command but `sign`: a run (or a merge)
+/// given STATEVAL_SIGNING_KEY is refused before stateval starts, and `sign` needs the
+/// root of the step it signs for.
+#[test]
+fn the_action_refuses_the_signing_key_outside_its_sign_command() {
+    let script = repo().join("action/run.sh");
+    let action = |command: &str, key: bool| {
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg(&script).env("INPUT_COMMAND", command).env_remove("INPUT_ROOT").env_remove("GITHUB_OUTPUT");
+        if key {
+            cmd.env("STATEVAL_SIGNING_KEY", "stateval-ed25519-secret:00");
+        } else {
+            cmd.env_remove("STATEVAL_SIGNING_KEY");
+        }
+        let out = cmd.output().expect("run bash");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    for command in ["run", "merge"] {
+        let (code, stderr) = action(command, true);
+        assert_eq!(code, Some(2), "{command}: {stderr}");
+        assert!(stderr.contains("keep the key out of every step that runs the project's code"), "{stderr}");
+    }
+    let (code, stderr) = action("sign", true);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("the sign command needs the root input"), "{stderr}");
 }
 
 /// The action's inputs cover what the examples pass, and its steps run the script the

@@ -8,13 +8,25 @@
 //! anything again; every other golden is left alone. `review` asks per group on a
 //! terminal, as `cargo insta review` does; off a terminal it refuses and points at
 //! `accept`, unless `--answers` gives the answers (for scripts and tests).
+//!
+//! A golden is what later runs are judged against, so the run it comes from must be
+//! one stateval wrote, not one the agent under test planted in the store (it runs with
+//! stateval's user id; a planted run can verify against its own manifest). With a key
+//! — `--pubkey KEY.pub`, or the public half of `STATEVAL_SIGNING_KEY` — the run must be
+//! signed by it. Without one, the run must be one the store's catalog recorded as
+//! finished, and every log of its manifest must have the head the catalog recorded when
+//! the run wrote it: the catalog is written by the run itself, under a lock the agent
+//! cannot take while the run lasts, so a run directory planted or rewritten afterwards
+//! is refused (`stateval reindex` rebuilds the catalog from the files, and so would
+//! catalogue a planted run: reindex only a store you trust).
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
+use super::catalog::Catalog;
 use super::{CliError, Exit};
 use stateval::event::verify::verify_bytes;
-use stateval::evidence::{CheckOptions, check_run};
+use stateval::evidence::{CheckOptions, PublicKey, SecretKey, Trust, check_run};
 use stateval::golden::churn::{self, Group, Grouper, Member};
 use stateval::golden::{Goldens, Written, bless, normalize};
 use stateval::outcome::{CASES_FILE, SUITE_FILE, SuiteOutcome};
@@ -47,6 +59,12 @@ struct Common {
     /// Write goldens even where the environment says CI.
     #[arg(long)]
     allow_bless_in_ci: bool,
+    /// Accept only from a run signed by this public key (`stateval keygen`), such as a
+    /// CI run's directory kept as an artifact. Without it, a set
+    /// `STATEVAL_SIGNING_KEY`'s public key; without either, a run the store's catalog
+    /// recorded.
+    #[arg(long, value_name = "FILE")]
+    pubkey: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -92,12 +110,22 @@ fn load(common: &Common) -> Result<Loaded, CliError> {
         ));
     }
     let pipeline = Pipeline::load(&common.pipeline).map_err(|e| CliError::invalid(e.to_string()))?;
+    let key = match &common.pubkey {
+        Some(path) => Some(PublicKey::read(path).map_err(|e| CliError::invalid(e.to_string()))?),
+        None => SecretKey::from_env().map_err(|e| CliError::invalid(e.to_string()))?.map(|k| k.public()),
+    };
+    // without a key, only the runs the catalog recorded are candidates
+    let catalog = match key {
+        Some(_) => None,
+        None => Some(Catalog::open(&pipeline.store_dir())?),
+    };
     let run_dir = match &common.run {
         Some(dir) => dir.clone(),
-        None => newest_run(&pipeline.store_dir())?.ok_or_else(|| {
+        None => newest_run(&pipeline.store_dir(), catalog.as_ref())?.ok_or_else(|| {
             CliError::invalid(format!(
-                "no finished run in {}: `stateval run {}` first, or name one with --run DIR",
+                "no finished run in {}{}: `stateval run {}` first, or name one with --run DIR",
                 pipeline.display(&pipeline.store_dir()),
+                if catalog.is_some() { " that its catalog recorded (with no key, only those count)" } else { "" },
                 common.pipeline.display()
             ))
         })?,
@@ -105,11 +133,23 @@ fn load(common: &Common) -> Result<Loaded, CliError> {
     let shown_run = pipeline.display(&run_dir);
     // goldens are accepted only from what the run's manifest anchors: a run directory
     // edited after the run (a log re-chained, a head rewritten to match) blesses nothing
-    if let Some(finding) = check_run(&run_dir, &CheckOptions::default()).findings.first() {
+    let check = check_run(&run_dir, &CheckOptions::default());
+    if let Some(finding) = check.findings.first() {
         return Err(CliError::invalid(format!(
             "{finding}\n{shown_run}: does not verify against its manifest; accepting nothing from it \
              (`stateval verify {shown_run}` lists every finding)"
         )));
+    }
+    // ... and it must be a run stateval wrote, which verifying alone does not show
+    let manifest =
+        check.manifest.ok_or_else(|| CliError::internal(format!("{shown_run}: verified without a manifest")))?;
+    let vouched = match (&key, &catalog) {
+        (Some(key), _) => Trust::SignedBy(key.clone()).check(&run_dir, manifest.root()),
+        (None, Some(catalog)) => catalog.vouches_for(&run_dir, &manifest),
+        (None, None) => Err("no key and no catalog to hold it to".to_string()),
+    };
+    if let Err(why) = vouched {
+        return Err(CliError::invalid(format!("{shown_run}: {why}; accepting nothing from it")));
     }
     let outcome = SuiteOutcome::read_run_dir(&run_dir)
         .map_err(|e| CliError::invalid(format!("{shown_run} is not a finished run directory: {e}")))?;
@@ -124,8 +164,9 @@ fn load(common: &Common) -> Result<Loaded, CliError> {
     Ok(Loaded { goldens: Goldens::from_pipeline(&pipeline), run_dir, shown_run, grouper, groups })
 }
 
-/// The run directory under `store` whose `suite.json` was written last (ties: by name).
-fn newest_run(store: &Path) -> Result<Option<PathBuf>, CliError> {
+/// The run directory under `store` whose `suite.json` was written last (ties: by name),
+/// among the runs `catalog` recorded as finished when there is one.
+fn newest_run(store: &Path, catalog: Option<&Catalog>) -> Result<Option<PathBuf>, CliError> {
     let runs = store.join("runs");
     let entries = match std::fs::read_dir(&runs) {
         Ok(entries) => entries,
@@ -135,6 +176,9 @@ fn newest_run(store: &Path) -> Result<Option<PathBuf>, CliError> {
     let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
     for entry in entries.flatten() {
         let dir = entry.path();
+        if catalog.is_some_and(|c| !c.finished(&entry.file_name().to_string_lossy())) {
+            continue;
+        }
         let Ok(modified) = std::fs::metadata(dir.join(SUITE_FILE)).and_then(|m| m.modified()) else { continue };
         if newest.as_ref().is_none_or(|(t, d)| (modified, &dir) > (*t, d)) {
             newest = Some((modified, dir));

@@ -38,8 +38,9 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .map_err(|e| CliError::invalid(format!("{}: {e}", public_path.display())))?;
     super::out(format!("wrote {} (secret) and {}", secret_path.display(), public_path.display()));
     super::out(format!(
-        "sign runs with STATEVAL_SIGNING_KEY={} (or the key line itself); check them with \
-         stateval verify RUN_DIR --pubkey {}",
+        "sign a finished run with STATEVAL_SIGNING_KEY={} stateval sign RUN_DIR --root ROOT, in a step \
+         that runs none of the project's code (or the key line itself); check it with stateval verify \
+         RUN_DIR --pubkey {}",
         secret_path.display(),
         public_path.display()
     ));

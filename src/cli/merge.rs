@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::{CliError, Exit};
+use stateval::evidence::Trust;
 use stateval::interrupt::{self, Phase};
 use stateval::pipeline::Pipeline;
 use stateval::runner::shard::PlanFile;
@@ -38,12 +39,17 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     if let Some(out) = &args.out {
         pipeline.pipeline.store = out.to_string_lossy().into_owned();
     }
+    let signer = stateval::evidence::SecretKey::from_env()
+        .map_err(|e| CliError::invalid(e.to_string()))?
+        .map(std::sync::Arc::new);
+    // a merge that signs takes over only shards its own key signed (docs/evidence.md)
+    let trust = Trust::of_signer(signer.as_deref());
     let mut shards = merge::open_shards(&args.dirs)?;
     // the recordings the shards validated are not parsed again, and the shards verify
     // while the plan loads: neither needs the other until the merge
     let validated = std::sync::Arc::new(merge::validated_recordings(&shards));
     let plan = std::thread::scope(|scope| {
-        scope.spawn(|| shards.iter_mut().for_each(merge::ShardRun::verify));
+        scope.spawn(|| shards.iter_mut().for_each(|shard| shard.verify(&trust)));
         Plan::from_pipeline_with(pipeline, &Selection::default(), Some(validated))
     })?;
     crate::release_freed_memory();
@@ -54,9 +60,6 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     super::run::remove_stale_reports(&plan.pipeline);
     let layout = plan.layout();
     let store = super::open_store(&layout, if args.out.is_some() { "--out" } else { "pipeline.store" })?;
-    let signer = stateval::evidence::SecretKey::from_env()
-        .map_err(|e| CliError::invalid(e.to_string()))?
-        .map(std::sync::Arc::new);
     let options = Options { jobs: 1, selective: false, signer, shard: None, reuse: None };
     let concluding = merge::merge(&plan, &store, &shards, plan_file.as_ref(), &options)?;
     // the reports render while the logs are still being linked into the run; they are
@@ -72,5 +75,8 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         super::run::retract(&plan, &store)?;
     }
     published?;
+    if let Some(notice) = trust.notice("merge", "shards") {
+        super::out(notice);
+    }
     Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
 }

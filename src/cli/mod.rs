@@ -1,5 +1,6 @@
 //! Command-line interface: clap definitions and one file per subcommand.
 
+mod catalog;
 mod diff;
 mod doctor;
 mod golden;
@@ -17,6 +18,7 @@ mod report;
 mod run;
 mod schema;
 mod show;
+mod sign;
 mod targets;
 mod validate;
 mod verify;
@@ -111,6 +113,9 @@ enum Command {
     Verify(verify::Args),
     /// Write an ed25519 key pair for signing run manifests (`STATEVAL_SIGNING_KEY`).
     Keygen(keygen::Args),
+    /// Sign a finished run apart from running it: only once it verifies against the
+    /// root its run printed (`--root`), with `STATEVAL_SIGNING_KEY`.
+    Sign(sign::Args),
     /// Compare two event logs: the first divergent event and every difference, classified.
     Diff(diff::Args),
     /// Print the JSON Schema of an input format (case, recording, tools, pipeline, event).
@@ -196,6 +201,7 @@ pub fn main() -> ExitCode {
         Command::Validate(args) => validate::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Keygen(args) => keygen::run(args),
+        Command::Sign(args) => sign::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Diff(args) => diff::run(args),

@@ -12,14 +12,18 @@
 //! The run is verified first, as `stateval verify RUN_DIR` would (every log, every
 //! verdict file against the manifest, the files against each other): a report is never
 //! rendered from a verdict the manifest does not anchor, and its root is the manifest's.
+//! A run that verifies may still be a consistent forgery by whoever could write the
+//! directory, so every report says who signed it: `unsigned`, `signed by <public key>`
+//! (`manifest.sig` verifies with the key it names), or, with `--pubkey KEY.pub`,
+//! `verified with <public key>` — and a run that key did not sign is refused.
 //!
-//! Exit 0 when the reports were written, 2 when RUN_DIR is not a finished run or does
-//! not verify, 3 when a report cannot be written.
+//! Exit 0 when the reports were written, 2 when RUN_DIR is not a finished run, does
+//! not verify, or is not signed by `--pubkey`'s key; 3 when a report cannot be written.
 
 use std::path::PathBuf;
 
 use super::{CliError, Exit};
-use stateval::evidence::{CheckOptions, check_run};
+use stateval::evidence::{CheckOptions, PublicKey, check_run, trust};
 use stateval::outcome::SuiteOutcome;
 use stateval::pipeline::reports::TapVersion;
 use stateval::report::{self, Format, html};
@@ -44,6 +48,10 @@ pub struct Args {
     /// Write the TAP 13 report to this file.
     #[arg(long, value_name = "OUT", group = "formats")]
     tap: Option<PathBuf>,
+    /// The public key of the run's signer (`stateval keygen`): refuse a run it did not
+    /// sign, and say `verified with` it in every report.
+    #[arg(long, value_name = "FILE")]
+    pubkey: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
@@ -56,7 +64,9 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     }
     // a report is rendered only from what the run's manifest anchors: an edited verdict
     // file never reaches a report under the run's genuine root
-    let check = check_run(dir, &CheckOptions::default());
+    let pubkey =
+        args.pubkey.as_deref().map(PublicKey::read).transpose().map_err(|e| CliError::invalid(e.to_string()))?;
+    let check = check_run(dir, &CheckOptions { pubkey: pubkey.clone(), ..CheckOptions::default() });
     if let Some(finding) = check.findings.first() {
         return Err(CliError::invalid(format!(
             "{finding}\n{}: does not verify against its manifest; refusing to render a report from it \
@@ -69,6 +79,14 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         CliError::invalid(format!("{e}: {} is not a finished run of this version of stateval", dir.display()))
     })?;
     outcome.root = check.root.map(|root| root.to_string());
+    let root = check.root.ok_or_else(|| CliError::internal(format!("{}: verified without a root", dir.display())))?;
+    let signature = match &pubkey {
+        // check_run refused any run this key did not sign
+        Some(key) => trust::verified_with(key),
+        None => trust::describe(dir, root).map_err(CliError::invalid)?,
+    };
+    super::out(format!("signature: {signature}"));
+    outcome.signature = Some(signature);
     let first = outcome.cases.iter().next().transpose().map_err(|e| CliError::invalid(e.to_string()))?;
     let sample = first.as_ref().and_then(|case| case.runs.first().map(|run| (case.as_ref(), run)));
     let mut logs = html::LogFiles::in_run_dir(dir, sample);

@@ -138,10 +138,12 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     }
     check_isolation(&plan, signer.is_some())?;
     let whole = plan.cases.len();
+    // a run that signs takes over only runs its own key signed (docs/evidence.md)
+    let trust = stateval::evidence::Trust::of_signer(signer.as_deref());
     let reuse = args
         .reuse
         .as_deref()
-        .map(|dir| stateval::runner::reuse::Reuse::scan(dir, &plan.layout().run_dir(&plan.run_id)))
+        .map(|dir| stateval::runner::reuse::Reuse::scan(dir, &plan.layout().run_dir(&plan.run_id), &trust))
         .transpose()
         .map_err(CliError::invalid)?;
     // Everything is valid: only now may an earlier run's reports go (nothing is deleted
@@ -231,6 +233,9 @@ fn tell(
     if let (Some(reuse), Some(dir)) = (reuse, &args.reuse) {
         let reused = reuse.reused.load(std::sync::atomic::Ordering::Relaxed);
         super::out(format!("reused {reused} of {} cases from {}", outcome.cases.len(), dir.display()));
+        if let Some(notice) = reuse.trust().notice("--reuse", "runs") {
+            super::out(notice);
+        }
         for (why, cases) in reuse.not_reused() {
             const SHOWN: usize = 3;
             let more = cases.len().saturating_sub(SHOWN);
@@ -249,6 +254,10 @@ fn tell(
             outcome.passed_cases(),
             plan.pipeline.display(&plan.layout().run_dir(&plan.run_id)),
         ));
+        // the root a separate step signs the shard against (`stateval sign`)
+        if let (Some(root), Some(signature)) = (&outcome.root, &outcome.signature) {
+            super::out(format!("root {root} ({signature})"));
+        }
         return Ok(Exit::Pass);
     }
 

@@ -20,13 +20,18 @@
 //!
 //! A forger who can rewrite the logs, the manifest *and* every archived report is
 //! stopped only by a [`signing`] key they do not hold: with `STATEVAL_SIGNING_KEY` set,
-//! the root is signed with ed25519, and `verify --pubkey` checks it.
+//! the root is signed with ed25519, and `verify --pubkey` checks it. Because a
+//! consistent forgery is easy for anyone who can write the run directory, a command
+//! that signs takes over an earlier run or a shard only when the same key signed it
+//! ([`trust`]).
 
 pub mod check;
 pub mod manifest;
 pub mod signing;
+pub mod trust;
 pub mod verdicts;
 
 pub use check::{CheckOptions, Finding, LogCheck, RunCheck, check_log, check_run};
 pub use manifest::{FileEntry, LogEntry, ManifestError, RunManifest, VERDICT_FILES};
 pub use signing::{PublicKey, SecretKey, SignatureFile, SigningError};
+pub use trust::Trust;

@@ -174,6 +174,7 @@ pub fn suite() -> SuiteOutcome {
         pipeline: "ci".into(),
         run_id: "run-3f2a9c1d".into(),
         root: Some("blake3:5b0e7a4c2f1d9e8b6a3c0f7e4d1b8a5c2e9f6d3b0a7c4e1f8d5b2a9c6e3f0d7a".into()),
+        signature: Some(crate::evidence::trust::UNSIGNED.into()),
         cases: cases.into(),
         gates,
         passed: false,

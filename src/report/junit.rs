@@ -15,9 +15,10 @@
 //! brackets: a dataset cannot take it (a bracket in a dataset glob is a character
 //! class), so the two never merge in a viewer.
 //!
-//! Properties: the suite carries `run_id` and the run's `root`; each case carries `source`, `agent`, and
-//! `head.<k>` per run (the blake3 head of run k's event log, so a log rewritten after
-//! the fact is caught by comparing heads; omitted for a run that wrote no event).
+//! Properties: the suite carries `run_id`, the run's `root` and its `signature`
+//! (`unsigned`, `signed by …`); each case carries `source`, `agent`, and `head.<k>`
+//! per run (the blake3 head of run k's event log, so a log rewritten after the fact is
+//! caught by comparing heads; omitted for a run that wrote no event).
 //! quick-junit supports properties on test cases, so heads sit beside the case they
 //! belong to rather than in one long suite-level list. Per-run status, event count,
 //! log path and warnings go to the case's `<system-out>`.
@@ -202,12 +203,15 @@ fn gate_text(gate: &GateOutcome) -> String {
     format!("{}\n", gate.reason)
 }
 
-/// Every suite carries the run id and the run's root (the digest that anchors its
-/// logs: `stateval verify RUN_DIR --root ROOT`).
+/// Every suite carries the run id, the run's root (the digest that anchors its logs:
+/// `stateval verify RUN_DIR --root ROOT`) and who signed it (`unsigned`, `signed by …`).
 fn suite_properties(outcome: &SuiteOutcome) -> Vec<(&'static str, String)> {
     let mut props = vec![("run_id", outcome.run_id.clone())];
     if let Some(root) = &outcome.root {
         props.push(("root", root.clone()));
+    }
+    if let Some(signature) = &outcome.signature {
+        props.push(("signature", signature.clone()));
     }
     props
 }
@@ -430,7 +434,7 @@ mod tests {
     }
 
     #[test]
-    fn every_run_head_is_a_case_property_and_the_run_id_and_root_suite_properties() {
+    fn every_run_head_is_a_case_property_and_the_run_id_root_and_signature_suite_properties() {
         parse_and(|doc| {
             let properties = |node: roxmltree::Node<'_, '_>| -> Vec<(String, String)> {
                 node.children()
@@ -443,7 +447,11 @@ mod tests {
                 let root = fixture::suite().root.unwrap_or_default();
                 assert_eq!(
                     properties(suite),
-                    [("run_id".to_string(), "run-3f2a9c1d".to_string()), ("root".to_string(), root)]
+                    [
+                        ("run_id".to_string(), "run-3f2a9c1d".to_string()),
+                        ("root".to_string(), root),
+                        ("signature".to_string(), "unsigned".to_string())
+                    ]
                 );
             }
             let tricky =
@@ -485,6 +493,9 @@ mod tests {
                 if let Some(root) = &outcome.root {
                     suite.add_property(Property::new("root", root));
                 }
+                if let Some(signature) = &outcome.signature {
+                    suite.add_property(Property::new("signature", signature));
+                }
                 suites.push(suite);
             }
             let status = if case.passed {
@@ -517,6 +528,9 @@ mod tests {
             suite.add_property(Property::new("run_id", &outcome.run_id));
             if let Some(root) = &outcome.root {
                 suite.add_property(Property::new("root", root));
+            }
+            if let Some(signature) = &outcome.signature {
+                suite.add_property(Property::new("signature", signature));
             }
             for gate in &outcome.gates {
                 let status = if gate.passed {

@@ -321,9 +321,10 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
         outcome.gates.len(),
         visible(&outcome.run_id)
     )?;
-    match &outcome.root {
-        Some(root) => writeln!(out, "root {}", visible(root)),
-        None => Ok(()),
+    match (&outcome.root, &outcome.signature) {
+        (Some(root), Some(signature)) => writeln!(out, "root {} ({})", visible(root), visible(signature)),
+        (Some(root), None) => writeln!(out, "root {}", visible(root)),
+        (None, _) => Ok(()),
     }
 }
 

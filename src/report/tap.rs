@@ -49,6 +49,10 @@ pub fn write(outcome: &SuiteOutcome, version: TapVersion, out: &mut dyn io::Writ
         // the digest that anchors this run's logs: `stateval verify RUN_DIR --root ROOT`
         let _ = writeln!(text, "# run {} root {}", comment_text(&outcome.run_id), comment_text(root));
     }
+    if let Some(signature) = &outcome.signature {
+        // `unsigned`, or who signed the root (`stateval verify RUN_DIR --pubkey KEY.pub`)
+        let _ = writeln!(text, "# signature {}", comment_text(signature));
+    }
     out.write_all(text.as_bytes())?;
     let mut number = 0;
     for case in outcome.cases.iter() {
@@ -385,6 +389,7 @@ mod tests {
             comments,
             [
                 "run run-3f2a9c1d root blake3:5b0e7a4c2f1d9e8b6a3c0f7e4d1b8a5c2e9f6d3b0a7c4e1f8d5b2a9c6e3f0d7a",
+                "signature unsigned",
                 "warning: run 0: replay diverged at position 2 (on_divergence = warn)",
                 "verdict: FAIL - 1/3 cases passed, gates failed: default, security"
             ]

@@ -2,7 +2,9 @@
 //! written.
 //!
 //! A merge is a checked union. Every shard must have run against the same plan (its
-//! digest), verify against its own manifest, and hold each unit at most once with one
+//! digest), verify against its own manifest — and, when the merge signs its result,
+//! carry a signature by the same key ([`crate::evidence::trust`]: a shard that merely
+//! verifies may be a consistent forgery) — and hold each unit at most once with one
 //! log head (a unit run twice with the same head — a retried Kubernetes pod — is
 //! deduplicated); every planned unit must be present. Then the logs are copied into the
 //! run directory an unsharded run would use, and the run ends as any run does
@@ -18,7 +20,7 @@ use super::{Concluding, Decided, Options, Plan, RunnerError, at, cards, conclude
 use crate::canon::Digest;
 use crate::dataset::ValidatedRecordings;
 use crate::evidence::check::relative_text;
-use crate::evidence::{CheckOptions, check_run};
+use crate::evidence::{CheckOptions, Trust, check_run};
 use crate::gate::Tally;
 use crate::metrics::dimensions as cards_api;
 use crate::outcome::{CaseIter, CaseOutcome, CaseSpill, Cases};
@@ -41,9 +43,10 @@ pub struct ShardRun {
 }
 
 impl ShardRun {
-    /// Check every log of the shard against its manifest.
-    pub fn verify(&mut self) {
-        self.checked = Some(check_shard(&self.dir));
+    /// Check every log of the shard against its manifest, and the manifest's root
+    /// against what `trust` asks for (the merge's own signature, when it signs).
+    pub fn verify(&mut self, trust: &Trust) {
+        self.checked = Some(check_shard(&self.dir, trust));
     }
 }
 
@@ -127,10 +130,18 @@ fn read_units(dir: &Path) -> Result<Vec<UnitRecord>, RunnerError> {
     Ok(units)
 }
 
-fn check_shard(dir: &Path) -> Result<HashMap<String, Vec<u64>>, RunnerError> {
+fn check_shard(dir: &Path, trust: &Trust) -> Result<HashMap<String, Vec<u64>>, RunnerError> {
     let check = check_run(dir, &CheckOptions::default());
     if let Some(first) = check.findings.first() {
         return Err(refused(format!("{}: does not verify: {first}", dir.display())));
+    }
+    let root = check.root.ok_or_else(|| refused(format!("{}: has no manifest", dir.display())))?;
+    if let Err(why) = trust.check(dir, root) {
+        return Err(refused(format!(
+            "shard {}: {why}. Sign each shard (`stateval sign`) with the merge's key, or merge without \
+             STATEVAL_SIGNING_KEY and sign the merged run on its own (`stateval sign`)",
+            dir.display()
+        )));
     }
     Ok(check
         .logs

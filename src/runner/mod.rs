@@ -1287,6 +1287,11 @@ pub(crate) fn conclude_staged<'a>(
         pipeline: plan.pipeline.pipeline.name.clone(),
         run_id: plan.run_id.clone(),
         root: None,
+        // what `stateval report` will say of the run as it stands once finished
+        signature: Some(match options.signer.as_deref() {
+            Some(key) => crate::evidence::trust::signed_by(&key.public().to_line()),
+            None => crate::evidence::trust::UNSIGNED.to_string(),
+        }),
         cases,
         gates,
         passed,

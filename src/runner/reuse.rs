@@ -6,6 +6,10 @@
 //! each log verifies against its run's manifest with the head the earlier run
 //! recorded, and the golden comparison is redone (goldens are not part of a unit's
 //! id: a golden blessed since must judge the reused log as it would a new one).
+//!
+//! A run that verifies against its own manifest may still be a consistent forgery (see
+//! [`crate::evidence::trust`]): a run that signs takes cases over only from earlier
+//! runs signed by its own key, and replays the rest.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -15,10 +19,11 @@ use super::shard::{UNITS_FILE, UnitRecord, unit_id};
 use super::{Plan, RunnerError, at, cards};
 use crate::canon::Digest;
 use crate::event::verify::{Verified, verify_bytes};
+use crate::evidence::Trust;
 use crate::evidence::check::against_entry;
-use crate::evidence::manifest::{LogEntry, RunManifest};
+use crate::evidence::manifest::{FileEntry, LogEntry, RunManifest};
 use crate::metrics::dimensions as cards_api;
-use crate::outcome::{CaseOutcome, Cases};
+use crate::outcome::CaseOutcome;
 use crate::store::{Store, log_record};
 
 /// Where a unit's earlier log is.
@@ -26,23 +31,31 @@ use crate::store::{Store, log_record};
 struct Source {
     run_dir: PathBuf,
     head: Option<Digest>,
+    /// Its run carries what this run's [`Trust`] asks for (a signature by its key).
+    trusted: bool,
 }
 
 /// A run's manifest entries by log path.
 type Listed = Arc<HashMap<String, LogEntry>>;
 
 /// The units of earlier finished runs, and their case outcomes (read on first use).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Reuse {
     units: HashMap<Digest, Source>,
     outcomes: Mutex<HashMap<PathBuf, HashMap<String, CaseOutcome>>>,
     /// Each earlier run's manifest entries by log path (read once per run, when the run
     /// is scanned; `None`: the manifest does not read).
     manifests: Mutex<HashMap<PathBuf, Option<Listed>>>,
+    /// Each earlier run's `cases.jsonl` as its manifest lists it: the outcomes are read
+    /// on first use, while this run's agents run, so they are checked again then.
+    cases_files: HashMap<PathBuf, Option<FileEntry>>,
     /// Cases taken over, for the summary.
     pub reused: std::sync::atomic::AtomicUsize,
     /// Cases replayed instead, by why: for the summary.
     not_reused: Mutex<std::collections::BTreeMap<&'static str, Vec<String>>>,
+    /// What an earlier run must carry to be taken over: this run's signature, or nothing
+    /// when this run signs nothing.
+    trust: Trust,
     /// The earlier run of this very run id, found by the scan where it is.
     replaced: Option<PathBuf>,
     /// That run (where it was, where it is), moved aside so that its logs can be taken
@@ -70,6 +83,8 @@ const CHANGED: &str = "no earlier run has its units (its inputs changed, or it n
 const SPLIT: &str = "its recorded runs are in different earlier runs";
 const UNVERIFIED: &str = "its earlier log does not verify against its run's manifest";
 const NO_OUTCOME: &str = "its earlier outcome is missing or lists other runs";
+const UNSIGNED: &str =
+    "its earlier run is not signed by this run's key (STATEVAL_SIGNING_KEY), so nothing shows stateval wrote it";
 
 /// The name a run directory is moved aside to while its own rerun takes its logs over.
 fn aside_name(run_dir: &Path) -> Option<PathBuf> {
@@ -80,8 +95,9 @@ fn aside_name(run_dir: &Path) -> Option<PathBuf> {
 impl Reuse {
     /// Every finished run under `dir`: `dir` itself, or `dir/runs/*` (a store or a shard
     /// output). A run without a manifest (killed) offers nothing, nor does `exclude`:
-    /// the run directory about to be replaced.
-    pub fn scan(dir: &Path, exclude: &Path) -> Result<Reuse, String> {
+    /// the run directory about to be replaced. A run that lacks what `trust` asks for
+    /// (this run's signature) offers its units only to be replayed, with the reason.
+    pub fn scan(dir: &Path, exclude: &Path, trust: &Trust) -> Result<Reuse, String> {
         if !dir.is_dir() {
             return Err(format!("--reuse {}: not a directory", dir.display()));
         }
@@ -95,7 +111,17 @@ impl Reuse {
                     .filter(|p| p.is_dir()),
             );
         }
-        let mut reuse = Reuse::default();
+        let mut reuse = Reuse {
+            units: HashMap::new(),
+            outcomes: Mutex::default(),
+            manifests: Mutex::default(),
+            cases_files: HashMap::new(),
+            reused: Default::default(),
+            not_reused: Mutex::default(),
+            trust: trust.clone(),
+            replaced: None,
+            set_aside: None,
+        };
         for run_dir in run_dirs {
             let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
                 (Ok(a), Ok(b)) => a == b,
@@ -121,6 +147,8 @@ impl Reuse {
                     dir.display()
                 ));
             }
+            let trusted = trust.check(&run_dir, manifest.root()).is_ok();
+            reuse.cases_files.insert(run_dir.clone(), manifest.file(crate::outcome::CASES_FILE).cloned());
             let listed: Listed = Arc::new(manifest.logs.into_iter().map(|e| (e.path.clone(), e)).collect());
             reuse
                 .manifests
@@ -131,10 +159,25 @@ impl Reuse {
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
                 let unit: UnitRecord = serde_json::from_str(line)
                     .map_err(|e| format!("{}: not a unit record: {e}", run_dir.join(UNITS_FILE).display()))?;
-                reuse.units.entry(unit.unit).or_insert(Source { run_dir: run_dir.clone(), head: unit.head });
+                let source = Source { run_dir: run_dir.clone(), head: unit.head, trusted };
+                // a trusted run's units win over an untrusted one's, whichever came first
+                match reuse.units.entry(unit.unit) {
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(source);
+                    }
+                    std::collections::hash_map::Entry::Occupied(mut e) if trusted && !e.get().trusted => {
+                        e.insert(source);
+                    }
+                    std::collections::hash_map::Entry::Occupied(_) => {}
+                }
             }
         }
         Ok(reuse)
+    }
+
+    /// What an earlier run had to carry to be taken over.
+    pub fn trust(&self) -> &Trust {
+        &self.trust
     }
 
     pub fn units(&self) -> usize {
@@ -157,6 +200,9 @@ impl Reuse {
         let manifests = self.manifests.get_mut().map_err(|_| "reuse cache poisoned".to_string())?;
         if let Some(listed) = manifests.remove(&was) {
             manifests.insert(aside.clone(), listed);
+        }
+        if let Some(entry) = self.cases_files.remove(&was) {
+            self.cases_files.insert(aside.clone(), entry);
         }
         self.set_aside = Some((was, aside));
         Ok(())
@@ -188,9 +234,24 @@ impl Reuse {
     fn outcome(&self, run_dir: &Path, case: &str) -> Result<Option<CaseOutcome>, RunnerError> {
         let mut cache = self.outcomes.lock().map_err(|_| RunnerError::Internal("reuse cache poisoned".into()))?;
         if !cache.contains_key(run_dir) {
+            // read once, into memory, and held to the manifest the scan checked: a file
+            // rewritten since (by an agent this run started, say) is refused, never read
+            let path = run_dir.join(crate::outcome::CASES_FILE);
+            let bytes = std::fs::read(&path).map_err(at(&path))?;
+            let digest = crate::canon::digest(crate::canon::Context::Content, &bytes);
+            let listed = self.cases_files.get(run_dir).cloned().flatten();
+            if listed.is_none_or(|e| e.bytes != bytes.len() as u64 || e.digest != digest) {
+                return Err(RunnerError::Refused(format!(
+                    "--reuse: {}: not the file its run's manifest lists (changed after the run was checked); \
+                     refusing to take cases over from it",
+                    path.display()
+                )));
+            }
             let mut by_id = HashMap::new();
-            for c in Cases::from_file(&run_dir.join(crate::outcome::CASES_FILE))?.iter() {
-                let c = c?.into_owned();
+            for (n, line) in bytes.split(|b| *b == b'\n').enumerate().filter(|(_, l)| !l.is_empty()) {
+                let c: CaseOutcome = serde_json::from_slice(line).map_err(|e| {
+                    RunnerError::Refused(format!("{}:{}: not a case outcome: {e}", path.display(), n + 1))
+                })?;
                 by_id.insert(c.id.clone(), c);
             }
             cache.insert(run_dir.to_path_buf(), by_id);
@@ -222,6 +283,9 @@ pub(super) fn take_over(
     let Some(first) = sources.first() else { return Ok(reuse.replay(id, CHANGED)) };
     if sources.iter().any(|s| s.run_dir != first.run_dir) {
         return Ok(reuse.replay(id, SPLIT));
+    }
+    if !first.trusted {
+        return Ok(reuse.replay(id, UNSIGNED));
     }
     // each earlier log is read once: verified against its manifest entry, then copied,
     // graded against today's golden and indexed from the same bytes
