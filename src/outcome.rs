@@ -413,6 +413,14 @@ pub struct SuiteHeader {
     pub extras: serde_json::Map<String, Value>,
 }
 
+impl SuiteOutcome {
+    /// Why the run's code under test ran without isolation, when it did: every report
+    /// says so beside the run's root ([`crate::isolation::EXTRA`]).
+    pub fn unisolated(&self) -> Option<&str> {
+        self.extras.get(crate::isolation::EXTRA)?.get("why")?.as_str()
+    }
+}
+
 impl SuiteHeader {
     pub fn with_cases(self, cases: Cases) -> SuiteOutcome {
         let SuiteHeader { pipeline, run_id, root, gates, passed, scorecard, extras } = self;

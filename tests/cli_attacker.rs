@@ -56,7 +56,8 @@ fn project(isolation: Isolation, env: &str) -> Project {
             "[pipeline]\nname = \"atk\"\ndatasets = [\"datasets/atk.jsonl\"]\n\n\
              [agents.atk]\nkind = \"external\"\ncommand = [\"python3\", \"agents/attacker.py\"]\n\
              tools = \"fixtures/tools/none.json\"\ntimeout_ms = 20000\nenv = {{ {env} }}\n\n\
-             [goldens]\nrequired = false\n\n[report]\njson = \"reports/report.json\"\n\n{isolation}"
+             [goldens]\nrequired = false\n\n[report]\njson = \"reports/report.json\"\njunit = \"reports/junit.xml\"\n\
+             tap = \"reports/report.tap\"\nmarkdown = \"reports/summary.md\"\nhtml = \"reports/report.html\"\n\n{isolation}"
         ),
     );
     let case = json!({"id": "atk", "agent": "atk", "turns": ["go"],
@@ -124,6 +125,17 @@ fn the_agent_cannot_read_the_signing_key_from_its_parent_nor_from_its_file() {
                 assert_eq!(got["key_file"], "secret", "{got}");
                 assert!(!signed, "an unisolated run is not signed");
                 assert!(out.stderr.contains("WITHOUT ISOLATION"), "{}", out.stderr);
+                // and every report says so
+                let report = p.json("reports/report.json");
+                assert_eq!(report["extras"]["isolation"]["isolated"], false, "{report}");
+                assert_eq!(report["extras"]["isolation"]["signed"], false, "{report}");
+                assert_eq!(report["signature"], "unsigned", "{report}");
+                assert!(out.stdout.contains("the code under test ran WITHOUT ISOLATION"), "{}", out.stdout);
+                assert!(p.read("reports/junit.xml").contains(r#"name="isolation" value="none: "#));
+                assert!(p.read("reports/report.tap").contains("# the code under test ran WITHOUT ISOLATION"));
+                for file in ["reports/summary.md", "reports/report.html"] {
+                    assert!(p.read(file).contains("the code under test ran without isolation"), "{file}");
+                }
             }
             Isolation::On => {
                 assert_eq!(got["environ_with_key"], 0, "{got}");
@@ -136,6 +148,9 @@ fn the_agent_cannot_read_the_signing_key_from_its_parent_nor_from_its_file() {
                 let run_dir = format!(".stateval/runs/{}", p.run_ids()[0]);
                 p.stateval(&["verify", &run_dir, "--pubkey", "keys/ci.pub"]).expect_code(0);
                 assert!(!out.stderr.contains("WITHOUT ISOLATION"), "{}", out.stderr);
+                for file in ["reports/report.json", "reports/junit.xml", "reports/report.tap", "reports/summary.md"] {
+                    assert!(!p.read(file).to_lowercase().contains("isolation"), "{file} says nothing of isolation");
+                }
             }
         }
     }

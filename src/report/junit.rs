@@ -213,6 +213,9 @@ fn suite_properties(outcome: &SuiteOutcome) -> Vec<(&'static str, String)> {
     if let Some(signature) = &outcome.signature {
         props.push(("signature", signature.clone()));
     }
+    if let Some(why) = outcome.unisolated() {
+        props.push(("isolation", format!("none: {why}")));
+    }
     props
 }
 
@@ -496,6 +499,9 @@ mod tests {
                 if let Some(signature) = &outcome.signature {
                     suite.add_property(Property::new("signature", signature));
                 }
+                if let Some(why) = outcome.unisolated() {
+                    suite.add_property(Property::new("isolation", format!("none: {why}")));
+                }
                 suites.push(suite);
             }
             let status = if case.passed {
@@ -531,6 +537,9 @@ mod tests {
             }
             if let Some(signature) = &outcome.signature {
                 suite.add_property(Property::new("signature", signature));
+            }
+            if let Some(why) = outcome.unisolated() {
+                suite.add_property(Property::new("isolation", format!("none: {why}")));
             }
             for gate in &outcome.gates {
                 let status = if gate.passed {

@@ -64,14 +64,18 @@ pub fn write(outcome: &SuiteOutcome, out: &mut dyn io::Write) -> io::Result<()> 
     let _ = writeln!(head, "## {icon} stateval {}: {verdict}\n", code(&outcome.pipeline));
     let _ = writeln!(
         head,
-        "{} of {} cases passed · {} of {} gates failed · run {}{}{}\n",
+        "{} of {} cases passed · {} of {} gates failed · run {}{}{}{}\n",
         outcome.passed_cases(),
         outcome.cases.len(),
         failed_gates,
         outcome.gates.len(),
         code(&outcome.run_id),
         outcome.root.as_deref().map(|r| format!(" · root {}", code(r))).unwrap_or_default(),
-        outcome.signature.as_deref().map(|s| format!(" · {}", code(s))).unwrap_or_default()
+        outcome.signature.as_deref().map(|s| format!(" · {}", code(s))).unwrap_or_default(),
+        outcome
+            .unisolated()
+            .map(|why| format!(" · **the code under test ran without isolation**: {}", code(why)))
+            .unwrap_or_default()
     );
     if let Some(churn) = Churn::from_extras(&outcome.extras) {
         head.push_str(&golden_groups(&churn));

@@ -322,9 +322,13 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
         visible(&outcome.run_id)
     )?;
     match (&outcome.root, &outcome.signature) {
-        (Some(root), Some(signature)) => writeln!(out, "root {} ({})", visible(root), visible(signature)),
-        (Some(root), None) => writeln!(out, "root {}", visible(root)),
-        (None, _) => Ok(()),
+        (Some(root), Some(signature)) => writeln!(out, "root {} ({})", visible(root), visible(signature))?,
+        (Some(root), None) => writeln!(out, "root {}", visible(root))?,
+        (None, _) => {}
+    }
+    match outcome.unisolated() {
+        Some(why) => writeln!(out, "the code under test ran WITHOUT ISOLATION: {}", visible(why)),
+        None => Ok(()),
     }
 }
 

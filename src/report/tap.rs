@@ -53,6 +53,9 @@ pub fn write(outcome: &SuiteOutcome, version: TapVersion, out: &mut dyn io::Writ
         // `unsigned`, or who signed the root (`stateval verify RUN_DIR --pubkey KEY.pub`)
         let _ = writeln!(text, "# signature {}", comment_text(signature));
     }
+    if let Some(why) = outcome.unisolated() {
+        let _ = writeln!(text, "# the code under test ran WITHOUT ISOLATION: {}", comment_text(why));
+    }
     out.write_all(text.as_bytes())?;
     let mut number = 0;
     for case in outcome.cases.iter() {

@@ -1288,7 +1288,7 @@ pub(crate) fn conclude_staged<'a>(
         run_id: plan.run_id.clone(),
         root: None,
         // what `stateval report` will say of the run as it stands once finished
-        signature: Some(match options.signer.as_deref() {
+        signature: Some(match signer {
             Some(key) => crate::evidence::trust::signed_by(&key.public().to_line()),
             None => crate::evidence::trust::UNSIGNED.to_string(),
         }),

@@ -19,7 +19,7 @@ pub fn header(outcome: &SuiteOutcome) -> String {
     let failed_gates = outcome.gates.iter().filter(|g| !g.passed).count();
     format!(
         "<header>\n<h1><span class=\"b {class}\">{}</span> stateval <code>{}</code>: {verdict}</h1>\n\
-         <p class=\"muted\">{passed} of {total} case{} passed · {failed_gates} of {} gate{} failed · run <code>{}</code>{}{}</p>\n\
+         <p class=\"muted\">{passed} of {total} case{} passed · {failed_gates} of {} gate{} failed · run <code>{}</code>{}{}{}</p>\n\
          </header>\n",
         verdict.to_uppercase(),
         esc(&outcome.pipeline),
@@ -29,6 +29,10 @@ pub fn header(outcome: &SuiteOutcome) -> String {
         esc(&outcome.run_id),
         outcome.root.as_deref().map(|r| format!(" · root <code>{}</code>", esc(r))).unwrap_or_default(),
         outcome.signature.as_deref().map(|s| format!(" · <code>{}</code>", esc(s))).unwrap_or_default(),
+        outcome
+            .unisolated()
+            .map(|why| format!(" · <strong>the code under test ran without isolation</strong>: {}", esc(why)))
+            .unwrap_or_default(),
     )
 }
 
