@@ -236,6 +236,14 @@ impl Confinement {
         }
     }
 
+    /// Note that part of this run's code under test ran without isolation elsewhere (a
+    /// shard a merge takes over), unless a reason is noted already.
+    pub fn note_unisolated(&self, why: String) {
+        if let Ok(mut unisolated) = self.unisolated.lock() {
+            unisolated.get_or_insert(why);
+        }
+    }
+
     /// Why a child of this run ran without isolation, if one did.
     pub fn unisolated(&self) -> Option<String> {
         self.unisolated.lock().ok().and_then(|u| u.clone())

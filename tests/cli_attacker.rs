@@ -365,3 +365,37 @@ fn required_isolation_refuses_a_run_that_cannot_be_isolated() {
     // and isolated where it can be
     run(&p, &[]).expect_code(0);
 }
+
+/// A shard whose agents ran unisolated makes the merged run unisolated too: the merge
+/// says so in its reports, as the shard did.
+#[test]
+fn a_merge_of_an_unisolated_shard_says_the_run_was_unisolated() {
+    if !sandbox() {
+        return;
+    }
+    for isolation in [Isolation::Off, Isolation::On] {
+        let p = project(isolation, "");
+        let second = p.read("datasets/atk.jsonl").replace("\"atk\",\"recordings\"", "\"atk2\",\"recordings\"");
+        let second = second.replacen("\"id\":\"atk\"", "\"id\":\"atk2\"", 1);
+        p.write("datasets/atk.jsonl", p.read("datasets/atk.jsonl") + &second);
+        for i in 1..=2 {
+            p.stateval(&[
+                "run",
+                "pipeline/atk.toml",
+                "--shard",
+                &format!("slice:{i}/2"),
+                "--out",
+                &format!("shards/{i}"),
+            ])
+            .expect_code(0);
+        }
+        p.stateval(&["merge", "shards/1", "shards/2", "--pipeline", "pipeline/atk.toml"]).expect_code(0);
+        let report = p.json("reports/report.json");
+        assert_eq!(report["cases"].as_array().map(Vec::len), Some(2), "{report}");
+        let why = report["extras"]["isolation"]["why"].as_str();
+        match isolation {
+            Isolation::Off => assert!(why.is_some_and(|w| w.starts_with("shard ")), "{report}"),
+            Isolation::On => assert_eq!(why, None, "{report}"),
+        }
+    }
+}

@@ -83,6 +83,13 @@ fn shard_dir(dir: &Path) -> Result<PathBuf, RunnerError> {
     }
 }
 
+/// Why a verified shard's code under test ran unisolated, as its `suite.json` says.
+fn unisolated(dir: &Path) -> Option<String> {
+    let text = std::fs::read(dir.join(crate::outcome::SUITE_FILE)).ok()?;
+    let suite: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    Some(suite.get("extras")?.get(crate::isolation::EXTRA)?.get("why")?.as_str()?.to_string())
+}
+
 fn refused(message: String) -> RunnerError {
     RunnerError::Refused(message)
 }
@@ -259,6 +266,13 @@ pub fn merge<'a>(
     }
     every_shard_given(shards)?;
     let checked = checked(plan, shards)?;
+    // a shard whose code under test ran unisolated leaves the whole run unisolated: the
+    // merge says so, and signs it only as a run would (`[isolation] sign_unisolated`)
+    for shard in shards {
+        if let Some(why) = unisolated(&shard.dir) {
+            plan.confinement().note_unisolated(format!("shard {}: {why}", shard.record.shard));
+        }
+    }
     // every unit once: identical reruns deduplicated, conflicting ones refused
     let mut units: BTreeMap<Digest, (usize, &UnitRecord)> = BTreeMap::new();
     for (s, shard) in shards.iter().enumerate() {
