@@ -65,6 +65,10 @@ pub enum RunnerError {
     Interrupted(crate::interrupt::Phase),
     #[error("internal error: {0}")]
     Internal(String),
+    /// A file the run wrote is no longer what it wrote: something else edited it while
+    /// the run went on (exit 3, and no manifest).
+    #[error("{}: changed during the run: it is not what the run wrote there; the run has no verdict", .0.display())]
+    Changed(PathBuf),
     /// A merge or shard request that cannot be honoured as given (exit 2).
     #[error("{0}")]
     Refused(String),
@@ -1158,6 +1162,7 @@ impl Concluding<'_> {
         // again later); before the manifest, which lists it and marks the run finished
         let suite_path = layout.suite_path(&plan.run_id);
         crate::atomic::replace(&suite_path, suite).map_err(at(&suite_path))?;
+        unchanged(manifest, &run_dir)?;
         write_manifest(manifest, &run_dir, signer)?;
         let done = RunRecord { passed: Some(outcome.passed), ..run.clone() };
         let meta = layout.meta_path(&plan.run_id);
@@ -1224,7 +1229,11 @@ pub(crate) fn conclude_staged<'a>(
     let Decided { cases, tally, card_cases } = decided;
     let layout = plan.layout();
     let run_dir = layout.run_dir(&plan.run_id);
-    let logs = write_indexes(plan, &layout, &run_dir, &cases)?;
+    let (logs, mut written) = write_indexes(plan, &layout, &run_dir, &cases)?;
+    if let Some(spilled) = cases.spilled() {
+        let name = crate::outcome::CASES_FILE.to_string();
+        written.push(FileEntry { path: name, bytes: spilled.bytes, digest: spilled.digest });
+    }
     let evaluate = |tally: &Tally| {
         if options.selective {
             // a selection judges pass rates, not suite sizes: min_cases is the full run's
@@ -1262,7 +1271,9 @@ pub(crate) fn conclude_staged<'a>(
         };
         let path = run_dir.join(shard::SHARD_FILE);
         let bytes = serde_json::to_vec_pretty(&record).map_err(|e| RunnerError::Internal(e.to_string()))?;
-        std::fs::write(&path, bytes).map_err(at(&path))?;
+        std::fs::write(&path, &bytes).map_err(at(&path))?;
+        let digest = crate::canon::digest(crate::canon::Context::Content, &bytes);
+        written.push(FileEntry { path: shard::SHARD_FILE.to_string(), bytes: bytes.len() as u64, digest });
     }
     let mut outcome = SuiteOutcome {
         pipeline: plan.pipeline.pipeline.name.clone(),
@@ -1277,7 +1288,7 @@ pub(crate) fn conclude_staged<'a>(
     // `suite.json` carries no root (the manifest it is listed in does), so that the
     // manifest can list it: `stateval report` takes the root from the manifest
     let suite = serde_json::to_vec_pretty(&outcome.header()).map_err(|e| RunnerError::Internal(e.to_string()))?;
-    let files = verdict_files(&run_dir, &suite)?;
+    let files = verdict_files(&run_dir, &suite, written)?;
     // the manifest marks the run finished and anchors its logs and everything its
     // verdict is read from; its root is known before it is written, so that every
     // report can carry it
@@ -1287,14 +1298,21 @@ pub(crate) fn conclude_staged<'a>(
 }
 
 /// The manifest's entries for the verdict files in `run_dir`, with `suite.json` as
-/// `suite` (written once the manifest's root is known, beside it): every other file of
-/// [`crate::evidence::VERDICT_FILES`] the run wrote, as its bytes are on disk now.
-fn verdict_files(run_dir: &Path, suite: &[u8]) -> Result<Vec<FileEntry>, RunnerError> {
+/// `suite` (written once the manifest's root is known, beside it) and the files the run
+/// wrote as it wrote them (`written`: digested on the way out, never read back, so an
+/// edit on disk is not what the manifest anchors). Any other file of
+/// [`crate::evidence::VERDICT_FILES`] is listed as its bytes are on disk now (cases a
+/// caller built in memory).
+fn verdict_files(run_dir: &Path, suite: &[u8], written: Vec<FileEntry>) -> Result<Vec<FileEntry>, RunnerError> {
     let mut files = Vec::new();
     for name in crate::evidence::VERDICT_FILES {
         if name == crate::outcome::SUITE_FILE {
             let digest = crate::canon::digest(crate::canon::Context::Content, suite);
             files.push(FileEntry { path: name.to_string(), bytes: suite.len() as u64, digest });
+            continue;
+        }
+        if let Some(entry) = written.iter().find(|e| e.path == name) {
+            files.push(entry.clone());
             continue;
         }
         let path = run_dir.join(name);
@@ -1324,12 +1342,24 @@ fn verdict(run_id: &str, case: &CaseOutcome, run: &RunResult) -> VerdictRecord {
 /// killed run keeps what it graded); here the file is rewritten in dataset order,
 /// atomically, so it is byte-identical however the workers interleaved. `units.jsonl`: each unit
 /// with its log's head, so a merge can check shards and `--reuse` can find work already
-/// done; and the manifest's entries, returned for [`write_manifest`].
-fn write_indexes(plan: &Plan, layout: &Layout, run_dir: &Path, cases: &Cases) -> Result<Vec<LogEntry>, RunnerError> {
+/// done; and the manifest's entries, returned for [`write_manifest`], with the entries
+/// of the two files as they were written.
+///
+/// The heads and event counts come from `cases`, which reads back only what this run
+/// spilled ([`crate::outcome::Spilled`]): each is the head the case's log writer had in
+/// memory, never one found on disk.
+fn write_indexes(
+    plan: &Plan,
+    layout: &Layout,
+    run_dir: &Path,
+    cases: &Cases,
+) -> Result<(Vec<LogEntry>, Vec<FileEntry>), RunnerError> {
     let verdicts_path = layout.verdicts_path(&plan.run_id);
     let verdicts_tmp = verdicts_path.with_extension("jsonl.tmp");
     let units_path = run_dir.join(shard::UNITS_FILE);
-    let create = |path: &Path| std::fs::File::create(path).map(std::io::BufWriter::new).map_err(at(path));
+    let create = |path: &Path| {
+        std::fs::File::create(path).map(|f| std::io::BufWriter::new(canon::Digesting::new(f))).map_err(at(path))
+    };
     let (mut verdicts, mut units) = (create(&verdicts_tmp)?, create(&units_path)?);
     let mut logs = Vec::with_capacity(cases.len());
     let internal = |e: serde_json::Error| RunnerError::Internal(e.to_string());
@@ -1360,10 +1390,33 @@ fn write_indexes(plan: &Plan, layout: &Layout, run_dir: &Path, cases: &Cases) ->
             logs.push(LogEntry { path: format!("{}/{}.jsonl", case.id, r.index), head, events: r.events });
         }
     }
-    units.flush().map_err(at(&units_path))?;
-    verdicts.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all()).map_err(at(&verdicts_tmp))?;
+    let entry = |name: &str, (_, bytes, digest): (std::fs::File, u64, Digest)| FileEntry {
+        path: name.to_string(),
+        bytes,
+        digest,
+    };
+    let units = units.into_inner().map_err(|e| e.into_error()).map_err(at(&units_path))?.finish();
+    let (file, bytes, digest) = verdicts.into_inner().map_err(|e| e.into_error()).map_err(at(&verdicts_tmp))?.finish();
+    file.sync_all().map_err(at(&verdicts_tmp))?;
     std::fs::rename(&verdicts_tmp, &verdicts_path).map_err(at(&verdicts_path))?;
-    Ok(logs)
+    let verdicts_name = verdicts_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let files = vec![entry(&verdicts_name, (file, bytes, digest)), entry(shard::UNITS_FILE, units)];
+    Ok((logs, files))
+}
+
+/// Every verdict file the manifest lists is still on disk as the run wrote it: the code
+/// under test runs with the run's user id, and what it left behind may have edited one
+/// since (a verdict flipped in `cases.jsonl`). Such a run gets no manifest, so nothing
+/// signs the edit, nor a manifest that the files beside it contradict.
+fn unchanged(manifest: &RunManifest, run_dir: &Path) -> Result<(), RunnerError> {
+    for written in &manifest.files {
+        let path = run_dir.join(&written.path);
+        let found = FileEntry::of(run_dir, &written.path).map_err(at(&path))?;
+        if found != *written {
+            return Err(RunnerError::Changed(path));
+        }
+    }
+    Ok(())
 }
 
 /// The run's logs (heads and event counts, in dataset order) into `manifest.json`;
