@@ -10,6 +10,7 @@
 pub mod cards;
 mod churn;
 pub mod graders;
+pub mod inputs;
 pub mod merge;
 pub mod reuse;
 pub mod shard;
@@ -120,6 +121,9 @@ pub struct Plan {
     pub goldens: crate::golden::Goldens,
     /// Judge profile name → its validated judge recording.
     pub judges: BTreeMap<String, Arc<JudgeBook>>,
+    /// The files graders, judges and external agents read, as digested into the plan:
+    /// each is checked when it is used ([`inputs`]).
+    pub inputs: inputs::Inputs,
     /// The replay endpoints for external agents, started on first use; stopped
     /// (no port outlives the run) when the plan is dropped.
     server: Mutex<Option<Arc<Server>>>,
@@ -286,7 +290,7 @@ impl Plan {
             loader = loader.validated(recordings);
         }
         let loaded = loader.load_all();
-        let loaded = match loaded {
+        let mut loaded = match loaded {
             Ok(loaded) if errors.is_empty() => loaded,
             Ok(_) => return Err(RunnerError::Input(errors)),
             Err(mut e) => {
@@ -295,8 +299,15 @@ impl Plan {
             }
         };
         let gates_left_out = gate_tags(&pipeline, &loaded)?;
-        let programs = programs_digest(&pipeline);
-        let digest = plan_digest(&pipeline, loaded.digest, &agents, programs, &judges);
+        let mut inputs = inputs::Inputs::new(std::mem::take(&mut loaded.files));
+        let programs = programs_digest(&pipeline, &mut inputs);
+        let mut goldens = crate::golden::Goldens::from_pipeline(&pipeline);
+        let runs = loaded
+            .cases
+            .iter()
+            .flat_map(|c| (0..c.recordings.len()).map(|k| (c.file.dataset.as_str(), c.id.as_str(), k)));
+        let golden_digest = goldens.plan(runs);
+        let digest = plan_digest(&pipeline, loaded.digest, &agents, programs, &judges, golden_digest);
         // hashed into the digest, and read by nothing the plan does after: a pipeline of
         // thousands of profiles is a text of about 100 bytes each, held for the whole run
         let mut pipeline = pipeline;
@@ -314,7 +325,6 @@ impl Plan {
             d.finish()
         };
         let (cases, run_id) = (loaded.cases, format!("r-{}", &digest.to_hex()[..16]));
-        let goldens = crate::golden::Goldens::from_pipeline(&pipeline);
         Ok(Plan {
             pipeline,
             cases,
@@ -326,6 +336,7 @@ impl Plan {
             graders,
             goldens,
             judges,
+            inputs,
             server: Mutex::new(None),
             record: None,
             requests: None,
@@ -374,9 +385,13 @@ impl Plan {
             recording,
             dataset: &case.display_path,
         };
-        self.goldens
-            .check(&case.dataset, &case.id, k, events, log, &sources)
-            .map_err(|e| RunnerError::Internal(e.to_string()))
+        self.goldens.check(&case.dataset, &case.id, k, events, log, &sources).map_err(|e| match e {
+            // swapped while the run went on: an input error, as a changed manifest is
+            crate::golden::GoldenError::Changed { .. } => {
+                RunnerError::Input(vec![InputError::file(&self.goldens.dir, e.to_string())])
+            }
+            e => RunnerError::Internal(e.to_string()),
+        })
     }
 
     /// Replays run `k` of `case` from `recording` with the case's agent (the built-in
@@ -465,6 +480,10 @@ impl Plan {
             }
             (AgentKind::Builtin, None) => BuiltinAgent.run(&input, &mut provider, &mut rec)?,
             (AgentKind::External, _) => {
+                let cwd = self.pipeline.resolve(profile.cwd.as_deref().unwrap_or("."));
+                for (path, _) in inputs::command_files(&profile.command, &cwd) {
+                    self.inputs.check(&path, &self.pipeline.display(&path)).map_err(ReplayError::Input)?;
+                }
                 let server = self.server().map_err(WriteError::Io)?;
                 let launch = Launch {
                     server: &server,
@@ -483,7 +502,7 @@ impl Plan {
         // served line by line holds its whole text) before grading, a long run's peak
         let (used, recorded) = (provider.position(), provider.recorded());
         drop(provider);
-        let mut backend = graders::RunGraders::new(&self.pipeline, &self.judges);
+        let mut backend = graders::RunGraders::new(&self.pipeline, &self.judges, &self.inputs);
         let info = CaseInfo {
             id: case.id.clone(),
             dataset: case.dataset.clone(),
@@ -495,6 +514,9 @@ impl Plan {
         let checks =
             rec.before_completion(|events| crate::grade::grade_with(assertions.iter().copied(), events, &mut grading))?;
         let graded = grading.finish();
+        if let Some(changed) = backend.changed.take() {
+            return Err(ReplayError::Input(changed));
+        }
         for (kind, data) in graded.events {
             rec.emit_grading(kind, data)?;
         }
@@ -676,20 +698,21 @@ fn load_judges(pipeline: &Pipeline, errors: &mut Vec<InputError>) -> BTreeMap<St
 /// a path, and script arguments such as `agent.py`): a changed agent is a new run, not
 /// a rerun that overwrites the last one. Programs found on PATH (`python3`) are the
 /// machine's, not the project's, and are left out so run ids agree across machines.
-fn programs_digest(pipeline: &Pipeline) -> Option<Digest> {
+///
+/// Each file read is added to `inputs`, so that an agent starts only with its files as
+/// digested here.
+fn programs_digest(pipeline: &Pipeline, inputs: &mut inputs::Inputs) -> Option<Digest> {
     if pipeline.agents.values().all(|p| p.kind != AgentKind::External) {
         return None;
     }
     let mut digester = canon::Digester::new(Context::Content);
     for (name, profile) in pipeline.agents.iter().filter(|(_, p)| p.kind == AgentKind::External) {
         let cwd = pipeline.resolve(profile.cwd.as_deref().unwrap_or("."));
-        for (i, arg) in profile.command.iter().enumerate() {
-            let path = cwd.join(arg);
-            let named = i > 0 || std::path::Path::new(arg).components().count() > 1;
-            if named && let Ok(bytes) = std::fs::read(&path) {
+        for (path, arg) in inputs::command_files(&profile.command, &cwd) {
+            if let Some(digest) = inputs.add(path) {
                 digester.update(name.as_bytes());
                 digester.update(arg.as_bytes());
-                digester.update(&canon::digest(Context::Content, &bytes).0);
+                digester.update(&digest.0);
             }
         }
     }
@@ -720,6 +743,7 @@ fn plan_digest(
     agents: &BTreeMap<String, PlannedAgent>,
     programs: Option<Digest>,
     judges: &BTreeMap<String, Arc<JudgeBook>>,
+    goldens: Option<Digest>,
 ) -> Digest {
     let mut hasher = Vec::new();
     if let Some(programs) = programs {
@@ -740,6 +764,10 @@ fn plan_digest(
         hasher.extend_from_slice(&book.digest.0);
     }
     hasher.extend_from_slice(&cases.0);
+    // a verdict compares each run with its golden; a suite that keeps none hashes as before
+    if let Some(goldens) = goldens {
+        hasher.extend_from_slice(&goldens.0);
+    }
     canon::digest(Context::Content, &hasher)
 }
 
