@@ -68,7 +68,7 @@ pub enum RunnerError {
     Internal(String),
     /// A file the run wrote is no longer what it wrote: something else edited it while
     /// the run went on (exit 3, and no manifest).
-    #[error("{}: changed during the run: it is not what the run wrote there; the run has no verdict", .0.display())]
+    #[error("{} changed during the run: it is not what the run wrote there; the run has no verdict", .0.display())]
     Changed(PathBuf),
     /// A merge or shard request that cannot be honoured as given (exit 2).
     #[error("{0}")]
@@ -1254,6 +1254,7 @@ pub(crate) fn conclude_staged<'a>(
     decided: Decided,
     options: &'a Options,
 ) -> Result<Concluding<'a>, RunnerError> {
+    crate::interrupt::boundary(crate::interrupt::Phase::Decided)?;
     let Decided { cases, tally, card_cases } = decided;
     let layout = plan.layout();
     let run_dir = layout.run_dir(&plan.run_id);
