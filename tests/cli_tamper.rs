@@ -162,6 +162,31 @@ fn a_golden_swapped_while_the_run_goes_on_is_an_input_error_naming_it_never_a_pa
     assert!(!p.exists("reports/report.json"));
 }
 
+#[test]
+fn an_external_agents_script_swapped_while_the_run_goes_on_is_an_input_error_naming_it() {
+    let p = project(&[("first", says(true)), ("second", says(true))]);
+    p.write(
+        "pipeline/tamper.toml",
+        PIPELINE.replace(
+            "[agents.support]\nsystem = \"You are a help-desk agent.\"",
+            "[agents.support]\nkind = \"external\"\ncommand = [\"python3\", \"agents/a.py\"]\ntimeout_ms = 20000",
+        ),
+    );
+    let agent = |says: &str| {
+        format!(
+            "import json, sys\nfor line in sys.stdin:\n    m = json.loads(line)\n    if m['type'] == 'turn':\n        \
+             print(json.dumps({{'type': 'turn_result', 'turn': m['turn'], 'output': '{says}'}}), flush=True)\n    \
+             elif m['type'] == 'end':\n        break\n"
+        )
+    };
+    p.write("agents/a.py", agent("no"));
+    p.stateval(&["run", "pipeline/tamper.toml"]).expect_code(1);
+    let (code, stderr) = edit_while_held(&p, "cases", || p.write("agents/a.py", agent(REPLY)));
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("agents/a.py:1:1: changed while the run went on (planned as blake3:"), "{stderr}");
+    assert!(!p.exists("reports/report.json"));
+}
+
 /// Run `stateval run` over a project whose `reports` is a link out of it.
 #[test]
 fn a_committed_link_out_of_the_project_is_a_load_error_naming_it_and_the_outside_file_is_untouched() {
