@@ -134,6 +134,31 @@ fn a_verdict_flipped_in_cases_jsonl_while_the_run_goes_on_gets_no_manifest_and_n
 }
 
 #[test]
+fn a_log_replaced_before_the_manifest_is_not_anchored_nor_shown_as_the_runs() {
+    let p = project(&[("refund", says(false)), ("thanks", says(true))]);
+    let (code, stderr) = edit_while_held(&p, "manifest", || {
+        // another valid chain in place of the failing case's log
+        let dir = run_dir(&p);
+        std::fs::copy(dir.join("thanks/0.jsonl"), dir.join("refund/0.jsonl")).expect("replace the log");
+    });
+    assert_eq!(code, 1, "the verdict is the run's own: {stderr}");
+    let dir = run_dir(&p);
+    let verify = p.stateval(&["verify", &dir.to_string_lossy()]);
+    assert_eq!(verify.code, 1, "the manifest anchors the head the writer had:\n{}", verify.stderr);
+    assert!(verify.stderr.contains("refund/0.jsonl"), "{}", verify.stderr);
+    let p = project(&[("refund", says(false)), ("thanks", says(true))]);
+    p.write(
+        "pipeline/tamper.toml",
+        PIPELINE.replace("junit = \"reports/junit.xml\"", "html = \"reports/report.html\""),
+    );
+    let (_, _) = edit_while_held(&p, "manifest", || {
+        let dir = run_dir(&p);
+        std::fs::copy(dir.join("thanks/0.jsonl"), dir.join("refund/0.jsonl")).expect("replace the log");
+    });
+    assert!(p.read("reports/report.html").contains("not the log the run wrote"), "the HTML shows it as the run's");
+}
+
+#[test]
 fn a_grader_script_swapped_while_the_run_goes_on_is_an_input_error_naming_it_never_a_pass() {
     let p = project(&[("first", grader("graders/g.py")), ("second", grader("graders/g.py"))]);
     let fails = "import sys\nsys.stdin.read()\nprint('{\"pass\": false, \"reason\": \"no\"}')\n";
