@@ -168,6 +168,38 @@ impl Digester {
     }
 }
 
+/// A writer that digests the bytes it passes on ([`Context::Content`], as a manifest
+/// lists files): a run knows what it wrote without reading the file back.
+pub struct Digesting<W> {
+    inner: W,
+    digester: Digester,
+    bytes: u64,
+}
+
+impl<W: std::io::Write> Digesting<W> {
+    pub fn new(inner: W) -> Self {
+        Digesting { inner, digester: Digester::new(Context::Content), bytes: 0 }
+    }
+
+    /// The writer, the number of bytes written through it and their digest.
+    pub fn finish(self) -> (W, u64, Digest) {
+        (self.inner, self.bytes, self.digester.finish())
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for Digesting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.digester.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// Refuse integers an IEEE double cannot hold exactly; report where the first one is.
 pub fn check_ijson(value: &Value) -> Result<(), CanonError> {
     fn walk(value: &Value, pointer: &mut String) -> Result<(), CanonError> {

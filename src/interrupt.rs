@@ -16,13 +16,20 @@
 //! Tests need a signal at a moment they choose, not after a sleep that a slow machine
 //! overshoots: with `STATEVAL_TEST_PAUSE_AT=PHASE` in the environment of a debug build,
 //! [`boundary`] at that phase writes `stateval: paused at PHASE` on stderr and waits
-//! for a signal.
+//! for a signal. Tests of what the code under test can do to a run while it goes on
+//! (edit a file the run wrote, swap an input) need the run to go on after them: with
+//! `STATEVAL_TEST_HOLD_AT=PHASE:FILE`, [`boundary`] at that phase writes `stateval: held
+//! at PHASE` and waits until FILE exists, then carries on.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 
 /// The environment variable naming the phase at which [`boundary`] waits for a signal.
 pub const PAUSE_VARIABLE: &str = "STATEVAL_TEST_PAUSE_AT";
+
+/// The environment variable naming the phase at which [`boundary`] waits for a file,
+/// `PHASE:FILE`, then goes on.
+pub const HOLD_VARIABLE: &str = "STATEVAL_TEST_HOLD_AT";
 
 /// The exit status of an interrupted process (128 + SIGINT, as shells report it).
 pub const EXIT_STATUS: u8 = 130;
@@ -52,6 +59,9 @@ pub enum Phase {
     Validation,
     /// Cases run (the boundary is between two cases).
     Cases,
+    /// Every case is decided; the verdict files are read back for the indexes and the
+    /// manifest.
+    Decided,
     /// The run's logs are fsync'd.
     Fsync,
     /// The manifest, `suite.json` and `run.json` are written.
@@ -64,10 +74,11 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in run order.
-    pub const ALL: [Phase; 7] = [
+    pub const ALL: [Phase; 8] = [
         Phase::Loading,
         Phase::Validation,
         Phase::Cases,
+        Phase::Decided,
         Phase::Fsync,
         Phase::Manifest,
         Phase::Reports,
@@ -80,6 +91,7 @@ impl Phase {
             Phase::Loading => "loading",
             Phase::Validation => "validation",
             Phase::Cases => "cases",
+            Phase::Decided => "decided",
             Phase::Fsync => "fsync",
             Phase::Manifest => "manifest",
             Phase::Reports => "reports",
@@ -126,6 +138,13 @@ pub fn boundary(phase: Phase) -> Result<(), Interrupted> {
     if cfg!(debug_assertions) && std::env::var_os(PAUSE_VARIABLE).is_some_and(|v| v == phase.as_str()) {
         pause(phase);
     }
+    if cfg!(debug_assertions)
+        && let Some(held) = std::env::var(HOLD_VARIABLE).ok()
+        && let Some((at, file)) = held.split_once(':')
+        && at == phase.as_str()
+    {
+        hold(phase, std::path::Path::new(file));
+    }
     check(phase)
 }
 
@@ -133,6 +152,15 @@ pub fn boundary(phase: Phase) -> Result<(), Interrupted> {
 /// case loop), where the knob pauses at one chosen moment instead.
 pub fn check(phase: Phase) -> Result<(), Interrupted> {
     if interrupted() { Err(Interrupted(phase)) } else { Ok(()) }
+}
+
+/// Say where the run waits, then wait until `file` exists (or a signal comes).
+fn hold(phase: Phase, file: &std::path::Path) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "stateval: held at {phase}");
+    while !file.exists() && !interrupted() {
+        std::thread::sleep(PAUSE_POLL);
+    }
 }
 
 /// Say where the run waits, then wait for a signal.

@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::canon::{Context, Digest, Digester};
+
 /// One check of a case: an `expect` assertion on one run, or a metric block over runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Check {
@@ -478,8 +480,29 @@ impl CaseTally {
 #[derive(Debug, Clone)]
 enum Source {
     Memory(Vec<CaseOutcome>),
-    /// One `CaseOutcome` per line.
-    File(PathBuf),
+    /// One `CaseOutcome` per line; with what was written there when this process spilled
+    /// them ([`CaseSpill`]), each line read back is checked against it.
+    File(PathBuf, Option<std::sync::Arc<Spilled>>),
+}
+
+/// What a [`CaseSpill`] wrote, held in memory while the run goes on: the code under test
+/// runs with the run's user id, and a process it left behind can edit `cases.jsonl`
+/// between a case and the manifest. Every line read back is checked against the digest
+/// of the line written (32 bytes a case), and the manifest lists the file as written,
+/// never as it is found on disk.
+#[derive(Debug)]
+pub struct Spilled {
+    /// The digest of each line as written, without its newline, in order.
+    lines: Vec<Digest>,
+    /// The file's length and digest (under [`Context::Content`], as the manifest's
+    /// entries are).
+    pub bytes: u64,
+    pub digest: Digest,
+}
+
+/// A spilled line read back that is not what this process wrote there.
+fn changed(path: &Path, what: std::fmt::Arguments<'_>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("{} changed during the run: {what}", path.display()))
 }
 
 impl Cases {
@@ -506,21 +529,38 @@ impl Cases {
     pub fn iter(&self) -> CaseIter<'_> {
         match &self.source {
             Source::Memory(cases) => CaseIter::Memory(cases.iter()),
-            Source::File(path) => Cases::stream(path),
+            Source::File(path, None) => Cases::stream(path),
+            Source::File(path, Some(spilled)) => match Cases::stream(path) {
+                CaseIter::File { path, reader, text, line, .. } => {
+                    CaseIter::File { path, reader, text, line, written: Some(&spilled.lines) }
+                }
+                failed => failed,
+            },
+        }
+    }
+
+    /// What this process wrote to the cases' file (`None`: the cases are in memory, or
+    /// were read from an earlier run's file).
+    pub fn spilled(&self) -> Option<&Spilled> {
+        match &self.source {
+            Source::File(_, spilled) => spilled.as_deref(),
+            Source::Memory(_) => None,
         }
     }
 
     /// The cases spilled to `path`, read in order without counting them first.
     pub fn stream(path: &Path) -> CaseIter<'_> {
         match std::fs::File::open(path) {
-            Ok(file) => CaseIter::File { path, reader: BufReader::new(file), text: String::new(), line: 0 },
+            Ok(file) => {
+                CaseIter::File { path, reader: BufReader::new(file), text: String::new(), line: 0, written: None }
+            }
             Err(e) => CaseIter::Failed(Some(io::Error::new(e.kind(), format!("{}: {e}", path.display())))),
         }
     }
 
     /// The cases spilled to `path` by an earlier run, counted by reading them once.
     pub fn from_file(path: &Path) -> io::Result<Cases> {
-        let mut cases = Cases { source: Source::File(path.to_path_buf()), tally: CaseTally::default() };
+        let mut cases = Cases { source: Source::File(path.to_path_buf(), None), tally: CaseTally::default() };
         let mut tally = CaseTally::default();
         for case in cases.iter() {
             tally.count(case?.as_ref());
@@ -546,12 +586,14 @@ impl From<Vec<CaseOutcome>> for Cases {
 /// Iterator over [`Cases`]: borrowed from memory, or parsed line by line from the file.
 pub enum CaseIter<'a> {
     Memory(std::slice::Iter<'a, CaseOutcome>),
-    /// Lines are read into `text`, one buffer for the whole file.
+    /// Lines are read into `text`, one buffer for the whole file; each is checked
+    /// against `written` when this process wrote the file ([`Spilled`]).
     File {
         path: &'a Path,
         reader: BufReader<std::fs::File>,
         text: String,
         line: usize,
+        written: Option<&'a [Digest]>,
     },
     Failed(Option<io::Error>),
 }
@@ -562,15 +604,31 @@ impl<'a> Iterator for CaseIter<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             CaseIter::Memory(cases) => cases.next().map(|c| Ok(Cow::Borrowed(c))),
-            CaseIter::File { path, reader, text, line } => {
+            CaseIter::File { path, reader, text, line, written } => {
                 text.clear();
                 match reader.read_line(text) {
-                    Ok(0) => return None,
+                    Ok(0) => {
+                        let lines = written.map_or(*line, <[Digest]>::len);
+                        // once: the next call ends the stream
+                        *written = None;
+                        return (lines > *line)
+                            .then(|| Err(changed(path, format_args!("it ends after line {line} of {lines}"))));
+                    }
                     Ok(_) => {}
                     Err(e) => return Some(Err(e)),
                 }
                 *line += 1;
                 let text = text.strip_suffix('\n').unwrap_or(text);
+                if let Some(lines) = written {
+                    let expected = lines.get(*line - 1);
+                    if expected != Some(&crate::canon::digest(Context::Content, text.as_bytes())) {
+                        let what = format_args!("line {line} is not the line the run wrote there");
+                        let error = changed(path, what);
+                        // nothing more is read from a file that changed
+                        *self = CaseIter::Failed(None);
+                        return Some(Err(error));
+                    }
+                }
                 let text = text.strip_suffix('\r').unwrap_or(text);
                 Some(
                     serde_json::from_str(text).map(Cow::Owned).map_err(|e| {
@@ -614,29 +672,49 @@ impl<'de> Deserialize<'de> for Cases {
     }
 }
 
-/// Writes decided cases, in order, to the JSONL file a [`Cases`] reads back.
+/// Writes decided cases, in order, to the JSONL file a [`Cases`] reads back, keeping
+/// what it wrote ([`Spilled`]) so that nothing else's edit is ever read back as a case.
 pub struct CaseSpill {
     path: PathBuf,
     out: BufWriter<std::fs::File>,
     tally: CaseTally,
+    /// The line being written (one buffer for the whole file).
+    line: Vec<u8>,
+    lines: Vec<Digest>,
+    file: Digester,
+    bytes: u64,
 }
 
 impl CaseSpill {
     pub fn create(path: &Path) -> io::Result<Self> {
         let file = std::fs::File::create(path)?;
-        Ok(CaseSpill { path: path.to_path_buf(), out: BufWriter::new(file), tally: CaseTally::default() })
+        Ok(CaseSpill {
+            path: path.to_path_buf(),
+            out: BufWriter::new(file),
+            tally: CaseTally::default(),
+            line: Vec::new(),
+            lines: Vec::new(),
+            file: Digester::new(Context::Content),
+            bytes: 0,
+        })
     }
 
     pub fn push(&mut self, case: &CaseOutcome) -> io::Result<()> {
-        serde_json::to_writer(&mut self.out, case)?;
-        self.out.write_all(b"\n")?;
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, case)?;
+        self.lines.push(crate::canon::digest(Context::Content, &self.line));
+        self.line.push(b'\n');
+        self.out.write_all(&self.line)?;
+        self.file.update(&self.line);
+        self.bytes += self.line.len() as u64;
         self.tally.count(case);
         Ok(())
     }
 
     pub fn finish(mut self) -> io::Result<Cases> {
         self.out.flush()?;
-        Ok(Cases { source: Source::File(self.path), tally: self.tally })
+        let spilled = Spilled { lines: self.lines, bytes: self.bytes, digest: self.file.finish() };
+        Ok(Cases { source: Source::File(self.path, Some(std::sync::Arc::new(spilled))), tally: self.tally })
     }
 }
 
@@ -727,10 +805,38 @@ mod tests {
         let path = dir.path().join("cases.jsonl");
         let mut spill = CaseSpill::create(&path)?;
         spill.push(&case("a", true))?;
-        let cases = spill.finish()?;
+        spill.finish()?;
         std::fs::write(&path, "{\"not\": \"a case\"}\n")?;
-        let err = cases.to_vec().err().map(|e| e.to_string()).unwrap_or_default();
+        let err = Cases::from_file(&path).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.starts_with(&format!("{}:1: ", path.display())), "{err}");
+        Ok(())
+    }
+
+    /// The attack of a process left behind by the code under test: a case's verdict
+    /// flipped in the spill file while the run goes on, whole lines and valid JSON.
+    #[test]
+    fn a_spill_file_edited_after_it_was_written_is_never_read_back_as_cases() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("cases.jsonl");
+        let mut spill = CaseSpill::create(&path)?;
+        spill.push(&case("a", true))?;
+        spill.push(&case("b", false))?;
+        let cases = spill.finish()?;
+        let spilled = cases.spilled().map(|s| (s.bytes, s.digest));
+        let written = std::fs::read(&path)?;
+        assert_eq!(spilled, Some((written.len() as u64, crate::canon::digest(Context::Content, &written))));
+        assert_eq!(cases.to_vec()?.len(), 2, "read back as written");
+
+        let flipped = String::from_utf8_lossy(&written).replace("\"passed\":false", "\"passed\":true ");
+        for (edit, says) in [
+            (flipped.clone(), "line 2 is not the line the run wrote there"),
+            (flipped.lines().next().unwrap_or_default().to_string() + "\n", "it ends after line 1 of 2"),
+            (String::from_utf8_lossy(&written).into_owned() + &flipped, "line 3 is not the line"),
+        ] {
+            std::fs::write(&path, edit)?;
+            let err = cases.to_vec().err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.starts_with(&format!("{} changed during the run: {says}", path.display())), "{err}");
+        }
         Ok(())
     }
 

@@ -1,9 +1,10 @@
 //! Invalid input end to end: every broken input is refused before anything runs, with
 //! `error: PATH:LINE:COL: message` naming the exact line and a sensible column, exit 2,
-//! nothing claiming success, and nothing written or deleted: the store and an earlier
-//! run's reports are left exactly as they were (a run that gets past validation and
-//! then fails removes them: `a_run_that_cannot_write_its_logs_…`). Also `stateval
-//! schema` and `stateval validate`.
+//! nothing claiming success, and nothing written: the store is left exactly as it was.
+//! An earlier run's reports go as soon as the pipeline file is parsed (a refused run
+//! leaves no report beside a change that fails); a pipeline file that does not parse
+//! names none, and they are left as they were. Also `stateval schema` and `stateval
+//! validate`.
 
 mod common;
 
@@ -39,9 +40,21 @@ struct Expected<'a> {
 }
 
 /// `stateval run` on the broken copy: exit 2, exactly one located error, nothing on
-/// stdout, the store's run files and the earlier reports untouched.
+/// stdout, the store's run files untouched and the earlier reports gone.
 #[track_caller]
 fn refused(p: &Project, before: &BTreeMap<String, Vec<u8>>, expected: &Expected<'_>) {
+    refused_keeping(p, before, expected, false);
+}
+
+/// [`refused`] for a pipeline file that does not parse: it names no report, and the
+/// earlier ones are left as they were.
+#[track_caller]
+fn refused_unparsed(p: &Project, before: &BTreeMap<String, Vec<u8>>, expected: &Expected<'_>) {
+    refused_keeping(p, before, expected, true);
+}
+
+#[track_caller]
+fn refused_keeping(p: &Project, before: &BTreeMap<String, Vec<u8>>, expected: &Expected<'_>, reports_kept: bool) {
     let out = p.stateval(&["run"]);
     out.expect_code(2);
     let lines: Vec<&str> = out.stderr.lines().collect();
@@ -55,8 +68,15 @@ fn refused(p: &Project, before: &BTreeMap<String, Vec<u8>>, expected: &Expected<
     assert_eq!(out.stdout, "", "nothing claims success on stdout");
     assert!(!out.stderr.contains("PASS") && !out.stderr.contains("report:"), "{}", out.stderr);
     let mut after = p.snapshot(".stateval/runs");
-    after.extend(p.snapshot("reports"));
-    assert_eq!(common::differing(before, &after), Vec::<String>::new(), "nothing ran, written or deleted");
+    if reports_kept {
+        after.extend(p.snapshot("reports"));
+    } else {
+        for r in CI_REPORTS {
+            assert!(!p.exists(r), "{r} outlived a refused run");
+        }
+        after.extend(before.iter().filter(|(k, _)| k.starts_with("reports")).map(|(k, v)| (k.clone(), v.clone())));
+    }
+    assert_eq!(common::differing(before, &after), Vec::<String>::new(), "nothing ran or was written");
 }
 
 /// Columns `from..=to` of `needle` in `line` (1-based, inclusive).
@@ -207,7 +227,7 @@ fn a_recording_line_with_a_wrong_type_is_refused_at_its_own_file_and_line() {
 fn a_pipeline_with_an_unknown_key_is_refused_at_the_key_and_deletes_nothing() {
     let (p, before) = green();
     p.edit_line("pipeline/ci.toml", 5, r#"goldens = "goldens""#, "goldens = \"goldens\"\nstorre = \"x\"");
-    refused(
+    refused_unparsed(
         &p,
         &before,
         &Expected {
@@ -229,7 +249,7 @@ fn a_pipeline_with_an_unknown_agent_key_is_refused_at_the_key_and_deletes_nothin
         "fixture changed"
     );
     p.edit_line("pipeline/ci.toml", 21, "approvals", "polcy = []\napprovals");
-    refused(
+    refused_unparsed(
         &p,
         &before,
         &Expected {
@@ -369,7 +389,7 @@ fn a_report_path_outside_the_project_is_refused_and_the_file_there_is_untouched(
         let line = p.edit_line("pipeline/ci.toml", at, "reports/junit.xml", &path);
         let says = ["report.junit: ", "the files a pipeline writes (reports, goldens, the store) stay inside its base"];
         let columns = span(&line, &format!("\"{path}\""));
-        refused(&p, &before, &Expected { path: "pipeline/ci.toml", line: at, columns, says: &says });
+        refused_unparsed(&p, &before, &Expected { path: "pipeline/ci.toml", line: at, columns, says: &says });
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "an earlier file of someone else's");
         p.edit_line("pipeline/ci.toml", at, &path, "reports/junit.xml");
         assert_eq!(p.line("pipeline/ci.toml", at), original);

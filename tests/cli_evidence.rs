@@ -349,6 +349,27 @@ fn no_kill_at_any_moment_leaves_a_torn_log_or_a_stale_report() {
     let whole = started.elapsed();
     let signals =
         [nix::sys::signal::Signal::SIGKILL, nix::sys::signal::Signal::SIGTERM, nix::sys::signal::Signal::SIGINT];
+    // the first moments, before the datasets are even read: held there (the pipeline
+    // file just parsed) and killed, the green run's reports must already be gone
+    let mut first = std::process::Command::new(assert_cmd::cargo::cargo_bin("stateval"))
+        .current_dir(p.path())
+        .args(["run", "--jobs", "2"])
+        .env("NO_COLOR", "1")
+        .env_remove("CI")
+        .env("STATEVAL_TEST_PAUSE_AT", "loading")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn a run");
+    let mut marker = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(first.stderr.take().expect("piped")), &mut marker)
+        .expect("read stderr");
+    assert_eq!(marker.trim_end(), "stateval: paused at loading");
+    first.kill().expect("SIGKILL");
+    first.wait().expect("reap");
+    for report in common::CI_REPORTS {
+        assert!(!p.exists(report), "{report} outlived a run killed as it loaded");
+    }
     let mut interrupted = 0;
     for round in 0..12usize {
         let delay = whole.mul_f64(((round * 7) % 12) as f64 / 14.0);

@@ -57,7 +57,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let plan_file = args.plan.as_deref().map(PlanFile::read).transpose().map_err(CliError::invalid)?;
     // the inputs are valid: an earlier run's reports go before anything is merged (see
     // `run::remove_stale_reports`)
-    super::run::remove_stale_reports(&plan.pipeline);
+    super::run::remove_stale_reports(&plan.pipeline)?;
     let layout = plan.layout();
     let store = super::open_store(&layout, if args.out.is_some() { "--out" } else { "pipeline.store" })?;
     let options = Options { jobs: 1, selective: false, signer, shard: None, reuse: None };

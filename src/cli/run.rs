@@ -98,7 +98,14 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     warm_up();
     // parsed once, here, and handed to the plan: a pipeline of thousands of profiles is
     // a large document while it is parsed
-    let loaded = Pipeline::load(&args.pipeline);
+    let read = Pipeline::read(&args.pipeline);
+    // An earlier run's reports go as soon as the pipeline names them, before anything
+    // else is read or can fail: no refusal, failure or signal from here on (SIGKILL
+    // included) leaves a stale green report beside a change that fails.
+    if let Ok(pipeline) = &read {
+        remove_stale_reports(pipeline)?;
+    }
+    let loaded = read.and_then(Pipeline::checked);
     interrupt::boundary(Phase::Loading)?;
     let signer = SecretKey::from_env().map_err(|e| CliError::invalid(e.to_string()))?.map(Arc::new);
     if args.bless && in_ci() && !args.allow_bless_in_ci {
@@ -146,10 +153,6 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .map(|dir| stateval::runner::reuse::Reuse::scan(dir, &plan.layout().run_dir(&plan.run_id), &trust))
         .transpose()
         .map_err(CliError::invalid)?;
-    // Everything is valid: only now may an earlier run's reports go (nothing is deleted
-    // for input that is refused), and they go before anything runs, so no failure or
-    // signal from here on (SIGKILL included) leaves a stale green report behind.
-    remove_stale_reports(&plan.pipeline);
     if let Some(shard) = shard {
         plan.keep_shard(shard);
         plan.run_id = format!("{}-shard-{}of{}", plan.run_id, shard.index, shard.total);
@@ -284,7 +287,7 @@ fn tell(
 /// [`runner::Concluding::finish`]: its report files (put in place or not) and the run's
 /// verdict ([`runner::retract`]).
 pub fn retract(plan: &Plan, store: &dyn stateval::store::Store) -> Result<(), CliError> {
-    remove_stale_reports(&plan.pipeline);
+    remove_stale_reports(&plan.pipeline)?;
     runner::retract(plan, store)?;
     Ok(())
 }
@@ -308,6 +311,8 @@ pub fn render_reports(
     verbose: bool,
     logs_ready: bool,
 ) -> Result<Rendered, CliError> {
+    // the files are staged beside their places: those places must still be the project's
+    check_report_paths(&plan.pipeline)?;
     let color = report::pretty::stdout_color_choice();
     let (files, summary) = std::thread::scope(|scope| {
         let summary = scope.spawn(|| {
@@ -330,15 +335,14 @@ impl Rendered {
     /// already in place ([`retract`]).
     pub fn publish(self, outcome: &stateval::outcome::SuiteOutcome, plan: &Plan) -> Result<(), CliError> {
         interrupt::boundary(Phase::Reports)?;
+        // what the code under test could have changed since the run began
+        check_report_paths(&plan.pipeline)?;
         let written = self.files.publish(outcome).map_err(report_error)?;
         interrupt::boundary(Phase::Summary)?;
         let mut stdout = std::io::stdout().lock();
-        let shown = std::io::Write::write_all(&mut stdout, &self.summary);
-        // a closed stdout (`| head -1`) loses the summary, never the exit code
-        match shown.and_then(|()| std::io::Write::flush(&mut stdout)) {
-            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => return Err(CliError::internal(e.to_string())),
-            _ => {}
-        }
+        // a closed or full stdout (`| head -1`, `> /dev/full`: EPIPE, ENOSPC, EIO) loses
+        // the summary, never the exit code: that is the verdict's
+        let _ = std::io::Write::write_all(&mut stdout, &self.summary).and_then(|()| std::io::Write::flush(&mut stdout));
         drop(stdout);
         for path in written {
             super::out(format!("report: {}", plan.pipeline.display(&path)));
@@ -368,13 +372,44 @@ pub fn check_plan_file(path: &std::path::Path, plan: &Plan) -> Result<(), CliErr
 }
 
 /// Reports from an earlier run must not stand in for this one (an interrupt, a kill, a
-/// failure part-way): the configured report files go once the inputs are valid and
-/// before anything runs. Called only with a pipeline that loaded, so the files are the
-/// ones it names, inside its base (`pipeline::outputs`).
-pub fn remove_stale_reports(pipeline: &Pipeline) {
+/// failure part-way, a refused input): the configured report files go as soon as the
+/// pipeline file is read, before anything else. Called only with a pipeline that was
+/// read, so the files are the ones it names, inside its base (`pipeline::outputs`).
+/// One that is not a regular file (a FIFO, a device, a directory) is an error naming
+/// it, and nothing is removed.
+pub fn remove_stale_reports(pipeline: &Pipeline) -> Result<(), CliError> {
+    check_report_paths(pipeline)?;
     for (_, rel) in pipeline.report.outputs().into_iter().flatten() {
+        // a link (one that leads inside: checked) goes itself, never what it names
         let _ = std::fs::remove_file(pipeline.base.join(rel));
     }
+    Ok(())
+}
+
+/// Every report path of the pipeline still leads nowhere outside its base and is a
+/// regular file or nothing: checked when the pipeline is read, and again before the
+/// reports are written, for links or files the code under test made in the meantime.
+fn check_report_paths(pipeline: &Pipeline) -> Result<(), CliError> {
+    use stateval::pipeline::outputs;
+    for (format, rel) in pipeline.report.outputs().into_iter().flatten() {
+        let key = format!("report.{}", format.key());
+        if let Some((link, to)) = outputs::leads_outside(&pipeline.base, rel) {
+            return Err(CliError::invalid(format!(
+                "{key}: {rel:?} leads out of the project through the link {} (to {}); nothing was written",
+                pipeline.display(&link),
+                to.display()
+            )));
+        }
+        let path = pipeline.base.join(rel);
+        if let Some(what) = outputs::not_a_file(&path) {
+            return Err(CliError::invalid(format!(
+                "{key}: {} is {what}, not a regular file: a report is written only where no file is or over a \
+                 regular one; remove it or name another path",
+                pipeline.display(&path)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `--filter 'pay-*' --tag security`: the options that narrowed a run.

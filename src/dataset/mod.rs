@@ -347,6 +347,10 @@ pub struct Loaded {
     pub tags: BTreeSet<String>,
     /// Every tag a selected case carries.
     pub selected_tags: BTreeSet<String>,
+    /// The digest of each file the selected cases' custom graders and judges read
+    /// (rubrics, grader scripts; `None`: not a file that could be read), by path: what
+    /// the run must find there when a grader runs or a judge reads its rubric.
+    pub files: BTreeMap<PathBuf, Option<Digest>>,
 }
 
 /// Stop collecting after this many errors: past it, more lines add noise, not help.
@@ -444,6 +448,7 @@ impl<'p> Loader<'p> {
             digest: self.content.finish(),
             tags: self.tags,
             selected_tags: self.selected_tags,
+            files: self.files,
         })
     }
 

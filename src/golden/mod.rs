@@ -53,6 +53,12 @@ pub enum Mode {
 
 #[derive(Debug, thiserror::Error)]
 pub enum GoldenError {
+    /// The golden is not the one the plan digested ([`Goldens::plan`]): edited, removed
+    /// or created while the run went on.
+    #[error(
+        "golden {path}: changed while the run went on (it is not the golden the run was planned with); run again to plan with it"
+    )]
+    Changed { path: String },
     #[error("writing golden {path}: {source}")]
     Write { path: String, source: std::io::Error },
     #[error("normalising the log for its golden: {0}")]
@@ -85,6 +91,19 @@ pub struct Goldens {
     blessed: [AtomicUsize; 3],
     /// Goldens compared with and not found, as reports show them (workers share it).
     missing: Mutex<Vec<String>>,
+    /// Each golden's digest as [`Goldens::plan`] found it (`None`: no golden), by
+    /// [`planned_key`], sorted: a comparison uses only those bytes. `None`: not planned
+    /// (a golden is taken as it is found).
+    planned: Option<Vec<(u128, Option<crate::canon::Digest>)>>,
+}
+
+/// What [`Goldens::planned`] knows a golden by: 16 bytes of the digest of its path
+/// under the goldens directory, not the path (about 60 bytes) for each of 10,000 runs.
+fn planned_key(rel: &str) -> u128 {
+    let digest = crate::canon::digest(crate::canon::Context::Content, rel.as_bytes());
+    let mut key = [0u8; 16];
+    key.copy_from_slice(&digest.0[..16]);
+    u128::from_le_bytes(key)
 }
 
 impl Goldens {
@@ -100,7 +119,51 @@ impl Goldens {
             mode: Mode::Compare,
             blessed: Default::default(),
             missing: Mutex::default(),
+            planned: None,
         }
+    }
+
+    /// Read and digest the golden of every run `(dataset, case, k)` the plan holds: a
+    /// verdict depends on its golden as on its recording, so the goldens found enter the
+    /// plan's digest (the returned one, over each golden's path and digest; `None` when
+    /// there is none, so a suite that keeps none plans as before), and [`Goldens::check`]
+    /// compares a run with exactly these bytes. A golden swapped while the run goes on
+    /// (by the code under test, which runs with our user id) is an error, never a pass.
+    pub fn plan<'a>(
+        &mut self,
+        runs: impl IntoIterator<Item = (&'a str, &'a str, usize)>,
+    ) -> Option<crate::canon::Digest> {
+        let rels: Vec<String> =
+            runs.into_iter().map(|(dataset, case, k)| format!("{dataset}/{case}.{k}.jsonl")).collect();
+        // the files are read on every core: a suite of 10,000 runs has as many goldens
+        let digests = crate::par::in_parallel(&rels, |rel| {
+            std::fs::read(self.dir.join(rel))
+                .ok()
+                .map(|bytes| crate::canon::digest(crate::canon::Context::Content, &bytes))
+        });
+        let mut all = crate::canon::Digester::new(crate::canon::Context::Content);
+        let mut planned = Vec::with_capacity(rels.len());
+        let mut any = false;
+        for (rel, digest) in rels.iter().zip(digests) {
+            if let Some(d) = digest {
+                any = true;
+                all.update(rel.as_bytes());
+                all.update(&d.0);
+            }
+            planned.push((planned_key(rel), digest));
+        }
+        planned.sort_unstable_by_key(|(key, _)| *key);
+        self.planned = Some(planned);
+        any.then(|| all.finish())
+    }
+
+    /// Whether `found` (the golden at `rel`, or `None`: there is none) is the golden the
+    /// plan digested; true when the goldens were not planned.
+    fn as_planned(&self, rel: &str, found: Option<&[u8]>) -> bool {
+        let Some(planned) = &self.planned else { return true };
+        let key = planned_key(rel);
+        let Ok(at) = planned.binary_search_by_key(&key, |(k, _)| *k) else { return false };
+        planned[at].1 == found.map(|bytes| crate::canon::digest(crate::canon::Context::Content, bytes))
     }
 
     /// The run is under CI: a missing golden fails its case unless the pipeline says
@@ -164,8 +227,13 @@ impl Goldens {
             self.blessed[written as usize].fetch_add(1, Ordering::Relaxed);
             return Ok(check(true, format!("blessed ({})", written.as_str())));
         }
+        let rel = format!("{dataset}/{case}.{k}.jsonl");
         let bytes = match std::fs::read(&path) {
+            Ok(bytes) if !self.as_planned(&rel, Some(&bytes)) => return Err(GoldenError::Changed { path: shown }),
             Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.as_planned(&rel, None) => {
+                return Err(GoldenError::Changed { path: shown });
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if let Ok(mut missing) = self.missing.lock() {
                     missing.push(shown.clone());

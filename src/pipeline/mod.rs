@@ -140,14 +140,55 @@ impl Pipeline {
     /// name (faults, policy rules, approvals, detectors) against the tool manifests they
     /// can reach.
     pub fn load(path: &Path) -> Result<Pipeline, InputError> {
+        Self::read(path)?.checked()
+    }
+
+    /// The first half of [`Pipeline::load`]: the file read and parsed, and the paths it
+    /// writes checked against the files there ([`outputs::leads_outside`]), so that its
+    /// report files are known (and safe to remove) before anything else is read.
+    pub fn read(path: &Path) -> Result<Pipeline, InputError> {
         let text =
             std::fs::read_to_string(path).map_err(|e| InputError::file(path, format!("cannot read pipeline: {e}")))?;
-        let mut pipeline = Self::parse(path, &text)?;
-        pipeline.check_fault_targets()?;
-        let names = reach::ToolNames::read(pipeline.agents.values(), |rel| pipeline.resolve(rel));
-        pipeline.check_tool_names(&names)?;
-        pipeline.tool_names = Some(names);
+        let pipeline = Self::parse(path, &text)?;
+        pipeline.check_links()?;
         Ok(pipeline)
+    }
+
+    /// A path the pipeline writes that a symbolic link leads out of its base is a load
+    /// error at its key, naming the link: nothing outside the project is written or
+    /// deleted because a committed link said so.
+    fn check_links(&self) -> Result<(), InputError> {
+        let mut written = vec![("/pipeline/store".to_string(), self.pipeline.store.as_str())];
+        written.extend(self.pipeline.goldens.as_deref().map(|g| ("/pipeline/goldens".to_string(), g)));
+        written.extend(self.goldens.dir.as_deref().map(|g| ("/goldens/dir".to_string(), g)));
+        if self.pipeline.goldens.is_none() && self.goldens.dir.is_none() {
+            written.push(("/pipeline/goldens".to_string(), DEFAULT_GOLDENS));
+        }
+        let reports = self.report.files().unwrap_or_default();
+        written.extend(reports.into_iter().map(|(key, path)| (format!("/report/{key}"), path)));
+        for (pointer, written) in written {
+            let pointer = pointer.as_str();
+            if let Some((link, to)) = outputs::leads_outside(&self.base, written) {
+                let to = if to.as_os_str().is_empty() { "nowhere".to_string() } else { to.display().to_string() };
+                let message = format!(
+                    "{written:?} leads out of the project through the link {} (to {to}): the files a pipeline \
+                     writes stay inside its base directory",
+                    self.display(&link)
+                );
+                return Err(self.error_at(pointer, written, message));
+            }
+        }
+        Ok(())
+    }
+
+    /// The second half of [`Pipeline::load`]: the tools its profiles name, checked
+    /// against the tool manifests they can reach.
+    pub fn checked(mut self) -> Result<Pipeline, InputError> {
+        self.check_fault_targets()?;
+        let names = reach::ToolNames::read(self.agents.values(), |rel| self.resolve(rel));
+        self.check_tool_names(&names)?;
+        self.tool_names = Some(names);
+        Ok(self)
     }
 
     /// A profile's fault that names a tool (or server) its manifest does not have could

@@ -7,7 +7,8 @@
 //! the whole group is killed. Stdout and stderr are read on their own threads so a
 //! chatty grader cannot block on a full pipe. Every live group is registered, so an
 //! interrupted run ([`kill_all`]) leaves no grader behind. Judges are served from the
-//! plan's validated judge recordings; rubrics are read when a judge first needs them.
+//! plan's validated judge recordings; rubrics are read when a judge first needs them,
+//! and a rubric or grader script is used only as the plan digested it ([`super::inputs`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -20,7 +21,9 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::Value;
 
+use super::inputs::Inputs;
 use crate::dataset::expect::custom::CustomSpec;
+use crate::diag::InputError;
 use crate::grade::calls::{Backend, JudgeMiss, RecordedAnswer};
 use crate::grade::custom::{Exit, Finished, MAX_STDOUT_BYTES, STDERR_TAIL_CHARS};
 use crate::grade::judge::JudgeKey;
@@ -45,8 +48,13 @@ pub struct RunGraders<'p> {
     pipeline: &'p Pipeline,
     confinement: &'p Confinement,
     judges: &'p BTreeMap<String, Arc<JudgeBook>>,
+    /// The grader scripts and rubrics as the plan digested them.
+    inputs: &'p Inputs,
     /// Rubric texts read so far in this run, by path.
     rubrics: BTreeMap<String, String>,
+    /// A grader script or rubric that is not what the plan digested: the run is an
+    /// input error (the caller takes it once grading is done).
+    pub changed: Option<InputError>,
 }
 
 impl<'p> RunGraders<'p> {
@@ -54,13 +62,22 @@ impl<'p> RunGraders<'p> {
         pipeline: &'p Pipeline,
         confinement: &'p Confinement,
         judges: &'p BTreeMap<String, Arc<JudgeBook>>,
+        inputs: &'p Inputs,
     ) -> Self {
-        RunGraders { pipeline, confinement, judges, rubrics: BTreeMap::new() }
+        RunGraders { pipeline, confinement, judges, inputs, rubrics: BTreeMap::new(), changed: None }
     }
 }
 
 impl Backend for RunGraders<'_> {
     fn run(&mut self, spec: &CustomSpec, stdin: &[u8]) -> Finished {
+        // the script about to run is the one planned (checked as late as can be)
+        for (path, _) in super::inputs::command_files(&spec.command, &self.pipeline.base) {
+            if let Err(e) = self.inputs.check(&path, &self.pipeline.display(&path)) {
+                let why = e.to_string();
+                self.changed.get_or_insert(e);
+                return Finished { exit: Exit::NotStarted(why), stdout: Vec::new(), stderr: Vec::new() };
+            }
+        }
         let env = crate::child_env::inherited(&spec.env_passthrough);
         let limit = Duration::from_millis(spec.timeout_ms);
         run_command(&spec.command, &self.pipeline.base, &env, stdin, limit, self.confinement)
@@ -71,8 +88,17 @@ impl Backend for RunGraders<'_> {
             return Ok(text.clone());
         }
         let full = self.pipeline.resolve(path);
-        let text = std::fs::read_to_string(&full)
-            .map_err(|e| format!("cannot read rubric {}: {e}", self.pipeline.display(&full)))?;
+        let shown = self.pipeline.display(&full);
+        let bytes = match self.inputs.read(&full, &shown) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Err(format!("cannot read rubric {shown}: no such file")),
+            Err(e) => {
+                let why = format!("cannot read rubric: {e}");
+                self.changed.get_or_insert(e);
+                return Err(why);
+            }
+        };
+        let text = String::from_utf8(bytes).map_err(|e| format!("cannot read rubric {shown}: {e}"))?;
         self.rubrics.insert(path.to_string(), text.clone());
         Ok(text)
     }

@@ -10,6 +10,7 @@
 pub mod cards;
 mod churn;
 pub mod graders;
+pub mod inputs;
 pub mod merge;
 pub mod reuse;
 pub mod shard;
@@ -66,6 +67,10 @@ pub enum RunnerError {
     Interrupted(crate::interrupt::Phase),
     #[error("internal error: {0}")]
     Internal(String),
+    /// A file the run wrote is no longer what it wrote: something else edited it while
+    /// the run went on (exit 3, and no manifest).
+    #[error("{} changed during the run: it is not what the run wrote there; the run has no verdict", .0.display())]
+    Changed(PathBuf),
     /// A merge or shard request that cannot be honoured as given (exit 2).
     #[error("{0}")]
     Refused(String),
@@ -117,6 +122,9 @@ pub struct Plan {
     pub goldens: crate::golden::Goldens,
     /// Judge profile name → its validated judge recording.
     pub judges: BTreeMap<String, Arc<JudgeBook>>,
+    /// The files graders, judges and external agents read, as digested into the plan:
+    /// each is checked when it is used ([`inputs`]).
+    pub inputs: inputs::Inputs,
     /// The replay endpoints for external agents, started on first use; stopped
     /// (no port outlives the run) when the plan is dropped.
     server: Mutex<Option<Arc<Server>>>,
@@ -285,7 +293,7 @@ impl Plan {
             loader = loader.validated(recordings);
         }
         let loaded = loader.load_all();
-        let loaded = match loaded {
+        let mut loaded = match loaded {
             Ok(loaded) if errors.is_empty() => loaded,
             Ok(_) => return Err(RunnerError::Input(errors)),
             Err(mut e) => {
@@ -294,8 +302,15 @@ impl Plan {
             }
         };
         let gates_left_out = gate_tags(&pipeline, &loaded)?;
-        let programs = programs_digest(&pipeline);
-        let digest = plan_digest(&pipeline, loaded.digest, &agents, programs, &judges);
+        let mut inputs = inputs::Inputs::new(std::mem::take(&mut loaded.files));
+        let programs = programs_digest(&pipeline, &mut inputs);
+        let mut goldens = crate::golden::Goldens::from_pipeline(&pipeline);
+        let runs = loaded
+            .cases
+            .iter()
+            .flat_map(|c| (0..c.recordings.len()).map(|k| (c.file.dataset.as_str(), c.id.as_str(), k)));
+        let golden_digest = goldens.plan(runs);
+        let digest = plan_digest(&pipeline, loaded.digest, &agents, programs, &judges, golden_digest);
         // hashed into the digest, and read by nothing the plan does after: a pipeline of
         // thousands of profiles is a text of about 100 bytes each, held for the whole run
         let mut pipeline = pipeline;
@@ -313,7 +328,6 @@ impl Plan {
             d.finish()
         };
         let (cases, run_id) = (loaded.cases, format!("r-{}", &digest.to_hex()[..16]));
-        let goldens = crate::golden::Goldens::from_pipeline(&pipeline);
         Ok(Plan {
             pipeline,
             cases,
@@ -325,6 +339,7 @@ impl Plan {
             graders,
             goldens,
             judges,
+            inputs,
             server: Mutex::new(None),
             record: None,
             requests: None,
@@ -381,9 +396,13 @@ impl Plan {
             recording,
             dataset: &case.display_path,
         };
-        self.goldens
-            .check(&case.dataset, &case.id, k, events, log, &sources)
-            .map_err(|e| RunnerError::Internal(e.to_string()))
+        self.goldens.check(&case.dataset, &case.id, k, events, log, &sources).map_err(|e| match e {
+            // swapped while the run went on: an input error, as a changed manifest is
+            crate::golden::GoldenError::Changed { .. } => {
+                RunnerError::Input(vec![InputError::file(&self.goldens.dir, e.to_string())])
+            }
+            e => RunnerError::Internal(e.to_string()),
+        })
     }
 
     /// Replays run `k` of `case` from `recording` with the case's agent (the built-in
@@ -472,6 +491,10 @@ impl Plan {
             }
             (AgentKind::Builtin, None) => BuiltinAgent.run(&input, &mut provider, &mut rec)?,
             (AgentKind::External, _) => {
+                let cwd = self.pipeline.resolve(profile.cwd.as_deref().unwrap_or("."));
+                for (path, _) in inputs::command_files(&profile.command, &cwd) {
+                    self.inputs.check(&path, &self.pipeline.display(&path)).map_err(ReplayError::Input)?;
+                }
                 let server = self.server().map_err(WriteError::Io)?;
                 let launch = Launch {
                     server: &server,
@@ -491,7 +514,7 @@ impl Plan {
         // served line by line holds its whole text) before grading, a long run's peak
         let (used, recorded) = (provider.position(), provider.recorded());
         drop(provider);
-        let mut backend = graders::RunGraders::new(&self.pipeline, self.confinement(), &self.judges);
+        let mut backend = graders::RunGraders::new(&self.pipeline, self.confinement(), &self.judges, &self.inputs);
         let info = CaseInfo {
             id: case.id.clone(),
             dataset: case.dataset.clone(),
@@ -503,6 +526,9 @@ impl Plan {
         let checks =
             rec.before_completion(|events| crate::grade::grade_with(assertions.iter().copied(), events, &mut grading))?;
         let graded = grading.finish();
+        if let Some(changed) = backend.changed.take() {
+            return Err(ReplayError::Input(changed));
+        }
         for (kind, data) in graded.events {
             rec.emit_grading(kind, data)?;
         }
@@ -684,20 +710,21 @@ fn load_judges(pipeline: &Pipeline, errors: &mut Vec<InputError>) -> BTreeMap<St
 /// a path, and script arguments such as `agent.py`): a changed agent is a new run, not
 /// a rerun that overwrites the last one. Programs found on PATH (`python3`) are the
 /// machine's, not the project's, and are left out so run ids agree across machines.
-fn programs_digest(pipeline: &Pipeline) -> Option<Digest> {
+///
+/// Each file read is added to `inputs`, so that an agent starts only with its files as
+/// digested here.
+fn programs_digest(pipeline: &Pipeline, inputs: &mut inputs::Inputs) -> Option<Digest> {
     if pipeline.agents.values().all(|p| p.kind != AgentKind::External) {
         return None;
     }
     let mut digester = canon::Digester::new(Context::Content);
     for (name, profile) in pipeline.agents.iter().filter(|(_, p)| p.kind == AgentKind::External) {
         let cwd = pipeline.resolve(profile.cwd.as_deref().unwrap_or("."));
-        for (i, arg) in profile.command.iter().enumerate() {
-            let path = cwd.join(arg);
-            let named = i > 0 || std::path::Path::new(arg).components().count() > 1;
-            if named && let Ok(bytes) = std::fs::read(&path) {
+        for (path, arg) in inputs::command_files(&profile.command, &cwd) {
+            if let Some(digest) = inputs.add(path) {
                 digester.update(name.as_bytes());
                 digester.update(arg.as_bytes());
-                digester.update(&canon::digest(Context::Content, &bytes).0);
+                digester.update(&digest.0);
             }
         }
     }
@@ -728,6 +755,7 @@ fn plan_digest(
     agents: &BTreeMap<String, PlannedAgent>,
     programs: Option<Digest>,
     judges: &BTreeMap<String, Arc<JudgeBook>>,
+    goldens: Option<Digest>,
 ) -> Digest {
     let mut hasher = Vec::new();
     if let Some(programs) = programs {
@@ -748,6 +776,10 @@ fn plan_digest(
         hasher.extend_from_slice(&book.digest.0);
     }
     hasher.extend_from_slice(&cases.0);
+    // a verdict compares each run with its golden; a suite that keeps none hashes as before
+    if let Some(goldens) = goldens {
+        hasher.extend_from_slice(&goldens.0);
+    }
     canon::digest(Context::Content, &hasher)
 }
 
@@ -1170,6 +1202,7 @@ impl Concluding<'_> {
         // again later); before the manifest, which lists it and marks the run finished
         let suite_path = layout.suite_path(&plan.run_id);
         crate::atomic::replace(&suite_path, suite).map_err(at(&suite_path))?;
+        unchanged(manifest, &run_dir)?;
         write_manifest(manifest, &run_dir, signer)?;
         let done = RunRecord { passed: Some(outcome.passed), ..run.clone() };
         let meta = layout.meta_path(&plan.run_id);
@@ -1233,10 +1266,15 @@ pub(crate) fn conclude_staged<'a>(
     decided: Decided,
     options: &'a Options,
 ) -> Result<Concluding<'a>, RunnerError> {
+    crate::interrupt::boundary(crate::interrupt::Phase::Decided)?;
     let Decided { cases, tally, card_cases } = decided;
     let layout = plan.layout();
     let run_dir = layout.run_dir(&plan.run_id);
-    let logs = write_indexes(plan, &layout, &run_dir, &cases)?;
+    let (logs, mut written) = write_indexes(plan, &layout, &run_dir, &cases)?;
+    if let Some(spilled) = cases.spilled() {
+        let name = crate::outcome::CASES_FILE.to_string();
+        written.push(FileEntry { path: name, bytes: spilled.bytes, digest: spilled.digest });
+    }
     let evaluate = |tally: &Tally| {
         if options.selective {
             // a selection judges pass rates, not suite sizes: min_cases is the full run's
@@ -1281,7 +1319,9 @@ pub(crate) fn conclude_staged<'a>(
         };
         let path = run_dir.join(shard::SHARD_FILE);
         let bytes = serde_json::to_vec_pretty(&record).map_err(|e| RunnerError::Internal(e.to_string()))?;
-        std::fs::write(&path, bytes).map_err(at(&path))?;
+        std::fs::write(&path, &bytes).map_err(at(&path))?;
+        let digest = crate::canon::digest(crate::canon::Context::Content, &bytes);
+        written.push(FileEntry { path: shard::SHARD_FILE.to_string(), bytes: bytes.len() as u64, digest });
     }
     let mut outcome = SuiteOutcome {
         pipeline: plan.pipeline.pipeline.name.clone(),
@@ -1301,7 +1341,7 @@ pub(crate) fn conclude_staged<'a>(
     // `suite.json` carries no root (the manifest it is listed in does), so that the
     // manifest can list it: `stateval report` takes the root from the manifest
     let suite = serde_json::to_vec_pretty(&outcome.header()).map_err(|e| RunnerError::Internal(e.to_string()))?;
-    let files = verdict_files(&run_dir, &suite)?;
+    let files = verdict_files(&run_dir, &suite, written)?;
     // the manifest marks the run finished and anchors its logs and everything its
     // verdict is read from; its root is known before it is written, so that every
     // report can carry it
@@ -1311,14 +1351,21 @@ pub(crate) fn conclude_staged<'a>(
 }
 
 /// The manifest's entries for the verdict files in `run_dir`, with `suite.json` as
-/// `suite` (written once the manifest's root is known, beside it): every other file of
-/// [`crate::evidence::VERDICT_FILES`] the run wrote, as its bytes are on disk now.
-fn verdict_files(run_dir: &Path, suite: &[u8]) -> Result<Vec<FileEntry>, RunnerError> {
+/// `suite` (written once the manifest's root is known, beside it) and the files the run
+/// wrote as it wrote them (`written`: digested on the way out, never read back, so an
+/// edit on disk is not what the manifest anchors). Any other file of
+/// [`crate::evidence::VERDICT_FILES`] is listed as its bytes are on disk now (cases a
+/// caller built in memory).
+fn verdict_files(run_dir: &Path, suite: &[u8], written: Vec<FileEntry>) -> Result<Vec<FileEntry>, RunnerError> {
     let mut files = Vec::new();
     for name in crate::evidence::VERDICT_FILES {
         if name == crate::outcome::SUITE_FILE {
             let digest = crate::canon::digest(crate::canon::Context::Content, suite);
             files.push(FileEntry { path: name.to_string(), bytes: suite.len() as u64, digest });
+            continue;
+        }
+        if let Some(entry) = written.iter().find(|e| e.path == name) {
+            files.push(entry.clone());
             continue;
         }
         let path = run_dir.join(name);
@@ -1348,12 +1395,24 @@ fn verdict(run_id: &str, case: &CaseOutcome, run: &RunResult) -> VerdictRecord {
 /// killed run keeps what it graded); here the file is rewritten in dataset order,
 /// atomically, so it is byte-identical however the workers interleaved. `units.jsonl`: each unit
 /// with its log's head, so a merge can check shards and `--reuse` can find work already
-/// done; and the manifest's entries, returned for [`write_manifest`].
-fn write_indexes(plan: &Plan, layout: &Layout, run_dir: &Path, cases: &Cases) -> Result<Vec<LogEntry>, RunnerError> {
+/// done; and the manifest's entries, returned for [`write_manifest`], with the entries
+/// of the two files as they were written.
+///
+/// The heads and event counts come from `cases`, which reads back only what this run
+/// spilled ([`crate::outcome::Spilled`]): each is the head the case's log writer had in
+/// memory, never one found on disk.
+fn write_indexes(
+    plan: &Plan,
+    layout: &Layout,
+    run_dir: &Path,
+    cases: &Cases,
+) -> Result<(Vec<LogEntry>, Vec<FileEntry>), RunnerError> {
     let verdicts_path = layout.verdicts_path(&plan.run_id);
     let verdicts_tmp = verdicts_path.with_extension("jsonl.tmp");
     let units_path = run_dir.join(shard::UNITS_FILE);
-    let create = |path: &Path| std::fs::File::create(path).map(std::io::BufWriter::new).map_err(at(path));
+    let create = |path: &Path| {
+        std::fs::File::create(path).map(|f| std::io::BufWriter::new(canon::Digesting::new(f))).map_err(at(path))
+    };
     let (mut verdicts, mut units) = (create(&verdicts_tmp)?, create(&units_path)?);
     let mut logs = Vec::with_capacity(cases.len());
     let internal = |e: serde_json::Error| RunnerError::Internal(e.to_string());
@@ -1384,10 +1443,33 @@ fn write_indexes(plan: &Plan, layout: &Layout, run_dir: &Path, cases: &Cases) ->
             logs.push(LogEntry { path: format!("{}/{}.jsonl", case.id, r.index), head, events: r.events });
         }
     }
-    units.flush().map_err(at(&units_path))?;
-    verdicts.into_inner().map_err(|e| e.into_error()).and_then(|f| f.sync_all()).map_err(at(&verdicts_tmp))?;
+    let entry = |name: &str, (_, bytes, digest): (std::fs::File, u64, Digest)| FileEntry {
+        path: name.to_string(),
+        bytes,
+        digest,
+    };
+    let units = units.into_inner().map_err(|e| e.into_error()).map_err(at(&units_path))?.finish();
+    let (file, bytes, digest) = verdicts.into_inner().map_err(|e| e.into_error()).map_err(at(&verdicts_tmp))?.finish();
+    file.sync_all().map_err(at(&verdicts_tmp))?;
     std::fs::rename(&verdicts_tmp, &verdicts_path).map_err(at(&verdicts_path))?;
-    Ok(logs)
+    let verdicts_name = verdicts_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let files = vec![entry(&verdicts_name, (file, bytes, digest)), entry(shard::UNITS_FILE, units)];
+    Ok((logs, files))
+}
+
+/// Every verdict file the manifest lists is still on disk as the run wrote it: the code
+/// under test runs with the run's user id, and what it left behind may have edited one
+/// since (a verdict flipped in `cases.jsonl`). Such a run gets no manifest, so nothing
+/// signs the edit, nor a manifest that the files beside it contradict.
+fn unchanged(manifest: &RunManifest, run_dir: &Path) -> Result<(), RunnerError> {
+    for written in &manifest.files {
+        let path = run_dir.join(&written.path);
+        let found = FileEntry::of(run_dir, &written.path).map_err(at(&path))?;
+        if found != *written {
+            return Err(RunnerError::Changed(path));
+        }
+    }
+    Ok(())
 }
 
 /// The run's logs (heads and event counts, in dataset order) into `manifest.json`;

@@ -138,7 +138,20 @@ impl Logs for LogFiles {
             Some(dir) => dir.join(&case.id).join(format!("{}.jsonl", run.index)),
             None => self.base.join(&run.log),
         };
-        read_log(&path).map(|v| v.events).map_err(|e| e.to_string())
+        let events = read_log(&path).map(|v| v.events).map_err(|e| e.to_string())?;
+        // the chain verified; its head must be the one the run's writer had, which the
+        // case outcome carries: a log re-chained by something else (the code under
+        // test, which runs with our user id) is not shown as this run's
+        let head = events.last().map(|e| e.hash.to_string());
+        if run.head.is_some() && head != run.head {
+            return Err(format!(
+                "{}: not the log the run wrote (its head is {}, the run's {})",
+                path.display(),
+                head.as_deref().unwrap_or("none"),
+                run.head.as_deref().unwrap_or("none")
+            ));
+        }
+        Ok(events)
     }
 
     fn golden(&self, shown: &str) -> Result<Option<Vec<Event>>, String> {
