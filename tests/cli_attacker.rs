@@ -208,18 +208,22 @@ fn a_daemon_the_agent_starts_in_a_new_session_ends_with_its_case() {
         let p = project(isolation, &format!("ATTACKS = \"daemon\", MARKER = \"{marker}\""));
         run(&p, &[]).expect_code(0);
         assert_eq!(answer(&p)["daemon"], "started");
-        match isolation {
-            Isolation::Off => {
-                // a plain child's `setsid` escapes its process group: it outlives the run
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                let left = common::processes_with_arg(&marker);
-                reap(&marker);
-                assert!(!left.is_empty(), "the unisolated daemon `sleep {marker}` was expected to survive");
-            }
-            Isolation::On => {
-                assert!(common::gone_within_5s(&marker), "the daemon `sleep {marker}` outlived its case");
-            }
+        // unisolated, a `setsid` escapes its process group and outlives the run
+        outlives_only_unisolated(isolation, &marker, "its case");
+    }
+}
+
+/// Unisolated, the process carrying `marker` is still there (then killed); isolated, it
+/// is gone within five seconds of what it should not outlive.
+fn outlives_only_unisolated(isolation: Isolation, marker: &str, what: &str) {
+    match isolation {
+        Isolation::Off => {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let left = common::processes_with_arg(marker);
+            reap(marker);
+            assert!(!left.is_empty(), "unisolated, `sleep {marker}` was expected to outlive {what}");
         }
+        Isolation::On => assert!(common::gone_within_5s(marker), "`sleep {marker}` outlived {what}"),
     }
 }
 
@@ -231,31 +235,10 @@ fn the_agent_dies_with_stateval_even_when_stateval_is_killed() {
     for isolation in [Isolation::Off, Isolation::On] {
         let marker = common::marker_seconds();
         let p = project(isolation, &format!("ATTACKS = \"hold\", MARKER = \"{marker}\""));
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_stateval"))
-            .current_dir(p.path())
-            .args(["run", "pipeline/atk.toml"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start stateval");
-        let started = (0..200).any(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            !common::processes_with_arg(&marker).is_empty()
-        });
-        assert!(started, "the agent never started its `sleep {marker}`");
+        let mut child = common::start_until_marker(&p, &["run", "pipeline/atk.toml"], &marker);
         child.kill().unwrap(); // SIGKILL: no handler of stateval's runs
         child.wait().unwrap();
-        match isolation {
-            Isolation::Off => {
-                std::thread::sleep(std::time::Duration::from_millis(300));
-                let left = common::processes_with_arg(&marker);
-                reap(&marker);
-                assert!(!left.is_empty(), "the unisolated agent was expected to outlive a SIGKILL of stateval");
-            }
-            Isolation::On => {
-                assert!(common::gone_within_5s(&marker), "the agent's `sleep {marker}` outlived stateval");
-            }
-        }
+        outlives_only_unisolated(isolation, &marker, "a SIGKILL of stateval");
     }
 }
 

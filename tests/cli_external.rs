@@ -428,18 +428,7 @@ fn interrupt_with(signal: nix::sys::signal::Signal) {
         &profile("hang", &format!(r#"["sh", "-c", "sleep {grandchild} & read l; read l; sleep 300"]"#), ""),
         &[case("hang", "hang", json!([text("x")]))],
     );
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_stateval"))
-        .current_dir(p.path())
-        .args(["run", "pipeline/ext.toml"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start stateval");
-    let started = (0..200).any(|_| {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        !common::processes_with_arg(&grandchild).is_empty()
-    });
-    assert!(started, "the agent never started");
+    let mut child = common::start_until_marker(&p, &["run", "pipeline/ext.toml"], &grandchild);
     let pid = i32::try_from(child.id()).unwrap();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).unwrap();
     let status = child.wait().unwrap();

@@ -441,3 +441,22 @@ pub fn gone_within_5s(arg: &str) -> bool {
         gone
     })
 }
+
+/// `stateval ARGS…` started in `p`, returned once a process carrying `marker` (the
+/// agent's `sleep`, see [`marker_seconds`]) runs; its output goes nowhere.
+#[allow(dead_code)]
+pub fn start_until_marker(p: &Project, args: &[&str], marker: &str) -> std::process::Child {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_stateval"))
+        .current_dir(p.path())
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start stateval");
+    let started = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        !processes_with_arg(marker).is_empty()
+    });
+    assert!(started, "the agent never started its `sleep {marker}`");
+    child
+}
