@@ -304,10 +304,11 @@ impl Confinement {
     }
 }
 
+static ROOT: OnceLock<PathBuf> = OnceLock::new();
+
 /// The directory under which every child's scratch directory is made: one per
 /// stateval process, hidden from every child but for the child's own.
 fn scratch_root() -> PathBuf {
-    static ROOT: OnceLock<PathBuf> = OnceLock::new();
     ROOT.get_or_init(|| std::env::temp_dir().join(format!("stateval-scratch-{}", std::process::id()))).clone()
 }
 
@@ -323,10 +324,13 @@ fn make_scratch() -> std::io::Result<Scratch> {
     Ok(Scratch(dir))
 }
 
-/// Remove this process's scratch root at the end of a run (each child's own directory
-/// is removed when it ends; this takes the empty root).
+/// Remove this process's scratch root, once it is empty (each child's own directory is
+/// removed when the child ends): at the end of every command. A root never made is
+/// left as it is not.
 pub fn remove_scratch_root() {
-    let _ = std::fs::remove_dir(scratch_root());
+    if let Some(root) = ROOT.get() {
+        let _ = std::fs::remove_dir(root);
+    }
 }
 
 #[cfg(test)]

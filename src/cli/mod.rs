@@ -219,6 +219,9 @@ pub fn main() -> ExitCode {
         Command::Recording(args) => recording::run(args),
         Command::Golden(args) => golden::run(args),
     };
+    // every isolated child removed its own scratch directory as it ended; the empty
+    // directory that held them goes with the process
+    stateval::isolation::remove_scratch_root();
     match result {
         Ok(exit) => ExitCode::from(exit as u8),
         Err(e) => {
