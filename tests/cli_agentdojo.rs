@@ -63,8 +63,8 @@ fn the_converted_agentdojo_suites_hold_todays_scorecard() {
     let card = &suite["scorecard"];
 
     // controls, completed, attacks, unscored, succeeded, attack tasks, completed
-    assert_eq!(counts(&card["overall"]), [97, 59, 570, 48, 77, 522, 341]);
-    assert_eq!(counts(&card["tags"]["agentdojo-banking"]), [16, 10, 127, 0, 0, 127, 79]);
+    assert_eq!(counts(&card["overall"]), [97, 59, 571, 48, 77, 523, 341]);
+    assert_eq!(counts(&card["tags"]["agentdojo-banking"]), [16, 10, 128, 0, 0, 128, 79]);
     assert_eq!(counts(&card["tags"]["agentdojo-slack"]), [21, 1, 84, 8, 3, 76, 4]);
     assert_eq!(counts(&card["tags"]["agentdojo-travel"]), [20, 20, 120, 0, 35, 120, 119]);
     assert_eq!(counts(&card["tags"]["agentdojo-workspace"]), [40, 28, 239, 40, 39, 199, 139]);
@@ -130,7 +130,7 @@ fn the_banking_suite_against_an_sdk_agent_is_stopped_at_the_boundary() {
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     let report = p.json("reports/agentdojo-agent.json");
     let agent = counts(&report["scorecard"]["tags"]["agentdojo-banking"]);
-    assert_eq!(agent, [7, 6, 55, 0, 0, 55, 47]);
+    assert_eq!(agent, [7, 6, 56, 0, 0, 56, 47]);
     // the same figures as the built-in runtime's on the same slice
     p.stateval(&["run", "pipeline/agentdojo.toml", "--out", "builtin", "--filter", SLICE]);
     let builtin: Value =

@@ -8,6 +8,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::computed;
 use super::fault::{self, FaultDecl};
 use crate::canon::{self, Context, Digest};
 use crate::diag::{InputError, line_col, locate, parse_json_strict};
@@ -50,16 +51,44 @@ pub enum Trust {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Outcome {
+    /// The answer; its forms (`{"$state": …}`, `{"$filter": …}`, `{"$arg": …}`, see
+    /// [`super::computed`]) are computed from the state after the call's effect.
     #[serde(default)]
     pub result: Value,
     #[serde(default)]
     pub is_error: bool,
-    /// RFC 6902 patch on the fixture state; `{"$arg": "/ptr"}` values are substituted.
+    /// RFC 6902 patch on the fixture state; `{"$arg": "/ptr"}` values are substituted,
+    /// and a `path` or `from` may be a list of tokens (`["files", {"$arg": "/id"}]`).
     pub effect: Option<Vec<Value>>,
+    /// What the call answers, with no effect, when its target is not in the state: a
+    /// state read in `result` finds nothing, or `effect` does not apply (a `remove` of
+    /// a deleted file, a `test` that fails). Without it, that is a fixture error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub absent: Option<Absent>,
     /// The call fails before it reaches the tool (an MCP JSON-RPC `error` response);
     /// excludes `result`, `is_error` and `effect`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol_error: Option<ProtocolError>,
+    /// `result` holds a form, set by [`Manifest::compile`]: a result without one is
+    /// returned as written, never walked.
+    #[serde(skip)]
+    pub computed: bool,
+}
+
+/// The answer to a call whose target is absent from the state (see [`Outcome::absent`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Absent {
+    /// A template like [`Outcome::result`], computed from the unchanged state.
+    #[serde(default)]
+    pub result: Value,
+    /// Default `true`: a missing target is the tool's error.
+    #[serde(default = "yes")]
+    pub is_error: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A protocol error: the JSON-RPC 2.0 `error` object an MCP server answers a
@@ -294,8 +323,9 @@ impl Manifest {
                         None => format!("/tools/{i}/default"),
                     };
                     let raw = value.pointer(&at_outcome);
-                    if let Some(key) =
-                        ["result", "is_error", "effect"].into_iter().find(|k| raw.and_then(|o| o.get(k)).is_some())
+                    if let Some(key) = ["result", "is_error", "effect", "absent"]
+                        .into_iter()
+                        .find(|k| raw.and_then(|o| o.get(k)).is_some())
                     {
                         return Err(at(
                             &format!("{at_outcome}/{key}"),
@@ -307,13 +337,24 @@ impl Manifest {
                     }
                 }
             }
-            for (j, r) in tool.responses.iter().enumerate() {
-                if let Some(effect) = &r.outcome.effect {
-                    check_patch(effect).map_err(|m| at(&format!("/tools/{i}/responses/{j}/effect"), m))?;
+            let outcomes = tool
+                .responses
+                .iter()
+                .enumerate()
+                .map(|(j, r)| (format!("/tools/{i}/responses/{j}"), &r.outcome))
+                .chain(tool.default.iter().map(|d| (format!("/tools/{i}/default"), d)));
+            for (place, outcome) in outcomes {
+                if let Some(effect) = &outcome.effect {
+                    check_patch(effect).map_err(|m| at(&format!("{place}/effect"), m))?;
                 }
-            }
-            if let Some(effect) = tool.default.as_ref().and_then(|d| d.effect.as_ref()) {
-                check_patch(effect).map_err(|m| at(&format!("/tools/{i}/default/effect"), m))?;
+                let declared = outcome.absent.is_some();
+                let templates = std::iter::once(("result", &outcome.result))
+                    .chain(outcome.absent.as_ref().map(|a| ("absent/result", &a.result)));
+                for (member, template) in templates {
+                    computed::check(template, &manifest.state, declared).map_err(|(within, message)| {
+                        at(&format!("{place}/{member}{within}"), format!("tool \"{}\": {message}", tool.name))
+                    })?;
+                }
             }
         }
         fault::check_targets(&manifest.faults, &manifest.tools, manifest.server.as_deref())
@@ -331,6 +372,9 @@ impl Manifest {
         for (i, tool) in self.tools.iter_mut().enumerate() {
             if let Some(schema) = &tool.input_schema {
                 tool.validator = Some(validator(schema).map_err(|e| (i, format!("malformed JSON Schema: {e}")))?);
+            }
+            for outcome in tool.responses.iter_mut().map(|r| &mut r.outcome).chain(tool.default.as_mut()) {
+                outcome.computed = computed::is_computed(&outcome.result);
             }
             let mut by_args = std::collections::HashMap::new();
             for (j, response) in tool.responses.iter().enumerate() {
@@ -401,8 +445,18 @@ fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, jsonschema::V
     Ok(compiled)
 }
 
+/// Is `effect` a JSON Patch, once its places spelt as tokens are pointers?
 fn check_patch(effect: &[Value]) -> Result<(), String> {
-    serde_json::from_value::<json_patch::Patch>(Value::Array(effect.to_vec()))
+    let mut ops = effect.to_vec();
+    for (i, op) in ops.iter_mut().enumerate() {
+        for member in ["path", "from"] {
+            if let Some(place @ Value::Array(_)) = op.get_mut(member) {
+                computed::place(place).map_err(|m| format!("effect {i}: {member}{}: {}", m.at, m.message))?;
+                *place = Value::String("/".into());
+            }
+        }
+    }
+    serde_json::from_value::<json_patch::Patch>(Value::Array(ops))
         .map(|_| ())
         .map_err(|e| format!("effect is not an RFC 6902 JSON Patch: {e}"))
 }
@@ -540,5 +594,28 @@ mod tests {
         std::fs::write(&path, format!("{{{TOOLS}, \"tools\": []}}")).unwrap();
         let err = Manifest::reload(&path, "m.json", validated.digest, bytes).unwrap_err().to_string();
         assert!(err.contains("duplicate key"), "{err}");
+    }
+
+    #[test]
+    fn a_state_read_that_cannot_resolve_against_the_initial_state_is_a_load_error_naming_the_tool() {
+        let text = r#"{"state": {"accounts": {"acc-1": {"balance": 10}}},
+ "tools": [{"name": "get_balance", "description": "d",
+   "default": {"result": {"balance": {"$state": "/acounts/acc-1/balance"}}}}]}"#;
+        let err = load(text).unwrap_err();
+        // line 3, at the "$state" member
+        assert_eq!((err.line, err.column), (3, 39), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "fixtures/tools/ops.json:3:39: tool \"get_balance\": {\"$state\": \"/acounts/acc-1/balance\"} cannot \
+             resolve against the manifest's initial state: nothing at /acounts"
+        );
+        // the same read at a place that exists, or one an argument names past it, loads
+        assert!(load(&text.replace("/acounts/acc-1", "/accounts/acc-1")).is_ok());
+        let by_arg = text.replace(r#""/acounts/acc-1/balance""#, r#"["accounts", {"$arg": "/id"}, "balance"]"#);
+        assert!(load(&by_arg).unwrap().tools[0].default.as_ref().unwrap().computed);
+        // a form spelt wrongly is refused at its member
+        let err = load(&text.replace(r#""$state": "/acounts/acc-1/balance""#, r#""$state": "/accounts", "x": 1"#))
+            .unwrap_err();
+        assert!(err.message.starts_with("tool \"get_balance\": a {\"$state\": …} form has no member \"x\""), "{err}");
     }
 }

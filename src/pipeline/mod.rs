@@ -4,6 +4,7 @@
 //! policy, approvals, budgets), its gates and its reports. Loading validates the TOML
 //! against the pipeline JSON Schema and reports errors at their line and column.
 
+pub mod computed;
 pub mod fault;
 pub mod gates;
 pub mod judges;

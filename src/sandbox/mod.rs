@@ -23,10 +23,13 @@
 //! virtual: an [`Execution`] says how long the call took, and the runtime advances its
 //! clock by that much.
 
+pub mod compute;
 pub mod fault;
 pub mod poisoning;
 
 use serde_json::{Value, json};
+
+use compute::Failure;
 
 pub use crate::pipeline::manifest::{Manifest, Outcome, ProtocolError, SafetyClass, ToolSpec, Trust};
 pub use fault::{Fault, FaultDecl, FaultKind, Injection, Injector};
@@ -56,7 +59,7 @@ pub struct FixtureError {
     /// The manifest file, as shown to the user (`inline` when it has none).
     pub manifest: String,
     pub tool: String,
-    /// JSON Pointer to the effect in the manifest (`/tools/2/default/effect`).
+    /// JSON Pointer to the effect or result in the manifest (`/tools/2/default/effect`).
     pub effect: String,
     pub problem: String,
 }
@@ -133,6 +136,7 @@ impl<'m> Sandbox<'m> {
                 None => return error(format!("no fixture response for {tool} with these arguments")),
             },
         };
+        let place = place.as_str();
         if let Some(protocol) = &outcome.protocol_error {
             // the call never reached the tool: no effect, the error object as the result
             let mut execution = error(String::new());
@@ -140,42 +144,72 @@ impl<'m> Sandbox<'m> {
             execution.protocol_error = Some(protocol.clone());
             return execution;
         }
-        let Some(ops) = outcome.effect.as_ref().filter(|_| !self.read_only.contains(tool)) else {
-            return answer(outcome, None);
-        };
         let index = self.manifest.tools.iter().position(|t| t.name == tool).unwrap_or_default();
-        let fixture_error = |problem: String| {
+        let fixture_error = |member: &str, problem: String| {
             let mut execution = error(format!("{tool}: the fixture cannot answer this call"));
             execution.fixture_error = Some(FixtureError {
                 manifest: self.manifest.source.clone().unwrap_or_else(|| "inline".into()),
                 tool: tool.to_string(),
-                effect: format!("/tools/{index}/{place}/effect"),
+                effect: format!("/tools/{index}/{place}/{member}"),
                 problem,
             });
             execution
         };
-        let patch_value = match substitute_args(&Value::Array(ops.clone()), args) {
-            Ok(value) => value,
-            Err(problem) => return fixture_error(problem),
+        // the target is not in the state: the declared answer, computed from the
+        // unchanged state, and no effect; undeclared, the fixture's fault
+        let absent = |member: &str, problem: String| match &outcome.absent {
+            Some(declared) => match compute::evaluate(&declared.result, args, &self.state) {
+                Ok(result) => Execution { is_error: declared.is_error, ..answer(result, None) },
+                Err(Failure::Absent(p) | Failure::Fixture(p)) => fixture_error("absent/result", p),
+            },
+            None => fixture_error(member, problem),
         };
-        let applied = serde_json::from_value::<json_patch::Patch>(patch_value.clone())
-            .map_err(|e| e.to_string())
-            .and_then(|patch| {
-                let mut next = self.state.clone();
-                json_patch::patch(&mut next, &patch).map_err(|e| e.to_string()).map(|()| next)
-            });
-        match applied {
-            Ok(next) => self.state = next,
-            Err(e) => return fixture_error(format!("the effect does not apply to the fixture state: {e}")),
+        let ops = outcome.effect.as_ref().filter(|_| !self.read_only.contains(tool));
+        let mut applied = None;
+        if let Some(ops) = ops {
+            let patch_value = match substitute_args(ops, args) {
+                Ok(value) => value,
+                Err(Failure::Absent(problem)) => return absent("effect", problem),
+                Err(Failure::Fixture(problem)) => return fixture_error("effect", problem),
+            };
+            let next = serde_json::from_value::<json_patch::Patch>(patch_value.clone())
+                .map_err(|e| (false, e.to_string()))
+                .and_then(|patch| {
+                    let mut next = self.state.clone();
+                    json_patch::patch(&mut next, &patch).map_err(|e| (true, e.to_string())).map(|()| next)
+                });
+            match next {
+                Ok(next) => applied = Some((next, patch_value)),
+                Err((true, e)) if outcome.absent.is_some() => return absent("effect", e),
+                Err((_, e)) => {
+                    return fixture_error("effect", format!("the effect does not apply to the fixture state: {e}"));
+                }
+            }
         }
-        answer(outcome, Some(patch_value))
+        // a computed result reads the state the call leaves (a read sees every write
+        // before it; a write may answer with what it wrote)
+        let result = if outcome.computed {
+            let after = applied.as_ref().map_or(&self.state, |(next, _)| next);
+            match compute::evaluate(&outcome.result, args, after) {
+                Ok(result) => result,
+                Err(Failure::Absent(problem)) => return absent("result", problem),
+                Err(Failure::Fixture(problem)) => return fixture_error("result", problem),
+            }
+        } else {
+            outcome.result.clone()
+        };
+        let effect = applied.map(|(next, patch)| {
+            self.state = next;
+            patch
+        });
+        Execution { is_error: outcome.is_error, ..answer(result, effect) }
     }
 }
 
-fn answer(outcome: &Outcome, effect: Option<Value>) -> Execution {
+fn answer(result: Value, effect: Option<Value>) -> Execution {
     Execution {
-        result: outcome.result.clone(),
-        is_error: outcome.is_error,
+        result,
+        is_error: false,
         effect,
         fault: None,
         duration_ms: 0,
@@ -196,22 +230,39 @@ fn error(message: String) -> Execution {
     }
 }
 
-/// Replace every `{"$arg": "/pointer"}` with that argument. A pointer the call's
-/// arguments do not have is an error: a silent `null` would write a wrong state.
-fn substitute_args(template: &Value, args: &Value) -> Result<Value, String> {
+/// Replace every `{"$arg": "/pointer"}` with that argument, and every `path` or
+/// `from` spelt as tokens with its pointer. A pointer the call's arguments do not have
+/// is an error: a silent `null` would write a wrong state.
+fn substitute_args(ops: &[Value], args: &Value) -> Result<Value, Failure> {
+    ops.iter()
+        .map(|op| match op {
+            Value::Object(map) => map
+                .iter()
+                .map(|(k, v)| match (k.as_str(), v) {
+                    ("path" | "from", Value::Array(_)) => Ok((k.clone(), Value::String(compute::pointer(v, args)?))),
+                    _ => Ok((k.clone(), substitute(v, args)?)),
+                })
+                .collect::<Result<_, _>>()
+                .map(Value::Object),
+            other => substitute(other, args),
+        })
+        .collect::<Result<_, _>>()
+        .map(Value::Array)
+}
+
+/// `{"$arg": …}` substituted in an effect's value; nothing else in it is a form.
+fn substitute(template: &Value, args: &Value) -> Result<Value, Failure> {
     Ok(match template {
         Value::Object(map) if map.len() == 1 && map.get("$arg").is_some_and(Value::is_string) => {
             let pointer = map["$arg"].as_str().unwrap_or_default();
-            args.pointer(pointer)
-                .cloned()
-                .ok_or_else(|| format!("{{\"$arg\": \"{pointer}\"}}: the call has no argument at {pointer:?}"))?
+            args.pointer(pointer).cloned().ok_or_else(|| {
+                Failure::Fixture(format!("{{\"$arg\": \"{pointer}\"}}: the call has no argument at {pointer:?}"))
+            })?
         }
         Value::Object(map) => Value::Object(
-            map.iter().map(|(k, v)| Ok((k.clone(), substitute_args(v, args)?))).collect::<Result<_, String>>()?,
+            map.iter().map(|(k, v)| Ok((k.clone(), substitute(v, args)?))).collect::<Result<_, Failure>>()?,
         ),
-        Value::Array(items) => {
-            Value::Array(items.iter().map(|v| substitute_args(v, args)).collect::<Result<_, String>>()?)
-        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| substitute(v, args)).collect::<Result<_, _>>()?),
         other => other.clone(),
     })
 }
@@ -350,5 +401,82 @@ mod tests {
         assert!(s.execute("transfer", &json!({"to": "al"})).is_error);
         assert!(s.execute("nope", &json!({})).is_error);
         assert_eq!(s.state(), &json!({"ledger": []}));
+    }
+
+    /// A file store whose reads are computed from the state: the writes' effects
+    /// change it, the reads answer what it holds now.
+    fn files() -> Manifest {
+        let mut m: Manifest = serde_json::from_value(json!({
+            "state": {"files": {"a": {"id": "a", "owner": "ann", "text": "one"}}},
+            "tools": [
+                {"name": "list_files", "description": "d",
+                 "default": {"result": {"$filter": "/files", "where": {}}}},
+                {"name": "files_of", "description": "d",
+                 "default": {"result": {"$filter": "/files", "where": {"owner": {"$arg": "/owner"}}}}},
+                {"name": "read_file", "description": "d",
+                 "default": {"result": {"$state": ["files", {"$arg": "/id"}, "text"]},
+                             "absent": {"result": {"error": "no file", "id": {"$arg": "/id"}}}}},
+                {"name": "write_file", "description": "d", "safety_class": "write",
+                 "default": {"result": {"$state": ["files", {"$arg": "/id"}]},
+                             "effect": [{"op": "add", "path": ["files", {"$arg": "/id"}],
+                                         "value": {"id": {"$arg": "/id"}, "owner": {"$arg": "/owner"}, "text": {"$arg": "/text"}}}]}},
+                {"name": "delete_file", "description": "d", "safety_class": "write",
+                 "default": {"result": "deleted",
+                             "effect": [{"op": "remove", "path": ["files", {"$arg": "/id"}]}],
+                             "absent": {"result": "no such file"}}}
+            ]
+        }))
+        .unwrap();
+        m.compile().unwrap();
+        m
+    }
+
+    #[test]
+    fn a_read_after_a_write_answers_what_the_write_left() {
+        let m = files();
+        let mut s = Sandbox::new(&m);
+        assert_eq!(s.execute("read_file", &json!({"id": "a"})).result, json!("one"));
+        let w = s.execute("write_file", &json!({"id": "a", "owner": "ann", "text": "two"}));
+        // a write's computed result reads the state it leaves
+        assert_eq!(w.result, json!({"id": "a", "owner": "ann", "text": "two"}));
+        assert_eq!(s.execute("read_file", &json!({"id": "a"})).result, json!("two"));
+        s.execute("write_file", &json!({"id": "b", "owner": "bo", "text": "three"}));
+        assert_eq!(s.execute("list_files", &json!({})).result.as_array().map(Vec::len), Some(2));
+        assert_eq!(
+            s.execute("files_of", &json!({"owner": "bo"})).result,
+            json!([{"id": "b", "owner": "bo", "text": "three"}])
+        );
+        let d = s.execute("delete_file", &json!({"id": "a"}));
+        assert_eq!(
+            (d.result, d.is_error, d.effect),
+            (json!("deleted"), false, Some(json!([{"op": "remove", "path": "/files/a"}])))
+        );
+        assert_eq!(s.execute("list_files", &json!({})).result, json!([{"id": "b", "owner": "bo", "text": "three"}]));
+    }
+
+    #[test]
+    fn a_call_whose_target_is_gone_answers_the_declared_error_without_effect() {
+        let m = files();
+        let mut s = Sandbox::new(&m);
+        s.execute("delete_file", &json!({"id": "a"}));
+        let before = s.state().clone();
+        // the read of a deleted file, and the second delete: the declared answers, errors by default
+        let r = s.execute("read_file", &json!({"id": "a"}));
+        assert_eq!((r.result, r.is_error, r.fixture_error), (json!({"error": "no file", "id": "a"}), true, None));
+        let d = s.execute("delete_file", &json!({"id": "a"}));
+        assert_eq!((d.result, d.is_error, d.effect), (json!("no such file"), true, None));
+        assert_eq!(s.state(), &before);
+    }
+
+    #[test]
+    fn an_absent_target_without_a_declared_answer_is_a_fixture_error_naming_the_result() {
+        let mut m = files();
+        m.tools[2].default.as_mut().unwrap().absent = None;
+        let mut s = Sandbox::new(&m);
+        let e = s.execute("read_file", &json!({"id": "zz"}));
+        assert_eq!(
+            e.fixture_error.map(|f| f.to_string()).unwrap_or_default(),
+            "fixture error: inline: /tools/2/default/result: tool read_file: the state has nothing at /files/zz"
+        );
     }
 }
