@@ -444,10 +444,25 @@ fn missing_goldens(goldens: &golden::Goldens) -> Option<String> {
     Some(text)
 }
 
-/// `goldens: 13 blessed in goldens/ (2 created, 1 updated, 10 unchanged)`.
+/// `goldens: 13 blessed in goldens/ (2 created, 1 updated, 10 unchanged)`, and the
+/// goldens not written because their run did not complete on its own.
 fn bless_summary(goldens: &golden::Goldens) -> String {
     let counts = goldens.blessed();
     let total: usize = counts.iter().map(|(_, n)| n).sum();
     let parts: Vec<String> = counts.iter().map(|(how, n)| format!("{n} {}", how.as_str())).collect();
-    format!("goldens: {total} blessed in {}/ ({})", goldens.shown.trim_end_matches('/'), parts.join(", "))
+    let mut text =
+        format!("goldens: {total} blessed in {}/ ({})", goldens.shown.trim_end_matches('/'), parts.join(", "));
+    // each refused run's case is listed above with why it did not complete
+    let refused = goldens.refused();
+    if !refused.is_empty() {
+        text.push_str(&format!(
+            "\ngoldens: {} not blessed: their runs did not complete on their own (fix them, then bless again):",
+            refused.len()
+        ));
+        for path in refused {
+            text.push_str("\n  ");
+            text.push_str(&path);
+        }
+    }
+    text
 }

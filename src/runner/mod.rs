@@ -376,13 +376,15 @@ impl Plan {
     }
 
     /// The `golden` check of run `k` of `case` ([`crate::golden::Goldens::check`]), its
-    /// inputs named for the cause of a difference. `log` is how reports show the log.
+    /// inputs named for the cause of a difference. `log` is how reports show the log;
+    /// `incomplete` why the run did not complete on its own, if it did not.
     pub(crate) fn golden_check(
         &self,
         case: &Case,
         k: usize,
         events: &[Event],
         log: &str,
+        incomplete: Option<&str>,
     ) -> Result<Check, RunnerError> {
         let pipeline = self.pipeline.display(&self.pipeline.path);
         let recording = match case.recordings.get(k) {
@@ -396,7 +398,7 @@ impl Plan {
             recording,
             dataset: &case.display_path,
         };
-        self.goldens.check(&case.dataset, &case.id, k, events, log, &sources).map_err(|e| match e {
+        self.goldens.check(&case.dataset, &case.id, k, events, log, &sources, incomplete).map_err(|e| match e {
             // swapped while the run went on: an input error, as a changed manifest is
             crate::golden::GoldenError::Changed { .. } => {
                 RunnerError::Input(vec![InputError::file(&self.goldens.dir, e.to_string())])
@@ -1545,23 +1547,21 @@ fn run_case(
             ReplayError::Log(source) => log_error(source),
             ReplayError::Input(e) => RunnerError::Input(vec![e]),
         })?;
-        let golden = plan.golden_check(case, k, &events, &plan.pipeline.display(&path))?;
-        let mut checks = checks;
-        let task_checks = checks.split_off(task_from.min(checks.len()));
-        let checks: Vec<_> = checks.into_iter().chain([golden]).collect();
         // an external agent goes on after a fixture error (the built-in runtime stops):
         // either way the log holds it, and it fails the run; so does a grader or judge
         // that could not answer, whatever its check says
         let error = summary.error.or_else(|| fixture_error(&events));
-        let passed = summary.status == RunStatus::Completed
-            && error.is_none()
-            && checks.iter().all(|c| c.passed)
-            && grading_errors.is_empty();
         let error = match (error, grading_errors.is_empty()) {
             (error, true) => error,
             (None, false) => Some(grading_errors.join("; ")),
             (Some(e), false) => Some(format!("{e}; {}", grading_errors.join("; "))),
         };
+        let incomplete = crate::golden::complete::why_incomplete(summary.status.as_str(), error.as_deref(), &events);
+        let golden = plan.golden_check(case, k, &events, &plan.pipeline.display(&path), incomplete.as_deref())?;
+        let mut checks = checks;
+        let task_checks = checks.split_off(task_from.min(checks.len()));
+        let checks: Vec<_> = checks.into_iter().chain([golden]).collect();
+        let passed = summary.status == RunStatus::Completed && error.is_none() && checks.iter().all(|c| c.passed);
         // explained only when the run itself failed: the agent's output is its own
         // (timings, addresses), and a passing run's report stays byte-identical
         let diagnosis = match (&error, &stderr) {

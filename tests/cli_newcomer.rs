@@ -1,0 +1,108 @@
+//! A newcomer's first hour (issue #51): the traps a new user fell into, each closed.
+//! A golden is never taken from a run that broke; names a check or a profile uses are
+//! checked when the pipeline loads; `stateval run` finds its project from a
+//! subdirectory; the run's root does not depend on where its store is.
+
+mod common;
+
+use common::Project;
+
+const PIPELINE: &str = r#"[pipeline]
+name = "newcomer"
+datasets = ["datasets/*.jsonl"]
+
+[agents.support]
+system = "You are a help-desk agent."
+
+[report]
+json = "reports/report.json"
+markdown = "reports/summary.md"
+html = "reports/report.html"
+"#;
+
+/// A grader that passes every reply.
+const GRADER: &str = "import json, sys\njson.load(sys.stdin)\nprint(json.dumps({\"pass\": True}))\n";
+/// The same grader, broken: what it prints is not the JSON a grader answers with.
+const BROKEN_GRADER: &str = "import sys\nsys.stdin.read()\nprint(\"Traceback: oops\")\n";
+
+/// A project of `n` cases, each graded by `graders/check.py`.
+fn graded_project(n: usize) -> Project {
+    let p = Project::empty();
+    p.write("pipeline/ci.toml", PIPELINE);
+    p.write("graders/check.py", GRADER);
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            serde_json::json!({"id": format!("case-{i}"), "agent": "support", "turns": ["Where is my order?"],
+                "recordings": [{"responses": [{"response": {"content": format!("It ships tomorrow ({i}).")}}]}],
+                "expect": [{"target": "final_response",
+                            "matcher": {"custom": {"command": ["python3", "graders/check.py"], "timeout_ms": 5000}}}]})
+            .to_string()
+        })
+        .collect();
+    p.write("datasets/suite.jsonl", lines.join("\n") + "\n");
+    p
+}
+
+// ---------------------------------------------------------------------------------
+// No golden from a broken run
+
+#[test]
+fn a_run_whose_grader_broke_is_listed_apart_and_neither_accept_nor_bless_makes_it_a_golden() {
+    let p = graded_project(3);
+    p.stateval(&["run", "--bless"]).expect_code(0);
+    p.stateval(&["run"]).expect_code(0);
+    let blessed = p.snapshot("goldens");
+
+    p.write("graders/check.py", BROKEN_GRADER);
+    let out = p.stateval(&["run"]);
+    out.expect_code(1);
+    // no group offers to accept what broke: the summary names the runs after the
+    // failing cases, and why
+    assert!(!out.stdout.contains("golden accept"), "{}", out.stdout);
+    assert!(!out.stdout.contains("goldens differ"), "{}", out.stdout);
+    let (failing, apart) = (
+        out.stdout.find("FAIL datasets :: case-0").or(out.stdout.find("FAIL ")),
+        out.stdout.find("runs that did not complete: 3 cases (3 runs), fix them before accepting goldens"),
+    );
+    assert!(failing.is_some() && apart.is_some() && failing < apart, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("case-0 (run 0): final_response: custom grader `python3 graders/check.py`"),
+        "{}",
+        out.stdout
+    );
+    let md = p.read("reports/summary.md");
+    assert!(md.contains("### Runs that did not complete") && !md.contains("golden accept"), "{md}");
+    let html = p.read("reports/report.html");
+    assert!(html.contains("<h2>Runs that did not complete</h2>") && !html.contains("golden accept"));
+
+    // accepting the cause their goldens differ for is refused, naming each and why
+    let accept = p.stateval(&["golden", "accept", "--cause", "behaviour"]);
+    accept.expect_code(2);
+    assert!(
+        accept.stderr.contains("--cause behaviour: accepting nothing: 3 runs of this cause did not complete"),
+        "{}",
+        accept.stderr
+    );
+    assert!(accept.stderr.contains("\nerror:   case-2 (run 0): final_response: custom grader"), "{}", accept.stderr);
+    assert_eq!(p.snapshot("goldens"), blessed, "accept wrote a golden of a broken run");
+
+    // --bless writes none of them either, and says which and why
+    let bless = p.stateval(&["run", "--bless"]);
+    bless.expect_code(1);
+    assert!(bless.stdout.contains("goldens: 0 blessed"), "{}", bless.stdout);
+    assert!(
+        bless.stdout.contains("goldens: 3 not blessed: their runs did not complete on their own"),
+        "{}",
+        bless.stdout
+    );
+    assert!(
+        bless.stdout.contains("not blessed: the run did not complete on its own (final_response: custom grader"),
+        "{}",
+        bless.stdout
+    );
+    assert_eq!(p.snapshot("goldens"), blessed, "--bless wrote a golden of a broken run");
+
+    // fixed, the suite is green against the goldens it had
+    p.write("graders/check.py", GRADER);
+    p.stateval(&["run"]).expect_code(0);
+}
