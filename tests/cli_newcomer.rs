@@ -106,3 +106,45 @@ fn a_run_whose_grader_broke_is_listed_apart_and_neither_accept_nor_bless_makes_i
     p.write("graders/check.py", GRADER);
     p.stateval(&["run"]).expect_code(0);
 }
+
+// ---------------------------------------------------------------------------------
+// Names known when the pipeline loads are checked then
+
+#[test]
+fn a_misspelt_pipeline_key_is_named_at_its_place_not_reported_as_the_key_it_meant_missing() {
+    let p = graded_project(1);
+    p.write("pipeline/ci.toml", PIPELINE.replace("datasets = ", "datasetz = "));
+    let out = p.stateval(&["run"]);
+    out.expect_code(2);
+    assert_eq!(
+        out.stderr,
+        "error: pipeline/ci.toml:3:1: pipeline.datasetz: unknown field \"datasetz\" (did you mean \"datasets\"?)\n"
+    );
+    assert!(!p.exists("reports/report.json"));
+}
+
+#[test]
+fn a_tag_no_case_carries_is_an_error_listing_the_suites_tags() {
+    let p = graded_project(1);
+    let mut line: serde_json::Value = serde_json::from_str(p.read("datasets/suite.jsonl").trim()).expect("a case");
+    line["tags"] = serde_json::json!(["tone", "smoke"]);
+    p.write("datasets/suite.jsonl", format!("{line}\n"));
+    let out = p.stateval(&["run", "--tag", "smoke", "--tag", "tnoe"]);
+    out.expect_code(2);
+    assert_eq!(
+        out.stderr,
+        "error: --tag \"tnoe\": no case of the suite carries it (did you mean \"tone\"?); the suite's tags: smoke, tone\n"
+    );
+    p.stateval(&["run", "--tag", "smoke"]).expect_code(0);
+}
+
+#[test]
+fn jobs_0_is_refused_and_jobs_is_documented_in_run_help() {
+    let p = graded_project(1);
+    let out = p.stateval(&["run", "--jobs", "0"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("invalid value '0' for '--jobs <N>'"), "{}", out.stderr);
+    assert!(!p.exists(".stateval/runs"), "nothing ran");
+    let help = p.stateval(&["run", "--help"]);
+    assert!(help.stdout.contains("-j, --jobs <N>") && help.stdout.contains("at least 1"), "{}", help.stdout);
+}

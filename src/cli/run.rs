@@ -24,9 +24,11 @@ pub struct Args {
     /// Run only cases with this tag (repeatable: any of them).
     #[arg(long = "tag", value_name = "TAG")]
     tags: Vec<String>,
-    /// Cases run at once (default: the pipeline's `jobs`, else the number of cores).
-    #[arg(long, short)]
-    jobs: Option<usize>,
+    /// Cases run at once, at least 1 (default: the pipeline's `jobs`, else the number of
+    /// cores). The reports are the same for any number: results are put back in
+    /// dataset order before they are written.
+    #[arg(long, short, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    jobs: Option<u64>,
     /// Write each run's log as its golden (`<goldens>/<dataset>/<case>.<k>.jsonl`)
     /// instead of comparing with it. Refused under CI (`CI` set) unless
     /// `--allow-bless-in-ci`: goldens are reviewed in a PR, never rewritten by CI.
@@ -66,6 +68,21 @@ pub struct Args {
     /// (the JSON and Markdown reports always hold all of them).
     #[arg(long, short)]
     verbose: bool,
+}
+
+/// A `--tag` no case of the suite carries selects nothing, and with other tags given
+/// shrinks the run silently: name it, with the tags there are.
+fn unknown_tags(asked: &[String], suite: &std::collections::BTreeSet<String>) -> Result<(), CliError> {
+    let Some(unknown) = asked.iter().find(|t| !suite.contains(*t)) else { return Ok(()) };
+    let hint = stateval::diag::did_you_mean(unknown, suite.iter().map(String::as_str))
+        .map(|t| format!(" (did you mean {t:?}?)"))
+        .unwrap_or_default();
+    let known = if suite.is_empty() {
+        "no case of the suite has a tag".to_string()
+    } else {
+        format!("the suite's tags: {}", suite.iter().map(String::as_str).collect::<Vec<_>>().join(", "))
+    };
+    Err(CliError::invalid(format!("--tag {unknown:?}: no case of the suite carries it{hint}; {known}")))
 }
 
 /// `CI` as CI services set it (`true`, or `1`): set and not `false`/`0`/empty.
@@ -134,6 +151,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let mut plan = Plan::from_pipeline(loaded.map_err(|e| RunnerError::Input(vec![e]))?, &selection)?;
     crate::release_freed_memory();
     interrupt::boundary(Phase::Validation)?;
+    unknown_tags(&args.tags, &plan.suite_tags)?;
     if plan.cases.is_empty() {
         return Err(CliError::invalid("no case matches the selection: nothing to run"));
     }
@@ -164,6 +182,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     }
     let jobs = args
         .jobs
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
         .or(plan.pipeline.pipeline.jobs)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let layout = plan.layout();

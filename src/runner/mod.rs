@@ -103,6 +103,8 @@ pub struct Plan {
     pub pipeline: Pipeline,
     /// The selected cases, validated; [`Plan::case`] reads one in full.
     pub cases: Vec<CaseRef>,
+    /// Every tag a case of the suite carries, selected or not.
+    pub suite_tags: std::collections::BTreeSet<String>,
     parser: Mutex<CaseParser>,
     /// Agent profile name → where its tool manifest is and the digests that pin it.
     /// Manifests are not kept: [`Plan::manifest`] reads one when a case needs it, so a
@@ -288,7 +290,12 @@ impl Plan {
         }
         let agents: BTreeMap<String, PlannedAgent> = agents.into_iter().collect();
         let judges = load_judges(&pipeline, &mut errors);
-        let mut loader = Loader::new(&pipeline, metric_block::check).select(|case| selection.keeps(case));
+        // every tag of the suite, kept or not: a `--tag` none carries is a typo to name
+        let suite_tags = std::cell::RefCell::new(std::collections::BTreeSet::new());
+        let mut loader = Loader::new(&pipeline, metric_block::check).select(|case| {
+            suite_tags.borrow_mut().extend(case.tags.iter().cloned());
+            selection.keeps(case)
+        });
         if let Some(recordings) = recordings {
             loader = loader.validated(recordings);
         }
@@ -344,6 +351,7 @@ impl Plan {
             record: None,
             requests: None,
             gates_left_out,
+            suite_tags: suite_tags.into_inner(),
             confinement: std::sync::OnceLock::new(),
         })
     }
