@@ -148,3 +148,23 @@ fn jobs_0_is_refused_and_jobs_is_documented_in_run_help() {
     let help = p.stateval(&["run", "--help"]);
     assert!(help.stdout.contains("-j, --jobs <N>") && help.stdout.contains("at least 1"), "{}", help.stdout);
 }
+
+#[test]
+fn a_misspelt_memory_tier_under_not_is_a_load_error_not_a_check_that_passes_testing_nothing() {
+    let p = graded_project(1);
+    let mut line: serde_json::Value = serde_json::from_str(p.read("datasets/suite.jsonl").trim()).expect("a case");
+    line["expect"] = serde_json::json!([{"target": "memory.semantik.x", "matcher": {"not": {"contains": "a"}}}]);
+    let text = format!("{line}\n");
+    p.write("datasets/suite.jsonl", &text);
+    let out = p.stateval(&["run"]);
+    out.expect_code(2);
+    // at the assertion's target, as an unknown target root is
+    let column = common::column_of(&text, "\"target\":\"memory.semantik.x\"");
+    assert_eq!(
+        out.stderr,
+        format!(
+            "error: datasets/suite.jsonl:1:{column}: unknown memory tier \"semantik\" in memory (did you mean \
+             \"semantic\"?); the tiers: working, episodic, semantic, procedural\n"
+        )
+    );
+}
