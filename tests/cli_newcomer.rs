@@ -168,3 +168,45 @@ fn a_misspelt_memory_tier_under_not_is_a_load_error_not_a_check_that_passes_test
         )
     );
 }
+
+#[test]
+fn a_mistyped_script_path_of_a_grader_or_an_external_agent_is_a_load_error_at_its_place() {
+    // a custom grader's script: the dataset line and the command's element
+    let p = graded_project(2);
+    let text = p.read("datasets/suite.jsonl").replace("graders/check.py", "graders/chekc.py");
+    p.write("datasets/suite.jsonl", &text);
+    let out = p.stateval(&["run"]);
+    out.expect_code(2);
+    let first = text.lines().next().expect("a line");
+    let column = common::column_of(first, "\"graders/chekc.py\"");
+    assert!(
+        out.stderr.starts_with(&format!(
+            "error: datasets/suite.jsonl:1:{column}: custom grader: script \"graders/chekc.py\" does not exist \
+             (did you mean \"graders/check.py\"?)\n"
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(!p.exists(".stateval/runs"), "nothing ran");
+
+    // an external agent's script: the profile, at its line
+    let p = graded_project(1);
+    p.write(
+        "pipeline/ci.toml",
+        PIPELINE.replace(
+            "system = \"You are a help-desk agent.\"",
+            "kind = \"external\"\ncommand = [\"python3\", \"agents/sopport.py\"]",
+        ),
+    );
+    p.write("agents/support.py", "");
+    let out = p.stateval(&["run"]);
+    out.expect_code(2);
+    let column = common::column_of("command = [\"python3\", \"agents/sopport.py\"]", "\"agents/sopport.py\"");
+    assert_eq!(
+        out.stderr,
+        format!(
+            "error: pipeline/ci.toml:7:{column}: agents.support.command[1]: script \"agents/sopport.py\" does not \
+             exist (did you mean \"agents/support.py\"?)\n"
+        )
+    );
+}

@@ -943,6 +943,13 @@ fn check_calls(pipeline: &Pipeline, spec: &Value, at: &str) -> Result<(), (Strin
             let program = arg["command"][0].as_str().unwrap_or_default();
             crate::child_env::resolve_program(program, &pipeline.base)
                 .map_err(|e| (format!("{ptr}/command/0"), format!("custom grader: {e}")))?;
+            let command: Vec<String> = arg["command"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .unwrap_or_default();
+            if let Some((i, e)) = crate::child_env::missing_script(&command, &pipeline.base) {
+                return Err((format!("{ptr}/command/{i}"), format!("custom grader: {e}")));
+            }
             continue;
         }
         let profile = arg["profile"].as_str().unwrap_or_default();

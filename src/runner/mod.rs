@@ -753,8 +753,14 @@ fn check_command(pipeline: &Pipeline, name: &str, profile: &AgentProfile) -> Res
     }
     let program = profile.command.first().map(String::as_str).unwrap_or_default();
     crate::child_env::resolve_program(program, &cwd)
-        .map(|_| ())
-        .map_err(|e| InputError::file(&pipeline.path, format!("agents.{name}.command: {e}")))
+        .map_err(|e| InputError::file(&pipeline.path, format!("agents.{name}.command: {e}")))?;
+    match crate::child_env::missing_script(&profile.command, &cwd) {
+        Some((i, e)) => {
+            let (line, column) = pipeline.locate_value(&format!("/agents/{name}/command"), &profile.command[i]);
+            Err(InputError::new(&pipeline.path, line, column, format!("agents.{name}.command[{i}]: {e}")))
+        }
+        None => Ok(()),
+    }
 }
 
 /// Digest over everything that decides a run's logs (`cases`: the selected cases and
