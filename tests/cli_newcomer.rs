@@ -210,3 +210,27 @@ fn a_mistyped_script_path_of_a_grader_or_an_external_agent_is_a_load_error_at_it
         )
     );
 }
+
+// ---------------------------------------------------------------------------------
+// Where the project is
+
+#[test]
+fn run_from_a_subdirectory_finds_the_project_above_says_where_and_means_the_same_files() {
+    let (a, b) = (graded_project(2), graded_project(2));
+    a.stateval(&["run"]).expect_code(0);
+    let inside = b.cmd().current_dir(b.join("graders")).arg("run").output().expect("run stateval");
+    let stderr = String::from_utf8_lossy(&inside.stderr);
+    assert_eq!(inside.status.code(), Some(0), "{stderr}");
+    let found = stderr.lines().next().unwrap_or_default();
+    assert!(
+        found.starts_with("stateval: no pipeline/ci.toml here; using ../pipeline/ci.toml (the project at "),
+        "{stderr}"
+    );
+    for report in ["reports/report.json", "reports/summary.md"] {
+        assert_eq!(a.read(report), b.read(report), "{report}");
+    }
+    assert!(!b.exists("graders/reports") && !b.exists("graders/.stateval"), "nothing is written where it was run");
+    // a pipeline named that is not here or above is the error it was
+    let missing = b.cmd().current_dir(b.join("graders")).args(["run", "pipeline/nope.toml"]).output().expect("run");
+    assert_eq!(missing.status.code(), Some(2));
+}

@@ -51,7 +51,7 @@ enum Sub {
     Review(ReviewArgs),
 }
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 struct Common {
     /// Pipeline definition.
     #[arg(default_value = super::DEFAULT_PIPELINE)]
@@ -107,6 +107,8 @@ struct Loaded {
 }
 
 fn load(common: &Common) -> Result<Loaded, CliError> {
+    let found = Common { pipeline: super::find_pipeline(&common.pipeline), ..common.clone() };
+    let common = &found;
     if super::run::in_ci() && !common.allow_bless_in_ci {
         return Err(CliError::invalid(
             "refusing to accept goldens under CI (CI is set): goldens change in a reviewed commit, \

@@ -15,7 +15,8 @@ use stateval::runner::{self, Options, Plan, RunnerError, Selection};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Pipeline definition.
+    /// Pipeline definition; a relative path not found here is looked for in the
+    /// directories above, as git and cargo find their project.
     #[arg(default_value = super::DEFAULT_PIPELINE)]
     pipeline: PathBuf,
     /// Run only cases whose id matches this glob (`transfer-*`).
@@ -109,7 +110,8 @@ fn warm_up() {
     let _ = std::thread::Builder::new().name("warm-up".into()).spawn(warm);
 }
 
-pub fn run(args: Args) -> Result<Exit, CliError> {
+pub fn run(mut args: Args) -> Result<Exit, CliError> {
+    args.pipeline = super::find_pipeline(&args.pipeline);
     // a signal from here on stops the run at its next phase boundary (exit 130)
     interrupt::defer();
     warm_up();
