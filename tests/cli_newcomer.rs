@@ -234,3 +234,28 @@ fn run_from_a_subdirectory_finds_the_project_above_says_where_and_means_the_same
     let missing = b.cmd().current_dir(b.join("graders")).args(["run", "pipeline/nope.toml"]).output().expect("run");
     assert_eq!(missing.status.code(), Some(2));
 }
+
+#[test]
+fn the_root_is_the_same_wherever_the_store_is_and_no_report_holds_an_absolute_path() {
+    let p = graded_project(2);
+    let root = |out: &common::Outcome| {
+        let line = out.stdout.lines().find(|l| l.starts_with("root ")).unwrap_or_else(|| panic!("{}", out.stdout));
+        line.split_whitespace().nth(1).expect("a root").to_string()
+    };
+    let default = p.stateval(&["run"]);
+    default.expect_code(0);
+    let inside = p.stateval(&["run", "--out", "elsewhere"]);
+    inside.expect_code(0);
+    let outside_dir = tempfile::tempdir().expect("a directory outside the project");
+    let outside_arg = outside_dir.path().to_string_lossy().into_owned();
+    let outside = p.stateval(&["run", "--out", &outside_arg]);
+    outside.expect_code(0);
+    assert_eq!(root(&default), root(&inside), "--out DIR in the project");
+    assert_eq!(root(&default), root(&outside), "--out DIR outside the project");
+    // the reports of the run outside show its logs by a relative path
+    for report in ["reports/report.json", "reports/report.html", "reports/summary.md"] {
+        assert!(!p.read(report).contains(&outside_arg), "{report} holds {outside_arg}");
+    }
+    let json = p.read("reports/report.json");
+    assert!(json.contains("\"log\": \"../"), "the log shown relative to the project: {json}");
+}

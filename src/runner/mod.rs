@@ -372,6 +372,34 @@ impl Plan {
         reference.load(&self.pipeline, &self.parser).map_err(|e| RunnerError::Input(vec![e]))
     }
 
+    /// This run's directory as reports show it: relative to the pipeline's base, also
+    /// when the store is elsewhere (`--out ../out` shows `../out/runs/r-…`), so that no
+    /// report holds an absolute path of this machine's.
+    pub fn shown_run_dir(&self) -> String {
+        let layout = self.layout();
+        let shown = self.pipeline.display(&layout.run_dir(&self.run_id));
+        if !Path::new(&shown).is_absolute() {
+            return shown;
+        }
+        let (Ok(base), Ok(store)) = (self.pipeline.base.canonicalize(), layout.root.canonicalize()) else {
+            return shown;
+        };
+        let common = base.components().zip(store.components()).take_while(|(a, b)| a == b).count();
+        let mut rel = PathBuf::new();
+        for _ in base.components().skip(common) {
+            rel.push("..");
+        }
+        rel.extend(store.components().skip(common));
+        rel.push("runs");
+        rel.push(&self.run_id);
+        rel.to_string_lossy().replace('\\', "/")
+    }
+
+    /// Run `k` of case `case`'s log, as reports show it ([`Plan::shown_run_dir`]).
+    pub fn shown_log(&self, case: &str, k: usize) -> String {
+        format!("{}/{case}/{k}.jsonl", self.shown_run_dir())
+    }
+
     pub fn layout(&self) -> Layout {
         Layout::new(&self.pipeline.store_dir())
     }
@@ -846,7 +874,7 @@ pub fn execute(
     let verdicts = Mutex::new(std::fs::File::create(&verdicts_path).map_err(at(&verdicts_path))?);
     let syncer = syncer::Syncer::default();
     let spill_path = layout.cases_path(&plan.run_id);
-    let spill = CaseSpill::create(&spill_path).map_err(at(&spill_path))?;
+    let spill = CaseSpill::create(&spill_path, &plan.shown_run_dir()).map_err(at(&spill_path))?;
     let jobs = options.jobs.max(1);
     let ledger = Ledger::new(plan.cases.len(), jobs, spill, spill_path, progress);
     let work = Work { plan: &plan, store: store.as_ref(), verdicts: &verdicts, reuse: options.reuse.as_deref() };
@@ -1571,7 +1599,8 @@ fn run_case(
             (Some(e), false) => Some(format!("{e}; {}", grading_errors.join("; "))),
         };
         let incomplete = crate::golden::complete::why_incomplete(summary.status.as_str(), error.as_deref(), &events);
-        let golden = plan.golden_check(case, k, &events, &plan.pipeline.display(&path), incomplete.as_deref())?;
+        let shown = plan.shown_log(&case.id, k);
+        let golden = plan.golden_check(case, k, &events, &shown, incomplete.as_deref())?;
         let mut checks = checks;
         let task_checks = checks.split_off(task_from.min(checks.len()));
         let checks: Vec<_> = checks.into_iter().chain([golden]).collect();
@@ -1579,7 +1608,7 @@ fn run_case(
         // explained only when the run itself failed: the agent's output is its own
         // (timings, addresses), and a passing run's report stays byte-identical
         let diagnosis = match (&error, &stderr) {
-            (Some(_), Some(output)) => Some(diagnose(output, summary.refused.clone(), &plan.pipeline)),
+            (Some(_), Some(output)) => Some(diagnose(output, summary.refused.clone(), &plan.shown_run_dir(), case, k)),
             _ => None,
         };
         if !case.blocks.is_empty() {
@@ -1589,7 +1618,6 @@ fn run_case(
             card_runs.push(cards::card_run(&events, passed, *profile.price));
         }
         let head = events.last().map(|e| e.hash.to_string());
-        let shown = plan.pipeline.display(&path);
         store.put_log(&LogRecord {
             run_id: plan.run_id.clone(),
             case: case.id.clone(),
@@ -1642,9 +1670,10 @@ fn run_case(
 
 /// An external agent's failed run explained: the last lines of its kept output (the
 /// file is scrubbed as it is written, `external::process`) and stateval's last refusal.
-fn diagnose(output: &Path, refused: Option<String>, pipeline: &Pipeline) -> AgentDiagnosis {
+fn diagnose(output: &Path, refused: Option<String>, run_dir: &str, case: &Case, k: usize) -> AgentDiagnosis {
     let text = std::fs::read(output).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
-    AgentDiagnosis { output: pipeline.display(output), tail: AgentDiagnosis::tail_of(&text), refused }
+    let shown = format!("{run_dir}/{}/{k}.stderr", case.id);
+    AgentDiagnosis { output: shown, tail: AgentDiagnosis::tail_of(&text), refused }
 }
 
 /// The message of the log's first fixture error (an effect the manifest cannot apply).
@@ -1771,7 +1800,7 @@ mod tests {
     fn run_ledger(cases: usize, jobs: usize, case: &(dyn Fn(usize) -> CaseResult + Sync)) -> (Ran, Vec<String>) {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("cases.jsonl");
-        let spill = CaseSpill::create(&path).expect("spill");
+        let spill = CaseSpill::create(&path, "").expect("spill");
         let mut seen = Vec::new();
         let mut progress = |case: &CaseOutcome, _: std::time::Duration| seen.push(case.id.clone());
         let ledger = Ledger::new(cases, jobs, spill, path.clone(), &mut progress);
@@ -1981,7 +2010,7 @@ mod tests {
         let store = crate::store::SledStore::open(&layout.catalog())?;
         let run = start_run(&plan, &store)?;
         let run_dir = layout.run_dir(&plan.run_id);
-        let cases = CaseSpill::create(&layout.cases_path(&plan.run_id))?.finish()?;
+        let cases = CaseSpill::create(&layout.cases_path(&plan.run_id), "")?.finish()?;
         let decided = Decided { cases, tally: Tally::default(), card_cases: BTreeMap::new() };
         let options = Options { jobs: 1, selective: false, signer: None, shard: None, reuse: None };
         let mut concluding = conclude_staged(&plan, &store, run, decided, &options)?;
