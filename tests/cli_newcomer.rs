@@ -259,3 +259,21 @@ fn the_root_is_the_same_wherever_the_store_is_and_no_report_holds_an_absolute_pa
     let json = p.read("reports/report.json");
     assert!(json.contains("\"log\": \"../"), "the log shown relative to the project: {json}");
 }
+
+// ---------------------------------------------------------------------------------
+// The HTML report
+
+#[test]
+fn a_missing_golden_is_not_shown_as_a_green_pass_in_the_html_report() {
+    let p = graded_project(1);
+    p.stateval(&["run"]).expect_code(0);
+    let html = p.read("reports/report.html");
+    let row = html.lines().find(|l| l.contains("<code>golden</code>")).unwrap_or_else(|| panic!("no golden row"));
+    assert!(row.starts_with("<tr><td><span class=\"b warn\">no golden</span>"), "{row}");
+    // once blessed, the comparison held: a pass
+    p.stateval(&["run", "--bless"]).expect_code(0);
+    p.stateval(&["run"]).expect_code(0);
+    let html = p.read("reports/report.html");
+    let row = html.lines().find(|l| l.contains("<code>golden</code>")).unwrap_or_else(|| panic!("no golden row"));
+    assert!(row.starts_with("<tr><td><span class=\"b pass\">pass</span>"), "{row}");
+}
