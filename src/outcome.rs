@@ -510,6 +510,11 @@ fn in_run_dir(case: &CaseOutcome) -> Cow<'_, CaseOutcome> {
     for r in &mut case.runs {
         let (log, output) = (format!("{}/{}.jsonl", case.id, r.index), format!("{}/{}.stderr", case.id, r.index));
         if under(&r.log, &log) {
+            // a differing golden's reason names the log in its `stateval diff` command
+            let (shown, recorded) = (format!(" {}`", r.log), format!(" {log}`"));
+            for c in r.checks.iter_mut().filter(|c| c.name == GOLDEN_CHECK) {
+                c.reason = c.reason.replace(&shown, &recorded);
+            }
             r.log = log;
         }
         if let Some(d) = r.diagnosis.as_mut().filter(|d| under(&d.output, &output)) {
@@ -525,6 +530,10 @@ fn shown_under(mut case: CaseOutcome, shown: Option<&str>) -> CaseOutcome {
     let Some(shown) = shown else { return case };
     for r in &mut case.runs {
         if r.log == format!("{}/{}.jsonl", case.id, r.index) {
+            let (recorded, shown_log) = (format!(" {}`", r.log), format!(" {shown}/{}`", r.log));
+            for c in r.checks.iter_mut().filter(|c| c.name == GOLDEN_CHECK) {
+                c.reason = c.reason.replace(&recorded, &shown_log);
+            }
             r.log = format!("{shown}/{}", r.log);
         }
         if let Some(d) = r.diagnosis.as_mut().filter(|d| d.output == format!("{}/{}.stderr", case.id, r.index)) {

@@ -258,6 +258,20 @@ fn the_root_is_the_same_wherever_the_store_is_and_no_report_holds_an_absolute_pa
     }
     let json = p.read("reports/report.json");
     assert!(json.contains("\"log\": \"../"), "the log shown relative to the project: {json}");
+
+    // a golden that differs names the log in its reason's `stateval diff`: still one root
+    p.stateval(&["run", "--bless"]).expect_code(0);
+    p.write("datasets/suite.jsonl", p.read("datasets/suite.jsonl").replace("ships tomorrow", "ships today"));
+    let default = p.stateval(&["run"]);
+    default.expect_code(1);
+    let inside = p.stateval(&["run", "--out", "elsewhere"]);
+    inside.expect_code(1);
+    assert_eq!(root(&default), root(&inside), "a differing golden, --out DIR in the project");
+    let report = p.read("reports/report.json");
+    let run_id = p.json("reports/report.json")["run_id"].as_str().expect("a run id").to_string();
+    let command =
+        format!("(`stateval diff goldens/suite/case-0.0.jsonl elsewhere/runs/{run_id}/case-0/0.jsonl` shows them)");
+    assert!(report.contains(&command), "the reason's command names the log where it is: {report}");
 }
 
 // ---------------------------------------------------------------------------------
