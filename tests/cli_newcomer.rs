@@ -291,3 +291,28 @@ fn a_missing_golden_is_not_shown_as_a_green_pass_in_the_html_report() {
     let row = html.lines().find(|l| l.contains("<code>golden</code>")).unwrap_or_else(|| panic!("no golden row"));
     assert!(row.starts_with("<tr><td><span class=\"b pass\">pass</span>"), "{row}");
 }
+
+#[test]
+fn a_recording_that_calls_a_tool_its_agent_cannot_reach_fails_validate_at_the_recording() {
+    let p = Project::new();
+    let rel = "datasets/examples/treasury.jsonl";
+    let text = p.read(rel);
+    let recording = "fixtures/recordings/pay-alice.jsonl";
+    assert!(text.contains(recording), "{rel} no longer uses {recording}");
+    let calls = p.read(recording);
+    assert!(calls.contains("\"name\":\"transfer\""), "{recording} no longer calls transfer");
+    p.write(recording, calls.replace("\"name\":\"transfer\"", "\"name\":\"transfr\""));
+    let out = p.stateval(&["validate"]);
+    out.expect_code(2);
+    let (line, _) = text.lines().enumerate().find(|(_, l)| l.contains(recording)).expect("the case");
+    let column = common::column_of(text.lines().nth(line).expect("line"), &format!("\"{recording}\""));
+    assert!(
+        out.stderr.contains(&format!(
+            "{rel}:{}:{column}: recording {recording} calls tool \"transfr\", which no manifest the profile can reach \
+             has (did you mean \"transfer\"?)",
+            line + 1
+        )),
+        "{}",
+        out.stderr
+    );
+}
