@@ -839,6 +839,42 @@ mod tests {
     }
 
     #[test]
+    fn the_file_records_logs_in_the_run_directory_and_readers_see_them_where_the_run_shows_it() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut c = case("pay", false);
+        c.runs.push(RunResult {
+            index: 0,
+            log: "../out/runs/r-1/pay/0.jsonl".into(),
+            head: None,
+            events: 1,
+            virtual_ms: 0,
+            status: "completed".into(),
+            checks: vec![Check {
+                name: GOLDEN_CHECK.into(),
+                passed: false,
+                reason: "differs (`stateval diff goldens/d/pay.0.jsonl ../out/runs/r-1/pay/0.jsonl` shows them)".into(),
+                expected: None,
+                actual: None,
+            }],
+            task_checks: vec![],
+            error: None,
+            warnings: vec![],
+            diagnosis: None,
+            passed: false,
+        });
+        let path = dir.path().join(CASES_FILE);
+        let mut spill = CaseSpill::create(&path, "../out/runs/r-1")?;
+        spill.push(&c)?;
+        let cases = spill.finish()?;
+        // on disk: where the store is appears nowhere
+        let line = std::fs::read_to_string(&path)?;
+        assert!(line.contains("\"log\":\"pay/0.jsonl\"") && !line.contains("../out"), "{line}");
+        // read back: as the run showed it
+        assert_eq!(cases.to_vec()?, [c]);
+        Ok(())
+    }
+
+    #[test]
     fn spilled_cases_read_back_equal_and_in_order() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
         let written = vec![case("a", true), case("b\nline", false), case("c", true)];
