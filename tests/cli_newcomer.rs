@@ -290,6 +290,8 @@ fn a_missing_golden_is_not_shown_as_a_green_pass_in_the_html_report() {
     let html = p.read("reports/report.html");
     let row = html.lines().find(|l| l.contains("<code>golden</code>")).unwrap_or_else(|| panic!("no golden row"));
     assert!(row.starts_with("<tr><td><span class=\"b pass\">pass</span>"), "{row}");
+    // a passing run traces no value to an event: no column of dashes that reads as broken
+    assert!(!html.contains("<th scope=\"col\">From event</th>"), "a passing run's checks have a From event column");
 }
 
 #[test]
