@@ -318,3 +318,27 @@ fn a_recording_that_calls_a_tool_its_agent_cannot_reach_fails_validate_at_the_re
         out.stderr
     );
 }
+
+// ---------------------------------------------------------------------------------
+// The store
+
+#[test]
+fn reindex_names_an_edited_log_as_failed_not_as_incomplete() {
+    let p = graded_project(1);
+    p.stateval(&["run"]).expect_code(0);
+    let run_id = p.run_ids().into_iter().next().expect("a run");
+    let rel = format!("runs/{run_id}/case-0/0.jsonl");
+    let log = p.read(format!(".stateval/{rel}"));
+    let edited: Vec<String> = log
+        .lines()
+        .enumerate()
+        .map(|(i, l)| if i == 1 { l.replacen("\"turn\"", "\"turm\"", 1) } else { l.to_string() })
+        .collect();
+    assert_ne!(edited.join("\n") + "\n", log, "the edit changed the log");
+    p.write(format!(".stateval/{rel}"), edited.join("\n") + "\n");
+    let out = p.stateval(&["reindex"]);
+    out.expect_code(1);
+    assert!(out.stderr.contains(&format!("FAILED {rel}:2: ")), "{}", out.stderr);
+    assert!(!out.stderr.contains("incomplete"), "an edited log is not a killed run: {}", out.stderr);
+    assert!(out.stdout.contains("(0 incomplete)"), "{}", out.stdout);
+}
