@@ -84,6 +84,42 @@ pub fn resolve_program(program: &str, cwd: &Path) -> Result<PathBuf, String> {
         .ok_or_else(|| format!("{program}: command not found on PATH"))
 }
 
+/// File extensions of the scripts an interpreter is given (`python3 graders/tone.py`).
+/// Only such arguments are checked: any other may be a flag, a module name, or a path
+/// the program is about to create.
+const SCRIPT_EXTENSIONS: &[&str] = &["py", "js", "mjs", "cjs", "ts", "rb", "sh", "bash", "pl", "php", "lua", "r", "jl"];
+
+/// The first argument of `command` (after the program) that names a script, relative
+/// to `cwd`, which does not exist: its index and the error, with a did-you-mean among
+/// the files beside where it was looked for. A mistyped script path otherwise fails
+/// every case at run time, each with the interpreter's own "can't open file".
+pub fn missing_script(command: &[String], cwd: &Path) -> Option<(usize, String)> {
+    command.iter().enumerate().skip(1).find_map(|(i, arg)| {
+        let path = Path::new(arg);
+        let script = !arg.starts_with('-')
+            && !arg.contains("://")
+            && path.extension().and_then(|e| e.to_str()).is_some_and(|e| SCRIPT_EXTENSIONS.contains(&e));
+        if !script || cwd.join(path).is_file() {
+            return None;
+        }
+        let dir = cwd.join(path.parent().unwrap_or(Path::new("")));
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .map(|entries| entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let hint = crate::diag::did_you_mean(&name, names.iter().map(String::as_str))
+            .map(|close| {
+                let beside = path.parent().filter(|p| !p.as_os_str().is_empty());
+                format!(
+                    " (did you mean \"{}\"?)",
+                    beside.map_or(close.to_string(), |p| p.join(close).display().to_string())
+                )
+            })
+            .unwrap_or_default();
+        Some((i, format!("script \"{arg}\" does not exist{hint}")))
+    })
+}
+
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -92,6 +128,24 @@ fn is_executable(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_script_argument_is_named_with_the_file_it_meant_and_other_arguments_are_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("graders")).unwrap();
+        std::fs::write(dir.path().join("graders/tone.py"), "").unwrap();
+        let cmd = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            missing_script(&cmd(&["python3", "-u", "graders/tnoe.py"]), dir.path()),
+            Some((2, "script \"graders/tnoe.py\" does not exist (did you mean \"graders/tone.py\"?)".into()))
+        );
+        assert_eq!(missing_script(&cmd(&["python3", "graders/tone.py"]), dir.path()), None);
+        // a module, a flag, a URL, an output file: not scripts
+        assert_eq!(
+            missing_script(&cmd(&["python3", "-m", "graders.tone", "--out=x.py", "out/report.json"]), dir.path()),
+            None
+        );
+    }
 
     fn vars(names: &[&str]) -> Vec<(String, String)> {
         names.iter().map(|n| (n.to_string(), format!("value of {n}"))).collect()

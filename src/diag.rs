@@ -322,9 +322,16 @@ impl InputSchema {
         InputSchema { schema, validator }
     }
 
-    /// The first violation of `instance`, if any, phrased for people.
+    /// The first violation of `instance`, if any, phrased for people. An unknown field
+    /// comes before any other: a misspelt key (`datasetz`) also leaves the key it meant
+    /// missing, and "datasets is required" hides the typo that caused it.
     pub fn check(&self, instance: &Value) -> Option<Violation> {
-        let error = self.validator.iter_errors(instance).next()?;
+        let unknown = |e: &jsonschema::ValidationError<'_>| {
+            matches!(e.kind(), jsonschema::error::ValidationErrorKind::AdditionalProperties { .. })
+        };
+        let mut errors = self.validator.iter_errors(instance);
+        let first = errors.next()?;
+        let error = if unknown(&first) { first } else { errors.find(|e| unknown(e)).unwrap_or(first) };
         let pointer = error.instance_path().as_str().to_string();
         let message = match error.kind() {
             jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } => {

@@ -178,7 +178,9 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
 pub struct RunResult {
     /// Run index k, from 0.
     pub index: usize,
-    /// Log path, relative to the working directory.
+    /// Log path as reports show it, relative to the pipeline's base; `cases.jsonl`
+    /// records it relative to the run directory (`pay/0.jsonl`), so that file, and the
+    /// root over it, does not depend on where the store is.
     pub log: String,
     /// `blake3:…` of the last event; absent only when nothing was written.
     pub head: Option<String>,
@@ -213,7 +215,8 @@ pub struct RunResult {
 /// the last request of the run it refused. Both scrubbed of secrets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentDiagnosis {
-    /// The file that keeps the agent's whole output, relative to the working directory.
+    /// The file that keeps the agent's whole output, shown and recorded as
+    /// [`RunResult::log`] is.
     pub output: String,
     /// Its last non-blank lines, at most [`AgentDiagnosis::TAIL_LINES`], oldest first.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
@@ -440,6 +443,9 @@ impl SuiteHeader {
 pub struct Cases {
     source: Source,
     tally: CaseTally,
+    /// The run directory as reports show it, when the cases are read from a file in it:
+    /// each run's log (recorded relative to it, [`in_run_dir`]) is shown under it.
+    shown: Option<String>,
 }
 
 /// How many cases, how many passed, and the same per dataset: counted as cases are
@@ -483,6 +489,58 @@ enum Source {
     /// One `CaseOutcome` per line; with what was written there when this process spilled
     /// them ([`CaseSpill`]), each line read back is checked against it.
     File(PathBuf, Option<std::sync::Arc<Spilled>>),
+}
+
+/// `case` as `cases.jsonl` records it: each run's log and an external agent's kept
+/// output by their paths in the run directory (`pay/0.jsonl`), not where the store is.
+/// The file is listed in the run's manifest, so a path of the store's in it would give
+/// the same run another root under `--out DIR`; readers show them under the run
+/// directory again ([`shown_under`]).
+fn in_run_dir(case: &CaseOutcome) -> Cow<'_, CaseOutcome> {
+    let rel = |r: &RunResult, ext: &str| format!("{}/{}.{ext}", case.id, r.index);
+    let under = |path: &str, rel: &str| path == rel || path.ends_with(&format!("/{rel}"));
+    let moves = |path: &str, rel: String| path != rel && under(path, &rel);
+    let moved = |r: &RunResult| {
+        moves(&r.log, rel(r, "jsonl")) || r.diagnosis.as_ref().is_some_and(|d| moves(&d.output, rel(r, "stderr")))
+    };
+    if !case.runs.iter().any(moved) {
+        return Cow::Borrowed(case);
+    }
+    let mut case = case.clone();
+    for r in &mut case.runs {
+        let (log, output) = (format!("{}/{}.jsonl", case.id, r.index), format!("{}/{}.stderr", case.id, r.index));
+        if under(&r.log, &log) {
+            // a differing golden's reason names the log in its `stateval diff` command
+            let (shown, recorded) = (format!(" {}`", r.log), format!(" {log}`"));
+            for c in r.checks.iter_mut().filter(|c| c.name == GOLDEN_CHECK) {
+                c.reason = c.reason.replace(&shown, &recorded);
+            }
+            r.log = log;
+        }
+        if let Some(d) = r.diagnosis.as_mut().filter(|d| under(&d.output, &output)) {
+            d.output = output;
+        }
+    }
+    Cow::Owned(case)
+}
+
+/// `case` read from `cases.jsonl` with each path [`in_run_dir`] recorded shown under
+/// the run directory `shown` (a path recorded otherwise, by an older run, is left).
+fn shown_under(mut case: CaseOutcome, shown: Option<&str>) -> CaseOutcome {
+    let Some(shown) = shown else { return case };
+    for r in &mut case.runs {
+        if r.log == format!("{}/{}.jsonl", case.id, r.index) {
+            let (recorded, shown_log) = (format!(" {}`", r.log), format!(" {shown}/{}`", r.log));
+            for c in r.checks.iter_mut().filter(|c| c.name == GOLDEN_CHECK) {
+                c.reason = c.reason.replace(&recorded, &shown_log);
+            }
+            r.log = format!("{shown}/{}", r.log);
+        }
+        if let Some(d) = r.diagnosis.as_mut().filter(|d| d.output == format!("{}/{}.stderr", case.id, r.index)) {
+            d.output = format!("{shown}/{}", d.output);
+        }
+    }
+    case
 }
 
 /// What a [`CaseSpill`] wrote, held in memory while the run goes on: the code under test
@@ -529,11 +587,15 @@ impl Cases {
     pub fn iter(&self) -> CaseIter<'_> {
         match &self.source {
             Source::Memory(cases) => CaseIter::Memory(cases.iter()),
-            Source::File(path, None) => Cases::stream(path),
-            Source::File(path, Some(spilled)) => match Cases::stream(path) {
-                CaseIter::File { path, reader, text, line, .. } => {
-                    CaseIter::File { path, reader, text, line, written: Some(&spilled.lines) }
-                }
+            Source::File(path, spilled) => match Cases::stream(path) {
+                CaseIter::File { path, reader, text, line, .. } => CaseIter::File {
+                    path,
+                    reader,
+                    text,
+                    line,
+                    written: spilled.as_ref().map(|s| s.lines.as_slice()),
+                    shown: self.shown.as_deref(),
+                },
                 failed => failed,
             },
         }
@@ -551,16 +613,24 @@ impl Cases {
     /// The cases spilled to `path`, read in order without counting them first.
     pub fn stream(path: &Path) -> CaseIter<'_> {
         match std::fs::File::open(path) {
-            Ok(file) => {
-                CaseIter::File { path, reader: BufReader::new(file), text: String::new(), line: 0, written: None }
-            }
+            Ok(file) => CaseIter::File {
+                path,
+                reader: BufReader::new(file),
+                text: String::new(),
+                line: 0,
+                written: None,
+                shown: None,
+            },
             Err(e) => CaseIter::Failed(Some(io::Error::new(e.kind(), format!("{}: {e}", path.display())))),
         }
     }
 
-    /// The cases spilled to `path` by an earlier run, counted by reading them once.
+    /// The cases spilled to `path` by an earlier run, counted by reading them once; each
+    /// run's log is shown under the directory of `path` as given.
     pub fn from_file(path: &Path) -> io::Result<Cases> {
-        let mut cases = Cases { source: Source::File(path.to_path_buf(), None), tally: CaseTally::default() };
+        let dir = path.parent().map(|d| d.to_string_lossy().replace('\\', "/")).unwrap_or_default();
+        let shown = Some(dir.strip_prefix("./").map(str::to_string).unwrap_or(dir)).filter(|d| !d.is_empty());
+        let mut cases = Cases { source: Source::File(path.to_path_buf(), None), tally: CaseTally::default(), shown };
         let mut tally = CaseTally::default();
         for case in cases.iter() {
             tally.count(case?.as_ref());
@@ -579,7 +649,7 @@ impl From<Vec<CaseOutcome>> for Cases {
     fn from(cases: Vec<CaseOutcome>) -> Self {
         let mut tally = CaseTally::default();
         cases.iter().for_each(|c| tally.count(c));
-        Cases { tally, source: Source::Memory(cases) }
+        Cases { tally, source: Source::Memory(cases), shown: None }
     }
 }
 
@@ -594,6 +664,8 @@ pub enum CaseIter<'a> {
         text: String,
         line: usize,
         written: Option<&'a [Digest]>,
+        /// The run directory as shown: each run's log is shown under it.
+        shown: Option<&'a str>,
     },
     Failed(Option<io::Error>),
 }
@@ -604,7 +676,7 @@ impl<'a> Iterator for CaseIter<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             CaseIter::Memory(cases) => cases.next().map(|c| Ok(Cow::Borrowed(c))),
-            CaseIter::File { path, reader, text, line, written } => {
+            CaseIter::File { path, reader, text, line, written, shown } => {
                 text.clear();
                 match reader.read_line(text) {
                     Ok(0) => {
@@ -630,10 +702,11 @@ impl<'a> Iterator for CaseIter<'a> {
                     }
                 }
                 let text = text.strip_suffix('\r').unwrap_or(text);
+                let shown = *shown;
                 Some(
-                    serde_json::from_str(text).map(Cow::Owned).map_err(|e| {
-                        io::Error::new(io::ErrorKind::InvalidData, format!("{}:{line}: {e}", path.display()))
-                    }),
+                    serde_json::from_str(text).map(|case: CaseOutcome| Cow::Owned(shown_under(case, shown))).map_err(
+                        |e| io::Error::new(io::ErrorKind::InvalidData, format!("{}:{line}: {e}", path.display())),
+                    ),
                 )
             }
             CaseIter::Failed(error) => error.take().map(Err),
@@ -676,6 +749,8 @@ impl<'de> Deserialize<'de> for Cases {
 /// what it wrote ([`Spilled`]) so that nothing else's edit is ever read back as a case.
 pub struct CaseSpill {
     path: PathBuf,
+    /// The run directory as reports show it.
+    shown: String,
     out: BufWriter<std::fs::File>,
     tally: CaseTally,
     /// The line being written (one buffer for the whole file).
@@ -686,10 +761,12 @@ pub struct CaseSpill {
 }
 
 impl CaseSpill {
-    pub fn create(path: &Path) -> io::Result<Self> {
+    /// A spill to `path`, in the run directory reports show as `shown`.
+    pub fn create(path: &Path, shown: &str) -> io::Result<Self> {
         let file = std::fs::File::create(path)?;
         Ok(CaseSpill {
             path: path.to_path_buf(),
+            shown: shown.to_string(),
             out: BufWriter::new(file),
             tally: CaseTally::default(),
             line: Vec::new(),
@@ -701,7 +778,7 @@ impl CaseSpill {
 
     pub fn push(&mut self, case: &CaseOutcome) -> io::Result<()> {
         self.line.clear();
-        serde_json::to_writer(&mut self.line, case)?;
+        serde_json::to_writer(&mut self.line, &in_run_dir(case))?;
         self.lines.push(crate::canon::digest(Context::Content, &self.line));
         self.line.push(b'\n');
         self.out.write_all(&self.line)?;
@@ -714,7 +791,11 @@ impl CaseSpill {
     pub fn finish(mut self) -> io::Result<Cases> {
         self.out.flush()?;
         let spilled = Spilled { lines: self.lines, bytes: self.bytes, digest: self.file.finish() };
-        Ok(Cases { source: Source::File(self.path, Some(std::sync::Arc::new(spilled))), tally: self.tally })
+        Ok(Cases {
+            source: Source::File(self.path, Some(std::sync::Arc::new(spilled))),
+            tally: self.tally,
+            shown: Some(self.shown).filter(|s| !s.is_empty()),
+        })
     }
 }
 
@@ -758,10 +839,46 @@ mod tests {
     }
 
     #[test]
+    fn the_file_records_logs_in_the_run_directory_and_readers_see_them_where_the_run_shows_it() -> io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut c = case("pay", false);
+        c.runs.push(RunResult {
+            index: 0,
+            log: "../out/runs/r-1/pay/0.jsonl".into(),
+            head: None,
+            events: 1,
+            virtual_ms: 0,
+            status: "completed".into(),
+            checks: vec![Check {
+                name: GOLDEN_CHECK.into(),
+                passed: false,
+                reason: "differs (`stateval diff goldens/d/pay.0.jsonl ../out/runs/r-1/pay/0.jsonl` shows them)".into(),
+                expected: None,
+                actual: None,
+            }],
+            task_checks: vec![],
+            error: None,
+            warnings: vec![],
+            diagnosis: None,
+            passed: false,
+        });
+        let path = dir.path().join(CASES_FILE);
+        let mut spill = CaseSpill::create(&path, "../out/runs/r-1")?;
+        spill.push(&c)?;
+        let cases = spill.finish()?;
+        // on disk: where the store is appears nowhere
+        let line = std::fs::read_to_string(&path)?;
+        assert!(line.contains("\"log\":\"pay/0.jsonl\"") && !line.contains("../out"), "{line}");
+        // read back: as the run showed it
+        assert_eq!(cases.to_vec()?, [c]);
+        Ok(())
+    }
+
+    #[test]
     fn spilled_cases_read_back_equal_and_in_order() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
         let written = vec![case("a", true), case("b\nline", false), case("c", true)];
-        let mut spill = CaseSpill::create(&dir.path().join("cases.jsonl"))?;
+        let mut spill = CaseSpill::create(&dir.path().join("cases.jsonl"), "")?;
         for c in &written {
             spill.push(c)?;
         }
@@ -785,7 +902,7 @@ mod tests {
             in_dataset("d2", "c", true),
             in_dataset("d1", "d", true),
         ];
-        let mut spill = CaseSpill::create(&path)?;
+        let mut spill = CaseSpill::create(&path, "")?;
         for c in &written {
             spill.push(c)?;
         }
@@ -803,7 +920,7 @@ mod tests {
     fn a_damaged_spill_file_is_an_error_naming_its_line() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("cases.jsonl");
-        let mut spill = CaseSpill::create(&path)?;
+        let mut spill = CaseSpill::create(&path, "")?;
         spill.push(&case("a", true))?;
         spill.finish()?;
         std::fs::write(&path, "{\"not\": \"a case\"}\n")?;
@@ -818,7 +935,7 @@ mod tests {
     fn a_spill_file_edited_after_it_was_written_is_never_read_back_as_cases() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
         let path = dir.path().join("cases.jsonl");
-        let mut spill = CaseSpill::create(&path)?;
+        let mut spill = CaseSpill::create(&path, "")?;
         spill.push(&case("a", true))?;
         spill.push(&case("b", false))?;
         let cases = spill.finish()?;
@@ -843,7 +960,7 @@ mod tests {
     #[test]
     fn a_run_directory_reads_back_into_an_equal_suite_outcome() -> io::Result<()> {
         let dir = tempfile::tempdir()?;
-        let mut spill = CaseSpill::create(&dir.path().join(CASES_FILE))?;
+        let mut spill = CaseSpill::create(&dir.path().join(CASES_FILE), "")?;
         let written = vec![case("a", true), case("b", false), case("c", true)];
         for c in &written {
             spill.push(c)?;

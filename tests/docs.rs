@@ -113,3 +113,18 @@ fn every_doc_a_document_links_to_exists() {
         }
     }
 }
+
+/// A newcomer writing a case reads the README's dataset reference: it names every key a
+/// case may have, as the case schema lists them.
+#[test]
+fn the_readme_names_every_key_of_a_case() {
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(repo().join("schemas/case.json")).expect("the case schema"))
+            .expect("JSON");
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let table = readme.split("**Every key of a case**").nth(1).expect("the README's table of case keys");
+    let table = &table[..table.find("\n\n`recordings`").unwrap_or(table.len())];
+    let keys = schema["properties"].as_object().expect("properties");
+    let missing: Vec<&String> = keys.keys().filter(|k| !table.contains(&format!("`{k}`"))).collect();
+    assert!(missing.is_empty(), "the README's case keys leave out {missing:?}");
+}

@@ -9,6 +9,10 @@
 //! terminal, as `cargo insta review` does; off a terminal it refuses and points at
 //! `accept`, unless `--answers` gives the answers (for scripts and tests).
 //!
+//! A golden is taken only from a run that completed on its own
+//! ([`stateval::golden::complete`]): a run whose agent crashed or whose judge missed is
+//! in no group, and `--cause` naming only such runs is refused, naming each and why.
+//!
 //! A golden is what later runs are judged against, so the run it comes from must be
 //! one stateval wrote, not one the agent under test planted in the store (it runs with
 //! stateval's user id; a planted run can verify against its own manifest). With a key
@@ -28,7 +32,7 @@ use super::{CliError, Exit};
 use stateval::event::verify::verify_bytes;
 use stateval::evidence::{CheckOptions, PublicKey, SecretKey, Trust, check_run};
 use stateval::golden::churn::{self, Group, Grouper, Member};
-use stateval::golden::{Goldens, Written, bless, normalize};
+use stateval::golden::{Goldens, Written, bless, complete, normalize};
 use stateval::outcome::{CASES_FILE, SUITE_FILE, SuiteOutcome};
 use stateval::pipeline::Pipeline;
 
@@ -47,7 +51,7 @@ enum Sub {
     Review(ReviewArgs),
 }
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 struct Common {
     /// Pipeline definition.
     #[arg(default_value = super::DEFAULT_PIPELINE)]
@@ -103,6 +107,8 @@ struct Loaded {
 }
 
 fn load(common: &Common) -> Result<Loaded, CliError> {
+    let found = Common { pipeline: super::find_pipeline(&common.pipeline), ..common.clone() };
+    let common = &found;
     if super::run::in_ci() && !common.allow_bless_in_ci {
         return Err(CliError::invalid(
             "refusing to accept goldens under CI (CI is set): goldens change in a reviewed commit, \
@@ -189,11 +195,38 @@ fn newest_run(store: &Path, catalog: Option<&Catalog>) -> Result<Option<PathBuf>
 
 fn accept(args: AcceptArgs) -> Result<Exit, CliError> {
     let loaded = load(&args.common)?;
+    let refused = loaded.grouper.incomplete_of(&args.cause);
     let Some(group) = loaded.groups.iter().find(|g| g.id == args.cause) else {
+        if !refused.is_empty() {
+            return Err(CliError::invalid(format!(
+                "--cause {}: accepting nothing: {}",
+                args.cause,
+                not_accepted(&refused)
+            )));
+        }
         return Err(CliError::invalid(no_such_cause(&loaded, &args.cause)));
     };
     super::out(write_group(&loaded, group)?);
+    if !refused.is_empty() {
+        super::out(format!("not accepted: {}", not_accepted(&refused)));
+    }
     Ok(Exit::Pass)
+}
+
+/// Runs of a cause whose golden is not accepted, and why: each is named with its case.
+fn not_accepted(runs: &[&churn::IncompleteRun]) -> String {
+    let mut text = format!(
+        "{} run{} of this cause did not complete on {} own, and a golden is taken only from a run \
+         that did (fix them and run again):",
+        runs.len(),
+        if runs.len() == 1 { "" } else { "s" },
+        if runs.len() == 1 { "its" } else { "their" }
+    );
+    for run in runs {
+        text.push_str("\n  ");
+        text.push_str(&run.line());
+    }
+    text
 }
 
 fn no_such_cause(loaded: &Loaded, cause: &str) -> String {
@@ -236,6 +269,13 @@ fn write_member(loaded: &Loaded, m: &Member) -> Result<Written, CliError> {
     if m.head.as_deref() != verified.events.last().map(|e| e.hash.to_string()).as_deref() {
         return Err(CliError::invalid(format!(
             "{shown}: its head is not the one the run recorded in {CASES_FILE}: not accepted"
+        )));
+    }
+    // the run's outcome said it completed; its log must say so too
+    if let Some(why) = complete::why_log_incomplete(&verified.events) {
+        return Err(CliError::invalid(format!(
+            "{shown}: the run did not complete on its own ({why}): a golden is taken only from a run that did; \
+             nothing more accepted"
         )));
     }
     let golden = normalize::normalize(&verified.events).map_err(|e| CliError::internal(e.to_string()))?;

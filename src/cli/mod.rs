@@ -183,6 +183,33 @@ fn one_case(
 /// The pipeline `stateval run` uses when none is given.
 pub const DEFAULT_PIPELINE: &str = "pipeline/ci.toml";
 
+/// The pipeline file `given` names: as given when it is there (or absolute), else the
+/// first directory above this one that holds it, as git and cargo find their project
+/// from a subdirectory — `stateval run` in `datasets/` runs `../pipeline/ci.toml`, and
+/// says so on stderr. The path stays relative, so what the run shows does not change.
+/// Not found anywhere, it is returned as given, for the error that names it.
+pub fn find_pipeline(given: &std::path::Path) -> std::path::PathBuf {
+    if given.is_absolute() || given.exists() {
+        return given.to_path_buf();
+    }
+    let Ok(here) = std::env::current_dir() else { return given.to_path_buf() };
+    let mut up = std::path::PathBuf::new();
+    for dir in here.ancestors().skip(1) {
+        up.push("..");
+        if dir.join(given).is_file() {
+            let found = up.join(given);
+            err(format_args!(
+                "stateval: no {} here; using {} (the project at {})",
+                given.display(),
+                found.display(),
+                dir.display()
+            ));
+            return found;
+        }
+    }
+    given.to_path_buf()
+}
+
 pub fn main() -> ExitCode {
     // first: a signal from here on is an exit 130, never a death by the signal
     if let Err(e) = stateval::interrupt::install() {

@@ -15,7 +15,8 @@ use stateval::runner::{self, Options, Plan, RunnerError, Selection};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Pipeline definition.
+    /// Pipeline definition; a relative path not found here is looked for in the
+    /// directories above, as git and cargo find their project.
     #[arg(default_value = super::DEFAULT_PIPELINE)]
     pipeline: PathBuf,
     /// Run only cases whose id matches this glob (`transfer-*`).
@@ -24,9 +25,11 @@ pub struct Args {
     /// Run only cases with this tag (repeatable: any of them).
     #[arg(long = "tag", value_name = "TAG")]
     tags: Vec<String>,
-    /// Cases run at once (default: the pipeline's `jobs`, else the number of cores).
-    #[arg(long, short)]
-    jobs: Option<usize>,
+    /// Cases run at once, at least 1 (default: the pipeline's `jobs`, else the number of
+    /// cores). The reports are the same for any number: results are put back in
+    /// dataset order before they are written.
+    #[arg(long, short, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    jobs: Option<u64>,
     /// Write each run's log as its golden (`<goldens>/<dataset>/<case>.<k>.jsonl`)
     /// instead of comparing with it. Refused under CI (`CI` set) unless
     /// `--allow-bless-in-ci`: goldens are reviewed in a PR, never rewritten by CI.
@@ -68,6 +71,21 @@ pub struct Args {
     verbose: bool,
 }
 
+/// A `--tag` no case of the suite carries selects nothing, and with other tags given
+/// shrinks the run silently: name it, with the tags there are.
+fn unknown_tags(asked: &[String], suite: &std::collections::BTreeSet<String>) -> Result<(), CliError> {
+    let Some(unknown) = asked.iter().find(|t| !suite.contains(*t)) else { return Ok(()) };
+    let hint = stateval::diag::did_you_mean(unknown, suite.iter().map(String::as_str))
+        .map(|t| format!(" (did you mean {t:?}?)"))
+        .unwrap_or_default();
+    let known = if suite.is_empty() {
+        "no case of the suite has a tag".to_string()
+    } else {
+        format!("the suite's tags: {}", suite.iter().map(String::as_str).collect::<Vec<_>>().join(", "))
+    };
+    Err(CliError::invalid(format!("--tag {unknown:?}: no case of the suite carries it{hint}; {known}")))
+}
+
 /// `CI` as CI services set it (`true`, or `1`): set and not `false`/`0`/empty.
 pub(super) fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !matches!(v.trim().to_ascii_lowercase().as_str(), "" | "0" | "false"))
@@ -92,7 +110,8 @@ fn warm_up() {
     let _ = std::thread::Builder::new().name("warm-up".into()).spawn(warm);
 }
 
-pub fn run(args: Args) -> Result<Exit, CliError> {
+pub fn run(mut args: Args) -> Result<Exit, CliError> {
+    args.pipeline = super::find_pipeline(&args.pipeline);
     // a signal from here on stops the run at its next phase boundary (exit 130)
     interrupt::defer();
     warm_up();
@@ -134,6 +153,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let mut plan = Plan::from_pipeline(loaded.map_err(|e| RunnerError::Input(vec![e]))?, &selection)?;
     crate::release_freed_memory();
     interrupt::boundary(Phase::Validation)?;
+    unknown_tags(&args.tags, &plan.suite_tags)?;
     if plan.cases.is_empty() {
         return Err(CliError::invalid("no case matches the selection: nothing to run"));
     }
@@ -164,6 +184,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     }
     let jobs = args
         .jobs
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
         .or(plan.pipeline.pipeline.jobs)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from));
     let layout = plan.layout();
@@ -444,10 +465,25 @@ fn missing_goldens(goldens: &golden::Goldens) -> Option<String> {
     Some(text)
 }
 
-/// `goldens: 13 blessed in goldens/ (2 created, 1 updated, 10 unchanged)`.
+/// `goldens: 13 blessed in goldens/ (2 created, 1 updated, 10 unchanged)`, and the
+/// goldens not written because their run did not complete on its own.
 fn bless_summary(goldens: &golden::Goldens) -> String {
     let counts = goldens.blessed();
     let total: usize = counts.iter().map(|(_, n)| n).sum();
     let parts: Vec<String> = counts.iter().map(|(how, n)| format!("{n} {}", how.as_str())).collect();
-    format!("goldens: {total} blessed in {}/ ({})", goldens.shown.trim_end_matches('/'), parts.join(", "))
+    let mut text =
+        format!("goldens: {total} blessed in {}/ ({})", goldens.shown.trim_end_matches('/'), parts.join(", "));
+    // each refused run's case is listed above with why it did not complete
+    let refused = goldens.refused();
+    if !refused.is_empty() {
+        text.push_str(&format!(
+            "\ngoldens: {} not blessed: their runs did not complete on their own (fix them, then bless again):",
+            refused.len()
+        ));
+        for path in refused {
+            text.push_str("\n  ");
+            text.push_str(&path);
+        }
+    }
+    text
 }

@@ -248,6 +248,9 @@ pub struct CaseParser {
     /// The metrics stage's check of a case's blocks.
     check_block: CheckBlock,
     recordings: HashMap<PathBuf, RecordingRef>,
+    /// The tools each recording file validated here calls (none known for one validated
+    /// before, [`CaseParser::validated`]).
+    calls: HashMap<PathBuf, Arc<[String]>>,
     /// Compiled matchers by canonical spec: suites repeat the same regexes and schemas
     /// across thousands of cases, and a compiled one costs kilobytes. Bounded: past
     /// [`MATCHER_CACHE`] distinct specs it starts again, so a suite of all-different
@@ -650,7 +653,13 @@ impl<'p> Loader<'p> {
 impl CaseParser {
     /// A parser that checks metric blocks with `check_block` (the metrics stage's).
     pub fn new(check_block: CheckBlock) -> Self {
-        CaseParser { check_block, recordings: HashMap::new(), matchers: BTreeMap::new(), validated: None }
+        CaseParser {
+            check_block,
+            recordings: HashMap::new(),
+            calls: HashMap::new(),
+            matchers: BTreeMap::new(),
+            validated: None,
+        }
     }
 
     /// Parses and checks one case line.
@@ -719,6 +728,28 @@ impl CaseParser {
                 }
                 (_, _) => return Err(at(&pointer, "a recording is a path or {\"responses\": [...]}".into())),
             };
+            // a call of a tool the agent cannot reach only ever replays as an unknown
+            // tool: the recording is of another agent, or the tool was renamed since
+            let profile = &pipeline.agents[&raw.agent];
+            let reach = pipeline.tool_names.as_ref().and_then(|n| n.reach(profile));
+            if let (Some(reach), crate::pipeline::AgentKind::Builtin) = (reach, profile.kind) {
+                let called: Vec<String> = match &recording {
+                    RecordingRef::File { path, .. } => self.calls.get(path).map(|c| c.to_vec()).unwrap_or_default(),
+                    RecordingRef::Inline(rec) => rec
+                        .responses
+                        .iter()
+                        .flat_map(|r| r.response.tool_calls.iter().map(|c| c.name.clone()))
+                        .collect(),
+                };
+                if let Some(tool) = called.iter().find(|t| !reach.has(t)) {
+                    let source = match &recording {
+                        RecordingRef::File { display, .. } => format!("recording {display}"),
+                        RecordingRef::Inline(_) => "the recording".to_string(),
+                    };
+                    let message = format!("{source} calls tool \"{tool}\"{}", reach.names_nothing(tool));
+                    return Err(at(&pointer, message));
+                }
+            }
             recordings.push(recording);
         }
 
@@ -878,7 +909,11 @@ impl CaseParser {
             Some(digest) => *digest,
             // checked and digested one response at a time: the run reads it again, a
             // line at a time as it is served, so no recording is held parsed whole
-            None => Recording::validate_digest(text, &display).map_err(RecordingError::Invalid)?,
+            None => {
+                let (digest, calls) = Recording::validate_calls(text, &display).map_err(RecordingError::Invalid)?;
+                self.calls.insert(full.clone(), calls.into());
+                digest
+            }
         };
         let reference = RecordingRef::File { path: full.clone(), display, digest, bytes };
         self.recordings.insert(full, reference.clone());
@@ -943,6 +978,13 @@ fn check_calls(pipeline: &Pipeline, spec: &Value, at: &str) -> Result<(), (Strin
             let program = arg["command"][0].as_str().unwrap_or_default();
             crate::child_env::resolve_program(program, &pipeline.base)
                 .map_err(|e| (format!("{ptr}/command/0"), format!("custom grader: {e}")))?;
+            let command: Vec<String> = arg["command"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .unwrap_or_default();
+            if let Some((i, e)) = crate::child_env::missing_script(&command, &pipeline.base) {
+                return Err((format!("{ptr}/command/{i}"), format!("custom grader: {e}")));
+            }
             continue;
         }
         let profile = arg["profile"].as_str().unwrap_or_default();

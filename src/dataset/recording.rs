@@ -105,6 +105,15 @@ impl Recording {
         Self::check(bytes, display, drop)
     }
 
+    /// [`Recording::validate_digest`], and the names of the tools the recording's
+    /// responses call, sorted and each once: a dataset checks them against what its
+    /// case's agent can reach.
+    pub fn validate_calls(bytes: Vec<u8>, display: &str) -> Result<(Digest, Vec<String>), InputError> {
+        let mut names = std::collections::BTreeSet::new();
+        let digest = Self::check(bytes, display, |r| names.extend(r.response.tool_calls.into_iter().map(|c| c.name)))?;
+        Ok((digest, names.into_iter().collect()))
+    }
+
     /// Check every line of a recording file, handing each response to `each` in order;
     /// the content digest of them all.
     fn check(bytes: Vec<u8>, display: &str, mut each: impl FnMut(RecordedResponse)) -> Result<Digest, InputError> {

@@ -15,6 +15,10 @@ pub enum Segment {
     Index(usize),
 }
 
+/// Memory tiers, from most to least volatile: the runtime's memory has these (it takes
+/// them from here, below it), and a memory target names one.
+pub const MEMORY_TIERS: [&str; 4] = ["working", "episodic", "semantic", "procedural"];
+
 /// Root names an assertion may target.
 pub const ROOTS: &[&str] = &[
     "final_response",
@@ -45,12 +49,29 @@ pub fn check_target(target: &str) -> Result<(), String> {
         return Err(format!("malformed target \"{target}\""));
     };
     if ROOTS.contains(&root.as_str()) {
-        return Ok(());
+        return check_tier(root, &segments[1..]);
     }
     let hint = crate::diag::did_you_mean(root, ROOTS.iter().copied())
         .map(|s| format!(" (did you mean \"{s}\"?)"))
         .unwrap_or_default();
     Err(format!("unknown target \"{root}\"{hint}"))
+}
+
+/// A memory root's tier (`memory.semantic.…`, `memory_at[3].episodic.…`) is one the
+/// memory has: a misspelt tier holds no key, so a `not contains` over it would pass
+/// while testing nothing.
+fn check_tier(root: &str, rest: &[Segment]) -> Result<(), String> {
+    let tier = match (root, rest) {
+        ("memory" | "memory_lifecycle", [Segment::Key(tier), ..]) => tier,
+        ("memory_at", [Segment::Index(_), Segment::Key(tier), ..]) => tier,
+        _ => return Ok(()),
+    };
+    let tiers = MEMORY_TIERS;
+    if tiers.contains(&tier.as_str()) {
+        return Ok(());
+    }
+    let hint = crate::diag::did_you_mean(tier, tiers).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
+    Err(format!("unknown memory tier \"{tier}\" in {root}{hint}; the tiers: {}", tiers.join(", ")))
 }
 
 /// Split a target into segments; an error says what is malformed.
@@ -117,6 +138,17 @@ pub fn walk<'v>(mut value: &'v Value, segments: &[Segment]) -> Option<&'v Value>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_misspelt_memory_tier_is_refused_at_load_with_the_tier_it_meant() {
+        assert_eq!(
+            check_target("memory.semantik.x").unwrap_err(),
+            "unknown memory tier \"semantik\" in memory (did you mean \"semantic\"?); the tiers: working, episodic, semantic, procedural"
+        );
+        assert!(check_target("memory_at[2].episodc.k").unwrap_err().contains("(did you mean \"episodic\"?)"));
+        assert!(check_target("memory_lifecycle.nope.k").is_err());
+        assert!(check_target("memory.semantic.user.email").is_ok() && check_target("memory_at[0].working").is_ok());
+    }
     use serde_json::json;
 
     #[test]

@@ -7,6 +7,11 @@
 //! runs of that group from the run's own logs and nothing else). A behaviour change
 //! is a group of its own, never folded into an input's.
 //!
+//! A run that did not complete on its own ([`super::complete`]: its agent crashed, a
+//! grader or judge could not answer) belongs to no group: its golden differs because it
+//! broke, and accepting that would bless the breakage. Such runs are kept apart
+//! ([`Incomplete`]), listed after the failing cases, with no accept command.
+//!
 //! Groups are computed from case outcomes alone (each failed `golden` check carries
 //! its cause), so a run, a merge and `stateval golden accept` reading a finished run
 //! directory all find the same groups.
@@ -75,6 +80,57 @@ pub struct Churn {
     /// golden check counts as passed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gates_only_goldens: Vec<String>,
+    /// Runs whose golden check failed but which did not complete on their own: in no
+    /// group, and never accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<Incomplete>,
+}
+
+/// The runs of a run whose golden check failed and which did not complete on their
+/// own ([`super::complete`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Incomplete {
+    /// Cases with at least one such run.
+    pub cases: usize,
+    /// Such runs.
+    pub runs: usize,
+    /// The first [`SHOWN`] of them, in dataset order.
+    pub first: Vec<IncompleteRun>,
+}
+
+/// One run that did not complete on its own, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncompleteRun {
+    pub case: String,
+    pub k: usize,
+    pub why: String,
+    /// The cause its golden differs for, as a group would name it.
+    pub cause: String,
+}
+
+impl IncompleteRun {
+    /// `case (run 0): why`.
+    pub fn line(&self) -> String {
+        format!("{} (run {}): {}", self.case, self.k, self.why)
+    }
+}
+
+impl Incomplete {
+    /// `runs that did not complete: 6 cases (6 runs): a (run 0): why; …` — the line a
+    /// summary gives them.
+    pub fn summary(&self) -> String {
+        let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+        let mut lines: Vec<String> = self.first.iter().map(IncompleteRun::line).collect();
+        if self.runs > self.first.len() {
+            lines.push(format!("and {} more", self.runs - self.first.len()));
+        }
+        format!(
+            "runs that did not complete: {} ({}), fix them before accepting goldens (no golden is taken from them): {}",
+            plural(self.cases, "case"),
+            plural(self.runs, "run"),
+            lines.join("; ")
+        )
+    }
 }
 
 impl Churn {
@@ -121,6 +177,11 @@ struct Building {
 pub struct Grouper {
     groups: BTreeMap<String, Building>,
     keep_members: bool,
+    /// Runs that did not complete on their own: the first [`SHOWN`], or every one
+    /// when members are kept.
+    incomplete: Vec<IncompleteRun>,
+    incomplete_runs: usize,
+    incomplete_cases: usize,
 }
 
 /// The cause of a run's failed golden check, if it failed one.
@@ -132,6 +193,18 @@ pub fn run_cause(run: &RunResult) -> Option<Cause> {
     // a required golden that does not exist records no value, only its reason; a check
     // from before causes were recorded gets behaviour, the one cause that claims nothing
     Some(if check.reason.starts_with(super::NO_GOLDEN) { Cause::missing() } else { Cause::behaviour() })
+}
+
+/// Why `run`, whose golden check failed, did not complete on its own: what its check
+/// recorded ([`super::complete::KEY`]), else its error or status (a check from before
+/// that was recorded).
+pub fn run_incomplete(run: &RunResult) -> Option<String> {
+    let check = run.checks.iter().find(|c| c.name == CHECK && !c.passed)?;
+    let recorded = check.actual.as_ref().and_then(|a| a.get(super::complete::KEY)).and_then(|w| w.as_str());
+    if let Some(why) = recorded {
+        return Some(why.to_string());
+    }
+    super::complete::why_incomplete(&run.status, run.error.as_deref(), &[])
 }
 
 /// Did this run fail, and fail only its golden check?
@@ -156,8 +229,17 @@ impl Grouper {
 
     pub fn see(&mut self, case: &CaseOutcome) {
         let mut counted: Vec<String> = Vec::new();
+        let mut broken = false;
         for run in &case.runs {
             let Some(cause) = run_cause(run) else { continue };
+            if let Some(why) = run_incomplete(run) {
+                self.incomplete_runs += 1;
+                broken = true;
+                if self.keep_members || self.incomplete.len() < SHOWN {
+                    self.incomplete.push(IncompleteRun { case: case.id.clone(), k: run.index, why, cause: cause.id });
+                }
+                continue;
+            }
             let id = cause.id.clone();
             let group = self.groups.entry(id.clone()).or_insert_with(|| Building {
                 cause,
@@ -183,6 +265,22 @@ impl Grouper {
                 });
             }
         }
+        self.incomplete_cases += usize::from(broken);
+    }
+
+    /// The runs seen that did not complete on their own, if any.
+    pub fn incomplete(&self) -> Option<Incomplete> {
+        (self.incomplete_runs > 0).then(|| Incomplete {
+            cases: self.incomplete_cases,
+            runs: self.incomplete_runs,
+            first: self.incomplete.iter().take(SHOWN).cloned().collect(),
+        })
+    }
+
+    /// Every run seen whose golden differs for cause `id` and which did not complete on
+    /// its own (all of them only [`Grouper::with_members`]).
+    pub fn incomplete_of(&self, id: &str) -> Vec<&IncompleteRun> {
+        self.incomplete.iter().filter(|r| r.cause == id).collect()
     }
 
     /// The members of group `id` (kept only [`Grouper::with_members`]).

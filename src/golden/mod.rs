@@ -8,7 +8,8 @@
 //! pipeline does not say (as a snapshot test's missing snapshot fails in CI) — and
 //! otherwise passes as "no golden", every one listed in [`Goldens::missing`] for the
 //! summary; `[goldens] required = false` is a suite that keeps none. With `--bless`
-//! the run's log is written as its golden instead ([`bless`]).
+//! the run's log is written as its golden instead ([`bless`]) — only when the run
+//! completed on its own ([`complete`]): a crashed run's log is never an expectation.
 //!
 //! A golden is read like any log: it must verify. One edited by hand fails the case
 //! with the verifier's finding, because a golden that no longer verifies cannot say
@@ -18,6 +19,7 @@ mod align;
 pub mod bless;
 pub mod cause;
 pub mod churn;
+pub mod complete;
 pub mod diff;
 pub mod normalize;
 pub mod render;
@@ -91,6 +93,9 @@ pub struct Goldens {
     blessed: [AtomicUsize; 3],
     /// Goldens compared with and not found, as reports show them (workers share it).
     missing: Mutex<Vec<String>>,
+    /// Goldens bless mode did not write because their run did not complete on its own,
+    /// as reports show them.
+    refused: Mutex<Vec<String>>,
     /// Each golden's digest as [`Goldens::plan`] found it (`None`: no golden), by
     /// [`planned_key`], sorted: a comparison uses only those bytes. `None`: not planned
     /// (a golden is taken as it is found).
@@ -119,6 +124,7 @@ impl Goldens {
             mode: Mode::Compare,
             blessed: Default::default(),
             missing: Mutex::default(),
+            refused: Mutex::default(),
             planned: None,
         }
     }
@@ -187,6 +193,14 @@ impl Goldens {
         missing
     }
 
+    /// Every golden bless mode refused to write so far (its run did not complete on its
+    /// own), sorted.
+    pub fn refused(&self) -> Vec<String> {
+        let mut refused = self.refused.lock().map(|m| m.clone()).unwrap_or_default();
+        refused.sort();
+        refused
+    }
+
     /// How many goldens bless mode created, updated and left unchanged so far.
     pub fn blessed(&self) -> [(Written, usize); 3] {
         let n = |w: Written| self.blessed[w as usize].load(Ordering::Relaxed);
@@ -202,7 +216,11 @@ impl Goldens {
     /// The `golden` check of run `k` of a case: compare its events with the golden, or
     /// (in bless mode) write them as the golden. `log` is how reports show the run's
     /// log; `sources` name the run's inputs for the cause of a difference
-    /// ([`cause`]). An error is only ever a failure to write a golden.
+    /// ([`cause`]); `incomplete` says why the run did not complete on its own
+    /// ([`complete::why_incomplete`]), if it did not: such a run is never blessed, and
+    /// a failed check of one records why, so no summary offers to accept it. An error is
+    /// only ever a failure to write a golden.
+    #[allow(clippy::too_many_arguments)]
     pub fn check(
         &self,
         dataset: &str,
@@ -211,6 +229,30 @@ impl Goldens {
         events: &[Event],
         log: &str,
         sources: &cause::Sources,
+        incomplete: Option<&str>,
+    ) -> Result<Check, GoldenError> {
+        let mut checked = self.compare_or_bless(dataset, case, k, events, log, sources, incomplete)?;
+        if let (false, Some(why)) = (checked.passed, incomplete) {
+            let mut actual = match checked.actual.take() {
+                Some(serde_json::Value::Object(map)) => map,
+                _ => serde_json::Map::new(),
+            };
+            actual.insert(complete::KEY.to_string(), json!(why));
+            checked.actual = Some(serde_json::Value::Object(actual));
+        }
+        Ok(checked)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn compare_or_bless(
+        &self,
+        dataset: &str,
+        case: &str,
+        k: usize,
+        events: &[Event],
+        log: &str,
+        sources: &cause::Sources,
+        incomplete: Option<&str>,
     ) -> Result<Check, GoldenError> {
         let (path, shown) = self.path(dataset, case, k);
         let check = |passed: bool, reason: String| Check {
@@ -220,6 +262,18 @@ impl Goldens {
             expected: Some(json!(shown)),
             actual: None,
         };
+        if let (Mode::Bless, Some(why)) = (self.mode, incomplete) {
+            if let Ok(mut refused) = self.refused.lock() {
+                refused.push(shown.clone());
+            }
+            return Ok(check(
+                false,
+                format!(
+                    "not blessed: the run did not complete on its own ({why}); a golden is taken only from a run \
+                     that did: fix it, then bless again"
+                ),
+            ));
+        }
         if self.mode == Mode::Bless {
             let actual = normalize::normalize(events)?;
             let written = bless::write_atomic(&path, &actual.bytes)
@@ -320,7 +374,7 @@ mod tests {
             recording: None,
             dataset: "datasets/examples/treasury.jsonl",
         };
-        goldens.check("examples/treasury", "pay", 0, &[], "log.jsonl", &sources).unwrap()
+        goldens.check("examples/treasury", "pay", 0, &[], "log.jsonl", &sources, None).unwrap()
     }
 
     #[test]

@@ -361,6 +361,14 @@ fn dotted(pointer: &str) -> String {
     out + ": "
 }
 
+impl Pipeline {
+    /// Line and column of the quoted `value` under `pointer` in the pipeline's text (best
+    /// effort, as for its own load errors), for a later check that names a place in it.
+    pub fn locate_value(&self, pointer: &str, value: &str) -> (usize, usize) {
+        locate_toml_value(&self.text, pointer, value)
+    }
+}
+
 /// Best-effort line and column of a JSON Pointer in TOML text: the line of the deepest
 /// key of the pointer found after the lines of the keys before it.
 fn locate_toml(text: &str, pointer: &str) -> (usize, usize) {

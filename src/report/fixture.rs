@@ -71,8 +71,11 @@ pub fn churned() -> SuiteOutcome {
     }
     let mut grouper = Grouper::default();
     cases.iter().for_each(|c| grouper.see(c));
-    let churn =
-        Churn { groups: grouper.groups(|id| accept_command(None, id)), gates_only_goldens: vec!["smoke".into()] };
+    let churn = Churn {
+        groups: grouper.groups(|id| accept_command(None, id)),
+        gates_only_goldens: vec!["smoke".into()],
+        incomplete: None,
+    };
     outcome.extras.insert(EXTRA.into(), json!(churn));
     outcome.cases = cases.into();
     outcome

@@ -77,10 +77,24 @@ pub fn write(outcome: &SuiteOutcome, out: &mut dyn io::Write) -> io::Result<()> 
             .map(|why| format!(" · **the code under test ran without isolation**: {}", code(why)))
             .unwrap_or_default()
     );
+    // runs that did not complete come after the failing cases, never with an accept
+    let mut tail = String::new();
     if let Some(churn) = Churn::from_extras(&outcome.extras) {
-        head.push_str(&golden_groups(&churn));
+        if !churn.groups.is_empty() {
+            head.push_str(&golden_groups(&churn));
+        }
+        if let Some(incomplete) = &churn.incomplete {
+            let _ = writeln!(
+                tail,
+                "### Runs that did not complete
+
+{}
+",
+                text(&clip(&incomplete.summary(), 4 * REASON_CHARS))
+            );
+        }
     }
-    let mut tail = gates(&outcome.gates);
+    tail.push_str(&gates(&outcome.gates));
     if let Some(card) = &outcome.scorecard {
         tail.push_str(&scorecard(card));
     }

@@ -208,7 +208,7 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
     let (mut warnings, mut slowest) = (Vec::new(), Slowest::default());
     let churn = Churn::from_extras(&outcome.extras);
     let mut listed = false;
-    if let Some(churn) = &churn {
+    if let Some(churn) = churn.as_ref().filter(|c| !c.groups.is_empty()) {
         golden_groups(churn, out)?;
         listed = true;
     }
@@ -256,6 +256,11 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
             "({grouped} failing case{s} that only differ from their goldens for a cause above are not listed one by one; \
              the JSON and HTML reports list them)"
         )?;
+    }
+    // after the failing cases (each listed above with its reason): the runs whose
+    // golden is not to be accepted, and why
+    if let Some(incomplete) = churn.as_ref().and_then(|c| c.incomplete.as_ref()) {
+        writeln!(out, "{RED}{}{RESET}", visible(&incomplete.summary()))?;
     }
     out.write_all(&warnings)?;
     if listed || !warnings.is_empty() {

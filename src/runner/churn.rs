@@ -51,10 +51,11 @@ pub(super) fn golden_churn(
     let shown = plan.pipeline.display(&plan.pipeline.path);
     let pipeline = (shown != DEFAULT_PIPELINE).then_some(shown.as_str());
     let groups = grouper.groups(|id| churn::accept_command(pipeline, id));
-    if groups.is_empty() {
+    let incomplete = grouper.incomplete();
+    if groups.is_empty() && incomplete.is_none() {
         return Ok(());
     }
-    let mut churn = Churn { groups, gates_only_goldens: Vec::new() };
+    let mut churn = Churn { groups, gates_only_goldens: Vec::new(), incomplete };
     if gates.iter().any(|g| !g.passed) && !golden_only_runs.is_empty() {
         let mut passing: BTreeMap<String, bool> =
             evaluate(&without_goldens).into_iter().map(|g| (g.scope, g.passed)).collect();

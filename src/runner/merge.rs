@@ -320,7 +320,7 @@ pub fn merge<'a>(
     // directory's lock, which cost more than two threads gained.
     let run_dir = layout.run_dir(&plan.run_id);
     let spill_path = layout.cases_path(&plan.run_id);
-    let mut spill = CaseSpill::create(&spill_path).map_err(at(&spill_path))?;
+    let mut spill = CaseSpill::create(&spill_path, &plan.shown_run_dir()).map_err(at(&spill_path))?;
     let mut tally = Tally::default();
     let mut card_cases = BTreeMap::new();
     let mut outcomes = Outcomes::open(shards);
@@ -359,7 +359,7 @@ pub fn merge<'a>(
                 external,
             ));
             for r in &mut outcome.runs {
-                r.log = plan.pipeline.display(&layout.log_path(&plan.run_id, &outcome.id, r.index));
+                r.log = plan.shown_log(&outcome.id, r.index);
             }
             for r in &outcome.runs {
                 let rel = format!("{}/{}.jsonl", outcome.id, r.index);

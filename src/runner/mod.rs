@@ -103,6 +103,8 @@ pub struct Plan {
     pub pipeline: Pipeline,
     /// The selected cases, validated; [`Plan::case`] reads one in full.
     pub cases: Vec<CaseRef>,
+    /// Every tag a case of the suite carries, selected or not.
+    pub suite_tags: std::collections::BTreeSet<String>,
     parser: Mutex<CaseParser>,
     /// Agent profile name → where its tool manifest is and the digests that pin it.
     /// Manifests are not kept: [`Plan::manifest`] reads one when a case needs it, so a
@@ -288,7 +290,12 @@ impl Plan {
         }
         let agents: BTreeMap<String, PlannedAgent> = agents.into_iter().collect();
         let judges = load_judges(&pipeline, &mut errors);
-        let mut loader = Loader::new(&pipeline, metric_block::check).select(|case| selection.keeps(case));
+        // every tag of the suite, kept or not: a `--tag` none carries is a typo to name
+        let suite_tags = std::cell::RefCell::new(std::collections::BTreeSet::new());
+        let mut loader = Loader::new(&pipeline, metric_block::check).select(|case| {
+            suite_tags.borrow_mut().extend(case.tags.iter().cloned());
+            selection.keeps(case)
+        });
         if let Some(recordings) = recordings {
             loader = loader.validated(recordings);
         }
@@ -344,6 +351,7 @@ impl Plan {
             record: None,
             requests: None,
             gates_left_out,
+            suite_tags: suite_tags.into_inner(),
             confinement: std::sync::OnceLock::new(),
         })
     }
@@ -364,6 +372,34 @@ impl Plan {
         reference.load(&self.pipeline, &self.parser).map_err(|e| RunnerError::Input(vec![e]))
     }
 
+    /// This run's directory as reports show it: relative to the pipeline's base, also
+    /// when the store is elsewhere (`--out ../out` shows `../out/runs/r-…`), so that no
+    /// report holds an absolute path of this machine's.
+    pub fn shown_run_dir(&self) -> String {
+        let layout = self.layout();
+        let shown = self.pipeline.display(&layout.run_dir(&self.run_id));
+        if !Path::new(&shown).is_absolute() {
+            return shown;
+        }
+        let (Ok(base), Ok(store)) = (self.pipeline.base.canonicalize(), layout.root.canonicalize()) else {
+            return shown;
+        };
+        let common = base.components().zip(store.components()).take_while(|(a, b)| a == b).count();
+        let mut rel = PathBuf::new();
+        for _ in base.components().skip(common) {
+            rel.push("..");
+        }
+        rel.extend(store.components().skip(common));
+        rel.push("runs");
+        rel.push(&self.run_id);
+        rel.to_string_lossy().replace('\\', "/")
+    }
+
+    /// Run `k` of case `case`'s log, as reports show it ([`Plan::shown_run_dir`]).
+    pub fn shown_log(&self, case: &str, k: usize) -> String {
+        format!("{}/{case}/{k}.jsonl", self.shown_run_dir())
+    }
+
     pub fn layout(&self) -> Layout {
         Layout::new(&self.pipeline.store_dir())
     }
@@ -376,13 +412,15 @@ impl Plan {
     }
 
     /// The `golden` check of run `k` of `case` ([`crate::golden::Goldens::check`]), its
-    /// inputs named for the cause of a difference. `log` is how reports show the log.
+    /// inputs named for the cause of a difference. `log` is how reports show the log;
+    /// `incomplete` why the run did not complete on its own, if it did not.
     pub(crate) fn golden_check(
         &self,
         case: &Case,
         k: usize,
         events: &[Event],
         log: &str,
+        incomplete: Option<&str>,
     ) -> Result<Check, RunnerError> {
         let pipeline = self.pipeline.display(&self.pipeline.path);
         let recording = match case.recordings.get(k) {
@@ -396,7 +434,7 @@ impl Plan {
             recording,
             dataset: &case.display_path,
         };
-        self.goldens.check(&case.dataset, &case.id, k, events, log, &sources).map_err(|e| match e {
+        self.goldens.check(&case.dataset, &case.id, k, events, log, &sources, incomplete).map_err(|e| match e {
             // swapped while the run went on: an input error, as a changed manifest is
             crate::golden::GoldenError::Changed { .. } => {
                 RunnerError::Input(vec![InputError::file(&self.goldens.dir, e.to_string())])
@@ -743,8 +781,14 @@ fn check_command(pipeline: &Pipeline, name: &str, profile: &AgentProfile) -> Res
     }
     let program = profile.command.first().map(String::as_str).unwrap_or_default();
     crate::child_env::resolve_program(program, &cwd)
-        .map(|_| ())
-        .map_err(|e| InputError::file(&pipeline.path, format!("agents.{name}.command: {e}")))
+        .map_err(|e| InputError::file(&pipeline.path, format!("agents.{name}.command: {e}")))?;
+    match crate::child_env::missing_script(&profile.command, &cwd) {
+        Some((i, e)) => {
+            let (line, column) = pipeline.locate_value(&format!("/agents/{name}/command"), &profile.command[i]);
+            Err(InputError::new(&pipeline.path, line, column, format!("agents.{name}.command[{i}]: {e}")))
+        }
+        None => Ok(()),
+    }
 }
 
 /// Digest over everything that decides a run's logs (`cases`: the selected cases and
@@ -830,7 +874,7 @@ pub fn execute(
     let verdicts = Mutex::new(std::fs::File::create(&verdicts_path).map_err(at(&verdicts_path))?);
     let syncer = syncer::Syncer::default();
     let spill_path = layout.cases_path(&plan.run_id);
-    let spill = CaseSpill::create(&spill_path).map_err(at(&spill_path))?;
+    let spill = CaseSpill::create(&spill_path, &plan.shown_run_dir()).map_err(at(&spill_path))?;
     let jobs = options.jobs.max(1);
     let ledger = Ledger::new(plan.cases.len(), jobs, spill, spill_path, progress);
     let work = Work { plan: &plan, store: store.as_ref(), verdicts: &verdicts, reuse: options.reuse.as_deref() };
@@ -1545,27 +1589,26 @@ fn run_case(
             ReplayError::Log(source) => log_error(source),
             ReplayError::Input(e) => RunnerError::Input(vec![e]),
         })?;
-        let golden = plan.golden_check(case, k, &events, &plan.pipeline.display(&path))?;
-        let mut checks = checks;
-        let task_checks = checks.split_off(task_from.min(checks.len()));
-        let checks: Vec<_> = checks.into_iter().chain([golden]).collect();
         // an external agent goes on after a fixture error (the built-in runtime stops):
         // either way the log holds it, and it fails the run; so does a grader or judge
         // that could not answer, whatever its check says
         let error = summary.error.or_else(|| fixture_error(&events));
-        let passed = summary.status == RunStatus::Completed
-            && error.is_none()
-            && checks.iter().all(|c| c.passed)
-            && grading_errors.is_empty();
         let error = match (error, grading_errors.is_empty()) {
             (error, true) => error,
             (None, false) => Some(grading_errors.join("; ")),
             (Some(e), false) => Some(format!("{e}; {}", grading_errors.join("; "))),
         };
+        let incomplete = crate::golden::complete::why_incomplete(summary.status.as_str(), error.as_deref(), &events);
+        let shown = plan.shown_log(&case.id, k);
+        let golden = plan.golden_check(case, k, &events, &shown, incomplete.as_deref())?;
+        let mut checks = checks;
+        let task_checks = checks.split_off(task_from.min(checks.len()));
+        let checks: Vec<_> = checks.into_iter().chain([golden]).collect();
+        let passed = summary.status == RunStatus::Completed && error.is_none() && checks.iter().all(|c| c.passed);
         // explained only when the run itself failed: the agent's output is its own
         // (timings, addresses), and a passing run's report stays byte-identical
         let diagnosis = match (&error, &stderr) {
-            (Some(_), Some(output)) => Some(diagnose(output, summary.refused.clone(), &plan.pipeline)),
+            (Some(_), Some(output)) => Some(diagnose(output, summary.refused.clone(), &plan.shown_run_dir(), case, k)),
             _ => None,
         };
         if !case.blocks.is_empty() {
@@ -1575,7 +1618,6 @@ fn run_case(
             card_runs.push(cards::card_run(&events, passed, *profile.price));
         }
         let head = events.last().map(|e| e.hash.to_string());
-        let shown = plan.pipeline.display(&path);
         store.put_log(&LogRecord {
             run_id: plan.run_id.clone(),
             case: case.id.clone(),
@@ -1628,9 +1670,10 @@ fn run_case(
 
 /// An external agent's failed run explained: the last lines of its kept output (the
 /// file is scrubbed as it is written, `external::process`) and stateval's last refusal.
-fn diagnose(output: &Path, refused: Option<String>, pipeline: &Pipeline) -> AgentDiagnosis {
+fn diagnose(output: &Path, refused: Option<String>, run_dir: &str, case: &Case, k: usize) -> AgentDiagnosis {
     let text = std::fs::read(output).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
-    AgentDiagnosis { output: pipeline.display(output), tail: AgentDiagnosis::tail_of(&text), refused }
+    let shown = format!("{run_dir}/{}/{k}.stderr", case.id);
+    AgentDiagnosis { output: shown, tail: AgentDiagnosis::tail_of(&text), refused }
 }
 
 /// The message of the log's first fixture error (an effect the manifest cannot apply).
@@ -1757,7 +1800,7 @@ mod tests {
     fn run_ledger(cases: usize, jobs: usize, case: &(dyn Fn(usize) -> CaseResult + Sync)) -> (Ran, Vec<String>) {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("cases.jsonl");
-        let spill = CaseSpill::create(&path).expect("spill");
+        let spill = CaseSpill::create(&path, "").expect("spill");
         let mut seen = Vec::new();
         let mut progress = |case: &CaseOutcome, _: std::time::Duration| seen.push(case.id.clone());
         let ledger = Ledger::new(cases, jobs, spill, path.clone(), &mut progress);
@@ -1967,7 +2010,7 @@ mod tests {
         let store = crate::store::SledStore::open(&layout.catalog())?;
         let run = start_run(&plan, &store)?;
         let run_dir = layout.run_dir(&plan.run_id);
-        let cases = CaseSpill::create(&layout.cases_path(&plan.run_id))?.finish()?;
+        let cases = CaseSpill::create(&layout.cases_path(&plan.run_id), "")?.finish()?;
         let decided = Decided { cases, tally: Tally::default(), card_cases: BTreeMap::new() };
         let options = Options { jobs: 1, selective: false, signer: None, shard: None, reuse: None };
         let mut concluding = conclude_staged(&plan, &store, run, decided, &options)?;

@@ -13,8 +13,9 @@ use crate::pipeline::SafetyClass;
 pub const WRITE: &str = crate::pipeline::reach::MEMORY_TOOLS[0];
 pub const READ: &str = crate::pipeline::reach::MEMORY_TOOLS[1];
 
-/// Memory tiers, from most to least volatile.
-pub const TIERS: [&str; 4] = ["working", "episodic", "semantic", "procedural"];
+/// Memory tiers, from most to least volatile (defined below this stage: a dataset's
+/// memory targets are checked against them when it loads).
+pub const TIERS: [&str; 4] = crate::dataset::target::MEMORY_TIERS;
 
 pub fn is_builtin(tool: &str) -> bool {
     tool == WRITE || tool == READ

@@ -321,6 +321,9 @@ pub fn reindex(store: &dyn Store, layout: &Layout, repair: bool) -> Result<Reind
                 }
                 match index_log(layout, &run_id, &case, k) {
                     Ok((record, problem)) => {
+                        // a log that does not verify is read only up to its first bad
+                        // line: it is named as failed, not as a run that was killed
+                        let failed = bad.contains(&path) || matches!(problem, Some(LogProblem::Invalid(_)));
                         match problem {
                             Some(LogProblem::Torn { bytes, cut: None }) => {
                                 summary.torn.push(format!("{rel}: a torn last line ({bytes} bytes) was cut off"))
@@ -334,7 +337,7 @@ pub fn reindex(store: &dyn Store, layout: &Layout, repair: bool) -> Result<Reind
                             }
                             Some(LogProblem::Invalid(_)) | None => {}
                         }
-                        if !record.complete {
+                        if !record.complete && !failed {
                             summary.incomplete.push(format!("{rel} ({} events, no run_completed)", record.events));
                         }
                         summary.logs += 1;

@@ -233,13 +233,23 @@ fn checks_table(checks: &[Check], evidence: &BTreeMap<u64, Vec<String>>, anchor:
     if checks.is_empty() {
         return "<p class=\"muted\">No checks.</p>\n".to_string();
     }
-    let mut out = String::from(
+    // where a failing value came from; a run whose checks all passed has no such column
+    // (a column of dashes read as evidence that could not be found)
+    let sourced = checks.iter().any(|c| !c.passed);
+    let mut out = format!(
         "<table class=\"checks\">\n<thead><tr><th scope=\"col\">Result</th><th scope=\"col\">Target</th>\
-         <th scope=\"col\">Matcher</th><th scope=\"col\">Actual</th><th scope=\"col\">Reason</th>\
-         <th scope=\"col\">From event</th></tr></thead>\n<tbody>\n",
+         <th scope=\"col\">Matcher</th><th scope=\"col\">Actual</th><th scope=\"col\">Reason</th>{}</tr></thead>\n<tbody>\n",
+        if sourced { "<th scope=\"col\">From event</th>" } else { "" }
     );
     for c in checks {
-        let (class, label) = if c.passed { ("pass", "pass") } else { ("fail", "fail") };
+        // a golden that does not exist passes (outside CI, unless required) but compared
+        // nothing: never the green of a comparison that held
+        let unchecked = c.name == golden::CHECK && c.passed && c.reason == golden::NO_GOLDEN;
+        let (class, label) = match (c.passed, unchecked) {
+            (true, true) => ("warn", "no golden"),
+            (true, false) => ("pass", "pass"),
+            (false, _) => ("fail", "fail"),
+        };
         let sources: Vec<String> = evidence
             .iter()
             .filter(|(_, names)| names.contains(&c.name))
@@ -251,13 +261,19 @@ fn checks_table(checks: &[Check], evidence: &BTreeMap<u64, Vec<String>>, anchor:
         } else {
             value_cell(c.actual.as_ref(), c.passed)
         };
+        let from = match (sourced, sources.is_empty(), c.passed) {
+            (false, _, _) => String::new(),
+            (true, false, _) => format!("<td>{}</td>", sources.join(" ")),
+            // a passing check's value is not traced: nothing missing
+            (true, true, true) => "<td></td>".to_string(),
+            (true, true, false) => "<td><span class=\"muted\">–</span></td>".to_string(),
+        };
         let _ = writeln!(
             out,
-            "<tr><td><span class=\"b {class}\">{label}</span></td><td><code>{}</code></td><td>{}</td><td>{actual}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td><span class=\"b {class}\">{label}</span></td><td><code>{}</code></td><td>{}</td><td>{actual}</td><td>{}</td>{from}</tr>",
             esc(&c.name),
             value_cell(c.expected.as_ref(), c.passed),
             esc(&c.reason),
-            if sources.is_empty() { "<span class=\"muted\">–</span>".to_string() } else { sources.join(" ") }
         );
     }
     out.push_str("</tbody>\n</table>\n");

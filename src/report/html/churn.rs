@@ -6,11 +6,21 @@
 use std::fmt::Write as _;
 
 use super::markup::{Anchor, esc, plural};
-use crate::golden::churn::{Churn, explains};
+use crate::golden::churn::{Churn, Incomplete, explains};
 
 /// The section, or nothing when no golden differed.
 pub fn section(extras: &serde_json::Map<String, serde_json::Value>) -> String {
     let Some(churn) = Churn::from_extras(extras) else { return String::new() };
+    if churn.groups.is_empty() {
+        // only runs that did not complete: no cause to accept, only what to fix
+        return match &churn.incomplete {
+            Some(incomplete) => format!(
+                "<section id=\"golden-groups\">\n<h2>Runs that did not complete</h2>\n{}</section>\n",
+                incomplete_note(incomplete)
+            ),
+            None => String::new(),
+        };
+    }
     let n = churn.groups.len();
     let mut out = format!(
         "<section id=\"golden-groups\">\n<h2>Goldens differ for {n} cause{}</h2>\n<table>\n<thead><tr>\
@@ -45,8 +55,38 @@ pub fn section(extras: &serde_json::Map<String, serde_json::Value>) -> String {
         let gates: Vec<String> = churn.gates_only_goldens.iter().map(|g| format!("<code>{}</code>", esc(g))).collect();
         let _ = writeln!(out, "<p>Gates failing only because of these golden changes: {}.</p>", gates.join(", "));
     }
+    if let Some(incomplete) = &churn.incomplete {
+        out.push_str(&incomplete_note(incomplete));
+    }
     out.push_str("<p class=\"muted\"><code>stateval golden review</code> goes through the causes on a terminal.</p>\n</section>\n");
     out
+}
+
+/// The runs whose golden differs but which did not complete on their own: in no
+/// group, with no command, since their golden would bless the breakage.
+fn incomplete_note(incomplete: &Incomplete) -> String {
+    let runs: Vec<String> = incomplete
+        .first
+        .iter()
+        .map(|r| {
+            format!(
+                "<a href=\"#{}\"><code>{}</code></a> (run {}): {}",
+                esc(Anchor::case(&r.case).id()),
+                esc(&r.case),
+                r.k,
+                esc(&r.why)
+            )
+        })
+        .collect();
+    let more = incomplete.runs.saturating_sub(incomplete.first.len());
+    let more = if more > 0 { format!("; and {more} more") } else { String::new() };
+    format!(
+        "<p><span class=\"b fail\">not accepted</span> {} run{} that did not complete on their own; fix them before accepting \
+         goldens (no golden is taken from them): {}{more}</p>\n",
+        incomplete.runs,
+        plural(incomplete.runs),
+        runs.join("; ")
+    )
 }
 
 #[cfg(test)]

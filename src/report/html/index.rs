@@ -66,6 +66,8 @@ pub fn gates(gates: &[GateOutcome]) -> String {
          <th scope=\"col\" class=\"num\"><abbr title=\"lower end of the 95 % Wilson score interval on the pass rate\">Wilson 95 % low</abbr></th>\
          <th scope=\"col\" class=\"num\">min_cases</th><th scope=\"col\">Reason</th></tr></thead>\n<tbody>\n",
     );
+    // a suite gates many card metrics: the explanation that they count no cases once
+    let mut card_explained = false;
     for g in gates {
         let (class, result) = if g.passed { ("pass", "pass") } else { ("fail", "fail") };
         let dash = || "<span class=\"muted\">–</span>".to_string();
@@ -79,11 +81,13 @@ pub fn gates(gates: &[GateOutcome]) -> String {
                 percent(crate::gate::wilson_lower_bound_95(g.passed_cases, g.cases)),
             )
         };
-        let why = if g.cases == 0 {
-            format!("<br><span class=\"muted\">{}</span>", esc(&no_cases(&g.scope)))
-        } else {
-            String::new()
+        let card = g.scope.starts_with("reliability:");
+        let why = match (g.cases, card, card_explained) {
+            (0, true, true) => "<br><span class=\"muted\">A card metric, as above.</span>".to_string(),
+            (0, _, _) => format!("<br><span class=\"muted\">{}</span>", esc(&no_cases(&g.scope))),
+            _ => String::new(),
         };
+        card_explained |= g.cases == 0 && card;
         let _ = writeln!(
             out,
             "<tr><th scope=\"row\"><code>{}</code></th><td><span class=\"b {class}\">{result}</span></td>\
@@ -194,6 +198,13 @@ pub fn first_divergence(case: &CaseOutcome, logs: &dyn Logs) -> Option<(usize, P
         .find_map(|run| analysis::analyse(case, run, logs).first.map(|p| (run.index, p)))
 }
 
+/// Does `reason` already say `what` (or what follows its label: `replay_miss: …`,
+/// `differs from the golden: …`)?
+fn said_by(reason: &str, what: &str) -> bool {
+    let told = what.split_once(": ").map_or(what, |(_, rest)| rest);
+    !what.is_empty() && (reason.contains(what) || (!told.is_empty() && reason.contains(told)))
+}
+
 /// One index row. The `data-*` attributes are what the filters read.
 pub fn row(case: &CaseOutcome, pointer: Option<&(usize, Pointer)>) -> String {
     let anchor = Anchor::case(&case.id);
@@ -210,12 +221,17 @@ pub fn row(case: &CaseOutcome, pointer: Option<&(usize, Pointer)>) -> String {
     };
     let divergence = match pointer {
         Some((k, p)) => format!(
-            "<a href=\"#{}\">run {k} · seq {}{} · {}</a><br><span class=\"muted\">{}</span>",
+            "<a href=\"#{}\">run {k} · seq {}{} · {}</a>{}",
             anchor.seq(*k, p.seq),
             p.seq,
             p.turn.map(|t| format!(" · turn {t}")).unwrap_or_default(),
             esc(&p.kind),
-            esc(&super::markup::cut(&p.what, 240).text)
+            // the reason beside it already says what happened there: only the place
+            if said_by(&reason, &p.what) {
+                String::new()
+            } else {
+                format!("<br><span class=\"muted\">{}</span>", esc(&super::markup::cut(&p.what, 240).text))
+            }
         ),
         None => "<span class=\"muted\">–</span>".to_string(),
     };
@@ -229,4 +245,32 @@ pub fn row(case: &CaseOutcome, pointer: Option<&(usize, Pointer)>) -> String {
         tags.join(" "),
         id = anchor.id(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failing(error: &str) -> CaseOutcome {
+        serde_json::from_value(
+            serde_json::json!({"dataset": "d", "id": "c", "tags": [], "agent": "a", "source": "d.jsonl:1",
+            "runs": [{"index": 0, "log": "l", "events": 3, "status": "replay_exhausted", "checks": [], "error": error,
+                      "passed": false}], "passed": false}),
+        )
+        .expect("a case outcome")
+    }
+
+    #[test]
+    fn the_index_names_the_first_divergent_event_without_repeating_the_reason_beside_it() {
+        let pointer = |what: &str| (0, Pointer { seq: 4, turn: Some(0), kind: "error".into(), what: what.into() });
+        // the event says what the reason says: only its place is shown
+        let said = row(
+            &failing("no recorded response at position 1"),
+            Some(&pointer("replay_miss: no recorded response at position 1")),
+        );
+        assert!(said.contains("run 0 · seq 4 · turn 0 · error</a></td>"), "{said}");
+        // it says more: shown
+        let more = row(&failing("the run failed"), Some(&pointer("replay_diverged at position 2")));
+        assert!(more.contains("<span class=\"muted\">replay_diverged at position 2</span>"), "{more}");
+    }
 }

@@ -193,6 +193,9 @@ fn a_gate_with_no_cases_says_what_it_measured_instead() {
         min_cases: None,
     };
     outcome.gates.push(card(false, "pass_hat_k = 0.500, below the minimum 0.700"));
+    let mut second = card(true, "pass_at_k = 1.000, meets the minimum 0.900");
+    second.scope = "reliability:treasury:pass_at_k".into();
+    outcome.gates.push(second);
     outcome.gates.push(GateOutcome {
         scope: "billing".into(),
         cases: 0,
@@ -214,6 +217,10 @@ fn a_gate_with_no_cases_says_what_it_measured_instead() {
     assert!(reliability.contains("pass_hat_k = 0.500, below the minimum 0.700"), "{reliability}");
     assert!(reliability.contains("Measured on agent treasury&#39;s reliability card, not on cases"), "{reliability}");
     assert!(!reliability.contains(">0<"), "no \"0 cases\": {reliability}");
+    // explained once: the next card gate only points at it
+    let next = row("reliability:treasury:pass_at_k");
+    assert!(next.contains("A card metric, as above.") && !next.contains("Measured on agent"), "{next}");
+    assert_eq!(gates.matches("Measured on agent").count(), 1, "{gates}");
     // a tag gate no case fell under
     let billing = row("billing");
     assert!(billing.contains("No case in this run carries the tag billing"), "{billing}");
