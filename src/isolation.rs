@@ -47,6 +47,30 @@ use serde::{Deserialize, Serialize};
 /// The variable that names the bubblewrap program to use (default: `bwrap` on PATH).
 pub const BWRAP_VARIABLE: &str = "STATEVAL_BWRAP";
 
+/// Where a home directory keeps credentials by convention (SSH and GPG keys, cloud,
+/// container and cluster logins, package registry tokens, git and GitHub CLI
+/// credentials): each one that exists is hidden from every isolated child, a directory
+/// as an empty one, a file as an empty file. A deny-list, and so incomplete: it is a
+/// second line behind the rule that signing keys and secrets stay out of the job that
+/// runs code under test (docs/evidence.md, "Signing apart from running").
+pub const HOME_CREDENTIALS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".config/gh",
+    ".docker",
+    ".kube",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".config/stateval",
+];
+
 /// `[isolation] mode`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -215,7 +239,20 @@ impl Confinement {
         }
         // the store may not exist yet: its real path is taken at each start
         let store = std::path::absolute(store).unwrap_or_else(|_| store.to_path_buf());
-        Confinement { config, hidden_dirs: vec![store], hidden_files, unisolated: Mutex::new(None) }
+        let mut hidden_dirs = vec![store];
+        // the CI machine's own credentials in the home directory: the code under test
+        // runs as the same user (root, on many CI machines), so it could read them
+        if let Some(home) = std::env::var_os("HOME").map(PathBuf::from).filter(|h| h.is_absolute()) {
+            for rel in HOME_CREDENTIALS {
+                let path = home.join(rel);
+                match std::fs::symlink_metadata(&path) {
+                    Ok(m) if m.is_dir() => hidden_dirs.push(path),
+                    Ok(_) => hidden_files.push(std::fs::canonicalize(&path).unwrap_or(path)),
+                    Err(_) => {}
+                }
+            }
+        }
+        Confinement { config, hidden_dirs, hidden_files, unisolated: Mutex::new(None) }
     }
 
     /// A confinement that hides nothing of a run (a tool outside `run`, a unit test).

@@ -382,3 +382,31 @@ fn a_merge_of_an_unisolated_shard_says_the_run_was_unisolated() {
         }
     }
 }
+
+/// The CI machine's own credentials in the home directory (an SSH key, a `.netrc`, a
+/// cloud login): the agent runs as the same user, and isolated it finds them empty.
+#[test]
+fn the_agent_cannot_read_the_machines_credentials_in_the_home_directory() {
+    if !sandbox() {
+        return;
+    }
+    for isolation in [Isolation::Off, Isolation::On] {
+        let p = project(isolation, "");
+        p.write("home/.ssh/id_ed25519", "-----BEGIN OPENSSH PRIVATE KEY-----");
+        p.write("home/.netrc", "machine example.org login ci password hunter2");
+        p.write("home/.aws/credentials", "aws_secret_access_key = abc");
+        let targets = [abs(&p, "home/.ssh/id_ed25519"), abs(&p, "home/.netrc"), abs(&p, "home/.aws/credentials")];
+        let env = format!("ATTACKS = \"read\", READ_PATHS = {:?}", targets.join(":"));
+        let pipeline = p.read("pipeline/atk.toml").replace("env = {  }", &format!("env = {{ {env} }}"));
+        p.write("pipeline/atk.toml", pipeline);
+        run(&p, &[("HOME", &abs(&p, "home"))]).expect_code(0);
+        let got = answer(&p);
+        for target in &targets {
+            let read = got["read"][target].as_str().unwrap_or_default();
+            match isolation {
+                Isolation::Off => assert!(!read.is_empty() && !read.starts_with("error"), "{target}: {got}"),
+                Isolation::On => assert!(read.is_empty() || read.starts_with("error: "), "{target}: {got}"),
+            }
+        }
+    }
+}

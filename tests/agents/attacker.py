@@ -12,6 +12,8 @@ got, so the test can check it was stopped:
 - `write`: append a line to each file of WRITE_PATHS (`:`-separated: its own log,
   `cases.jsonl`, a grader script, a golden, a file of the project);
 - `store`: list STORE_GUESS, the store's directory;
+- `read`: read each file of READ_PATHS (`:`-separated: the CI machine's credentials
+  in the home directory);
 - `daemon`: start `sleep MARKER` in a new session, detached, meant to outlive the case
   (as a process that edits files after the case would);
 - `hold`: start `sleep MARKER` as a child and answer only after it ends (the test kills
@@ -59,6 +61,17 @@ def write():
             with open(path, "a") as f:
                 f.write("\n# the agent was here\n")
             out[path] = "written"
+        except OSError as e:
+            out[path] = f"error: {e.strerror}"
+    return out
+
+
+def read():
+    out = {}
+    for path in filter(None, os.environ.get("READ_PATHS", "").split(":")):
+        try:
+            with open(path) as f:
+                out[path] = f.read()
         except OSError as e:
             out[path] = f"error: {e.strerror}"
     return out
