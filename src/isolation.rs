@@ -102,10 +102,25 @@ pub struct IsolationConfig {
 /// test ran without isolation; absent when it ran isolated or no program was started.
 pub const EXTRA: &str = "isolation";
 
-/// What [`EXTRA`] holds: that the run was not isolated, why, and whether it was signed
-/// all the same (`[isolation] sign_unisolated`).
-pub fn extra(why: &str, signed: bool) -> serde_json::Value {
-    serde_json::json!({"isolated": false, "why": why, "signed": signed})
+/// What [`EXTRA`] holds: that the run was not isolated, why, whether it was signed,
+/// and whether its pipeline lets it be signed at all (`[isolation] sign_unisolated`):
+/// `stateval sign`, which runs where the pipeline is not, reads that here.
+pub fn extra(why: &str, signed: bool, sign_unisolated: bool) -> serde_json::Value {
+    serde_json::json!({"isolated": false, "why": why, "signed": signed, "sign_unisolated": sign_unisolated})
+}
+
+/// Why a run whose `suite.json` extras are `extras` may not be signed: its code under
+/// test ran unisolated and its pipeline does not sign such runs. `None`: it may be.
+pub fn refuses_signature(extras: &serde_json::Value) -> Option<String> {
+    let isolation = extras.get(EXTRA)?;
+    if isolation["sign_unisolated"].as_bool() == Some(true) {
+        return None;
+    }
+    let why = isolation["why"].as_str().unwrap_or("no reason recorded");
+    Some(format!(
+        "the code under test ran WITHOUT ISOLATION ({why}), and its pipeline does not sign such runs \
+         ([isolation] sign_unisolated = true would)"
+    ))
 }
 
 /// The line a run prints, on stderr, when its code under test runs without isolation.

@@ -410,3 +410,36 @@ fn the_agent_cannot_read_the_machines_credentials_in_the_home_directory() {
         }
     }
 }
+
+/// Signing apart from running must not sign what the run itself would not have: a run
+/// whose code under test ran unisolated is refused by `stateval sign` unless its
+/// pipeline signs unisolated runs.
+#[test]
+fn stateval_sign_refuses_an_unisolated_run_its_pipeline_would_not_sign() {
+    if !sandbox() {
+        return;
+    }
+    for allowed in [false, true] {
+        let p = project(Isolation::Off, "");
+        if allowed {
+            let pipeline = p.read("pipeline/atk.toml") + "sign_unisolated = true\n";
+            p.write("pipeline/atk.toml", pipeline);
+        }
+        p.stateval(&["keygen", "-o", "keys/ci"]).expect_code(0);
+        let out = run(&p, &[]);
+        out.expect_code(0);
+        let root = out.stdout.lines().find_map(|l| l.strip_prefix("root ")).and_then(|l| l.split(' ').next());
+        let root = root.expect("the run printed its root").to_string();
+        let mut sign = p.cmd();
+        sign.args(["sign", ".stateval", "--root", &root]).env("STATEVAL_SIGNING_KEY", abs(&p, "keys/ci.key"));
+        let signed = sign.output().expect("run stateval sign");
+        let stderr = String::from_utf8_lossy(&signed.stderr);
+        if allowed {
+            assert_eq!(signed.status.code(), Some(0), "{stderr}");
+        } else {
+            assert_eq!(signed.status.code(), Some(2), "{stderr}");
+            assert!(stderr.contains("WITHOUT ISOLATION"), "{stderr}");
+            assert!(!p.files_under(".stateval/runs").iter().any(|f| f.ends_with("manifest.sig")), "nothing signed");
+        }
+    }
+}

@@ -13,8 +13,13 @@
 //! RUN_DIR may also be a store (`.stateval`, a merge's `--out`): the run under
 //! `RUN_DIR/runs/` whose manifest hashes to ROOT is signed (the root names one run).
 //!
+//! A run whose code under test ran unisolated (its `suite.json`, under the same root,
+//! says so) is signed only when its pipeline said `[isolation] sign_unisolated = true`,
+//! as `stateval run` would have signed it.
+//!
 //! Exit 0 when `manifest.sig` was written; 2, naming why, when no key is set, the run
-//! does not verify, or ROOT is not its manifest's root.
+//! does not verify, ROOT is not its manifest's root, or the run ran unisolated and its
+//! pipeline does not sign such runs.
 
 use std::path::{Path, PathBuf};
 
@@ -57,6 +62,17 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             args.root,
             findings.join("\n")
         )));
+    }
+    // a run the pipeline would not have signed itself is not signed here either: this
+    // step cannot tell a sandbox that was missing from one that was there
+    let suite = dir.join(stateval::outcome::SUITE_FILE);
+    let extras = std::fs::read(&suite)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .map(|v| v["extras"].clone())
+        .unwrap_or_default();
+    if let Some(why) = stateval::isolation::refuses_signature(&extras) {
+        return Err(CliError::invalid(format!("{}: {why}; not signed", dir.display())));
     }
     let signature = key.sign(args.root);
     signature.write(&dir).map_err(|e| CliError::internal(e.to_string()))?;

@@ -1350,7 +1350,8 @@ pub(crate) fn conclude_staged<'a>(
     let unisolated = plan.confinement.get().and_then(Confinement::unisolated);
     let signer = options.signer.as_deref().filter(|_| unisolated.is_none() || plan.pipeline.isolation.sign_unisolated);
     if let Some(why) = &unisolated {
-        extras.insert(crate::isolation::EXTRA.to_string(), crate::isolation::extra(why, signer.is_some()));
+        let allowed = plan.pipeline.isolation.sign_unisolated;
+        extras.insert(crate::isolation::EXTRA.to_string(), crate::isolation::extra(why, signer.is_some(), allowed));
     }
     let passed = if options.shard.is_some() { cases.passed() == cases.len() } else { gates.iter().all(|g| g.passed) };
     if let Some(shard) = options.shard {
