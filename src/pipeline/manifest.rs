@@ -1,6 +1,7 @@
 //! The fixture tool manifest (`fixtures/tools/*.json`): its data model, read and
 //! checked with located errors. How a call is answered from it is the sandbox's.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, LazyLock, Mutex};
@@ -135,10 +136,30 @@ pub struct ToolSpec {
     #[serde(default)]
     pub idempotent: bool,
     /// The arguments that direct the call's effect (payee, account, recipient): each
-    /// must be grounded in a trusted source (`runtime::grounding`). Absent: every string
-    /// argument of a `financial` or `privileged` tool, none of another.
+    /// string and number in them must be grounded in a trusted source
+    /// (`runtime::grounding`). Absent: every argument of a `financial`, `privileged` or
+    /// `destructive` tool (its numbers except amounts: [`is_amount`]), none of another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sensitive: Option<Vec<String>>,
+    /// The call deletes, closes, cancels or revokes something (MCP's
+    /// `destructiveHint`): its targets are sensitive by default, and a user's request
+    /// must ask for it ([`ToolSpec::requested_by`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub destructive: bool,
+    /// Words or phrases of a user's request that authorise a call ("delete", "book a
+    /// room"). Absent: [`DESTRUCTIVE_VERBS`] for a destructive tool, none required of
+    /// another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<Vec<String>>,
+    /// Result members that are the system's own records (ids, the payees of the user's
+    /// own payments, a channel list): JSON Pointers with `*` for any one token. They
+    /// ground and carry no taint, whatever `trust` says.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted_fields: Vec<String>,
+    /// Result members an outsider can write (message bodies, subjects, file contents):
+    /// untrusted whatever `trust` says, and over `trusted_fields` where both match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untrusted_fields: Vec<String>,
     #[serde(default)]
     pub responses: Vec<KeyedResponse>,
     pub default: Option<Outcome>,
@@ -158,41 +179,132 @@ impl ToolSpec {
         self.safety_class.unwrap_or(SafetyClass::Read)
     }
 
+    /// Does a call of this tool act for the user where an attacker would want it to:
+    /// move money, send data out, or destroy something?
+    pub fn consequential(&self) -> bool {
+        self.destructive || matches!(self.safety_class(), SafetyClass::Financial | SafetyClass::Privileged)
+    }
+
     /// Does any call of this tool have sensitive arguments (see `sensitive`)?
     pub fn has_sensitive(&self) -> bool {
         match &self.sensitive {
-            Some(names) => !names.is_empty(),
-            None => matches!(self.safety_class(), SafetyClass::Financial | SafetyClass::Privileged),
+            Some(names) => !names.is_empty() || self.consequential(),
+            None => self.consequential(),
         }
     }
 
-    /// The sensitive arguments of a call, `(name, value)` for each string among them
-    /// (the strings inside an array or object too), in argument-name order. The
-    /// idempotency key names the operation, not its target, and is never sensitive.
-    pub fn sensitive_args<'v>(&self, args: &'v Value) -> Vec<(&'v str, &'v str)> {
+    /// The words of a user's request that authorise a call of this tool, if it needs
+    /// any (see `requested_by`).
+    pub fn requested_by(&self) -> Option<Vec<&str>> {
+        match &self.requested_by {
+            Some(words) => Some(words.iter().map(String::as_str).collect()),
+            None if self.destructive => Some(DESTRUCTIVE_VERBS.to_vec()),
+            None => None,
+        }
+    }
+
+    /// The sensitive values of a call, `(argument, value)` for each string among them
+    /// and each number (inside an array or object too), in argument-name order. Without
+    /// a `sensitive` list, a consequential tool's every argument is, except the numbers
+    /// of amounts ([`is_amount`]). The idempotency key names the operation, not its
+    /// target, and is never sensitive.
+    pub fn sensitive_args<'v>(&self, args: &'v Value) -> Vec<(&'v str, Cow<'v, str>)> {
         let mut out = Vec::new();
         if !self.has_sensitive() {
             return out;
         }
         let Some(map) = args.as_object() else { return out };
         for (name, value) in map {
-            let chosen = match &self.sensitive {
-                Some(names) => names.iter().any(|n| n == name),
-                None => name != "idempotency_key",
+            let (chosen, numbers) = match &self.sensitive {
+                Some(names) => (names.iter().any(|n| n == name), true),
+                None => (name != "idempotency_key", !is_amount(name)),
             };
             if chosen {
-                strings(value, &mut |s| out.push((name.as_str(), s)));
+                scalars(value, numbers, &mut |s| out.push((name.as_str(), s)));
             }
         }
         out
     }
+
+    /// The free text of a consequential call that is not itself sensitive (a message
+    /// body, a subject, a note): what it points its reader to is checked like a
+    /// recipient (`runtime::grounding`).
+    pub fn free_text<'v>(&self, args: &'v Value) -> Vec<(&'v str, &'v str)> {
+        let mut out = Vec::new();
+        let Some(names) = self.sensitive.as_ref().filter(|_| self.consequential()) else { return out };
+        let Some(map) = args.as_object() else { return out };
+        for (name, value) in map.iter().filter(|(n, _)| !names.contains(n) && *n != "idempotency_key") {
+            scalars(value, false, &mut |s| {
+                if let Cow::Borrowed(s) = s {
+                    out.push((name.as_str(), s));
+                }
+            });
+        }
+        out
+    }
+
+    /// Is the result member at `path` untrusted, by `trust` and the field lists?
+    pub fn untrusted_at(&self, path: &[&str]) -> bool {
+        let matches = |patterns: &[String]| patterns.iter().any(|p| pattern_covers(p, path));
+        if matches(&self.untrusted_fields) {
+            return true;
+        }
+        if matches(&self.trusted_fields) {
+            return false;
+        }
+        self.trust == Trust::Untrusted
+    }
+
+    /// Does trust differ between members of the result?
+    pub fn trust_by_field(&self) -> bool {
+        !self.trusted_fields.is_empty() || !self.untrusted_fields.is_empty()
+    }
 }
 
-fn strings<'v>(value: &'v Value, f: &mut impl FnMut(&'v str)) {
+/// What a destructive tool's call needs a user's request to say, when its manifest does
+/// not say otherwise.
+pub const DESTRUCTIVE_VERBS: [&str; 12] = [
+    "delete",
+    "remove",
+    "erase",
+    "cancel",
+    "revoke",
+    "close",
+    "drop",
+    "purge",
+    "wipe",
+    "clear",
+    "discard",
+    "unsubscribe",
+];
+
+/// Is an argument of this name an amount (a number that says how much, not where)?
+/// An account, card, routing or phone number, an id, directs an effect; `amount`,
+/// `price`, `total`, `fee`, a count of days, does not. Read from the name alone: a name
+/// is written by the tool's author, not by whoever calls it.
+pub fn is_amount(name: &str) -> bool {
+    const AMOUNT_WORDS: [&str; 18] = [
+        "amount", "price", "total", "sum", "fee", "cost", "quantity", "qty", "count", "days", "hours", "minutes",
+        "duration", "rate", "percent", "tip", "limit", "nights",
+    ];
+    let lower = name.to_ascii_lowercase();
+    lower.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| AMOUNT_WORDS.contains(&w))
+        || AMOUNT_WORDS.iter().any(|w| lower.starts_with(w) || lower.ends_with(w))
+}
+
+/// Does the pattern (a JSON Pointer, `*` for any token) cover the member at `path`: is
+/// it that member or one it lies inside?
+fn pattern_covers(pattern: &str, path: &[&str]) -> bool {
+    let tokens: Vec<String> = pattern.split('/').skip(1).map(|t| t.replace("~1", "/").replace("~0", "~")).collect();
+    tokens.len() <= path.len() && tokens.iter().zip(path).all(|(t, p)| t == "*" || t == p)
+}
+
+fn scalars<'v>(value: &'v Value, numbers: bool, f: &mut impl FnMut(Cow<'v, str>)) {
     match value {
-        Value::String(s) => f(s),
-        Value::Array(items) => items.iter().for_each(|v| strings(v, f)),
-        Value::Object(map) => map.values().for_each(|v| strings(v, f)),
+        Value::String(s) => f(Cow::Borrowed(s)),
+        Value::Number(n) if numbers => f(Cow::Owned(n.to_string())),
+        Value::Array(items) => items.iter().for_each(|v| scalars(v, numbers, f)),
+        Value::Object(map) => map.values().for_each(|v| scalars(v, numbers, f)),
         _ => {}
     }
 }

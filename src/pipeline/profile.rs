@@ -41,11 +41,13 @@ pub enum RuleWhen {
     ArgsUngrounded,
 }
 
-/// What the built-in floor does to a call with an ungrounded sensitive argument.
+/// What a built-in floor does to a call it catches: the grounding floor (an
+/// ungrounded sensitive argument, `ungrounded`) and the request floor (an effect no
+/// user turn asked for, `unrequested`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Ungrounded {
-    /// Denied (rule `ungrounded-sensitive-call`).
+    /// Denied (rule `ungrounded-sensitive-call` or `unrequested-effect`).
     #[default]
     Deny,
     /// Escalated to approval: a value the user confirms there is grounded from then on.
@@ -314,6 +316,11 @@ pub struct AgentProfile {
     /// no trusted source: deny (default), escalate or allow.
     #[serde(default, skip_serializing_if = "is_deny")]
     pub ungrounded: Ungrounded,
+    /// What the request floor does to a call of a tool whose `requested_by` words no
+    /// user turn said (an effect the user never asked for): deny (default), escalate
+    /// or allow.
+    #[serde(default, skip_serializing_if = "is_deny")]
+    pub unrequested: Ungrounded,
     /// Values this agent trusts as its user's own (an allow-list of payees, accounts,
     /// addresses): they ground sensitive arguments, like the system prompt does.
     #[serde(default, skip_serializing_if = "Sparse::is_default")]

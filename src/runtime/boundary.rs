@@ -8,7 +8,9 @@
 
 use serde_json::{Value, json};
 
-use super::grounding::{CallGrounding, Grounding, Origin, Source};
+use std::borrow::Cow;
+
+use super::grounding::{self, CallGrounding, Found, Grounding, Origin, Source};
 use super::{Recorder, idempotency, policy, taint};
 use crate::dataset::Case;
 use crate::event::{Kind, writer::WriteError};
@@ -70,7 +72,8 @@ impl<'a> ToolBoundary<'a> {
         grounding.ground(&serde_json::json!(profile.system), context(Source::SystemPrompt));
         grounding.ground(&serde_json::json!(profile.trusted_values), context(Source::TrustedValues));
         grounding.ground(&serde_json::json!(case.trusted_values), context(Source::TrustedValues));
-        let grounds = manifest.tools.iter().any(ToolSpec::has_sensitive) || !profile.handoffs.is_empty();
+        let grounds = manifest.tools.iter().any(|t| t.has_sensitive() || t.requested_by().is_some())
+            || !profile.handoffs.is_empty();
         ToolBoundary {
             case,
             run_index,
@@ -143,7 +146,7 @@ impl<'a> ToolBoundary<'a> {
                 .rev()
                 .find(|e| e.kind == Kind::TurnStarted && e.data.member("turn").as_u64() == Some(turn as u64));
             let origin = Origin { seq: seq.map(|e| e.seq), source: Source::UserTurn };
-            self.grounding.ground(&json!(self.case.turns[turn]), origin);
+            self.grounding.ground_turn(&self.case.turns[turn], origin);
         }
         self.grounded_turns = self.grounded_turns.max(upto);
     }
@@ -155,12 +158,25 @@ impl<'a> ToolBoundary<'a> {
         if !self.grounds {
             return None;
         }
-        let sensitive = self.manifest.tool(tool)?.sensitive_args(args);
+        let spec = self.manifest.tool(tool)?;
+        let mut sensitive = spec.sensitive_args(args);
+        // what a message points its reader to is directed like its recipient
+        for (arg, text) in spec.free_text(args) {
+            sensitive.extend(grounding::pointers(text).into_iter().map(|p| (arg, Cow::Borrowed(p))));
+        }
         if sensitive.is_empty() {
             return None;
         }
         self.ground_turns(rec);
         Some(self.grounding.of_call(sensitive))
+    }
+
+    /// The words a user's request must say for a call of `tool`, when the tool needs
+    /// a request and no user turn so far said any of them.
+    fn unrequested(&mut self, rec: &Recorder, tool: &str) -> Option<Vec<&'a str>> {
+        let words = self.manifest.tool(tool)?.requested_by()?;
+        self.ground_turns(rec);
+        self.grounding.requested(&words).is_none().then_some(words)
     }
 
     /// The safety class a call of `tool` has under the manifest (read when unknown).
@@ -181,8 +197,14 @@ impl<'a> ToolBoundary<'a> {
         let source = self.taint.source_of(args);
         let args_tainted = source.is_some();
         let grounded = self.ground_call(rec, tool, args);
-        let ungrounded = grounded.as_ref().and_then(|g| g.missing);
-        let proposal = policy::Proposal { tool, class, args_tainted, ungrounded };
+        let ungrounded = grounded.as_ref().and_then(CallGrounding::missing);
+        // every value that directs the call is the user's: taint alone is no reason to deny
+        let all_grounded = grounded.as_ref().is_some_and(|g| g.missing.is_none() && !g.by.is_empty());
+        let unrequested = if self.grounds { self.unrequested(rec, tool) } else { None };
+        let proposal = policy::Proposal { tool, class, args_tainted, ungrounded, unrequested: unrequested.as_deref() };
+        if let Some(g) = grounded.as_ref().filter(|g| g.look_alikes > 0) {
+            self.flag_look_alikes(rec, tool, g)?;
+        }
         let mut decision = if self.refused.iter().any(|r| r == tool) {
             policy::Decision {
                 verdict: Verdict::Deny,
@@ -194,15 +216,34 @@ impl<'a> ToolBoundary<'a> {
         };
         if decision.verdict != Verdict::Deny
             && !switches::off("taint-floor")
+            && !all_grounded
             && let Some(floor) = policy::taint_floor(&proposal)
         {
             decision = floor;
         }
         if !switches::off("grounding-floor")
-            && let Some(floor) = policy::grounding_floor(&proposal, self.profile.ungrounded)
+            && let Some(mut floor) = policy::grounding_floor(&proposal, self.profile.ungrounded)
+            && floor.verdict > decision.verdict
+        {
+            if let Some(g) = &grounded {
+                floor.reason.push_str(match g.why {
+                    Found::LookAlike(_) => "; it only looks like a grounded value: letters of another script",
+                    Found::Warned(_) => "; the user named it only to warn of it",
+                    _ => "",
+                });
+            }
+            decision = floor;
+        }
+        if !switches::off("request-floor")
+            && let Some(floor) = policy::request_floor(&proposal, self.profile.unrequested)
             && floor.verdict > decision.verdict
         {
             decision = floor;
+        }
+        if args_tainted && all_grounded && decision.rule == "default" {
+            decision.reason = "no rule matched; the arguments carry untrusted content, and every value that directs \
+                               the call is grounded"
+                .into();
         }
         // name the event that introduced the taint, so a denial points at its real cause
         let tainted_by = source.map(|seq| {
@@ -239,7 +280,7 @@ impl<'a> ToolBoundary<'a> {
             if let Some(g) = &grounded {
                 // only calls with sensitive arguments carry grounding, so other logs keep their bytes
                 data["grounded"] = Value::Object(g.by.clone());
-                if let Some((arg, value)) = g.missing {
+                if let Some((arg, value)) = g.missing() {
                     data["ungrounded"] = json!({"arg": arg, "value": value});
                 }
             }
@@ -258,13 +299,30 @@ impl<'a> ToolBoundary<'a> {
                 if approved && human {
                     let origin = Origin { seq: Some(rec.next_seq() - 1), source: Source::Approval };
                     for value in grounded.iter().flat_map(|g| &g.every_missing) {
-                        self.grounding.ground(&json!(value), origin);
+                        self.grounding.ground(&json!(value.as_ref()), origin);
                     }
                 }
                 approved
             }
         };
         Ok((!allowed).then(|| json!({"error": format!("denied by policy ({}): {}", decision.rule, decision.reason)})))
+    }
+
+    /// `security_flagged` (class `lookalike`): a call's value matches a grounded one
+    /// only through letters of another script that look alike.
+    fn flag_look_alikes(&mut self, rec: &mut Recorder, tool: &str, g: &CallGrounding<'_>) -> Result<(), WriteError> {
+        let (arg, value) = g.missing().unwrap_or_default();
+        let source = match g.why {
+            Found::LookAlike(origin) => origin.seq.unwrap_or(0),
+            _ => 0,
+        };
+        rec.emit(
+            Kind::SecurityFlagged,
+            json!({"class": "lookalike", "severity": "high", "source": source, "tool": tool,
+                   "detail": format!("argument {arg} = {value:?} of {tool} only looks like a grounded value: \
+                                      letters of another script; {} value(s) of the call", g.look_alikes)}),
+        )?;
+        Ok(())
     }
 
     /// Route an escalated call: `auto` (the profile approves), `human` (the case's
@@ -382,23 +440,62 @@ impl<'a> ToolBoundary<'a> {
         // a timeout or an injected error is our own text, not the tool's content
         let answered = execution.fault.as_ref().is_none_or(|f| f.kind == FaultKind::Slow);
         let trusted = spec.is_some_and(|s| s.trust == Trusted);
-        if answered && (!trusted || execution.is_error) {
+        if let Some(spec) = spec.filter(|s| answered && !execution.is_error && s.trust_by_field()) {
+            // some members are the system's records, others an outsider's words
+            let (records, words) = split_by_trust(spec, &execution.result);
+            self.taint.absorb(&words, seq);
+            self.trusted_result(rec, fixture_args, &records, seq);
+        } else if answered && (!trusted || execution.is_error) {
             // an error message is whatever the failing side chose to say: read as untrusted
             self.taint.absorb(&execution.result, seq);
         } else if answered && trusted {
-            // a trusted tool's result carries the provenance of its inputs
-            if self.grounds {
-                self.ground_turns(rec);
-                if self.grounding.all_grounded(fixture_args) {
-                    self.grounding.ground(&execution.result, Origin { seq: Some(seq), source: Source::ToolResult });
-                }
-            }
-            if self.taint.touches(fixture_args) {
-                self.taint.absorb(&execution.result, seq);
-            }
+            self.trusted_result(rec, fixture_args, &execution.result, seq);
         }
         Ok(Answer { result: execution.result, is_error: execution.is_error, protocol_error: execution.protocol_error })
     }
+}
+
+impl ToolBoundary<'_> {
+    /// A trusted result carries the provenance of its inputs: it grounds when they were
+    /// all grounded, and is tainted when they were.
+    fn trusted_result(&mut self, rec: &Recorder, inputs: &Value, result: &Value, seq: u64) {
+        if self.grounds {
+            self.ground_turns(rec);
+            if self.grounding.all_grounded(inputs) {
+                self.grounding.ground(result, Origin { seq: Some(seq), source: Source::ToolResult });
+            }
+        }
+        if self.taint.touches(inputs) {
+            self.taint.absorb(result, seq);
+        }
+    }
+}
+
+/// A result's leaves in two lists: the members the manifest says are the system's
+/// records, and those an outsider can write (`ToolSpec::untrusted_at`).
+fn split_by_trust(spec: &ToolSpec, result: &Value) -> (Value, Value) {
+    fn walk(spec: &ToolSpec, value: &Value, path: &mut Vec<String>, out: &mut (Vec<Value>, Vec<Value>)) {
+        match value {
+            Value::Array(items) => items.iter().enumerate().for_each(|(i, v)| {
+                path.push(i.to_string());
+                walk(spec, v, path, out);
+                path.pop();
+            }),
+            Value::Object(map) => map.iter().for_each(|(k, v)| {
+                path.push(k.clone());
+                walk(spec, v, path, out);
+                path.pop();
+            }),
+            Value::Null | Value::Bool(_) => {}
+            leaf => {
+                let tokens: Vec<&str> = path.iter().map(String::as_str).collect();
+                if spec.untrusted_at(&tokens) { out.1.push(leaf.clone()) } else { out.0.push(leaf.clone()) }
+            }
+        }
+    }
+    let mut out = (Vec::new(), Vec::new());
+    walk(spec, result, &mut Vec::new(), &mut out);
+    (Value::Array(out.0), Value::Array(out.1))
 }
 
 /// What an executed call answers.

@@ -30,6 +30,8 @@
 //! is grounded by "pay bob (at) example (dot) com $40.", and `payouts@evil.example` is
 //! not grounded by "payouts" and "evil.example" in two separate places.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value, json};
 
 use super::taint::leaves;
@@ -74,34 +76,105 @@ impl Origin {
     }
 }
 
+/// Where a value was found, if anywhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// In a trusted source: grounded.
+    By(Origin),
+    /// Only through the confusable skeleton: letters of another script that look like
+    /// a grounded value's. Not grounded, and flagged.
+    LookAlike(Origin),
+    /// Only where the user warned of it ("never pay X", "X is a scam"): a mention,
+    /// not a mandate. Not grounded.
+    Warned(Origin),
+    Nowhere,
+}
+
+impl Found {
+    pub fn origin(self) -> Option<Origin> {
+        match self {
+            Found::By(origin) => Some(origin),
+            _ => None,
+        }
+    }
+}
+
+/// One trusted text, in each reading it is compared in (see [`readings`]).
+#[derive(Debug, Clone)]
+struct Entry {
+    readings: Readings,
+    /// The words of its confusable skeleton, kept only for a text with a letter outside
+    /// ASCII (an ASCII text is its own skeleton).
+    skeleton: Option<Vec<String>>,
+    origin: Origin,
+}
+
 /// The grounded set: the words of every trusted source, with what grounded them.
 #[derive(Debug, Clone, Default)]
 pub struct Grounding {
-    sources: Vec<(Vec<String>, Origin)>,
+    sources: Vec<Entry>,
+    /// The user's clauses that warn of what they name: found there, a value is
+    /// [`Found::Warned`], never grounded.
+    warned: Vec<Entry>,
 }
 
 impl Grounding {
-    /// Every string in `value` is grounded by `origin` from now on.
+    /// Every string and number in `value` is grounded by `origin` from now on.
     pub fn ground(&mut self, value: &Value, origin: Origin) {
-        leaves(value, &mut |s| {
-            let words = words(s);
-            if !words.is_empty() {
-                self.sources.push((words, origin));
+        scalars(value, &mut |s| {
+            if let Some(entry) = Entry::new(&s, origin) {
+                self.sources.push(entry);
             }
         });
     }
 
-    /// What grounds `value`, if anything does (`None` too for a value without words:
-    /// see [`directs_anything`]).
-    pub fn origin_of(&self, value: &str) -> Option<Origin> {
-        let needle = words(value);
-        if needle.is_empty() {
-            return None;
+    /// A user's turn: each clause grounds what it names, except a clause that warns of
+    /// it (see [`warns`]); without a warning in it, the turn is one source.
+    pub fn ground_turn(&mut self, text: &str, origin: Origin) {
+        let folded = normalize::fold_exact(text);
+        if !folded.split_whitespace().any(|w| is_warning_word(trim(w))) && !has_refusal(&folded) {
+            self.ground(&json!(text), origin);
+            return;
         }
-        self.sources
-            .iter()
-            .find(|(hay, _)| hay.len() >= needle.len() && hay.windows(needle.len()).any(|w| w == needle.as_slice()))
-            .map(|(_, origin)| *origin)
+        for clause in clauses(text) {
+            let Some(entry) = Entry::new(clause, origin) else { continue };
+            if warns(&normalize::fold_exact(clause)) {
+                self.warned.push(entry);
+            } else {
+                self.sources.push(entry);
+            }
+        }
+    }
+
+    /// Where `value` is found (a value without words is found nowhere: see
+    /// [`directs_anything`]).
+    pub fn find(&self, value: &str) -> Found {
+        let needle = readings(value);
+        if needle.is_empty() {
+            return Found::Nowhere;
+        }
+        if let Some(entry) = self.sources.iter().find(|e| e.readings.contains(&needle)) {
+            return Found::By(entry.origin);
+        }
+        if let Some(entry) = self.warned.iter().find(|e| e.readings.contains(&needle)) {
+            return Found::Warned(entry.origin);
+        }
+        let skeleton = skeleton_words(value);
+        if !skeleton.is_empty() {
+            let alike = |e: &&Entry| {
+                let hay = e.skeleton.as_ref().unwrap_or(&e.readings.0[1]);
+                run_in(hay, &skeleton)
+            };
+            if let Some(entry) = self.sources.iter().find(alike) {
+                return Found::LookAlike(entry.origin);
+            }
+        }
+        Found::Nowhere
+    }
+
+    /// What grounds `value`, if anything does.
+    pub fn origin_of(&self, value: &str) -> Option<Origin> {
+        self.find(value).origin()
     }
 
     /// Are all the strings in `args` grounded? (The inputs of a trusted tool call: its
@@ -112,22 +185,33 @@ impl Grounding {
         all
     }
 
-    /// The grounding of a call's sensitive arguments, `(name, value)` each (see
-    /// `ToolSpec::sensitive_args`): an argument is grounded when each of its values that
-    /// directs anything is.
-    pub fn of_call<'v>(&self, sensitive: Vec<(&'v str, &'v str)>) -> CallGrounding<'v> {
-        let mut out = CallGrounding { by: Map::new(), missing: None, every_missing: Vec::new() };
+    /// The grounding of a call's sensitive values, `(argument, value)` each (see
+    /// `ToolSpec::sensitive_args`): an argument is grounded when each of its values
+    /// that directs anything is.
+    pub fn of_call<'v>(&self, sensitive: Vec<(&'v str, Cow<'v, str>)>) -> CallGrounding<'v> {
+        let mut out = CallGrounding {
+            by: Map::new(),
+            missing: None,
+            every_missing: Vec::new(),
+            why: Found::Nowhere,
+            look_alikes: 0,
+        };
         let mut ungrounded: Vec<&str> = Vec::new();
         for (arg, value) in sensitive.into_iter().filter(|(_, v)| directs_anything(v)) {
-            match self.origin_of(value) {
-                Some(origin) if !ungrounded.contains(&arg) => {
-                    out.by.entry(arg.to_string()).or_insert_with(|| origin.to_value());
+            match self.find(&value) {
+                Found::By(origin) => {
+                    if !ungrounded.contains(&arg) {
+                        out.by.entry(arg.to_string()).or_insert_with(|| origin.to_value());
+                    }
                 }
-                Some(_) => {}
-                None => {
+                found => {
                     out.by.remove(arg);
                     ungrounded.push(arg);
-                    out.missing = out.missing.or(Some((arg, value)));
+                    out.look_alikes += usize::from(matches!(found, Found::LookAlike(_)));
+                    if out.missing.is_none() {
+                        out.missing = Some((arg, value.clone()));
+                        out.why = found;
+                    }
                     out.every_missing.push(value);
                 }
             }
@@ -135,10 +219,33 @@ impl Grounding {
         out
     }
 
+    /// The user turn (or system prompt) that asks for an effect: one where one of
+    /// `phrases` occurs as a run of words, its last word also as a prefix ("delete"
+    /// asks in "deleting", "book" in "booking"). A warned clause asks for nothing.
+    pub fn requested(&self, phrases: &[&str]) -> Option<Origin> {
+        let phrases: Vec<Vec<String>> = phrases.iter().map(|p| words(&normalize::fold_exact(p))).collect();
+        self.sources.iter().filter(|e| matches!(e.origin.source, Source::UserTurn | Source::SystemPrompt)).find_map(
+            |e| {
+                let hay = &e.readings.0[0];
+                phrases
+                    .iter()
+                    .filter(|p| !p.is_empty())
+                    .any(|p| {
+                        hay.windows(p.len()).any(|w| {
+                            let (last, head) = p.split_last().expect("not empty");
+                            w[..head.len()] == *head && w[head.len()].starts_with(last.as_str())
+                        })
+                    })
+                    .then_some(e.origin)
+            },
+        )
+    }
+
     /// Everything `other` grounds is grounded here too (a handoff target inherits its
     /// caller's grounded set).
     pub fn inherit(&mut self, other: &Grounding) {
         self.sources.extend(other.sources.iter().cloned());
+        self.warned.extend(other.warned.iter().cloned());
     }
 }
 
@@ -148,10 +255,76 @@ pub struct CallGrounding<'v> {
     /// Each grounded argument → its origin (`{seq, source}`), in argument order.
     pub by: Map<String, Value>,
     /// The first ungrounded argument and its value.
-    pub missing: Option<(&'v str, &'v str)>,
+    pub missing: Option<(&'v str, Cow<'v, str>)>,
     /// Every ungrounded value, in argument order (a person who approves the call
     /// confirms them all).
-    pub every_missing: Vec<&'v str>,
+    pub every_missing: Vec<Cow<'v, str>>,
+    /// Why the first ungrounded value is not grounded ([`Found::Nowhere`] when none is
+    /// missing).
+    pub why: Found,
+    /// How many ungrounded values only look like grounded ones.
+    pub look_alikes: usize,
+}
+
+impl CallGrounding<'_> {
+    /// The first ungrounded argument and value, borrowed.
+    pub fn missing(&self) -> Option<(&str, &str)> {
+        self.missing.as_ref().map(|(arg, value)| (*arg, value.as_ref()))
+    }
+}
+
+/// What free text points its reader to: the addresses, links and account or phone
+/// numbers in it, each a word as written (edge punctuation trimmed). A message that
+/// carries one directs its reader like a recipient directs the message.
+pub fn pointers(text: &str) -> Vec<&str> {
+    text.split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| {
+                matches!(c, '.' | ',' | ';' | ':' | '!' | '?' | '"' | '\'' | '(' | ')' | '<' | '>' | '[' | ']' | '*')
+            })
+        })
+        .filter(|w| is_address(w) || is_link(w) || is_number_pointer(w))
+        .collect()
+}
+
+fn is_address(word: &str) -> bool {
+    word.split_once('@').is_some_and(|(user, host)| !user.is_empty() && host.contains('.') && !host.ends_with('.'))
+}
+
+/// File names are not links: `notes.docx` names a file the message is about.
+const FILE_EXTENSIONS: [&str; 18] = [
+    "doc", "docx", "xls", "xlsx", "ppt", "pptx", "pdf", "txt", "csv", "md", "json", "png", "jpg", "jpeg", "gif", "zip",
+    "odt", "rtf",
+];
+
+fn is_link(word: &str) -> bool {
+    let lower = word.to_ascii_lowercase();
+    if lower.starts_with("http://") || lower.starts_with("https://") || lower.starts_with("www.") {
+        return lower.len() > "www.".len();
+    }
+    // a bare host: labels of letters, digits and hyphens, a top-level domain of letters
+    let host = lower.split('/').next().unwrap_or_default();
+    let labels: Vec<&str> = host.split('.').collect();
+    labels.len() >= 2
+        && labels.iter().all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+        && labels.last().is_some_and(|tld| {
+            (2..=6).contains(&tld.len())
+                && tld.chars().all(|c| c.is_ascii_alphabetic())
+                && !FILE_EXTENSIONS.contains(tld)
+        })
+        && labels[0].chars().any(|c| c.is_ascii_alphabetic())
+}
+
+/// An account, card, routing or phone number: at least seven digits, with letters (an
+/// IBAN) or phone punctuation, but not a date, a time or an amount.
+fn is_number_pointer(word: &str) -> bool {
+    let digits = word.chars().filter(char::is_ascii_digit).count();
+    if digits < 7 || word.chars().any(|c| !(c.is_ascii_alphanumeric() || "+-(). ".contains(c))) {
+        return false;
+    }
+    let date = word.len() == 10 && word.as_bytes()[4] == b'-' && word.as_bytes()[7] == b'-';
+    let amount = word.chars().all(|c| c.is_ascii_digit() || c == '.' || c == ',') && word.contains('.');
+    !date && !amount
 }
 
 /// A value without a letter or digit ("", "-") names no payee, account or address.
@@ -159,18 +332,139 @@ pub fn directs_anything(value: &str) -> bool {
     value.chars().any(char::is_alphanumeric)
 }
 
-/// The comparable words of `text` (see the module doc).
-fn words(text: &str) -> Vec<String> {
-    // lower case whatever `fold` does: a payee in the user's capitals is the user's payee
+/// The readings a text is compared in, as words: as written; with addresses made
+/// canonical the way prose writes them (`(at)`, a URL without its scheme or `www.`);
+/// and with every obfuscation read (a bare "at" between words too). A value is found
+/// when one of its readings is a run of whole words of the same reading of a source.
+#[derive(Debug, Clone)]
+struct Readings([Vec<String>; 3]);
+
+impl Readings {
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(Vec::is_empty)
+    }
+
+    fn contains(&self, needle: &Readings) -> bool {
+        self.0.iter().zip(&needle.0).any(|(hay, needle)| run_in(hay, needle))
+    }
+}
+
+impl Entry {
+    fn new(text: &str, origin: Origin) -> Option<Entry> {
+        let readings = readings(text);
+        if readings.is_empty() {
+            return None;
+        }
+        let skeleton = (!text.is_ascii()).then(|| skeleton_words(text));
+        Some(Entry { readings, skeleton, origin })
+    }
+}
+
+fn run_in(hay: &[String], needle: &[String]) -> bool {
+    !needle.is_empty() && hay.len() >= needle.len() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn readings(text: &str) -> Readings {
     // a domain in punycode is the domain the user typed in Unicode
     let unicode = normalize::punycode_decoded(text);
-    let canonical = normalize::canonical_addresses(&normalize::fold(&unicode).to_lowercase());
-    canonical
-        .split_whitespace()
-        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
-        .filter(|w| !w.is_empty())
-        .map(str::to_string)
-        .collect()
+    let plain = normalize::fold_exact(&unicode);
+    let prose = normalize::canonical_addresses_bracketed(&plain);
+    let every = normalize::canonical_addresses(&plain);
+    Readings([words(&plain), words(&prose), words(&every)])
+}
+
+/// The words of `text`'s confusable skeleton, in its prose reading.
+fn skeleton_words(text: &str) -> Vec<String> {
+    let unicode = normalize::punycode_decoded(text);
+    words(&normalize::canonical_addresses_bracketed(&normalize::fold(&unicode).to_lowercase()))
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.split_whitespace().map(trim).filter(|w| !w.is_empty()).map(str::to_string).collect()
+}
+
+fn trim(word: &str) -> &str {
+    word.trim_matches(|c: char| !c.is_alphanumeric())
+}
+
+/// Every string leaf and number of `value`, numbers as JSON writes them.
+fn scalars(value: &Value, f: &mut impl FnMut(Cow<'_, str>)) {
+    match value {
+        Value::String(s) => f(Cow::Borrowed(s)),
+        Value::Number(n) => f(Cow::Owned(n.to_string())),
+        Value::Array(items) => items.iter().for_each(|v| scalars(v, f)),
+        Value::Object(map) => map.values().for_each(|v| scalars(v, f)),
+        _ => {}
+    }
+}
+
+/// A user's text in clauses: cut at sentence ends, semicolons, commas, new lines and
+/// " but ", so "never pay X, pay Y" warns of X and grounds Y.
+fn clauses(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let end_mark = matches!(bytes[i], b'.' | b'!' | b'?' | b';' | b',' | b':')
+            && bytes.get(i + 1).is_none_or(|b| b.is_ascii_whitespace());
+        let but = text[i..].starts_with(" but ") || text[i..].starts_with(" instead ");
+        if end_mark || bytes[i] == b'\n' || but {
+            out.push(&text[start..i]);
+            start = i + 1;
+        }
+        i += 1;
+    }
+    out.push(&text[start..]);
+    out.into_iter().filter(|c| !c.trim().is_empty()).collect()
+}
+
+/// Words that say the clause names something to keep away from.
+const WARNING_WORDS: [&str; 16] = [
+    "scam",
+    "scams",
+    "scammer",
+    "scammers",
+    "fraud",
+    "fraudulent",
+    "fraudster",
+    "phishing",
+    "spam",
+    "suspicious",
+    "beware",
+    "blocklist",
+    "blacklist",
+    "impostor",
+    "imposter",
+    "malicious",
+];
+
+/// Verbs of an effect that a negation in front of them refuses ("never pay", "do not
+/// send", "don't trust").
+const REFUSED_VERBS: [&str; 26] = [
+    "pay", "send", "transfer", "wire", "trust", "contact", "reply", "respond", "click", "visit", "open", "share",
+    "invite", "email", "call", "forward", "delete", "remove", "book", "reserve", "cancel", "buy", "order", "post",
+    "publish", "grant",
+];
+
+fn is_warning_word(word: &str) -> bool {
+    WARNING_WORDS.contains(&word) || word == "block" || word == "blocked"
+}
+
+/// A negation followed, within two words, by a verb of an effect.
+fn has_refusal(folded: &str) -> bool {
+    let words: Vec<&str> = folded.split_whitespace().map(trim).collect();
+    words.iter().enumerate().any(|(i, w)| {
+        matches!(*w, "never" | "not" | "don't" | "dont" | "don’t" | "no")
+            // "don't forget to invite", "do not hesitate to call": a reminder, not a refusal
+            && !words.get(i + 1).is_some_and(|next| matches!(*next, "forget" | "hesitate" | "miss" | "fail"))
+            && words[i + 1..].iter().take(3).any(|v| REFUSED_VERBS.contains(v))
+    })
+}
+
+/// Does this (folded) clause warn of what it names?
+fn warns(folded: &str) -> bool {
+    folded.split_whitespace().any(|w| is_warning_word(trim(w))) || has_refusal(folded)
 }
 
 #[cfg(test)]
@@ -236,11 +530,115 @@ mod tests {
     #[test]
     fn an_argument_is_grounded_only_when_each_of_its_values_is() {
         let g = user("pay bob@example.com and carol@example.com");
-        let call = g.of_call(vec![("cc", "bob@example.com"), ("cc", "x@evil.example"), ("to", "carol@example.com")]);
-        assert_eq!(call.missing, Some(("cc", "x@evil.example")));
+        let call =
+            g.of_call(values(&[("cc", "bob@example.com"), ("cc", "x@evil.example"), ("to", "carol@example.com")]));
+        assert_eq!(call.missing(), Some(("cc", "x@evil.example")));
         assert_eq!(call.by, json!({"to": {"seq": 3, "source": "user_turn"}}).as_object().cloned().unwrap());
         // a value that names nothing is neither
-        assert_eq!(g.of_call(vec![("to", " - ")]).missing, None);
+        assert_eq!(g.of_call(values(&[("to", " - ")])).missing, None);
+    }
+
+    fn values<'v>(pairs: &[(&'v str, &'v str)]) -> Vec<(&'v str, Cow<'v, str>)> {
+        pairs.iter().map(|(a, v)| (*a, Cow::Borrowed(*v))).collect()
+    }
+
+    #[test]
+    fn a_look_alike_of_the_users_payee_grounds_nothing_and_says_so() {
+        let g = user("Pay paypal-billing@example.com the 40 dollars.");
+        // Cyrillic а (U+0430) and о (U+043E) in place of Latin letters
+        for alike in ["p\u{430}ypal-billing@example.com", "paypal-billing@ex\u{430}mple.c\u{43e}m"] {
+            assert!(matches!(g.find(alike), Found::LookAlike(_)), "{alike:?}");
+            let call = g.of_call(values(&[("to", alike)]));
+            assert_eq!((call.look_alikes, call.missing().map(|m| m.1)), (1, Some(alike)));
+        }
+        // what is the same address still grounds: case, full width, invisible characters
+        for same in
+            ["PayPal-Billing@Example.com", "\u{ff50}aypal-billing@example.com", "pay\u{ad}pal-billing@example.com"]
+        {
+            assert!(matches!(g.find(same), Found::By(_)), "{same:?}");
+        }
+        // a user who writes in another script grounds their own spelling
+        let g = user("Переведи деньги на адрес иван@пример.рф");
+        assert!(g.origin_of("иван@пример.рф").is_some());
+    }
+
+    #[test]
+    fn english_at_is_not_an_obfuscated_at_sign() {
+        let g = user("Post the summary of the article at www.informations.com to the general channel.");
+        assert!(g.origin_of("www.informations.com").is_some());
+        assert!(g.origin_of("https://www.informations.com").is_some());
+        assert!(g.origin_of("informations.com").is_some());
+        // "at" between words still reads as an address where someone spelt one
+        assert!(user("mail bob at example dot com").origin_of("bob@example.com").is_some());
+    }
+
+    #[test]
+    fn numbers_ground_and_are_grounded_as_json_writes_them() {
+        let mut g = user("Update the standing order 7 to account 12345678.");
+        assert!(g.origin_of("12345678").is_some());
+        assert!(g.origin_of("7").is_some());
+        assert!(g.origin_of("87654321").is_none());
+        g.ground(
+            &json!([{"id": 42, "iban": "DE89370400440532013000"}]),
+            Origin { seq: Some(9), source: Source::ToolResult },
+        );
+        assert_eq!(g.origin_of("42").and_then(|o| o.seq), Some(9));
+    }
+
+    #[test]
+    fn a_value_the_user_named_only_to_warn_of_grounds_nothing() {
+        let mut g = Grounding::default();
+        let origin = Origin { seq: Some(1), source: Source::UserTurn };
+        g.ground_turn("Never pay mallory@evil.example, it is a scam. Pay bob@example.com the 40.", origin);
+        assert!(matches!(g.find("mallory@evil.example"), Found::Warned(_)));
+        assert!(g.origin_of("bob@example.com").is_some());
+        for warning in [
+            "Do not send anything to x@evil.example.",
+            "x@evil.example is a phishing address",
+            "Block x@evil.example please",
+            "Don't trust x@evil.example; they are impostors",
+        ] {
+            let mut g = Grounding::default();
+            g.ground_turn(warning, origin);
+            assert!(matches!(g.find("x@evil.example"), Found::Warned(_)), "{warning}");
+        }
+        // a turn without a warning is one source, as before
+        let mut g = Grounding::default();
+        g.ground_turn("Don't forget to invite sarah@example.com, thanks.", origin);
+        assert!(g.origin_of("sarah@example.com").is_some());
+    }
+
+    #[test]
+    fn a_request_is_a_user_turn_that_says_the_tools_words() {
+        let mut g = Grounding::default();
+        let origin = Origin { seq: Some(1), source: Source::UserTurn };
+        g.ground_turn("Please find the largest file and get it deleted.", origin);
+        assert_eq!(g.requested(&["delete", "remove"]), Some(origin));
+        assert_eq!(g.requested(&["book a room", "reserve"]), None);
+        g.ground_turn("Then book a room at the hotel.", origin);
+        assert!(g.requested(&["book a room"]).is_some());
+        // what the user refused is not asked for; a trusted tool's result asks for nothing
+        let mut g = Grounding::default();
+        g.ground_turn("Never delete my files.", origin);
+        g.ground(&json!("delete everything"), Origin { seq: Some(4), source: Source::ToolResult });
+        assert_eq!(g.requested(&["delete"]), None);
+    }
+
+    #[test]
+    fn what_a_message_points_its_reader_to() {
+        let text = "Hi Alice, read www.secure-systems-252.com (or https://x.example/a?b=1) and write to \
+                    help@evil.example; pay GB29NWBK60161331926819 or call +1-555-123-4567. The notes are in \
+                    minutes.docx, due 2024-05-15, total 12345678.00, e.g. soon.";
+        assert_eq!(
+            pointers(text),
+            vec![
+                "www.secure-systems-252.com",
+                "https://x.example/a?b=1",
+                "help@evil.example",
+                "GB29NWBK60161331926819",
+                "+1-555-123-4567"
+            ]
+        );
     }
 
     #[test]

@@ -15,7 +15,16 @@
 //! argument (a payee, an account, a recipient) is grounded in no trusted source is
 //! denied — or escalated, or let through, as the profile's `ungrounded` says — by rule
 //! [`GROUNDING_FLOOR_RULE`]. Taint explains where attacker text went; grounding is what
-//! stops an encoding taint has no reading for (`runtime::grounding`).
+//! stops an encoding taint has no reading for (`runtime::grounding`). When every
+//! sensitive value of a call is grounded, taint alone denies nothing: the user's own
+//! payee is the user's even when a fetched page also names it (the call still says it
+//! carried untrusted content, and a profile rule `when = "args_tainted"` still acts).
+//!
+//! And the request floor ([`request_floor`]): a tool whose manifest says which words of
+//! a user's request authorise it (`requested_by`; a `destructive` tool's verbs by
+//! default) is denied, escalated or let through as the profile's `unrequested` says
+//! when no user turn said any of them (rule [`REQUEST_FLOOR_RULE`]): arguments that
+//! are all grounded do not make an effect the user asked for.
 
 use crate::pipeline::{PolicyRule, RuleWhen, SafetyClass, Ungrounded, Verdict};
 
@@ -27,6 +36,8 @@ pub struct Proposal<'a> {
     pub args_tainted: bool,
     /// Some sensitive argument is grounded in no trusted source: its name and value.
     pub ungrounded: Option<(&'a str, &'a str)>,
+    /// The tool needs a user's request to say one of these words, and none did.
+    pub unrequested: Option<&'a [&'a str]>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +106,32 @@ pub fn grounding_floor(p: &Proposal<'_>, mode: Ungrounded) -> Option<Decision> {
     })
 }
 
+/// The rule id of the request floor.
+pub const REQUEST_FLOOR_RULE: &str = "unrequested-effect";
+
+/// The request floor's decision on `p` under the profile's `unrequested` setting: a
+/// call of a tool that only a user's request may set off, when no user turn asked for
+/// it (see the module doc).
+pub fn request_floor(p: &Proposal<'_>, mode: Ungrounded) -> Option<Decision> {
+    let words = p.unrequested?;
+    let verdict = match mode {
+        Ungrounded::Deny => Verdict::Deny,
+        Ungrounded::Escalate => Verdict::Escalate,
+        Ungrounded::Allow => return None,
+    };
+    let quoted: Vec<String> = words.iter().take(6).map(|w| format!("{w:?}")).collect();
+    Some(Decision {
+        verdict,
+        rule: REQUEST_FLOOR_RULE.into(),
+        reason: format!(
+            "no user turn asked for {}: its manifest needs the user's request to say {}{}",
+            p.tool,
+            quoted.join(" or "),
+            if words.len() > 6 { " or another of its words" } else { "" }
+        ),
+    })
+}
+
 fn describe(rule: &PolicyRule, p: &Proposal<'_>) -> String {
     let mut why = vec![format!("tool {}", p.tool)];
     if rule.safety_class.is_some() {
@@ -144,10 +181,17 @@ mod tests {
             class: SafetyClass::Financial,
             args_tainted: tainted,
             ungrounded: None,
+            unrequested: None,
         };
         assert_eq!(decide(&rules, &p(false)).rule, "escalate-fin");
         assert_eq!(decide(&rules, &p(true)).verdict, Verdict::Deny);
-        let read = Proposal { tool: "get_balance", class: SafetyClass::Read, args_tainted: false, ungrounded: None };
+        let read = Proposal {
+            tool: "get_balance",
+            class: SafetyClass::Read,
+            args_tainted: false,
+            ungrounded: None,
+            unrequested: None,
+        };
         assert_eq!(decide(&rules, &read).rule, "allow-all");
     }
 
@@ -158,14 +202,21 @@ mod tests {
             rule("second", None, None, RuleWhen::Always, Verdict::Deny, 0),
             rule("urgent", None, None, RuleWhen::Always, Verdict::Deny, 5),
         ];
-        let p = Proposal { tool: "x", class: SafetyClass::Read, args_tainted: false, ungrounded: None };
+        let p =
+            Proposal { tool: "x", class: SafetyClass::Read, args_tainted: false, ungrounded: None, unrequested: None };
         assert_eq!(decide(&rules, &p).rule, "urgent");
         assert_eq!(decide(&rules[..2], &p).rule, "first");
     }
 
     #[test]
     fn a_tainted_call_of_a_sensitive_tool_meets_the_floor_and_a_clean_or_read_one_does_not() {
-        let p = |class, tainted| Proposal { tool: "transfer", class, args_tainted: tainted, ungrounded: None };
+        let p = |class, tainted| Proposal {
+            tool: "transfer",
+            class,
+            args_tainted: tainted,
+            ungrounded: None,
+            unrequested: None,
+        };
         assert_eq!(taint_floor(&p(SafetyClass::Financial, true)).map(|d| d.rule), Some(TAINT_FLOOR_RULE.into()));
         assert_eq!(taint_floor(&p(SafetyClass::Privileged, true)).map(|d| d.verdict), Some(Verdict::Deny));
         assert_eq!(taint_floor(&p(SafetyClass::Financial, false)), None);
@@ -174,8 +225,13 @@ mod tests {
 
     #[test]
     fn an_ungrounded_sensitive_argument_meets_the_grounding_floor_as_the_profile_says() {
-        let p =
-            |ungrounded| Proposal { tool: "transfer", class: SafetyClass::Financial, args_tainted: false, ungrounded };
+        let p = |ungrounded| Proposal {
+            tool: "transfer",
+            class: SafetyClass::Financial,
+            args_tainted: false,
+            ungrounded,
+            unrequested: None,
+        };
         let attack = p(Some(("to", "payouts@evil-billing.example")));
         let denied = grounding_floor(&attack, Ungrounded::Deny);
         assert_eq!(denied.as_ref().map(|d| (d.verdict, d.rule.as_str())), Some((Verdict::Deny, GROUNDING_FLOOR_RULE)));
@@ -188,14 +244,23 @@ mod tests {
     #[test]
     fn an_args_ungrounded_rule_matches_only_an_ungrounded_call() {
         let rules = vec![rule("ask", Some("send"), None, RuleWhen::ArgsUngrounded, Verdict::Escalate, 0)];
-        let p = |ungrounded| Proposal { tool: "send", class: SafetyClass::Network, args_tainted: false, ungrounded };
+        let p = |ungrounded| Proposal {
+            tool: "send",
+            class: SafetyClass::Network,
+            args_tainted: false,
+            ungrounded,
+            unrequested: None,
+        };
         assert_eq!(decide(&rules, &p(Some(("to", "x@evil.example")))).rule, "ask");
         assert_eq!(decide(&rules, &p(None)).rule, "default");
     }
 
     #[test]
     fn no_matching_rule_allows_by_default() {
-        let d = decide(&[], &Proposal { tool: "x", class: SafetyClass::Write, args_tainted: true, ungrounded: None });
+        let d = decide(
+            &[],
+            &Proposal { tool: "x", class: SafetyClass::Write, args_tainted: true, ungrounded: None, unrequested: None },
+        );
         assert_eq!((d.verdict, d.rule.as_str()), (Verdict::Allow, "default"));
     }
 }

@@ -47,6 +47,10 @@ static OBFUSCATED_DOT: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*|(\w)\s+dot\s+(\w)").expect("dot pattern"));
 static PLUS_ADDRESS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"([a-z0-9._%-]+)\+[a-z0-9._%+-]*@").expect("plus-address pattern"));
+static BRACKETED_AT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\s*[\(\[\{]\s*at\s*[\)\]\}]\s*").expect("bracketed at pattern"));
+static BRACKETED_DOT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*").expect("bracketed dot pattern"));
 /// The parts of a URL that do not change where it points: scheme, `www.`, default ports.
 static URL_PREFIX: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\b(?:https?|hxxps?)://(?:www\.)?|\bwww\.|:(?:80|443)\b").expect("URL pattern"));
@@ -101,6 +105,29 @@ pub fn fold(text: &str) -> String {
         }
     }
     collapse_whitespace(&out)
+}
+
+/// [`fold`] without the confusable skeleton: NFKC (full-width letters are the same
+/// letters), default ignorables removed, lower case, whitespace collapsed. What is the
+/// same address (case, width, invisible characters) compares equal here; letters of
+/// another script that only look alike do not, so grounding compares in this form and
+/// uses [`fold`] only to say that a value *looks like* a grounded one.
+pub fn fold_exact(text: &str) -> String {
+    if switches::off("normalisation") {
+        return text.to_string();
+    }
+    let lowered: String = text.nfkc().filter(|c| !is_ignorable(*c)).flat_map(char::to_lowercase).collect();
+    collapse_whitespace(&lowered)
+}
+
+/// [`canonical_addresses`] for text a person wrote in prose: only bracketed `(at)` and
+/// `(dot)` are obfuscation, since " at " between two words is English ("the article at
+/// www.example.org").
+pub fn canonical_addresses_bracketed(folded: &str) -> String {
+    let at = BRACKETED_AT.replace_all(folded, "@");
+    let dot = BRACKETED_DOT.replace_all(&at, ".");
+    let plus = PLUS_ADDRESS.replace_all(&dot, "$1@");
+    URL_PREFIX.replace_all(&plus, "").into_owned()
 }
 
 /// The identifier form: [`fold`] without combining marks or whitespace, so `transfer`,

@@ -26,6 +26,7 @@ pub const NAMES: &[(&str, &str)] = &[
     ("description-rules", "scan descriptions with the literal phrase list only"),
     ("keyless-dedup", "a keyless retry of a keyed operation, or a keyed retry of a keyless one, is a new operation"),
     ("grounding-floor", "no built-in denial (or escalation) of a call whose sensitive argument is ungrounded"),
+    ("request-floor", "no built-in denial (or escalation) of an effect no user turn asked for"),
 ];
 
 static OFF: LazyLock<Vec<String>> = LazyLock::new(|| {
