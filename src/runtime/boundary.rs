@@ -198,8 +198,9 @@ impl<'a> ToolBoundary<'a> {
         let args_tainted = source.is_some();
         let grounded = self.ground_call(rec, tool, args);
         let ungrounded = grounded.as_ref().and_then(CallGrounding::missing);
-        // every value that directs the call is the user's: taint alone is no reason to deny
-        let all_grounded = grounded.as_ref().is_some_and(|g| g.missing.is_none() && !g.by.is_empty());
+        // no value that directs the call is anyone's but the user's: taint alone is no reason to deny
+        let all_grounded =
+            self.grounds && self.manifest.tool(tool).is_some_and(ToolSpec::has_sensitive) && ungrounded.is_none();
         let unrequested = if self.grounds { self.unrequested(rec, tool) } else { None };
         let proposal = policy::Proposal { tool, class, args_tainted, ungrounded, unrequested: unrequested.as_deref() };
         if let Some(g) = grounded.as_ref().filter(|g| g.look_alikes > 0) {
@@ -444,7 +445,7 @@ impl<'a> ToolBoundary<'a> {
             // some members are the system's records, others an outsider's words
             let (records, words) = split_by_trust(spec, &execution.result);
             self.taint.absorb(&words, seq);
-            self.trusted_result(rec, fixture_args, &records, seq);
+            self.records(rec, fixture_args, &records, seq);
         } else if answered && (!trusted || execution.is_error) {
             // an error message is whatever the failing side chose to say: read as untrusted
             self.taint.absorb(&execution.result, seq);
@@ -456,6 +457,21 @@ impl<'a> ToolBoundary<'a> {
 }
 
 impl ToolBoundary<'_> {
+    /// The members of a result the manifest marks as the system's records: each grounds
+    /// itself whole when the call's inputs were grounded, and carries the taint of its
+    /// inputs, as a trusted result does.
+    fn records(&mut self, rec: &Recorder, inputs: &Value, records: &Value, seq: u64) {
+        if self.grounds {
+            self.ground_turns(rec);
+            if self.grounding.all_grounded(inputs) {
+                self.grounding.ground_records(records, Origin { seq: Some(seq), source: Source::ToolResult });
+            }
+        }
+        if self.taint.touches(inputs) {
+            self.taint.absorb(records, seq);
+        }
+    }
+
     /// A trusted result carries the provenance of its inputs: it grounds when they were
     /// all grounded, and is tainted when they were.
     fn trusted_result(&mut self, rec: &Recorder, inputs: &Value, result: &Value, seq: u64) {
