@@ -26,8 +26,10 @@ fn failing_with(p: &Project, off: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The adversarial suite's datasets: the taint suite and the grounding cases.
-const SUITE: [&str; 2] = ["datasets/security/suite.jsonl", "datasets/security/grounding.jsonl"];
+/// The adversarial suite's datasets: the taint suite, the grounding cases and the
+/// floors' precision cases.
+const SUITE: [&str; 3] =
+    ["datasets/security/suite.jsonl", "datasets/security/grounding.jsonl", "datasets/security/precision.jsonl"];
 
 /// The ids of the suite's cases carrying `tag`.
 fn tagged(p: &Project, tag: &str) -> BTreeSet<String> {
@@ -97,6 +99,11 @@ fn without_keyless_dedup_a_retry_that_lost_its_key_pays_twice() {
 #[test]
 fn without_the_grounding_floor_a_payee_no_reading_of_taint_sees_is_paid() {
     switching_off_fails_exactly_its_cases("grounding-floor");
+}
+
+#[test]
+fn without_the_request_floor_an_effect_nobody_asked_for_happens() {
+    switching_off_fails_exactly_its_cases("request-floor");
 }
 
 #[test]

@@ -287,9 +287,35 @@ pub fn is_amount(name: &str) -> bool {
         "amount", "price", "total", "sum", "fee", "cost", "quantity", "qty", "count", "days", "hours", "minutes",
         "duration", "rate", "percent", "tip", "limit", "nights",
     ];
-    let lower = name.to_ascii_lowercase();
-    lower.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| AMOUNT_WORDS.contains(&w))
-        || AMOUNT_WORDS.iter().any(|w| lower.starts_with(w) || lower.ends_with(w))
+    // words of the name: `amount_usd`, `amount-usd`, `totalAmount` (never parts of a
+    // word: "account" is not "count")
+    let mut words: Vec<String> = vec![String::new()];
+    let mut previous_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() || (c.is_ascii_uppercase() && previous_lower) {
+            words.push(String::new());
+        }
+        if c.is_ascii_alphanumeric() {
+            words.last_mut().expect("one word at least").push(c.to_ascii_lowercase());
+        }
+        previous_lower = c.is_ascii_lowercase();
+    }
+    words.iter().any(|w| AMOUNT_WORDS.contains(&w.as_str()))
+}
+
+#[cfg(test)]
+mod amount_tests {
+    use super::is_amount;
+
+    #[test]
+    fn an_amount_is_told_from_an_identifying_number_by_the_words_of_its_name() {
+        for amount in ["amount", "amount_usd", "totalAmount", "price-eur", "nights", "tip"] {
+            assert!(is_amount(amount), "{amount}");
+        }
+        for id in ["account", "account_number", "routing", "card", "phone", "iban", "id", "recipient", "discounted"] {
+            assert!(!is_amount(id), "{id}");
+        }
+    }
 }
 
 /// Does the pattern (a JSON Pointer, `*` for any token) cover the member at `path`: is

@@ -146,14 +146,14 @@ impl Grounding {
     /// A user's turn: each clause grounds what it names, except a clause that warns of
     /// it (see [`warns`]); without a warning in it, the turn is one source.
     pub fn ground_turn(&mut self, text: &str, origin: Origin) {
-        let folded = normalize::fold_exact(text);
+        let folded = normalize::fold_exact(text).to_lowercase();
         if !folded.split_whitespace().any(|w| is_warning_word(trim(w))) && !has_refusal(&folded) {
             self.ground(&json!(text), origin);
             return;
         }
         for clause in clauses(text) {
             let Some(entry) = Entry::new(clause, origin) else { continue };
-            if warns(&normalize::fold_exact(clause)) {
+            if warns(&normalize::fold_exact(clause).to_lowercase()) {
                 self.warned.push(entry);
             } else {
                 self.sources.push(entry);
@@ -238,7 +238,8 @@ impl Grounding {
     /// `phrases` occurs as a run of words, its last word also as a prefix ("delete"
     /// asks in "deleting", "book" in "booking"). A warned clause asks for nothing.
     pub fn requested(&self, phrases: &[&str]) -> Option<Origin> {
-        let phrases: Vec<Vec<String>> = phrases.iter().map(|p| words(&normalize::fold_exact(p))).collect();
+        let phrases: Vec<Vec<String>> =
+            phrases.iter().map(|p| words(&normalize::fold_exact(p).to_lowercase())).collect();
         self.sources.iter().filter(|e| matches!(e.origin.source, Source::UserTurn | Source::SystemPrompt)).find_map(
             |e| {
                 let hay = &e.readings.0[0];
@@ -403,7 +404,8 @@ fn run_in(hay: &[String], needle: &[String]) -> bool {
 fn readings(text: &str) -> Readings {
     // a domain in punycode is the domain the user typed in Unicode
     let unicode = normalize::punycode_decoded(text);
-    let plain = normalize::fold_exact(&unicode);
+    // lower case whatever `fold_exact` does: a payee in the user's capitals is the user's payee
+    let plain = normalize::fold_exact(&unicode).to_lowercase();
     let prose = normalize::canonical_addresses_bracketed(&plain);
     let every = normalize::canonical_addresses(&plain);
     Readings([words(&plain), words(&prose), words(&every)])
