@@ -128,3 +128,35 @@ fn validate_refuses_a_state_read_that_cannot_resolve_naming_file_line_and_tool()
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("tool \"list_all_records\""), "{}", out.stderr);
 }
+
+/// The records case and its recording are what `tools/long-horizon-records/generate.py`
+/// writes: it runs into a temporary directory and the bytes must be the committed ones,
+/// so a hand edit of either file (a check loosened, a read's answer changed) fails here.
+#[test]
+fn the_records_case_is_exactly_what_its_generator_writes() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = std::process::Command::new("python3").arg("-c").arg("import json").output();
+    if !python.is_ok_and(|o| o.status.success()) {
+        // CI has python3; a machine without it cannot run the generator
+        assert!(std::env::var_os("CI").is_none(), "no python3 on PATH under CI");
+        eprintln!("skipped: no python3 on PATH (the generator needs it)");
+        return;
+    }
+    let out = tempfile::tempdir().expect("temp dir");
+    let run = std::process::Command::new("python3")
+        .arg(root.join("tools/long-horizon-records/generate.py"))
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .expect("python3 runs");
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    for file in ["datasets/long_horizon/records.jsonl", "fixtures/recordings/long-horizon-records.jsonl"] {
+        let generated = std::fs::read(out.path().join(file)).expect("the generator wrote it");
+        let committed = std::fs::read(root.join(file)).expect("committed");
+        assert!(
+            generated == committed,
+            "{file} is not what tools/long-horizon-records/generate.py writes: run it again, and change the generator, \
+             not the file"
+        );
+    }
+}
