@@ -841,6 +841,9 @@ def main() -> int:
         profiles.extend((name, p, f) for p, f in result["profiles"])
         print(f"{name}: {result['counts']['benign']} benign, {result['counts']['attack']} attack, "
               f"{len(skipped)} skipped, {len(result['profiles'])} manifests", file=sys.stderr)
+    if conv.undeclared_absent:
+        print(f"{conv.undeclared_absent} calls need an earlier call's effect but AgentDojo answers them without it: "
+              "no absent answer declared (a refused earlier call fails such a run with a fixture error)", file=sys.stderr)
     summary["skipped"] = conv.skipped
     write_json(out / "tools" / "agentdojo" / "conversion.json", summary)
     total = sum(v["benign"] + v["attack"] for v in summary["suites"].values())
