@@ -93,6 +93,10 @@ fn the_tools_schema_documents_every_computed_form_and_the_absent_answer() {
     assert_eq!(named, ["$arg", "$state", "$filter", "$literal"]);
     assert!(schema["$defs"]["absent"]["description"].as_str().expect("absent").contains("no effect"));
     assert!(schema["$defs"]["place"]["description"].as_str().expect("place").contains("{\"$arg\""));
+    // a response's conditions on the state: RFC 6902 test operations, nothing else
+    let when = &schema["$defs"]["keyed_response"]["properties"]["when"];
+    assert!(when["description"].as_str().expect("when").contains("RFC 6902 test"), "{when}");
+    assert_eq!(schema["$defs"]["condition"]["properties"]["op"], json!({"const": "test"}));
 }
 
 #[test]
@@ -127,4 +131,74 @@ fn validate_refuses_a_state_read_that_cannot_resolve_naming_file_line_and_tool()
     let out = p.stateval(&["run", "--tag", "stateful"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
     assert!(out.stderr.contains("tool \"list_all_records\""), "{}", out.stderr);
+}
+
+/// The records case and its recording are what `tools/long-horizon-records/generate.py`
+/// writes: it runs into a temporary directory and the bytes must be the committed ones,
+/// so a hand edit of either file (a check loosened, a read's answer changed) fails here.
+#[test]
+fn the_records_case_is_exactly_what_its_generator_writes() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = std::process::Command::new("python3").arg("-c").arg("import json").output();
+    if !python.is_ok_and(|o| o.status.success()) {
+        // CI has python3; a machine without it cannot run the generator
+        assert!(std::env::var_os("CI").is_none(), "no python3 on PATH under CI");
+        eprintln!("skipped: no python3 on PATH (the generator needs it)");
+        return;
+    }
+    let out = tempfile::tempdir().expect("temp dir");
+    let run = std::process::Command::new("python3")
+        .arg(root.join("tools/long-horizon-records/generate.py"))
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .expect("python3 runs");
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    for file in ["datasets/long_horizon/records.jsonl", "fixtures/recordings/long-horizon-records.jsonl"] {
+        let generated = std::fs::read(out.path().join(file)).expect("the generator wrote it");
+        let committed = std::fs::read(root.join(file)).expect("committed");
+        assert!(
+            generated == committed,
+            "{file} is not what tools/long-horizon-records/generate.py writes: run it again, and change the generator, \
+             not the file"
+        );
+    }
+}
+
+/// A response's `when` condition whose path neither resolves against the initial state
+/// nor lies under a place an effect writes could never hold: `validate` refuses it,
+/// naming the file, the line and the tool; one under a written place is accepted.
+#[test]
+fn validate_refuses_a_condition_that_can_never_resolve_naming_file_line_and_tool() {
+    let p = Project::empty();
+    let file = "fixtures/tools/pay.json";
+    let lines = [
+        r#"{"state": {"ledger": [], "owner": "ann"},"#,
+        r#" "tools": [{"name": "pay", "description": "Pay someone.", "safety_class": "financial","#,
+        r#"   "responses": ["#,
+        r#"     {"args": {"to": "bo"}, "when": [{"op": "test", "path": "/ledger/0/id", "value": 1}], "result": "second"},"#,
+        r#"     {"args": {"to": "bo"}, "when": [{"op": "test", "path": "/owner", "value": "ann"}], "result": "first"},"#,
+        r#"     {"args": {"to": "bo"}, "when": [{"op": "test", "path": "/ledgr/0/id", "value": 1}], "result": "never"}"#,
+        r#"   ],"#,
+        r#"   "default": {"result": "sent", "effect": [{"op": "add", "path": "/ledger/-", "value": {"id": 1}}]}}]}"#,
+    ];
+    p.write(file, lines.join("\n"));
+    let out = p.stateval(&["validate", file]);
+    out.expect_code(2);
+    let first = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with(&format!("error: {file}")))
+        .unwrap_or_else(|| panic!("{}", out.stderr));
+    let (shown, l, c, message) = parse_located_error(first);
+    assert_eq!((shown.as_str(), l, c), (file, 6, lines[5].find("\"path\"").expect("column") + 1));
+    assert_eq!(
+        message,
+        "tool \"pay\": the condition {\"op\": \"test\", \"path\": \"/ledgr/0/id\"} cannot resolve against the manifest's \
+         initial state (nothing at /ledgr), and no effect of the manifest writes there: the response could never answer"
+    );
+    // /ledger/0 is not there yet, but the default's effect appends to /ledger
+    let fixed = [&lines[..5], &[r#"     {"args": {"to": "bo"}, "result": "any state"}"#], &lines[6..]].concat();
+    p.write(file, fixed.join("\n"));
+    p.stateval(&["validate", file]).expect_code(0);
 }

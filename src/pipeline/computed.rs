@@ -20,7 +20,9 @@
 //! Where the line is: a manifest is data, not a program. Reads, reads at a place an
 //! argument names, and filters by equality are data; sorting, arithmetic, substring
 //! search and paging are not, and a manifest that needs them keeps the answer in the
-//! state (the writes' effects maintain it) or records it per arguments.
+//! state (the writes' effects maintain it) or records it per arguments, and per state
+//! where one call answers differently as the state changes (a response's `when`, RFC
+//! 6902 `test` operations: `manifest::KeyedResponse::when`).
 //!
 //! The forms are parsed and checked against a manifest's initial state here, beside the
 //! manifest; evaluating them against a call is the sandbox's (`sandbox::compute`).

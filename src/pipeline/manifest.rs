@@ -120,8 +120,43 @@ impl ProtocolError {
 #[serde(deny_unknown_fields)]
 pub struct KeyedResponse {
     pub args: Value,
+    /// Conditions on the state the call is made in: RFC 6902 `test` operations
+    /// (`{"op": "test", "path": "/ptr", "value": V}`), each holding when the state has
+    /// a value at `path` equal to `V` canonically. The response answers only a call
+    /// made where all hold; the first response whose arguments and conditions match
+    /// answers, else the tool's `default`. So one call can answer differently in the
+    /// states a case makes it in (a payment whose new transaction id depends on the
+    /// ones before it), each answer recorded with the state it was given in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<Vec<Guard>>,
     #[serde(flatten)]
     pub outcome: Outcome,
+}
+
+/// One condition of [`KeyedResponse::when`]: an RFC 6902 `test` operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Guard {
+    /// Always `"test"` (the schema refuses anything else).
+    pub op: String,
+    /// A JSON Pointer into the fixture state.
+    pub path: String,
+    pub value: Value,
+}
+
+impl Guard {
+    /// Does `state` hold `value` at `path` (canonically: key order and number spelling
+    /// never matter)? Nothing there: no.
+    pub fn holds(&self, state: &Value) -> bool {
+        state.pointer(&self.path).is_some_and(|found| canon::json_eq(found, &self.value))
+    }
+}
+
+impl KeyedResponse {
+    /// Do all of `when` hold in `state` (no conditions: yes)?
+    pub fn holds(&self, state: &Value) -> bool {
+        self.when.as_ref().is_none_or(|guards| guards.iter().all(|g| g.holds(state)))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -166,12 +201,13 @@ pub struct ToolSpec {
     /// `input_schema`, compiled once by [`Manifest::compile`].
     #[serde(skip)]
     pub validator: Option<Arc<jsonschema::Validator>>,
-    /// Canonical bytes of each keyed response's `args` → its index (the first, where
-    /// two are equal), built by [`Manifest::compile`]: a call finds its answer in one
-    /// look-up however many responses a tool lists. (A key that is not I-JSON cannot be
-    /// canonicalised and is left out; the manifest schema already refuses those.)
+    /// Canonical bytes of each keyed response's `args` → the indices of the responses
+    /// with those arguments, in manifest order, built by [`Manifest::compile`]: a call
+    /// finds its answers in one look-up however many responses a tool lists. (A key
+    /// that is not I-JSON cannot be canonicalised and is left out; the manifest schema
+    /// already refuses those.)
     #[serde(skip)]
-    pub by_args: Arc<std::collections::HashMap<Vec<u8>, usize>>,
+    pub by_args: Arc<std::collections::HashMap<Vec<u8>, Vec<usize>>>,
 }
 
 impl ToolSpec {
@@ -437,6 +473,7 @@ impl Manifest {
         if manifest.state.is_null() {
             manifest.state = Value::Object(Default::default());
         }
+        let written = written_places(&manifest.tools);
         for (i, tool) in manifest.tools.iter().enumerate() {
             if manifest.tools[..i].iter().any(|t| t.name == tool.name) {
                 return Err(at(&format!("/tools/{i}/name"), format!("duplicate tool name \"{}\"", tool.name)));
@@ -473,6 +510,16 @@ impl Manifest {
                             ),
                         ));
                     }
+                }
+            }
+            for (j, response) in tool.responses.iter().enumerate() {
+                for (k, guard) in response.when.iter().flatten().enumerate() {
+                    check_guard(guard, &manifest.state, &written).map_err(|message| {
+                        at(
+                            &format!("/tools/{i}/responses/{j}/when/{k}/path"),
+                            format!("tool \"{}\": {message}", tool.name),
+                        )
+                    })?;
                 }
             }
             let outcomes = tool
@@ -514,10 +561,10 @@ impl Manifest {
             for outcome in tool.responses.iter_mut().map(|r| &mut r.outcome).chain(tool.default.as_mut()) {
                 outcome.computed = computed::is_computed(&outcome.result);
             }
-            let mut by_args = std::collections::HashMap::new();
+            let mut by_args = std::collections::HashMap::<_, Vec<usize>>::new();
             for (j, response) in tool.responses.iter().enumerate() {
                 if let Ok(key) = canon::to_canonical(&response.args) {
-                    by_args.entry(key).or_insert(j);
+                    by_args.entry(key).or_default().push(j);
                 }
             }
             tool.by_args = Arc::new(by_args);
@@ -531,24 +578,26 @@ impl Manifest {
 }
 
 impl ToolSpec {
-    /// The keyed response whose `args` equal `args` canonically (key order and number
-    /// spelling never matter), if any.
-    pub fn response_for(&self, args: &Value) -> Option<&KeyedResponse> {
-        self.response_index_for(args).map(|i| &self.responses[i])
+    /// The keyed response that answers a call with `args` made in `state`: the first
+    /// whose `args` equal them canonically (key order and number spelling never
+    /// matter) and whose `when` conditions hold in `state`, if any.
+    pub fn response_for(&self, args: &Value, state: &Value) -> Option<&KeyedResponse> {
+        self.response_index_for(args, state).map(|i| &self.responses[i])
     }
 
     /// The index in `responses` of [`ToolSpec::response_for`]'s answer (messages name
     /// the response by it).
-    pub fn response_index_for(&self, args: &Value) -> Option<usize> {
+    pub fn response_index_for(&self, args: &Value, state: &Value) -> Option<usize> {
+        let slow = || self.responses.iter().position(|r| canon::json_eq(&r.args, args) && r.holds(state));
         if self.by_args.is_empty() {
             // a manifest built in code, not compiled: no index to use
-            return self.responses.iter().position(|r| canon::json_eq(&r.args, args));
+            return slow();
         }
         match canon::to_canonical(args) {
-            Ok(key) => self.by_args.get(&key).copied(),
+            Ok(key) => self.by_args.get(&key)?.iter().copied().find(|&j| self.responses[j].holds(state)),
             // not I-JSON (a huge integer): no fixture could have been keyed by it
             // canonically, so compare the slow way
-            Err(_) => self.responses.iter().position(|r| canon::json_eq(&r.args, args)),
+            Err(_) => slow(),
         }
     }
 }
@@ -581,6 +630,72 @@ fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, jsonschema::V
         cache.insert(key, compiled.clone());
     }
     Ok(compiled)
+}
+
+/// The places the manifest's effects may write a value at (an `add`, `replace`,
+/// `copy` or `move` target), as tokens; `None` is a token the call fills (an argument)
+/// or one that moves as a list grows (`-`, an index). What lies under one may come to
+/// exist however the initial state looks.
+fn written_places(tools: &[ToolSpec]) -> Vec<Vec<Option<String>>> {
+    let mut out = Vec::new();
+    let outcomes = tools.iter().flat_map(|t| t.responses.iter().map(|r| &r.outcome).chain(t.default.iter()));
+    for op in outcomes.flat_map(|o| o.effect.iter().flatten()) {
+        if !matches!(op.get("op").and_then(Value::as_str), Some("add" | "replace" | "copy" | "move")) {
+            continue;
+        }
+        let Some(Ok(tokens)) = op.get("path").map(computed::place) else { continue };
+        let index = |s: &str| s == "-" || (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+        out.push(
+            tokens
+                .into_iter()
+                .map(|t| match t {
+                    computed::Token::Literal(s) if !index(&s) => Some(s),
+                    _ => None,
+                })
+                .collect(),
+        );
+    }
+    out
+}
+
+/// A response's condition must be able to hold: its path resolves against the initial
+/// state, or lies under a place an effect of the manifest writes (a transaction that a
+/// payment adds). Anything else is a mistake the manifest would never show, as a
+/// response that can never answer.
+fn check_guard(guard: &Guard, state: &Value, written: &[Vec<Option<String>>]) -> Result<(), String> {
+    if state.pointer(&guard.path).is_some() {
+        return Ok(());
+    }
+    let path = Value::String(guard.path.clone());
+    let tokens = match computed::place(&path) {
+        Ok(tokens) => tokens,
+        Err(m) => return Err(m.message),
+    };
+    let tokens: Vec<&str> = tokens
+        .iter()
+        .map(|t| match t {
+            computed::Token::Literal(s) => s.as_str(),
+            computed::Token::Arg(_) => "",
+        })
+        .collect();
+    let under = |place: &Vec<Option<String>>| {
+        place.len() <= tokens.len() && place.iter().zip(&tokens).all(|(w, t)| w.as_deref().is_none_or(|w| w == *t))
+    };
+    if written.iter().any(under) {
+        return Ok(());
+    }
+    let mut here = state;
+    let mut found = 0;
+    while let Some(next) = tokens.get(found).and_then(|t| computed::step(here, t)) {
+        here = next;
+        found += 1;
+    }
+    Err(format!(
+        "the condition {{\"op\": \"test\", \"path\": {}}} cannot resolve against the manifest's initial state \
+         (nothing at {}), and no effect of the manifest writes there: the response could never answer",
+        Value::String(guard.path.clone()),
+        computed::pointer_of(tokens[..=found.min(tokens.len() - 1)].iter().copied())
+    ))
 }
 
 /// Is `effect` a JSON Patch, once its places spelt as tokens are pointers?
@@ -616,10 +731,11 @@ mod tests {
             format!(r#"{{"tools": [{{"name": "t", "description": "d", "responses": [{}]}}]}}"#, responses.join(","));
         let m = load(&text).unwrap();
         let tool = m.tool("t").unwrap();
-        assert_eq!(tool.response_for(&serde_json::json!({"k": "v", "n": 1999})).unwrap().outcome.result, 1999);
+        let state = serde_json::json!({});
+        assert_eq!(tool.response_for(&serde_json::json!({"k": "v", "n": 1999}), &state).unwrap().outcome.result, 1999);
         // key order and number spelling never matter; the first equal response wins
-        assert_eq!(tool.response_for(&serde_json::json!({"n": 7.0, "k": "v"})).unwrap().outcome.result, 7);
-        assert!(tool.response_for(&serde_json::json!({"n": 2000, "k": "v"})).is_none());
+        assert_eq!(tool.response_for(&serde_json::json!({"n": 7.0, "k": "v"}), &state).unwrap().outcome.result, 7);
+        assert!(tool.response_for(&serde_json::json!({"n": 2000, "k": "v"}), &state).is_none());
     }
 
     fn load(text: &str) -> Result<Manifest, InputError> {
@@ -690,7 +806,7 @@ mod tests {
             .iter()
             .map(|t| {
                 let mut keys: Vec<_> =
-                    t.by_args.iter().map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), *v)).collect();
+                    t.by_args.iter().map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.clone())).collect();
                 keys.sort();
                 let schema = t.input_schema.clone().unwrap_or_default();
                 (keys, t.validator.as_ref().map(|v| v.is_valid(&schema)))

@@ -1,8 +1,9 @@
 //! Fixture sandboxes: tools that answer from a manifest, never from anything live.
 //!
-//! A call is answered by the response whose `args` equal the call's arguments
-//! canonically (key order and number spelling never matter), else the tool's default,
-//! else an error result. Arguments that fail the tool's input schema get an error
+//! A call is answered by the first response whose `args` equal the call's arguments
+//! canonically (key order and number spelling never matter) and whose `when`
+//! conditions (RFC 6902 `test` operations) hold in the current state, else the tool's
+//! default, else an error result. Arguments that fail the tool's input schema get an error
 //! result, as a real tool would return. Fixture state (a ledger, a file tree) changes
 //! only through a response's `effect`, a JSON Patch recorded in `tool_executed`, so the
 //! state is always the fold [`crate::event::fold::sandbox_at`] of the log.
@@ -129,7 +130,7 @@ impl<'m> Sandbox<'m> {
         if let Some(e) = spec.validator.as_ref().and_then(|v| v.iter_errors(args).next()) {
             return error(format!("invalid arguments for {tool}: {e}"));
         }
-        let (outcome, place) = match spec.response_index_for(args) {
+        let (outcome, place) = match spec.response_index_for(args, &self.state) {
             Some(j) => (&spec.responses[j].outcome, format!("responses/{j}")),
             None => match &spec.default {
                 Some(outcome) => (outcome, "default".to_string()),
@@ -478,5 +479,49 @@ mod tests {
             e.fixture_error.map(|f| f.to_string()).unwrap_or_default(),
             "fixture error: inline: /tools/2/default/result: tool read_file: the state has nothing at /files/zz"
         );
+    }
+
+    /// Three equal payments, each answered with the state it is made in: the first
+    /// response whose conditions hold answers, and one made in a state none was
+    /// recorded in gets the default.
+    #[test]
+    fn equal_calls_answer_by_the_state_they_are_made_in() {
+        let mut m: Manifest = serde_json::from_value(json!({
+            "state": {"ledger": [{"id": 1}]},
+            "tools": [{"name": "pay", "description": "d", "safety_class": "financial",
+                "responses": [
+                    {"args": {"to": "bo"}, "when": [{"op": "test", "path": "/ledger", "value": [{"id": 1}, {"id": 2.0}]}],
+                     "result": "sent 3", "effect": [{"op": "add", "path": "/ledger/-", "value": {"id": 3}}]},
+                    {"args": {"to": "bo"}, "when": [{"op": "test", "path": "/ledger", "value": [{"id": 1}]}],
+                     "result": "sent 2", "effect": [{"op": "add", "path": "/ledger/-", "value": {"id": 2}}]}],
+                "default": {"result": "no answer recorded", "is_error": true}}]
+        }))
+        .unwrap();
+        m.compile().unwrap();
+        let mut s = Sandbox::new(&m);
+        let answers: Vec<_> = (0..3).map(|_| s.execute("pay", &json!({"to": "bo"}))).collect();
+        let got: Vec<_> = answers.iter().map(|e| (e.result.clone(), e.is_error)).collect();
+        assert_eq!(
+            got,
+            [(json!("sent 2"), false), (json!("sent 3"), false), (json!("no answer recorded"), true)],
+            "the third call's state ({}) is none the responses were recorded in",
+            s.state()
+        );
+        assert_eq!(s.state(), &json!({"ledger": [{"id": 1}, {"id": 2}, {"id": 3}]}));
+        // the same manifest uncompiled (no index) chooses the same way
+        let mut raw = m.clone();
+        raw.tools[0].by_args = Default::default();
+        let mut s = Sandbox::new(&raw);
+        assert_eq!(s.execute("pay", &json!({"to": "bo"})).result, json!("sent 2"));
+        assert_eq!(s.execute("pay", &json!({"to": "bo"})).result, json!("sent 3"));
+        // a response without conditions answers in any state; the first that holds wins
+        let mut open = m.clone();
+        let mut fallback = open.tools[0].responses[1].clone();
+        (fallback.when, fallback.outcome.result) = (None, json!("sent, unguarded"));
+        open.tools[0].responses.push(fallback);
+        open.compile().unwrap();
+        let mut s = Sandbox::new(&open);
+        let got: Vec<_> = (0..3).map(|_| s.execute("pay", &json!({"to": "bo"})).result).collect();
+        assert_eq!(got, [json!("sent 2"), json!("sent 3"), json!("sent, unguarded")]);
     }
 }

@@ -6,11 +6,16 @@ lists and deletes them. Every read answers from the fixture state
 checks and differs from its golden.
 
     python3 tools/long-horizon-records/generate.py   # rewrites the two files below
+    python3 tools/long-horizon-records/generate.py --out DIR   # writes them under DIR
+
+(tests/cli_stateful.rs writes them under a temporary directory and compares them with
+the committed files, so a hand edit of either fails the test.)
 
 The script mirrors the manifest's semantics to know what each read must answer; the
 case's checks are those answers. Deterministic: the same script writes the same bytes.
 """
 
+import argparse
 import copy
 import json
 import pathlib
@@ -147,6 +152,9 @@ def answer(name, result, is_error):
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=pathlib.Path, default=ROOT, help="root to write into (default: the repository)")
+    out = parser.parse_args().out
     lines = []
     users = []
     # which reads a stale state would get wrong: every read after the first write
@@ -181,8 +189,11 @@ def main():
         "turns": users,
     }
     assert n_turns >= 60, n_turns
-    DATASET.write_text(json.dumps(case, sort_keys=True, ensure_ascii=False) + "\n")
-    (ROOT / RECORDING).write_text("".join(json.dumps(l, sort_keys=True, ensure_ascii=False) + "\n" for l in lines))
+    dataset, recording = out / DATASET.relative_to(ROOT), out / RECORDING
+    for path in (dataset, recording):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    dataset.write_text(json.dumps(case, sort_keys=True, ensure_ascii=False) + "\n")
+    recording.write_text("".join(json.dumps(l, sort_keys=True, ensure_ascii=False) + "\n" for l in lines))
     print(f"{n_turns} turns, {len(calls)} calls, {len(expect)} checks")
 
 
