@@ -269,7 +269,7 @@ const CI_NON_CORE_LINES: [(&str, &str); 4] = [
         r#"datasets = ["datasets/examples/*.jsonl"]"#,
     ),
     (
-        "tags.security = { min_pass_rate = 1.0, min_cases = 83, max_asr = 0.0, min_benign_utility = 1.0 }",
+        "tags.security = { min_pass_rate = 1.0, min_cases = 110, max_asr = 0.0, min_benign_utility = 1.0 }",
         "tags.security = { min_pass_rate = 1.0, min_cases = 1, max_asr = 0.0, min_benign_utility = 1.0 }",
     ),
     ("tags.long-horizon = { min_pass_rate = 1.0, min_cases = 3 }\n", ""),
