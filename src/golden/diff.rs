@@ -15,7 +15,10 @@
 //! difference and not a cascade:
 //! - `seq`, `prev`, `hash` are positions and chain links, derived from everything else.
 //! - `t` is compared as the virtual time since the previous event of the same log: one
-//!   slower model call is one difference, not a shift of every later timestamp.
+//!   slower model call is one difference, not a shift of every later timestamp. That
+//!   time is signed ([`elapsed`]): in a log whose clock goes back, a later event is
+//!   still later in one log than in the other, and elapsed times add up, so equal
+//!   elapsed times all along mean equal timestamps.
 //! - Seq references (`source`, `supersedes` in `data`) are mapped through the
 //!   alignment: a memory write whose source event moved from seq 6 to seq 7 because
 //!   an event was inserted before it still points at the same event.
@@ -375,8 +378,8 @@ fn compare(golden: &[Event], i: usize, actual: &[Event], j: usize, actual_to_gol
     if g.turn != a.turn {
         changes.push(Change { path: "/turn".into(), golden: Some(g.turn.into()), actual: Some(a.turn.into()) });
     }
-    let elapsed = |events: &[Event], k: usize| events[k].t.saturating_sub(if k == 0 { 0 } else { events[k - 1].t });
-    if elapsed(golden, i) != elapsed(actual, j) {
+    let since_previous = |events: &[Event], k: usize| elapsed(events[k].t, if k == 0 { 0 } else { events[k - 1].t });
+    if since_previous(golden, i) != since_previous(actual, j) {
         changes.push(Change { path: "/t".into(), golden: Some(g.t.into()), actual: Some(a.t.into()) });
     }
     // canonical bytes are equal exactly when the data are equal as JSON
@@ -408,6 +411,14 @@ fn compare(golden: &[Event], i: usize, actual: &[Event], j: usize, actual_to_gol
         (gd, ad) => diff_values(Some(&gd), Some(&ad), "/data".into(), &mut changes),
     }
     changes
+}
+
+/// The virtual time from `previous` to `t`, negative when the clock went back. Not
+/// clamped at zero: a clamp would make a time that goes back by 50 and one that goes
+/// back by 43 compare equal, and the sum of elapsed times over a run of events would
+/// no longer be the time across it (which a streamed diff's gap relies on).
+pub(crate) fn elapsed(t: u64, previous: u64) -> i128 {
+    i128::from(t) - i128::from(previous)
 }
 
 /// Every seq reference of `actual` points at the counterpart of the event `golden`'s

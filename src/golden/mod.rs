@@ -326,14 +326,15 @@ impl Goldens {
         let d = diff::diff(&golden.events, &actual.events);
         let Some(first) = d.first_divergence() else {
             // Heads first: the bytes differ (so the heads do), yet the structural diff,
-            // which looks past chain links and absolute times, finds nothing. The log is
+            // which looks past chain links, finds nothing (it times events by elapsed
+            // time, signed, so equal elapsed times are equal timestamps). The log is
             // still not the golden's, and a verdict must not hide that.
             let head = |e: Option<&crate::event::Event>| e.map_or("none".to_string(), |e| e.hash.to_string());
             let mut failed = check(
                 false,
                 format!(
                     "head {} differs from the golden's {} ({shown}), though every event compares equal \
-                     structurally: the bytes differ in chain links or absolute times; \
+                     structurally: the bytes differ in chain links; \
                      `stateval diff {shown} {log}` and `--bless` if intended",
                     head(actual.events.last()),
                     head(golden.events.last()),

@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
-use super::diff::{Diff, Gap, SEQ_REFERENCES, diff_around};
+use super::diff::{Diff, Gap, SEQ_REFERENCES, diff_around, elapsed};
 use super::normalize::normalize_events;
 use super::render::{CONTEXT, Side};
 use crate::canon::Digest;
@@ -301,13 +301,15 @@ fn keep(mut golden: Cursor, mut actual: Cursor) -> Option<(Vec<Event>, Vec<Event
 /// An event pair the whole-log diff would align with no difference: the same seq,
 /// turn, kind, elapsed time and data, and seq references that point at the same event
 /// in both (outside the first turn, unless it was identical). `last_t` holds each log's
-/// previous time, and moves on whatever the answer.
+/// previous time, and moves on whatever the answer. Elapsed time is the diff's signed
+/// one: the event kept after a gap is timed from the event kept before it, which is
+/// the same comparison only if elapsed times over the gap add up.
 fn identical(g: &Event, a: &Event, last_t: &mut (u64, u64), outside_head: Option<u64>) -> bool {
     let (gt, at) = std::mem::replace(last_t, (g.t, a.t));
     g.seq == a.seq
         && g.turn == a.turn
         && g.kind == a.kind
-        && g.t.saturating_sub(gt) == a.t.saturating_sub(at)
+        && elapsed(g.t, gt) == elapsed(a.t, at)
         && g.data == a.data
         && references_outside(g, outside_head)
 }
@@ -476,9 +478,45 @@ mod tests {
             golden_edits.iter().for_each(|e| apply(&mut golden, e));
             let mut actual = golden.clone();
             actual_edits.iter().for_each(|e| apply(&mut actual, e));
-            let (streamed, whole, _) = rendered(&bytes(&golden), &bytes(&actual));
-            prop_assert_eq!(streamed, whole);
+            let (golden, actual) = (bytes(&golden), bytes(&actual));
+            let (streamed, whole, _) = rendered(&golden, &actual);
+            prop_assert_eq!(&streamed, &whole);
+            // and it is exact: identical only when the logs are
+            let said: Value = serde_json::from_str(&streamed.1).unwrap();
+            prop_assert_eq!(said["identical"].as_bool(), Some(golden == actual), "{}", streamed.0);
         }
+    }
+
+    #[test]
+    fn a_delay_hidden_where_the_clock_goes_back_is_found_not_left_out() {
+        // proptest's saved case (proptest-regressions/golden/stream.txt): in the golden a
+        // swap puts turn 3's turn_completed (t 500) before its memory write (t 450) and an
+        // inserted tool call (t 450) follows; the actual log is 7 ms slower from that
+        // tool call on (seq 13). Elapsed time clamped at zero saw 0 = 0 at seq 13, so the
+        // whole-log diff said identical and the streamed one left seq 13 in its gap, then
+        // timed seq 105 from seq 1 across the gap and found 3650 ms against 3657.
+        let shape =
+            [1, 2, 5, 5, 4, 5, 2, 3, 1, 2, 3, 3, 4, 5, 4, 3, 4, 2, 5, 1, 3, 2, 4, 5, 1, 4, 3, 3, 5, 2, 1, 1, 4, 4];
+        let mut golden = run_of(&shape);
+        apply(&mut golden, &Edit::Swap(8316004543910476483));
+        apply(&mut golden, &Edit::Insert(88345742020253846));
+        let mut actual = golden.clone();
+        apply(&mut actual, &Edit::Slower(11171936024533077654));
+        // the shape the comment describes
+        assert_eq!((golden[12].1, golden[13].1, actual[12].1, actual[13].1), (500, 450, 500, 457));
+        assert_eq!((golden[12].2, golden[13].2), (Kind::TurnCompleted, Kind::ToolExecuted));
+        assert!(golden[..13].iter().zip(&actual).all(|(g, a)| g == a) && golden.len() == actual.len());
+        let (streamed, whole, _) = rendered(&bytes(&golden), &bytes(&actual));
+        assert_eq!(streamed, whole);
+        assert!(!streamed.0.contains("identical"), "{}", streamed.0);
+        assert!(
+            streamed
+                .0
+                .contains("first divergence: seq 13 (turn 3, tool_executed extra): payload changed at /t: 450 → 457"),
+            "{}",
+            streamed.0
+        );
+        assert!(streamed.0.contains("1 difference (1 payload changed)"), "{}", streamed.0);
     }
 
     #[test]

@@ -135,6 +135,26 @@ fn one_slower_model_call_is_one_time_change_not_a_shift_of_every_later_event() {
 }
 
 #[test]
+fn a_delay_where_the_clock_goes_back_is_still_a_time_change() {
+    // the golden's clock goes back 300 ms at seq 8; the actual one's goes back only 293
+    // ms there (that event came 7 ms later), and every later event keeps that 7 ms
+    let mut golden = run();
+    golden[8].1 = 500;
+    golden[9].1 = 500;
+    let mut actual = golden.clone();
+    actual[8].1 += 7;
+    actual[9].1 += 7;
+    let d = diff_of(&golden, &actual);
+    // one difference, where the time moved: clamping elapsed time at zero called both 0
+    assert_eq!(classes(&d), [Class::PayloadChanged]);
+    let first = &d.differences[0];
+    assert_eq!((first.golden_seq, first.kind), (Some(8), "turn_completed"));
+    assert_eq!(first.changes, [Change { path: "/t".into(), golden: Some(json!(500)), actual: Some(json!(507)) }]);
+    // and a clock that goes back by the same amount in both is no difference
+    assert!(diff_of(&golden, &golden).is_identical());
+}
+
+#[test]
 fn the_first_divergence_is_the_earliest_difference_and_everything_before_it_is_identical() {
     let mut actual = run();
     actual[7].3 = json!({"latency_ms": 300, "response": {"content": "Done."}});
