@@ -42,6 +42,7 @@
 //! with an `error` event of kind `import_warning` at the place it concerns, so nothing
 //! is dropped silently.
 
+pub mod agentdojo;
 pub mod agents_sdk;
 pub mod anthropic;
 pub mod builder;
