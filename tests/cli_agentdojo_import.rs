@@ -102,13 +102,11 @@ fn the_stub_models_runs_reproduce_agentdojos_verdicts_and_each_disagreement_says
 
     // where they differ: user_task_1 asks a question; its ground truth changes nothing, so
     // stateval checks the calls, and AgentDojo the answer the stub did not give
-    let expected: BTreeSet<(String, String)> = [
-        ("banking-user_task_1-injection_task_0", "utility"),
-        ("banking-user_task_1-injection_task_4", "utility"),
-    ]
-    .into_iter()
-    .map(|(c, m)| (c.to_string(), m.to_string()))
-    .collect();
+    let expected: BTreeSet<(String, String)> =
+        [("banking-user_task_1-injection_task_0", "utility"), ("banking-user_task_1-injection_task_4", "utility")]
+            .into_iter()
+            .map(|(c, m)| (c.to_string(), m.to_string()))
+            .collect();
     assert_eq!(listed, expected);
     for d in disagreements {
         let reason = d["reason"].as_str().expect("a reason");
@@ -230,7 +228,8 @@ fn corner_files_import_right_or_are_refused_naming_what_is_missing() {
     corner(&p, "error-context-length.json", "err/").expect_code(0);
     let cmp = p.json("err/agentdojo-comparison.json");
     assert_eq!(cmp["runs"][0]["undefended"]["attack_succeeded"], Value::Null);
-    let reasons: Vec<&str> = cmp["disagreements"].as_array().unwrap().iter().map(|d| d["reason"].as_str().unwrap()).collect();
+    let reasons: Vec<&str> =
+        cmp["disagreements"].as_array().unwrap().iter().map(|d| d["reason"].as_str().unwrap()).collect();
     assert_eq!(reasons.len(), 2);
     assert!(reasons.iter().all(|r| r.starts_with("AgentDojo recorded an error (Skipping task")), "{reasons:?}");
 
@@ -268,14 +267,19 @@ fn corner_files_import_right_or_are_refused_naming_what_is_missing() {
 #[test]
 fn a_run_whose_prompt_is_not_the_converted_cases_is_refused() {
     let p = project();
-    let mut run: Value =
-        serde_json::from_str(&std::fs::read_to_string(data().join("stub-model/banking/user_task_0/none/none.json")).unwrap())
-            .unwrap();
+    let mut run: Value = serde_json::from_str(
+        &std::fs::read_to_string(data().join("stub-model/banking/user_task_0/none/none.json")).unwrap(),
+    )
+    .unwrap();
     run["messages"][1]["content"][0]["content"] = Value::String("Pay the bill 'bill-december-2024.txt'.".into());
     p.write("edited.json", serde_json::to_string_pretty(&run).unwrap());
     let out = import(&p, &p.join("edited.json"), "o/");
     out.expect_code(2);
-    assert!(out.stderr.contains("its user prompt is not the converted case banking-user_task_0-benign's"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("its user prompt is not the converted case banking-user_task_0-benign's"),
+        "{}",
+        out.stderr
+    );
     // and without -o DIR/ the import says what it needs
     let out = p.stateval(&["import", "--from", "agentdojo", "edited.json"]);
     out.expect_code(2);

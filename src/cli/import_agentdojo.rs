@@ -150,8 +150,7 @@ pub fn run(input: &Path, out: &Path, suites: &Path) -> Result<Exit, CliError> {
             refused.push(r.to_string());
             continue;
         }
-        let uncovered =
-            agentdojo::uncovered_calls(&run, manifest["tools"].as_array().map_or(&[][..], Vec::as_slice));
+        let uncovered = agentdojo::uncovered_calls(&run, manifest["tools"].as_array().map_or(&[][..], Vec::as_slice));
         if let Some(other) = matched.get(&id) {
             refused.push(format!(
                 "{}: a second run of case {id} (the first: {}): import one pipeline's runs at a time \
@@ -215,8 +214,8 @@ fn load_cases(converted: &Pipeline, suite: &str) -> Result<BTreeMap<String, Map<
     })?;
     let mut out = BTreeMap::new();
     for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let case: Map<String, Value> = serde_json::from_str(line)
-            .map_err(|e| CliError::invalid(format!("{}:{}: {e}", path.display(), i + 1)))?;
+        let case: Map<String, Value> =
+            serde_json::from_str(line).map_err(|e| CliError::invalid(format!("{}:{}: {e}", path.display(), i + 1)))?;
         if let Some(id) = case.get("id").and_then(Value::as_str) {
             out.insert(id.to_string(), case);
         }
@@ -556,7 +555,11 @@ fn table(comparison: &Value) -> Vec<String> {
         "| | benign utility | utility under attack | attack success |".to_string(),
         "|---|---|---|---|".to_string(),
     ];
-    for (key, label) in [("agentdojo", "AgentDojo's verdicts"), ("undefended", "stateval, floors off"), ("defended", "stateval, floors on")] {
+    for (key, label) in [
+        ("agentdojo", "AgentDojo's verdicts"),
+        ("undefended", "stateval, floors off"),
+        ("defended", "stateval, floors on"),
+    ] {
         let t = &comparison["totals"][key];
         lines.push(format!(
             "| {label} | {} | {} | {} |",

@@ -159,7 +159,10 @@ pub fn read_run(path: &Path, text: &str) -> Result<Run, Refusal> {
     };
     let suite = string("suite_name")?;
     if !SUITES.contains(&suite.as_str()) {
-        return Err(refuse(path, format!("suite \"{suite}\" is not one of the converted suites ({})", SUITES.join(", "))));
+        return Err(refuse(
+            path,
+            format!("suite \"{suite}\" is not one of the converted suites ({})", SUITES.join(", ")),
+        ));
     }
     let pipeline = string("pipeline_name")?;
     let user_task = string("user_task_id")?;
@@ -249,7 +252,10 @@ pub fn read_run(path: &Path, text: &str) -> Result<Run, Refusal> {
                         })?;
                         let args = c.get("args").cloned().unwrap_or_else(|| Value::Object(Map::new()));
                         if !args.is_object() {
-                            return Err(refuse(path, format!("{at}.tool_calls[{j}].args is {}, not an object", kind(&args))));
+                            return Err(refuse(
+                                path,
+                                format!("{at}.tool_calls[{j}].args is {}, not an object", kind(&args)),
+                            ));
                         }
                         let mut call = Map::new();
                         if let Some(id) = c.get("id").and_then(Value::as_str) {
@@ -371,7 +377,9 @@ pub fn check_attack(run: &Run, state: &Value) -> Result<(), Refusal> {
         let Some(goal) = injection_goal(text) else {
             return Err(refuse(
                 &run.path,
-                format!("injection for {vector} is not an important_instructions text (no <INFORMATION> block with a goal)"),
+                format!(
+                    "injection for {vector} is not an important_instructions text (no <INFORMATION> block with a goal)"
+                ),
             ));
         };
         let quoted = serde_json::to_string(goal).unwrap_or_default();
@@ -397,9 +405,10 @@ pub fn uncovered_calls(run: &Run, tools: &[Value]) -> Vec<String> {
     let mut out = Vec::new();
     for (name, args) in &run.calls {
         let tool = tools.iter().find(|t| t.get("name").and_then(Value::as_str) == Some(name));
-        let covered = tool.and_then(|t| t.get("responses")).and_then(Value::as_array).is_some_and(|rs| {
-            rs.iter().any(|r| r.get("args").is_some_and(|a| same(a, args)))
-        });
+        let covered = tool
+            .and_then(|t| t.get("responses"))
+            .and_then(Value::as_array)
+            .is_some_and(|rs| rs.iter().any(|r| r.get("args").is_some_and(|a| same(a, args))));
         if !covered {
             let shown = format!("{name}({})", crate::canon::to_canonical_string(args).unwrap_or_default());
             if !out.contains(&shown) {
