@@ -280,6 +280,11 @@ fn a_run_whose_prompt_is_not_the_converted_cases_is_refused() {
         "{}",
         out.stderr
     );
+    // a directory of other traces is not taken for AgentDojo runs
+    p.write("traces/a.json", "{\"resourceSpans\": []}");
+    let out = import(&p, &p.join("traces"), "t/");
+    out.expect_code(2);
+    assert!(out.stderr.contains("none of its 1 JSON files is an AgentDojo run"), "{}", out.stderr);
     // and without -o DIR/ the import says what it needs
     let out = p.stateval(&["import", "--from", "agentdojo", "edited.json"]);
     out.expect_code(2);

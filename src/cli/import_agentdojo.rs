@@ -71,6 +71,27 @@ pub fn run(input: &Path, out: &Path, suites: &Path) -> Result<Exit, CliError> {
             input.display()
         )));
     }
+    if out.exists() && !out.is_dir() {
+        return Err(CliError::invalid(format!(
+            "{}: a file; AgentDojo runs are imported as a project of cases, recordings and pipelines: give -o DIR/",
+            out.display()
+        )));
+    }
+    let is_run = |f: &std::path::PathBuf| {
+        std::fs::read_to_string(f)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .is_some_and(|v| agentdojo::looks_like_run(&v))
+    };
+    if !files.iter().any(is_run) {
+        return Err(CliError::invalid(format!(
+            "{}: none of its {} JSON files is an AgentDojo run (a TaskResults object: suite_name, user_task_id, \
+             messages, utility, security); a directory is read as AgentDojo's logdir, other traces are imported \
+             one file at a time",
+            input.display(),
+            files.len()
+        )));
+    }
     let skips = converter_skips(&converted);
     let mut datasets: BTreeMap<String, BTreeMap<String, Map<String, Value>>> = BTreeMap::new();
     let mut manifests: BTreeMap<String, Value> = BTreeMap::new();
