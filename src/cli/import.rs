@@ -38,6 +38,10 @@ pub struct Args {
     /// are matched to.
     #[arg(long, value_name = "PIPELINE", default_value = super::import_agentdojo::DEFAULT_SUITES)]
     suites: PathBuf,
+    /// With `--from agentdojo`: the results and effects of the runs' calls, written by
+    /// tools/agentdojo/cover_runs.py, for the calls the converted fixtures do not answer.
+    #[arg(long, value_name = "FILE")]
+    cover: Option<PathBuf>,
 }
 
 /// An imported trace: the intermediate, the log bytes and its events.
@@ -57,7 +61,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         if args.trace_id.is_some() {
             return Err(CliError::invalid("--trace-id picks a trace of one file; AgentDojo runs are imported whole"));
         }
-        return super::import_agentdojo::run(&args.file, out, &args.suites);
+        return super::import_agentdojo::run(&args.file, out, &args.suites, args.cover.as_deref());
     }
     let format = parse_format(&args.from)?;
     if let Some(dir) = args.output.as_deref().filter(|o| is_dir_target(o)) {

@@ -40,6 +40,8 @@ const RECORDINGS: &str = "fixtures/recordings/agentdojo-runs";
 const DEFENDED: &str = "pipeline/agentdojo-runs.toml";
 const UNDEFENDED: &str = "pipeline/agentdojo-runs-undefended.toml";
 const UNDEFENDED_TOOLS: &str = "fixtures/tools/agentdojo-undefended";
+/// Where a run's own manifest goes (its undefended copy under UNDEFENDED_TOOLS/runs/).
+const OWN_TOOLS: &str = "fixtures/tools/agentdojo/runs/";
 
 /// A run matched to its converted case.
 struct Matched {
@@ -48,9 +50,14 @@ struct Matched {
     shown: String,
     case: Map<String, Value>,
     agent: String,
-    /// The converted manifest's path relative to the converted pipeline's base.
+    /// The converted profile whose system prompt the agent has.
+    base_agent: String,
+    /// The manifest's path: the converted one (relative to the converted pipeline's
+    /// base), or the run's own when the cover answered its calls.
     tools: String,
     uncovered: Vec<String>,
+    /// What the cover did for this run, when it was asked to.
+    cover_note: Option<String>,
 }
 
 /// A run with no converted case.
@@ -60,7 +67,7 @@ struct Skipped {
     why: String,
 }
 
-pub fn run(input: &Path, out: &Path, suites: &Path) -> Result<Exit, CliError> {
+pub fn run(input: &Path, out: &Path, suites: &Path, cover: Option<&Path>) -> Result<Exit, CliError> {
     let suites = super::find_pipeline(suites);
     let converted = Pipeline::load(&suites).map_err(|e| CliError::invalid(e.to_string()))?;
     let files = agentdojo::run_files(input)
@@ -93,9 +100,12 @@ pub fn run(input: &Path, out: &Path, suites: &Path) -> Result<Exit, CliError> {
         )));
     }
     let skips = converter_skips(&converted);
+    let cover = cover.map(read_cover).transpose()?;
     let mut datasets: BTreeMap<String, BTreeMap<String, Map<String, Value>>> = BTreeMap::new();
     let mut manifests: BTreeMap<String, Value> = BTreeMap::new();
     let mut matched: BTreeMap<String, Matched> = BTreeMap::new();
+    // the runs' own manifests (the cover's results on top of the converted one), by path
+    let mut own_manifests: BTreeMap<String, Value> = BTreeMap::new();
     let mut skipped = Vec::new();
     let mut refused = Vec::new();
     for file in &files {
@@ -181,7 +191,22 @@ pub fn run(input: &Path, out: &Path, suites: &Path) -> Result<Exit, CliError> {
             ));
             continue;
         }
-        matched.insert(id, Matched { run, shown, case: case.clone(), agent, tools, uncovered });
+        let mut m = Matched {
+            run,
+            shown,
+            case: case.clone(),
+            base_agent: agent.clone(),
+            agent,
+            tools,
+            uncovered,
+            cover_note: None,
+        };
+        if let Some(cover) = &cover
+            && !m.uncovered.is_empty()
+        {
+            apply_cover(&mut m, &id, cover, manifest, &mut own_manifests);
+        }
+        matched.insert(id, m);
     }
     if !refused.is_empty() {
         return Err(CliError::invalid(format!(
@@ -199,6 +224,7 @@ pub fn run(input: &Path, out: &Path, suites: &Path) -> Result<Exit, CliError> {
             skipped.iter().map(|s| format!("{}: {}", s.shown, s.why)).collect::<Vec<_>>().join("\n  ")
         )));
     }
+    manifests.extend(own_manifests);
     write_project(out, &converted, &matched, &manifests, &skipped)?;
     let defended = replay_arm(&out.join(DEFENDED))?;
     let undefended = replay_arm(&out.join(UNDEFENDED))?;
@@ -208,6 +234,89 @@ pub fn run(input: &Path, out: &Path, suites: &Path) -> Result<Exit, CliError> {
     write(out, "agentdojo-comparison.md", &markdown)?;
     super::out(summary(&comparison, out));
     Ok(Exit::Pass)
+}
+
+/// A cover file (tools/agentdojo/cover_runs.py): its runs, by case id.
+fn read_cover(path: &Path) -> Result<Map<String, Value>, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| CliError::invalid(format!("{}: {e}", path.display())))?;
+    let doc: Value = serde_json::from_str(&text)
+        .map_err(|e| CliError::invalid(format!("{}:{}:{}: not JSON: {e}", path.display(), e.line(), e.column())))?;
+    if doc["agentdojo"] != "0.1.35" || doc["benchmark"] != agentdojo::BENCHMARK_VERSION {
+        return Err(CliError::invalid(format!(
+            "{}: not a cover of the converted suites (agentdojo 0.1.35, benchmark {}): it says agentdojo {}, \
+             benchmark {}; write it with tools/agentdojo/cover_runs.py",
+            path.display(),
+            agentdojo::BENCHMARK_VERSION,
+            doc["agentdojo"],
+            doc["benchmark"]
+        )));
+    }
+    match doc.get("runs") {
+        Some(Value::Object(runs)) => Ok(runs.clone()),
+        _ => Err(CliError::invalid(format!("{}: no \"runs\" object: not a cover file", path.display()))),
+    }
+}
+
+/// The run's own manifest: the converted one with the cover's result and effect for
+/// each of the run's calls (computed by AgentDojo's functions in the run's order), so the
+/// replay answers every call the model made as AgentDojo did, on the fixture's state.
+fn apply_cover(m: &mut Matched, id: &str, cover: &Map<String, Value>, base: &Value, own: &mut BTreeMap<String, Value>) {
+    let Some(entry) = cover.get(id) else {
+        m.cover_note = Some("the cover has no entry for this case".into());
+        return;
+    };
+    if let Some(why) = entry["skipped"].as_str() {
+        m.cover_note = Some(format!("the cover skipped it: {why}"));
+        return;
+    }
+    let mut manifest = base.clone();
+    let mut twice = Vec::new();
+    let mut seen: Vec<(String, Value, Value)> = Vec::new();
+    for call in entry["calls"].as_array().into_iter().flatten() {
+        let (Some(tool), Some(args)) = (call["tool"].as_str(), call.get("args")) else { continue };
+        let mut response = Map::new();
+        response.insert("args".into(), args.clone());
+        for key in ["result", "is_error", "effect"] {
+            if let Some(v) = call.get(key) {
+                response.insert(key.into(), v.clone());
+            }
+        }
+        let response = Value::Object(response);
+        if let Some((_, _, first)) = seen.iter().find(|(t, a, _)| t == tool && agentdojo::same_args(a, args)) {
+            if first != &response {
+                twice.push(format!("{tool}({})", stateval::canon::to_canonical_string(args).unwrap_or_default()));
+            }
+            continue;
+        }
+        seen.push((tool.to_string(), args.clone(), response.clone()));
+        let Some(t) = manifest["tools"].as_array_mut().and_then(|ts| ts.iter_mut().find(|t| t["name"] == tool)) else {
+            continue;
+        };
+        let responses = t["responses"].as_array_mut();
+        if let Some(responses) = responses {
+            responses.retain(|r| !r.get("args").is_some_and(|a| agentdojo::same_args(a, args)));
+            responses.push(response);
+        }
+    }
+    let rel = format!("{OWN_TOOLS}{id}.json");
+    manifest["description"] = Value::String(format!(
+        "{} With the results and effects of the calls of the AgentDojo run {} (tools/agentdojo/cover_runs.py).",
+        base["description"].as_str().unwrap_or(""),
+        m.shown
+    ));
+    let before = m.uncovered.len();
+    m.uncovered = agentdojo::uncovered_calls(&m.run, manifest["tools"].as_array().map_or(&[][..], Vec::as_slice));
+    let mut note = format!("the cover answered {} call(s) the converted suite does not", before - m.uncovered.len());
+    if !twice.is_empty() {
+        note.push_str(&format!(
+            "; called twice with different results, the replay serves the first: {}",
+            twice.join(", ")
+        ));
+    }
+    m.cover_note = Some(note);
+    m.agent = format!("agentdojo-run-{id}");
+    m.tools = rel.clone();
+    own.insert(rel, manifest);
 }
 
 /// The converter's skipped cases (tools/agentdojo/conversion.json beside the pipeline), by id.
@@ -258,6 +367,7 @@ fn write_project(
         write(out, &recording, &m.run.recording())?;
         let mut case = m.case.clone();
         case.insert("recordings".into(), json!([recording]));
+        case.insert("agent".into(), Value::String(m.agent.clone()));
         case.insert(
             "description".into(),
             Value::String(format!(
@@ -279,6 +389,7 @@ fn write_project(
             "error": m.run.error,
             "notes": m.run.notes,
             "calls_without_recorded_result": m.uncovered,
+            "cover": m.cover_note,
         }));
     }
     write(out, DATASET, &dataset)?;
@@ -286,16 +397,21 @@ fn write_project(
     write(out, "agentdojo-runs.json", &pretty(&json!({"runs": verdicts, "skipped": skipped})))?;
     // the manifests the cases use: as converted, and with every tool trusted
     for (rel, manifest) in manifests.iter().filter(|(rel, _)| matched.values().any(|m| &m.tools == *rel)) {
-        let original = std::fs::read(converted.resolve(rel))
-            .map_err(|e| CliError::invalid(format!("{}: {e}", converted.resolve(rel).display())))?;
-        write_bytes(out, rel, &original)?;
+        if rel.starts_with(OWN_TOOLS) {
+            write(out, rel, &pretty(manifest))?;
+        } else {
+            let original = std::fs::read(converted.resolve(rel))
+                .map_err(|e| CliError::invalid(format!("{}: {e}", converted.resolve(rel).display())))?;
+            write_bytes(out, rel, &original)?;
+        }
         let mut open = manifest.clone();
         for tool in open["tools"].as_array_mut().into_iter().flatten() {
             tool["trust"] = Value::String("trusted".into());
         }
         write(out, &undefended_tools(rel), &pretty(&open))?;
     }
-    let agents: BTreeMap<&str, &str> = matched.values().map(|m| (m.agent.as_str(), m.tools.as_str())).collect();
+    let agents: BTreeMap<&str, (&str, &str)> =
+        matched.values().map(|m| (m.agent.as_str(), (m.tools.as_str(), m.base_agent.as_str()))).collect();
     let system = |agent: &str| converted.agents.get(agent).map(|p| p.system.clone()).unwrap_or_default();
     let mut defended = header(converted, "agentdojo-runs", "the defended arm: the converted profiles as they are");
     let mut undefended = header(
@@ -304,8 +420,8 @@ fn write_project(
         "the undefended arm: ungrounded = \"allow\" (the grounding floor allows every call) and manifests \
          whose tools are all trusted (nothing is tainted, so the taint floor has nothing to stop)",
     );
-    for (agent, tools) in &agents {
-        let system = toml_string(&system(agent));
+    for (agent, (tools, base)) in &agents {
+        let system = toml_string(&system(base));
         defended.push_str(&format!("\n[agents.{agent}]\nsystem = {system}\ntools = {}\n", toml_string(tools)));
         undefended.push_str(&format!(
             "\n[agents.{agent}]\nsystem = {system}\ntools = {}\nungrounded = \"allow\"\n",
@@ -391,7 +507,11 @@ fn failed_check(case: &CaseOutcome, task: bool) -> Option<String> {
     let control = case.score.is_some_and(|s| s.role == Role::Control);
     case.runs.iter().find_map(|r| {
         let checks = if task && !control { &r.task_checks } else { &r.checks };
-        checks.iter().find(|c| !c.passed && c.name != "golden").map(|c| format!("{}: {}", c.name, c.reason))
+        checks.iter().find(|c| !c.passed && c.name != "golden").map(|c| {
+            let reason: String = c.reason.chars().take(160).collect();
+            let more = if c.reason.chars().count() > 160 { "…" } else { "" };
+            format!("{}: {reason}{more}", c.name)
+        })
     })
 }
 
@@ -444,6 +564,7 @@ fn compare(
             "defended": {"utility": d_util, "attack_succeeded": d_hit, "unscored": d_why},
             "agree": disagree.is_empty(),
             "calls_without_recorded_result": m.uncovered,
+            "cover": m.cover_note,
             "notes": m.run.notes,
         }));
     }
@@ -475,9 +596,13 @@ fn reason(
         );
     }
     if !m.uncovered.is_empty() {
+        let cover = m.cover_note.as_deref().map_or_else(
+            || " (tools/agentdojo/cover_runs.py and --cover answer them)".to_string(),
+            |n| format!(" ({n})"),
+        );
         return format!(
             "the model made calls the converted suite has no recorded result for ({}): the replay answers each \
-             with the fixture's error, where the model saw AgentDojo's real result and state change",
+             with the fixture's error, where the model saw AgentDojo's real result and state change{cover}",
             m.uncovered.join(", ")
         );
     }

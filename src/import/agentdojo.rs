@@ -419,6 +419,11 @@ pub fn uncovered_calls(run: &Run, tools: &[Value]) -> Vec<String> {
     out
 }
 
+/// Two calls' arguments are the same: JSON, numbers by value (`4` and `4.0`).
+pub fn same_args(a: &Value, b: &Value) -> bool {
+    same(a, b)
+}
+
 fn same(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),

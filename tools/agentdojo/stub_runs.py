@@ -16,6 +16,10 @@ carries an injection, it decides by a fixed rule (`decide`) to
   a task by its answer, this is where its verdict and stateval's differ);
 - abandon: stop at once and answer that it will not go on (a refusal).
 
+In banking user_task_3 it words the refund's subject its own way ("Refund for
+dinner"): a call the converted suite has no recorded result for, as a real model makes
+(`stateval import --from agentdojo --cover`, docs/import.md).
+
 Otherwise its last answer is the user task's `GROUND_TRUTH_OUTPUT` (AgentDojo checks some
 tasks by the answer). Nothing here calls a model or the network.
 
@@ -99,6 +103,10 @@ def build_pipeline(suite):
             self.pre = env.model_copy(deep=True)
             self.task = task
             self.plan = list(task.ground_truth(self.pre.model_copy(deep=True)))
+            if suite.name == "banking" and task.ID == "user_task_3":
+                for call in self.plan:
+                    if call.function == "send_money":
+                        call.args["subject"] = "Refund for dinner"
             self.answer = getattr(task, "GROUND_TRUTH_OUTPUT", "") or "Done."
             self.seen_injection = False
 
