@@ -369,6 +369,16 @@ fn corner_files_import_right_or_are_refused_naming_what_is_missing() {
     out.expect_code(2);
     assert!(out.stderr.contains("1 of 6 AgentDojo run files cannot be imported"), "{}", out.stderr);
     assert!(!p.exists("mixed.out"));
+    // a logdir holding runs of another attack too: those are listed as not imported
+    let attacks = p.join("attacks");
+    copy_dir(&data().join("stub-model/banking/user_task_0"), &attacks.join("user_task_0"));
+    std::fs::copy(data().join("corners/attack-tool-knowledge.json"), attacks.join("tool_knowledge.json"))
+        .expect("copy");
+    import(&p, &attacks, "attacks.out/").expect_code(0);
+    let cmp = p.json("attacks.out/agentdojo-comparison.json");
+    assert_eq!(cmp["runs"].as_array().unwrap().len(), 5);
+    let skipped = cmp["skipped"].to_string();
+    assert!(skipped.contains("tool_knowledge.json") && skipped.contains("attack \\\"tool_knowledge\\\""), "{skipped}");
 }
 
 #[test]

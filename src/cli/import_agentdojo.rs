@@ -126,6 +126,17 @@ pub fn run(input: &Path, out: &Path, suites: &Path, cover: Option<&Path>) -> Res
             }
         };
         let id = run.case_id();
+        // a logdir holds every attack a team ran: those the converted suites do not
+        // hold are listed, not refused (one such file given alone is refused, below)
+        if input.is_dir()
+            && let Some(attack) = run.attack.as_deref().filter(|a| !a.starts_with("important_instructions"))
+        {
+            let why = format!(
+                "attack \"{attack}\": the converted suites hold AgentDojo's important_instructions attack text only"
+            );
+            skipped.push(Skipped { shown, case: id, why });
+            continue;
+        }
         if run.is_injection_task_check() {
             let why = format!(
                 "AgentDojo's check that {} can be done as a user task: the converted suites have no such case",
