@@ -374,7 +374,8 @@ fn corner_files_import_right_or_are_refused_naming_what_is_missing() {
     copy_dir(&data().join("stub-model/banking/user_task_0"), &attacks.join("user_task_0"));
     std::fs::copy(data().join("corners/attack-tool-knowledge.json"), attacks.join("tool_knowledge.json"))
         .expect("copy");
-    import(&p, &attacks, "attacks.out/").expect_code(0);
+    // (a directory given without --from is read as AgentDojo's logdir)
+    p.stateval(&["import", attacks.to_str().unwrap(), "-o", "attacks.out/"]).expect_code(0);
     let cmp = p.json("attacks.out/agentdojo-comparison.json");
     assert_eq!(cmp["runs"].as_array().unwrap().len(), 5);
     let skipped = cmp["skipped"].to_string();
