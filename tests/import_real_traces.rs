@@ -493,3 +493,21 @@ fn semantic_kernel_agent_reads_its_log_record_events_and_plugin_tool_span() {
     // loop span are named as skipped
     assert_eq!(codes(&t), ["span_skipped", "span_skipped"]);
 }
+
+#[test]
+fn langsmith_runs_of_a_wrap_openai_agent_are_read_from_its_last_llm_run() {
+    // the runs the langsmith SDK itself recorded, one per line, linked by parent_run_id;
+    // no tool runs: the call and its result are in the llm runs' messages
+    let t = import("langsmith-wrap-openai-weather.runs.jsonl");
+    assert_eq!(t.format, Format::LangSmith);
+    assert!(t.reads.contains("the last of 2 llm runs under chain \"weather_agent\""), "{}", t.reads);
+    assert_eq!(tools(&t), ["get_weather"]);
+    assert_eq!(args_of(&t, 0), serde_json::json!({"city": "Paris"}));
+    assert_eq!(t.turns.len(), 1);
+    assert_eq!(t.turns[0].input, Content::Text(PARIS.into()));
+    let result = t.calls().next().and_then(|c| c.outcome.as_ref()).and_then(|o| o.result.clone());
+    assert_eq!(result, Some(serde_json::json!("18 degrees, sunny")));
+    assert_eq!(answer(&t).as_deref(), Some(PARIS_ANSWER));
+    assert_eq!(t.tools.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), ["get_weather"]);
+    assert!(codes(&t).is_empty(), "{:?}", codes(&t));
+}

@@ -19,10 +19,12 @@ use stateval::import::{self, Format, ImportError, Trace};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Trace file: JSON or JSONL, or an Inspect AI `.eval` log (a zip archive).
+    /// Trace file: JSON or JSONL, or an Inspect AI `.eval` log (a zip archive); with
+    /// `--from agentdojo`, AgentDojo's logdir (or one run file).
     file: PathBuf,
-    /// Format of FILE: openai, openai-responses, anthropic, otel, mcp, envelope, openai-agents, langsmith, or auto
-    /// (told from the content; an ambiguous or unknown file is an error).
+    /// Format of FILE: openai, openai-responses, anthropic, otel, mcp, envelope, openai-agents, langsmith,
+    /// agentdojo (run files, replayed on the converted suites: `-o DIR/`), or auto
+    /// (told from the content; an ambiguous or unknown file is an error; a directory is AgentDojo's logdir).
     #[arg(long = "from", value_name = "FORMAT", default_value = "auto")]
     from: String,
     /// Write the event log to this file instead of stdout; a directory (existing, or
@@ -32,6 +34,14 @@ pub struct Args {
     /// Import only this trace of a file that holds several (OpenTelemetry trace id).
     #[arg(long = "trace-id", value_name = "ID")]
     trace_id: Option<String>,
+    /// With `--from agentdojo`: the pipeline of the converted AgentDojo suites the runs
+    /// are matched to.
+    #[arg(long, value_name = "PIPELINE", default_value = super::import_agentdojo::DEFAULT_SUITES)]
+    suites: PathBuf,
+    /// With `--from agentdojo`: the results and effects of the runs' calls, written by
+    /// tools/agentdojo/cover_runs.py, for the calls the converted fixtures do not answer.
+    #[arg(long, value_name = "FILE")]
+    cover: Option<PathBuf>,
 }
 
 /// An imported trace: the intermediate, the log bytes and its events.
@@ -42,6 +52,17 @@ pub struct Imported {
 }
 
 pub fn run(args: Args) -> Result<Exit, CliError> {
+    if args.from == "agentdojo" || (args.from == "auto" && args.file.is_dir()) {
+        let Some(out) = args.output.as_deref() else {
+            return Err(CliError::invalid(
+                "AgentDojo runs are imported as a project of cases, recordings and pipelines: give -o DIR/",
+            ));
+        };
+        if args.trace_id.is_some() {
+            return Err(CliError::invalid("--trace-id picks a trace of one file; AgentDojo runs are imported whole"));
+        }
+        return super::import_agentdojo::run(&args.file, out, &args.suites, args.cover.as_deref());
+    }
     let format = parse_format(&args.from)?;
     if let Some(dir) = args.output.as_deref().filter(|o| is_dir_target(o)) {
         return per_trace(&args.file, format, args.trace_id.as_deref(), dir);

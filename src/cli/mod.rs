@@ -5,6 +5,7 @@ mod diff;
 mod doctor;
 mod golden;
 mod import;
+mod import_agentdojo;
 mod keygen;
 mod mcp_stdio;
 mod merge;

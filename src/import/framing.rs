@@ -37,7 +37,16 @@ pub fn unframe(text: &str) -> (String, Framing) {
     if !first.starts_with(['{', '[']) && text.lines().any(|l| json_start(l).is_some()) {
         return (map_lines(text, prefixed_line), Framing::Prefixed);
     }
+    // a stream saved one payload per line, SSE's `data: ` cut off, keeps its `[DONE]`
+    // sentinel: it is no document, so its line is blanked
+    if text.lines().skip(1).any(|l| l.trim() == "[DONE]") {
+        return (map_lines(text, done_line), Framing::Plain);
+    }
     (text.to_string(), Framing::Plain)
+}
+
+fn done_line(line: &str) -> String {
+    if line.trim() == "[DONE]" { String::new() } else { line.to_string() }
 }
 
 fn is_sse_field(line: &str) -> bool {
@@ -113,6 +122,14 @@ mod tests {
         assert!(first.trim_start().starts_with("{\"jsonrpc\""), "{first}");
         assert_eq!(first.len(), text.lines().next().unwrap().len());
         assert_eq!(out.lines().nth(1), Some(""));
+    }
+
+    #[test]
+    fn a_done_sentinel_after_bare_jsonl_is_blanked() {
+        let text = "{\"a\": 1}\n[DONE]\n";
+        assert_eq!(unframe(text), ("{\"a\": 1}\n\n".to_string(), Framing::Plain));
+        // a one-line file "[DONE]" is left for the parser to refuse
+        assert_eq!(unframe("[DONE]\n").0, "[DONE]\n");
     }
 
     #[test]

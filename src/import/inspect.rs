@@ -33,6 +33,18 @@ pub struct Sample {
     pub at: Ptr,
     pub body: Value,
     pub errors: BTreeMap<String, Value>,
+    /// Calls known only by their function (below), with the message (its pointer in
+    /// the sample) where each was given an id: said as warnings.
+    pub by_function: Vec<(String, String)>,
+}
+
+/// A call of the sample as the messages went: its id in the source (none, or one an
+/// earlier call already had), its function, the id it is imported under, answered yet.
+struct Pending {
+    source_id: Option<String>,
+    function: String,
+    id: String,
+    answered: bool,
 }
 
 /// A sample's key: its id, with the epoch when the id alone is not unique.
@@ -86,14 +98,24 @@ pub fn pick(keys: &[String], wanted: Option<&str>) -> Result<usize, String> {
 }
 
 /// One sample (`s`, at `at`) as Chat messages; `model` is the log's `eval.model`.
+///
+/// **A call known only by its function.** A call without an id, or with the id of an
+/// earlier call (Inspect's browser tools under a provider that names a call by its
+/// function, `web_browser_go` each time), is imported as `FUNCTION#N`; a tool message
+/// whose `tool_call_id` is missing, or names such a call, is the result of the first
+/// call of its `function` (else of that id) that has none yet, in order. Each is said in
+/// [`Sample::by_function`]: attributed by order, not by id.
 pub fn convert(s: &Value, key: String, at: Ptr, model: Value) -> Sample {
     let mut errors = BTreeMap::new();
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut by_function = Vec::new();
     let messages: Vec<Value> = s
         .get("messages")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .map(|m| {
+        .enumerate()
+        .map(|(i, m)| {
             let mut m = m.clone();
             if let Some(Value::Array(calls)) = m.get("tool_calls").cloned() {
                 let calls: Vec<Value> = calls
@@ -104,13 +126,76 @@ pub fn convert(s: &Value, key: String, at: Ptr, model: Value) -> Sample {
                             Some(other) => other.to_string(),
                             None => String::new(),
                         };
-                        json!({"id": c.get("id"), "type": "function",
-                               "function": {"name": c.get("function"), "arguments": arguments}})
+                        let function = str_field(c, "function").unwrap_or("unnamed").to_string();
+                        let source_id = str_field(c, "id").map(str::to_string);
+                        let id = match &source_id {
+                            Some(id) if !pending.iter().any(|p| &p.id == id || p.source_id.as_ref() == Some(id)) => {
+                                id.clone()
+                            }
+                            _ => {
+                                let n = (0..)
+                                    .find(|n| !pending.iter().any(|p| p.id == format!("{function}#{n}")))
+                                    .unwrap_or(0);
+                                let id = format!("{function}#{n}");
+                                let why = match &source_id {
+                                    Some(s) => format!("the id \"{s}\" of an earlier call"),
+                                    None => "no id".to_string(),
+                                };
+                                by_function.push((
+                                    format!("/messages/{i}"),
+                                    format!(
+                                        "a call of {function} with {why}: imported as {id}, its result the next tool \
+                                         message of {function} (attributed by order, not by id)"
+                                    ),
+                                ));
+                                id
+                            }
+                        };
+                        pending.push(Pending {
+                            source_id,
+                            function: function.clone(),
+                            id: id.clone(),
+                            answered: false,
+                        });
+                        json!({"id": id, "type": "function",
+                               "function": {"name": function, "arguments": arguments}})
                     })
                     .collect();
                 m["tool_calls"] = Value::Array(calls);
             }
             if str_field(&m, "role") == Some("tool") {
+                let given = str_field(&m, "tool_call_id").map(str::to_string);
+                let function = str_field(&m, "function").map(str::to_string);
+                // the first unanswered call this message can be the result of: by its id
+                // when that id is one call's own, else by its function, in order
+                let exact = given.as_ref().filter(|g| pending.iter().any(|p| &p.id == *g && !p.answered));
+                let target = match exact {
+                    Some(g) => pending.iter_mut().find(|p| &p.id == g && !p.answered),
+                    None => pending.iter_mut().find(|p| {
+                        !p.answered
+                            && match (&given, &function) {
+                                (Some(g), _) if p.source_id.as_ref() == Some(g) => true,
+                                (None, Some(f)) => &p.function == f,
+                                _ => false,
+                            }
+                    }),
+                };
+                if let Some(p) = target {
+                    p.answered = true;
+                    if given.is_none() {
+                        by_function.push((
+                            format!("/messages/{i}"),
+                            format!(
+                                "a tool message of {} without tool_call_id: the result of {}, the first call of {} \
+                                 still without a result (attributed by order, not by id)",
+                                p.function, p.id, p.function
+                            ),
+                        ));
+                    }
+                    if given.as_deref() != Some(p.id.as_str()) {
+                        m["tool_call_id"] = Value::String(p.id.clone());
+                    }
+                }
                 if let (Some(id), Some(error)) =
                     (str_field(&m, "tool_call_id"), m.get("error").filter(|e| !e.is_null()))
                 {
@@ -130,7 +215,7 @@ pub fn convert(s: &Value, key: String, at: Ptr, model: Value) -> Sample {
             m
         })
         .collect();
-    Sample { key, at, body: json!({"model": model, "messages": messages}), errors }
+    Sample { key, at, body: json!({"model": model, "messages": messages}), errors, by_function }
 }
 
 /// The sample keys of a log, for `-o DIR/`.

@@ -43,14 +43,21 @@ pub fn detect(src: &Source) -> bool {
         .any(|(_, _, r)| r.get("run_type").is_some() && (r.get("inputs").is_some() || r.get("child_runs").is_some()))
 }
 
-pub fn parse(src: &Source) -> Result<Trace, InputError> {
-    let mut b = Builder::new(src, Format::LangSmith, READS);
-    let roots: Vec<(Ptr, &Value)> = src
+/// The file's one run tree: its root, and every other run in it with its place. A run
+/// tree comes as a root with its `child_runs`, or as a list of runs (an export of a
+/// trace) whose runs name their parent by `parent_run_id`: a run whose parent is in the
+/// file is not a root. Several roots are refused, listing them.
+#[allow(clippy::type_complexity)]
+fn tree<'s>(src: &'s Source) -> Result<((Ptr, &'s Value), Vec<(Ptr, &'s Value)>), InputError> {
+    let all: Vec<(Ptr, &Value)> = src
         .records()
         .into_iter()
         .map(|(d, p, v)| (Ptr::new(d, p), v))
         .filter(|(_, v)| v.get("run_type").is_some())
         .collect();
+    let ids: std::collections::BTreeSet<&str> = all.iter().filter_map(|(_, r)| str_field(r, "id")).collect();
+    let (roots, linked): (Vec<(Ptr, &Value)>, Vec<(Ptr, &Value)>) =
+        all.into_iter().partition(|(_, r)| str_field(r, "parent_run_id").is_none_or(|p| !ids.contains(p)));
     if roots.len() > 1 {
         let ids: Vec<String> = roots.iter().map(|(_, r)| str_field(r, "id").unwrap_or("?").to_string()).collect();
         return Err(src.error(
@@ -63,9 +70,25 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
             ),
         ));
     }
-    let Some((root_at, root)) = roots.first() else {
+    let Some((root_at, root)) = roots.into_iter().next() else {
         return Err(src.error(0, "", "no LangSmith run in this file"));
     };
+    let mut runs = Vec::new();
+    walk(root_at.clone(), root, &mut runs);
+    for (at, run) in linked {
+        runs.push((at.clone(), run));
+        walk(at, run, &mut runs);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    runs.retain(|(_, r)| str_field(r, "id").is_none_or(|id| seen.insert(id)));
+    runs.sort_by(|a, b| str_field(a.1, "start_time").cmp(&str_field(b.1, "start_time")));
+    Ok(((root_at, root), runs))
+}
+
+pub fn parse(src: &Source) -> Result<Trace, InputError> {
+    let mut b = Builder::new(src, Format::LangSmith, READS);
+    let ((root_at, root), runs) = tree(src)?;
+    let (root_at, root) = (&root_at, root);
     b.meta("run_id", root.get("id").cloned().unwrap_or(Value::Null));
     b.meta("run_name", root.get("name").cloned().unwrap_or(Value::Null));
     let input = root.pointer("/inputs/input").and_then(Value::as_str).map(str::to_string).or_else(|| {
@@ -83,9 +106,6 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
         }
         None => b.user(Content::Absent, Default::default(), None, root_at),
     }
-    let mut runs = Vec::new();
-    walk(root_at.clone(), root, &mut runs);
-    runs.sort_by(|a, b| str_field(a.1, "start_time").cmp(&str_field(b.1, "start_time")));
     let mut results = Vec::new();
     for (k, (at, run)) in runs.iter().enumerate() {
         let kind = str_field(run, "run_type").unwrap_or("unknown");
@@ -127,10 +147,50 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
 /// The root run's conversation as a Chat Completions request body, with where the run
 /// is: `None` when the run does not carry one (no `inputs.messages`, or `outputs` holds
 /// no message), and an error naming the message whose role cannot be told.
-pub fn conversation(src: &Source) -> Result<Option<(Ptr, Value)>, InputError> {
-    let Some((doc, pointer, root)) = src.records().into_iter().find(|(_, _, r)| r.get("run_type").is_some()) else {
+///
+/// The run is the root when it carries its messages. A tree whose root does not and
+/// that has no `tool` runs — an agent traced with `@traceable` around a client wrapped
+/// by `wrap_openai`, whose `llm` runs hold each request's messages and the response —
+/// is read from its last `llm` run (in start order): each request repeats the history,
+/// so the last one and its response are the whole conversation (said in the third
+/// value). An earlier `llm` run with more messages than the last is another
+/// conversation: refused.
+pub fn conversation(src: &Source) -> Result<Option<(Ptr, Value, Option<String>)>, InputError> {
+    let Ok(((root_at, root), runs)) = tree(src) else { return Ok(None) };
+    let carries = |r: &Value| r.pointer("/inputs/messages").is_some_and(Value::is_array);
+    let llm: Vec<&(Ptr, &Value)> =
+        runs.iter().filter(|(_, r)| str_field(r, "run_type") == Some("llm") && carries(r)).collect();
+    let (at, root, note) = if carries(root) {
+        (root_at, root, None)
+    } else if !llm.is_empty() && !runs.iter().any(|(_, r)| str_field(r, "run_type") == Some("tool")) {
+        let (at, last) = llm[llm.len() - 1];
+        let count = |r: &Value| r.pointer("/inputs/messages").and_then(Value::as_array).map_or(0, Vec::len);
+        if let Some((other_at, other)) = llm.iter().find(|(_, r)| count(r) > count(last)) {
+            return Err(src.error(
+                other_at.doc,
+                &other_at.pointer,
+                format!(
+                    "llm run {} has more messages ({}) than the last llm run {} ({}): the llm runs of this tree are \
+                     not one conversation",
+                    str_field(other, "id").unwrap_or("?"),
+                    count(other),
+                    str_field(last, "id").unwrap_or("?"),
+                    count(last)
+                ),
+            ));
+        }
+        let note = format!(
+            "the last of {} llm runs under {} \"{}\" ({}), whose request repeats the conversation before it",
+            llm.len(),
+            str_field(root, "run_type").unwrap_or("run"),
+            str_field(root, "name").unwrap_or("?"),
+            str_field(last, "id").unwrap_or("?")
+        );
+        (at.clone(), *last, Some(note))
+    } else {
         return Ok(None);
     };
+    let (doc, pointer) = (at.doc, at.pointer.clone());
     let Some(inputs) = root.pointer("/inputs/messages").and_then(Value::as_array) else { return Ok(None) };
     let mut messages = Vec::new();
     for (i, m) in inputs.iter().enumerate() {
@@ -198,7 +258,7 @@ pub fn conversation(src: &Source) -> Result<Option<(Ptr, Value)>, InputError> {
     if tools.as_array().is_some_and(|t| !t.is_empty()) {
         body["tools"] = tools;
     }
-    Ok(Some((Ptr::new(doc, pointer), body)))
+    Ok(Some((Ptr::new(doc, pointer), body, note)))
 }
 
 /// One message (OpenAI, a LangChain dict or a LangChain constructor) in the Chat shape.
@@ -311,7 +371,7 @@ mod tests {
             "message": {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "AIMessage"], "kwargs": {"content": "18C and clear.", "type": "ai"}}}]]},
           "extra": {"invocation_params": {"model": "gpt-4o-mini", "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]}}}"#;
         let src = Source::parse(Path::new("run.json"), text).unwrap();
-        let (_, body) = conversation(&src).unwrap().expect("a conversation");
+        let (_, body, _) = conversation(&src).unwrap().expect("a conversation");
         let roles: Vec<&str> =
             body["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant"]);

@@ -42,6 +42,7 @@
 //! with an `error` event of kind `import_warning` at the place it concerns, so nothing
 //! is dropped silently.
 
+pub mod agentdojo;
 pub mod agents_sdk;
 pub mod anthropic;
 pub mod builder;
@@ -216,11 +217,13 @@ pub fn import_trace(
         .into());
     }
     if format == Format::LangSmith
-        && let Some((at, body)) = langsmith::conversation(&source)?
+        && let Some((at, body, note)) = langsmith::conversation(&source)?
     {
         let places = vec![(String::new(), at)];
         let mut trace = read_rebuilt(&source, &body, Format::OpenAi, &places, "the LangSmith run's messages", None)?;
-        trace.reads = format!("LangSmith run (inputs.messages and outputs): its messages read as {}", trace.reads);
+        let which = note.map(|n| format!(" of {n}")).unwrap_or_default();
+        trace.reads =
+            format!("LangSmith run (inputs.messages and outputs{which}): its messages read as {}", trace.reads);
         trace.format = Format::LangSmith;
         return Ok(trace);
     }
@@ -327,6 +330,14 @@ fn inspect_sample(source: &Source, sample: inspect::Sample, form: &str) -> Resul
     let mut trace = read_rebuilt(source, &sample.body, Format::OpenAi, &places, &what, None)?;
     trace.reads = format!("Inspect AI eval log ({form}), sample {}: its messages read as {}", sample.key, trace.reads);
     trace.meta.insert("inspect_sample".into(), serde_json::Value::String(sample.key.clone()));
+    for (pointer, message) in &sample.by_function {
+        let at = sample.at.join(pointer);
+        trace.warnings.push(trace::Warning {
+            code: "call_by_function",
+            message: message.clone(),
+            at: Some(source.at(at.doc, &at.pointer)),
+        });
+    }
     for call in trace.turns.iter_mut().flat_map(|t| t.steps.iter_mut()).flat_map(|s| s.calls.iter_mut()) {
         let Some(error) = call.id.as_ref().and_then(|id| sample.errors.get(id)) else { continue };
         if let Some(outcome) = call.outcome.as_mut() {

@@ -12,8 +12,14 @@
 //!   choice is the assistant message, with `usage` and the completion id kept.
 //!
 //! `arguments` arrive as a JSON string and are parsed. A tool message carries no error
-//! flag in this API, so `is_error` is absent. The deprecated `function_call` /
-//! `function` role pair has no call ids to attribute results by, and is refused.
+//! flag in this API, so `is_error` is absent.
+//!
+//! The deprecated `function_call` (an assistant message's one call, `{name, arguments}`)
+//! and `function` role (its result, `{name, content}`) carry no call id. The call gets
+//! the id `NAME#N` (the N-th such call of that name, as OTel calls without ids do) and a
+//! `function_call_by_order` warning; a `function` message is the result of the first
+//! call of its `name` that has none yet, in emitted order. The request's legacy
+//! `functions` list declares tools like `tools`.
 
 use serde_json::{Map, Value, json};
 
@@ -45,8 +51,10 @@ fn records<'s>(b: &mut Builder<'s, '_>) -> Result<Vec<(Ptr, &'s Value)>, InputEr
             return Err(src.error(0, "/messages", "\"messages\" must be an array of messages"));
         };
         b.meta("model", doc.value.get("model").cloned().unwrap_or(Value::Null));
-        if let Some(Value::Array(tools)) = doc.value.get("tools") {
-            for t in tools {
+        let tools = doc.value.get("tools").and_then(Value::as_array).into_iter().flatten();
+        let functions = doc.value.get("functions").and_then(Value::as_array).into_iter().flatten();
+        {
+            for t in tools.chain(functions) {
                 let f = t.get("function").or_else(|| t.get("custom")).unwrap_or(t);
                 if let Some(name) = str_field(f, "name") {
                     b.tool(
@@ -104,11 +112,28 @@ fn read_message(b: &mut Builder, at: &Ptr, message: &Value) -> Result<(), InputE
             b.result(id, outcome, &at.join("/tool_call_id"))?;
         }
         "function" => {
-            return Err(b.error(
-                &at.join("/role"),
-                "the deprecated \"function\" role has no call id to attribute its result by; \
-                 convert function_call/function messages to tool_calls/tool",
-            ));
+            // the legacy result: attributed by order to the first call of its name
+            // without a result (the call's function_call_by_order warning says so)
+            let Some(name) = str_field(message, "name") else {
+                return Err(b.error(
+                    at,
+                    "a \"function\" message without \"name\": the deprecated role has no call id, so its result \
+                     is attributed by the function's name, and this one has none",
+                ));
+            };
+            let Some(id) = b.unresolved_call_named(name, |_| false) else {
+                return Err(b.error(
+                    &at.join("/name"),
+                    format!("a \"function\" result for {name} with no call of {name} before it still waiting for one"),
+                ));
+            };
+            let text = text_of(b, at, message.get("content"))?;
+            let outcome = Outcome {
+                result: text.map(Value::String),
+                source: provenance([("result_message", Some(json!(at.pointer))), ("by_order", Some(json!(true)))]),
+                ..Outcome::default()
+            };
+            b.result(&id, outcome, &at.join("/name"))?;
         }
         other => {
             let hint = did_you_mean(other, ROLES).map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default();
@@ -166,14 +191,29 @@ fn assistant(b: &mut Builder, at: &Ptr, message: &Value, mut source: Map<String,
         text = refusal.to_string();
         source.insert("refusal".into(), Value::Bool(true));
     }
-    if message.get("function_call").is_some_and(|f| !f.is_null()) {
-        return Err(b.error(
-            &at.join("/function_call"),
-            "the deprecated \"function_call\" has no call id to attribute its result by; use tool_calls",
-        ));
-    }
     let mut step = Step::new(Content::Text(text), at.clone());
     step.source = source;
+    if let Some(f) = message.get("function_call").filter(|f| !f.is_null()) {
+        let here = at.join("/function_call");
+        let name = str_field(f, "name").ok_or_else(|| b.error(&here, "function_call has no \"name\""))?;
+        let n = (0..).find(|n| !b.has_call(&format!("{name}#{n}"))).unwrap_or(0);
+        let id = format!("{name}#{n}");
+        let args = match f.get("arguments") {
+            Some(v) => Args::from_value(v),
+            None => Args::Absent,
+        };
+        let mut call = Call::new(Some(id.clone()), name, args, here.clone());
+        call.source.insert("legacy_function_call".into(), Value::Bool(true));
+        step.calls.push(call);
+        step.warnings.push(b.warning(
+            "function_call_by_order",
+            &here,
+            format!(
+                "the deprecated function_call carries no call id: it is named {id}, and its result is the next \
+                 \"function\" message naming {name} (attributed by order, not by id)"
+            ),
+        ));
+    }
     match message.get("tool_calls") {
         None | Some(Value::Null) => {}
         Some(Value::Array(calls)) => {

@@ -419,7 +419,11 @@ fn tool_results(b: &mut Builder, msg: &Msg, results: &mut BTreeMap<String, (Valu
     for part in &msg.parts {
         if let Part::ToolResult { id, response } = part {
             let Some(id) = id else {
-                return Err(b.error(&msg.at, "a tool_call_response without an id cannot be attributed"));
+                return Err(b.error(
+                    &msg.at,
+                    "a tool result without its call's id (toolCallId, tool_call_id or id: a tool message whose \
+                     content is plain text carries none) cannot be attributed to a call",
+                ));
             };
             if results.contains_key(id) {
                 return Err(b.error(&msg.at, format!("duplicate result for tool call \"{id}\"")));

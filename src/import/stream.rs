@@ -96,6 +96,9 @@ pub fn detect(src: &Source) -> Option<Stream> {
             (_, Some(t)) if t.starts_with("response.") => Stream::ResponsesEvents,
             (_, Some(t)) if ANTHROPIC_EVENTS.contains(&t) => Stream::AnthropicEvents,
             (_, Some("ping" | "error")) => continue,
+            // Azure OpenAI opens a chunk stream with its prompt filter's verdicts: no
+            // choices, an empty `object`; nothing of the conversation is in it
+            _ if is_azure_prompt_filter(v) => continue,
             _ => return None,
         };
         match found {
@@ -105,6 +108,11 @@ pub fn detect(src: &Source) -> Option<Stream> {
         }
     }
     found
+}
+
+/// Azure OpenAI's first chunk: `prompt_filter_results`, empty `choices`.
+fn is_azure_prompt_filter(v: &Value) -> bool {
+    v.get("prompt_filter_results").is_some() && v.get("choices").and_then(Value::as_array).is_some_and(Vec::is_empty)
 }
 
 /// Assemble the stream's events into response bodies.

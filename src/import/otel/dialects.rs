@@ -298,6 +298,9 @@ pub(super) fn chat_message(m: &Value, at: &Ptr) -> Result<Msg, String> {
     };
     let mut parts = Vec::new();
     let blocks = m.get("parts").or(m.get("content"));
+    // the AI SDK can write a message's content parts as a JSON string
+    let decoded = blocks.and_then(Value::as_str).and_then(json_parts);
+    let blocks = decoded.as_ref().or(blocks);
     match blocks {
         Some(Value::String(s)) if role == "tool" => parts.push(Part::ToolResult {
             id: str_field(m, "tool_call_id").or(str_field(m, "id")).map(str::to_string),
@@ -325,6 +328,20 @@ pub(super) fn chat_message(m: &Value, at: &Ptr) -> Result<Msg, String> {
     }
     let absent = blocks.is_none_or(Value::is_null) && parts.is_empty();
     Ok(Msg { role: role.to_string(), parts, absent, at: at.clone() })
+}
+
+/// A content string that is a JSON list of the AI SDK's typed parts (`text`,
+/// `tool-call`, `tool-result`, `reasoning`, `file`, `image`): the parts. Any other
+/// string is text, even one that is JSON.
+fn json_parts(s: &str) -> Option<Value> {
+    const TYPES: [&str; 6] = ["text", "tool-call", "tool-result", "reasoning", "file", "image"];
+    if !s.trim_start().starts_with('[') {
+        return None;
+    }
+    let value: Value = serde_json::from_str(s).ok()?;
+    let items = value.as_array()?;
+    let typed = |p: &Value| str_field(p, "type").is_some_and(|t| TYPES.contains(&t));
+    (!items.is_empty() && items.iter().all(typed)).then_some(value)
 }
 
 /// The AI SDK (v5 on) wraps a tool result as `{"type": "json" | "text" | "error-json" |

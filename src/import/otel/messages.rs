@@ -45,8 +45,20 @@ pub(super) struct Msg {
 }
 
 impl Msg {
+    /// The same message: a call's arguments compare by value, so a call whose
+    /// arguments one span wrote as a JSON string (the AI SDK's `ai.response.toolCalls`)
+    /// and the next as an object (its `ai.prompt.messages`) is the same call.
     pub fn same(&self, other: &Msg) -> bool {
-        self.role == other.role && self.parts == other.parts && self.absent == other.absent
+        self.role == other.role
+            && self.absent == other.absent
+            && self.parts.len() == other.parts.len()
+            && self.parts.iter().zip(&other.parts).all(|(a, b)| match (a, b) {
+                (
+                    Part::ToolCall { id: i1, name: n1, args: Args::Json { value: v1, .. } },
+                    Part::ToolCall { id: i2, name: n2, args: Args::Json { value: v2, .. } },
+                ) => i1 == i2 && n1 == n2 && v1 == v2,
+                _ => a == b,
+            })
     }
 
     pub fn text(&self) -> Content {
