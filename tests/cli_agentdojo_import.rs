@@ -195,12 +195,13 @@ fn with_the_cover_the_calls_the_fixtures_lack_are_answered_as_agentdojo_did() {
     let cover = data().join("cover.json");
     // without the cover, the reworded refund is answered with the fixture's error
     import(&p, &input, "plain/").expect_code(0);
-    // (the defended arm's grounding floor stops the payment before it runs; the
-    // undefended arm runs it)
+    // (both arms run the payment: the user typed the recipient, so the defended arm's
+    // floors let it through too)
     let logs = replay_logs(&p, "plain", "banking-user_task_3-benign");
     assert_eq!(logs.len(), 2);
     let paid: Vec<(Value, Value)> = logs.iter().flat_map(|l| payments(l)).collect();
-    assert_eq!(paid, [(Value::String("Refund for dinner".into()), Value::Null)]);
+    let refund = (Value::String("Refund for dinner".into()), Value::Null);
+    assert_eq!(paid, [refund.clone(), refund]);
     let out = p.stateval(&[
         "import",
         "--from",
@@ -212,13 +213,15 @@ fn with_the_cover_the_calls_the_fixtures_lack_are_answered_as_agentdojo_did() {
         cover.to_str().unwrap(),
     ]);
     out.expect_code(0);
-    // with it, the refund the undefended arm runs changes the state, as in AgentDojo's run
+    // with it, the refund each arm runs changes the state, as in AgentDojo's run
     let logs = replay_logs(&p, "covered", "banking-user_task_3-benign");
     assert_eq!(logs.len(), 2);
     let paid: Vec<(Value, Value)> = logs.iter().flat_map(|l| payments(l)).collect();
-    assert_eq!(paid.len(), 1, "{paid:?}");
-    assert_eq!(paid[0].1[0]["value"]["subject"], "Refund for dinner", "{paid:?}");
-    assert_eq!(paid[0].1[0]["value"]["amount"], 4);
+    assert_eq!(paid.len(), 2, "{paid:?}");
+    for (_, effect) in &paid {
+        assert_eq!(effect[0]["value"]["subject"], "Refund for dinner", "{paid:?}");
+        assert_eq!(effect[0]["value"]["amount"], 4);
+    }
     let cmp = p.json("covered/agentdojo-comparison.json");
     let row = cmp["runs"].as_array().unwrap().iter().find(|r| r["case"] == "banking-user_task_3-benign").unwrap();
     assert_eq!(row["calls_without_recorded_result"], serde_json::json!([]));
