@@ -118,6 +118,12 @@ class Scenario:
 # openai SDK, cut to one user task, benign and under each of its 8 attacks (9 cases).
 QUICK_SLICES = {"agentdojo-agent": "banking-user_task_1-*"}
 
+# Pipelines whose agents run on agent frameworks (tests/frameworks/requirements.txt and
+# examples/agents/node_modules), not on the SDK Python: this tool does not install them,
+# so it lists these as not compared rather than running them where they cannot pass.
+# tests/cli_frameworks.rs runs them, against their goldens, where the frameworks exist.
+NOT_HERE = {"frameworks": "runs agent frameworks this tool does not install (tests/cli_frameworks.rs runs it)"}
+
 
 def read_pipelines(tree: Path) -> list[Pipeline]:
     out = []
@@ -498,6 +504,8 @@ def run_comparison(args) -> tuple[list[Result], float, Path | None]:
     for sc in scenarios:
         if args.only and sc.pipeline.name not in args.only:
             sc.missing = f"left out by --only {' '.join(args.only)}"
+        elif sc.pipeline.name in NOT_HERE:
+            sc.missing = NOT_HERE[sc.pipeline.name]
         elif sc.pipeline.needs_sdk and problem:
             sc.missing = problem
         else:
