@@ -342,3 +342,60 @@ fn reindex_names_an_edited_log_as_failed_not_as_incomplete() {
     assert!(!out.stderr.contains("incomplete"), "an edited log is not a killed run: {}", out.stderr);
     assert!(out.stdout.contains("(0 incomplete)"), "{}", out.stdout);
 }
+
+#[test]
+fn recording_lint_over_every_recording_lints_what_the_pipeline_uses_and_names_each_file_it_does_not() {
+    let p = Project::full();
+    let mut files: Vec<String> = std::fs::read_dir(p.join("fixtures/recordings"))
+        .expect("fixtures/recordings")
+        .map(|e| e.expect("entry").path())
+        .filter(|f| f.extension().is_some_and(|x| x == "jsonl"))
+        .map(|f| format!("fixtures/recordings/{}", f.file_name().expect("name").to_string_lossy()))
+        .collect();
+    files.sort();
+    // a recording the default pipeline uses, with a secret planted in it, sorted after a
+    // file the pipeline does not use, so a lint that stops at that one misses it
+    let used = "fixtures/recordings/ticket-resolve.jsonl";
+    assert!(files.contains(&used.to_string()) && files.contains(&"fixtures/recordings/status-wedged.jsonl".into()));
+    let text = p.read(used);
+    let first = text.lines().next().expect("a line");
+    let token = format!("ghp_{}", "Zq8Rt2Lm5Vx1".repeat(3));
+    let planted = first.replacen("\"content\":\"", &format!("\"content\":\"token {token} "), 1);
+    assert_ne!(planted, first, "{used}'s first line has no content to plant a secret in");
+    p.write(used, text.replacen(first, &planted, 1));
+    files.push("fixtures/recordings/no-such.jsonl".into());
+
+    let args: Vec<&str> = ["recording", "lint"].into_iter().chain(files.iter().map(String::as_str)).collect();
+    let out = p.stateval(&args);
+    // a file that could not be linted is invalid input: 2, but only once all were seen
+    assert_eq!(out.code, 2, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains(&format!("{used}:1: holds a secret: GitHub token")), "{}", out.stdout);
+    // the failing pipeline's recording, which the default one does not use
+    let why = "error: fixtures/recordings/status-wedged.jsonl: no case of pipeline/ci.toml uses this recording";
+    assert!(out.stderr.contains(why), "{}", out.stderr);
+    assert!(out.stderr.contains("error: fixtures/recordings/no-such.jsonl: no such recording file"), "{}", out.stderr);
+    assert!(!out.stderr.contains(p.path().to_string_lossy().as_ref()), "paths as given: {}", out.stderr);
+    let summary = out.stdout.lines().last().unwrap_or_default();
+    assert!(summary.starts_with("recording lint: ") && summary.contains(" file(s) not linted"), "{summary}");
+
+    // only files the pipeline uses: the findings decide, 1
+    let out = p.stateval(&["recording", "lint", used, "fixtures/recordings/balance-check.jsonl"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("recording lint: 2 file(s), 1 finding(s)\n"), "{}", out.stdout);
+}
+
+#[test]
+fn merge_takes_quiet_as_run_does_and_prints_the_same_summary() {
+    let p = Project::new();
+    for (i, shard) in ["slice:1/2", "slice:2/2"].iter().enumerate() {
+        p.stateval(&["run", "--quiet", "--shard", shard, "--out", &format!("shards/{i}")]).expect_code(0);
+    }
+    let plain = p.stateval(&["merge", "shards/0", "shards/1", "--out", "merged"]);
+    plain.expect_code(0);
+    let quiet = p.stateval(&["merge", "--quiet", "shards/0", "shards/1", "--out", "merged"]);
+    quiet.expect_code(0);
+    assert_eq!(quiet.stdout, plain.stdout);
+    assert!(quiet.stdout.contains("PASSED ci: "), "{}", quiet.stdout);
+    assert_eq!(quiet.stderr, "");
+    assert_eq!(p.stateval(&["merge", "-q", "shards/0", "shards/1", "--out", "merged"]).stdout, plain.stdout);
+}
