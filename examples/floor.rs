@@ -39,9 +39,7 @@ pub fn floor(mode: &str, files: &[String]) -> Result<Tally, String> {
     let mut canonical = Vec::with_capacity(1 << 12);
     for file in files {
         text.clear();
-        std::fs::File::open(file)
-            .and_then(|mut f| f.read_to_end(&mut text))
-            .map_err(|e| format!("{file}: {e}"))?;
+        std::fs::File::open(file).and_then(|mut f| f.read_to_end(&mut text)).map_err(|e| format!("{file}: {e}"))?;
         tally.bytes += text.len() as u64;
         for (at, line) in text.split(|&b| b == b'\n').enumerate() {
             if line.is_empty() {

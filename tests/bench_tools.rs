@@ -89,7 +89,8 @@ fn the_same_shape_suite_runs_green_in_every_fixture_layout_and_the_floor_reprodu
         if fixture == "per-case" {
             let logs = case_logs(&p.join("suite/.stateval"));
             assert_eq!(logs.len(), 3, "{logs:?}");
-            let events: u64 = logs.iter().map(|l| std::fs::read_to_string(l).expect("log").lines().count() as u64).sum();
+            let events: u64 =
+                logs.iter().map(|l| std::fs::read_to_string(l).expect("log").lines().count() as u64).sum();
             let tally = floor::floor("canon-hash", &logs).expect("the floor reads the logs");
             assert_eq!(tally.lines, events);
             assert_eq!(tally.hash_mismatches, 0, "the floor reproduces every hash stateval wrote");

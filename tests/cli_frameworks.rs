@@ -327,7 +327,10 @@ fn the_frameworks_pipeline_passes_its_recorded_cases_against_its_goldens() {
     let toml = p.read("pipeline/frameworks.toml");
     let changed = toml.replacen(
         "env = { AGENT_API = \"messages\", AGENT_STREAM = \"1\" }",
-        &format!("env = {{ AGENT_API = \"messages\", AGENT_STREAM = \"1\", AGENT_INSTRUCTIONS = {} }}", toml_string(CHANGED)),
+        &format!(
+            "env = {{ AGENT_API = \"messages\", AGENT_STREAM = \"1\", AGENT_INSTRUCTIONS = {} }}",
+            toml_string(CHANGED)
+        ),
         1,
     );
     assert_ne!(changed, toml, "the langgraph profile moved: update this test");
@@ -336,7 +339,8 @@ fn the_frameworks_pipeline_passes_its_recorded_cases_against_its_goldens() {
     assert_eq!(out.code, 1, "{}", explain(&p, "a changed system prompt", &out));
     // the golden catches what LangGraph sent: its first model request differs
     let report = p.json("reports/frameworks/report.json");
-    let golden = report["cases"][0]["runs"][0]["checks"].as_array().expect("checks").iter().find(|c| c["name"] == "golden");
+    let golden =
+        report["cases"][0]["runs"][0]["checks"].as_array().expect("checks").iter().find(|c| c["name"] == "golden");
     let reason = golden.and_then(|g| g["reason"].as_str()).unwrap_or_default();
     assert!(reason.contains("(turn 0, model_called): payload changed at /data/request_hash"), "{reason}");
     common::mark_ran("frameworks-pipeline");
