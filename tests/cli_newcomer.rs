@@ -319,6 +319,69 @@ fn a_recording_that_calls_a_tool_its_agent_cannot_reach_fails_validate_at_the_re
     );
 }
 
+#[test]
+fn an_external_agents_recording_that_calls_a_tool_its_manifest_lacks_fails_validate_too() {
+    let p = Project::full();
+    // pipeline/frameworks.toml: every agent is an external program served the tools of
+    // fixtures/tools/frameworks-orders.json (their scripts must exist to validate)
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for script in [
+        "openai_agents_sdk_agent.py",
+        "langgraph_agent.py",
+        "pydantic_ai_agent.py",
+        "openai_node_agent.mjs",
+        "ai_sdk_agent.mjs",
+    ] {
+        let from = repo.join("examples/agents").join(script);
+        p.write(format!("examples/agents/{script}"), std::fs::read(&from).expect("an example agent"));
+    }
+    let rel = "datasets/frameworks/suite.jsonl";
+    let recording = "fixtures/recordings/frameworks/langgraph.jsonl";
+    let text = p.read(rel);
+    let calls = p.read(recording);
+    assert!(calls.contains("\"name\":\"get_order\""), "{recording} no longer calls get_order");
+    p.stateval(&["validate", "pipeline/frameworks.toml"]).expect_code(0);
+    p.write(recording, calls.replacen("\"name\":\"get_order\"", "\"name\":\"get_ordr\"", 1));
+    let out = p.stateval(&["validate", "pipeline/frameworks.toml"]);
+    out.expect_code(2);
+    let (line, _) = text.lines().enumerate().find(|(_, l)| l.contains(recording)).expect("the case");
+    let column = common::column_of(text.lines().nth(line).expect("line"), &format!("\"{recording}\""));
+    let expected = format!(
+        "{rel}:{}:{column}: recording {recording} calls tool \"get_ordr\", which no manifest the profile can reach \
+         has (did you mean \"get_order\"?)",
+        line + 1
+    );
+    assert!(out.stderr.contains(&expected), "{}", out.stderr);
+
+    // an inline recording of an external agent is held to the same
+    p.write(recording, calls);
+    let inline = r#"{"id":"inline","agent":"langgraph","turns":["Where is order 1042?"],"recordings":[{"responses":[{"response":{"tool_calls":[{"name":"lookup_order","args":{"order":"1042"}}]}},{"response":{"content":"Shipped."}}]}]}"#;
+    p.write("datasets/frameworks/inline.jsonl", format!("{inline}\n"));
+    let out = p.stateval(&["validate", "pipeline/frameworks.toml"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("datasets/frameworks/inline.jsonl:1:")
+            && out
+                .stderr
+                .contains("the recording calls tool \"lookup_order\", which no manifest the profile can reach has"),
+        "{}",
+        out.stderr
+    );
+
+    // an external agent whose profile names no manifest runs only tools of its own:
+    // stateval cannot know them, and does not check them
+    let toml = p.read("pipeline/frameworks.toml");
+    let own = toml.replacen(
+        "env = { AGENT_API = \"messages\", AGENT_STREAM = \"1\" }\ntools = \"fixtures/tools/frameworks-orders.json\"\n",
+        "env = { AGENT_API = \"messages\", AGENT_STREAM = \"1\" }\n",
+        1,
+    );
+    assert_ne!(own, toml, "the langgraph profile moved: update this test");
+    p.write("pipeline/frameworks.toml", own);
+    let out = p.stateval(&["validate", "pipeline/frameworks.toml"]);
+    assert!(!out.stderr.contains("lookup_order"), "{}", out.stderr);
+}
+
 // ---------------------------------------------------------------------------------
 // The store
 

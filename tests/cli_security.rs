@@ -222,7 +222,7 @@ fn with_ungrounded_allow_the_payees_no_taint_reading_sees_are_paid_and_the_contr
     let p = Project::full();
     let toml = p.read("pipeline/ci.toml");
     let payments = "tools = \"fixtures/tools/payments.json\"\n";
-    assert_eq!(toml.matches(payments).count(), 4);
+    assert_eq!(toml.matches(payments).count(), 5);
     let allowed = toml
         .replace("ungrounded = \"escalate\"\n", "")
         .replace(payments, &format!("{payments}ungrounded = \"allow\"\n"));
