@@ -270,9 +270,9 @@ pub fn row(case: &CaseOutcome, pointer: Option<&(usize, Pointer)>) -> String {
         ),
         // a case that failed only across its runs (a metric block: a trajectory, a
         // stability bound) has no event to start from: its blocks are where to look
-        None => match case.blocks.iter().filter(|b| !b.passed).collect::<Vec<_>>()[..] {
+        None => match &case.blocks.iter().filter(|b| !b.passed).collect::<Vec<_>>()[..] {
             [] => "<span class=\"muted\">–</span>".to_string(),
-            [ref first, ref rest @ ..] => format!(
+            [first, rest @ ..] => format!(
                 "<a href=\"#{}\">metric block <code>{}</code>, across runs</a>{}",
                 anchor.blocks(),
                 esc(&first.name),
