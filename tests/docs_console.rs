@@ -5,7 +5,7 @@
 //! A block is a reader's terminal: `$ COMMAND` lines (a `  # comment` after two spaces
 //! is the doc's, not the shell's), each followed by what it printed. The commands of a
 //! block run one after another in one bash, in a fresh checkout (pipelines, datasets,
-//! fixtures and goldens, committed in a git repository) with this build's `stateval`
+//! fixtures, goldens and examples/graders, committed in a git repository) with this build's `stateval`
 //! first on PATH. What a block shows of an output is held to it line by line, from the
 //! output's first line (stdout, then stderr): `…` alone on a line stands for any number
 //! of lines, `…` inside a line for any text, and lines after the last one shown are not
@@ -88,7 +88,10 @@ fn blocks(path: &Path) -> Vec<Block> {
 /// A fresh checkout with this build's `stateval` first on PATH; the PATH to use.
 fn checkout() -> (Project, String) {
     let p = Project::full();
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("goldens"), &p.join("goldens"));
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    copy_dir(&repo.join("goldens"), &p.join("goldens"));
+    // the graders pipeline's scripts, rubrics and judge recordings
+    copy_dir(&repo.join("examples/graders"), &p.join("examples/graders"));
     std::fs::create_dir_all(p.join(".bin")).expect(".bin");
     std::os::unix::fs::symlink(assert_cmd::cargo::cargo_bin("stateval"), p.join(".bin/stateval")).expect("link");
     let git = |args: &[&str]| {
