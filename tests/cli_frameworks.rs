@@ -7,7 +7,8 @@
 //! variant goes through the same four steps: `stateval record` against the in-repo
 //! fake vendor (`tests/frameworks/fake_vendor.rs`), `stateval run` green, a second run
 //! byte-identical to the first, and a run with a changed system prompt that must fail
-//! naming `/system`.
+//! naming `/system`. And `pipeline/frameworks.toml`, the five agents on recorded cases
+//! as a user runs them, passes against its committed goldens.
 //!
 //! The Python frameworks run on the Python named by `STATEVAL_FRAMEWORKS_PYTHON` (`.ci/run`
 //! makes a virtual environment from `tests/frameworks/requirements.txt`); the Node ones on
