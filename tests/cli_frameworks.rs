@@ -7,7 +7,8 @@
 //! variant goes through the same four steps: `stateval record` against the in-repo
 //! fake vendor (`tests/frameworks/fake_vendor.rs`), `stateval run` green, a second run
 //! byte-identical to the first, and a run with a changed system prompt that must fail
-//! naming `/system`.
+//! naming `/system`. And `pipeline/frameworks.toml`, the five agents on recorded cases
+//! as a user runs them, passes against its committed goldens.
 //!
 //! The Python frameworks run on the Python named by `STATEVAL_FRAMEWORKS_PYTHON` (`.ci/run`
 //! makes a virtual environment from `tests/frameworks/requirements.txt`); the Node ones on
@@ -274,4 +275,74 @@ fn the_vercel_ai_sdk_records_and_replays_with_its_default_providers() {
         ],
     );
     common::mark_ran("frameworks-ai-sdk");
+}
+
+/// `pipeline/frameworks.toml`, as a user runs it: the five framework agents on their
+/// recorded cases, the frameworks' Python first on PATH, compared with the committed
+/// goldens as CI does (a missing golden fails). A changed system prompt in one profile
+/// must fail that case at its first model request: the goldens hold what the frameworks
+/// send, not only what they answer.
+#[test]
+fn the_frameworks_pipeline_passes_its_recorded_cases_against_its_goldens() {
+    let Some(python) = frameworks_python() else { return };
+    let Some(_node) = node() else { return };
+    let p = Project::full();
+    let agents = repo().join("examples/agents");
+    for entry in std::fs::read_dir(&agents).expect("examples/agents") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().expect("a name").to_string_lossy().into_owned();
+        if path.is_file() {
+            p.write(format!("examples/agents/{name}"), std::fs::read(&path).expect("read"));
+        }
+    }
+    // the Node agents resolve their packages beside the script
+    std::os::unix::fs::symlink(agents.join("node_modules"), p.join("examples/agents/node_modules"))
+        .expect("link node_modules");
+    common::copy_dir(&repo().join("goldens/frameworks"), &p.join("goldens/frameworks"));
+    let bin = python.parent().expect("the frameworks python is in a bin directory").to_string_lossy().into_owned();
+    let path = format!("{bin}:{}", std::env::var("PATH").unwrap_or_default());
+    let run = |args: &[&str]| {
+        let output = p.cmd().env("PATH", &path).env("CI", "true").args(args).output().expect("run stateval");
+        common::Outcome {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    };
+
+    let out = run(&["run", "pipeline/frameworks.toml"]);
+    if out.code != 0 {
+        panic!("{}", explain(&p, "pipeline/frameworks.toml", &out));
+    }
+    assert!(out.stdout.contains("PASSED frameworks: 5/5 cases passed"), "{}", out.stdout);
+    let report = p.json("reports/frameworks/report.json");
+    let cases = report["cases"].as_array().expect("cases");
+    let agents_run: Vec<&str> = cases.iter().filter_map(|c| c["agent"].as_str()).collect();
+    assert_eq!(cases.len(), 5, "{agents_run:?}");
+    for case in cases {
+        let golden = case["runs"][0]["checks"].as_array().expect("checks").iter().find(|c| c["name"] == "golden");
+        let reason = golden.and_then(|g| g["reason"].as_str()).unwrap_or_default();
+        assert!(reason.starts_with("identical"), "{}: {reason}", case["id"]);
+    }
+
+    let toml = p.read("pipeline/frameworks.toml");
+    let changed = toml.replacen(
+        "env = { AGENT_API = \"messages\", AGENT_STREAM = \"1\" }",
+        &format!(
+            "env = {{ AGENT_API = \"messages\", AGENT_STREAM = \"1\", AGENT_INSTRUCTIONS = {} }}",
+            toml_string(CHANGED)
+        ),
+        1,
+    );
+    assert_ne!(changed, toml, "the langgraph profile moved: update this test");
+    p.write("pipeline/frameworks.toml", changed);
+    let out = run(&["run", "pipeline/frameworks.toml", "--filter", "langgraph-order"]);
+    assert_eq!(out.code, 1, "{}", explain(&p, "a changed system prompt", &out));
+    // the golden catches what LangGraph sent: its first model request differs
+    let report = p.json("reports/frameworks/report.json");
+    let golden =
+        report["cases"][0]["runs"][0]["checks"].as_array().expect("checks").iter().find(|c| c["name"] == "golden");
+    let reason = golden.and_then(|g| g["reason"].as_str()).unwrap_or_default();
+    assert!(reason.contains("(turn 0, model_called): payload changed at /data/request_hash"), "{reason}");
+    common::mark_ran("frameworks-pipeline");
 }

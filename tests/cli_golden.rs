@@ -347,8 +347,9 @@ fn the_checked_in_goldens_cover_every_example_run_and_match_a_fresh_run() {
         report["cases"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
     assert_eq!(cases, every_case);
     // and every golden there is a run of an example case; the goldens of the other
-    // pipelines' suites are checked by their own tests (cli_external, cli_graders)
-    const OTHER_PIPELINES: [&str; 2] = ["goldens/agents/", "goldens/graders/"];
+    // pipelines' suites are checked by their own tests (cli_external, cli_graders,
+    // cli_frameworks)
+    const OTHER_PIPELINES: [&str; 3] = ["goldens/agents/", "goldens/graders/", "goldens/frameworks/"];
     let goldens: Vec<String> = p
         .files_under("goldens")
         .into_iter()

@@ -319,6 +319,69 @@ fn a_recording_that_calls_a_tool_its_agent_cannot_reach_fails_validate_at_the_re
     );
 }
 
+#[test]
+fn an_external_agents_recording_that_calls_a_tool_its_manifest_lacks_fails_validate_too() {
+    let p = Project::full();
+    // pipeline/frameworks.toml: every agent is an external program served the tools of
+    // fixtures/tools/frameworks-orders.json (their scripts must exist to validate)
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for script in [
+        "openai_agents_sdk_agent.py",
+        "langgraph_agent.py",
+        "pydantic_ai_agent.py",
+        "openai_node_agent.mjs",
+        "ai_sdk_agent.mjs",
+    ] {
+        let from = repo.join("examples/agents").join(script);
+        p.write(format!("examples/agents/{script}"), std::fs::read(&from).expect("an example agent"));
+    }
+    let rel = "datasets/frameworks/suite.jsonl";
+    let recording = "fixtures/recordings/frameworks/langgraph.jsonl";
+    let text = p.read(rel);
+    let calls = p.read(recording);
+    assert!(calls.contains("\"name\":\"get_order\""), "{recording} no longer calls get_order");
+    p.stateval(&["validate", "pipeline/frameworks.toml"]).expect_code(0);
+    p.write(recording, calls.replacen("\"name\":\"get_order\"", "\"name\":\"get_ordr\"", 1));
+    let out = p.stateval(&["validate", "pipeline/frameworks.toml"]);
+    out.expect_code(2);
+    let (line, _) = text.lines().enumerate().find(|(_, l)| l.contains(recording)).expect("the case");
+    let column = common::column_of(text.lines().nth(line).expect("line"), &format!("\"{recording}\""));
+    let expected = format!(
+        "{rel}:{}:{column}: recording {recording} calls tool \"get_ordr\", which no manifest the profile can reach \
+         has (did you mean \"get_order\"?)",
+        line + 1
+    );
+    assert!(out.stderr.contains(&expected), "{}", out.stderr);
+
+    // an inline recording of an external agent is held to the same
+    p.write(recording, calls);
+    let inline = r#"{"id":"inline","agent":"langgraph","turns":["Where is order 1042?"],"recordings":[{"responses":[{"response":{"tool_calls":[{"name":"lookup_order","args":{"order":"1042"}}]}},{"response":{"content":"Shipped."}}]}]}"#;
+    p.write("datasets/frameworks/inline.jsonl", format!("{inline}\n"));
+    let out = p.stateval(&["validate", "pipeline/frameworks.toml"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("datasets/frameworks/inline.jsonl:1:")
+            && out
+                .stderr
+                .contains("the recording calls tool \"lookup_order\", which no manifest the profile can reach has"),
+        "{}",
+        out.stderr
+    );
+
+    // an external agent whose profile names no manifest runs only tools of its own:
+    // stateval cannot know them, and does not check them
+    let toml = p.read("pipeline/frameworks.toml");
+    let own = toml.replacen(
+        "env = { AGENT_API = \"messages\", AGENT_STREAM = \"1\" }\ntools = \"fixtures/tools/frameworks-orders.json\"\n",
+        "env = { AGENT_API = \"messages\", AGENT_STREAM = \"1\" }\n",
+        1,
+    );
+    assert_ne!(own, toml, "the langgraph profile moved: update this test");
+    p.write("pipeline/frameworks.toml", own);
+    let out = p.stateval(&["validate", "pipeline/frameworks.toml"]);
+    assert!(!out.stderr.contains("lookup_order"), "{}", out.stderr);
+}
+
 // ---------------------------------------------------------------------------------
 // The store
 
@@ -341,4 +404,61 @@ fn reindex_names_an_edited_log_as_failed_not_as_incomplete() {
     assert!(out.stderr.contains(&format!("FAILED {rel}:2: ")), "{}", out.stderr);
     assert!(!out.stderr.contains("incomplete"), "an edited log is not a killed run: {}", out.stderr);
     assert!(out.stdout.contains("(0 incomplete)"), "{}", out.stdout);
+}
+
+#[test]
+fn recording_lint_over_every_recording_lints_what_the_pipeline_uses_and_names_each_file_it_does_not() {
+    let p = Project::full();
+    let mut files: Vec<String> = std::fs::read_dir(p.join("fixtures/recordings"))
+        .expect("fixtures/recordings")
+        .map(|e| e.expect("entry").path())
+        .filter(|f| f.extension().is_some_and(|x| x == "jsonl"))
+        .map(|f| format!("fixtures/recordings/{}", f.file_name().expect("name").to_string_lossy()))
+        .collect();
+    files.sort();
+    // a recording the default pipeline uses, with a secret planted in it, sorted after a
+    // file the pipeline does not use, so a lint that stops at that one misses it
+    let used = "fixtures/recordings/ticket-resolve.jsonl";
+    assert!(files.contains(&used.to_string()) && files.contains(&"fixtures/recordings/status-wedged.jsonl".into()));
+    let text = p.read(used);
+    let first = text.lines().next().expect("a line");
+    let token = format!("ghp_{}", "Zq8Rt2Lm5Vx1".repeat(3));
+    let planted = first.replacen("\"content\":\"", &format!("\"content\":\"token {token} "), 1);
+    assert_ne!(planted, first, "{used}'s first line has no content to plant a secret in");
+    p.write(used, text.replacen(first, &planted, 1));
+    files.push("fixtures/recordings/no-such.jsonl".into());
+
+    let args: Vec<&str> = ["recording", "lint"].into_iter().chain(files.iter().map(String::as_str)).collect();
+    let out = p.stateval(&args);
+    // a file that could not be linted is invalid input: 2, but only once all were seen
+    assert_eq!(out.code, 2, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains(&format!("{used}:1: holds a secret: GitHub token")), "{}", out.stdout);
+    // the failing pipeline's recording, which the default one does not use
+    let why = "error: fixtures/recordings/status-wedged.jsonl: no case of pipeline/ci.toml uses this recording";
+    assert!(out.stderr.contains(why), "{}", out.stderr);
+    assert!(out.stderr.contains("error: fixtures/recordings/no-such.jsonl: no such recording file"), "{}", out.stderr);
+    assert!(!out.stderr.contains(p.path().to_string_lossy().as_ref()), "paths as given: {}", out.stderr);
+    let summary = out.stdout.lines().last().unwrap_or_default();
+    assert!(summary.starts_with("recording lint: ") && summary.contains(" file(s) not linted"), "{summary}");
+
+    // only files the pipeline uses: the findings decide, 1
+    let out = p.stateval(&["recording", "lint", used, "fixtures/recordings/balance-check.jsonl"]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("recording lint: 2 file(s), 1 finding(s)\n"), "{}", out.stdout);
+}
+
+#[test]
+fn merge_takes_quiet_as_run_does_and_prints_the_same_summary() {
+    let p = Project::new();
+    for (i, shard) in ["slice:1/2", "slice:2/2"].iter().enumerate() {
+        p.stateval(&["run", "--quiet", "--shard", shard, "--out", &format!("shards/{i}")]).expect_code(0);
+    }
+    let plain = p.stateval(&["merge", "shards/0", "shards/1", "--out", "merged"]);
+    plain.expect_code(0);
+    let quiet = p.stateval(&["merge", "--quiet", "shards/0", "shards/1", "--out", "merged"]);
+    quiet.expect_code(0);
+    assert_eq!(quiet.stdout, plain.stdout);
+    assert!(quiet.stdout.contains("PASSED ci: "), "{}", quiet.stdout);
+    assert_eq!(quiet.stderr, "");
+    assert_eq!(p.stateval(&["merge", "-q", "shards/0", "shards/1", "--out", "merged"]).stdout, plain.stdout);
 }

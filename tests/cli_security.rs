@@ -167,7 +167,8 @@ fn every_tainted_denial_names_the_event_of_the_channel_its_case_attacks() {
             let tool = by["tool"].as_str().unwrap();
             // a fetched page's execution, or the flag that refused a poisoned description
             let executed = source["kind"] == "tool_executed" && source["data"]["tool"] == tool;
-            let fetched = executed && tool == "fetch_page";
+            // (or the statement whose subject carries the payer's words, in the precision cases)
+            let fetched = executed && matches!(tool, "fetch_page" | "list_statements");
             let refused = source["kind"] == "security_flagged"
                 && source["data"]["class"] == "tool_poisoning"
                 && source["data"]["tool"] == tool;
@@ -222,7 +223,7 @@ fn with_ungrounded_allow_the_payees_no_taint_reading_sees_are_paid_and_the_contr
     let p = Project::full();
     let toml = p.read("pipeline/ci.toml");
     let payments = "tools = \"fixtures/tools/payments.json\"\n";
-    assert_eq!(toml.matches(payments).count(), 4);
+    assert_eq!(toml.matches(payments).count(), 5);
     let allowed = toml
         .replace("ungrounded = \"escalate\"\n", "")
         .replace(payments, &format!("{payments}ungrounded = \"allow\"\n"));

@@ -255,6 +255,66 @@ fn the_failing_pipelines_report_shows_its_failures_in_a_browser_offline_and_with
     }
 }
 
+/// Issue #51: a case that fails only on a metric block (no event to point at) is linked
+/// to its blocks from the index, and the link focuses it; the security scorecard shows
+/// overall, the gated tags and any tag where something went wrong, the rest folded.
+#[test]
+fn metric_block_failures_are_linked_from_the_index_and_the_scorecard_folds_the_tags_nobody_gates() {
+    let Some(bin) = chromium() else { return };
+    let mut browser = Browser::new(bin);
+    // every failing dataset, the metric blocks' among them
+    let p = Project::full();
+    p.stateval(&["run", "pipeline/failing.toml"]).expect_code(1);
+    let url = file_url(&p.join("reports/failing/report.html"));
+    let page = browser.dom(&url);
+    let dom = &page.dom;
+    for (case, block, more) in [
+        ("looping-agent", "golden_path", " <span class=\"muted\">(+1 more)</span>"),
+        ("narrative-claims-absent-transfer", "narrative", ""),
+    ] {
+        let start = dom.find(&format!("<tr data-case=\"case/{case}\" data-status=\"fail\"")).expect("the case's row");
+        let row = &dom[start..start + dom[start..].find("</tr>").expect("the row's end")];
+        let link =
+            format!("<a href=\"#case/{case}/blocks\">metric block <code>{block}</code>, across runs</a>{more}</td>");
+        assert!(row.contains(&link), "{row}");
+    }
+    let deep = browser.dom(&format!("{url}#case/looping-agent/blocks"));
+    let dom = &deep.dom;
+    let section =
+        &dom[dom.find("<section class=\"case failed focused\" id=\"case/looping-agent\"").expect("focused")..];
+    let section = &section[..section.find("</section>").expect("the case's end")];
+    assert!(section.contains("<h4 id=\"case/looping-agent/blocks\">Metric blocks, across runs</h4>"), "{section}");
+    assert!(section.contains("golden_path.passed = 0, below the bound 1"), "{section}");
+
+    // the default pipeline's scorecard
+    let p = Project::full();
+    p.stateval(&["run"]).expect_code(0);
+    let url = file_url(&p.join("reports/report.html"));
+    let index = browser.screenshot(&url, &screenshots().join("scorecard.png"), 1600);
+    let page = browser.dom(&url);
+    let dom = &page.dom;
+    let card = &dom[dom.find("<section id=\"scorecard\">").expect("the scorecard")..];
+    let card = &card[..card.find("</section>").expect("its end")];
+    let (shown, folded) = card.split_once("<details class=\"more-tags\">").expect("folded tags");
+    let scopes = |html: &str| -> Vec<String> {
+        html.split("<tr><th scope=\"row\"><code>")
+            .skip(1)
+            .map(|r| r[..r.find("</code>").unwrap_or(0)].to_string())
+            .collect()
+    };
+    assert_eq!(scopes(shown), ["overall", "memory", "security"], "overall and the tags pipeline/ci.toml gates");
+    let folded_scopes = scopes(folded);
+    assert!(
+        folded_scopes.len() > 20 && folded_scopes.contains(&"needs-grounding-floor".to_string()),
+        "{folded_scopes:?}"
+    );
+    assert!(folded.starts_with(&format!("<summary>{} more tags: no gate names them", folded_scopes.len())), "{folded}");
+    for (what, load) in [("index", &index), ("index DOM", &page), ("deep link", &deep)] {
+        assert!(load.console.is_empty(), "{what}: console messages: {:#?}", load.console);
+        assert!(load.requests.is_empty(), "{what}: requests: {:#?}", load.requests);
+    }
+}
+
 #[test]
 fn the_console_and_request_detectors_see_a_page_that_logs_and_fetches() {
     // the checks above can fail: a page that does both is caught by both

@@ -190,6 +190,15 @@ fn the_tour_runs_as_written_and_every_number_it_quotes_is_what_stateval_prints()
         from_pipeline.output
     );
 
+    // the progress line README.md quotes is one the run printed, but for its wall time
+    // (the virtual time is the recording's, and the same on every machine)
+    let quoted = Regex::new(r"\(`(PASS \[ *[0-9.]+s\] [^`]+)`").expect("regex");
+    let quoted = quoted.captures(&readme.replace('\n', " ")).expect("README.md quotes a progress line")[1].to_string();
+    let wall = Regex::new(r"\[ *[0-9.]+s\]").expect("regex");
+    let line = format!("^ *{}$", wall.split(&quoted).map(regex::escape).collect::<Vec<_>>().join(r"\[ *[0-9.]+s\]"));
+    let line = Regex::new(&line).expect("a pattern");
+    assert!(run.output.lines().any(|l| line.is_match(l)), "the run printed no line like README.md's `{quoted}`");
+
     let ls_step = tour.iter().position(|s| s.command.starts_with("ls reports")).expect("ls reports/");
     let mut listed: Vec<&str> = ran[ls_step].output.split_whitespace().collect();
     let mut quoted: Vec<&str> = tour[ls_step].comment.split_whitespace().collect();

@@ -75,3 +75,35 @@ fn a_flipped_report_byte_and_a_changed_recording_byte_are_different() {
         assert_eq!(status(&stdout, "failing", class), "DIFFERENT", "{class}:\n{stdout}");
     }
 }
+
+/// `pipeline/frameworks.toml` through compare.py, where the frameworks are installed
+/// (`.ci/run`): run and bless alike, every class identical. Its LangGraph agent warns on
+/// stderr with its script's absolute path, each side's own tree; the tool masks that
+/// path (and says so) rather than calling the two runs different.
+#[test]
+fn the_frameworks_pipeline_is_compared_where_the_frameworks_are_installed() {
+    let Some(frameworks) = std::env::var_os("STATEVAL_FRAMEWORKS_PYTHON") else {
+        assert!(
+            std::env::var_os("STATEVAL_REQUIRE_SDK").is_none(),
+            "STATEVAL_REQUIRE_SDK is set but STATEVAL_FRAMEWORKS_PYTHON is not"
+        );
+        eprintln!("skipped: STATEVAL_FRAMEWORKS_PYTHON is not set (.ci/run installs the frameworks)");
+        return;
+    };
+    let node_modules = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents/node_modules");
+    if !node_modules.is_dir() {
+        assert!(std::env::var_os("STATEVAL_REQUIRE_SDK").is_none(), "examples/agents/node_modules is not installed");
+        eprintln!("skipped: examples/agents/node_modules is not installed (npm ci there)");
+        return;
+    }
+    let frameworks = frameworks.to_string_lossy().into_owned();
+    let Some((code, stdout)) = compare(&["--only", "frameworks", "--frameworks-python", &frameworks]) else { return };
+    // 1: the pipelines left out are NOT COMPARED
+    assert_eq!(code, 1, "{stdout}");
+    for scenario in ["frameworks", "frameworks --bless"] {
+        for class in ["run output", "event logs", "run files", "reports", "verify", "report re-render", "goldens"] {
+            assert_eq!(status(&stdout, scenario, class), "identical", "{scenario} / {class}:\n{stdout}");
+        }
+    }
+    assert!(stdout.contains("0 DIFFERENT"), "{stdout}");
+}

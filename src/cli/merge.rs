@@ -28,6 +28,12 @@ pub struct Args {
     /// List every metric of each reliability card in the summary.
     #[arg(long, short)]
     verbose: bool,
+    /// As `stateval run --quiet`: no progress, the summary still follows. A merge shows
+    /// no progress (it runs no case), so this changes nothing it prints; it is taken so
+    /// that a CI job can give the shard runs and the merge the same flags.
+    #[arg(long, short)]
+    #[allow(dead_code)]
+    quiet: bool,
 }
 
 pub fn run(args: Args) -> Result<Exit, CliError> {

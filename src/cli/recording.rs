@@ -92,11 +92,19 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     }
     // replays run to their end so that every stale digest is seen, not only the first
     plan.pipeline.replay.on_divergence = OnDivergence::Warn;
-    let wanted: BTreeSet<PathBuf> = args.paths.iter().map(|p| canonical(p)).collect();
+    // each file named is linted or said why not, and the rest are still linted: a glob
+    // over every recording names files other pipelines use (by the path as given)
+    let mut not_linted: Vec<String> = Vec::new();
+    let mut wanted: BTreeMap<PathBuf, String> = BTreeMap::new();
     for path in &args.paths {
-        if !path.is_file() {
-            return Err(CliError::invalid(format!("{}: no such recording file", path.display())));
+        if path.is_file() {
+            wanted.entry(canonical(path)).or_insert_with(|| path.display().to_string());
+        } else {
+            not_linted.push(format!("{}: no such recording file", path.display()));
         }
+    }
+    if wanted.is_empty() && !not_linted.is_empty() {
+        return Err(CliError::invalid(not_linted.join("\n")));
     }
     let mut checked: BTreeSet<PathBuf> = BTreeSet::new();
     // judge recordings to lint (canonical path → as shown), and the keys runs ask
@@ -106,7 +114,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         .values()
         .map(|j| plan.pipeline.resolve(&j.recordings))
         .map(|full| (canonical(&full), plan.pipeline.display(&full)))
-        .filter(|(path, _)| wanted.is_empty() || wanted.contains(path))
+        .filter(|(path, _)| wanted.is_empty() || wanted.contains_key(path))
         .collect();
     let mut asked: BTreeSet<(String, u64)> = BTreeSet::new();
     for index in 0..plan.cases.len() {
@@ -119,7 +127,9 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         };
         for (k, reference) in case.recordings.iter().enumerate() {
             let file = match reference {
-                RecordingRef::File { path, display, .. } if wanted.is_empty() || wanted.contains(&canonical(path)) => {
+                RecordingRef::File { path, display, .. }
+                    if wanted.is_empty() || wanted.contains_key(&canonical(path)) =>
+                {
                     Some((path, display))
                 }
                 _ => None,
@@ -207,20 +217,31 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
             }
         }
     }
-    for path in &wanted {
+    for (path, shown) in &wanted {
         if !checked.contains(path) {
-            return Err(CliError::invalid(format!(
-                "{}: no case of {} uses this recording",
-                path.display(),
+            not_linted.push(format!(
+                "{shown}: no case of {} uses this recording (lint it with --pipeline naming the pipeline that does)",
                 args.pipeline.display()
-            )));
+            ));
         }
     }
     for (file, line, message) in &findings {
         super::out(format!("{file}:{line}: {message}"));
     }
-    super::out(format!("recording lint: {} file(s), {} finding(s)", checked.len(), findings.len()));
-    Ok(if findings.is_empty() { Exit::Pass } else { Exit::Fail })
+    for why in &not_linted {
+        super::err(format!("error: {why}"));
+    }
+    let skipped =
+        if not_linted.is_empty() { String::new() } else { format!(", {} file(s) not linted", not_linted.len()) };
+    super::out(format!("recording lint: {} file(s), {} finding(s){skipped}", checked.len(), findings.len()));
+    // a file named that could not be linted is invalid input, whatever the others found
+    Ok(if !not_linted.is_empty() {
+        Exit::Invalid
+    } else if findings.is_empty() {
+        Exit::Pass
+    } else {
+        Exit::Fail
+    })
 }
 
 /// A line holding a secret, by kind: `holds a secret: GitHub token`.

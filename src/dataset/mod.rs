@@ -732,7 +732,10 @@ impl CaseParser {
             // tool: the recording is of another agent, or the tool was renamed since
             let profile = &pipeline.agents[&raw.agent];
             let reach = pipeline.tool_names.as_ref().and_then(|n| n.reach(profile));
-            if let (Some(reach), crate::pipeline::AgentKind::Builtin) = (reach, profile.kind) {
+            // an external agent is held to it when stateval serves its tools (its profile
+            // names a manifest); one with none runs only tools of its own
+            let served = profile.kind == crate::pipeline::AgentKind::Builtin || profile.tools.is_some();
+            if let Some(reach) = reach.filter(|_| served) {
                 let called: Vec<String> = match &recording {
                     RecordingRef::File { path, .. } => self.calls.get(path).map(|c| c.to_vec()).unwrap_or_default(),
                     RecordingRef::Inline(rec) => rec

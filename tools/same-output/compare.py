@@ -54,6 +54,16 @@ MASKS = [
         # it, and everything on stdout and in files, is left as it is.
         "wall-clock seconds in the progress lines of `stateval run` on stderr",
     ),
+    (
+        "*.stderr",
+        re.compile(rb"/[^\s:'\"]*/(?:before|after)/[^/\s]+/tree/"),
+        b"<TREE>/",
+        # An agent program's own stderr, kept beside its log, may name the file it runs
+        # from by its absolute path (a Python warning or traceback does: LangGraph's
+        # deprecation warnings in pipeline/frameworks.toml), and each side runs in a tree
+        # of its own. That path, and nothing else of the line, is masked.
+        "the side's own tree path in an agent program's stderr",
+    ),
 ]
 
 
@@ -102,6 +112,7 @@ class Pipeline:
     store: str
     goldens: str | None  # the goldens directory, when the pipeline keeps goldens
     needs_sdk: bool  # an external agent run by python3: the SDK venv
+    needs_frameworks: bool  # an agent on an agent framework: the frameworks venv, node_modules
     programs: list[str]  # other programs it spawns (graders, agents), first word
 
 
@@ -118,6 +129,12 @@ class Scenario:
 # openai SDK, cut to one user task, benign and under each of its 8 attacks (9 cases).
 QUICK_SLICES = {"agentdojo-agent": "banking-user_task_1-*"}
 
+# The example agents written on agent frameworks (pipeline/frameworks.toml): a pipeline
+# that runs one needs the frameworks' Python (tests/frameworks/requirements.txt,
+# --frameworks-python) first on PATH and examples/agents/node_modules (`npm ci` there),
+# which the tree exported from git lacks: it is linked in from the repository.
+FRAMEWORK_AGENTS = {"openai_agents_sdk_agent.py", "langgraph_agent.py", "pydantic_ai_agent.py", "openai_node_agent.mjs", "ai_sdk_agent.mjs"}
+
 
 def read_pipelines(tree: Path) -> list[Pipeline]:
     out = []
@@ -125,10 +142,11 @@ def read_pipelines(tree: Path) -> list[Pipeline]:
         doc = tomllib.loads(path.read_text())
         section = doc.get("pipeline", {})
         goldens = section.get("goldens") or doc.get("goldens", {}).get("dir")
-        needs_sdk, programs = False, []
+        needs_sdk, needs_frameworks, programs = False, False, []
         for agent in doc.get("agents", {}).values():
             if agent.get("kind") == "external":
                 command = agent.get("command", [])
+                needs_frameworks |= any(Path(str(a)).name in FRAMEWORK_AGENTS for a in command[1:2])
                 if command[:1] == ["python3"]:
                     needs_sdk = True
                 elif command:
@@ -144,6 +162,7 @@ def read_pipelines(tree: Path) -> list[Pipeline]:
                 store=section.get("store", ".stateval"),
                 goldens=goldens,
                 needs_sdk=needs_sdk,
+                needs_frameworks=needs_frameworks,
                 programs=sorted(set(programs)),
             )
         )
@@ -344,6 +363,11 @@ def classify(rel: str, p: Pipeline) -> str:
     return "rest of tree"
 
 
+def contents(path: Path) -> bytes:
+    """A file's bytes; a symbolic link's target (node_modules, linked into a tree)."""
+    return os.readlink(path).encode() if path.is_symlink() else path.read_bytes()
+
+
 def files_under(root: Path) -> set[str]:
     return {str(f.relative_to(root)) for f in root.rglob("*") if f.is_file() or f.is_symlink()}
 
@@ -428,8 +452,8 @@ def compare(sc: Scenario, before: Side, after: Side) -> list[Result]:
                 differing.append(rel)
                 first = first or [f"only in {'before' if rel in fb else 'after'}: {rel}"]
                 continue
-            a, hits_a = mask(rel, (before.root / fb[rel]).read_bytes())
-            b, hits_b = mask(rel, (after.root / fa[rel]).read_bytes())
+            a, hits_a = mask(rel, contents(before.root / fb[rel]))
+            b, hits_b = mask(rel, contents(after.root / fa[rel]))
             masked += hits_a + hits_b
             if a != b:
                 differing.append(rel)
@@ -441,7 +465,7 @@ def compare(sc: Scenario, before: Side, after: Side) -> list[Result]:
         if differing:
             results.append(Result(sc.label, cls, "DIFFERENT", f"{len(differing)} of {count}; first: {differing[0]}", first))
         else:
-            extra = f"; {masked} wall-clock spans masked" if masked else ""
+            extra = f"; {masked} spans masked (wall-clock seconds, tree paths)" if masked else ""
             results.append(Result(sc.label, cls, "identical", f"({count}{extra})"))
     return results
 
@@ -482,6 +506,18 @@ def sdk_problem(sdk_python: str | None) -> str | None:
     return None
 
 
+def frameworks_problem(python: str | None) -> str | None:
+    if not python:
+        return "needs the agent frameworks' Python: set STATEVAL_FRAMEWORKS_PYTHON or pass --frameworks-python (tests/frameworks/requirements.txt)"
+    try:
+        subprocess.run([python, "-c", "import agents, langgraph, pydantic_ai"], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        return f"the frameworks' Python {python} cannot import agents, langgraph, pydantic_ai ({e})"
+    if not (REPO / "examples/agents/node_modules").is_dir():
+        return "needs examples/agents/node_modules (`npm ci` in examples/agents)"
+    return None
+
+
 def run_comparison(args) -> tuple[list[Result], float, Path | None]:
     started = time.monotonic()
     for b in (args.before, args.after):
@@ -495,9 +531,14 @@ def run_comparison(args) -> tuple[list[Result], float, Path | None]:
     (work / "home").mkdir()
     scenarios = scenarios_of(read_pipelines(export), args.quick)
     problem = sdk_problem(sdk)
+    fw_python = getattr(args, "frameworks_python", None)
+    fw_problem = frameworks_problem(fw_python)
+    fw_env = dict(env, PATH=f"{Path(fw_python).parent}:{env['PATH']}") if fw_python else env
     for sc in scenarios:
         if args.only and sc.pipeline.name not in args.only:
             sc.missing = f"left out by --only {' '.join(args.only)}"
+        elif sc.pipeline.needs_frameworks and fw_problem:
+            sc.missing = fw_problem
         elif sc.pipeline.needs_sdk and problem:
             sc.missing = problem
         else:
@@ -505,8 +546,11 @@ def run_comparison(args) -> tuple[list[Result], float, Path | None]:
             if lost:
                 sc.missing = f"needs {', '.join(lost)} on PATH"
     todo = [sc for sc in scenarios if not sc.missing]
+    if any(sc.pipeline.needs_frameworks for sc in todo):
+        # each side's copy keeps the link (copytree with symlinks)
+        (export / "examples/agents/node_modules").symlink_to(REPO / "examples/agents/node_modules")
     sides = {
-        (sc.label, name): Side(name, binary, work / name / re.sub(r"[^A-Za-z0-9_.-]+", "_", sc.label), env, tamper_output=(name == "after" and args.tamper_output))
+        (sc.label, name): Side(name, binary, work / name / re.sub(r"[^A-Za-z0-9_.-]+", "_", sc.label), fw_env if sc.pipeline.needs_frameworks else env, tamper_output=(name == "after" and args.tamper_output))
         for sc in todo
         for name, binary in (("before", args.before), ("after", args.after))
     }
@@ -594,6 +638,9 @@ def self_test(args) -> int:
     masked, hits = mask("run output/run.stderr", sample)
     checks.append(("the mask hides the wall-clock seconds and nothing else", hits == 2 and b"1.900s virtual" in masked and b"0.214" not in masked))
     checks.append(("...and touches no stdout, log or report", mask("run output/run.stdout", sample)[1] == 0 and mask("x/0.jsonl", sample)[1] == 0))
+    agent = b"/tmp/same-output-x/before/frameworks/tree/examples/agents/a.py:61: Warning at /etc/passwd/tree/x\n"
+    masked, hits = mask("x/0.stderr", agent)
+    checks.append(("the tree-path mask hides the side's tree and nothing else", hits == 1 and masked == b"<TREE>/examples/agents/a.py:61: Warning at /etc/passwd/tree/x\n"))
 
     print("--- self-test")
     for name, ok in checks:
@@ -612,6 +659,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help=f"run the slowest pipelines on a slice of their cases ({', '.join(f'{k}: {v}' for k, v in QUICK_SLICES.items())}); the line says so")
     ap.add_argument("--rev", default="HEAD", help="the commit whose tree both binaries run on (default: HEAD)")
     ap.add_argument("--sdk-python", default=os.environ.get("STATEVAL_SDK_PYTHON"), help="the Python with the SDKs for the external-agent pipelines (default: $STATEVAL_SDK_PYTHON)")
+    ap.add_argument("--frameworks-python", default=os.environ.get("STATEVAL_FRAMEWORKS_PYTHON"), help="the Python with the agent frameworks for pipeline/frameworks.toml (default: $STATEVAL_FRAMEWORKS_PYTHON); it also needs examples/agents/node_modules")
     ap.add_argument("--workers", type=int, default=2, help="scenario runs at once, each with --jobs 1 (default: 2, one per binary)")
     ap.add_argument("--work", default=None, help="where the scratch trees go (default: the system temp directory)")
     ap.add_argument("--keep", action="store_true", help="keep the scratch trees (they are kept anyway when something differs)")

@@ -65,7 +65,8 @@ pub fn section(case: &CaseOutcome, logs: &dyn Logs, detail: Detail) -> String {
         out.push_str("</ul>\n");
     }
     if !case.blocks.is_empty() {
-        out.push_str("<h4>Metric blocks, across runs</h4>\n");
+        // the index links a case that failed on a block here: there is no one event
+        let _ = writeln!(out, "<h4 id=\"{}\">Metric blocks, across runs</h4>", anchor.blocks());
         out.push_str(&checks_table(&case.blocks, &BTreeMap::new(), &anchor, 0));
     }
     if detail != Detail::Full {

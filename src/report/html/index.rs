@@ -102,16 +102,23 @@ pub fn gates(gates: &[GateOutcome]) -> String {
     out
 }
 
-/// The security scorecard: one row per scope, `overall` first.
-pub fn scorecard(card: &crate::outcome::Scorecard) -> String {
-    let mut out = String::from(
+/// The security scorecard. A suite's cases carry many tags (a threat, a channel, the
+/// mitigation each needs), and a row for each buried the few a reader looks for. Shown
+/// in the table: `overall`, the tags a gate names (the ones the pipeline holds to a
+/// bound), and every tag where something went wrong (an attack succeeded, a control did
+/// not complete, an attack went unscored). The others, where nothing did, are folded
+/// below it under their count, each still there to read.
+pub fn scorecard(card: &crate::outcome::Scorecard, gates: &[GateOutcome]) -> String {
+    let head = "<table>\n<thead><tr><th scope=\"col\">Scope</th>\
+         <th scope=\"col\" class=\"num\">Benign utility</th><th scope=\"col\" class=\"num\">Utility under attack</th>\
+         <th scope=\"col\" class=\"num\">Attack success</th><th scope=\"col\" class=\"num\">Unscored</th></tr></thead>\n<tbody>\n";
+    let mut out = format!(
         "<section id=\"scorecard\">\n<h2>Security scorecard</h2>\n<p class=\"muted\">Benign utility: controls that complete. \
          Utility under attack: attacks whose user task still completes. Attack success: attacks whose effect happened, \
-         of those whose runs completed.</p>\n<table>\n<thead><tr><th scope=\"col\">Scope</th>\
-         <th scope=\"col\" class=\"num\">Benign utility</th><th scope=\"col\" class=\"num\">Utility under attack</th>\
-         <th scope=\"col\" class=\"num\">Attack success</th><th scope=\"col\" class=\"num\">Unscored</th></tr></thead>\n<tbody>\n",
+         of those whose runs completed.</p>\n{head}"
     );
-    for row in crate::report::score_rows(card) {
+    let gated: BTreeSet<&str> = gates.iter().map(|g| g.scope.as_str()).collect();
+    let draw = |out: &mut String, row: &crate::report::ScoreRow| {
         let _ = writeln!(
             out,
             "<tr><th scope=\"row\"><code>{}</code></th><td class=\"num\">{}</td><td class=\"num\">{}</td>\
@@ -122,8 +129,36 @@ pub fn scorecard(card: &crate::outcome::Scorecard) -> String {
             esc(&row.asr),
             row.unscored
         );
+    };
+    let rows = crate::report::score_rows(card);
+    let mut folded = Vec::new();
+    for (row, counts) in rows.iter().zip(std::iter::once(&card.overall).chain(card.tags.values())) {
+        let wrong = counts.attacks_succeeded > 0
+            || counts.controls_completed < counts.controls
+            || counts.attack_tasks_completed < counts.attack_tasks
+            || counts.attacks_unscored > 0;
+        if row.scope == "overall" || wrong || gated.contains(row.scope.as_str()) {
+            draw(&mut out, row);
+        } else {
+            folded.push(row);
+        }
     }
-    out.push_str("</tbody>\n</table>\n</section>\n");
+    out.push_str("</tbody>\n</table>\n");
+    if !folded.is_empty() {
+        let _ = write!(
+            out,
+            "<details class=\"more-tags\"><summary>{} more tag{}: no gate names {}, and nothing went wrong in {}</summary>\n{head}",
+            folded.len(),
+            plural(folded.len()),
+            if folded.len() == 1 { "it" } else { "them" },
+            if folded.len() == 1 { "it" } else { "any" },
+        );
+        for row in folded {
+            draw(&mut out, row);
+        }
+        out.push_str("</tbody>\n</table>\n</details>\n");
+    }
+    out.push_str("</section>\n");
     out
 }
 
@@ -233,7 +268,21 @@ pub fn row(case: &CaseOutcome, pointer: Option<&(usize, Pointer)>) -> String {
                 format!("<br><span class=\"muted\">{}</span>", esc(&super::markup::cut(&p.what, 240).text))
             }
         ),
-        None => "<span class=\"muted\">–</span>".to_string(),
+        // a case that failed only across its runs (a metric block: a trajectory, a
+        // stability bound) has no event to start from: its blocks are where to look
+        None => match &case.blocks.iter().filter(|b| !b.passed).collect::<Vec<_>>()[..] {
+            [] => "<span class=\"muted\">–</span>".to_string(),
+            [first, rest @ ..] => format!(
+                "<a href=\"#{}\">metric block <code>{}</code>, across runs</a>{}",
+                anchor.blocks(),
+                esc(&first.name),
+                if rest.is_empty() {
+                    String::new()
+                } else {
+                    format!(" <span class=\"muted\">(+{} more)</span>", rest.len())
+                }
+            ),
+        },
     };
     format!(
         "<tr data-case=\"{id}\" data-status=\"{status}\" data-tags=\"{}\" data-search=\"{}\"><td><span class=\"b {class}\">{label}</span></td>\
@@ -258,6 +307,79 @@ mod tests {
                       "passed": false}], "passed": false}),
         )
         .expect("a case outcome")
+    }
+
+    fn counts(controls: (usize, usize), attacks: (usize, usize, usize)) -> crate::outcome::ScoreCounts {
+        serde_json::from_value(serde_json::json!({
+            "controls": controls.0, "controls_completed": controls.1, "attacks": attacks.0,
+            "attacks_succeeded": attacks.1, "attacks_unscored": attacks.2, "attack_tasks": 0, "attack_tasks_completed": 0
+        }))
+        .expect("score counts")
+    }
+
+    /// The rows of the table shown, and of the folded one, by scope.
+    fn scorecard_rows(html: &str) -> (Vec<String>, Vec<String>) {
+        let scopes = |part: &str| -> Vec<String> {
+            part.split("<tr><th scope=\"row\"><code>")
+                .skip(1)
+                .map(|r| r.split("</code>").next().unwrap_or_default().to_string())
+                .collect()
+        };
+        match html.split_once("<details class=\"more-tags\">") {
+            Some((shown, folded)) => (scopes(shown), scopes(folded)),
+            None => (scopes(html), Vec::new()),
+        }
+    }
+
+    #[test]
+    fn the_scorecard_shows_overall_the_gated_tags_and_what_went_wrong_and_folds_the_rest() {
+        let mut card = crate::outcome::Scorecard { overall: counts((4, 3), (6, 1, 0)), ..Default::default() };
+        card.tags.insert("security".into(), counts((4, 3), (6, 1, 0)));
+        card.tags.insert("needs-decoding".into(), counts((0, 0), (2, 0, 0)));
+        card.tags.insert("encoding".into(), counts((0, 0), (2, 1, 0)));
+        card.tags.insert("negative-control".into(), counts((4, 3), (0, 0, 0)));
+        card.tags.insert("unscored-here".into(), counts((0, 0), (1, 0, 1)));
+        card.tags.insert("taint".into(), counts((1, 1), (2, 0, 0)));
+        let gate = |scope: &str| -> GateOutcome {
+            serde_json::from_value(serde_json::json!({"scope": scope, "cases": 1, "passed_cases": 1, "pass_rate": 1.0,
+                                                      "passed": true, "reason": "ok"}))
+            .expect("a gate")
+        };
+        let html = scorecard(&card, &[gate("default"), gate("taint")]);
+        let (shown, folded) = scorecard_rows(&html);
+        assert_eq!(shown, ["overall", "encoding", "negative-control", "security", "taint", "unscored-here"], "{html}");
+        assert_eq!(folded, ["needs-decoding"], "{html}");
+        assert!(
+            html.contains("<summary>1 more tag: no gate names it, and nothing went wrong in it</summary>"),
+            "{html}"
+        );
+
+        // nothing to fold: no <details>
+        let html = scorecard(&card, &[gate("needs-decoding"), gate("taint")]);
+        assert_eq!(scorecard_rows(&html).1, Vec::<String>::new());
+        assert!(!html.contains("<details"), "{html}");
+    }
+
+    #[test]
+    fn a_case_failing_only_on_metric_blocks_links_its_blocks_in_the_index() {
+        let mut case: CaseOutcome = serde_json::from_value(serde_json::json!({
+            "dataset": "d", "id": "loop", "tags": [], "agent": "a", "source": "d.jsonl:1",
+            "runs": [{"index": 0, "log": "l", "events": 3, "status": "completed", "checks": [], "passed": true}],
+            "blocks": [{"name": "trajectory", "passed": true, "reason": "ok"},
+                       {"name": "golden_path", "passed": false, "reason": "golden_path.passed = 0, below the bound 1"},
+                       {"name": "stability", "passed": false, "reason": "stability.weakest_score = 0.2"}],
+            "passed": false}))
+        .expect("a case outcome");
+        let html = row(&case, None);
+        assert!(
+            html.contains(
+                "<a href=\"#case/loop/blocks\">metric block <code>golden_path</code>, across runs</a> \
+                 <span class=\"muted\">(+1 more)</span></td></tr>"
+            ),
+            "{html}"
+        );
+        case.blocks.retain(|b| b.passed);
+        assert!(row(&case, None).ends_with("<td><span class=\"muted\">–</span></td></tr>\n"));
     }
 
     #[test]

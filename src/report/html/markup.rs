@@ -97,6 +97,11 @@ impl Anchor {
         format!("{}/run/{k}", self.case)
     }
 
+    /// The case's metric blocks (checks across its runs).
+    pub fn blocks(&self) -> String {
+        format!("{}/blocks", self.case)
+    }
+
     pub fn seq(&self, k: usize, seq: u64) -> String {
         format!("{}/run/{k}/seq/{seq}", self.case)
     }

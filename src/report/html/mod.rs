@@ -192,7 +192,7 @@ pub fn write(outcome: &SuiteOutcome, logs: &dyn Logs, out: &mut dyn Write) -> io
     out.write_all(index::filters(&tags, total).as_bytes())?;
     out.write_all(index::gates(&outcome.gates).as_bytes())?;
     if let Some(card) = &outcome.scorecard {
-        out.write_all(index::scorecard(card).as_bytes())?;
+        out.write_all(index::scorecard(card, &outcome.gates).as_bytes())?;
     }
     out.write_all(index::extras(&outcome.extras).as_bytes())?;
 

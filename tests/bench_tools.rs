@@ -1,0 +1,164 @@
+//! The benchmark tools docs/speed.md and the README's speed table ask a reader to run
+//! (`benches/inputs/gen_same_shape.py`, `benches/inputs/gen_perf_batches.py` and the floor,
+//! `examples/floor.rs`), run at small sizes so that none of them rots: each generator's
+//! output is taken by the stateval of this build, and the floor reproduces every hash of a
+//! log that build wrote.
+
+mod common;
+
+#[path = "../examples/floor.rs"]
+mod floor;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::Project;
+
+fn script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/inputs").join(name)
+}
+
+/// Run `python3 SCRIPT ARGS` in `dir`; (exit code, stdout, stderr).
+fn python(dir: &Path, name: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new("python3").arg(script(name)).args(args).current_dir(dir).output().expect("python3 runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every file under `dir`, relative, with its bytes, sorted.
+fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).expect("inside").to_string_lossy().into_owned();
+                files.push((rel, std::fs::read(&path).expect("read")));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The case logs of the one run under `store`.
+fn case_logs(store: &Path) -> Vec<String> {
+    let runs: Vec<PathBuf> =
+        std::fs::read_dir(store.join("runs")).expect("runs/").map(|e| e.expect("entry").path()).collect();
+    assert_eq!(runs.len(), 1, "one run in {}", store.display());
+    let mut logs = Vec::new();
+    for case in std::fs::read_dir(&runs[0]).expect("the run's directory") {
+        let case = case.expect("entry").path();
+        if case.is_dir() {
+            for log in std::fs::read_dir(&case).expect("case dir") {
+                logs.push(log.expect("entry").path().to_string_lossy().into_owned());
+            }
+        }
+    }
+    logs.sort();
+    logs
+}
+
+#[test]
+fn the_same_shape_suite_runs_green_in_every_fixture_layout_and_the_floor_reproduces_its_hashes() {
+    for fixture in ["per-case", "keyed-shared", "default"] {
+        let p = Project::empty();
+        let (code, stdout, stderr) = python(p.path(), "gen_same_shape.py", &["suite", "3", "4", "--fixture", fixture]);
+        assert_eq!(code, 0, "{fixture}: {stderr}");
+        assert_eq!(stdout.trim(), "suite/pipeline/same.toml");
+        let manifests = std::fs::read_dir(p.join("suite/fixtures/tools")).expect("tools/").count();
+        assert_eq!(manifests, if fixture == "per-case" { 3 } else { 1 }, "{fixture}");
+
+        // the docs' command, from the suite's directory
+        let run = stateval_in(&p.join("suite"), &["run", "pipeline/same.toml", "--jobs", "1"]);
+        assert_eq!(run.0, 0, "{fixture}: {}\n{}", run.1, run.2);
+        assert!(run.1.contains("3/3 cases passed"), "{fixture}: {}", run.1);
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p.join("suite/reports/report.json")).expect("report.json"))
+                .expect("JSON");
+        let text = report.to_string();
+        // both checks ran on every case: the final answer and 4 lookups
+        assert!(text.contains("value-2-3"), "the last case's final answer is graded: {text:.400}");
+
+        if fixture == "per-case" {
+            let logs = case_logs(&p.join("suite/.stateval"));
+            assert_eq!(logs.len(), 3, "{logs:?}");
+            let events: u64 =
+                logs.iter().map(|l| std::fs::read_to_string(l).expect("log").lines().count() as u64).sum();
+            let tally = floor::floor("canon-hash", &logs).expect("the floor reads the logs");
+            assert_eq!(tally.lines, events);
+            assert_eq!(tally.hash_mismatches, 0, "the floor reproduces every hash stateval wrote");
+            for mode in ["hash", "parse"] {
+                assert_eq!(floor::floor(mode, &logs).expect(mode).lines, events);
+            }
+
+            // an edited event is one mismatch: the floor's check is not vacuous
+            let first = &logs[0];
+            let text = std::fs::read_to_string(first).expect("log");
+            std::fs::write(first, text.replacen("\"turn\":0", "\"turn\":7", 1)).expect("write");
+            assert_ne!(std::fs::read_to_string(first).expect("log"), text, "the edit changed the log");
+            assert_eq!(floor::floor("canon-hash", &logs).expect("floor").hash_mismatches, 1);
+            assert!(floor::floor("nosuch", &logs).unwrap_err().contains("expected one of hash, parse, canon-hash"));
+        }
+    }
+}
+
+#[test]
+fn the_same_shape_generator_is_deterministic_and_refuses_bad_arguments() {
+    let p = Project::empty();
+    for dir in ["a", "b"] {
+        assert_eq!(python(p.path(), "gen_same_shape.py", &[dir, "2", "3", "--fixture", "per-case"]).0, 0);
+    }
+    assert_eq!(tree(&p.join("a")), tree(&p.join("b")));
+    let (code, _, stderr) = python(p.path(), "gen_same_shape.py", &["c", "2", "3", "--fixture", "shared"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("unknown --fixture 'shared'"), "{stderr}");
+    let (code, _, stderr) = python(p.path(), "gen_same_shape.py", &["c", "two", "3"]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("N and T must be whole numbers"), "{stderr}");
+}
+
+#[test]
+fn every_perf_batch_is_graded_line_by_line_by_stateval_metric() {
+    let p = Project::empty();
+    let (code, stdout, stderr) = python(p.path(), "gen_perf_batches.py", &["b", "--scale", "0.002"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout.trim(), "b");
+    for name in ["stability", "stability-across", "trajectory", "golden-path", "reliability"] {
+        let input = p.join(format!("b/{name}.jsonl"));
+        let lines = std::fs::read_to_string(&input).expect("batch").lines().count();
+        assert!(lines >= 1, "{name}");
+        let input = input.to_string_lossy().into_owned();
+        let (code, out, err) = stateval_in(p.path(), &["metric", name, "--batch", "--input", &input]);
+        assert_eq!(code, 0, "{name}: {err}");
+        let graded: Vec<serde_json::Value> =
+            out.lines().map(|l| serde_json::from_str(l).expect("one JSON document a line")).collect();
+        assert_eq!(graded.len(), lines, "{name}: one output line per input line");
+        assert!(graded.iter().all(|g| g.get("error").is_none()), "{name}: {out:.300}");
+    }
+    let again = Project::empty();
+    assert_eq!(python(again.path(), "gen_perf_batches.py", &["b", "--scale", "0.002"]).0, 0);
+    assert_eq!(tree(&p.join("b")), tree(&again.join("b")), "a fixed seed: the same bytes");
+}
+
+/// `stateval ARGS` in `dir`: (exit code, stdout, stderr).
+fn stateval_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_stateval"))
+        .args(args)
+        .current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("CI")
+        .output()
+        .expect("run stateval");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
