@@ -133,7 +133,7 @@ pub fn read_run(path: &Path, text: &str) -> Result<Run, Refusal> {
     let string = |key: &str| -> Result<String, Refusal> {
         match obj.get(key) {
             Some(Value::String(s)) => Ok(s.clone()),
-            Some(other) => Err(refuse(path, format!("\"{key}\" is {}, not a string", kind(other)))),
+            Some(other) => Err(refuse(path, format!("\"{key}\" is {}, not a string", crate::diag::kind_of(other)))),
             None => Err(refuse(path, format!("\"{key}\" is missing (AgentDojo's TaskResults requires it)"))),
         }
     };
@@ -141,13 +141,17 @@ pub fn read_run(path: &Path, text: &str) -> Result<Run, Refusal> {
         match obj.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(refuse(path, format!("\"{key}\" is {}, not a string or null", kind(other)))),
+            Some(other) => {
+                Err(refuse(path, format!("\"{key}\" is {}, not a string or null", crate::diag::kind_of(other))))
+            }
         }
     };
     let boolean = |key: &str| -> Result<bool, Refusal> {
         match obj.get(key) {
             Some(Value::Bool(b)) => Ok(*b),
-            Some(other) => Err(refuse(path, format!("\"{key}\" is {}, not true or false", kind(other)))),
+            Some(other) => {
+                Err(refuse(path, format!("\"{key}\" is {}, not true or false", crate::diag::kind_of(other))))
+            }
             None => Err(refuse(
                 path,
                 format!(
@@ -205,11 +209,13 @@ pub fn read_run(path: &Path, text: &str) -> Result<Run, Refusal> {
             .iter()
             .map(|(k, v)| match v {
                 Value::String(s) => Ok((k.clone(), s.clone())),
-                other => Err(refuse(path, format!("injections.{k} is {}, not a string", kind(other)))),
+                other => Err(refuse(path, format!("injections.{k} is {}, not a string", crate::diag::kind_of(other)))),
             })
             .collect::<Result<Vec<_>, _>>()?,
         None => return Err(refuse(path, "\"injections\" is missing (AgentDojo's TaskResults requires it)")),
-        Some(other) => return Err(refuse(path, format!("\"injections\" is {}, not an object", kind(other)))),
+        Some(other) => {
+            return Err(refuse(path, format!("\"injections\" is {}, not an object", crate::diag::kind_of(other))));
+        }
     };
     if injection_task.is_some() != attack.is_some() {
         return Err(refuse(
@@ -244,7 +250,10 @@ pub fn read_run(path: &Path, text: &str) -> Result<Run, Refusal> {
                 let mut out_calls = Vec::new();
                 if let Some(tc) = m.get("tool_calls").filter(|v| !v.is_null()) {
                     let Some(list) = tc.as_array() else {
-                        return Err(refuse(path, format!("{at}.tool_calls is {}, not a list", kind(tc))));
+                        return Err(refuse(
+                            path,
+                            format!("{at}.tool_calls is {}, not a list", crate::diag::kind_of(tc)),
+                        ));
                     };
                     for (j, c) in list.iter().enumerate() {
                         let name = c.get("function").and_then(Value::as_str).ok_or_else(|| {
@@ -254,7 +263,7 @@ pub fn read_run(path: &Path, text: &str) -> Result<Run, Refusal> {
                         if !args.is_object() {
                             return Err(refuse(
                                 path,
-                                format!("{at}.tool_calls[{j}].args is {}, not an object", kind(&args)),
+                                format!("{at}.tool_calls[{j}].args is {}, not an object", crate::diag::kind_of(&args)),
                             ));
                         }
                         let mut call = Map::new();
@@ -329,18 +338,9 @@ fn text_of(content: Option<&Value>, at: &str, path: &Path, notes: &mut Vec<Strin
             }
             Ok(Some(parts.join("\n")))
         }
-        Some(other) => Err(refuse(path, format!("{at}.content is {}, not text or a list of blocks", kind(other)))),
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
+        Some(other) => {
+            Err(refuse(path, format!("{at}.content is {}, not text or a list of blocks", crate::diag::kind_of(other))))
+        }
     }
 }
 

@@ -234,7 +234,7 @@ fn check_at(value: &Value, state: &Value, absent: bool, at: &mut String) -> Resu
             format!("{at}/{}", escape(member)),
             format!(
                 "a $filter keeps items of a list or values of an object, but the initial state holds {} at {}",
-                kind_of(here),
+                crate::diag::kind_of(here),
                 pointer_of(known.iter().copied())
             ),
         ));
@@ -252,17 +252,6 @@ fn check_at(value: &Value, state: &Value, absent: bool, at: &mut String) -> Resu
 
 fn spell(value: Option<&Value>) -> String {
     value.map(Value::to_string).unwrap_or_default()
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]
