@@ -363,6 +363,19 @@ impl InputSchema {
     }
 }
 
+/// What kind of JSON value `value` is, as an error message names it ("a list").
+pub fn kind_of(value: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -403,18 +416,5 @@ mod tests {
     fn did_you_mean_suggests_only_close_words() {
         assert_eq!(did_you_mean("expct", ["expect", "id", "tags"]), Some("expect"));
         assert_eq!(did_you_mean("zzzzzz", ["expect", "id"]), None);
-    }
-}
-
-/// What kind of JSON value `value` is, as an error message names it ("a list").
-pub fn kind_of(value: &serde_json::Value) -> &'static str {
-    use serde_json::Value;
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
     }
 }
