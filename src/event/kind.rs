@@ -57,6 +57,12 @@ kinds! {
     ApprovalRequested = "approval_requested",
     /// `call_id`, `approved`, `by`.
     ApprovalResolved = "approval_resolved",
+    /// A call the boundary withheld (denied, or escalated and not approved) that would
+    /// have changed the fixture state: `call_id`, `tool`, `rule` (the policy decision's),
+    /// `by` (`policy`, or `approval:<by>` for an approval that did not come), `effect`
+    /// (the JSON Patch it would have applied, computed on a throwaway copy of the
+    /// state). Never applied by the sandbox fold; the security scorecard's attempts read it.
+    ToolWithheld = "tool_withheld",
     /// `call_id`, `tool`, `args`, `result`, `is_error`, `fault` (null, or `timeout`,
     /// `slow`, `error` when an injected fault fired), `duration_ms` (virtual), `deduplicated`,
     /// `effect` (JSON Patch applied to the fixture state, or null). A faulted call also
@@ -126,7 +132,7 @@ mod tests {
         for k in Kind::ALL {
             assert_eq!(k.as_str().parse::<Kind>().unwrap(), *k);
         }
-        assert_eq!(Kind::ALL.len(), 21);
+        assert_eq!(Kind::ALL.len(), 22);
         assert!("tool_exec".parse::<Kind>().is_err());
     }
 

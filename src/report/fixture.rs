@@ -31,6 +31,7 @@ fn check(name: &str, passed: bool, reason: &str) -> Check {
 fn run(index: usize, status: &str, checks: Vec<Check>) -> RunResult {
     let passed = checks.iter().all(|c| c.passed);
     RunResult {
+        attempt: None,
         index,
         log: format!(".stateval/runs/r1/case/{index}.jsonl"),
         head: Some(format!("blake3:{index}f3a9{index}c1d")),

@@ -13,7 +13,7 @@ use super::{Recorder, idempotency, policy, taint};
 use crate::dataset::Case;
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::profile::PoisonedTools;
-use crate::pipeline::{AgentProfile, ApprovalAnswer, SafetyClass, Verdict};
+use crate::pipeline::{AgentProfile, ApprovalAnswer, Enforcement, SafetyClass, Verdict};
 use crate::sandbox::Trust::Trusted;
 use crate::sandbox::poisoning::{self, Finding};
 use crate::sandbox::{FaultKind, Manifest, ProtocolError, Sandbox, ToolSpec};
@@ -35,6 +35,12 @@ pub struct ToolBoundary<'a> {
     /// that may: without either, grounding has nothing to decide and is not kept.
     grounds: bool,
     idempotency: idempotency::IdempotencyStore,
+    /// `enforcement = "observe"`: decisions are logged as they would have been, and
+    /// every call proceeds.
+    observe: bool,
+    /// Keyed calls the boundary withheld whose counterfactual execution succeeded: a
+    /// retry of one would have been deduplicated, so its effect is not counted twice.
+    withheld_keys: Vec<(idempotency::Keyed, String, Value)>,
     /// Tools the poisoning checks flagged (announced once), and those refused.
     poisoned: Vec<Finding>,
     refused: Vec<String>,
@@ -61,8 +67,10 @@ impl<'a> ToolBoundary<'a> {
             PoisonedTools::Refuse => poisoned.iter().map(|f| f.tool.clone()).collect(),
             _ => Vec::new(),
         };
+        let observe = profile.enforcement == Enforcement::Observe;
         let mut sandbox = Sandbox::with_faults(manifest, &profile.faults, profile.timeout_ms());
-        if profile.poisoned_tools == PoisonedTools::ReadOnly {
+        // observed, a poisoned tool is offered and acts as production would let it
+        if profile.poisoned_tools == PoisonedTools::ReadOnly && !observe {
             poisoned.iter().for_each(|f| sandbox.set_read_only(&f.tool));
         }
         let mut grounding = Grounding::default();
@@ -83,6 +91,8 @@ impl<'a> ToolBoundary<'a> {
             inherited: false,
             grounds,
             idempotency: idempotency::IdempotencyStore::default(),
+            observe,
+            withheld_keys: Vec::new(),
             poisoned,
             refused,
             fixture_error: None,
@@ -90,9 +100,10 @@ impl<'a> ToolBoundary<'a> {
         }
     }
 
-    /// The manifest's tools offered to the model: a refused tool never is.
+    /// The manifest's tools offered to the model: a refused tool never is (observed,
+    /// every tool is, as production would offer it).
     pub fn offered(&self) -> impl Iterator<Item = &'a ToolSpec> + '_ {
-        self.manifest.tools.iter().filter(|t| !self.refused.contains(&t.name))
+        self.manifest.tools.iter().filter(|t| self.observe || !self.refused.contains(&t.name))
     }
 
     pub fn manifest(&self) -> &'a Manifest {
@@ -103,10 +114,12 @@ impl<'a> ToolBoundary<'a> {
     /// its description: whatever a poisoned description says is attacker content, so an
     /// argument lifted from it meets the taint rules.
     pub fn announce(&mut self, rec: &mut Recorder) -> Result<(), WriteError> {
-        let action = match self.profile.poisoned_tools {
-            PoisonedTools::Refuse => "refused",
-            PoisonedTools::ReadOnly => "downgraded to read-only",
-            PoisonedTools::Allow => "allowed (poisoned_tools = \"allow\")",
+        let action = match (self.profile.poisoned_tools, self.observe) {
+            (PoisonedTools::Refuse, false) => "refused",
+            (PoisonedTools::ReadOnly, false) => "downgraded to read-only",
+            (PoisonedTools::Refuse, true) => "would be refused (enforcement = \"observe\")",
+            (PoisonedTools::ReadOnly, true) => "would be downgraded to read-only (enforcement = \"observe\")",
+            (PoisonedTools::Allow, _) => "allowed (poisoned_tools = \"allow\")",
         };
         for finding in std::mem::take(&mut self.poisoned) {
             let seq = rec.emit(
@@ -220,7 +233,7 @@ impl<'a> ToolBoundary<'a> {
         let decided = super::typed::PolicyDecided {
             call_id,
             tool,
-            verdict: decision.verdict.as_str(),
+            verdict: self.logged_verdict(decision.verdict),
             rule: &decision.rule,
             reason: &decision.reason,
             args_tainted,
@@ -248,11 +261,17 @@ impl<'a> ToolBoundary<'a> {
             }
             rec.emit(Kind::PolicyDecided, data)?;
         }
+        // what withheld the call, when something does: the policy's verdict, or the
+        // approval that did not come
+        let mut withheld_by = String::from("policy");
         let allowed = match decision.verdict {
+            // observed: logged as it would have been, and the call goes on
+            _ if self.observe => true,
             Verdict::Allow => true,
             Verdict::Deny => false,
             Verdict::Escalate => {
-                let (approved, human) = self.approve(rec, call_id, tool, class)?;
+                let (approved, human, by) = self.approve(rec, call_id, tool, class)?;
+                withheld_by = by;
                 // the values the user confirmed are the user's from now on: every one the
                 // call carried ungrounded, not only the one the event names
                 if approved && human {
@@ -264,7 +283,69 @@ impl<'a> ToolBoundary<'a> {
                 approved
             }
         };
+        if !allowed {
+            self.withhold(rec, call_id, tool, args, &decision.rule, &withheld_by)?;
+        }
         Ok((!allowed).then(|| json!({"error": format!("denied by policy ({}): {}", decision.rule, decision.reason)})))
+    }
+
+    /// The verdict as `policy_decided` logs it: observed, a deny or an escalation is
+    /// what it would have been (`would_deny`, `would_escalate`).
+    fn logged_verdict(&self, verdict: Verdict) -> &'static str {
+        match (verdict, self.observe) {
+            (Verdict::Deny, true) => "would_deny",
+            (Verdict::Escalate, true) => "would_escalate",
+            (verdict, _) => verdict.as_str(),
+        }
+    }
+
+    /// A call the boundary withheld (denied, or escalated and not approved): what it
+    /// would have done, run against a throwaway copy of the sandbox state, so the log
+    /// says what the agent attempted apart from what took effect. Logged as
+    /// `tool_withheld` only when it would have changed the state: a withheld read, a
+    /// call its fixture refuses, or a retry that idempotency would have deduplicated
+    /// (against an executed or an earlier withheld call) leaves the log as it was.
+    fn withhold(
+        &mut self,
+        rec: &mut Recorder,
+        call_id: &str,
+        tool: &str,
+        args: &Value,
+        rule: &str,
+        by: &str,
+    ) -> Result<(), WriteError> {
+        let Some(spec) = self.manifest.tool(tool) else { return Ok(()) };
+        let keyed = spec.idempotent.then(|| {
+            let scope = format!("{}/{}", self.case.id, self.run_index);
+            let declared = declared_arguments(spec);
+            idempotency::key_and_args(&scope, rec.turn().unwrap_or(0), tool, args, declared.as_deref())
+        });
+        let mut key = None;
+        if let Some(keyed) = &keyed {
+            let mut store = self.idempotency.clone();
+            for (k, key, result) in &self.withheld_keys {
+                store.record(k, key.clone(), result.clone(), 0);
+            }
+            let k = store.key_for(keyed);
+            if store.replay(&k).is_some() {
+                return Ok(());
+            }
+            key = Some(k);
+        }
+        let execution = self.sandbox.would(tool, keyed.as_ref().map_or(args, |k| &k.args));
+        let Some(effect) = execution.effect.filter(|_| execution.fixture_error.is_none()) else {
+            return Ok(());
+        };
+        if let (Some(keyed), Some(key)) = (keyed, key)
+            && !execution.is_error
+        {
+            self.withheld_keys.push((keyed, key, execution.result));
+        }
+        rec.emit(
+            Kind::ToolWithheld,
+            json!({"call_id": call_id, "tool": tool, "rule": rule, "by": by, "effect": effect}),
+        )?;
+        Ok(())
     }
 
     /// Route an escalated call: `auto` (the profile approves), `human` (the case's
@@ -276,7 +357,7 @@ impl<'a> ToolBoundary<'a> {
         call_id: &str,
         tool: &str,
         class: SafetyClass,
-    ) -> Result<(bool, bool), WriteError> {
+    ) -> Result<(bool, bool, String), WriteError> {
         let approvals = &self.profile.approvals;
         let configured = approvals
             .get(tool)
@@ -300,7 +381,7 @@ impl<'a> ToolBoundary<'a> {
         };
         rec.emit(Kind::ApprovalRequested, json!({"call_id": call_id, "tool": tool, "route": route}))?;
         rec.emit(Kind::ApprovalResolved, json!({"call_id": call_id, "approved": approved, "by": by}))?;
-        Ok((approved, route == "human"))
+        Ok((approved, route == "human", format!("approval:{by}")))
     }
 
     /// Execute an allowed call of a fixture tool: idempotency, faults, fixtures,

@@ -103,6 +103,19 @@ impl<'m> Sandbox<'m> {
         self.manifest
     }
 
+    /// What a call withheld at the boundary would have done: executed against a
+    /// throwaway copy of the state, with no fault (a fault is the transport's, not the
+    /// call's) and the same read-only downgrades. The state is left as it is.
+    pub fn would(&self, tool: &str, args: &Value) -> Execution {
+        let mut copy = Sandbox {
+            manifest: self.manifest,
+            state: self.state.clone(),
+            faults: Injector::default(),
+            read_only: self.read_only.clone(),
+        };
+        copy.execute(tool, args)
+    }
+
     /// Make a call: faults first, then the fixtures. A timeout or an injected error never
     /// reaches the fixture, so it has no effect on the state.
     pub fn call(&mut self, tool: &str, args: &Value) -> Execution {
