@@ -487,7 +487,7 @@ mod tests {
                             ("security.utility_under_attack", "–"),
                             ("security.attack_success", "1/1 (100.0 %)"),
                             ("security.attempt_rate", "1/1 (100.0 %)"),
-                            ("security.stopped_by", "–"),
+                            ("security.stopped_by", "rule no-new-payee 1"),
                             ("security.unscored", "1"),
                         ]
                         .map(|(k, v)| (k.to_string(), v.to_string())),
