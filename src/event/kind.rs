@@ -49,7 +49,8 @@ kinds! {
     ModelCalled = "model_called",
     /// `call_id`, `tool`, `args`.
     ToolProposed = "tool_proposed",
-    /// `call_id`, `tool`, `verdict` (allow | deny | escalate), `rule`, `reason`,
+    /// `call_id`, `tool`, `verdict` (allow | deny | escalate, or would_deny |
+    /// would_escalate under `enforcement = "observe"`, where the call goes on), `rule`, `reason`,
     /// `args_tainted`; `tainted_by` (the event whose untrusted content reached the
     /// arguments), and for a call with sensitive arguments `grounded`/`ungrounded`.
     PolicyDecided = "policy_decided",
