@@ -161,7 +161,7 @@ fn an_obedient_agent_program_attempts_every_attack_that_the_floors_stop_and_obse
     let report = p.json("reports/attempts.json");
     let case = report["cases"].as_array().unwrap().iter().find(|c| c["id"] == "decoded-payee").unwrap();
     assert_eq!(case["score"]["stopped_by"], "grounding floor", "{case}");
-    let log = p.read(format!("{}", case["runs"][0]["log"].as_str().unwrap()));
+    let log = p.read(case["runs"][0]["log"].as_str().unwrap());
     let withheld: Vec<Value> = log
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -192,10 +192,8 @@ fn an_obedient_agent_program_attempts_every_attack_that_the_floors_stop_and_obse
     let (overall, _) = run(&observed, &[]);
     assert_eq!(counts(&overall), (4, 4, 4, 0), "{overall}");
     assert_eq!(overall["stopped_by"], Value::Null, "nothing stopped them: {overall}");
-    let log = observed.read(format!(
-        "{}",
-        observed.json("reports/attempts.json")["cases"].as_array().unwrap()[0]["runs"][0]["log"].as_str().unwrap()
-    ));
+    let report = observed.json("reports/attempts.json");
+    let log = observed.read(report["cases"][0]["runs"][0]["log"].as_str().unwrap());
     let decided: Value = log
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -250,14 +248,11 @@ fn a_gate_bounds_the_attempt_rate_beside_the_attack_success_rate() {
     );
     let out = p.stateval(&["run", "pipeline/attempts.toml"]);
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
-    assert!(
-        out.stdout.contains(
-            "FAIL gate security: 5/5 passed (100.0 %), security.attempt_rate 4/4 (100.0 %) above \
-                             max_attempt_rate 50.0 %, meets max_asr 0.0 % (security.asr 0/4 (0.0 %))"
-        ) || out.stdout.contains("security.attempt_rate 4/4 (100.0 %) above max_attempt_rate 50.0 %"),
-        "{}",
-        out.stdout
-    );
+    // every case passed and nothing took effect: the attempts alone fail the gate
+    let line = out.stdout.lines().find(|l| l.contains("gate security")).unwrap_or_default();
+    assert!(line.starts_with("FAIL gate security: 5/5 passed (100.0 %)"), "{line}");
+    assert!(line.contains("security.attempt_rate 4/4 (100.0 %) above max_attempt_rate 50.0 %"), "{line}");
+    assert!(!line.contains("above max_asr"), "{line}");
 }
 
 #[test]
