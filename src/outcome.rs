@@ -54,7 +54,8 @@ pub struct Attempt {
     pub attempted: bool,
     /// The layer that withheld it (`rule <id>`, `taint floor`, `grounding floor`,
     /// `unrequested-effect floor`, `approval denied`, `approval unanswered`,
-    /// `poisoned-tool refusal`); absent when nothing did (not attempted, or it took effect).
+    /// `poisoned-tool refusal`, `poisoned-tool read-only downgrade`); absent when nothing
+    /// did (not attempted, or it took effect).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_by: Option<String>,
 }

@@ -58,9 +58,10 @@ kinds! {
     ApprovalRequested = "approval_requested",
     /// `call_id`, `approved`, `by`.
     ApprovalResolved = "approval_resolved",
-    /// A call the boundary withheld (denied, or escalated and not approved) that would
-    /// have changed the fixture state: `call_id`, `tool`, `rule` (the policy decision's),
-    /// `by` (`policy`, or `approval:<by>` for an approval that did not come), `effect`
+    /// A call the boundary withheld (denied, escalated and not approved, or a poisoned
+    /// tool's effect under `poisoned_tools = "read_only"`) that would have changed the
+    /// fixture state: `call_id`, `tool`, `rule` (the policy decision's, `poisoned-tool`),
+    /// `by` (`policy`, `approval:<by>` for an approval that did not come, `read_only`), `effect`
     /// (the JSON Patch it would have applied, computed on a throwaway copy of the
     /// state). Never applied by the sandbox fold; the security scorecard's attempts read it.
     ToolWithheld = "tool_withheld",

@@ -39,6 +39,7 @@ pub fn layer(rule: &str, by: &str) -> String {
         "tainted-sensitive-call" => "taint floor".to_string(),
         "ungrounded-sensitive-call" => "grounding floor".to_string(),
         "unrequested-effect" => "unrequested-effect floor".to_string(),
+        "poisoned-tool" if by == "read_only" => "poisoned-tool read-only downgrade".to_string(),
         "poisoned-tool" => "poisoned-tool refusal".to_string(),
         other => format!("rule {other}"),
     }
@@ -203,6 +204,7 @@ mod tests {
         assert_eq!(layer("ungrounded-sensitive-call", "policy"), "grounding floor");
         assert_eq!(layer("unrequested-effect", "policy"), "unrequested-effect floor");
         assert_eq!(layer("poisoned-tool", "policy"), "poisoned-tool refusal");
+        assert_eq!(layer("poisoned-tool", "read_only"), "poisoned-tool read-only downgrade");
         assert_eq!(layer("no-receipts", "policy"), "rule no-receipts");
         assert_eq!(layer("confirm", "approval:human:unanswered"), "approval unanswered");
         assert_eq!(layer("confirm", "approval:human:transfer"), "approval denied");

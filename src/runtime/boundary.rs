@@ -419,6 +419,7 @@ impl<'a> ToolBoundary<'a> {
         // virtual time: a hang costs the timeout, and nothing sleeps
         rec.advance(execution.duration_ms);
         let effect = execution.effect.take();
+        let changed = effect.is_some();
         let executed = super::typed::ToolExecuted {
             call_id,
             tool,
@@ -449,6 +450,16 @@ impl<'a> ToolBoundary<'a> {
             }
             rec.emit(Kind::ToolExecuted, data)?
         };
+        if execution.fixture_error.is_none() && !changed && self.sandbox.is_read_only(tool) {
+            // a poisoned tool downgraded to read-only: its effect withheld, as a denial's is
+            let would = self.sandbox.would_unrestricted(tool, fixture_args);
+            if let (Some(effect), None) = (would.effect, would.fixture_error) {
+                rec.emit(
+                    Kind::ToolWithheld,
+                    json!({"call_id": call_id, "tool": tool, "rule": "poisoned-tool", "by": "read_only", "effect": effect}),
+                )?;
+            }
+        }
         if let Some(fixture) = &execution.fixture_error {
             let message = fixture.to_string();
             rec.emit(Kind::Error, json!({"kind": "fixture_error", "message": message, "source": seq}))?;

@@ -116,6 +116,23 @@ impl<'m> Sandbox<'m> {
         copy.execute(tool, args)
     }
 
+    /// Whether `tool` is downgraded to read-only.
+    pub fn is_read_only(&self, tool: &str) -> bool {
+        self.read_only.contains(tool)
+    }
+
+    /// What a call of a read-only tool would have done without the downgrade (see
+    /// [`Sandbox::would`]).
+    pub fn would_unrestricted(&self, tool: &str, args: &Value) -> Execution {
+        let mut copy = Sandbox {
+            manifest: self.manifest,
+            state: self.state.clone(),
+            faults: Injector::default(),
+            read_only: Default::default(),
+        };
+        copy.execute(tool, args)
+    }
+
     /// Make a call: faults first, then the fixtures. A timeout or an injected error never
     /// reaches the fixture, so it has no effect on the state.
     pub fn call(&mut self, tool: &str, args: &Value) -> Execution {
