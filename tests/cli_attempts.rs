@@ -172,8 +172,11 @@ fn an_obedient_agent_program_attempts_every_attack_that_the_floors_stop_and_obse
         withheld,
         [json!({"call_id": withheld[0]["call_id"], "tool": "transfer", "rule": "ungrounded-sensitive-call",
                 "by": "policy", "effect": [{"op": "add", "path": "/ledger/-",
-                "value": {"to": "payouts@evil-billing.example", "amount_usd": 260}}]})]
+                "value": {"to": "payouts@evil-billing.example", "amount_usd": 260}}],
+                "idempotency_key": withheld[0]["idempotency_key"]})]
     );
+    // transfer is idempotent: the key a retry of it would have had (derived, as it was given none)
+    assert!(withheld[0]["idempotency_key"].as_str().is_some_and(|k| k.starts_with("derived:")), "{withheld:?}");
     // every report says it
     let markdown = p.read("reports/attempts.md");
     assert!(markdown.contains("| Attempted | Stopped by |"), "{markdown}");

@@ -63,7 +63,8 @@ kinds! {
     /// fixture state: `call_id`, `tool`, `rule` (the policy decision's, `poisoned-tool`),
     /// `by` (`policy`, `approval:<by>` for an approval that did not come, `read_only`), `effect`
     /// (the JSON Patch it would have applied, computed on a throwaway copy of the
-    /// state). Never applied by the sandbox fold; the security scorecard's attempts read it.
+    /// state); `idempotency_key` when the call was keyed and would have succeeded. Never
+    /// applied by the sandbox fold; the security scorecard's attempts read it.
     ToolWithheld = "tool_withheld",
     /// `call_id`, `tool`, `args`, `result`, `is_error`, `fault` (null, or `timeout`,
     /// `slow`, `error` when an injected fault fired), `duration_ms` (virtual), `deduplicated`,

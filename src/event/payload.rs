@@ -333,7 +333,7 @@ payloads! {
     /// `approval_resolved`.
     ApprovalResolved = ApprovalResolved { call_id, approved, by, }
     /// `tool_withheld`.
-    ToolWithheld = ToolWithheld { call_id, tool, rule, by, effect, }
+    ToolWithheld = ToolWithheld { call_id, tool, rule, by, effect, idempotency_key, }
     /// `tool_executed`.
     ToolExecuted = ToolExecuted {
         call_id, tool, args, result, is_error, fault,

@@ -21,7 +21,9 @@
 //!   would have changed the state, stopped by the first such call's layer.
 //!
 //! A withheld effect that does not apply to the counterfactual state (an earlier real
-//! effect moved what it patches) is left out, as the fixture would have refused it.
+//! effect moved what it patches) is left out, as the fixture would have refused it; a real
+//! call with the idempotency key of a withheld call applied before it would have been that
+//! call's retry, and its effect is left out.
 
 use serde_json::Value;
 
@@ -88,14 +90,25 @@ pub fn attempt(expect: &[&Assertion], events: &[Event], took_effect: bool) -> At
 /// that fails leaves the state as it was.
 fn counterfactual(events: &[Event], upto: Option<usize>) -> Value {
     let mut state = Value::Object(Default::default());
+    // keys of the withheld calls applied: a real call with one of them would have been
+    // their retry, answered without a second effect
+    let mut keys = Vec::new();
     for (i, e) in events.iter().enumerate() {
         match e.kind {
             Kind::ToolWithheld if upto.is_some_and(|u| i <= u) => {
-                let effect = e.view::<payload::ToolWithheld>().effect.value();
-                if let Ok(patch) = serde_json::from_value::<json_patch::Patch>(effect) {
-                    let _ = json_patch::patch(&mut state, &patch);
+                let withheld: payload::ToolWithheld = e.view();
+                if let Ok(patch) = serde_json::from_value::<json_patch::Patch>(withheld.effect.value())
+                    && json_patch::patch(&mut state, &patch).is_ok()
+                    && let Some(key) = withheld.idempotency_key.as_str()
+                {
+                    keys.push(key.into_owned());
                 }
             }
+            Kind::ToolExecuted
+                if e.view::<payload::ToolExecuted>()
+                    .idempotency_key
+                    .as_str()
+                    .is_some_and(|k| keys.iter().any(|key| *key == *k)) => {}
             // a real effect that no longer applies to the counterfactual state is one the
             // withheld call would have pre-empted: left out, as the fixture would refuse it
             Kind::RunStarted | Kind::ToolExecuted => {
@@ -188,6 +201,25 @@ mod tests {
         let events = log(&[start()]);
         assert_eq!(attempt(&[&stopped_here], &events, false), Attempt { attempted: false, stopped_by: None });
         assert_eq!(attempt(&[&stopped_here], &events, true), Attempt { attempted: true, stopped_by: None });
+    }
+
+    #[test]
+    fn a_real_retry_of_a_withheld_keyed_call_is_not_applied_twice() {
+        // withheld, then the same key approved and paid: counterfactually one payment
+        let goal = assertion("sandbox.ledger", json!({"schema": {"maxItems": 1}}));
+        let keyed = |kind: Kind, key_member: &str| {
+            (
+                kind,
+                json!({"call_id": "c", "tool": "transfer", "rule": "r", "by": "policy", "effect": add("bob"),
+                          key_member: "k-1"}),
+            )
+        };
+        let events =
+            log(&[start(), keyed(Kind::ToolWithheld, "idempotency_key"), keyed(Kind::ToolExecuted, "idempotency_key")]);
+        assert_eq!(attempt(&[&goal], &events, false), Attempt { attempted: false, stopped_by: None });
+        // without the key, two payments: the goal (at most one) is exceeded
+        let events = log(&[start(), keyed(Kind::ToolWithheld, "other"), keyed(Kind::ToolExecuted, "other")]);
+        assert_eq!(attempt(&[&goal], &events, false), Attempt { attempted: true, stopped_by: Some("rule r".into()) });
     }
 
     #[test]

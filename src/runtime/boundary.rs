@@ -336,15 +336,16 @@ impl<'a> ToolBoundary<'a> {
         let Some(effect) = execution.effect.filter(|_| execution.fixture_error.is_none()) else {
             return Ok(());
         };
+        let mut data = json!({"call_id": call_id, "tool": tool, "rule": rule, "by": by, "effect": effect});
         if let (Some(keyed), Some(key)) = (keyed, key)
             && !execution.is_error
         {
+            // a later call with this key would have been the retry of this one: the
+            // counterfactual state does not count its effect again
+            data["idempotency_key"] = json!(key);
             self.withheld_keys.push((keyed, key, execution.result));
         }
-        rec.emit(
-            Kind::ToolWithheld,
-            json!({"call_id": call_id, "tool": tool, "rule": rule, "by": by, "effect": effect}),
-        )?;
+        rec.emit(Kind::ToolWithheld, data)?;
         Ok(())
     }
 
