@@ -238,13 +238,7 @@ fn detail(e: &Event) -> String {
         Kind::ApprovalResolved => format!("by {}", text(e.view::<p::ApprovalResolved>().by, "?")),
         Kind::ToolWithheld => {
             let d: p::ToolWithheld = e.view();
-            format!(
-                "{} by {} ({}): would have applied {}",
-                plain(d.tool),
-                plain(d.rule),
-                plain(d.by),
-                compact(d.effect)
-            )
+            format!("rule {} ({}): would have applied {}", plain(d.rule), text(d.by, "?"), compact(d.effect))
         }
         Kind::ToolExecuted => {
             let d: p::ToolExecuted = e.view();
