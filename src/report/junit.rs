@@ -180,20 +180,33 @@ fn gates_suite(xml: &mut Writer<&mut dyn Write>, outcome: &SuiteOutcome, failed:
     let mut props = suite_properties(outcome);
     props.extend(scorecard_properties(outcome));
     properties(xml, &props)?;
+    // each gate's scope with its own scorecard row: per tag, as the other reports show it
+    let rows = outcome.scorecard.as_ref().map(crate::report::score_rows).unwrap_or_default();
     for gate in &outcome.gates {
-        gate_case(xml, gate)?;
+        let scope = if gate.scope == crate::outcome::DEFAULT_SCOPE { "overall" } else { gate.scope.as_str() };
+        gate_case(xml, gate, rows.iter().find(|r| r.scope == scope))?;
     }
     end(xml, "testsuite")
 }
 
 /// One gate as a test case: its counts as properties, its reason as the failure
 /// message when it failed and as `<system-out>` either way.
-fn gate_case(xml: &mut Writer<&mut dyn Write>, gate: &GateOutcome) -> io::Result<()> {
+fn gate_case(
+    xml: &mut Writer<&mut dyn Write>,
+    gate: &GateOutcome,
+    scores: Option<&crate::report::ScoreRow>,
+) -> io::Result<()> {
     let mut tag = BytesStart::new("testcase");
     tag.push_attribute(("name", &*clean(&gate.scope)));
     tag.push_attribute(("classname", GATES_SUITE));
     xml.write_event(Event::Start(tag))?;
-    properties(xml, &[("cases", gate.cases.to_string()), ("passed_cases", gate.passed_cases.to_string())])?;
+    let mut props = vec![("cases", gate.cases.to_string()), ("passed_cases", gate.passed_cases.to_string())];
+    if let Some(row) = scores {
+        props.push(("security.attack_success", row.asr.clone()));
+        props.push(("security.attempt_rate", row.attempts.clone()));
+        props.push(("security.stopped_by", row.stopped_by.clone()));
+    }
+    properties(xml, &props)?;
     if !gate.passed {
         let mut failure = BytesStart::new("failure");
         failure.push_attribute(("message", &*clean(&one_line(&gate.reason))));
@@ -631,6 +644,28 @@ mod tests {
                 test_case.set_classname(GATES_SUITE);
                 test_case.add_property(Property::new("cases", gate.cases.to_string()));
                 test_case.add_property(Property::new("passed_cases", gate.passed_cases.to_string()));
+                let counts = outcome.scorecard.as_ref().and_then(|card| match gate.scope.as_str() {
+                    crate::outcome::DEFAULT_SCOPE => Some(&card.overall),
+                    tag => card.tags.get(tag),
+                });
+                if let Some(c) = counts {
+                    let scored = c.attacks - c.attacks_unscored;
+                    let up = |part: usize| match scored {
+                        0 => "–".to_string(),
+                        w => format!(
+                            "{part}/{w} ({}.{} %)",
+                            (part * 1000).div_ceil(w) / 10,
+                            (part * 1000).div_ceil(w) % 10
+                        ),
+                    };
+                    test_case.add_property(Property::new("security.attack_success", up(c.attacks_succeeded)));
+                    test_case.add_property(Property::new("security.attempt_rate", up(c.attacks_attempted)));
+                    let mut layers: Vec<(&String, &usize)> = c.stopped_by.iter().collect();
+                    layers.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+                    let stopped: Vec<String> = layers.iter().map(|(l, n)| format!("{l} {n}")).collect();
+                    let stopped = if stopped.is_empty() { "–".to_string() } else { stopped.join(", ") };
+                    test_case.add_property(Property::new("security.stopped_by", stopped));
+                }
                 test_case.set_system_out(gate_text(gate));
                 suite.add_test_case(test_case);
             }
