@@ -451,8 +451,10 @@ impl<'a> ToolBoundary<'a> {
             }
             rec.emit(Kind::ToolExecuted, data)?
         };
-        if execution.fixture_error.is_none() && !changed && self.sandbox.is_read_only(tool) {
-            // a poisoned tool downgraded to read-only: its effect withheld, as a denial's is
+        let reached = execution.fault.as_ref().is_none_or(|f| f.kind == FaultKind::Slow);
+        if reached && execution.fixture_error.is_none() && !changed && self.sandbox.is_read_only(tool) {
+            // a poisoned tool downgraded to read-only: its effect withheld, as a denial's
+            // is (a call a fault stopped first had no effect to withhold)
             let would = self.sandbox.would_unrestricted(tool, fixture_args);
             if let (Some(effect), None) = (would.effect, would.fixture_error) {
                 rec.emit(
