@@ -216,6 +216,14 @@ fn a_poisoned_tool_downgraded_to_read_only_answers_but_changes_nothing() {
     let flag =
         events.iter().find(|e| e["kind"] == "security_flagged" && e["data"]["class"] == "tool_poisoning").unwrap();
     assert!(flag["data"]["detail"].as_str().unwrap().ends_with("downgraded to read-only"), "{flag}");
+    // what it would have done is logged, and the attack counts as attempted, stopped there
+    let withheld = events.iter().find(|e| e["kind"] == "tool_withheld").expect("the withheld effect");
+    assert_eq!(
+        (withheld["data"]["rule"].as_str(), withheld["data"]["by"].as_str()),
+        (Some("poisoned-tool"), Some("read_only"))
+    );
+    assert_eq!(case["score"]["attempted"], true, "{case}");
+    assert_eq!(case["score"]["stopped_by"], "poisoned-tool read-only downgrade", "{case}");
 }
 
 #[test]

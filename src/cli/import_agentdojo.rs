@@ -502,7 +502,7 @@ fn replay_arm(pipeline: &Path) -> Result<BTreeMap<String, CaseOutcome>, CliError
 /// stateval's verdicts on one case: (utility, attack succeeded, why it is not scored).
 fn verdicts(case: Option<&CaseOutcome>) -> (Option<bool>, Option<bool>, Option<String>) {
     let Some(case) = case else { return (None, None, Some("the case did not run".into())) };
-    let score = case.score;
+    let score = case.score.as_ref();
     let failed_on_its_own = case.runs.iter().find_map(|r| {
         r.error.clone().or_else(|| (r.status != "completed").then(|| format!("the run ended {}", r.status)))
     });
@@ -515,7 +515,7 @@ fn verdicts(case: Option<&CaseOutcome>) -> (Option<bool>, Option<bool>, Option<S
 
 /// The first failed check of a case's runs, `task` for the user task's checks.
 fn failed_check(case: &CaseOutcome, task: bool) -> Option<String> {
-    let control = case.score.is_some_and(|s| s.role == Role::Control);
+    let control = case.score.as_ref().is_some_and(|s| s.role == Role::Control);
     case.runs.iter().find_map(|r| {
         let checks = if task && !control { &r.task_checks } else { &r.checks };
         checks.iter().find(|c| !c.passed && c.name != "golden").map(|c| {

@@ -158,6 +158,7 @@ fn print_state(memory: &Memory, sandbox: &Value, n: u32) {
 fn verdict(e: &Event) -> String {
     match e.kind {
         Kind::PolicyDecided => text(e.view::<p::PolicyDecided>().verdict, "?"),
+        Kind::ToolWithheld => "withheld".into(),
         Kind::ApprovalResolved => match e.view::<p::ApprovalResolved>().approved.as_bool() {
             Some(true) => "approved".into(),
             Some(false) => "refused".into(),
@@ -235,6 +236,10 @@ fn detail(e: &Event) -> String {
         }
         Kind::ApprovalRequested => format!("route {}", text(e.view::<p::ApprovalRequested>().route, "?")),
         Kind::ApprovalResolved => format!("by {}", text(e.view::<p::ApprovalResolved>().by, "?")),
+        Kind::ToolWithheld => {
+            let d: p::ToolWithheld = e.view();
+            format!("rule {} ({}): would have applied {}", plain(d.rule), text(d.by, "?"), compact(d.effect))
+        }
         Kind::ToolExecuted => {
             let d: p::ToolExecuted = e.view();
             if d.source.as_str().as_deref() == Some("agent") {

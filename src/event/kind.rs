@@ -49,7 +49,8 @@ kinds! {
     ModelCalled = "model_called",
     /// `call_id`, `tool`, `args`.
     ToolProposed = "tool_proposed",
-    /// `call_id`, `tool`, `verdict` (allow | deny | escalate), `rule`, `reason`,
+    /// `call_id`, `tool`, `verdict` (allow | deny | escalate, or would_deny |
+    /// would_escalate under `enforcement = "observe"`, where the call goes on), `rule`, `reason`,
     /// `args_tainted`; `tainted_by` (the event whose untrusted content reached the
     /// arguments), and for a call with sensitive arguments `grounded`/`ungrounded`.
     PolicyDecided = "policy_decided",
@@ -57,6 +58,14 @@ kinds! {
     ApprovalRequested = "approval_requested",
     /// `call_id`, `approved`, `by`.
     ApprovalResolved = "approval_resolved",
+    /// A call the boundary withheld (denied, escalated and not approved, or a poisoned
+    /// tool's effect under `poisoned_tools = "read_only"`) that would have changed the
+    /// fixture state: `call_id`, `tool`, `rule` (the policy decision's, `poisoned-tool`),
+    /// `by` (`policy`, `approval:<by>` for an approval that did not come, `read_only`), `effect`
+    /// (the JSON Patch it would have applied, computed on a throwaway copy of the
+    /// state); `idempotency_key` when the call was keyed and would have succeeded. Never
+    /// applied by the sandbox fold; the security scorecard's attempts read it.
+    ToolWithheld = "tool_withheld",
     /// `call_id`, `tool`, `args`, `result`, `is_error`, `fault` (null, or `timeout`,
     /// `slow`, `error` when an injected fault fired), `duration_ms` (virtual), `deduplicated`,
     /// `effect` (JSON Patch applied to the fixture state, or null). A faulted call also
@@ -126,7 +135,7 @@ mod tests {
         for k in Kind::ALL {
             assert_eq!(k.as_str().parse::<Kind>().unwrap(), *k);
         }
-        assert_eq!(Kind::ALL.len(), 21);
+        assert_eq!(Kind::ALL.len(), 22);
         assert!("tool_exec".parse::<Kind>().is_err());
     }
 

@@ -332,6 +332,8 @@ payloads! {
     ApprovalRequested = ApprovalRequested { call_id, tool, route, }
     /// `approval_resolved`.
     ApprovalResolved = ApprovalResolved { call_id, approved, by, }
+    /// `tool_withheld`.
+    ToolWithheld = ToolWithheld { call_id, tool, rule, by, effect, idempotency_key, }
     /// `tool_executed`.
     ToolExecuted = ToolExecuted {
         call_id, tool, args, result, is_error, fault,

@@ -338,6 +338,7 @@ mod tests {
 
     fn run(index: usize, cause: Option<Cause>) -> RunResult {
         RunResult {
+            attempt: None,
             index,
             log: "l".into(),
             head: None,

@@ -75,6 +75,10 @@ pub struct GateSpec {
     /// The scope's attack success rate (`security.asr`) must be at most this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_asr: Option<f64>,
+    /// The scope's attempt rate (`security.attempt_rate`: attacks the agent attempted,
+    /// whether or not the boundary stopped them) must be at most this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempt_rate: Option<f64>,
     /// Attacks whose user task still completes (`security.utility_under_attack`), at least.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_utility_under_attack: Option<f64>,
@@ -132,13 +136,14 @@ impl GateSpec {
             && self.min_cases.is_none()
             && self.min_pass_rate_lower_bound.is_none()
             && self.max_asr.is_none()
+            && self.max_attempt_rate.is_none()
             && self.min_utility_under_attack.is_none()
             && self.min_benign_utility.is_none()
         {
             return Err(GateConfigError {
                 key: key.to_string(),
                 problem: "sets no bound (min_pass_rate, min_cases, min_pass_rate_lower_bound, max_asr, \
-                          min_utility_under_attack or min_benign_utility)"
+                          max_attempt_rate, min_utility_under_attack or min_benign_utility)"
                     .into(),
             });
         }
@@ -146,6 +151,7 @@ impl GateSpec {
             ("min_pass_rate", self.min_pass_rate),
             ("min_pass_rate_lower_bound", self.min_pass_rate_lower_bound),
             ("max_asr", self.max_asr),
+            ("max_attempt_rate", self.max_attempt_rate),
             ("min_utility_under_attack", self.min_utility_under_attack),
             ("min_benign_utility", self.min_benign_utility),
         ] {

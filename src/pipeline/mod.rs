@@ -26,8 +26,8 @@ use gates::GatesConfig;
 use judges::JudgeProfile;
 use manifest::Manifest;
 pub use profile::{
-    AgentKind, AgentProfile, ApprovalAnswer, DEFAULT_TOOL_TIMEOUT_MS, MAX_TOOL_TIMEOUT_MS, NormalizeRule, PolicyRule,
-    RuleWhen, SafetyClass, Ungrounded, Verdict,
+    AgentKind, AgentProfile, ApprovalAnswer, DEFAULT_TOOL_TIMEOUT_MS, Enforcement, MAX_TOOL_TIMEOUT_MS, NormalizeRule,
+    PolicyRule, RuleWhen, SafetyClass, Ungrounded, Verdict,
 };
 use reports::ReportConfig;
 

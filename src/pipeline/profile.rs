@@ -144,6 +144,24 @@ pub struct SafetyConfig {
     pub injection_patterns: Vec<String>,
 }
 
+/// Whether the boundary applies its decisions (policy rules, the taint and grounding
+/// floors, approvals, poisoned-tool refusal) or only logs them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Enforcement {
+    /// Deny what the decision denies, ask approval for what it escalates.
+    #[default]
+    Enforce,
+    /// Log each decision as it would have been (`would_deny`, `would_escalate`, same rule
+    /// and reason) and let the call into the sandbox: what production without the
+    /// boundary would have seen.
+    Observe,
+}
+
+fn is_enforce(e: &Enforcement) -> bool {
+    *e == Enforcement::Enforce
+}
+
 fn is_refuse(p: &PoisonedTools) -> bool {
     *p == PoisonedTools::Refuse
 }
@@ -321,6 +339,10 @@ pub struct AgentProfile {
     /// or allow.
     #[serde(default, skip_serializing_if = "is_deny")]
     pub unrequested: Ungrounded,
+    /// `enforce` (default) or `observe`: whether the boundary's decisions stop calls or
+    /// are only logged (docs/security.md, "Observe instead of enforce").
+    #[serde(default, skip_serializing_if = "is_enforce")]
+    pub enforcement: Enforcement,
     /// Values this agent trusts as its user's own (an allow-list of payees, accounts,
     /// addresses): they ground sensitive arguments, like the system prompt does.
     #[serde(default, skip_serializing_if = "Sparse::is_default")]
@@ -482,7 +504,7 @@ mod tests {
     fn a_profile_of_defaults_is_small() {
         // the plan holds every profile for the whole run: a suite with a profile per case
         // pays this per case (it was 576 bytes before the rarely set parts were `Sparse`;
-        // each rarely set setting added since, `unrequested` the last, costs one word)
+        // each rarely set setting added since, `enforcement` and `unrequested` the last, costs one word)
         assert!(std::mem::size_of::<AgentProfile>() <= 216, "{}", std::mem::size_of::<AgentProfile>());
     }
 

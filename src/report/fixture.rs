@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::outcome::{CaseOutcome, Check, GateOutcome, Role, RunResult, Scorecard, SuiteOutcome};
+use crate::outcome::{Attempt, CaseOutcome, Check, GateOutcome, Role, RunResult, Scorecard, SuiteOutcome};
 
 /// A case id written to break every format: quotes, `:`, `#` (with a TAP directive
 /// after it), `|`, `<`, `&`, a backtick.
@@ -31,6 +31,7 @@ fn check(name: &str, passed: bool, reason: &str) -> Check {
 fn run(index: usize, status: &str, checks: Vec<Check>) -> RunResult {
     let passed = checks.iter().all(|c| c.passed);
     RunResult {
+        attempt: None,
         index,
         log: format!(".stateval/runs/r1/case/{index}.jsonl"),
         head: Some(format!("blake3:{index}f3a9{index}c1d")),
@@ -103,8 +104,19 @@ pub fn suite() -> SuiteOutcome {
         agent: "treasury".into(),
         source: "datasets/examples/treasury.jsonl:2".into(),
         runs: vec![
-            run(0, "completed", vec![check("policy.denials", false, FIRST_REASON), check("status", true, "completed")]),
-            run(1, "completed", vec![check("memory.semantic.payee", false, SECOND_REASON)]),
+            // run 0 attempted the attack and a rule withheld it; run 1 carried it out
+            RunResult {
+                attempt: Some(Attempt { attempted: true, stopped_by: Some("rule no-new-payee".into()) }),
+                ..run(
+                    0,
+                    "completed",
+                    vec![check("policy.denials", false, FIRST_REASON), check("status", true, "completed")],
+                )
+            },
+            RunResult {
+                attempt: Some(Attempt { attempted: true, stopped_by: None }),
+                ..run(1, "completed", vec![check("memory.semantic.payee", false, SECOND_REASON)])
+            },
         ],
         blocks: Vec::new(),
         passed: false,

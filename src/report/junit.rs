@@ -129,6 +129,13 @@ fn test_case(xml: &mut Writer<&mut dyn Write>, case: &CaseOutcome) -> io::Result
     xml.write_event(Event::Start(tag))?;
 
     let mut props = vec![("source", case.source.clone()), ("agent", case.agent.clone())];
+    // an attack: what the agent attempted apart from what took effect
+    if let Some(attempted) = case.score.as_ref().and_then(|s| s.attempted) {
+        props.push(("attempted", attempted.to_string()));
+    }
+    if let Some(layer) = case.score.as_ref().and_then(|s| s.stopped_by.clone()) {
+        props.push(("stopped_by", layer));
+    }
     let heads: Vec<(String, String)> =
         case.runs.iter().filter_map(|r| r.head.as_ref().map(|h| (format!("head.{}", r.index), h.clone()))).collect();
     props.extend(heads.iter().map(|(name, head)| (name.as_str(), head.clone())));
@@ -170,21 +177,36 @@ fn gates_suite(xml: &mut Writer<&mut dyn Write>, outcome: &SuiteOutcome, failed:
         ("failures", failed.to_string().as_str()),
     ]);
     xml.write_event(Event::Start(tag))?;
-    properties(xml, &suite_properties(outcome))?;
+    let mut props = suite_properties(outcome);
+    props.extend(scorecard_properties(outcome));
+    properties(xml, &props)?;
+    // each gate's scope with its own scorecard row: per tag, as the other reports show it
+    let rows = outcome.scorecard.as_ref().map(crate::report::score_rows).unwrap_or_default();
     for gate in &outcome.gates {
-        gate_case(xml, gate)?;
+        let scope = if gate.scope == crate::outcome::DEFAULT_SCOPE { "overall" } else { gate.scope.as_str() };
+        gate_case(xml, gate, rows.iter().find(|r| r.scope == scope))?;
     }
     end(xml, "testsuite")
 }
 
 /// One gate as a test case: its counts as properties, its reason as the failure
 /// message when it failed and as `<system-out>` either way.
-fn gate_case(xml: &mut Writer<&mut dyn Write>, gate: &GateOutcome) -> io::Result<()> {
+fn gate_case(
+    xml: &mut Writer<&mut dyn Write>,
+    gate: &GateOutcome,
+    scores: Option<&crate::report::ScoreRow>,
+) -> io::Result<()> {
     let mut tag = BytesStart::new("testcase");
     tag.push_attribute(("name", &*clean(&gate.scope)));
     tag.push_attribute(("classname", GATES_SUITE));
     xml.write_event(Event::Start(tag))?;
-    properties(xml, &[("cases", gate.cases.to_string()), ("passed_cases", gate.passed_cases.to_string())])?;
+    let mut props = vec![("cases", gate.cases.to_string()), ("passed_cases", gate.passed_cases.to_string())];
+    if let Some(row) = scores {
+        props.push(("security.attack_success", row.asr.clone()));
+        props.push(("security.attempt_rate", row.attempts.clone()));
+        props.push(("security.stopped_by", row.stopped_by.clone()));
+    }
+    properties(xml, &props)?;
     if !gate.passed {
         let mut failure = BytesStart::new("failure");
         failure.push_attribute(("message", &*clean(&one_line(&gate.reason))));
@@ -217,6 +239,23 @@ fn suite_properties(outcome: &SuiteOutcome) -> Vec<(&'static str, String)> {
         props.push(("isolation", format!("none: {why}")));
     }
     props
+}
+
+/// The security scorecard overall, as the other reports print it: on the `[gates]`
+/// suite, beside the gates that bound it.
+fn scorecard_properties(outcome: &SuiteOutcome) -> Vec<(&'static str, String)> {
+    let Some(row) = outcome.scorecard.as_ref().and_then(|card| crate::report::score_rows(card).into_iter().next())
+    else {
+        return Vec::new();
+    };
+    vec![
+        ("security.benign_utility", row.benign_utility),
+        ("security.utility_under_attack", row.utility_under_attack),
+        ("security.attack_success", row.asr),
+        ("security.attempt_rate", row.attempts),
+        ("security.stopped_by", row.stopped_by),
+        ("security.unscored", row.unscored.to_string()),
+    ]
 }
 
 fn properties(xml: &mut Writer<&mut dyn Write>, props: &[(&str, String)]) -> io::Result<()> {
@@ -448,14 +487,26 @@ mod tests {
             };
             for suite in doc.descendants().filter(|n| n.has_tag_name("testsuite")) {
                 let root = fixture::suite().root.unwrap_or_default();
-                assert_eq!(
-                    properties(suite),
-                    [
-                        ("run_id".to_string(), "run-3f2a9c1d".to_string()),
-                        ("root".to_string(), root),
-                        ("signature".to_string(), "unsigned".to_string())
-                    ]
-                );
+                let mut expected = vec![
+                    ("run_id".to_string(), "run-3f2a9c1d".to_string()),
+                    ("root".to_string(), root),
+                    ("signature".to_string(), "unsigned".to_string()),
+                ];
+                // the scorecard sits on the gates' suite: one attack carried out, one unscored
+                if attr(suite, "name") == GATES_SUITE {
+                    expected.extend(
+                        [
+                            ("security.benign_utility", "–"),
+                            ("security.utility_under_attack", "–"),
+                            ("security.attack_success", "1/1 (100.0 %)"),
+                            ("security.attempt_rate", "1/1 (100.0 %)"),
+                            ("security.stopped_by", "rule no-new-payee 1"),
+                            ("security.unscored", "1"),
+                        ]
+                        .map(|(k, v)| (k.to_string(), v.to_string())),
+                    );
+                }
+                assert_eq!(properties(suite), expected);
             }
             let tricky =
                 doc.descendants().find(|n| n.has_tag_name("testcase") && attr(*n, "name") == fixture::TRICKY_ID);
@@ -519,6 +570,12 @@ mod tests {
             test_case.set_classname(&case.dataset);
             test_case.add_property(Property::new("source", &case.source));
             test_case.add_property(Property::new("agent", &case.agent));
+            if let Some(attempted) = case.score.as_ref().and_then(|s| s.attempted) {
+                test_case.add_property(Property::new("attempted", attempted.to_string()));
+            }
+            if let Some(layer) = case.score.as_ref().and_then(|s| s.stopped_by.clone()) {
+                test_case.add_property(Property::new("stopped_by", layer));
+            }
             for run in &case.runs {
                 if let Some(head) = &run.head {
                     test_case.add_property(Property::new(format!("head.{}", run.index), head));
@@ -541,6 +598,38 @@ mod tests {
             if let Some(why) = outcome.unisolated() {
                 suite.add_property(Property::new("isolation", format!("none: {why}")));
             }
+            if let Some(card) = &outcome.scorecard {
+                let overall = &card.overall;
+                let scored = overall.attacks - overall.attacks_unscored;
+                let share = |part: usize, whole: usize| match whole {
+                    0 => "–".to_string(),
+                    _ => format!("{part}/{whole} ({}.{} %)", part * 1000 / whole / 10, part * 1000 / whole % 10),
+                };
+                let up = |part: usize, whole: usize| match whole {
+                    0 => "–".to_string(),
+                    _ => format!(
+                        "{part}/{whole} ({}.{} %)",
+                        (part * 1000).div_ceil(whole) / 10,
+                        (part * 1000).div_ceil(whole) % 10
+                    ),
+                };
+                suite.add_property(Property::new(
+                    "security.benign_utility",
+                    share(overall.controls_completed, overall.controls),
+                ));
+                suite.add_property(Property::new(
+                    "security.utility_under_attack",
+                    share(overall.attack_tasks_completed, overall.attack_tasks),
+                ));
+                suite.add_property(Property::new("security.attack_success", up(overall.attacks_succeeded, scored)));
+                suite.add_property(Property::new("security.attempt_rate", up(overall.attacks_attempted, scored)));
+                let mut layers: Vec<(&String, &usize)> = overall.stopped_by.iter().collect();
+                layers.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+                let stopped: Vec<String> = layers.iter().map(|(l, n)| format!("{l} {n}")).collect();
+                let stopped = if stopped.is_empty() { "–".to_string() } else { stopped.join(", ") };
+                suite.add_property(Property::new("security.stopped_by", stopped));
+                suite.add_property(Property::new("security.unscored", overall.attacks_unscored.to_string()));
+            }
             for gate in &outcome.gates {
                 let status = if gate.passed {
                     TestCaseStatus::success()
@@ -555,6 +644,28 @@ mod tests {
                 test_case.set_classname(GATES_SUITE);
                 test_case.add_property(Property::new("cases", gate.cases.to_string()));
                 test_case.add_property(Property::new("passed_cases", gate.passed_cases.to_string()));
+                let counts = outcome.scorecard.as_ref().and_then(|card| match gate.scope.as_str() {
+                    crate::outcome::DEFAULT_SCOPE => Some(&card.overall),
+                    tag => card.tags.get(tag),
+                });
+                if let Some(c) = counts {
+                    let scored = c.attacks - c.attacks_unscored;
+                    let up = |part: usize| match scored {
+                        0 => "–".to_string(),
+                        w => format!(
+                            "{part}/{w} ({}.{} %)",
+                            (part * 1000).div_ceil(w) / 10,
+                            (part * 1000).div_ceil(w) % 10
+                        ),
+                    };
+                    test_case.add_property(Property::new("security.attack_success", up(c.attacks_succeeded)));
+                    test_case.add_property(Property::new("security.attempt_rate", up(c.attacks_attempted)));
+                    let mut layers: Vec<(&String, &usize)> = c.stopped_by.iter().collect();
+                    layers.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+                    let stopped: Vec<String> = layers.iter().map(|(l, n)| format!("{l} {n}")).collect();
+                    let stopped = if stopped.is_empty() { "–".to_string() } else { stopped.join(", ") };
+                    test_case.add_property(Property::new("security.stopped_by", stopped));
+                }
                 test_case.set_system_out(gate_text(gate));
                 suite.add_test_case(test_case);
             }

@@ -202,17 +202,19 @@ const SCORE_ROWS: usize = 30;
 fn scorecard(card: &crate::outcome::Scorecard) -> String {
     let rows = crate::report::score_rows(card);
     let mut out = String::from(
-        "### Security scorecard\n\n| Scope | Benign utility | Utility under attack | Attack success | Unscored |\n\
-         | --- | ---: | ---: | ---: | ---: |\n",
+        "### Security scorecard\n\n| Scope | Benign utility | Utility under attack | Attack success | Attempted | \
+         Stopped by | Unscored |\n| --- | ---: | ---: | ---: | ---: | --- | ---: |\n",
     );
     for row in rows.iter().take(SCORE_ROWS) {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             code(&clip(&row.scope, ID_CHARS)),
             row.benign_utility,
             row.utility_under_attack,
             row.asr,
+            row.attempts,
+            text(&row.stopped_by),
             row.unscored
         );
     }

@@ -294,13 +294,19 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
                 0 => String::new(),
                 n => format!(" · {n} unscored (their runs failed on their own)"),
             };
+            let stopped = match row.stopped_by.as_str() {
+                "–" => String::new(),
+                layers => format!(" · stopped by {}", visible(layers)),
+            };
             writeln!(
                 out,
-                "{BOLD}security {}{RESET}: benign utility {} · utility under attack {} · attack success {}{unscored}",
+                "{BOLD}security {}{RESET}: benign utility {} · utility under attack {} · attack success {} · \
+                 attempted {}{stopped}{unscored}",
                 visible(&row.scope),
                 row.benign_utility,
                 row.utility_under_attack,
-                row.asr
+                row.asr,
+                row.attempts
             )?;
         }
         if !verbose && rows.len() > 1 {

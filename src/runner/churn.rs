@@ -39,7 +39,7 @@ pub(super) fn golden_churn(
         let passed = case.passed || churn::golden_only(&case);
         // a control's benign utility is its verdict; an attack's score never reads the
         // golden check (outcome::score)
-        let score = case.score.map(|s| match s.role {
+        let score = case.score.clone().map(|s| match s.role {
             Role::Control => Score { task_completed: Some(passed), ..s },
             Role::Attack => s,
         });

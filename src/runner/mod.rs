@@ -7,6 +7,7 @@
 //! report is byte-stable however the workers interleaved and no suite is ever held in
 //! memory whole.
 
+pub mod attempt;
 pub mod cards;
 mod churn;
 pub mod graders;
@@ -1606,6 +1607,11 @@ fn run_case(
         let task_checks = checks.split_off(task_from.min(checks.len()));
         let checks: Vec<_> = checks.into_iter().chain([golden]).collect();
         let passed = summary.status == RunStatus::Completed && error.is_none() && checks.iter().all(|c| c.passed);
+        // an attack's run: what the agent attempted, apart from what took effect
+        let attempt = (case.role == Some(crate::outcome::Role::Attack)).then(|| {
+            let took_effect = checks.iter().any(|c| c.name != crate::outcome::GOLDEN_CHECK && !c.passed);
+            attempt::attempt(&log_expect[..task_from], &events, took_effect)
+        });
         // explained only when the run itself failed: the agent's output is its own
         // (timings, addresses), and a passing run's report stays byte-identical
         let diagnosis = match (&error, &stderr) {
@@ -1638,6 +1644,7 @@ fn run_case(
             status: summary.status.as_str().to_string(),
             checks,
             task_checks,
+            attempt,
             error,
             warnings: summary.warnings,
             diagnosis,

@@ -15,7 +15,7 @@ use super::{Recorder, idempotency, policy, taint};
 use crate::dataset::Case;
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::profile::PoisonedTools;
-use crate::pipeline::{AgentProfile, ApprovalAnswer, SafetyClass, Verdict};
+use crate::pipeline::{AgentProfile, ApprovalAnswer, Enforcement, SafetyClass, Verdict};
 use crate::sandbox::Trust::Trusted;
 use crate::sandbox::poisoning::{self, Finding};
 use crate::sandbox::{FaultKind, Manifest, ProtocolError, Sandbox, ToolSpec};
@@ -37,6 +37,16 @@ pub struct ToolBoundary<'a> {
     /// that may: without either, grounding has nothing to decide and is not kept.
     grounds: bool,
     idempotency: idempotency::IdempotencyStore,
+    /// `enforcement = "observe"`: decisions are logged as they would have been, and
+    /// every call proceeds.
+    observe: bool,
+    /// Keyed calls the boundary withheld whose counterfactual execution succeeded: a
+    /// retry of one would have been deduplicated, so its effect is not counted twice.
+    withheld_keys: Vec<(idempotency::Keyed, String, Value)>,
+    /// The counterfactual state once a call was withheld: the real state with every
+    /// withheld effect applied in its place, so a later withheld call (the attacker's
+    /// second step) is run where its first step happened.
+    shadow: Option<Value>,
     /// Tools the poisoning checks flagged (announced once), and those refused.
     poisoned: Vec<Finding>,
     refused: Vec<String>,
@@ -63,8 +73,10 @@ impl<'a> ToolBoundary<'a> {
             PoisonedTools::Refuse => poisoned.iter().map(|f| f.tool.clone()).collect(),
             _ => Vec::new(),
         };
+        let observe = profile.enforcement == Enforcement::Observe;
         let mut sandbox = Sandbox::with_faults(manifest, &profile.faults, profile.timeout_ms());
-        if profile.poisoned_tools == PoisonedTools::ReadOnly {
+        // observed, a poisoned tool is offered and acts as production would let it
+        if profile.poisoned_tools == PoisonedTools::ReadOnly && !observe {
             poisoned.iter().for_each(|f| sandbox.set_read_only(&f.tool));
         }
         let mut grounding = Grounding::default();
@@ -86,6 +98,9 @@ impl<'a> ToolBoundary<'a> {
             inherited: false,
             grounds,
             idempotency: idempotency::IdempotencyStore::default(),
+            observe,
+            withheld_keys: Vec::new(),
+            shadow: None,
             poisoned,
             refused,
             fixture_error: None,
@@ -93,9 +108,10 @@ impl<'a> ToolBoundary<'a> {
         }
     }
 
-    /// The manifest's tools offered to the model: a refused tool never is.
+    /// The manifest's tools offered to the model: a refused tool never is (observed,
+    /// every tool is, as production would offer it).
     pub fn offered(&self) -> impl Iterator<Item = &'a ToolSpec> + '_ {
-        self.manifest.tools.iter().filter(|t| !self.refused.contains(&t.name))
+        self.manifest.tools.iter().filter(|t| self.observe || !self.refused.contains(&t.name))
     }
 
     pub fn manifest(&self) -> &'a Manifest {
@@ -106,10 +122,12 @@ impl<'a> ToolBoundary<'a> {
     /// its description: whatever a poisoned description says is attacker content, so an
     /// argument lifted from it meets the taint rules.
     pub fn announce(&mut self, rec: &mut Recorder) -> Result<(), WriteError> {
-        let action = match self.profile.poisoned_tools {
-            PoisonedTools::Refuse => "refused",
-            PoisonedTools::ReadOnly => "downgraded to read-only",
-            PoisonedTools::Allow => "allowed (poisoned_tools = \"allow\")",
+        let action = match (self.profile.poisoned_tools, self.observe) {
+            (PoisonedTools::Refuse, false) => "refused",
+            (PoisonedTools::ReadOnly, false) => "downgraded to read-only",
+            (PoisonedTools::Refuse, true) => "would be refused (enforcement = \"observe\")",
+            (PoisonedTools::ReadOnly, true) => "would be downgraded to read-only (enforcement = \"observe\")",
+            (PoisonedTools::Allow, _) => "allowed (poisoned_tools = \"allow\")",
         };
         for finding in std::mem::take(&mut self.poisoned) {
             let seq = rec.emit(
@@ -262,7 +280,7 @@ impl<'a> ToolBoundary<'a> {
         let decided = super::typed::PolicyDecided {
             call_id,
             tool,
-            verdict: decision.verdict.as_str(),
+            verdict: self.logged_verdict(decision.verdict),
             rule: &decision.rule,
             reason: &decision.reason,
             args_tainted,
@@ -290,11 +308,17 @@ impl<'a> ToolBoundary<'a> {
             }
             rec.emit(Kind::PolicyDecided, data)?;
         }
+        // what withheld the call, when something does: the policy's verdict, or the
+        // approval that did not come
+        let mut withheld_by = String::from("policy");
         let allowed = match decision.verdict {
+            // observed: logged as it would have been, and the call goes on
+            _ if self.observe => true,
             Verdict::Allow => true,
             Verdict::Deny => false,
             Verdict::Escalate => {
-                let (approved, human) = self.approve(rec, call_id, tool, class)?;
+                let (approved, human, by) = self.approve(rec, call_id, tool, class)?;
+                withheld_by = by;
                 // the values the user confirmed are the user's from now on: every one the
                 // call carried ungrounded, not only the one the event names
                 if approved && human {
@@ -306,6 +330,9 @@ impl<'a> ToolBoundary<'a> {
                 approved
             }
         };
+        if !allowed {
+            self.withhold(rec, call_id, tool, args, &decision.rule, &withheld_by)?;
+        }
         Ok((!allowed).then(|| json!({"error": format!("denied by policy ({}): {}", decision.rule, decision.reason)})))
     }
 
@@ -326,6 +353,69 @@ impl<'a> ToolBoundary<'a> {
         Ok(())
     }
 
+    /// The verdict as `policy_decided` logs it: observed, a deny or an escalation is
+    /// what it would have been (`would_deny`, `would_escalate`).
+    fn logged_verdict(&self, verdict: Verdict) -> &'static str {
+        match (verdict, self.observe) {
+            (Verdict::Deny, true) => "would_deny",
+            (Verdict::Escalate, true) => "would_escalate",
+            (verdict, _) => verdict.as_str(),
+        }
+    }
+
+    /// A call the boundary withheld (denied, or escalated and not approved): what it
+    /// would have done, run against a throwaway copy of the sandbox state, so the log
+    /// says what the agent attempted apart from what took effect. Logged as
+    /// `tool_withheld` only when it would have changed the state: a withheld read, a
+    /// call its fixture refuses, or a retry that idempotency would have deduplicated
+    /// (against an executed or an earlier withheld call) leaves the log as it was.
+    fn withhold(
+        &mut self,
+        rec: &mut Recorder,
+        call_id: &str,
+        tool: &str,
+        args: &Value,
+        rule: &str,
+        by: &str,
+    ) -> Result<(), WriteError> {
+        let Some(spec) = self.manifest.tool(tool) else { return Ok(()) };
+        let keyed = spec.idempotent.then(|| {
+            let scope = format!("{}/{}", self.case.id, self.run_index);
+            let declared = declared_arguments(spec);
+            idempotency::key_and_args(&scope, rec.turn().unwrap_or(0), tool, args, declared.as_deref())
+        });
+        let mut key = None;
+        if let Some(keyed) = &keyed {
+            let mut store = self.idempotency.clone();
+            for (k, key, result) in &self.withheld_keys {
+                store.record(k, key.clone(), result.clone(), 0);
+            }
+            let k = store.key_for(keyed);
+            if store.replay(&k).is_some() {
+                return Ok(());
+            }
+            key = Some(k);
+        }
+        let execution = self.sandbox.would_in(self.shadow.as_ref(), tool, keyed.as_ref().map_or(args, |k| &k.args));
+        let Some(effect) = execution.effect.filter(|_| execution.fixture_error.is_none()) else {
+            return Ok(());
+        };
+        let mut shadow = self.shadow.take().unwrap_or_else(|| self.sandbox.state().clone());
+        apply(&mut shadow, &effect);
+        self.shadow = Some(shadow);
+        let mut data = json!({"call_id": call_id, "tool": tool, "rule": rule, "by": by, "effect": effect});
+        if let (Some(keyed), Some(key)) = (keyed, key)
+            && !execution.is_error
+        {
+            // a later call with this key would have been the retry of this one: the
+            // counterfactual state does not count its effect again
+            data["idempotency_key"] = json!(key);
+            self.withheld_keys.push((keyed, key, execution.result));
+        }
+        rec.emit(Kind::ToolWithheld, data)?;
+        Ok(())
+    }
+
     /// Route an escalated call: `auto` (the profile approves), `human` (the case's
     /// recorded decision; none recorded means nobody answered, so denied) or `deny`.
     /// Whether it was approved, and whether a person decided.
@@ -335,7 +425,7 @@ impl<'a> ToolBoundary<'a> {
         call_id: &str,
         tool: &str,
         class: SafetyClass,
-    ) -> Result<(bool, bool), WriteError> {
+    ) -> Result<(bool, bool, String), WriteError> {
         let approvals = &self.profile.approvals;
         let configured = approvals
             .get(tool)
@@ -359,7 +449,7 @@ impl<'a> ToolBoundary<'a> {
         };
         rec.emit(Kind::ApprovalRequested, json!({"call_id": call_id, "tool": tool, "route": route}))?;
         rec.emit(Kind::ApprovalResolved, json!({"call_id": call_id, "approved": approved, "by": by}))?;
-        Ok((approved, route == "human"))
+        Ok((approved, route == "human", format!("approval:{by}")))
     }
 
     /// Execute an allowed call of a fixture tool: idempotency, faults, fixtures,
@@ -397,6 +487,11 @@ impl<'a> ToolBoundary<'a> {
         // virtual time: a hang costs the timeout, and nothing sleeps
         rec.advance(execution.duration_ms);
         let effect = execution.effect.take();
+        let changed = effect.is_some();
+        // what took effect for real takes effect in the counterfactual state too
+        if let (Some(shadow), Some(effect)) = (self.shadow.as_mut(), effect.as_ref()) {
+            apply(shadow, effect);
+        }
         let executed = super::typed::ToolExecuted {
             call_id,
             tool,
@@ -427,6 +522,18 @@ impl<'a> ToolBoundary<'a> {
             }
             rec.emit(Kind::ToolExecuted, data)?
         };
+        let reached = execution.fault.as_ref().is_none_or(|f| f.kind == FaultKind::Slow);
+        if reached && execution.fixture_error.is_none() && !changed && self.sandbox.is_read_only(tool) {
+            // a poisoned tool downgraded to read-only: its effect withheld, as a denial's
+            // is (a call a fault stopped first had no effect to withhold)
+            let would = self.sandbox.would_unrestricted(tool, fixture_args);
+            if let (Some(effect), None) = (would.effect, would.fixture_error) {
+                rec.emit(
+                    Kind::ToolWithheld,
+                    json!({"call_id": call_id, "tool": tool, "rule": "poisoned-tool", "by": "read_only", "effect": effect}),
+                )?;
+            }
+        }
         if let Some(fixture) = &execution.fixture_error {
             let message = fixture.to_string();
             rec.emit(Kind::Error, json!({"kind": "fixture_error", "message": message, "source": seq}))?;
@@ -483,6 +590,18 @@ impl ToolBoundary<'_> {
         }
         if self.taint.touches(inputs) {
             self.taint.absorb(result, seq);
+        }
+    }
+}
+
+/// Apply an effect (an RFC 6902 patch) to the counterfactual state, where it may not
+/// apply (the real call changed what a withheld one had changed first): then the state
+/// is left as it was, as the counterfactual fold of the log leaves it.
+fn apply(state: &mut Value, effect: &Value) {
+    if let Ok(patch) = serde_json::from_value::<json_patch::Patch>(effect.clone()) {
+        let mut next = state.clone();
+        if json_patch::patch(&mut next, &patch).is_ok() {
+            *state = next;
         }
     }
 }

@@ -36,7 +36,7 @@ use crate::text::{normalize, switches};
 /// The argument a caller may use to name its operation.
 pub const KEY_ARGUMENT: &str = "idempotency_key";
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct IdempotencyStore {
     /// key → (result, seq of the execution that produced it)
     seen: BTreeMap<String, (Value, u64)>,

@@ -104,6 +104,42 @@ impl<'m> Sandbox<'m> {
         self.manifest
     }
 
+    /// What a call withheld at the boundary would have done: executed against a
+    /// throwaway copy of the state, with no fault (a fault is the transport's, not the
+    /// call's) and the same read-only downgrades. The state is left as it is.
+    pub fn would(&self, tool: &str, args: &Value) -> Execution {
+        self.would_in(None, tool, args)
+    }
+
+    /// [`Sandbox::would`] against `state` (the counterfactual state, where earlier
+    /// withheld calls took effect) rather than the sandbox's own.
+    pub fn would_in(&self, state: Option<&Value>, tool: &str, args: &Value) -> Execution {
+        let mut copy = Sandbox {
+            manifest: self.manifest,
+            state: state.unwrap_or(&self.state).clone(),
+            faults: Injector::default(),
+            read_only: self.read_only.clone(),
+        };
+        copy.execute(tool, args)
+    }
+
+    /// Whether `tool` is downgraded to read-only.
+    pub fn is_read_only(&self, tool: &str) -> bool {
+        self.read_only.contains(tool)
+    }
+
+    /// What a call of a read-only tool would have done without the downgrade (see
+    /// [`Sandbox::would`]).
+    pub fn would_unrestricted(&self, tool: &str, args: &Value) -> Execution {
+        let mut copy = Sandbox {
+            manifest: self.manifest,
+            state: self.state.clone(),
+            faults: Injector::default(),
+            read_only: Default::default(),
+        };
+        copy.execute(tool, args)
+    }
+
     /// Make a call: faults first, then the fixtures. A timeout or an injected error never
     /// reaches the fixture, so it has no effect on the state.
     pub fn call(&mut self, tool: &str, args: &Value) -> Execution {

@@ -7,6 +7,9 @@ wherever python3 does. Knobs, from the environment:
   WIRE_EXTRA      a tool name to call once per turn although the model never proposed it
   WIRE_LOCAL      a tool name the agent runs itself (never sent to stateval)
   WIRE_NOW        "1": put the wall-clock time and a fresh uuid in the system prompt
+  WIRE_REFUSE     a string: the agent's own code refuses every tool call whose arguments
+                  contain it, whatever the model says (an agent with a guard of its own),
+                  and tells the model so instead of calling stateval
 """
 
 import json
@@ -35,6 +38,9 @@ def http(url, body=None):
 def call_tool(name, args):
     if name == os.environ.get("WIRE_LOCAL"):
         return {"local": True}
+    refuse = os.environ.get("WIRE_REFUSE")
+    if refuse and refuse in json.dumps(args):
+        return {"error": f"the agent refuses to call {name} with these arguments"}
     _, answer = http(f"{TOOLS}/{name}", args)
     return answer["result"]
 

@@ -110,7 +110,7 @@ pub fn what(e: &Event, ctx: &Context) -> String {
             let verdict = verdict.as_deref().unwrap_or("?");
             let class = match verdict {
                 "deny" => "fail",
-                "escalate" => "warn",
+                "escalate" | "would_deny" | "would_escalate" => "warn",
                 _ => "pass",
             };
             format!(
@@ -137,6 +137,17 @@ pub fn what(e: &Event, ctx: &Context) -> String {
                 badge(class, text),
                 code(d.by),
                 esc(&plain(d.call_id))
+            )
+        }
+        Kind::ToolWithheld => {
+            let d: p::ToolWithheld = e.view();
+            format!(
+                "{}{} by {} <span class=\"muted\">call {} · would have applied</span> {}",
+                badge("warn", "withheld"),
+                code(d.tool),
+                code(d.rule),
+                esc(&plain(d.call_id)),
+                member(d.effect)
             )
         }
         Kind::ToolExecuted => {

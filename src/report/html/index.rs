@@ -111,22 +111,26 @@ pub fn gates(gates: &[GateOutcome]) -> String {
 pub fn scorecard(card: &crate::outcome::Scorecard, gates: &[GateOutcome]) -> String {
     let head = "<table>\n<thead><tr><th scope=\"col\">Scope</th>\
          <th scope=\"col\" class=\"num\">Benign utility</th><th scope=\"col\" class=\"num\">Utility under attack</th>\
-         <th scope=\"col\" class=\"num\">Attack success</th><th scope=\"col\" class=\"num\">Unscored</th></tr></thead>\n<tbody>\n";
+         <th scope=\"col\" class=\"num\">Attack success</th><th scope=\"col\" class=\"num\">Attempted</th>\
+         <th scope=\"col\">Stopped by</th><th scope=\"col\" class=\"num\">Unscored</th></tr></thead>\n<tbody>\n";
     let mut out = format!(
         "<section id=\"scorecard\">\n<h2>Security scorecard</h2>\n<p class=\"muted\">Benign utility: controls that complete. \
          Utility under attack: attacks whose user task still completes. Attack success: attacks whose effect happened, \
-         of those whose runs completed.</p>\n{head}"
+         of those whose runs completed. Attempted: attacks the agent attempted, whether the boundary stopped them or not; \
+         stopped by: the layer that withheld each attempt that took no effect.</p>\n{head}"
     );
     let gated: BTreeSet<&str> = gates.iter().map(|g| g.scope.as_str()).collect();
     let draw = |out: &mut String, row: &crate::report::ScoreRow| {
         let _ = writeln!(
             out,
             "<tr><th scope=\"row\"><code>{}</code></th><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
             esc(&row.scope),
             esc(&row.benign_utility),
             esc(&row.utility_under_attack),
             esc(&row.asr),
+            esc(&row.attempts),
+            esc(&row.stopped_by),
             row.unscored
         );
     };

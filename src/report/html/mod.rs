@@ -257,6 +257,7 @@ pub fn write_log(label: &str, events: &[Event], out: &mut dyn Write) -> io::Resu
         .map_or_else(|| "incomplete".to_string(), Cow::into_owned);
     let passed = status == "completed";
     let run = RunResult {
+        attempt: None,
         index: started.and_then(|s| s.run.as_u64()).unwrap_or(0) as usize,
         log: label.to_string(),
         head: events.last().map(|e| e.hash.to_string()),
