@@ -14,7 +14,10 @@
 //! - the case's trusted context: the profile's system prompt and `trusted_values`, the
 //!   case's `trusted_values`,
 //! - the result of a `trusted` tool whose own string inputs were grounded (a CRM lookup
-//!   of a name the user gave), or
+//!   of a name the user gave),
+//! - a member of a tool's result its manifest marks as the system's record
+//!   (`trusted_fields`: an id, the payee of the user's own payment), when the call's
+//!   inputs were grounded: a record grounds only a value that is the whole of it, or
 //! - a value the user confirmed at a human approval.
 //!
 //! Everything else is ungrounded: a value first seen in an untrusted result, in a trusted
@@ -23,12 +26,18 @@
 //! Grounding needs no reading of the attacker's encoding: the attacker cannot write into
 //! a grounded source, so any spelling of theirs is simply absent from it.
 //!
-//! Comparison: both sides in [`normalize::fold`] form with e-mail obfuscation and URL
-//! prefixes made canonical ([`normalize::canonical_addresses`]), cut into words at
-//! whitespace with the punctuation at each word's edges trimmed; a value is grounded
-//! when its words occur as a contiguous run of one source's words. So `Bob@Example.com`
-//! is grounded by "pay bob (at) example (dot) com $40.", and `payouts@evil.example` is
-//! not grounded by "payouts" and "evil.example" in two separate places.
+//! A clause of the user's turn that warns of what it names ("never pay X", "X is a
+//! scam") grounds nothing ([`Found::Warned`]).
+//!
+//! Comparison: both sides in [`normalize::fold_exact`] form (what is the same address:
+//! case, width, invisible characters, punycode) — never the confusable skeleton, so a
+//! look-alike in another script grounds nothing and is told apart ([`Found::LookAlike`])
+//! — in three readings (as written; `(at)` and URL prefixes canonical; every obfuscation),
+//! cut into words at whitespace with the punctuation at each word's edges trimmed; a
+//! value is grounded when its words occur as a contiguous run of one source's words in
+//! the same reading. So `Bob@Example.com` is grounded by "pay bob (at) example (dot)
+//! com $40.", and `payouts@evil.example` is not grounded by "payouts" and
+//! "evil.example" in two separate places.
 
 use std::borrow::Cow;
 
