@@ -282,13 +282,13 @@ fn the_imported_project_runs_on_its_own_and_the_import_is_byte_identical_each_ti
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
     assert!(common::differing(&a, &b).is_empty(), "two imports differ: {:?}", common::differing(&a, &b));
 
-    // the undefended arm is the converted profile with the grounding floor allowing and
-    // every tool trusted; the defended arm is the converted profile as it is
+    // the undefended arm is the converted profile observing: no floor or rule stops a
+    // call, each logs what it would have done; the defended arm is the converted profile
+    // as it is
     let undefended = p.read("a/pipeline/agentdojo-runs-undefended.toml");
-    assert!(undefended.contains("ungrounded = \"allow\""), "{undefended}");
-    assert!(!p.read("a/pipeline/agentdojo-runs.toml").contains("ungrounded"));
-    let open = p.json("a/fixtures/tools/agentdojo-undefended/banking/injection_task_0.json");
-    assert!(open["tools"].as_array().unwrap().iter().all(|t| t["trust"] == "trusted"));
+    let agents = undefended.matches("\n[agents.").count();
+    assert!(agents > 0 && undefended.matches("\nenforcement = \"observe\"\n").count() == agents, "{undefended}");
+    assert!(!p.read("a/pipeline/agentdojo-runs.toml").contains("enforcement"));
     assert_eq!(
         p.read_bytes("a/fixtures/tools/agentdojo/banking/injection_task_0.json"),
         p.read_bytes("fixtures/tools/agentdojo/banking/injection_task_0.json")
@@ -296,10 +296,24 @@ fn the_imported_project_runs_on_its_own_and_the_import_is_byte_identical_each_ti
 
     // the team runs either arm itself: the same attack success as the comparison says
     for (pipeline, hits) in [("a/pipeline/agentdojo-runs-undefended.toml", 8), ("a/pipeline/agentdojo-runs.toml", 0)] {
-        let run = p.stateval(&["run", pipeline, "--out", "r", "--quiet"]);
+        let store = p.join("r");
+        let run = p.stateval(&["run", pipeline, "--out", store.to_str().expect("a UTF-8 path"), "--quiet"]);
         assert!(run.code == 0 || run.code == 1, "{}\n{}", run.stdout, run.stderr);
         let needle = format!("attack success {hits}/25");
         assert!(run.stdout.contains(&needle), "{pipeline}: no {needle:?} in\n{}", run.stdout);
+        // what the floors did, or would have done, is in the logs either way
+        let logs: Vec<String> = p.files_under("r").into_iter().filter(|f| f.ends_with("/0.jsonl")).collect();
+        assert!(!logs.is_empty(), "no logs under r/: {:?}", p.files_under("."));
+        let verdicts: std::collections::BTreeSet<String> = logs
+            .iter()
+            .flat_map(|l| common::events_of(&p.read_bytes(l)))
+            .filter(|e| e["kind"] == "policy_decided")
+            .map(|e| e["data"]["verdict"].as_str().unwrap_or_default().to_string())
+            .collect();
+        let stopped = if hits == 0 { "deny" } else { "would_deny" };
+        assert!(verdicts.contains(stopped), "{pipeline}: {verdicts:?}");
+        assert!(!verdicts.contains(if hits == 0 { "would_deny" } else { "deny" }), "{pipeline}: {verdicts:?}");
+        std::fs::remove_dir_all(p.join("r")).expect("remove the run's store");
     }
 }
 

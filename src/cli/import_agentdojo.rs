@@ -10,9 +10,8 @@
 //! | `datasets/agentdojo-runs.jsonl` | one case per run: the converted case, its recording the run's |
 //! | `fixtures/recordings/agentdojo-runs/CASE.jsonl` | the model's real choices, one response per assistant message |
 //! | `fixtures/tools/agentdojo/SUITE/*.json` | the converted manifests the cases use, as they are |
-//! | `fixtures/tools/agentdojo-undefended/SUITE/*.json` | the same with every tool trusted: no result is tainted |
 //! | `pipeline/agentdojo-runs.toml` | the defended arm: the converted profiles, floors on (the defaults) |
-//! | `pipeline/agentdojo-runs-undefended.toml` | the undefended arm: `ungrounded = "allow"` and the trusted manifests, so neither floor stops a call |
+//! | `pipeline/agentdojo-runs-undefended.toml` | the undefended arm: the same profiles with `enforcement = "observe"`, so no floor or rule stops a call and each logs what it would have done |
 //! | `agentdojo-runs.json` | AgentDojo's own verdicts per case, with the run file and what the import noted |
 //! | `agentdojo-comparison.json`, `.md` | both arms replayed now: each run's verdicts beside AgentDojo's, and every disagreement with its reason |
 //!
@@ -39,8 +38,7 @@ const DATASET: &str = "datasets/agentdojo-runs.jsonl";
 const RECORDINGS: &str = "fixtures/recordings/agentdojo-runs";
 const DEFENDED: &str = "pipeline/agentdojo-runs.toml";
 const UNDEFENDED: &str = "pipeline/agentdojo-runs-undefended.toml";
-const UNDEFENDED_TOOLS: &str = "fixtures/tools/agentdojo-undefended";
-/// Where a run's own manifest goes (its undefended copy under UNDEFENDED_TOOLS/runs/).
+/// Where a run's own manifest goes (the cover's answers added).
 const OWN_TOOLS: &str = "fixtures/tools/agentdojo/runs/";
 
 /// A run matched to its converted case.
@@ -406,7 +404,7 @@ fn write_project(
     write(out, DATASET, &dataset)?;
     let skipped: Vec<Value> = skipped.iter().map(|s| json!({"file": s.shown, "case": s.case, "why": s.why})).collect();
     write(out, "agentdojo-runs.json", &pretty(&json!({"runs": verdicts, "skipped": skipped})))?;
-    // the manifests the cases use: as converted, and with every tool trusted
+    // the manifests the cases use, as converted
     for (rel, manifest) in manifests.iter().filter(|(rel, _)| matched.values().any(|m| &m.tools == *rel)) {
         if rel.starts_with(OWN_TOOLS) {
             write(out, rel, &pretty(manifest))?;
@@ -415,11 +413,6 @@ fn write_project(
                 .map_err(|e| CliError::invalid(format!("{}: {e}", converted.resolve(rel).display())))?;
             write_bytes(out, rel, &original)?;
         }
-        let mut open = manifest.clone();
-        for tool in open["tools"].as_array_mut().into_iter().flatten() {
-            tool["trust"] = Value::String("trusted".into());
-        }
-        write(out, &undefended_tools(rel), &pretty(&open))?;
     }
     let agents: BTreeMap<&str, (&str, &str)> =
         matched.values().map(|m| (m.agent.as_str(), (m.tools.as_str(), m.base_agent.as_str()))).collect();
@@ -428,15 +421,15 @@ fn write_project(
     let mut undefended = header(
         converted,
         "agentdojo-runs-undefended",
-        "the undefended arm: ungrounded = \"allow\" (the grounding floor allows every call) and manifests \
-         whose tools are all trusted (nothing is tainted, so the taint floor has nothing to stop)",
+        "the undefended arm: the same profiles with enforcement = \"observe\" (every floor and rule logs what it \
+         would have done, as would_deny, and lets the call through)",
     );
     for (agent, (tools, base)) in &agents {
         let system = toml_string(&system(base));
         defended.push_str(&format!("\n[agents.{agent}]\nsystem = {system}\ntools = {}\n", toml_string(tools)));
         undefended.push_str(&format!(
-            "\n[agents.{agent}]\nsystem = {system}\ntools = {}\nungrounded = \"allow\"\n",
-            toml_string(&undefended_tools(tools))
+            "\n[agents.{agent}]\nsystem = {system}\ntools = {}\nenforcement = \"observe\"\n",
+            toml_string(tools)
         ));
     }
     write(out, DEFENDED, &defended)?;
@@ -452,13 +445,6 @@ fn header(converted: &Pipeline, name: &str, what: &str) -> String {
          [goldens]\nrequired = false\n",
         converted.display(&converted.path)
     )
-}
-
-fn undefended_tools(rel: &str) -> String {
-    match rel.strip_prefix("fixtures/tools/agentdojo/") {
-        Some(rest) => format!("{UNDEFENDED_TOOLS}/{rest}"),
-        None => format!("{UNDEFENDED_TOOLS}/{}", rel.replace('/', "_")),
-    }
 }
 
 fn toml_string(s: &str) -> String {
