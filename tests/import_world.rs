@@ -231,6 +231,10 @@ fn reconstruct_keeps_declared_schemas_and_classes_and_says_what_it_guessed() {
     assert_eq!(search["input_schema"]["required"], json!(["q"]));
     assert_eq!((&search["safety_class"], &search["trust"]), (&json!("read"), &json!("untrusted")));
     assert_eq!(tool("delete_file")["safety_class"], "write");
+    // destructiveHint is the manifest's destructive: its target is sensitive, and the
+    // request floor needs a user's turn that asks for a deletion
+    assert_eq!(tool("delete_file")["destructive"], true);
+    assert!(tool("search_web").get("destructive").is_none());
     assert!(tool("echo").get("safety_class").is_none() && tool("echo").get("input_schema").is_none());
     let said = format!("{}{}", out.stdout, out.stderr);
     assert!(

@@ -410,6 +410,10 @@ fn manifest(events: &[Event], calls: &[&Event], opts: &Options, notes: &mut Vec<
                     Some(trust) => tool["trust"] = json!(trust),
                     None => guessed.push("no trust level (the manifest's default, trusted)"),
                 }
+                // a destructive tool's targets are sensitive, and a request must ask for it
+                if spec.and_then(|t| t.get("destructive")).and_then(Value::as_bool) == Some(true) {
+                    tool["destructive"] = json!(true);
+                }
                 if let Some(by) = spec.and_then(|t| t.get("classified_by")).and_then(Value::as_str) {
                     notes.push(format!("tool {name}: safety class and trust read from {by}"));
                 }

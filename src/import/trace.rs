@@ -201,13 +201,17 @@ pub struct DeclaredTool {
     pub trust: Option<String>,
     /// Where the safety class and trust were read from (`MCP annotations readOnlyHint`).
     pub classified_by: Option<String>,
+    /// The tool destroys something (a manifest's `destructive`, MCP's `destructiveHint`):
+    /// its targets are sensitive and a user's request must ask for it.
+    pub destructive: bool,
 }
 
 impl DeclaredTool {
     /// The safety class and trust a tool definition `d` states: its own `safety_class`
     /// / `trust` fields (a manifest's names), else MCP's `annotations` — `readOnlyHint`
     /// is `read`, `destructiveHint` is `write`, `openWorldHint` makes what the tool
-    /// returns `untrusted` (it comes from outside).
+    /// returns `untrusted` (it comes from outside). `destructive` (or `destructiveHint`)
+    /// is read either way.
     pub fn classify(mut self, d: &Value) -> Self {
         const CLASSES: [&str; 5] = ["read", "write", "network", "financial", "privileged"];
         let own = |key: &str, allowed: &[&str]| {
@@ -215,6 +219,8 @@ impl DeclaredTool {
         };
         self.safety_class = own("safety_class", &CLASSES);
         self.trust = own("trust", &["trusted", "untrusted"]);
+        self.destructive = d.get("destructive").and_then(Value::as_bool) == Some(true)
+            || d.pointer("/annotations/destructiveHint").and_then(Value::as_bool) == Some(true);
         if self.safety_class.is_some() || self.trust.is_some() {
             self.classified_by = Some("the tool definition's safety_class / trust".into());
             return self;

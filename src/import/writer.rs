@@ -49,6 +49,9 @@ pub fn write(trace: &Trace, case: &str, file: &str, bytes: &[u8]) -> Result<(Vec
                     tool[key] = json!(v);
                 }
             }
+            if t.destructive {
+                tool["destructive"] = json!(true);
+            }
             tool
         })
         .collect();
