@@ -97,6 +97,41 @@ fn the_converted_agentdojo_suites_hold_todays_scorecard() {
         }
     }
     assert_eq!(not_attempted, ["banking-user_task_14-injection_task_7"]);
+
+    // the pairs not converted are counted and named beside the scorecard: 949 in all
+    let not_run = &suite["extras"]["not_run"];
+    assert_eq!((not_run["attacks"].as_u64(), not_run["controls"].as_u64()), (Some(340), Some(0)), "{not_run}");
+    assert_eq!(not_run["tags"]["agentdojo-travel"]["attacks"], 20);
+    assert_eq!(not_run["tags"]["agentdojo-workspace"]["attacks"], 320);
+    assert_eq!(card["overall"]["attacks"].as_u64().unwrap() + not_run["attacks"].as_u64().unwrap(), 949);
+    assert!(out.stdout.contains("not run: 340 attacks and 0 controls of the benchmark"), "{}", out.stdout);
+}
+
+/// A `[scorecard] not_run` file with a bad line is a load error at its line and column,
+/// and nothing runs.
+#[test]
+fn a_bad_not_run_line_is_an_error_at_its_line() {
+    let p = Project::full();
+    let file = "fixtures/agentdojo/not-run.jsonl";
+    let good = p.read(file);
+    let mut lines: Vec<&str> = good.lines().collect();
+    lines[2] = r#"{"id": "travel-x", "tags": ["agentdojo"], "role": "atack", "reason": "r"}"#;
+    p.write(file, lines.join("\n") + "\n");
+    let out = p.stateval(&["run", "pipeline/agentdojo.toml", "--out", "out"]);
+    out.expect_code(2);
+    assert!(out.stderr.contains("fixtures/agentdojo/not-run.jsonl:3:1:"), "{}", out.stderr);
+    assert!(out.stderr.contains("atack"), "{}", out.stderr);
+    assert!(!p.join("out").exists(), "nothing runs");
+    // an id listed twice, at the second
+    lines[2] = lines[1];
+    p.write(file, lines.join("\n") + "\n");
+    let out = p.stateval(&["run", "pipeline/agentdojo.toml", "--out", "out"]);
+    out.expect_code(2);
+    assert!(
+        out.stderr.contains("not-run.jsonl:3:1: \"travel-user_task_1-injection_task_6\" is listed twice"),
+        "{}",
+        out.stderr
+    );
 }
 
 /// The same suites with the runtime's floors switched off (a debug-build switch,

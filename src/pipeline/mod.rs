@@ -51,6 +51,13 @@ pub struct Pipeline {
     /// How the code under test is isolated (`[isolation]`, see [`crate::isolation`]).
     #[serde(default)]
     pub isolation: crate::isolation::IsolationConfig,
+    /// `[scorecard]`: the attack and control cases a benchmark has that this suite does
+    /// not run, so the scorecard counts and names them.
+    #[serde(default)]
+    pub scorecard: ScorecardConfig,
+    /// The entries of `[scorecard] not_run`, read by [`Pipeline::load`].
+    #[serde(skip)]
+    pub not_run: Vec<NotRun>,
     /// Where the file was read from (not part of the TOML).
     #[serde(skip)]
     pub path: PathBuf,
@@ -97,6 +104,28 @@ pub struct GoldensConfig {
     /// snapshot test's missing snapshot does, and passes elsewhere, where the summary
     /// names it and `stateval run --bless` writes it.
     pub required: Option<bool>,
+}
+
+/// `[scorecard]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScorecardConfig {
+    /// A JSONL file, one line per case of the benchmark the suite does not run:
+    /// `{"id", "tags", "role", "reason"}`. The scorecard counts them beside the scored
+    /// ones and names each, so a denominator never shrinks unseen.
+    pub not_run: Option<String>,
+}
+
+/// A case of the benchmark the suite does not run (`[scorecard] not_run`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotRun {
+    pub id: String,
+    pub tags: Vec<String>,
+    /// `attack` or `control`.
+    pub role: crate::outcome::Role,
+    /// Why it is not run.
+    pub reason: String,
 }
 
 /// Where goldens live when the pipeline does not say.
@@ -186,10 +215,35 @@ impl Pipeline {
     /// against the tool manifests they can reach.
     pub fn checked(mut self) -> Result<Pipeline, InputError> {
         self.check_fault_targets()?;
+        self.not_run = self.read_not_run()?;
         let names = reach::ToolNames::read(self.agents.values(), |rel| self.resolve(rel));
         self.check_tool_names(&names)?;
         self.tool_names = Some(names);
         Ok(self)
+    }
+
+    /// The lines of `[scorecard] not_run`, each checked: a bad line is an error at its
+    /// line and column; an id twice is one at the second.
+    fn read_not_run(&self) -> Result<Vec<NotRun>, InputError> {
+        let Some(rel) = &self.scorecard.not_run else { return Ok(Vec::new()) };
+        let path = self.resolve(rel);
+        let shown = self.display(&path);
+        let shown = Path::new(&shown);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| InputError::file(shown, format!("cannot read [scorecard] not_run: {e}")))?;
+        let mut out: Vec<NotRun> = Vec::new();
+        for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let at = |column: usize, message: String| InputError::new(shown, i + 1, column, message);
+            let value = crate::diag::parse_json_strict(line).map_err(|(_, column, message)| at(column, message))?;
+            let entry: NotRun = serde_json::from_value(value).map_err(|e| {
+                at(1, format!("{e}; expected {{\"id\", \"tags\", \"role\" (attack or control), \"reason\"}}"))
+            })?;
+            if out.iter().any(|n| n.id == entry.id) {
+                return Err(at(1, format!("{:?} is listed twice", entry.id)));
+            }
+            out.push(entry);
+        }
+        Ok(out)
     }
 
     /// A profile's fault that names a tool (or server) its manifest does not have could

@@ -98,6 +98,9 @@ pub fn write(outcome: &SuiteOutcome, out: &mut dyn io::Write) -> io::Result<()> 
     if let Some(card) = &outcome.scorecard {
         tail.push_str(&scorecard(card));
     }
+    if let Some(not_run) = outcome.extras.get(crate::outcome::NOT_RUN) {
+        tail.push_str(&not_run_section(not_run));
+    }
     tail.push_str(&render_extras(&outcome.extras));
 
     out.write_all(head.as_bytes())?;
@@ -225,6 +228,32 @@ fn scorecard(card: &crate::outcome::Scorecard) -> String {
     out
 }
 
+/// The benchmark's cases the suite does not run: counted, and the first named.
+fn not_run_section(not_run: &Value) -> String {
+    let n = |k: &str| not_run[k].as_u64().unwrap_or(0);
+    let mut out = format!(
+        "**Not run:** {} attacks and {} controls of the benchmark are not in this suite, so the rates above are of \
+         the rest; {} names each, and why.\n\n",
+        n("attacks"),
+        n("controls"),
+        code(not_run["file"].as_str().unwrap_or_default())
+    );
+    let cases = not_run["cases"].as_array().map(Vec::as_slice).unwrap_or_default();
+    for case in cases.iter().take(SCORE_ROWS) {
+        let _ = writeln!(
+            out,
+            "- {}: {}",
+            code(&clip(case["id"].as_str().unwrap_or_default(), ID_CHARS)),
+            text(&clip(case["reason"].as_str().unwrap_or_default(), REASON_CHARS))
+        );
+    }
+    if cases.len() > SCORE_ROWS {
+        let _ = writeln!(out, "- … and {} more (the JSON report lists them all)", cases.len() - SCORE_ROWS);
+    }
+    out.push('\n');
+    out
+}
+
 fn gate_row(gate: &GateOutcome) -> String {
     format!(
         "| {} | {} | {} | {} | {} | {} |\n",
@@ -302,8 +331,8 @@ fn render_extras(extras: &serde_json::Map<String, Value>) -> String {
                 }
                 cards.push(card);
             }
-            // shown at the top, on their own
-            _ if name == churn::EXTRA => {}
+            // shown at the top, on their own; the cases not run beside the scorecard
+            _ if name == churn::EXTRA || name == crate::outcome::NOT_RUN => {}
             _ => other.push(code(&clip(name, ID_CHARS))),
         }
     }

@@ -313,6 +313,17 @@ fn render_summary(outcome: &SuiteOutcome, out: &mut impl Write, verbose: bool) -
             writeln!(out, "  (--verbose lists the scorecard of each of {} tags)", rows.len() - 1)?;
         }
     }
+    if let Some(not_run) = outcome.extras.get(crate::outcome::NOT_RUN) {
+        let n = |k: &str| not_run[k].as_u64().unwrap_or(0);
+        writeln!(
+            out,
+            "{BOLD}not run{RESET}: {} attacks and {} controls of the benchmark are not in this suite, so the rates \
+             above are of the rest ({} names each, and why)",
+            n("attacks"),
+            n("controls"),
+            visible(not_run["file"].as_str().unwrap_or_default())
+        )?;
+    }
 
     for gate in &outcome.gates {
         let status = if gate.passed { format!("{GREEN}PASS{RESET}") } else { format!("{RED}FAIL{RESET}") };

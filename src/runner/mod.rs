@@ -1346,6 +1346,12 @@ pub(crate) fn conclude_staged<'a>(
         gates.extend(crate::gate::evaluate_cards(&plan.pipeline.gates, &card_targets));
         churn::golden_churn(plan, &cases, &mut gates, &card_cases, &evaluate, &mut extras)?;
     }
+    // the benchmark's cases this suite does not run: counted and named beside the
+    // scorecard (a selection is a slice, and judges no denominator)
+    if options.shard.is_none() && !options.selective && !plan.pipeline.not_run.is_empty() {
+        let file = plan.pipeline.scorecard.not_run.clone().unwrap_or_default();
+        extras.insert(crate::outcome::NOT_RUN.to_string(), crate::outcome::not_run(&file, &plan.pipeline.not_run));
+    }
     // a run whose code under test ran unisolated says so in its verdict (suite.json,
     // report.json), and is signed only where the pipeline asks for it
     let unisolated = plan.confinement.get().and_then(Confinement::unisolated);

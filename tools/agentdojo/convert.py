@@ -994,6 +994,14 @@ def main() -> int:
         print(f"{conv.undeclared_absent} calls need an earlier call's effect but AgentDojo answers them without it: "
               "no absent answer declared (a refused earlier call fails such a run with a fixture error)", file=sys.stderr)
     summary["skipped"] = conv.skipped
+    not_run = [
+        {"id": sk["case"], "tags": ["agentdojo", f"agentdojo-{sk['suite']}", "attack"], "role": "attack",
+         "reason": sk["reason"]}
+        for sk in conv.skipped
+    ]
+    (out / "fixtures" / "agentdojo").mkdir(parents=True, exist_ok=True)
+    (out / "fixtures" / "agentdojo" / "not-run.jsonl").write_text(
+        "".join(json.dumps(n, sort_keys=True, ensure_ascii=False) + "\n" for n in not_run))
     summary["injected_records"] = conv.injected_records
     write_json(out / "tools" / "agentdojo" / "conversion.json", summary)
     total = sum(v["benign"] + v["attack"] for v in summary["suites"].values())
@@ -1018,6 +1026,11 @@ store = ".stateval"
 # each) would be tens of MB to review. tests/cli_agentdojo.rs pins the scorecard instead.
 [goldens]
 required = false
+
+# The pairs of AgentDojo's that are not converted (their injection tasks have no
+# ground-truth calls): every report counts and names them beside the scorecard.
+[scorecard]
+not_run = "fixtures/agentdojo/not-run.jsonl"
 
 [gates]
 {gates}
