@@ -184,6 +184,31 @@ pub fn no_cases(scope: &str) -> String {
     }
 }
 
+/// The benchmark's cases the suite does not run: counted, each named in a fold.
+pub fn not_run(not_run: &serde_json::Value) -> String {
+    let n = |k: &str| not_run[k].as_u64().unwrap_or(0);
+    let cases = not_run["cases"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let mut out = format!(
+        "<section id=\"not-run\">\n<p><strong>Not run:</strong> {} attacks and {} controls of the benchmark are not \
+         in this suite, so the scorecard's rates are of the rest (<code>{}</code> names each).</p>\n<details><summary>\
+         {} cases not run, and why</summary>\n<ul>\n",
+        n("attacks"),
+        n("controls"),
+        esc(not_run["file"].as_str().unwrap_or_default()),
+        cases.len()
+    );
+    for case in cases {
+        let _ = writeln!(
+            out,
+            "<li><code>{}</code>: {}</li>",
+            esc(case["id"].as_str().unwrap_or_default()),
+            esc(case["reason"].as_str().unwrap_or_default())
+        );
+    }
+    out.push_str("</ul>\n</details>\n</section>\n");
+    out
+}
+
 /// Reliability cards and other flat extras, each folded (they are reference, not news).
 pub fn extras(extras: &serde_json::Map<String, serde_json::Value>) -> String {
     let cards = crate::report::metric_extras(extras);
@@ -303,6 +328,24 @@ pub fn row(case: &CaseOutcome, pointer: Option<&(usize, Pointer)>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cases_not_run_are_counted_and_each_named_escaped() {
+        let entry = |id: &str, role| crate::pipeline::NotRun {
+            id: id.into(),
+            tags: vec!["bench".into()],
+            role,
+            reason: "no <ground truth> & no check".into(),
+        };
+        let extra = crate::outcome::not_run(
+            "not-run.jsonl",
+            &[entry("a-1", crate::outcome::Role::Attack), entry("c-1", crate::outcome::Role::Control)],
+        );
+        let html = not_run(&extra);
+        assert!(html.contains("1 attacks and 1 controls of the benchmark"), "{html}");
+        assert!(html.contains("<li><code>a-1</code>: no &lt;ground truth&gt; &amp; no check</li>"), "{html}");
+        assert!(html.contains("2 cases not run"), "{html}");
+    }
 
     fn failing(error: &str) -> CaseOutcome {
         serde_json::from_value(

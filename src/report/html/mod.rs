@@ -194,6 +194,9 @@ pub fn write(outcome: &SuiteOutcome, logs: &dyn Logs, out: &mut dyn Write) -> io
     if let Some(card) = &outcome.scorecard {
         out.write_all(index::scorecard(card, &outcome.gates).as_bytes())?;
     }
+    if let Some(not_run) = outcome.extras.get(crate::outcome::NOT_RUN) {
+        out.write_all(index::not_run(not_run).as_bytes())?;
+    }
     out.write_all(index::extras(&outcome.extras).as_bytes())?;
 
     out.write_all(index::open(total, failing).as_bytes())?;
