@@ -23,6 +23,7 @@ fn project() -> Project {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     copy_dir(&repo.join("datasets/agentdojo"), &p.join("datasets/agentdojo"));
     copy_dir(&repo.join("fixtures/tools/agentdojo"), &p.join("fixtures/tools/agentdojo"));
+    copy_dir(&repo.join("fixtures/agentdojo"), &p.join("fixtures/agentdojo"));
     p.write("pipeline/agentdojo.toml", std::fs::read(repo.join("pipeline/agentdojo.toml")).expect("pipeline"));
     p.write(
         "tools/agentdojo/conversion.json",
