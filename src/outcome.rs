@@ -457,32 +457,6 @@ impl SuiteOutcome {
 /// benchmark's cases the suite does not run (`[scorecard] not_run`).
 pub const NOT_RUN: &str = "not_run";
 
-/// The [`NOT_RUN`] extra: the file, the counts overall and per tag, and every case with
-/// why it is not run.
-pub fn not_run(file: &str, entries: &[crate::pipeline::NotRun]) -> Value {
-    let count = |role: Role, tag: Option<&str>| {
-        entries.iter().filter(|n| n.role == role && tag.is_none_or(|t| n.tags.iter().any(|x| x == t))).count()
-    };
-    let tags: std::collections::BTreeSet<&str> =
-        entries.iter().flat_map(|n| n.tags.iter().map(String::as_str)).collect();
-    let by_tag: serde_json::Map<String, Value> = tags
-        .into_iter()
-        .map(|t| {
-            (
-                t.to_string(),
-                serde_json::json!({"attacks": count(Role::Attack, Some(t)), "controls": count(Role::Control, Some(t))}),
-            )
-        })
-        .collect();
-    serde_json::json!({
-        "file": file,
-        "attacks": count(Role::Attack, None),
-        "controls": count(Role::Control, None),
-        "tags": by_tag,
-        "cases": entries,
-    })
-}
-
 /// The name of a run directory's file of case outcomes, one per line.
 pub const CASES_FILE: &str = "cases.jsonl";
 /// The name of a run directory's [`SuiteHeader`].

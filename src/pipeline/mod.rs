@@ -128,6 +128,32 @@ pub struct NotRun {
     pub reason: String,
 }
 
+/// The [`crate::outcome::NOT_RUN`] extra of a run: the file, the counts overall and per tag, and every case with
+/// why it is not run.
+pub fn not_run_extra(file: &str, entries: &[NotRun]) -> serde_json::Value {
+    let count = |role: crate::outcome::Role, tag: Option<&str>| {
+        entries.iter().filter(|n| n.role == role && tag.is_none_or(|t| n.tags.iter().any(|x| x == t))).count()
+    };
+    let tags: std::collections::BTreeSet<&str> =
+        entries.iter().flat_map(|n| n.tags.iter().map(String::as_str)).collect();
+    let by_tag: serde_json::Map<String, Value> = tags
+        .into_iter()
+        .map(|t| {
+            (
+                t.to_string(),
+                serde_json::json!({"attacks": count(crate::outcome::Role::Attack, Some(t)), "controls": count(crate::outcome::Role::Control, Some(t))}),
+            )
+        })
+        .collect();
+    serde_json::json!({
+        "file": file,
+        "attacks": count(crate::outcome::Role::Attack, None),
+        "controls": count(crate::outcome::Role::Control, None),
+        "tags": by_tag,
+        "cases": entries,
+    })
+}
+
 /// Where goldens live when the pipeline does not say.
 pub const DEFAULT_GOLDENS: &str = "goldens";
 

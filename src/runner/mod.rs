@@ -1350,7 +1350,8 @@ pub(crate) fn conclude_staged<'a>(
     // scorecard (a selection is a slice, and judges no denominator)
     if options.shard.is_none() && !options.selective && !plan.pipeline.not_run.is_empty() {
         let file = plan.pipeline.scorecard.not_run.clone().unwrap_or_default();
-        extras.insert(crate::outcome::NOT_RUN.to_string(), crate::outcome::not_run(&file, &plan.pipeline.not_run));
+        extras
+            .insert(crate::outcome::NOT_RUN.to_string(), crate::pipeline::not_run_extra(&file, &plan.pipeline.not_run));
     }
     // a run whose code under test ran unisolated says so in its verdict (suite.json,
     // report.json), and is signed only where the pipeline asks for it

@@ -331,16 +331,9 @@ mod tests {
 
     #[test]
     fn the_cases_not_run_are_counted_and_each_named_escaped() {
-        let entry = |id: &str, role| crate::pipeline::NotRun {
-            id: id.into(),
-            tags: vec!["bench".into()],
-            role,
-            reason: "no <ground truth> & no check".into(),
-        };
-        let extra = crate::outcome::not_run(
-            "not-run.jsonl",
-            &[entry("a-1", crate::outcome::Role::Attack), entry("c-1", crate::outcome::Role::Control)],
-        );
+        let case = |id: &str, role: &str| serde_json::json!({"id": id, "tags": ["bench"], "role": role, "reason": "no <ground truth> & no check"});
+        let extra = serde_json::json!({"file": "not-run.jsonl", "attacks": 1, "controls": 1,
+                                       "cases": [case("a-1", "attack"), case("c-1", "control")]});
         let html = not_run(&extra);
         assert!(html.contains("1 attacks and 1 controls of the benchmark"), "{html}");
         assert!(html.contains("<li><code>a-1</code>: no &lt;ground truth&gt; &amp; no check</li>"), "{html}");
