@@ -38,7 +38,7 @@ fn whole_pipeline(c: &mut Criterion) {
             assert!(outcome.passed);
             let reports = (
                 junit::render(&outcome).expect("junit"),
-                tap::render(&outcome, tap::TapVersion::V13).expect("tap"),
+                tap::render(&outcome, stateval::pipeline::reports::TapVersion::V13).expect("tap"),
                 markdown::render(&outcome).expect("markdown"),
             );
             std::hint::black_box(reports);

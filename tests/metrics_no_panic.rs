@@ -4,7 +4,8 @@
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
-use stateval::metrics::block::{BLOCK_KEYS, MetricBlock};
+use stateval::dataset::blocks::BLOCK_KEYS;
+use stateval::metrics::block::MetricBlock;
 use stateval::metrics::cli::{METRIC_NAMES, run};
 
 const KEYS: &[&str] = &[

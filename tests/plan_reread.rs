@@ -135,8 +135,8 @@ fn a_run_whose_manifest_is_edited_after_validation_stops_with_an_input_error() -
 #[test]
 fn a_recording_known_by_its_bytes_is_not_parsed_again_and_any_other_is() -> Result<(), RunnerError> {
     use stateval::dataset::ValidatedRecordings;
+    use stateval::dataset::recording::Recording;
     use stateval::pipeline::Pipeline;
-    use stateval::replay::Recording;
     use std::sync::Arc;
 
     let (dir, plan) = suite();

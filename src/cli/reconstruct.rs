@@ -37,8 +37,8 @@ use stateval::event::Event;
 use stateval::event::reader::{ReadError, read_log};
 use stateval::import::reconstruct::{self, Incident, Options, final_answer, first_divergence};
 use stateval::pipeline::Pipeline;
+use stateval::pipeline::manifest::Manifest;
 use stateval::runner::{Plan, RunnerError, Selection};
-use stateval::sandbox::Manifest;
 
 /// The profile name used without `--agent`.
 const DEFAULT_AGENT: &str = "incident";

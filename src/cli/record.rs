@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::{CliError, Exit};
+use stateval::dataset::recording::Recording;
 use stateval::external::RecordMode;
 use stateval::external::upstream::{Provider, Upstream};
 use stateval::pipeline::{AgentKind, Pipeline};
-use stateval::replay::Recording;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -184,7 +184,7 @@ fn numbered(path: &Path, k: usize) -> PathBuf {
     path.with_file_name(name)
 }
 
-fn write_atomically(path: &Path, lines: &[stateval::replay::RecordedResponse]) -> std::io::Result<()> {
+fn write_atomically(path: &Path, lines: &[stateval::dataset::recording::RecordedResponse]) -> std::io::Result<()> {
     let mut text = String::new();
     for line in lines {
         text.push_str(&recording_line(line).to_string());
@@ -201,7 +201,7 @@ fn replace_file(path: &Path, text: &str, check: impl FnOnce(&Path) -> Result<(),
 
 /// One recording line, with only the fields that have values (the recording format
 /// leaves out what it does not know rather than writing null).
-fn recording_line(r: &stateval::replay::RecordedResponse) -> serde_json::Value {
+fn recording_line(r: &stateval::dataset::recording::RecordedResponse) -> serde_json::Value {
     use serde_json::json;
     let calls: Vec<serde_json::Value> = r
         .response

@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 
 use super::{CliError, Exit};
 use stateval::dataset::Loader;
+use stateval::dataset::recording::Recording;
 use stateval::diag::InputError;
 use stateval::event::reader::read_log;
 use stateval::pipeline::Pipeline;
-use stateval::replay::Recording;
+use stateval::pipeline::manifest::Manifest;
 use stateval::replay::judge::JudgeBook;
 use stateval::runner::{Plan, RunnerError, Selection};
-use stateval::sandbox::Manifest;
 
 #[derive(clap::Args)]
 pub struct Args {

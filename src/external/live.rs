@@ -22,7 +22,8 @@ use serde_json::{Map, Value, json};
 use super::RecordMode;
 use super::upstream::Provider;
 use super::wire::Dialect;
-use crate::replay::{ModelProvider, ModelRequest, ModelResponse, ProviderError, RecordedResponse, Replayed};
+use crate::dataset::recording::{ModelResponse, RecordedResponse};
+use crate::replay::{ModelProvider, ModelRequest, ProviderError, Replayed};
 use crate::secrets::Scrubber;
 
 /// What Anthropic Messages is asked for at most per answer (it needs a limit).

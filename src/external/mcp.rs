@@ -67,7 +67,7 @@ fn result(answer: ToolAnswer) -> CallToolResult {
 }
 
 /// A fixture's protocol error as the JSON-RPC error MCP answers with.
-fn protocol(error: &crate::sandbox::ProtocolError) -> ErrorData {
+fn protocol(error: &crate::pipeline::manifest::ProtocolError) -> ErrorData {
     let code = i32::try_from(error.code).unwrap_or(rmcp::model::ErrorCode::INTERNAL_ERROR.0);
     ErrorData::new(rmcp::model::ErrorCode(code), error.message.clone(), error.data.clone())
 }
@@ -306,7 +306,7 @@ mod tests {
 
     #[test]
     fn a_fixture_protocol_error_is_a_json_rpc_error_not_a_result() {
-        let error = crate::sandbox::ProtocolError {
+        let error = crate::pipeline::manifest::ProtocolError {
             code: -32602,
             message: "Unknown tool: rollback".into(),
             data: Some(json!({"tool": "rollback"})),

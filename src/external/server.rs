@@ -79,7 +79,7 @@ pub struct ToolAnswer {
     pub result: Value,
     pub is_error: bool,
     /// The fixture answered with a protocol error: MCP sends it as a JSON-RPC error.
-    pub protocol_error: Option<crate::sandbox::ProtocolError>,
+    pub protocol_error: Option<crate::pipeline::manifest::ProtocolError>,
 }
 
 /// Request bodies up to this size are read: a long conversation re-sends its whole

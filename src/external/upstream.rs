@@ -23,9 +23,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::wire::{Dialect, parse_arguments, text_of};
+use crate::dataset::recording::{ToolCall, Usage};
 use crate::grade::judge;
 use crate::pipeline::judges::JudgeUpstream;
-use crate::replay::{ToolCall, Usage};
 use crate::secrets::{REDACTED, Scrubber};
 
 /// Which vendor a request goes to.

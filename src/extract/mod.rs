@@ -34,8 +34,7 @@ pub mod recovery;
 pub mod targets;
 
 /// The target grammar is the dataset's (it checks every target when it loads).
-pub use crate::dataset::target as path;
-pub use crate::dataset::target::{ROOTS, check_target};
+use crate::dataset::target as path;
 
 pub use evidence::evidence;
 pub use recovery::recovery_input;

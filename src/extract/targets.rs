@@ -151,11 +151,12 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::metrics::block::{BLOCK_KEYS, MetricBlock};
+    use crate::dataset::blocks::BLOCK_KEYS;
+    use crate::metrics::block::MetricBlock;
 
     #[test]
     fn every_extractor_root_is_described() {
-        for root in crate::extract::ROOTS {
+        for root in crate::dataset::target::ROOTS {
             assert!(
                 TARGETS.iter().any(|t| t.source == Source::Log && t.name.split(['.', '[']).next() == Some(*root)),
                 "extractor root {root} has no described target"
@@ -186,7 +187,7 @@ mod tests {
         for t in TARGETS.iter().filter(|t| t.source == Source::Log) {
             let spelled = t.name.replace("<n>", "0").replace("<tier>", "semantic").replace("<key>", "k");
             let spelled = spelled.replace("<path>", "ledger");
-            assert_eq!(crate::extract::check_target(&spelled), Ok(()), "{}", t.name);
+            assert_eq!(crate::dataset::target::check_target(&spelled), Ok(()), "{}", t.name);
         }
     }
 

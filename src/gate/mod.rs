@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use crate::outcome::{CaseOutcome, GateOutcome, Score, ScoreCounts, Scorecard};
 use crate::pipeline::gates::{GateSpec, GatesConfig};
 
-pub use crate::outcome::DEFAULT_SCOPE;
+use crate::outcome::DEFAULT_SCOPE;
 
 /// z for a two-sided 95 % interval: the 97.5th percentile of the standard normal.
 const Z_95: f64 = 1.959_963_984_540_054;

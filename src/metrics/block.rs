@@ -20,7 +20,7 @@ use super::stability::StabilityBlock;
 use super::trajectory::TrajectoryBlock;
 use crate::dataset::blocks::{Block, BlockError, BlockFacts};
 
-pub use crate::dataset::blocks::BLOCK_KEYS;
+use crate::dataset::blocks::BLOCK_KEYS;
 
 /// One parsed metric block of a case.
 #[derive(Debug, Clone, PartialEq)]

@@ -25,9 +25,10 @@ use crate::diag::{InputError, line_col};
 use gates::GatesConfig;
 use judges::JudgeProfile;
 use manifest::Manifest;
+pub use manifest::SafetyClass;
 pub use profile::{
     AgentKind, AgentProfile, ApprovalAnswer, DEFAULT_TOOL_TIMEOUT_MS, Enforcement, MAX_TOOL_TIMEOUT_MS, NormalizeRule,
-    PolicyRule, RuleWhen, SafetyClass, Ungrounded, Verdict,
+    PolicyRule, RuleWhen, Ungrounded, Verdict,
 };
 use reports::ReportConfig;
 

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::fault::FaultDecl;
 use super::sparse::Sparse;
 
-pub use super::manifest::SafetyClass;
+use super::manifest::SafetyClass;
 
 /// A policy verdict. The order is the precedence: deny beats escalate beats allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

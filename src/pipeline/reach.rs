@@ -16,7 +16,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::Pipeline;
-use super::profile::{AgentKind, AgentProfile, SafetyClass};
+use super::manifest::SafetyClass;
+use super::profile::{AgentKind, AgentProfile};
 use crate::diag::{InputError, did_you_mean};
 
 /// The built-in runtime's memory tools, offered to every built-in profile (the one

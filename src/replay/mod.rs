@@ -15,7 +15,7 @@ pub mod judge;
 use crate::canon::Digest;
 use crate::dataset::recording::RecordedLines;
 /// Recordings are data the dataset names; their model lives in `dataset::recording`.
-pub use crate::dataset::recording::{ModelResponse, RecordedResponse, Recording, ToolCall, Usage};
+use crate::dataset::recording::{ModelResponse, RecordedResponse, Recording, Usage};
 
 /// Normalises a copy of a recorded request document under the agent's rules of today
 /// and gives its digest ([`ModelProvider::complete_renormalized`]).

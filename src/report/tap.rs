@@ -24,7 +24,7 @@ use crate::outcome::{CaseOutcome, Check, GateOutcome, RunResult, SuiteOutcome};
 use crate::report::junit::GATES_SUITE;
 
 /// The version [`render`] and [`write`] take; the setting is `[report]`'s (`pipeline::reports`).
-pub use crate::pipeline::reports::TapVersion;
+use crate::pipeline::reports::TapVersion;
 
 /// `outcome` as a TAP stream of the given version, in memory.
 pub fn render(outcome: &SuiteOutcome, version: TapVersion) -> io::Result<String> {

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use crate::canon::{self, Context, Digest};
 use crate::dataset::expect::Assertion;
 use crate::dataset::recording::RecordedLines;
+use crate::dataset::recording::Recording;
 use crate::dataset::{Case, CaseParser, CaseRef, Loader, RecordingRef, ValidatedRecordings};
 use crate::diag::InputError;
 use crate::event::Event;
@@ -38,13 +39,12 @@ use crate::metrics::block::{self as metric_block, MetricBlock};
 use crate::metrics::dimensions as cards_api;
 use crate::outcome::{AgentDiagnosis, CaseOutcome, CaseSpill, Cases, Check, RunResult, SuiteOutcome};
 use crate::pipeline::Pipeline;
+use crate::pipeline::manifest::Manifest;
 use crate::pipeline::{AgentKind, AgentProfile, OnUnused};
-use crate::replay::Recording;
 use crate::replay::ReplayProvider;
 use crate::replay::judge::JudgeBook;
 use crate::runtime::detectors::Detectors;
 use crate::runtime::{Agent, BuiltinAgent, Recorder, RunInput, RunStatus, RunSummary};
-use crate::sandbox::Manifest;
 use crate::store::{Layout, LogRecord, RunRecord, Store, StoreError, VerdictRecord};
 use serde_json::{Value, json};
 
@@ -1328,7 +1328,7 @@ pub(crate) fn conclude_staged<'a>(
             config.default.iter_mut().chain(config.tags.values_mut()).for_each(|g| g.min_cases = None);
             crate::gate::keep_judgeable_score_bounds(&mut config, tally);
             let mut gates = crate::gate::evaluate(&config, tally);
-            gates.retain(|g| g.scope == crate::gate::DEFAULT_SCOPE || g.cases > 0);
+            gates.retain(|g| g.scope == crate::outcome::DEFAULT_SCOPE || g.cases > 0);
             gates
         } else {
             crate::gate::evaluate(&plan.pipeline.gates, tally)

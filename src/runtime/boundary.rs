@@ -14,11 +14,12 @@ use super::grounding::{self, CallGrounding, Found, Grounding, Origin, Source};
 use super::{Recorder, idempotency, policy, taint};
 use crate::dataset::Case;
 use crate::event::{Kind, writer::WriteError};
+use crate::pipeline::manifest::Trust::Trusted;
+use crate::pipeline::manifest::{Manifest, ProtocolError, ToolSpec};
 use crate::pipeline::profile::PoisonedTools;
 use crate::pipeline::{AgentProfile, ApprovalAnswer, Enforcement, SafetyClass, Verdict};
-use crate::sandbox::Trust::Trusted;
 use crate::sandbox::poisoning::{self, Finding};
-use crate::sandbox::{FaultKind, Manifest, ProtocolError, Sandbox, ToolSpec};
+use crate::sandbox::{FaultKind, Sandbox};
 use crate::text::switches;
 
 pub struct ToolBoundary<'a> {

@@ -26,8 +26,8 @@ use serde_json::{Value, json};
 
 use crate::event::{Event, Kind, payload};
 use crate::pipeline::SafetyClass;
+use crate::pipeline::manifest::Manifest;
 use crate::pipeline::profile::SafetyConfig;
-use crate::sandbox::Manifest;
 use crate::text::injection::{find_injection, hidden_characters, injection_patterns};
 use crate::text::patterns::compiled;
 
@@ -95,7 +95,7 @@ impl Detectors {
             untrusted: manifest
                 .tools
                 .iter()
-                .filter(|t| t.trust == crate::sandbox::Trust::Untrusted)
+                .filter(|t| t.trust == crate::pipeline::manifest::Trust::Untrusted)
                 .map(|t| t.name.clone())
                 .collect(),
             classes: manifest.tools.iter().map(|t| (t.name.clone(), t.safety_class())).collect(),

@@ -25,11 +25,12 @@ use serde_json::{Value, json};
 
 use crate::canon::{self, Digest};
 use crate::dataset::Case;
+use crate::dataset::recording::{ModelResponse, Recording};
 use crate::event::fold::{self, Memory};
 use crate::event::{Kind, payload, writer::WriteError};
+use crate::pipeline::manifest::Manifest;
 use crate::pipeline::{AgentProfile, OnDivergence, SafetyClass};
-use crate::replay::{ModelProvider, ModelRequest, ModelResponse, ProviderError, Recording, ReplayProvider, digest};
-use crate::sandbox::Manifest;
+use crate::replay::{ModelProvider, ModelRequest, ProviderError, ReplayProvider, digest};
 use boundary::ToolBoundary;
 use context::{Conversation, approx_tokens};
 pub use recorder::Recorder;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::recorder::object;
 use crate::canon::{Digest, ObjectWriter};
-use crate::replay::Usage;
+use crate::dataset::recording::Usage;
 
 /// `model_called`.
 pub(crate) struct ModelCalled<'a> {

@@ -22,7 +22,7 @@
 //! How a declaration is spelled and checked (`Fault`, `FaultDecl`) is the pipeline's
 //! data model (`pipeline::fault`); this module holds what a declared fault does.
 
-pub use crate::pipeline::fault::{Fault, FaultDecl};
+use crate::pipeline::fault::{Fault, FaultDecl};
 
 /// What `tool_executed.fault` records for an injected fault (null when none fired).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

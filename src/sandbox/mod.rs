@@ -32,8 +32,9 @@ use serde_json::{Value, json};
 
 use compute::Failure;
 
-pub use crate::pipeline::manifest::{Manifest, Outcome, ProtocolError, SafetyClass, ToolSpec, Trust};
-pub use fault::{Fault, FaultDecl, FaultKind, Injection, Injector};
+use crate::pipeline::fault::FaultDecl;
+use crate::pipeline::manifest::{Manifest, ProtocolError, ToolSpec};
+pub use fault::{FaultKind, Injection, Injector};
 
 /// The result of executing one call.
 #[derive(Debug, Clone, PartialEq)]

@@ -138,8 +138,8 @@ pub fn stream(answer: &Answer<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dataset::recording::Usage;
     use crate::external::wire::CallOut;
-    use crate::replay::Usage;
 
     #[test]
     fn tool_results_become_tool_messages_and_tool_use_becomes_calls() {

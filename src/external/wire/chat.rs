@@ -134,8 +134,8 @@ pub fn stream(answer: &Answer<'_>, include_usage: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dataset::recording::Usage;
     use crate::external::wire::CallOut;
-    use crate::replay::Usage;
 
     fn answer(content: &str, calls: usize) -> Answer<'_> {
         Answer {

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::replay::Usage;
+use crate::dataset::recording::Usage;
 
 /// Characters per streamed text or argument delta: small enough that an answer arrives
 /// in several pieces, as real streams do.

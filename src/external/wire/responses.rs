@@ -259,8 +259,8 @@ pub fn stream(answer: &Answer<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dataset::recording::Usage;
     use crate::external::wire::CallOut;
-    use crate::replay::Usage;
 
     fn answer<'a>(id: &str, content: &'a str, calls: &[(&str, Value)]) -> Answer<'a> {
         Answer {
