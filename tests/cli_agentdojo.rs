@@ -114,6 +114,16 @@ fn a_bad_not_run_line_is_an_error_at_its_line() {
     let p = Project::full();
     let file = "fixtures/agentdojo/not-run.jsonl";
     let good = p.read(file);
+    // what it names is part of the run's inputs: another reason is another run
+    let run_id = |p: &Project| {
+        p.stateval(&["plan", "pipeline/agentdojo.toml", "-o", "plan.json"]).expect_code(0);
+        p.json("plan.json")["run_id"].as_str().expect("a run id").to_string()
+    };
+    let before = run_id(&p);
+    p.write(file, good.replacen("no ground-truth calls", "no ground truth", 1));
+    assert_ne!(run_id(&p), before);
+    p.write(file, &good);
+    assert_eq!(run_id(&p), before);
     let mut lines: Vec<&str> = good.lines().collect();
     lines[2] = r#"{"id": "travel-x", "tags": ["agentdojo"], "role": "atack", "reason": "r"}"#;
     p.write(file, lines.join("\n") + "\n");

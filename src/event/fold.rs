@@ -166,6 +166,20 @@ pub fn apply_sandbox(state: &mut Value, e: &Event) -> Result<(), String> {
     Ok(())
 }
 
+/// Apply an effect (an RFC 6902 patch) to a counterfactual state, where it may not
+/// apply (a real call changed what a withheld one had changed first): then the state is
+/// left as it was, and `false` says so. The boundary's shadow state and the attempt
+/// grading's fold both apply withheld effects this way, so they agree.
+pub fn apply_effect(state: &mut Value, effect: &Value) -> bool {
+    let Ok(patch) = serde_json::from_value::<json_patch::Patch>(effect.clone()) else { return false };
+    let mut next = state.clone();
+    let applied = json_patch::patch(&mut next, &patch).is_ok();
+    if applied {
+        *state = next;
+    }
+    applied
+}
+
 /// One approval as the fold sees it: requested, and resolved or still pending.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Approval {

@@ -361,7 +361,8 @@ fn pattern_covers(pattern: &str, path: &[&str]) -> bool {
     tokens.len() <= path.len() && tokens.iter().zip(path).all(|(t, p)| t == "*" || t == p)
 }
 
-fn scalars<'v>(value: &'v Value, numbers: bool, f: &mut impl FnMut(Cow<'v, str>)) {
+/// Every string leaf of `value`, and each number as JSON writes it when `numbers`.
+pub(crate) fn scalars<'v>(value: &'v Value, numbers: bool, f: &mut impl FnMut(Cow<'v, str>)) {
     match value {
         Value::String(s) => f(Cow::Borrowed(s)),
         Value::Number(n) if numbers => f(Cow::Owned(n.to_string())),
@@ -743,6 +744,25 @@ mod tests {
         let path = dir.path().join("ops.json");
         std::fs::write(&path, text).unwrap();
         Manifest::load(&path, "fixtures/tools/ops.json")
+    }
+
+    #[test]
+    fn a_request_list_that_names_no_word_and_a_field_that_is_no_pointer_are_refused_where_written() {
+        // an empty list would deny every call of the tool, whatever the user asked
+        let e = load("{\"tools\": [{\"name\": \"delete_file\", \"description\": \"d\",\n \"requested_by\": []}]}")
+            .unwrap_err();
+        assert_eq!((e.line, e.path.display().to_string()), (2, "fixtures/tools/ops.json".into()), "{e}");
+        assert!(e.message.contains("requested_by"), "{e}");
+        let e = load("{\"tools\": [{\"name\": \"inbox\", \"description\": \"d\",\n \"trusted_fields\": [\"*/id\"]}]}")
+            .unwrap_err();
+        assert!(e.line == 2 && e.message.contains("trusted_fields"), "{e}");
+        let m = load("{\"tools\": [{\"name\": \"inbox\", \"description\": \"d\", \"trusted_fields\": [\"/*/id\"], \"destructive\": true}]}")
+            .unwrap();
+        let tool = &m.tools[0];
+        assert!(
+            !tool.untrusted_at(&["3", "id"]) && tool.untrusted_at(&["3", "body"]) == (tool.trust == Trust::Untrusted)
+        );
+        assert_eq!(tool.requested_by().map(|w| w.len()), Some(DESTRUCTIVE_VERBS.len()));
     }
 
     #[test]

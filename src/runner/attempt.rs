@@ -97,8 +97,7 @@ fn counterfactual(events: &[Event], upto: Option<usize>) -> Value {
         match e.kind {
             Kind::ToolWithheld if upto.is_some_and(|u| i <= u) => {
                 let withheld: payload::ToolWithheld = e.view();
-                if let Ok(patch) = serde_json::from_value::<json_patch::Patch>(withheld.effect.value())
-                    && json_patch::patch(&mut state, &patch).is_ok()
+                if fold::apply_effect(&mut state, &withheld.effect.value())
                     && let Some(key) = withheld.idempotency_key.as_str()
                 {
                     keys.push(key.into_owned());

@@ -825,6 +825,12 @@ fn plan_digest(
     if let Some(goldens) = goldens {
         hasher.extend_from_slice(&goldens.0);
     }
+    // the cases not run are named in the run's verdict (suite.json); a pipeline that names
+    // none hashes as before
+    if !pipeline.not_run.is_empty() {
+        let named = serde_json::to_value(&pipeline.not_run).unwrap_or_default();
+        hasher.extend_from_slice(&canon::to_canonical(&named).unwrap_or_default());
+    }
     canon::digest(Context::Content, &hasher)
 }
 

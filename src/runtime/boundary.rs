@@ -402,7 +402,7 @@ impl<'a> ToolBoundary<'a> {
             return Ok(());
         };
         let mut shadow = self.shadow.take().unwrap_or_else(|| self.sandbox.state().clone());
-        apply(&mut shadow, &effect);
+        crate::event::fold::apply_effect(&mut shadow, &effect);
         self.shadow = Some(shadow);
         let mut data = json!({"call_id": call_id, "tool": tool, "rule": rule, "by": by, "effect": effect});
         if let (Some(keyed), Some(key)) = (keyed, key)
@@ -491,7 +491,7 @@ impl<'a> ToolBoundary<'a> {
         let changed = effect.is_some();
         // what took effect for real takes effect in the counterfactual state too
         if let (Some(shadow), Some(effect)) = (self.shadow.as_mut(), effect.as_ref()) {
-            apply(shadow, effect);
+            crate::event::fold::apply_effect(shadow, effect);
         }
         let executed = super::typed::ToolExecuted {
             call_id,
@@ -591,18 +591,6 @@ impl ToolBoundary<'_> {
         }
         if self.taint.touches(inputs) {
             self.taint.absorb(result, seq);
-        }
-    }
-}
-
-/// Apply an effect (an RFC 6902 patch) to the counterfactual state, where it may not
-/// apply (the real call changed what a withheld one had changed first): then the state
-/// is left as it was, as the counterfactual fold of the log leaves it.
-fn apply(state: &mut Value, effect: &Value) {
-    if let Ok(patch) = serde_json::from_value::<json_patch::Patch>(effect.clone()) {
-        let mut next = state.clone();
-        if json_patch::patch(&mut next, &patch).is_ok() {
-            *state = next;
         }
     }
 }

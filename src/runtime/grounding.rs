@@ -44,6 +44,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value, json};
 
 use super::taint::leaves;
+use crate::pipeline::manifest::scalars;
 use crate::text::normalize;
 
 /// What grounded a value.
@@ -133,7 +134,7 @@ pub struct Grounding {
 impl Grounding {
     /// Every string and number in `value` is grounded by `origin` from now on.
     pub fn ground(&mut self, value: &Value, origin: Origin) {
-        scalars(value, &mut |s| {
+        scalars(value, true, &mut |s| {
             if let Some(entry) = Entry::new(&s, origin) {
                 self.sources.push(entry);
             }
@@ -144,7 +145,7 @@ impl Grounding {
     /// grounds a value that is the whole of it, never a run of words inside it (a
     /// channel list grounds "External_0", and nothing a channel's name says).
     pub fn ground_records(&mut self, value: &Value, origin: Origin) {
-        scalars(value, &mut |s| {
+        scalars(value, true, &mut |s| {
             if let Some(mut entry) = Entry::new(&s, origin) {
                 entry.atom = true;
                 self.sources.push(entry);
@@ -516,17 +517,6 @@ fn words(text: &str) -> Vec<String> {
 
 fn trim(word: &str) -> &str {
     word.trim_matches(|c: char| !c.is_alphanumeric())
-}
-
-/// Every string leaf and number of `value`, numbers as JSON writes them.
-fn scalars(value: &Value, f: &mut impl FnMut(Cow<'_, str>)) {
-    match value {
-        Value::String(s) => f(Cow::Borrowed(s)),
-        Value::Number(n) => f(Cow::Owned(n.to_string())),
-        Value::Array(items) => items.iter().for_each(|v| scalars(v, f)),
-        Value::Object(map) => map.values().for_each(|v| scalars(v, f)),
-        _ => {}
-    }
 }
 
 /// A user's text in clauses: cut at sentence ends, semicolons, commas, new lines and
