@@ -21,10 +21,10 @@ use std::path::{Path, PathBuf};
 use super::{CliError, Exit};
 use stateval::dataset::RecordingRef;
 use stateval::dataset::expect::Assertion;
-use stateval::event::Kind as EventKind;
+use stateval::event::Kind;
 use stateval::pipeline::OnDivergence;
 use stateval::runner::{Plan, Selection, log_assertions};
-use stateval::secrets::{Kind, Scrubber};
+use stateval::secrets::{Scrubber, SecretKind};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -143,7 +143,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
                 .replay(&case, k, &recording, Box::new(Vec::<u8>::new()), None, &judged)
                 .map(|run| run.events)
                 .map_err(CliError::from)?;
-            for event in events.iter().filter(|e| e.kind == EventKind::JudgeCalled) {
+            for event in events.iter().filter(|e| e.kind == Kind::JudgeCalled) {
                 let (hash, sample) = (event.data.member("request_hash"), event.data.member("sample"));
                 if let (Some(hash), Some(sample)) = (hash.as_str(), sample.as_u64()) {
                     asked.insert((hash.to_string(), sample));
@@ -158,7 +158,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
                     }
                 }
             }
-            let used = events.iter().filter(|e| e.kind == EventKind::ModelCalled).count();
+            let used = events.iter().filter(|e| e.kind == Kind::ModelCalled).count();
             if let Some((number, _)) = lines.get(used) {
                 findings.insert((
                     display.clone(),
@@ -170,7 +170,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
                     ),
                 ));
             }
-            for event in events.iter().filter(|e| e.kind == EventKind::ReplayDiverged) {
+            for event in events.iter().filter(|e| e.kind == Kind::ReplayDiverged) {
                 let position = event.data.member("position").as_u64().unwrap_or(0) as usize;
                 let number = lines.get(position).map_or(0, |(n, _)| *n);
                 let pointers: Vec<String> = event
@@ -245,7 +245,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
 }
 
 /// A line holding a secret, by kind: `holds a secret: GitHub token`.
-fn secret_finding(kind: Kind) -> String {
+fn secret_finding(kind: SecretKind) -> String {
     format!("holds a secret: {}", kind.name())
 }
 

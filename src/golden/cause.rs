@@ -42,7 +42,7 @@ pub struct Sources<'a> {
 /// What kind of cause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Kind {
+pub enum CauseKind {
     /// Input files or profiles changed; nothing the run did changed beyond that.
     Inputs,
     /// Hashes moved with no input changed, or every input digest at once: how stateval
@@ -56,14 +56,14 @@ pub enum Kind {
     Missing,
 }
 
-impl Kind {
+impl CauseKind {
     pub fn as_str(self) -> &'static str {
         match self {
-            Kind::Inputs => "inputs",
-            Kind::Digests => "digests",
-            Kind::Behaviour => "behaviour",
-            Kind::Unverified => "unverified",
-            Kind::Missing => "missing",
+            CauseKind::Inputs => "inputs",
+            CauseKind::Digests => "digests",
+            CauseKind::Behaviour => "behaviour",
+            CauseKind::Unverified => "unverified",
+            CauseKind::Missing => "missing",
         }
     }
 }
@@ -71,7 +71,7 @@ impl Kind {
 /// The cause of one run's golden difference.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cause {
-    pub kind: Kind,
+    pub kind: CauseKind,
     /// Stable and shell-safe where the names are: `tools:fixtures/tools/treasury.json`,
     /// `profile:treasury`, `recording:…`, `case:datasets/…jsonl` (joined with `+` when
     /// several changed), `digests`, `behaviour`, `unverified`.
@@ -92,7 +92,7 @@ pub const MISSING: &str = "missing";
 impl Cause {
     pub fn behaviour() -> Cause {
         Cause {
-            kind: Kind::Behaviour,
+            kind: CauseKind::Behaviour,
             id: BEHAVIOUR.into(),
             what: "behaviour: what the run did differs, beyond any input digest".into(),
         }
@@ -100,18 +100,18 @@ impl Cause {
 
     pub fn unverified() -> Cause {
         Cause {
-            kind: Kind::Unverified,
+            kind: CauseKind::Unverified,
             id: UNVERIFIED.into(),
             what: "the golden does not verify (edited by hand?)".into(),
         }
     }
 
     pub fn missing() -> Cause {
-        Cause { kind: Kind::Missing, id: MISSING.into(), what: "no golden yet (new cases or runs)".into() }
+        Cause { kind: CauseKind::Missing, id: MISSING.into(), what: "no golden yet (new cases or runs)".into() }
     }
 
     fn digests(what: &str) -> Cause {
-        Cause { kind: Kind::Digests, id: DIGESTS.into(), what: format!("the digest definition: {what}") }
+        Cause { kind: CauseKind::Digests, id: DIGESTS.into(), what: format!("the digest definition: {what}") }
     }
 
     /// Event hashes differ while every event compares equal: how events are hashed
@@ -219,7 +219,7 @@ fn inputs_cause(changed: &[&str], s: &Sources) -> Cause {
     }
     ids.dedup();
     whats.dedup();
-    Cause { kind: Kind::Inputs, id: ids.join("+"), what: format!("{} changed", whats.join(" and ")) }
+    Cause { kind: CauseKind::Inputs, id: ids.join("+"), what: format!("{} changed", whats.join(" and ")) }
 }
 
 /// The cause recorded in a failed `golden` check's `actual` value, if any.
@@ -231,7 +231,7 @@ pub fn of_check(actual: Option<&Value>) -> Option<Cause> {
 mod tests {
     use super::*;
     use crate::event::writer::LogWriter;
-    use crate::event::{Event, Kind as EventKind};
+    use crate::event::{Event, Kind};
     use serde_json::json;
 
     const SOURCES: Sources = Sources {
@@ -250,15 +250,15 @@ mod tests {
     /// call of `tool`, completed.
     fn run(digests: [&str; 4], hash: &str, tokens: u64, tool: &str) -> Vec<Event> {
         let mut w = LogWriter::new(Vec::new());
-        let mut out = vec![w.append(None, 0, EventKind::RunStarted, started(digests)).unwrap()];
-        out.push(w.append(Some(0), 0, EventKind::TurnStarted, json!({"turn": 0, "input": "pay"})).unwrap());
+        let mut out = vec![w.append(None, 0, Kind::RunStarted, started(digests)).unwrap()];
+        out.push(w.append(Some(0), 0, Kind::TurnStarted, json!({"turn": 0, "input": "pay"})).unwrap());
         out.push(
-            w.append(Some(0), 0, EventKind::ContextCompiled, json!({"total": tokens, "sections": {"tools": tokens}}))
+            w.append(Some(0), 0, Kind::ContextCompiled, json!({"total": tokens, "sections": {"tools": tokens}}))
                 .unwrap(),
         );
-        out.push(w.append(Some(0), 10, EventKind::ModelCalled, json!({"request_hash": hash})).unwrap());
-        out.push(w.append(Some(0), 10, EventKind::ToolExecuted, json!({"tool": tool, "call_id": "c1"})).unwrap());
-        out.push(w.append(None, 10, EventKind::RunCompleted, json!({"status": "completed"})).unwrap());
+        out.push(w.append(Some(0), 10, Kind::ModelCalled, json!({"request_hash": hash})).unwrap());
+        out.push(w.append(Some(0), 10, Kind::ToolExecuted, json!({"tool": tool, "call_id": "c1"})).unwrap());
+        out.push(w.append(None, 10, Kind::RunCompleted, json!({"status": "completed"})).unwrap());
         out
     }
 
@@ -273,7 +273,7 @@ mod tests {
         let golden = run(BASE, "h1", 300, "transfer");
         let actual = run(["t2", "p1", "r1", "d1"], "h2", 301, "transfer");
         let c = cause(&golden, &actual);
-        assert_eq!((c.kind, c.id.as_str()), (Kind::Inputs, "tools:fixtures/tools/treasury.json"));
+        assert_eq!((c.kind, c.id.as_str()), (CauseKind::Inputs, "tools:fixtures/tools/treasury.json"));
     }
 
     #[test]
@@ -302,7 +302,7 @@ mod tests {
     #[test]
     fn token_counts_moving_with_no_input_changed_are_behaviour() {
         let golden = run(BASE, "h1", 300, "transfer");
-        assert_eq!(cause(&golden, &run(BASE, "h1", 280, "transfer")).kind, Kind::Behaviour);
+        assert_eq!(cause(&golden, &run(BASE, "h1", 280, "transfer")).kind, CauseKind::Behaviour);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::CHECK;
-use super::cause::{self, Cause, Kind};
+use super::cause::{self, Cause, CauseKind};
 use crate::outcome::{CaseOutcome, RunResult};
 
 /// The key of the groups in a run's extras (`report.json`, `suite.json`).
@@ -34,7 +34,7 @@ pub const SHOWN: usize = 5;
 pub struct Group {
     /// The cause's id: what `--cause` takes.
     pub id: String,
-    pub kind: Kind,
+    pub kind: CauseKind,
     /// What changed, for people.
     pub what: String,
     /// Cases with at least one run in the group.
@@ -149,8 +149,8 @@ impl Churn {
 /// Causes that say what changed without the run's behaviour changing. (A missing
 /// golden is a group too, but its cases keep their own lines: each names the file to
 /// write, as the summary's list of missing goldens does.)
-pub fn explains(kind: Kind) -> bool {
-    matches!(kind, Kind::Inputs | Kind::Digests)
+pub fn explains(kind: CauseKind) -> bool {
+    matches!(kind, CauseKind::Inputs | CauseKind::Digests)
 }
 
 /// One run of a group: where its golden goes.
@@ -369,7 +369,7 @@ mod tests {
     }
 
     fn tools() -> Cause {
-        Cause { kind: Kind::Inputs, id: "tools:t.json".into(), what: "tool manifest t.json changed".into() }
+        Cause { kind: CauseKind::Inputs, id: "tools:t.json".into(), what: "tool manifest t.json changed".into() }
     }
 
     #[test]

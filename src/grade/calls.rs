@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::custom::{self, CaseInfo, Finished};
 use super::judge::{self, JudgeKey};
-use super::matcher::{Caller, Outcome};
+use super::matcher::{Caller, Matched};
 use crate::canon;
 use crate::dataset::expect::brief;
 use crate::dataset::expect::custom::CustomSpec;
@@ -83,12 +83,12 @@ impl<'b> Grading<'b> {
 
     /// A call that could not be made or read: a case error saying all of it (`full`),
     /// and a failed outcome saying what failed (`short`), so reports do not repeat it.
-    fn error(&mut self, short: String, full: String) -> Outcome {
+    fn error(&mut self, short: String, full: String) -> Matched {
         self.errors.push(format!("{}: {full}", self.target));
-        Outcome::fail(format!("{short} (a case error)"))
+        Matched::fail(format!("{short} (a case error)"))
     }
 
-    fn error_same(&mut self, message: String) -> Outcome {
+    fn error_same(&mut self, message: String) -> Matched {
         self.error(message.clone(), message)
     }
 }
@@ -98,7 +98,7 @@ impl Caller for Grading<'_> {
         self.target = target.to_string();
     }
 
-    fn custom(&mut self, spec: &CustomSpec, value: &Value) -> Outcome {
+    fn custom(&mut self, spec: &CustomSpec, value: &Value) -> Matched {
         let input = custom::input(&self.target, value, &self.case);
         let mut stdin = match canon::to_canonical(&input) {
             Ok(bytes) => bytes,
@@ -113,7 +113,7 @@ impl Caller for Grading<'_> {
                 let why = verdict.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
                 let said = if verdict.pass { "passed" } else { "failed" };
                 let reason = format!("custom grader `{}` {said}{score}{why}", spec.command.join(" "));
-                if verdict.pass { Outcome::pass(reason) } else { Outcome::fail(reason) }
+                if verdict.pass { Matched::pass(reason) } else { Matched::fail(reason) }
             }
             Err(failure) => {
                 self.events.push((Kind::GraderCalled, custom::failed_event(&self.target, spec, &input, &failure)));
@@ -123,7 +123,7 @@ impl Caller for Grading<'_> {
         }
     }
 
-    fn judge(&mut self, spec: &JudgeSpec, value: &Value) -> Outcome {
+    fn judge(&mut self, spec: &JudgeSpec, value: &Value) -> Matched {
         let name = &spec.profile;
         let Some(profile) = self.backend.judge_profile(name) else {
             return self.error_same(format!("judge profile \"{name}\" is not defined ([judges.{name}])"));
@@ -168,12 +168,12 @@ impl Caller for Grading<'_> {
             Err(e) => return self.error_same(format!("judge {name}: {e}")),
         };
         let outcome = match &reduced {
-            None => Outcome::fail(format!("judge {name}: no {} among the votes [{shown}]", spec.reduce.as_str())),
+            None => Matched::fail(format!("judge {name}: no {} among the votes [{shown}]", spec.reduce.as_str())),
             Some(v) => {
                 let inner = spec.pass.apply(Some(v));
                 let reason =
                     format!("judge {name} voted [{shown}], {} {}: {}", spec.reduce.as_str(), brief(v), inner.reason);
-                Outcome { passed: inner.passed, reason }
+                Matched { passed: inner.passed, reason }
             }
         };
         let data = judge::verdict_event(&self.target, spec, &request, &votes, reduced.as_ref(), outcome.passed);
@@ -237,7 +237,7 @@ mod tests {
         CaseInfo { id: "c".into(), dataset: "d".into(), tags: vec![], turns: vec!["hi".into()], run: 1 }
     }
 
-    fn grade(matcher: Value, fake: &mut Fake, value: Value) -> (Outcome, Graded) {
+    fn grade(matcher: Value, fake: &mut Fake, value: Value) -> (Matched, Graded) {
         let m = Matcher::compile(&matcher).unwrap();
         let mut grading = Grading::new(fake, case());
         grading.begin("final_response");

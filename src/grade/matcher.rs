@@ -20,35 +20,35 @@ use crate::dataset::expect::{Matcher, brief};
 pub trait Caller {
     /// The assertion about to be applied targets `target` (named in what is logged).
     fn begin(&mut self, _target: &str) {}
-    fn custom(&mut self, spec: &CustomSpec, value: &Value) -> Outcome;
-    fn judge(&mut self, spec: &JudgeSpec, value: &Value) -> Outcome;
+    fn custom(&mut self, spec: &CustomSpec, value: &Value) -> Matched;
+    fn judge(&mut self, spec: &JudgeSpec, value: &Value) -> Matched;
 }
 
 /// Outside a run's log there is nothing to call: custom graders and judges fail.
 pub struct NoCalls;
 
 impl Caller for NoCalls {
-    fn custom(&mut self, spec: &CustomSpec, _: &Value) -> Outcome {
-        Outcome::fail(format!("{} grades one run's log and cannot be applied here", spec.describe()))
+    fn custom(&mut self, spec: &CustomSpec, _: &Value) -> Matched {
+        Matched::fail(format!("{} grades one run's log and cannot be applied here", spec.describe()))
     }
-    fn judge(&mut self, spec: &JudgeSpec, _: &Value) -> Outcome {
-        Outcome::fail(format!("judge {} grades one run's log and cannot be applied here", spec.profile))
+    fn judge(&mut self, spec: &JudgeSpec, _: &Value) -> Matched {
+        Matched::fail(format!("judge {} grades one run's log and cannot be applied here", spec.profile))
     }
 }
 
 /// Result of applying a matcher: whether it held, and one line saying why not.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub struct Matched {
     pub passed: bool,
     pub reason: String,
 }
 
-impl Outcome {
+impl Matched {
     pub fn pass(reason: impl Into<String>) -> Self {
-        Outcome { passed: true, reason: reason.into() }
+        Matched { passed: true, reason: reason.into() }
     }
     pub fn fail(reason: impl Into<String>) -> Self {
-        Outcome { passed: false, reason: reason.into() }
+        Matched { passed: false, reason: reason.into() }
     }
 }
 
@@ -56,55 +56,55 @@ impl Matcher {
     /// Apply to an extracted value; `None` means the target had no value, which only a
     /// `not` (of a positive matcher) accepts. Custom graders and judges fail here: they
     /// are applied with [`Matcher::apply_with`] while a run's log is open.
-    pub fn apply(&self, actual: Option<&Value>) -> Outcome {
+    pub fn apply(&self, actual: Option<&Value>) -> Matched {
         self.apply_with(actual, &mut NoCalls)
     }
 
     /// [`Matcher::apply`], with custom graders and judges served by `caller`. Each
     /// matcher is applied at most once (combinators stop at the first deciding member),
     /// so every call out is made once and in the order the matcher is written.
-    pub fn apply_with(&self, actual: Option<&Value>, caller: &mut dyn Caller) -> Outcome {
+    pub fn apply_with(&self, actual: Option<&Value>, caller: &mut dyn Caller) -> Matched {
         let Some(value) = actual else {
             return match self {
-                Matcher::Not(_) => Outcome::pass("no value, so the negated matcher cannot hold"),
+                Matcher::Not(_) => Matched::pass("no value, so the negated matcher cannot hold"),
                 Matcher::AnyOf(ms) => ms
                     .iter()
                     .map(|m| m.apply_with(None, caller))
                     .find(|o| o.passed)
-                    .unwrap_or_else(|| Outcome::fail("no value at this target")),
-                _ => Outcome::fail("no value at this target"),
+                    .unwrap_or_else(|| Matched::fail("no value at this target")),
+                _ => Matched::fail("no value at this target"),
             };
         };
         match self {
             Matcher::Exact(want) => {
                 if json_eq(want, value) {
-                    Outcome::pass(format!("equals {}", brief(want)))
+                    Matched::pass(format!("equals {}", brief(want)))
                 } else {
-                    Outcome::fail(format!("expected exactly {}, got {}", brief(want), brief(value)))
+                    Matched::fail(format!("expected exactly {}, got {}", brief(want), brief(value)))
                 }
             }
             Matcher::Contains(want) => {
                 if contains(want, value) {
-                    Outcome::pass(format!("contains {}", brief(want)))
+                    Matched::pass(format!("contains {}", brief(want)))
                 } else {
-                    Outcome::fail(format!("expected to contain {}, got {}", brief(want), brief(value)))
+                    Matched::fail(format!("expected to contain {}, got {}", brief(want), brief(value)))
                 }
             }
             Matcher::Regex(re) => match value.as_str() {
-                Some(s) if re.is_match(s) => Outcome::pass(format!("matches /{}/", re.as_str())),
-                Some(_) => Outcome::fail(format!("expected a match for /{}/, got {}", re.as_str(), brief(value))),
-                None => Outcome::fail(format!("regex needs a string, got {}", brief(value))),
+                Some(s) if re.is_match(s) => Matched::pass(format!("matches /{}/", re.as_str())),
+                Some(_) => Matched::fail(format!("expected a match for /{}/, got {}", re.as_str(), brief(value))),
+                None => Matched::fail(format!("regex needs a string, got {}", brief(value))),
             },
             Matcher::Schema(validator, schema) => match validator.iter_errors(value).next() {
-                None => Outcome::pass(format!("satisfies {}", brief(schema))),
-                Some(e) => Outcome::fail(format!("{} does not satisfy {}: {e}", brief(value), brief(schema))),
+                None => Matched::pass(format!("satisfies {}", brief(schema))),
+                Some(e) => Matched::fail(format!("{} does not satisfy {}: {e}", brief(value), brief(schema))),
             },
             Matcher::Not(inner) => {
                 let o = inner.apply_with(Some(value), caller);
                 if o.passed {
-                    Outcome::fail(format!("expected not: {}", o.reason))
+                    Matched::fail(format!("expected not: {}", o.reason))
                 } else {
-                    Outcome::pass(format!("not: {}", o.reason))
+                    Matched::pass(format!("not: {}", o.reason))
                 }
             }
             Matcher::AnyOf(ms) => {
@@ -116,16 +116,16 @@ impl Matcher {
                     }
                     reasons.push(o.reason);
                 }
-                Outcome::fail(format!("none of {} matchers held: {}", ms.len(), reasons.join("; ")))
+                Matched::fail(format!("none of {} matchers held: {}", ms.len(), reasons.join("; ")))
             }
             Matcher::AllOf(ms) => {
                 for m in ms {
                     let o = m.apply_with(Some(value), caller);
                     if !o.passed {
-                        return Outcome::fail(o.reason);
+                        return Matched::fail(o.reason);
                     }
                 }
-                Outcome::pass(format!("all {} matchers held", ms.len()))
+                Matched::pass(format!("all {} matchers held", ms.len()))
             }
             Matcher::Custom(spec) => caller.custom(spec, value),
             Matcher::Judge(spec) => caller.judge(spec, value),

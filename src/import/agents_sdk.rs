@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use super::Format;
 use super::builder::Builder;
 use super::source::Source;
-use super::trace::{Args, Call, Content, ErrorKind, Outcome, Ptr, Step, Trace, provenance, str_field};
+use super::trace::{Args, Call, CallResult, Content, ErrorKind, Ptr, Step, Trace, provenance, str_field};
 use crate::diag::InputError;
 
 const READS: &str = "OpenAI Agents SDK trace export (trace / trace.span objects: function and generation spans)";
@@ -114,7 +114,7 @@ pub fn parse(src: &Source, trace_id: Option<&str>) -> Result<Trace, InputError> 
         Some((at, text)) => b.user(Content::Text(text), provenance([("span", Some(json!(at.pointer)))]), None, &at),
         None => b.user(Content::Absent, Default::default(), None, &Ptr::new(0, "")),
     }
-    let mut pending: Vec<(String, Outcome, Ptr)> = Vec::new();
+    let mut pending: Vec<(String, CallResult, Ptr)> = Vec::new();
     for (k, (at, v)) in spans.iter().enumerate() {
         let kind = v.pointer("/span_data/type").and_then(Value::as_str).unwrap_or("untyped");
         if kind != "function" {
@@ -136,12 +136,12 @@ pub fn parse(src: &Source, trace_id: Option<&str>) -> Result<Trace, InputError> 
         if let Some(e) = error {
             source.insert("error".into(), e.clone());
         }
-        let outcome = Outcome {
+        let outcome = CallResult {
             result: data.get("output").cloned().filter(|o| !o.is_null()).or_else(|| error.cloned()),
             is_error: Some(failed),
             error_kind: failed.then_some(ErrorKind::Tool),
             source,
-            ..Outcome::default()
+            ..CallResult::default()
         };
         pending.push((id, outcome, at.clone()));
     }

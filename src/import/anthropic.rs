@@ -21,9 +21,8 @@ use serde_json::{Value, json};
 use super::Format;
 use super::builder::Builder;
 use super::source::Source;
-use super::trace::{
-    Args, Call, Content, DeclaredTool, ErrorKind, Outcome, Ptr, Step, Trace, Usage, provenance, str_field,
-};
+use super::trace::{Args, Call, CallResult, Content, DeclaredTool, ErrorKind, Ptr, Step, Trace, provenance, str_field};
+use crate::dataset::recording::Usage;
 use crate::diag::{InputError, did_you_mean};
 
 const READS: &str = "Anthropic Messages API (POST /v1/messages request messages and message responses)";
@@ -129,12 +128,12 @@ fn user(b: &mut Builder, at: &Ptr, blocks: &[(Ptr, Value)]) -> Result<(), InputE
                     b.error(here, "tool_result has no \"tool_use_id\": its result cannot be attributed")
                 })?;
                 let is_error = block.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-                let outcome = Outcome {
+                let outcome = CallResult {
                     result: block.get("content").map(result_value),
                     is_error: Some(is_error),
                     error_kind: is_error.then_some(ErrorKind::Tool),
                     source: provenance([("result_block", Some(json!(here.pointer)))]),
-                    ..Outcome::default()
+                    ..CallResult::default()
                 };
                 b.result(id, outcome, &here.join("/tool_use_id"))?;
             }

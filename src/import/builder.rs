@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::Format;
 use super::source::Source;
-use super::trace::{Args, Call, Content, DeclaredTool, Outcome, Ptr, Step, Trace, Turn, Warning};
+use super::trace::{Args, Call, CallResult, Content, DeclaredTool, Ptr, Step, Trace, Turn, Warning};
 use crate::diag::InputError;
 
 /// Builds a [`Trace`] while a parser reads its source.
@@ -230,7 +230,7 @@ impl<'s, 'a> Builder<'s, 'a> {
 
     /// The result of call `id`. A result for a call the source never showed, or a
     /// second result for one call, is an error: it could not be attributed.
-    pub fn result(&mut self, id: &str, outcome: Outcome, at: &Ptr) -> Result<(), InputError> {
+    pub fn result(&mut self, id: &str, outcome: CallResult, at: &Ptr) -> Result<(), InputError> {
         if let Some(first) = self.results.get(id) {
             return Err(self.error(at, format!("duplicate result for tool call \"{id}\" (first result at {first})")));
         }

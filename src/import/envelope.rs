@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 use super::Format;
 use super::builder::Builder;
 use super::source::Source;
-use super::trace::{Args, Call, Content, ErrorKind, Outcome, Ptr, Step, Trace, provenance, str_field};
+use super::trace::{Args, Call, CallResult, Content, ErrorKind, Ptr, Step, Trace, provenance, str_field};
 use crate::diag::{InputError, did_you_mean};
 
 const READS: &str =
@@ -204,11 +204,11 @@ fn read_call(b: &Builder, at: &Ptr, entry: &Value) -> Result<(Call, Option<usize
     let result = entry.get("result").cloned();
     let is_error = entry.get("is_error").and_then(Value::as_bool);
     if result.is_some() || is_error.is_some() {
-        call.outcome = Some(Outcome {
+        call.outcome = Some(CallResult {
             result: result.filter(|r| !r.is_null()),
             is_error,
             error_kind: (is_error == Some(true)).then_some(ErrorKind::Tool),
-            ..Outcome::default()
+            ..CallResult::default()
         });
     }
     Ok((call, turn))

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use super::Format;
 use super::builder::Builder;
 use super::source::Source;
-use super::trace::{Args, Call, Content, ErrorKind, Outcome, Ptr, Step, Trace, provenance, str_field};
+use super::trace::{Args, Call, CallResult, Content, ErrorKind, Ptr, Step, Trace, provenance, str_field};
 use crate::diag::InputError;
 
 const READS: &str =
@@ -125,11 +125,11 @@ pub fn parse(src: &Source) -> Result<Trace, InputError> {
         b.step(step)?;
         let error = run.get("error").filter(|e| !e.is_null());
         let result = run.pointer("/outputs/output").or(run.get("outputs")).filter(|o| !o.is_null()).or(error).cloned();
-        let outcome = Outcome {
+        let outcome = CallResult {
             result,
             is_error: Some(error.is_some()),
             error_kind: error.map(|_| ErrorKind::Tool),
-            ..Outcome::default()
+            ..CallResult::default()
         };
         results.push((id, outcome, at.clone()));
     }

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use super::Format;
 use super::builder::Builder;
 use super::source::Source;
-use super::trace::{Args, Call, Content, DeclaredTool, ErrorKind, Outcome, Ptr, Step, Trace, str_field};
+use super::trace::{Args, Call, CallResult, Content, DeclaredTool, ErrorKind, Ptr, Step, Trace, str_field};
 use crate::diag::InputError;
 
 const READS: &str = "MCP JSON-RPC 2.0 messages (specification 2024-11-05 to 2025-11-25): tools/call, tasks/result, \
@@ -223,19 +223,19 @@ fn response(
     match method.as_str() {
         "tools/call" => {
             let outcome = match (result, error) {
-                (_, Some(error)) => Outcome {
+                (_, Some(error)) => CallResult {
                     result: Some(error.clone()),
                     is_error: Some(true),
                     error_kind: Some(ErrorKind::Protocol),
-                    ..Outcome::default()
+                    ..CallResult::default()
                 },
                 (Some(result), None) => {
                     let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
-                    Outcome {
+                    CallResult {
                         result: Some(result.clone()),
                         is_error: Some(is_error),
                         error_kind: is_error.then_some(ErrorKind::Tool),
-                        ..Outcome::default()
+                        ..CallResult::default()
                     }
                 }
                 (None, None) => return Err(b.error(at, "JSON-RPC response with neither \"result\" nor \"error\"")),

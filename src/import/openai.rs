@@ -26,7 +26,8 @@ use serde_json::{Map, Value, json};
 use super::Format;
 use super::builder::Builder;
 use super::source::Source;
-use super::trace::{Args, Call, Content, DeclaredTool, Outcome, Ptr, Step, Trace, Usage, provenance, str_field};
+use super::trace::{Args, Call, CallResult, Content, DeclaredTool, Ptr, Step, Trace, provenance, str_field};
+use crate::dataset::recording::Usage;
 use crate::diag::{InputError, did_you_mean};
 
 const READS: &str =
@@ -104,10 +105,10 @@ fn read_message(b: &mut Builder, at: &Ptr, message: &Value) -> Result<(), InputE
                 return Err(b.error(at, "tool message has no \"tool_call_id\": its result cannot be attributed"));
             };
             let text = text_of(b, at, message.get("content"))?;
-            let outcome = Outcome {
+            let outcome = CallResult {
                 result: text.map(Value::String),
                 source: provenance([("result_message", Some(json!(at.pointer)))]),
-                ..Outcome::default()
+                ..CallResult::default()
             };
             b.result(id, outcome, &at.join("/tool_call_id"))?;
         }
@@ -128,10 +129,10 @@ fn read_message(b: &mut Builder, at: &Ptr, message: &Value) -> Result<(), InputE
                 ));
             };
             let text = text_of(b, at, message.get("content"))?;
-            let outcome = Outcome {
+            let outcome = CallResult {
                 result: text.map(Value::String),
                 source: provenance([("result_message", Some(json!(at.pointer))), ("by_order", Some(json!(true)))]),
-                ..Outcome::default()
+                ..CallResult::default()
             };
             b.result(&id, outcome, &at.join("/name"))?;
         }

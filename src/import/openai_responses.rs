@@ -25,9 +25,8 @@ use super::Format;
 use super::builder::Builder;
 use super::openai::text_of;
 use super::source::Source;
-use super::trace::{
-    Args, Call, Content, DeclaredTool, ErrorKind, Outcome, Ptr, Step, Trace, Usage, provenance, str_field,
-};
+use super::trace::{Args, Call, CallResult, Content, DeclaredTool, ErrorKind, Ptr, Step, Trace, provenance, str_field};
+use crate::dataset::recording::Usage;
 use crate::diag::{InputError, did_you_mean};
 
 const READS: &str = "OpenAI Responses API items (POST /v1/responses input and output items, response objects)";
@@ -154,10 +153,10 @@ impl Reader<'_, '_, '_> {
                 let id = str_field(item, "call_id").ok_or_else(|| {
                     self.b.error(at, "function_call_output has no \"call_id\": its result cannot be attributed")
                 })?;
-                let outcome = Outcome {
+                let outcome = CallResult {
                     result: item.get("output").cloned().filter(|v| !v.is_null()),
                     source: provenance([("result_item_id", item.get("id").cloned())]),
-                    ..Outcome::default()
+                    ..CallResult::default()
                 };
                 self.b.result(id, outcome, &at.join("/call_id"))
             }
@@ -243,11 +242,11 @@ impl Reader<'_, '_, '_> {
         let mut call = Call::new(id, name, args, at.clone());
         call.source = provenance([("server_label", item.get("server_label").cloned())]);
         let error = item.get("error").filter(|e| !e.is_null());
-        call.outcome = Some(Outcome {
+        call.outcome = Some(CallResult {
             result: error.or(item.get("output")).cloned().filter(|v| !v.is_null()),
             is_error: Some(error.is_some()),
             error_kind: error.map(|_| ErrorKind::Tool),
-            ..Outcome::default()
+            ..CallResult::default()
         });
         self.open(at).calls.push(call);
         Ok(())

@@ -49,7 +49,8 @@ use serde_json::{Map, Value, json};
 use super::Format;
 use super::builder::Builder;
 use super::source::Source;
-use super::trace::{Args, Call, Content, DeclaredTool, ErrorKind, Outcome, Ptr, Step, Trace, Usage, provenance};
+use super::trace::{Args, Call, CallResult, Content, DeclaredTool, ErrorKind, Ptr, Step, Trace, provenance};
+use crate::dataset::recording::Usage;
 use crate::diag::InputError;
 use messages::{DETAILS_EVENT, Forms, LEGACY_EVENTS, MESSAGE_EVENTS, Msg, Part, read_chat};
 use otlp::{Record, Span};
@@ -564,7 +565,7 @@ fn outcomes(
             }
         }
         let result = message.map(|(v, _)| v).or_else(|| span.and_then(|s| first_attr(s, &TOOL_RESULT).cloned()));
-        let outcome = Outcome {
+        let outcome = CallResult {
             result,
             is_error: failed,
             error_kind: failed.filter(|f| *f).map(|_| ErrorKind::Tool),

@@ -2,7 +2,7 @@
 //!
 //! A [`Trace`] is a list of user [`Turn`]s; each turn holds the model's responses
 //! ([`Step`]s, one per model call, in order), each response its text and its tool
-//! [`Call`]s in the order the model emitted them, and each call its [`Outcome`] when
+//! [`Call`]s in the order the model emitted them, and each call its [`CallResult`] when
 //! the source captured one. Original ids travel in `source` maps and `Call::id`, and
 //! what the source did not capture is [`Content::Absent`] / `None`, never "".
 //! Parsers fill it through [`super::builder::Builder`], which keeps it consistent.
@@ -10,6 +10,7 @@
 use serde_json::{Map, Value};
 
 use super::Format;
+use crate::dataset::recording::Usage;
 use crate::diag::parse_json_strict;
 
 /// Text the source captured, or the fact that it did not.
@@ -102,7 +103,7 @@ impl ErrorKind {
 
 /// What a call returned.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Outcome {
+pub struct CallResult {
     /// `None`: a result came back but its content was not captured.
     pub result: Option<Value>,
     /// `None`: the source does not say whether it failed.
@@ -122,7 +123,7 @@ pub struct Call {
     pub name: String,
     pub args: Args,
     /// `None`: the source has no result for this call.
-    pub outcome: Option<Outcome>,
+    pub outcome: Option<CallResult>,
     pub source: Map<String, Value>,
     pub at: Ptr,
 }
@@ -131,12 +132,6 @@ impl Call {
     pub fn new(id: Option<String>, name: impl Into<String>, args: Args, at: Ptr) -> Self {
         Call { id, name: name.into(), args, outcome: None, source: Map::new(), at }
     }
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
 }
 
 /// One model response (one model call).

@@ -21,8 +21,9 @@
 
 use serde_json::{Value, json};
 
-use super::trace::{Args, Call, Content, Step, Trace, Usage, Warning};
+use super::trace::{Args, Call, Content, Step, Trace, Warning};
 use crate::canon::{Context, digest};
+use crate::dataset::recording::Usage;
 use crate::event::writer::{LogWriter, WriteError};
 use crate::event::{Event, Kind};
 
@@ -248,7 +249,7 @@ mod tests {
     use super::*;
     use crate::event::verify::verify_bytes;
     use crate::import::builder::Builder;
-    use crate::import::trace::{Outcome, Ptr};
+    use crate::import::trace::{CallResult, Ptr};
     use crate::import::{Format, Source};
     use serde_json::Map;
     use std::path::Path;
@@ -264,7 +265,7 @@ mod tests {
         b.step(step).unwrap();
         b.result(
             "a",
-            Outcome { result: Some(json!("ok")), is_error: Some(false), ..Outcome::default() },
+            CallResult { result: Some(json!("ok")), is_error: Some(false), ..CallResult::default() },
             &Ptr::default(),
         )
         .unwrap();

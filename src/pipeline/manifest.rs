@@ -51,7 +51,7 @@ pub enum Trust {
 /// What a call returns and does.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Outcome {
+pub struct Scripted {
     /// The answer; its forms (`{"$state": …}`, `{"$filter": …}`, `{"$arg": …}`, see
     /// [`super::computed`]) are computed from the state after the call's effect.
     #[serde(default)]
@@ -76,11 +76,11 @@ pub struct Outcome {
     pub computed: bool,
 }
 
-/// The answer to a call whose target is absent from the state (see [`Outcome::absent`]).
+/// The answer to a call whose target is absent from the state (see [`Scripted::absent`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Absent {
-    /// A template like [`Outcome::result`], computed from the unchanged state.
+    /// A template like [`Scripted::result`], computed from the unchanged state.
     #[serde(default)]
     pub result: Value,
     /// Default `true`: a missing target is the tool's error.
@@ -130,7 +130,7 @@ pub struct KeyedResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub when: Option<Vec<Guard>>,
     #[serde(flatten)]
-    pub outcome: Outcome,
+    pub outcome: Scripted,
 }
 
 /// One condition of [`KeyedResponse::when`]: an RFC 6902 `test` operation.
@@ -197,7 +197,7 @@ pub struct ToolSpec {
     pub untrusted_fields: Vec<String>,
     #[serde(default)]
     pub responses: Vec<KeyedResponse>,
-    pub default: Option<Outcome>,
+    pub default: Option<Scripted>,
     /// `input_schema`, compiled once by [`Manifest::compile`].
     #[serde(skip)]
     pub validator: Option<Arc<jsonschema::Validator>>,

@@ -19,7 +19,7 @@ use std::sync::LazyLock;
 
 use regex::{Captures, Regex, RegexSet};
 
-use super::{Kind, REDACTED};
+use super::{REDACTED, SecretKind};
 
 /// When a match of a detector's pattern is a secret.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +33,7 @@ enum When {
 }
 
 struct Detector {
-    kind: Kind,
+    kind: SecretKind,
     pattern: &'static str,
     when: When,
 }
@@ -111,19 +111,19 @@ const SECRET_QUOTED_FIELD: &str =
     r#"(?P<name>{NAME})(?:\\?["'][ \t]*:|[ \t]*=)[ \t]*\\?"(?P<secret>(?:[^"\\]|\\[^"])+)\\?""#;
 
 const DETECTORS: [Detector; 13] = [
-    Detector { kind: Kind::PrivateKey, pattern: PEM_PRIVATE_KEY, when: When::Always },
-    Detector { kind: Kind::GitHubToken, pattern: GITHUB_TOKEN, when: When::Always },
-    Detector { kind: Kind::GitHubToken, pattern: GITHUB_FINE_GRAINED_TOKEN, when: When::Always },
-    Detector { kind: Kind::SlackToken, pattern: SLACK_TOKEN, when: When::Always },
-    Detector { kind: Kind::GoogleApiKey, pattern: GOOGLE_API_KEY, when: When::Always },
-    Detector { kind: Kind::ModelApiKey, pattern: MODEL_API_KEY, when: When::Always },
-    Detector { kind: Kind::AwsAccessKeyId, pattern: AWS_ACCESS_KEY_ID, when: When::Always },
-    Detector { kind: Kind::BearerToken, pattern: BEARER_TOKEN, when: When::Always },
-    Detector { kind: Kind::Jwt, pattern: JWT, when: When::Always },
-    Detector { kind: Kind::AwsSecretAccessKey, pattern: AWS_SECRET_ACCESS_KEY, when: When::AwsKeyIdNearby },
-    Detector { kind: Kind::UrlPassword, pattern: URL_PASSWORD, when: When::Always },
-    Detector { kind: Kind::SecretField, pattern: SECRET_ASSIGNMENT, when: When::SecretName },
-    Detector { kind: Kind::SecretField, pattern: SECRET_QUOTED_FIELD, when: When::SecretName },
+    Detector { kind: SecretKind::PrivateKey, pattern: PEM_PRIVATE_KEY, when: When::Always },
+    Detector { kind: SecretKind::GitHubToken, pattern: GITHUB_TOKEN, when: When::Always },
+    Detector { kind: SecretKind::GitHubToken, pattern: GITHUB_FINE_GRAINED_TOKEN, when: When::Always },
+    Detector { kind: SecretKind::SlackToken, pattern: SLACK_TOKEN, when: When::Always },
+    Detector { kind: SecretKind::GoogleApiKey, pattern: GOOGLE_API_KEY, when: When::Always },
+    Detector { kind: SecretKind::ModelApiKey, pattern: MODEL_API_KEY, when: When::Always },
+    Detector { kind: SecretKind::AwsAccessKeyId, pattern: AWS_ACCESS_KEY_ID, when: When::Always },
+    Detector { kind: SecretKind::BearerToken, pattern: BEARER_TOKEN, when: When::Always },
+    Detector { kind: SecretKind::Jwt, pattern: JWT, when: When::Always },
+    Detector { kind: SecretKind::AwsSecretAccessKey, pattern: AWS_SECRET_ACCESS_KEY, when: When::AwsKeyIdNearby },
+    Detector { kind: SecretKind::UrlPassword, pattern: URL_PASSWORD, when: When::Always },
+    Detector { kind: SecretKind::SecretField, pattern: SECRET_ASSIGNMENT, when: When::SecretName },
+    Detector { kind: SecretKind::SecretField, pattern: SECRET_QUOTED_FIELD, when: When::SecretName },
 ];
 
 /// Every pattern compiled, in [`DETECTORS`] order, and as one set: most text holds no
@@ -181,7 +181,7 @@ fn secret_name_pattern() -> String {
 
 /// One pass of every built-in detector over `text`: the text with what they found
 /// replaced (`None` when nothing was), and the kinds found added to `found`.
-pub(super) fn pass(text: &str, aws_key_id_nearby: bool, found: &mut Vec<Kind>) -> Option<String> {
+pub(super) fn pass(text: &str, aws_key_id_nearby: bool, found: &mut Vec<SecretKind>) -> Option<String> {
     let (set, each) = &*COMPILED;
     let hits = set.matches(text);
     if !hits.matched_any() {

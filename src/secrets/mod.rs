@@ -4,7 +4,7 @@
 //! it is recorded, in `record` and in replay alike, so a digest taken while recording
 //! reproduces when the run replays; the live upstream scrubs its errors before anyone
 //! shows them; `grade::judge` scrubs a judge request before its key is taken; and
-//! `stateval recording lint` names the [`Kind`] of every secret a recording line holds.
+//! `stateval recording lint` names the [`SecretKind`] of every secret a recording line holds.
 //!
 //! A secret is replaced, not cut out: what a reviewer needs to read the text stays
 //! (`ghp_[scrubbed]`, `postgres://app:[scrubbed]@db/orders`, `password=[scrubbed]`).
@@ -36,7 +36,7 @@ const MAX_PASSES: usize = 4;
 
 /// The kinds of secret stateval knows, as `recording lint` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
+pub enum SecretKind {
     /// A PEM private-key block.
     PrivateKey,
     /// `ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`.
@@ -63,22 +63,22 @@ pub enum Kind {
     ProfilePattern,
 }
 
-impl Kind {
+impl SecretKind {
     /// The kind in a few words.
     pub fn name(self) -> &'static str {
         match self {
-            Kind::PrivateKey => "PEM private key",
-            Kind::GitHubToken => "GitHub token",
-            Kind::SlackToken => "Slack token",
-            Kind::GoogleApiKey => "Google API key",
-            Kind::ModelApiKey => "OpenAI or Anthropic API key",
-            Kind::AwsAccessKeyId => "AWS access key id",
-            Kind::BearerToken => "bearer token",
-            Kind::Jwt => "JWT",
-            Kind::AwsSecretAccessKey => "AWS secret access key",
-            Kind::UrlPassword => "password in a URL",
-            Kind::SecretField => "password or secret field",
-            Kind::ProfilePattern => "match of the profile's scrub patterns",
+            SecretKind::PrivateKey => "PEM private key",
+            SecretKind::GitHubToken => "GitHub token",
+            SecretKind::SlackToken => "Slack token",
+            SecretKind::GoogleApiKey => "Google API key",
+            SecretKind::ModelApiKey => "OpenAI or Anthropic API key",
+            SecretKind::AwsAccessKeyId => "AWS access key id",
+            SecretKind::BearerToken => "bearer token",
+            SecretKind::Jwt => "JWT",
+            SecretKind::AwsSecretAccessKey => "AWS secret access key",
+            SecretKind::UrlPassword => "password in a URL",
+            SecretKind::SecretField => "password or secret field",
+            SecretKind::ProfilePattern => "match of the profile's scrub patterns",
         }
     }
 }
@@ -118,7 +118,7 @@ impl Scrubber {
     }
 
     /// The kinds of secret in `text`: those [`Scrubber::text`] replaces.
-    pub fn kinds(&self, text: &str) -> BTreeSet<Kind> {
+    pub fn kinds(&self, text: &str) -> BTreeSet<SecretKind> {
         let mut found = Vec::new();
         self.scrub(text, detectors::has_aws_key_id(text), &mut found);
         found.into_iter().collect()
@@ -153,14 +153,14 @@ impl Scrubber {
         }
     }
 
-    fn scrub(&self, text: &str, nearby: bool, found: &mut Vec<Kind>) -> Option<String> {
+    fn scrub(&self, text: &str, nearby: bool, found: &mut Vec<SecretKind>) -> Option<String> {
         let mut out: Option<String> = None;
         for _ in 0..MAX_PASSES {
             let current = out.as_deref().unwrap_or(text);
             let mut next = detectors::pass(current, nearby, found);
             for re in &self.extra {
                 if let Some(clean) = detectors::replace(re, next.as_deref().unwrap_or(current), |_| true) {
-                    found.push(Kind::ProfilePattern);
+                    found.push(SecretKind::ProfilePattern);
                     next = Some(clean);
                 }
             }

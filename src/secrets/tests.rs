@@ -42,32 +42,32 @@ fn keys_tokens_and_jwts_are_scrubbed_and_ordinary_text_is_not() {
 #[test]
 fn each_new_kind_is_replaced_keeping_what_a_reviewer_needs() {
     let s = Scrubber::default();
-    let cases: Vec<(String, &str, Kind)> = vec![
-        (format!("token {} ok", github()), "token ghp_[scrubbed] ok", Kind::GitHubToken),
-        (format!("token {} ok", github_fine_grained()), "token github_pat_[scrubbed] ok", Kind::GitHubToken),
-        (format!("slack {} ok", slack()), "slack xoxb-[scrubbed] ok", Kind::SlackToken),
-        (format!("maps key={}&q=1", google()), "maps key=AIza[scrubbed]&q=1", Kind::GoogleApiKey),
+    let cases: Vec<(String, &str, SecretKind)> = vec![
+        (format!("token {} ok", github()), "token ghp_[scrubbed] ok", SecretKind::GitHubToken),
+        (format!("token {} ok", github_fine_grained()), "token github_pat_[scrubbed] ok", SecretKind::GitHubToken),
+        (format!("slack {} ok", slack()), "slack xoxb-[scrubbed] ok", SecretKind::SlackToken),
+        (format!("maps key={}&q=1", google()), "maps key=AIza[scrubbed]&q=1", SecretKind::GoogleApiKey),
         (
             format!("key: {}\n{}", pem(), "done"),
             "key: -----BEGIN RSA PRIVATE KEY-----[scrubbed]-----END RSA PRIVATE KEY-----\ndone",
-            Kind::PrivateKey,
+            SecretKind::PrivateKey,
         ),
         (
             "db at postgres://app:hunter2@db.internal:5432/orders".into(),
             "db at postgres://app:[scrubbed]@db.internal:5432/orders",
-            Kind::UrlPassword,
+            SecretKind::UrlPassword,
         ),
         (
             "login?user=ada&password=hunter2&next=/".into(),
             "login?user=ada&password=[scrubbed]&next=/",
-            Kind::SecretField,
+            SecretKind::SecretField,
         ),
         (
             r#"config {"client_secret": "s3cr3t value", "port": 5}"#.into(),
             r#"config {"client_secret": "[scrubbed]", "port": 5}"#,
-            Kind::SecretField,
+            SecretKind::SecretField,
         ),
-        (format!("pair {AWS_ID} / {AWS_SECRET}."), "pair [scrubbed] / [scrubbed].", Kind::AwsSecretAccessKey),
+        (format!("pair {AWS_ID} / {AWS_SECRET}."), "pair [scrubbed] / [scrubbed].", SecretKind::AwsSecretAccessKey),
     ];
     for (text, expected, kind) in cases {
         assert_eq!(s.text(&text).as_deref(), Some(expected), "{text}");
@@ -128,7 +128,7 @@ fn a_value_that_is_itself_a_token_is_replaced_whole_in_one_scrub() {
     let text = format!("password={}", github());
     let s = Scrubber::default();
     assert_eq!(s.text(&text).as_deref(), Some("password=[scrubbed]"));
-    assert_eq!(s.kinds(&text), BTreeSet::from([Kind::GitHubToken, Kind::SecretField]));
+    assert_eq!(s.kinds(&text), BTreeSet::from([SecretKind::GitHubToken, SecretKind::SecretField]));
 }
 
 #[test]
