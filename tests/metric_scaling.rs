@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use stateval::metrics::golden_path::common_steps;
-use stateval::metrics::trace::{ToolCall, read_call_list};
+use stateval::metrics::trace::{TracedCall, read_call_list};
 use stateval::metrics::trajectory::{ExpectedTrace, unordered_work};
 
 const TOOLS: [&str; 8] =
@@ -16,7 +16,7 @@ fn calls_json(picks: &[(usize, u8)]) -> Vec<Value> {
     picks.iter().map(|(t, q)| json!({"name": format!("srv__{}", TOOLS[*t]), "args": {"q": q}})).collect()
 }
 
-fn calls(items: &[Value]) -> Vec<ToolCall> {
+fn calls(items: &[Value]) -> Vec<TracedCall> {
     read_call_list(&Value::Array(items.to_vec()))
 }
 

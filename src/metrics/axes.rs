@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::gate::{BlockOutcome, Bound, CaseBlock, run_outcome};
-use super::trace::{ToolCall, read_tool_calls};
+use super::trace::{TracedCall, read_tool_calls};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
 /// Percent reported when nothing is declared: no constraint can be broken.
@@ -80,7 +80,7 @@ impl AxesReport {
     }
 }
 
-fn first_index(calls: &[ToolCall], name: &str) -> Option<usize> {
+fn first_index(calls: &[TracedCall], name: &str) -> Option<usize> {
     calls.iter().position(|c| c.is_named(name))
 }
 
@@ -89,7 +89,7 @@ fn percent(held: usize, declared: usize) -> u32 {
 }
 
 /// Score recorded `calls` against the declared constraints.
-pub fn score_axes(block: &AxesBlock, calls: &[ToolCall]) -> AxesReport {
+pub fn score_axes(block: &AxesBlock, calls: &[TracedCall]) -> AxesReport {
     let mut violations = Vec::new();
     let mut held_dependencies = 0;
     for d in &block.dependencies {

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::gate::{BlockOutcome, Bound, CaseBlock, flag, float, optional_bool, run_outcome};
 use super::sequence::BitLcs;
-use super::trace::{ToolCall, read_tool_calls};
+use super::trace::{TracedCall, read_tool_calls};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
 /// Each unit of waste costs half as much as the path itself: two wasted steps halve the
@@ -77,7 +77,7 @@ impl GoldenPathReport {
 }
 
 /// Count waste in recorded `calls` against `golden`.
-pub fn score_golden_path(golden: &GoldenPath, calls: &[ToolCall]) -> GoldenPathReport {
+pub fn score_golden_path(golden: &GoldenPath, calls: &[TracedCall]) -> GoldenPathReport {
     let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
     let extra_steps = calls.len().saturating_sub(golden.calls.len());
     let repeated_tools = names.windows(2).filter(|w| w[0] == w[1]).count();
@@ -111,9 +111,9 @@ pub fn score_golden_path(golden: &GoldenPath, calls: &[ToolCall]) -> GoldenPathR
 }
 
 /// LCS of the golden names and the recorded calls, a call answering to a golden name by
-/// its bare or its full name ([`ToolCall::is_named`]); and the word steps it took. Each
+/// its bare or its full name ([`TracedCall::is_named`]); and the word steps it took. Each
 /// recorded name is split on `__` once here, not on every comparison.
-pub fn common_steps(golden: &[String], calls: &[ToolCall]) -> (usize, u64) {
+pub fn common_steps(golden: &[String], calls: &[TracedCall]) -> (usize, u64) {
     let mut ids: HashMap<&str, u32> = HashMap::new();
     let golden_ids: Vec<u32> = golden
         .iter()

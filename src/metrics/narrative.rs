@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::gate::{BlockOutcome, Bound, CaseBlock, flag, float, optional_number, optional_strings, run_outcome};
-use super::trace::{ToolCall, Trace, bare_name};
+use super::trace::{Trace, TracedCall, bare_name};
 use super::{MetricError, expect_object, reject_unknown_keys};
 
 /// Verbs whose claim asserts a change in the world (docs/metrics.md §5, in its order).
@@ -271,7 +271,7 @@ struct Claim {
 }
 
 /// Compare `narrative` (the final assistant message) with the recorded `calls`.
-pub fn score_narrative(narrative: &str, calls: &[ToolCall], options: &NarrativeOptions) -> NarrativeReport {
+pub fn score_narrative(narrative: &str, calls: &[TracedCall], options: &NarrativeOptions) -> NarrativeReport {
     let words = text_words(narrative);
     let normal: Vec<String> = words.iter().map(|(_, n)| n.clone()).collect();
     let vocabulary: HashSet<&str> = normal.iter().map(String::as_str).collect();

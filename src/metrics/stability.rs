@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::gate::{BlockOutcome, Bound, CaseBlock, flag, float, parse_block_assertions};
 use super::sequence::BitLcs;
-use super::trace::{ToolCall, Trace};
+use super::trace::{Trace, TracedCall};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
 /// Tokens one distinct call may cost before `cost_per_progress` drops below 1: about one
@@ -178,11 +178,11 @@ pub fn score_trace(trace: &Trace) -> StabilityReport {
     }
 }
 
-fn call_key(call: &ToolCall) -> (&str, Option<&str>, &str) {
+fn call_key(call: &TracedCall) -> (&str, Option<&str>, &str) {
     (call.name.as_str(), call.server.as_deref(), call.canonical_args())
 }
 
-fn tool_usage_stability(calls: &[ToolCall]) -> f64 {
+fn tool_usage_stability(calls: &[TracedCall]) -> f64 {
     if calls.len() < 2 {
         return 1.0;
     }

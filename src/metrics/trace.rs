@@ -13,7 +13,7 @@
 //! a bare string as a call with that name, and turn `content` as an array of
 //! `{"type": "text", "text": …}` blocks whose text is concatenated. An entry that is
 //! neither an object nor a string is not a call and is skipped; every call keeps its
-//! position in the input array ([`ToolCall::index`]) so reports point at the right entry.
+//! position in the input array ([`TracedCall::index`]) so reports point at the right entry.
 
 use std::cell::OnceCell;
 
@@ -23,7 +23,7 @@ use crate::canon::to_canonical;
 
 /// One recorded tool call.
 #[derive(Debug, Clone)]
-pub struct ToolCall {
+pub struct TracedCall {
     /// Position in the input `tool_calls` array.
     pub index: usize,
     /// The recorded name, wire prefix included (`docs__search`).
@@ -36,23 +36,23 @@ pub struct ToolCall {
     canonical: OnceCell<String>,
 }
 
-impl PartialEq for ToolCall {
+impl PartialEq for TracedCall {
     fn eq(&self, other: &Self) -> bool {
         self.index == other.index && self.name == other.name && self.server == other.server && self.args == other.args
     }
 }
 
-impl ToolCall {
+impl TracedCall {
     /// A call named `name` with `args`.
     pub fn new(index: usize, name: impl Into<String>, server: Option<String>, args: Value) -> Self {
-        ToolCall { index, name: name.into(), server, args, canonical: OnceCell::new() }
+        TracedCall { index, name: name.into(), server, args, canonical: OnceCell::new() }
     }
 
     /// A call known only by its args' canonical text, for a reader that canonicalised them
     /// while parsing and a metric that reads nothing else of them (stability keys calls
     /// on it): `args` is left `null`.
     pub(crate) fn with_canonical_args(index: usize, name: String, server: Option<String>, canonical: String) -> Self {
-        ToolCall { index, name, server, args: Value::Null, canonical: OnceCell::from(canonical) }
+        TracedCall { index, name, server, args: Value::Null, canonical: OnceCell::from(canonical) }
     }
 
     /// The args' RFC 8785 canonical text, so `{a,b}` and `{b,a}` key the same.
@@ -89,7 +89,7 @@ pub fn canonical_args(args: &Value) -> String {
 /// Everything the metrics read from one trace envelope.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Trace {
-    pub tool_calls: Vec<ToolCall>,
+    pub tool_calls: Vec<TracedCall>,
     /// Text of each assistant turn that has any, in order.
     pub assistant_turns: Vec<String>,
     /// `conversation.tokens.total`; 0 when absent or not a non-negative number.
@@ -146,12 +146,12 @@ fn field<'a>(envelope: &'a Value, key: &str) -> Option<&'a Value> {
 }
 
 /// The tool calls of an envelope (`tool_calls` or `trace.tool_calls`).
-pub fn read_tool_calls(envelope: &Value) -> Vec<ToolCall> {
+pub fn read_tool_calls(envelope: &Value) -> Vec<TracedCall> {
     field(envelope, "tool_calls").map(read_call_list).unwrap_or_default()
 }
 
 /// Read a `tool_calls` array; anything else is no calls.
-pub fn read_call_list(calls: &Value) -> Vec<ToolCall> {
+pub fn read_call_list(calls: &Value) -> Vec<TracedCall> {
     let Some(items) = calls.as_array() else {
         return Vec::new();
     };
@@ -159,21 +159,21 @@ pub fn read_call_list(calls: &Value) -> Vec<ToolCall> {
         .iter()
         .enumerate()
         .filter_map(|(index, item)| match item {
-            Value::String(name) => Some(ToolCall::new(index, name.clone(), None, empty_args())),
+            Value::String(name) => Some(TracedCall::new(index, name.clone(), None, empty_args())),
             Value::Object(call) => Some(read_call(index, call)),
             _ => None,
         })
         .collect()
 }
 
-fn read_call(index: usize, call: &Map<String, Value>) -> ToolCall {
+fn read_call(index: usize, call: &Map<String, Value>) -> TracedCall {
     let args = call.get("args").or_else(|| call.get("arguments")).cloned();
     build_call(index, call, args)
 }
 
 /// [`read_tool_calls`] of an envelope the caller no longer needs: each call's arguments
 /// are moved out of the envelope (left `null` there) instead of copied.
-pub fn take_tool_calls(envelope: &mut Value) -> Vec<ToolCall> {
+pub fn take_tool_calls(envelope: &mut Value) -> Vec<TracedCall> {
     let calls = if envelope.get("tool_calls").is_some() {
         envelope.get_mut("tool_calls")
     } else {
@@ -186,7 +186,7 @@ pub fn take_tool_calls(envelope: &mut Value) -> Vec<ToolCall> {
         .iter_mut()
         .enumerate()
         .filter_map(|(index, item)| match item {
-            Value::String(name) => Some(ToolCall::new(index, std::mem::take(name), None, empty_args())),
+            Value::String(name) => Some(TracedCall::new(index, std::mem::take(name), None, empty_args())),
             Value::Object(call) => {
                 let key = if call.contains_key("args") { "args" } else { "arguments" };
                 let args = call.get_mut(key).map(Value::take);
@@ -198,10 +198,10 @@ pub fn take_tool_calls(envelope: &mut Value) -> Vec<ToolCall> {
 }
 
 /// A call from its object and its (already read) `args`/`arguments` value.
-fn build_call(index: usize, call: &Map<String, Value>, args: Option<Value>) -> ToolCall {
+fn build_call(index: usize, call: &Map<String, Value>, args: Option<Value>) -> TracedCall {
     let name = call.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
     let server = call.get("server").and_then(Value::as_str).map(str::to_string);
-    ToolCall::new(index, name, server, recorded_args(args))
+    TracedCall::new(index, name, server, recorded_args(args))
 }
 
 /// A call's recorded `args`/`arguments` value as the metrics read it: absent or `null` is

@@ -25,7 +25,7 @@ use serde_json::Value;
 pub use self::args::{ArgsShape, Diff};
 use super::gate::{BlockOutcome, Bound, CaseBlock, flag, run_outcome};
 use super::matching::max_matching;
-use super::trace::{ToolCall, bare_name, read_tool_calls};
+use super::trace::{TracedCall, bare_name, read_tool_calls};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
 /// How recorded calls must relate to the expected ones.
@@ -73,7 +73,7 @@ pub struct ExpectedCall {
 
 impl ExpectedCall {
     /// Does `call` satisfy this expectation?
-    pub fn matches(&self, call: &ToolCall) -> bool {
+    pub fn matches(&self, call: &TracedCall) -> bool {
         call.is_named(&self.name) && self.args.matches(&call.args)
     }
 
@@ -198,7 +198,7 @@ impl TrajectoryReport {
 }
 
 /// What validation reads of the recorded calls: their positions and names, whether an
-/// expected call's args shape fits a call, and why not. [`ToolCall`]s answer from their
+/// expected call's args shape fits a call, and why not. [`TracedCall`]s answer from their
 /// args trees; the batch reader answers from canonical text
 /// ([`canonical::CanonicalCalls`]) and builds a tree only for a diff.
 pub trait Recorded {
@@ -213,14 +213,14 @@ pub trait Recorded {
     /// Why call `j`'s args do not fit the shape of expected call `i` (empty when they do).
     fn diffs(&self, i: usize, e: &ExpectedCall, j: usize) -> Vec<Diff>;
 
-    /// Does an expectation's `name` designate call `j` ([`ToolCall::is_named`])?
+    /// Does an expectation's `name` designate call `j` ([`TracedCall::is_named`])?
     fn is_named(&self, j: usize, expected: &str) -> bool {
         let name = self.name(j);
         bare_name(name) == expected || name == expected
     }
 }
 
-impl Recorded for [ToolCall] {
+impl Recorded for [TracedCall] {
     fn count(&self) -> usize {
         self.len()
     }
@@ -239,7 +239,7 @@ impl Recorded for [ToolCall] {
 }
 
 /// Validate recorded `calls` against `expected`.
-pub fn validate(expected: &ExpectedTrace, calls: &[ToolCall]) -> TrajectoryReport {
+pub fn validate(expected: &ExpectedTrace, calls: &[TracedCall]) -> TrajectoryReport {
     validate_recorded(expected, calls)
 }
 
@@ -321,7 +321,7 @@ fn strict<R: Recorded + ?Sized>(exp: &[ExpectedCall], calls: &R) -> Vec<Mismatch
 }
 
 /// Positions of the calls each name designates (bare and full recorded name,
-/// [`ToolCall::is_named`]), ascending. Each recorded name is split on `__` once, here.
+/// [`TracedCall::is_named`]), ascending. Each recorded name is split on `__` once, here.
 fn calls_by_name<R: Recorded + ?Sized>(calls: &R) -> HashMap<&str, Vec<usize>> {
     let mut index: HashMap<&str, Vec<usize>> = HashMap::new();
     for j in 0..calls.count() {
@@ -403,7 +403,7 @@ fn subsequence<R: Recorded + ?Sized>(exp: &[ExpectedCall], calls: &R) -> Vec<Mis
 
 /// The work of an order-free validation of `calls`: (expected, recorded) pairs compared plus edges
 /// the matching examined. The scaling tests count it instead of timing.
-pub fn unordered_work(expected: &ExpectedTrace, calls: &[ToolCall]) -> u64 {
+pub fn unordered_work(expected: &ExpectedTrace, calls: &[TracedCall]) -> u64 {
     let index = calls_by_name(calls);
     let compared: usize = expected.calls.iter().map(|e| index.get(e.name.as_str()).map_or(0, Vec::len)).sum();
     let adjacency = expected_adjacency(&expected.calls, calls, &index);

@@ -30,7 +30,7 @@ use serde_json::value::RawValue;
 use super::golden_path::{GoldenPath, score_golden_path};
 use super::reliability::score_outcomes;
 use super::stability::{Floors, drift_flags, score_across, score_trace};
-use super::trace::{ToolCall, Trace, content_text, recorded_args};
+use super::trace::{Trace, TracedCall, content_text, recorded_args};
 use super::trajectory::canonical::{CanonicalCalls, RawCall};
 use super::trajectory::{Diff, ExpectedTrace, Mismatch, validate_recorded};
 use crate::diag::StrictValue;
@@ -304,33 +304,33 @@ struct GoldenInput {
 
 /// What a call's arguments are read into: a tree, their canonical text, or nothing.
 trait Args: Sized {
-    fn into_call(index: usize, name: String, server: Option<String>, args: Option<Self>) -> ToolCall;
+    fn into_call(index: usize, name: String, server: Option<String>, args: Option<Self>) -> TracedCall;
 }
 
 impl Args for StrictValue {
-    fn into_call(index: usize, name: String, server: Option<String>, args: Option<Self>) -> ToolCall {
-        ToolCall::new(index, name, server, recorded_args(args.map(|v| v.0)))
+    fn into_call(index: usize, name: String, server: Option<String>, args: Option<Self>) -> TracedCall {
+        TracedCall::new(index, name, server, recorded_args(args.map(|v| v.0)))
     }
 }
 
 impl Args for CanonArgs {
-    fn into_call(index: usize, name: String, server: Option<String>, args: Option<Self>) -> ToolCall {
+    fn into_call(index: usize, name: String, server: Option<String>, args: Option<Self>) -> TracedCall {
         let canonical = args.map_or_else(|| "{}".to_string(), |a| a.0);
-        ToolCall::with_canonical_args(index, name, server, canonical)
+        TracedCall::with_canonical_args(index, name, server, canonical)
     }
 }
 
 impl Args for Skipped {
     /// The arguments are never read by the metric that skips them: left `{}`.
-    fn into_call(index: usize, name: String, server: Option<String>, _: Option<Self>) -> ToolCall {
-        ToolCall::new(index, name, server, recorded_args(None))
+    fn into_call(index: usize, name: String, server: Option<String>, _: Option<Self>) -> TracedCall {
+        TracedCall::new(index, name, server, recorded_args(None))
     }
 }
 
 /// A `tool_calls` array whose entries are all calls: a name, or `{"name", "server"?,
 /// "args"?}`. Any other entry (which the generic reader would skip, keeping the indices
 /// of the rest) is not read here.
-struct Calls<A>(Vec<ToolCall>, std::marker::PhantomData<A>);
+struct Calls<A>(Vec<TracedCall>, std::marker::PhantomData<A>);
 
 impl<'de, A: Deserialize<'de> + Args> Deserialize<'de> for Calls<A> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -360,25 +360,25 @@ impl<'de, A: Deserialize<'de> + Args> Visitor<'de> for CallsVisitor<A> {
 struct EntrySeed<A>(usize, std::marker::PhantomData<A>);
 
 impl<'de, A: Deserialize<'de> + Args> de::DeserializeSeed<'de> for EntrySeed<A> {
-    type Value = ToolCall;
+    type Value = TracedCall;
 
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<ToolCall, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<TracedCall, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de, A: Deserialize<'de> + Args> Visitor<'de> for EntrySeed<A> {
-    type Value = ToolCall;
+    type Value = TracedCall;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a tool name or a call object")
     }
 
-    fn visit_str<E: de::Error>(self, name: &str) -> Result<ToolCall, E> {
-        Ok(ToolCall::new(self.0, name, None, recorded_args(None)))
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<TracedCall, E> {
+        Ok(TracedCall::new(self.0, name, None, recorded_args(None)))
     }
 
-    fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<ToolCall, M::Error> {
+    fn visit_map<M: MapAccess<'de>>(self, map: M) -> Result<TracedCall, M::Error> {
         let call = CallObject::<A>::deserialize(MapAccessDeserializer::new(map))?;
         Ok(A::into_call(self.0, call.name, call.server, call.args))
     }
@@ -462,7 +462,7 @@ impl<'de> Visitor<'de> for SkipVisitor {
     }
 }
 
-/// A call's arguments as their RFC 8785 canonical text (what [`ToolCall::canonical_args`]
+/// A call's arguments as their RFC 8785 canonical text (what [`TracedCall::canonical_args`]
 /// gives), written while they are parsed instead of from a tree. Refused, so that the
 /// generic path reads them: a string (an OpenAI-style encoded object), an integer beyond
 /// ±(2^53−1) (canonical text falls back to another form there), a repeated key.

@@ -111,7 +111,7 @@ fn subsequence_counts_from_the_largest_in_order_matching_not_a_greedy_scan() {
 /// The largest number of expected calls (any subset, kept in order) that embed in order
 /// into the recorded calls, by trying every subset: greedy earliest placement decides
 /// whether one fixed list embeds.
-fn brute_force_matched(exp: &ExpectedTrace, calls: &[crate::metrics::trace::ToolCall]) -> usize {
+fn brute_force_matched(exp: &ExpectedTrace, calls: &[crate::metrics::trace::TracedCall]) -> usize {
     let n = exp.calls.len();
     (0u32..1 << n)
         .filter(|mask| {
