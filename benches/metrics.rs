@@ -13,7 +13,7 @@ use stateval::metrics::narrative::{NarrativeOptions, score_narrative};
 use stateval::metrics::recovery::score_recovery;
 use stateval::metrics::reliability::{TaskCounts, pass_at, pass_hat, score_outcomes, suite_mean};
 use stateval::metrics::stability::{StabilityBlock, score_across, score_trace};
-use stateval::metrics::trace::{Trace, read_tool_calls};
+use stateval::metrics::trace::{MetricTrace, read_tool_calls};
 use stateval::metrics::trajectory::{ExpectedTrace, validate};
 
 const TOOLS: [&str; 12] = [
@@ -67,12 +67,12 @@ fn expected(mode: &str, recorded: &Value, step: usize) -> ExpectedTrace {
 fn stability(c: &mut Criterion) {
     let trace = envelope(200, 50, 0);
     c.bench_function("stability/within 200 calls 50 turns", |b| {
-        b.iter(|| score_trace(&Trace::read(black_box(&trace))))
+        b.iter(|| score_trace(&MetricTrace::read(black_box(&trace))))
     });
     let big = envelope(10_000, 50, 0);
-    c.bench_function("stability/within 10k calls", |b| b.iter(|| score_trace(&Trace::read(black_box(&big)))));
+    c.bench_function("stability/within 10k calls", |b| b.iter(|| score_trace(&MetricTrace::read(black_box(&big)))));
     let runs: Vec<Value> = (0..10).map(|r| envelope(200, 50, r)).collect();
-    let traces: Vec<Trace> = runs.iter().map(Trace::read).collect();
+    let traces: Vec<MetricTrace> = runs.iter().map(MetricTrace::read).collect();
     c.bench_function("stability/across 10 runs x 200 calls", |b| b.iter(|| score_across(black_box(&traces))));
     let block = StabilityBlock::from_block(&json!({})).unwrap_or_else(|e| panic!("{e}"));
     c.bench_function("stability/block 10 runs x 200 calls (read + grade)", |b| {
@@ -164,7 +164,7 @@ fn long_inputs(c: &mut Criterion) {
         penalize_missing_steps: true,
     };
     group.bench_function("golden_path/20,000 vs 20,000", |b| b.iter(|| score_golden_path(&golden, black_box(&long))));
-    let runs: Vec<Trace> = (0..500).map(|r| Trace::read(&envelope(500, 2, r))).collect();
+    let runs: Vec<MetricTrace> = (0..500).map(|r| MetricTrace::read(&envelope(500, 2, r))).collect();
     group.bench_function("stability/across 500 runs x 500 calls", |b| b.iter(|| score_across(black_box(&runs))));
     let text = "I created the issue and sent the email with id 7 then updated the ticket. ".repeat(7_000);
     group.bench_function("narrative/20,000 calls, 500 KB", |b| {

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::{CliError, Exit};
-use stateval::import::agentdojo::{self, Run};
+use stateval::import::agentdojo::{self, AgentDojoRun};
 use stateval::outcome::{CaseOutcome, Role};
 use stateval::pipeline::Pipeline;
 use stateval::runner::{self, Options, Plan, Selection};
@@ -43,7 +43,7 @@ const OWN_TOOLS: &str = "fixtures/tools/agentdojo/runs/";
 
 /// A run matched to its converted case.
 struct Matched {
-    run: Run,
+    run: AgentDojoRun,
     /// The run file as shown: relative to LOGDIR.
     shown: String,
     case: Map<String, Value>,

@@ -14,7 +14,7 @@
 
 /// An edit step over indices of the two sequences, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
+pub enum EditStep {
     /// `a[i]` and `b[j]` correspond.
     Keep(usize, usize),
     /// `a[i]` has no counterpart in `b`.
@@ -30,29 +30,29 @@ pub const MAX_EDITS: usize = 1000;
 
 /// A shortest edit script turning `a` into `b`, or `None` when it needs more than
 /// `max_edits` insertions and deletions.
-pub fn align<T: PartialEq>(a: &[T], b: &[T], max_edits: usize) -> Option<Vec<Step>> {
+pub fn align<T: PartialEq>(a: &[T], b: &[T], max_edits: usize) -> Option<Vec<EditStep>> {
     let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
     let (a_mid, b_mid) = (&a[prefix..], &b[prefix..]);
     let suffix = a_mid.iter().rev().zip(b_mid.iter().rev()).take_while(|(x, y)| x == y).count();
     let (a_mid, b_mid) = (&a_mid[..a_mid.len() - suffix], &b_mid[..b_mid.len() - suffix]);
 
     let mut steps = Vec::with_capacity(a.len().max(b.len()) + 8);
-    steps.extend((0..prefix).map(|i| Step::Keep(i, i)));
+    steps.extend((0..prefix).map(|i| EditStep::Keep(i, i)));
     for step in myers(a_mid, b_mid, max_edits)? {
         steps.push(match step {
-            Step::Keep(i, j) => Step::Keep(i + prefix, j + prefix),
-            Step::Delete(i) => Step::Delete(i + prefix),
-            Step::Insert(j) => Step::Insert(j + prefix),
+            EditStep::Keep(i, j) => EditStep::Keep(i + prefix, j + prefix),
+            EditStep::Delete(i) => EditStep::Delete(i + prefix),
+            EditStep::Insert(j) => EditStep::Insert(j + prefix),
         });
     }
     let (a_end, b_end) = (prefix + a_mid.len(), prefix + b_mid.len());
-    steps.extend((0..suffix).map(|s| Step::Keep(a_end + s, b_end + s)));
+    steps.extend((0..suffix).map(|s| EditStep::Keep(a_end + s, b_end + s)));
     Some(steps)
 }
 
 /// The greedy forward pass, keeping each round's furthest-reaching x per diagonal
 /// (diagonal k = x − y) for the backtrack.
-fn myers<T: PartialEq>(a: &[T], b: &[T], max_edits: usize) -> Option<Vec<Step>> {
+fn myers<T: PartialEq>(a: &[T], b: &[T], max_edits: usize) -> Option<Vec<EditStep>> {
     let (n, m) = (a.len() as isize, b.len() as isize);
     let limit = (a.len() + b.len()).min(max_edits) as isize;
     // v[k + offset] = furthest x on diagonal k; k ranges over −limit−1 ..= limit+1
@@ -84,7 +84,7 @@ fn myers<T: PartialEq>(a: &[T], b: &[T], max_edits: usize) -> Option<Vec<Step>> 
     None
 }
 
-fn backtrack(trace: &[Vec<isize>], n: isize, m: isize) -> Vec<Step> {
+fn backtrack(trace: &[Vec<isize>], n: isize, m: isize) -> Vec<EditStep> {
     let mut steps = Vec::new();
     let (mut x, mut y) = (n, m);
     for d in (0..trace.len() as isize).rev() {
@@ -102,15 +102,15 @@ fn backtrack(trace: &[Vec<isize>], n: isize, m: isize) -> Vec<Step> {
         while x > prev_x && y > prev_y {
             x -= 1;
             y -= 1;
-            steps.push(Step::Keep(x as usize, y as usize));
+            steps.push(EditStep::Keep(x as usize, y as usize));
         }
         if d > 0 {
             if x == prev_x {
                 y -= 1;
-                steps.push(Step::Insert(y as usize));
+                steps.push(EditStep::Insert(y as usize));
             } else {
                 x -= 1;
-                steps.push(Step::Delete(x as usize));
+                steps.push(EditStep::Delete(x as usize));
             }
         }
     }
@@ -128,16 +128,16 @@ mod tests {
             .unwrap()
             .into_iter()
             .map(|s| match s {
-                Step::Keep(i, _) => a[i].to_string(),
-                Step::Delete(i) => format!("-{}", a[i]),
-                Step::Insert(j) => format!("+{}", b[j]),
+                EditStep::Keep(i, _) => a[i].to_string(),
+                EditStep::Delete(i) => format!("-{}", a[i]),
+                EditStep::Insert(j) => format!("+{}", b[j]),
             })
             .collect::<Vec<_>>()
             .join(" ")
     }
 
-    fn edits(steps: &[Step]) -> usize {
-        steps.iter().filter(|s| !matches!(s, Step::Keep(..))).count()
+    fn edits(steps: &[EditStep]) -> usize {
+        steps.iter().filter(|s| !matches!(s, EditStep::Keep(..))).count()
     }
 
     #[test]
@@ -196,9 +196,9 @@ mod tests {
             let (mut i, mut j) = (0, 0);
             for s in &steps {
                 match *s {
-                    Step::Keep(x, y) => { proptest::prop_assert!(x == i && y == j && a[x] == b[y]); i += 1; j += 1; }
-                    Step::Delete(x) => { proptest::prop_assert_eq!(x, i); i += 1; }
-                    Step::Insert(y) => { proptest::prop_assert_eq!(y, j); j += 1; }
+                    EditStep::Keep(x, y) => { proptest::prop_assert!(x == i && y == j && a[x] == b[y]); i += 1; j += 1; }
+                    EditStep::Delete(x) => { proptest::prop_assert_eq!(x, i); i += 1; }
+                    EditStep::Insert(y) => { proptest::prop_assert_eq!(y, j); j += 1; }
                 }
             }
             proptest::prop_assert_eq!((i, j), (a.len(), b.len()));

@@ -38,7 +38,7 @@ use std::ops::Range;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::align::{self, MAX_EDITS, Step};
+use super::align::{self, EditStep, MAX_EDITS};
 use crate::canon;
 use crate::event::{Event, Kind};
 
@@ -127,7 +127,7 @@ pub struct Diff {
     /// In alignment order: the first is the first divergence.
     pub differences: Vec<Difference>,
     /// The alignment, for rendering context around differences.
-    pub steps: Vec<Step>,
+    pub steps: Vec<EditStep>,
     /// Turns whose events differed too much to align one by one (more than
     /// [`MAX_EDITS`] edits): their events are all missing and added, or reordered.
     pub coarse_turns: Vec<Option<u32>>,
@@ -196,7 +196,7 @@ pub fn diff_around(golden: &[Event], actual: &[Event], gap: Option<Gap>) -> Diff
     let (steps, coarse_turns) = align_by_turn(golden, actual);
     let mut by_index: Vec<Option<u64>> = vec![None; actual.len()];
     for s in &steps {
-        if let Step::Keep(i, j) = *s {
+        if let EditStep::Keep(i, j) = *s {
             by_index[j] = Some(golden[i].seq);
         }
     }
@@ -207,15 +207,15 @@ pub fn diff_around(golden: &[Event], actual: &[Event], gap: Option<Gap>) -> Diff
     let mut added: Vec<(usize, usize)> = Vec::new();
     for (n, s) in steps.iter().enumerate() {
         match *s {
-            Step::Keep(i, j) => {
+            EditStep::Keep(i, j) => {
                 let changes = compare(golden, i, actual, j, &actual_to_golden);
                 if !changes.is_empty() {
                     let (g, a) = (Some(golden[i].seq), Some(actual[j].seq));
                     differences.push(difference(Class::PayloadChanged, &actual[j], g, a, n, changes));
                 }
             }
-            Step::Delete(i) => missing.push((i, n)),
-            Step::Insert(j) => added.push((j, n)),
+            EditStep::Delete(i) => missing.push((i, n)),
+            EditStep::Insert(j) => added.push((j, n)),
         }
     }
 
@@ -334,38 +334,38 @@ fn turns(events: &[Event]) -> (Vec<Range<usize>>, Vec<Option<u32>>) {
 }
 
 /// Align turns on their numbers, then events within each pair of turns.
-fn align_by_turn(golden: &[Event], actual: &[Event]) -> (Vec<Step>, Vec<Option<u32>>) {
+fn align_by_turn(golden: &[Event], actual: &[Event]) -> (Vec<EditStep>, Vec<Option<u32>>) {
     let (mut g_turns, g_labels) = turns(golden);
     let (mut a_turns, a_labels) = turns(actual);
     let turn_steps = align::align(&g_labels, &a_labels, MAX_EDITS).unwrap_or_else(|| {
         // turn numbers beyond aligning (not a log the runtime writes): one section each
         g_turns = std::iter::once(0..golden.len()).collect();
         a_turns = std::iter::once(0..actual.len()).collect();
-        vec![Step::Keep(0, 0)]
+        vec![EditStep::Keep(0, 0)]
     });
     let mut steps = Vec::with_capacity(golden.len().max(actual.len()));
     let mut coarse = Vec::new();
     for t in turn_steps {
         match t {
-            Step::Keep(gt, at) => {
+            EditStep::Keep(gt, at) => {
                 let (g, a) = (g_turns[gt].clone(), a_turns[at].clone());
                 let g_keys: Vec<Key> = golden[g.clone()].iter().map(key).collect();
                 let a_keys: Vec<Key> = actual[a.clone()].iter().map(key).collect();
                 match align::align(&g_keys, &a_keys, MAX_EDITS) {
                     Some(inner) => steps.extend(inner.into_iter().map(|s| match s {
-                        Step::Keep(i, j) => Step::Keep(g.start + i, a.start + j),
-                        Step::Delete(i) => Step::Delete(g.start + i),
-                        Step::Insert(j) => Step::Insert(a.start + j),
+                        EditStep::Keep(i, j) => EditStep::Keep(g.start + i, a.start + j),
+                        EditStep::Delete(i) => EditStep::Delete(g.start + i),
+                        EditStep::Insert(j) => EditStep::Insert(a.start + j),
                     })),
                     None => {
                         coarse.push(golden.get(g.start).and_then(|e| e.turn));
-                        steps.extend(g.map(Step::Delete));
-                        steps.extend(a.map(Step::Insert));
+                        steps.extend(g.map(EditStep::Delete));
+                        steps.extend(a.map(EditStep::Insert));
                     }
                 }
             }
-            Step::Delete(gt) => steps.extend(g_turns[gt].clone().map(Step::Delete)),
-            Step::Insert(at) => steps.extend(a_turns[at].clone().map(Step::Insert)),
+            EditStep::Delete(gt) => steps.extend(g_turns[gt].clone().map(EditStep::Delete)),
+            EditStep::Insert(at) => steps.extend(a_turns[at].clone().map(EditStep::Insert)),
         }
     }
     (steps, coarse)

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::align::{MAX_EDITS, Step};
+use super::align::{EditStep, MAX_EDITS};
 use super::diff::{Class, Diff, Difference};
 use crate::canon;
 use crate::canon::Digest;
@@ -165,19 +165,19 @@ fn write_hunk(
         _ => "none".to_string(),
     };
     let g_seqs = steps.iter().filter_map(|s| match *s {
-        Step::Keep(i, _) | Step::Delete(i) => Some(golden.events[i].seq),
-        Step::Insert(_) => None,
+        EditStep::Keep(i, _) | EditStep::Delete(i) => Some(golden.events[i].seq),
+        EditStep::Insert(_) => None,
     });
     let a_seqs = steps.iter().filter_map(|s| match *s {
-        Step::Keep(_, j) | Step::Insert(j) => Some(actual.events[j].seq),
-        Step::Delete(_) => None,
+        EditStep::Keep(_, j) | EditStep::Insert(j) => Some(actual.events[j].seq),
+        EditStep::Delete(_) => None,
     });
     let _ = writeln!(out, "@@ golden seq {}, actual seq {} @@", span(g_seqs.collect()), span(a_seqs.collect()));
     let dot = |w: usize| format!("{:>w$}", ".");
     for (n, s) in hunk.zip(steps) {
         let mark = marks.get(&n);
         match *s {
-            Step::Keep(i, j) => {
+            EditStep::Keep(i, j) => {
                 let e = &actual.events[j];
                 let changed = mark.filter(|d| d.class == Class::PayloadChanged);
                 let marker = if changed.is_some() { '!' } else { ' ' };
@@ -188,7 +188,7 @@ fn write_hunk(
                     let _ = writeln!(out, "+{pad}{}: {}", c.path, shown(c.actual.as_ref()));
                 }
             }
-            Step::Delete(i) => {
+            EditStep::Delete(i) => {
                 let e = &golden.events[i];
                 let note = match mark {
                     Some(d) if d.class == Class::EventReordered => {
@@ -198,7 +198,7 @@ fn write_hunk(
                 };
                 let _ = writeln!(out, "- {:>width$} {}  {}{note}", e.seq, dot(width), describe(e));
             }
-            Step::Insert(j) => {
+            EditStep::Insert(j) => {
                 let e = &actual.events[j];
                 let note = match mark {
                     Some(d) if d.class == Class::EventReordered => {

@@ -4,9 +4,9 @@
 //! `<logdir>/<pipeline>/<suite>/<user_task>/<attack>/<injection_task>.json`: the
 //! messages (system, user, assistant with `tool_calls [{function, args, id}]`, tool
 //! results), AgentDojo's `utility` and `security` verdicts, and an `error` when the run
-//! was cut short. [`read_run`] reads one; [`Run::case_id`] names the converted case it is
+//! was cut short. [`read_run`] reads one; [`AgentDojoRun::case_id`] names the converted case it is
 //! a run of (tools/agentdojo/convert.py: `<suite>-<user_task>-benign` or
-//! `<suite>-<user_task>-<injection_task>`); [`Run::recording`] is the model's real
+//! `<suite>-<user_task>-<injection_task>`); [`AgentDojoRun::recording`] is the model's real
 //! choices, one recorded response per assistant message, which the replay serves
 //! against the converted suite's fixtures.
 //!
@@ -27,7 +27,7 @@ pub const SUITES: [&str; 4] = ["banking", "slack", "travel", "workspace"];
 
 /// One AgentDojo run, as read.
 #[derive(Debug, Clone)]
-pub struct Run {
+pub struct AgentDojoRun {
     /// The file, as given (for messages).
     pub path: PathBuf,
     pub pipeline: String,
@@ -52,7 +52,7 @@ pub struct Run {
     pub notes: Vec<String>,
 }
 
-impl Run {
+impl AgentDojoRun {
     /// The converted case this is a run of.
     pub fn case_id(&self) -> String {
         match &self.injection_task {
@@ -124,7 +124,7 @@ pub fn looks_like_run(value: &Value) -> bool {
 }
 
 /// Read one run file.
-pub fn read_run(path: &Path, text: &str) -> Result<Run, Refusal> {
+pub fn read_run(path: &Path, text: &str) -> Result<AgentDojoRun, Refusal> {
     let value: Value = serde_json::from_str(text)
         .map_err(|e| refuse(path, format!("line {}, column {}: not JSON: {e}", e.line(), e.column())))?;
     let Some(obj) = value.as_object() else {
@@ -290,7 +290,7 @@ pub fn read_run(path: &Path, text: &str) -> Result<Run, Refusal> {
     if responses.is_empty() && error.is_none() {
         return Err(refuse(path, "no assistant message: there is no model choice to replay"));
     }
-    Ok(Run {
+    Ok(AgentDojoRun {
         path: path.to_path_buf(),
         pipeline,
         suite,
@@ -361,7 +361,7 @@ pub fn injection_goal(text: &str) -> Option<&str> {
 /// the converted suites hold AgentDojo's `important_instructions` text in every vector,
 /// addressed to "the AI language model" — a run addressed to a named model, or from
 /// the attack's variants without names, carries the same goal, which is what is checked.
-pub fn check_attack(run: &Run, state: &Value) -> Result<(), Refusal> {
+pub fn check_attack(run: &AgentDojoRun, state: &Value) -> Result<(), Refusal> {
     let Some(attack) = &run.attack else { return Ok(()) };
     if !attack.starts_with("important_instructions") {
         return Err(refuse(
@@ -401,7 +401,7 @@ pub fn check_attack(run: &Run, state: &Value) -> Result<(), Refusal> {
 /// The calls of `run` that the manifest (`tools`: the converted fixture's list) has no
 /// recorded response for: the replay answers them with the fixture's error, where the
 /// model saw AgentDojo's real result. Arguments compare as JSON, numbers by value.
-pub fn uncovered_calls(run: &Run, tools: &[Value]) -> Vec<String> {
+pub fn uncovered_calls(run: &AgentDojoRun, tools: &[Value]) -> Vec<String> {
     let mut out = Vec::new();
     for (name, args) in &run.calls {
         let tool = tools.iter().find(|t| t.get("name").and_then(Value::as_str) == Some(name));

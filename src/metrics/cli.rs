@@ -17,7 +17,7 @@ use super::reliability::{
     suite_mean,
 };
 use super::stability::{Floors, StabilityAcrossReport, StabilityReport, drift_flags, score_across, score_trace};
-use super::trace::{Trace, read_tool_calls, take_tool_calls};
+use super::trace::{MetricTrace, read_tool_calls, take_tool_calls};
 use super::trajectory::{ExpectedTrace, TrajectoryReport, validate};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
@@ -67,12 +67,12 @@ pub fn run_owned(name: &str, mut input: Value) -> Result<Value, MetricError> {
     };
     match name {
         "stability" if !object.contains_key("floors") => {
-            let report = score_trace(&Trace::take(&mut input));
+            let report = score_trace(&MetricTrace::take(&mut input));
             Ok(stability_output(&report, &Floors::default()))
         }
         "stability-across" if matches!(object.get("runs"), Some(Value::Array(_))) => {
             let Some(Value::Array(runs)) = object.get_mut("runs") else { return run(name, &input) };
-            let runs: Vec<Trace> = runs.iter_mut().map(Trace::take).collect();
+            let runs: Vec<MetricTrace> = runs.iter_mut().map(MetricTrace::take).collect();
             Ok(across_output(&score_across(&runs)))
         }
         "trajectory" => {
@@ -108,7 +108,7 @@ fn stability(input: &Value, object: &Map<String, Value>) -> Result<Value, Metric
         Some(f) => (Floors::from_value(f, "/floors")?, object.get("trace").unwrap_or(&Value::Null)),
         None => (Floors::default(), input),
     };
-    Ok(stability_output(&score_trace(&Trace::read(envelope)), &floors))
+    Ok(stability_output(&score_trace(&MetricTrace::read(envelope)), &floors))
 }
 
 fn stability_output(report: &StabilityReport, floors: &Floors) -> Value {
@@ -124,7 +124,7 @@ fn stability_output(report: &StabilityReport, floors: &Floors) -> Value {
 }
 
 fn stability_across(object: &Map<String, Value>) -> Result<Value, MetricError> {
-    let runs: Vec<Trace> = array(object, "runs")?.iter().map(Trace::read).collect();
+    let runs: Vec<MetricTrace> = array(object, "runs")?.iter().map(MetricTrace::read).collect();
     Ok(across_output(&score_across(&runs)))
 }
 
@@ -303,7 +303,7 @@ fn narrative(input: &Value) -> Result<Value, MetricError> {
             found: type_name(text),
         });
     }
-    let trace = Trace::read(input);
+    let trace = MetricTrace::read(input);
     let r = score_narrative(&final_answer(input, &trace), &trace.tool_calls, &options);
     Ok(json!({
         "divergence_score": r.divergence_score,

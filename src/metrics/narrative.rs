@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::gate::{BlockOutcome, Bound, CaseBlock, flag, float, optional_number, optional_strings, run_outcome};
-use super::trace::{Trace, TracedCall, bare_name};
+use super::trace::{MetricTrace, TracedCall, bare_name};
 use super::{MetricError, expect_object, reject_unknown_keys};
 
 /// Verbs whose claim asserts a change in the world (docs/metrics.md §5, in its order).
@@ -405,7 +405,7 @@ impl NarrativeOptions {
 
 /// The final answer of a run: `narrative` or `final_response` when the envelope carries
 /// one, else the last assistant turn with text, else empty.
-pub fn final_answer(envelope: &Value, trace: &Trace) -> String {
+pub fn final_answer(envelope: &Value, trace: &MetricTrace) -> String {
     ["narrative", "final_response"]
         .iter()
         .find_map(|k| envelope.get(k).and_then(Value::as_str))
@@ -432,7 +432,7 @@ impl CaseBlock for NarrativeOptions {
             .iter()
             .enumerate()
             .map(|(run, envelope)| {
-                let trace = Trace::read(envelope);
+                let trace = MetricTrace::read(envelope);
                 let report = score_narrative(&final_answer(envelope, &trace), &trace.tool_calls, self);
                 run_outcome(
                     run,

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::gate::{BlockOutcome, Bound, CaseBlock, flag, float, parse_block_assertions};
 use super::sequence::BitLcs;
-use super::trace::{Trace, TracedCall};
+use super::trace::{MetricTrace, TracedCall};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
 /// Tokens one distinct call may cost before `cost_per_progress` drops below 1: about one
@@ -150,13 +150,13 @@ impl StabilityReport {
     }
 }
 
-/// Score one trace envelope (see [`Trace::read`] for what is accepted).
+/// Score one trace envelope (see [`MetricTrace::read`] for what is accepted).
 pub fn score_stability(envelope: &Value) -> StabilityReport {
-    score_trace(&Trace::read(envelope))
+    score_trace(&MetricTrace::read(envelope))
 }
 
 /// Score one already-read trace.
-pub fn score_trace(trace: &Trace) -> StabilityReport {
+pub fn score_trace(trace: &MetricTrace) -> StabilityReport {
     let calls = &trace.tool_calls;
     // A trace with at most one call and one answer has no progression to measure.
     if calls.len() <= 1 && trace.assistant_turns.len() <= 1 {
@@ -304,7 +304,7 @@ impl StabilityAcrossReport {
 }
 
 /// Stability across runs of one case.
-pub fn score_across(runs: &[Trace]) -> StabilityAcrossReport {
+pub fn score_across(runs: &[MetricTrace]) -> StabilityAcrossReport {
     if runs.len() < 2 {
         return StabilityAcrossReport::agreeing(runs.len());
     }
@@ -499,7 +499,7 @@ impl CaseBlock for StabilityBlock {
     }
 
     fn evaluate(&self, runs: &[Value]) -> Result<BlockOutcome, MetricError> {
-        let traces: Vec<Trace> = runs.iter().map(Trace::read).collect();
+        let traces: Vec<MetricTrace> = runs.iter().map(MetricTrace::read).collect();
         let report = score_across(&traces);
         let gates: &[(&str, Bound)] =
             if self.expect.is_empty() { &[("stability.weakest_score", Bound::AtLeast(DEFAULT_FLOOR))] } else { &[] };
@@ -661,8 +661,8 @@ mod tests {
         assert_eq!(Floors::from_value(&json!({"redundancy": 0.2}), "").unwrap().redundancy, 0.2);
     }
 
-    fn names(names: &[&str]) -> Trace {
-        Trace::read(&json!({"tool_calls": names}))
+    fn names(names: &[&str]) -> MetricTrace {
+        MetricTrace::read(&json!({"tool_calls": names}))
     }
 
     #[test]
@@ -674,8 +674,9 @@ mod tests {
     #[test]
     fn across_runs_score_is_the_mean_and_weakest_the_minimum_of_each_runs_weakest() {
         // run weakest scores 1.0 (empty) and 0.25 (4 identical calls): mean 0.625, min 0.25, var 0.140625
-        let looping = Trace::read(&json!({"tool_calls": [{"name": "a"}, {"name": "a"}, {"name": "a"}, {"name": "a"}]}));
-        let r = score_across(&[Trace::default(), looping]);
+        let looping =
+            MetricTrace::read(&json!({"tool_calls": [{"name": "a"}, {"name": "a"}, {"name": "a"}, {"name": "a"}]}));
+        let r = score_across(&[MetricTrace::default(), looping]);
         assert_eq!((r.score, r.weakest_score, r.variance), (0.625, 0.25, 0.140625));
     }
 
@@ -690,10 +691,10 @@ mod tests {
     #[test]
     fn argument_consistency_compares_aligned_positions_with_the_same_name() {
         // positions 0 (a/a, args equal), 1 (b/b, args differ), 2 (c/d, not aligned): 1/2
-        let x = Trace::read(
+        let x = MetricTrace::read(
             &json!({"tool_calls": [{"name": "a", "args": {"k": 1}}, {"name": "b", "args": {"k": 1}}, {"name": "c"}]}),
         );
-        let y = Trace::read(
+        let y = MetricTrace::read(
             &json!({"tool_calls": [{"name": "a", "args": {"k": 1.0}}, {"name": "b", "args": {"k": 2}}, {"name": "d"}]}),
         );
         assert_eq!(score_across(&[x, y]).argument_consistency, 0.5);

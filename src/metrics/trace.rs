@@ -88,7 +88,7 @@ pub fn canonical_args(args: &Value) -> String {
 
 /// Everything the metrics read from one trace envelope.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Trace {
+pub struct MetricTrace {
     pub tool_calls: Vec<TracedCall>,
     /// Text of each assistant turn that has any, in order.
     pub assistant_turns: Vec<String>,
@@ -96,18 +96,18 @@ pub struct Trace {
     pub total_tokens: f64,
 }
 
-impl Trace {
+impl MetricTrace {
     /// Read a trace envelope leniently.
-    pub fn read(envelope: &Value) -> Trace {
+    pub fn read(envelope: &Value) -> MetricTrace {
         let (assistant_turns, total_tokens) = conversation_parts(envelope);
-        Trace { tool_calls: read_tool_calls(envelope), assistant_turns, total_tokens }
+        MetricTrace { tool_calls: read_tool_calls(envelope), assistant_turns, total_tokens }
     }
 
-    /// [`Trace::read`] of an envelope the caller no longer needs: the calls' arguments are
+    /// [`MetricTrace::read`] of an envelope the caller no longer needs: the calls' arguments are
     /// moved out of it rather than copied (the batch CLI reads 200 calls a line).
-    pub fn take(envelope: &mut Value) -> Trace {
+    pub fn take(envelope: &mut Value) -> MetricTrace {
         let (assistant_turns, total_tokens) = conversation_parts(envelope);
-        Trace { tool_calls: take_tool_calls(envelope), assistant_turns, total_tokens }
+        MetricTrace { tool_calls: take_tool_calls(envelope), assistant_turns, total_tokens }
     }
 
     /// The last assistant turn with text: the final answer the narrative is read from.
@@ -254,21 +254,21 @@ mod tests {
             json!({"tool_calls": "not a list"}),
         ];
         for envelope in envelopes {
-            let read = Trace::read(&envelope);
+            let read = MetricTrace::read(&envelope);
             let mut owned = envelope.clone();
-            assert_eq!(Trace::take(&mut owned), read, "{envelope}");
+            assert_eq!(MetricTrace::take(&mut owned), read, "{envelope}");
         }
     }
 
     #[test]
     fn an_empty_envelope_has_no_calls_no_turns_and_no_tokens() {
-        assert_eq!(Trace::read(&json!({})), Trace::default());
-        assert_eq!(Trace::read(&json!("not an envelope")), Trace::default());
+        assert_eq!(MetricTrace::read(&json!({})), MetricTrace::default());
+        assert_eq!(MetricTrace::read(&json!("not an envelope")), MetricTrace::default());
     }
 
     #[test]
     fn calls_nested_under_trace_and_the_arguments_alias_are_read() {
-        let t = Trace::read(&json!({"trace": {"tool_calls": [{"name": "a", "arguments": {"x": 1}}]}}));
+        let t = MetricTrace::read(&json!({"trace": {"tool_calls": [{"name": "a", "arguments": {"x": 1}}]}}));
         assert_eq!(t.tool_calls.len(), 1);
         assert_eq!(t.tool_calls[0].args, json!({"x": 1}));
     }
@@ -298,7 +298,7 @@ mod tests {
 
     #[test]
     fn text_blocks_are_concatenated_and_other_blocks_ignored() {
-        let t = Trace::read(&json!({"conversation": {"turns": [
+        let t = MetricTrace::read(&json!({"conversation": {"turns": [
             {"role": "assistant", "content": [{"type": "text", "text": "ab"}, {"type": "tool_use", "name": "x"}, {"type": "text", "text": "cd"}]},
             {"role": "user", "content": "ignored"},
             {"role": "assistant", "content": [{"type": "tool_use"}]}
@@ -315,7 +315,7 @@ mod tests {
 
     #[test]
     fn tokens_are_read_from_conversation_and_negative_totals_are_zero() {
-        assert_eq!(Trace::read(&json!({"conversation": {"tokens": {"total": 3000}}})).total_tokens, 3000.0);
-        assert_eq!(Trace::read(&json!({"conversation": {"tokens": {"total": -5}}})).total_tokens, 0.0);
+        assert_eq!(MetricTrace::read(&json!({"conversation": {"tokens": {"total": 3000}}})).total_tokens, 3000.0);
+        assert_eq!(MetricTrace::read(&json!({"conversation": {"tokens": {"total": -5}}})).total_tokens, 0.0);
     }
 }

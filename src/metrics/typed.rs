@@ -30,7 +30,7 @@ use serde_json::value::RawValue;
 use super::golden_path::{GoldenPath, score_golden_path};
 use super::reliability::score_outcomes;
 use super::stability::{Floors, drift_flags, score_across, score_trace};
-use super::trace::{Trace, TracedCall, content_text, recorded_args};
+use super::trace::{MetricTrace, TracedCall, content_text, recorded_args};
 use super::trajectory::canonical::{CanonicalCalls, RawCall};
 use super::trajectory::{Diff, ExpectedTrace, Mismatch, validate_recorded};
 use crate::diag::StrictValue;
@@ -76,8 +76,8 @@ struct Envelope<'a> {
 }
 
 impl Envelope<'_> {
-    /// The trace [`Trace::read`] would give for the same envelope.
-    fn into_trace(self) -> Trace {
+    /// The trace [`MetricTrace::read`] would give for the same envelope.
+    fn into_trace(self) -> MetricTrace {
         let (assistant_turns, total_tokens) = match self.conversation {
             Some(c) => {
                 let total = c.total_tokens();
@@ -85,7 +85,7 @@ impl Envelope<'_> {
             }
             None => (Vec::new(), 0.0),
         };
-        Trace { tool_calls: self.tool_calls.map(|c| c.0).unwrap_or_default(), assistant_turns, total_tokens }
+        MetricTrace { tool_calls: self.tool_calls.map(|c| c.0).unwrap_or_default(), assistant_turns, total_tokens }
     }
 }
 
@@ -204,7 +204,7 @@ const PARALLEL_READ: usize = 1 << 20;
 /// runs) does not have the everyday shape. A small one is read in one pass; a large one
 /// is checked as JSON once, then its runs, each a slice of it, are read on every core,
 /// in order.
-fn read_across(text: &str) -> Option<Vec<Trace>> {
+fn read_across(text: &str) -> Option<Vec<MetricTrace>> {
     if text.len() < PARALLEL_READ {
         // one pass: a batch line is small, and read twice it would cost twice
         return Some(read::<Across>(text)?.runs.into_iter().map(Envelope::into_trace).collect());
@@ -702,7 +702,7 @@ fn stability(envelope: Envelope, out: &mut Vec<u8>) -> bool {
     )
 }
 
-fn across(runs: &[Trace], out: &mut Vec<u8>) -> bool {
+fn across(runs: &[MetricTrace], out: &mut Vec<u8>) -> bool {
     #[derive(Serialize)]
     struct Output {
         argument_consistency: f64,

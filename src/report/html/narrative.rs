@@ -14,7 +14,7 @@ use super::markup::{Anchor, esc};
 use crate::event::{Event, Kind};
 use crate::extract::envelope::envelope;
 use crate::metrics::narrative::{NarrativeItem, NarrativeOptions, final_answer, score_narrative};
-use crate::metrics::trace::Trace;
+use crate::metrics::trace::MetricTrace;
 use crate::outcome::CaseOutcome;
 
 /// The name of the metric block this view explains.
@@ -28,7 +28,7 @@ pub fn applies(case: &CaseOutcome) -> bool {
 /// The final answer and every divergence, linked to its event.
 pub fn section(events: &[Event], passed: bool, anchor: &Anchor, k: usize) -> String {
     let envelope = envelope(events, passed);
-    let trace = Trace::read(&envelope);
+    let trace = MetricTrace::read(&envelope);
     let answer = final_answer(&envelope, &trace);
     let report = score_narrative(&answer, &trace.tool_calls, &NarrativeOptions::default());
     let executed: Vec<u64> = events.iter().filter(|e| e.kind == Kind::ToolExecuted).map(|e| e.seq).collect();
