@@ -32,7 +32,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("data", &["dataset", "event", "evidence", "outcome", "pipeline"]),
     (
         "stages",
-        &["sandbox", "replay", "runtime", "external", "extract", "grade", "metrics", "golden", "gate", "import"],
+        &[
+            "sandbox", "replay", "agent", "runtime", "external", "extract", "grade", "metrics", "golden", "gate",
+            "import",
+        ],
     ),
     ("drivers", &["runner", "report", "store", "synth"]),
 ];

@@ -30,9 +30,9 @@ pub mod session;
 pub mod upstream;
 pub mod wire;
 
+use crate::agent::{Agent, Recorder, RunInput, RunSummary};
 use crate::event::writer::WriteError;
 use crate::replay::ModelProvider;
-use crate::runtime::{Agent, Recorder, RunInput, RunSummary};
 pub use server::Server;
 pub use session::{Launch, RecordMode};
 

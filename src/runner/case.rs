@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::{Plan, Replayable, RunnerError, at, attempt, cards, graders, inputs, record_verdicts, syncer};
+use crate::agent::detectors::Detectors;
+use crate::agent::{Agent, Recorder, RunInput, RunStatus, RunSummary};
 use crate::dataset::Case;
 use crate::dataset::expect::Assertion;
 use crate::dataset::recording::RecordedLines;
@@ -22,8 +24,7 @@ use crate::metrics::dimensions as cards_api;
 use crate::outcome::{AgentDiagnosis, CaseOutcome, Check, RunResult};
 use crate::pipeline::{AgentKind, OnUnused};
 use crate::replay::ReplayProvider;
-use crate::runtime::detectors::Detectors;
-use crate::runtime::{Agent, BuiltinAgent, Recorder, RunInput, RunStatus, RunSummary};
+use crate::runtime::BuiltinAgent;
 use crate::store::{Layout, LogRecord, Store};
 use serde_json::{Value, json};
 
