@@ -6,7 +6,7 @@
 #![forbid(unsafe_code)]
 
 /// The agent seam: the `Agent` trait, its run's input and summary, the recorder, and the
-/// tool boundary (policy, taint, grounding, idempotency) every agent's calls pass.
+/// tool boundary (policy, approvals, taint, grounding, idempotency) every agent's calls pass.
 pub mod agent;
 /// Files replaced whole or not at all.
 pub mod atomic;
@@ -58,7 +58,7 @@ pub mod replay;
 pub mod report;
 /// The runner: cases × recorded runs → logs → verdicts.
 pub mod runner;
-/// The built-in agent loop: context, approvals, memory, handoffs.
+/// The built-in agent loop: context, memory tools, handoffs.
 pub mod runtime;
 /// Fixture tool sandboxes: calls answered from a manifest, injected faults.
 pub mod sandbox;
