@@ -5,6 +5,9 @@
 //! and reporters turn verdicts into CI results. See docs/design.md for the map.
 #![forbid(unsafe_code)]
 
+/// The agent seam: the `Agent` trait, its run's input and summary, the recorder, and the
+/// tool boundary (policy, approvals, taint, grounding, idempotency) every agent's calls pass.
+pub mod agent;
 /// Files replaced whole or not at all.
 pub mod atomic;
 /// Canonical bytes (RFC 8785), the I-JSON guard and blake3 digests.
@@ -55,7 +58,7 @@ pub mod replay;
 pub mod report;
 /// The runner: cases × recorded runs → logs → verdicts.
 pub mod runner;
-/// The built-in agent loop: context, policy, approvals, memory, taint.
+/// The built-in agent loop: context, memory tools, handoffs.
 pub mod runtime;
 /// Fixture tool sandboxes: calls answered from a manifest, injected faults.
 pub mod sandbox;

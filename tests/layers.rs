@@ -3,7 +3,8 @@
 //! layer below. This test reads every `src/**/*.rs`, collects the edges between
 //! top-level modules from `use crate::…` lines and `crate::module::` paths in code
 //! (comments and string literals are skipped), and checks them against [`LAYERS`]:
-//! an edge up a layer fails, and so does a circle between modules of one layer.
+//! an edge up a layer fails, and so does a circle between modules of one layer, or
+//! an edge [`FORBIDDEN`] names (the agent seam's neighbours).
 //!
 //! `cli` is the binary's module, not the library's: it imports the library as
 //! `stateval::…`, sits above every layer, and nothing in the library can reach it.
@@ -32,10 +33,21 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("data", &["dataset", "event", "evidence", "outcome", "pipeline"]),
     (
         "stages",
-        &["sandbox", "replay", "runtime", "external", "extract", "grade", "metrics", "golden", "gate", "import"],
+        &[
+            "sandbox", "replay", "agent", "runtime", "external", "extract", "grade", "metrics", "golden", "gate",
+            "import",
+        ],
     ),
     ("drivers", &["runner", "report", "store", "synth"]),
 ];
+
+/// Imports forbidden inside one layer, though no circle would show them: the agent
+/// seam (`agent`: the `Agent` trait, the recorder, the tool boundary) stands beside
+/// the built-in runtime, not inside it. Your own agent's module (`external`) reaches
+/// the seam without the reference agent (`runtime`), neither of the two knows the
+/// other, and the seam knows neither.
+const FORBIDDEN: &[(&str, &str)] =
+    &[("external", "runtime"), ("runtime", "external"), ("agent", "runtime"), ("agent", "external")];
 
 /// One import of `to` by a file of `from`, where it stands.
 #[derive(Debug, Clone)]
@@ -444,4 +456,15 @@ fn the_diagram_in_docs_design_shows_the_same_layers() {
         }
         assert_eq!(shown, expected, "docs/design.md's {layer} row and LAYERS in tests/layers.rs differ");
     }
+}
+
+#[test]
+fn the_agent_seam_stands_beside_the_runtime_not_inside_it() {
+    let graph = graph();
+    let found: Vec<String> = FORBIDDEN
+        .iter()
+        .filter(|(from, to)| graph.contains_key(&(from.to_string(), to.to_string())))
+        .map(|(from, to)| describe(&graph, from, to))
+        .collect();
+    assert!(found.is_empty(), "imports the agent seam forbids (docs/design.md §5a):\n{}", found.join("\n"));
 }

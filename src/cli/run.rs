@@ -104,7 +104,7 @@ fn warm_up() {
         std::sync::LazyLock::force(&stateval::schemas::CASE_SCHEMA);
         stateval::text::injection::injection_patterns();
         stateval::text::normalize::warm();
-        stateval::runtime::detectors::warm();
+        stateval::agent::detectors::warm();
     };
     // no thread to spare: the run compiles them where it needs them, as it did
     let _ = std::thread::Builder::new().name("warm-up".into()).spawn(warm);

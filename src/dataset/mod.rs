@@ -57,7 +57,7 @@ pub struct Case {
     /// Recorded human approval decisions (`true` = approved), by tool or safety class.
     pub human_approvals: BTreeMap<String, bool>,
     /// Values the case trusts as the user's own (a payee from an address book the user
-    /// keeps): they ground consequential arguments (`runtime::grounding`).
+    /// keeps): they ground consequential arguments (`agent::grounding`).
     pub trusted_values: Vec<String>,
     /// Attack or negative control, for the security scorecard (`role`, else the tags).
     pub role: Option<Role>,

@@ -136,7 +136,7 @@ impl<S: Sink> LogWriter<S> {
 
     /// The event [`append`](Self::append) would write next, without writing it: same
     /// seq, `prev` and hash. Grading reads a run's log this way while the run's last
-    /// event is still held back (see `runtime::Recorder`).
+    /// event is still held back (see `agent::Recorder`).
     pub fn preview(&self, turn: Option<u32>, t: u64, kind: Kind, data: &Value) -> Result<Event, WriteError> {
         let seq = self.seq;
         let bytes = canon::to_canonical(data).map_err(|source| WriteError::Canon { seq, kind, source })?;

@@ -1,5 +1,5 @@
 //! The team's own agent under test: any program, in any language, behind the same seam
-//! as the built-in runtime (`runtime::Agent`), writing the same event log.
+//! as the built-in runtime (`agent::Agent`), writing the same event log.
 //!
 //! ```text
 //! runner ──► ExternalAgent ── spawns ──► the agent's process (own process group)
@@ -30,9 +30,9 @@ pub mod session;
 pub mod upstream;
 pub mod wire;
 
+use crate::agent::{Agent, Recorder, RunInput, RunSummary};
 use crate::event::writer::WriteError;
 use crate::replay::ModelProvider;
-use crate::runtime::{Agent, Recorder, RunInput, RunSummary};
 pub use server::Server;
 pub use session::{Launch, RecordMode};
 

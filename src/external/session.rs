@@ -27,13 +27,13 @@ use super::process::{self, AgentProcess, Channel, Output};
 use super::protocol::{self, FromAgent};
 use super::server::{Msg, Server, ToolAnswer};
 use super::wire::{self, Answer, CallOut, Dialect, Reply, Stored};
+use crate::agent::boundary::ToolBoundary;
+use crate::agent::{Recorder, RunInput, RunStatus, RunSummary};
 use crate::canon::{self, Context};
 use crate::dataset::recording::{ModelResponse, RecordedResponse};
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::OnDivergence;
 use crate::replay::{ModelProvider, ModelRequest, ProviderError};
-use crate::runtime::boundary::ToolBoundary;
-use crate::runtime::{Recorder, RunInput, RunStatus, RunSummary};
 use crate::secrets::Scrubber;
 
 /// How long a tool call that arrived ahead of an earlier proposed call waits for it

@@ -15,7 +15,7 @@
 //! | `memory.<tier>.<key>` | final memory (a fold over the log) |
 //! | `memory_at[<turn>].<tier>.<key>` | memory at the end of turn n |
 //! | `memory_lifecycle.<tier>.<key>` | `{value, source, confidence, superseded: [{value, source, superseded_by}]}` |
-//! | `policy.verdicts` | `[{turn, call_id, tool, verdict, rule}]`, plus `tainted_by: {seq, tool}` when the arguments were tainted, and for a call with sensitive arguments `grounded: {arg: {seq, source}}` and `ungrounded: {arg, value}` (runtime::grounding) |
+//! | `policy.verdicts` | `[{turn, call_id, tool, verdict, rule}]`, plus `tainted_by: {seq, tool}` when the arguments were tainted, and for a call with sensitive arguments `grounded: {arg: {seq, source}}` and `ungrounded: {arg, value}` (agent::grounding) |
 //! | `policy.denials` / `policy.escalations` | counts |
 //! | `policy.verdict_at_turn[<n>]` | strongest verdict of turn n (deny > escalate > allow) |
 //! | `context.max_total` / `context.budget_exceeded` | over `context_compiled` events (0/1) |

@@ -172,7 +172,7 @@ pub struct ToolSpec {
     pub idempotent: bool,
     /// The arguments that direct the call's effect (payee, account, recipient): each
     /// string and number in them must be grounded in a trusted source
-    /// (`runtime::grounding`). Absent: every argument of a `financial`, `privileged` or
+    /// (`agent::grounding`). Absent: every argument of a `financial`, `privileged` or
     /// `destructive` tool (its numbers except amounts: [`is_amount`]), none of another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sensitive: Option<Vec<String>>,
@@ -264,7 +264,7 @@ impl ToolSpec {
 
     /// The free text of a consequential call that is not itself sensitive (a message
     /// body, a subject, a note): what it points its reader to is checked like a
-    /// recipient (`runtime::grounding`).
+    /// recipient (`agent::grounding`).
     pub fn free_text<'v>(&self, args: &'v Value) -> Vec<(&'v str, &'v str)> {
         let mut out = Vec::new();
         let Some(names) = self.sensitive.as_ref().filter(|_| self.consequential()) else { return out };

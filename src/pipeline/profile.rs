@@ -37,7 +37,7 @@ pub enum RuleWhen {
     /// An argument carries content that came from an untrusted tool's result.
     ArgsTainted,
     /// A sensitive argument's value is grounded in no trusted source
-    /// (`runtime::grounding`).
+    /// (`agent::grounding`).
     ArgsUngrounded,
 }
 
@@ -118,7 +118,7 @@ pub struct MemoryConfig {
     pub episodic_ttl_turns: Option<u32>,
 }
 
-/// The deterministic safety detectors of a profile (see `runtime::detectors`).
+/// The deterministic safety detectors of a profile (see `agent::detectors`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SafetyConfig {

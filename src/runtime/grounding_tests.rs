@@ -8,9 +8,13 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::agent::policy;
 use crate::canon::Digest;
+use crate::dataset::Case;
 use crate::dataset::RecordingRef;
+use crate::dataset::recording::Recording;
 use crate::event::Event;
+use crate::pipeline::AgentProfile;
 
 const EVIL: &str = "payouts@evil-billing.example";
 

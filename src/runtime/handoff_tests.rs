@@ -7,9 +7,14 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::agent::policy;
 use crate::canon::Digest;
+use crate::dataset::Case;
 use crate::dataset::RecordingRef;
+use crate::dataset::recording::Recording;
 use crate::event::Event;
+use crate::pipeline::AgentProfile;
+use std::collections::BTreeMap;
 
 fn bank() -> Manifest {
     let mut m: Manifest = serde_json::from_value(json!({"tools": [

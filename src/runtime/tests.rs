@@ -8,8 +8,11 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::canon::Digest;
+use crate::dataset::Case;
 use crate::dataset::RecordingRef;
+use crate::dataset::recording::Recording;
 use crate::event::Event;
+use crate::pipeline::AgentProfile;
 
 fn manifest(faults: Value) -> Manifest {
     let mut m: Manifest = serde_json::from_value(json!({

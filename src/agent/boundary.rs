@@ -29,7 +29,7 @@ pub struct ToolBoundary<'a> {
     manifest: &'a Manifest,
     pub sandbox: Sandbox<'a>,
     pub taint: taint::Taint,
-    /// Where trusted values came from (`runtime::grounding`).
+    /// Where trusted values came from (`agent::grounding`).
     grounding: Grounding,
     /// User turns already in `grounding`; a handoff target grounds none of its own.
     grounded_turns: usize,

@@ -15,7 +15,7 @@
 //! argument (a payee, an account, a recipient) is grounded in no trusted source is
 //! denied — or escalated, or let through, as the profile's `ungrounded` says — by rule
 //! [`GROUNDING_FLOOR_RULE`]. Taint explains where attacker text went; grounding is what
-//! stops an encoding taint has no reading for (`runtime::grounding`). When every
+//! stops an encoding taint has no reading for (`agent::grounding`). When every
 //! sensitive value of a call is grounded, taint alone denies nothing: the user's own
 //! payee is the user's even when a fetched page also names it (the call still says it
 //! carried untrusted content, and a profile rule `when = "args_tainted"` still acts).

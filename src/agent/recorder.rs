@@ -10,9 +10,9 @@
 
 use serde_json::Value;
 
+use crate::agent::detectors::Detectors;
 use crate::event::writer::{LogWriter, Sink, WriteError};
 use crate::event::{Event, Kind};
-use crate::runtime::detectors::Detectors;
 
 impl Sink for Box<dyn Sink + Send> {
     fn sync(&mut self) -> std::io::Result<()> {

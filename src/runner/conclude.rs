@@ -1,0 +1,426 @@
+//! Concluding a run once every case is decided: verdicts and units indexed in dataset
+//! order, gates and cards, `suite.json`, the manifest (signed when asked) and
+//! `run.json`; and the two ends around it: a fresh run directory before any case runs
+//! ([`start_run`]) and a finished run taken back ([`retract`]).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+
+use super::{Options, Plan, RunnerError, at, cards, churn, shard};
+use crate::canon::{self, Digest};
+use crate::evidence::{FileEntry, LogEntry, ManifestError, RunManifest, SecretKey};
+use crate::gate::Tally;
+use crate::isolation::Confinement;
+use crate::outcome::{CaseOutcome, Cases, RunResult, SuiteOutcome};
+use crate::store::{Layout, RunRecord, Store, VerdictRecord};
+use serde_json::json;
+
+/// A fresh run directory (the same inputs give the same run id: a rerun replaces the
+/// earlier one whole) and its `run.json`, before any case runs.
+pub(crate) fn start_run(plan: &Plan, store: &dyn Store) -> Result<RunRecord, RunnerError> {
+    let layout = plan.layout();
+    let run_dir = layout.run_dir(&plan.run_id);
+    remove_run_dir(&run_dir)?;
+    std::fs::create_dir_all(&run_dir).map_err(at(&run_dir))?;
+    let run = unfinished(plan);
+    let meta = layout.meta_path(&plan.run_id);
+    // whole or absent, whenever the run is killed: reindex reads it back
+    crate::atomic::replace(&meta, &serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?)
+        .map_err(at(&meta))?;
+    store.begin_run(&run)?;
+    Ok(run)
+}
+
+/// The catalog's record of the plan's run while it has no verdict.
+fn unfinished(plan: &Plan) -> RunRecord {
+    RunRecord {
+        run_id: plan.run_id.clone(),
+        pipeline: plan.pipeline.pipeline.name.clone(),
+        cases: plan.cases.len(),
+        passed: None,
+    }
+}
+
+/// A run's verdicts for one case: into the store, and appended to `verdicts.jsonl` as
+/// the case finishes (rewritten in dataset order at the end).
+pub(crate) fn record_verdicts(
+    plan: &Plan,
+    case: &CaseOutcome,
+    store: &dyn Store,
+    verdicts: &Mutex<std::fs::File>,
+) -> Result<(), RunnerError> {
+    let mut file = verdicts.lock().map_err(|_| RunnerError::Internal("verdict file lock poisoned".into()))?;
+    for r in &case.runs {
+        let v = verdict(&plan.run_id, case, r);
+        store.put_verdict(&v)?;
+        let mut line = serde_json::to_vec(&v).map_err(|e| RunnerError::Internal(e.to_string()))?;
+        // one write per line: `writeln!` on a file writes the line and its newline apart
+        line.push(b'\n');
+        file.write_all(&line)?;
+    }
+    Ok(())
+}
+
+/// A run once every case is decided: its cases (in dataset order, on disk), the tally
+/// of verdicts by tag and the inputs of reliability cards.
+pub(crate) struct Decided {
+    pub cases: Cases,
+    pub tally: Tally,
+    pub card_cases: BTreeMap<usize, cards::CardCase>,
+}
+
+/// A run decided, indexed and judged, whose manifest is not yet written: its outcome
+/// (root included) is final, so reports can be rendered from it, but the run is not
+/// finished until [`Concluding::finish`] has waited for `pending` (a run's log fsyncs, a
+/// merge's log links) and written `suite.json`, the manifest and `run.json`.
+pub struct Concluding<'a> {
+    plan: &'a Plan,
+    store: &'a dyn Store,
+    run: RunRecord,
+    manifest: RunManifest,
+    /// `suite.json`'s bytes, as the manifest lists them.
+    suite: Vec<u8>,
+    signer: Option<&'a SecretKey>,
+    outcome: SuiteOutcome,
+    pub(super) pending: Pending,
+}
+
+/// Work the run's files wait for, on its own thread.
+type Pending = Option<std::thread::JoinHandle<Result<(), RunnerError>>>;
+
+impl Concluding<'_> {
+    /// The run's outcome as it will be once finished.
+    pub fn outcome(&self) -> &SuiteOutcome {
+        &self.outcome
+    }
+
+    /// Wait for the pending work, then write what marks the run finished: `suite.json`,
+    /// the manifest (it anchors the logs and the verdict files, so it waits for them),
+    /// `run.json`.
+    pub fn finish(mut self) -> Result<SuiteOutcome, RunnerError> {
+        let waited = self.pending.take().map_or(Ok(()), |p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        // the last moment a signal leaves the run unfinished (no manifest, no verdict);
+        // after it, the caller takes the verdict back ([`retract`])
+        let waited =
+            waited.and_then(|()| crate::interrupt::boundary(crate::interrupt::Phase::Manifest).map_err(Into::into));
+        if let Err(e) = waited {
+            if matches!(e, RunnerError::Interrupted(_)) {
+                self.store.flush()?;
+            }
+            return Err(e);
+        }
+        let Concluding { plan, store, ref run, ref manifest, signer, ref outcome, ref suite, .. } = self;
+        let outcome = outcome.clone();
+        let layout = plan.layout();
+        let run_dir = layout.run_dir(&plan.run_id);
+        // beside cases.jsonl, everything else a report needs (reports can be rendered
+        // again later); before the manifest, which lists it and marks the run finished
+        let suite_path = layout.suite_path(&plan.run_id);
+        crate::atomic::replace(&suite_path, suite).map_err(at(&suite_path))?;
+        unchanged(manifest, &run_dir)?;
+        write_manifest(manifest, &run_dir, signer)?;
+        let done = RunRecord { passed: Some(outcome.passed), ..run.clone() };
+        let meta = layout.meta_path(&plan.run_id);
+        crate::atomic::replace(
+            &meta,
+            &serde_json::to_vec_pretty(&done).map_err(|e| RunnerError::Internal(e.to_string()))?,
+        )
+        .map_err(at(&meta))?;
+        store.put_run(&done)?;
+        store.flush()?;
+        Ok(outcome)
+    }
+}
+
+/// Take back a run finished on disk, for a signal that came after [`Concluding::finish`]
+/// passed its last boundary (while it wrote the manifest, or while the reports were put
+/// in place): it is left as a run interrupted before its manifest. The manifest goes
+/// first — one step that makes the run unfinished, so a kill part-way leaves nothing
+/// `report`, `merge` or `--reuse` would read — then the signature and the verdict
+/// (`suite.json`), and `run.json` and the catalog say unfinished again; the logs stay,
+/// and verify with `--allow-incomplete`.
+pub fn retract(plan: &Plan, store: &dyn Store) -> Result<(), RunnerError> {
+    let layout = plan.layout();
+    let run_dir = layout.run_dir(&plan.run_id);
+    let signature = run_dir.join(crate::evidence::signing::SIGNATURE_FILE);
+    let manifest = run_dir.join(crate::evidence::manifest::MANIFEST_FILE);
+    for path in [manifest, signature, layout.suite_path(&plan.run_id)] {
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(at(&path)(e)),
+            _ => {}
+        }
+    }
+    let run = unfinished(plan);
+    let meta = layout.meta_path(&plan.run_id);
+    let bytes = serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?;
+    crate::atomic::replace(&meta, &bytes).map_err(at(&meta))?;
+    store.put_run(&run)?;
+    store.flush()?;
+    Ok(())
+}
+
+impl Drop for Concluding<'_> {
+    /// A run abandoned before it finished (its reports failed) still waits for its
+    /// pending work, so nothing writes into its directory after the caller moved on.
+    fn drop(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            let _ = pending.join();
+        }
+    }
+}
+
+/// Everything written once every case is decided, up to the manifest: verdicts in
+/// order, gates and cards (not for a shard: `merge` decides those over the whole), the
+/// units and the manifest's root; [`Concluding::finish`] writes the rest (`suite.json`,
+/// the manifest, `run.json`). `run` and `merge` both end here, so a merged run
+/// writes what one unsharded run would.
+pub(crate) fn conclude_staged<'a>(
+    plan: &'a Plan,
+    store: &'a dyn Store,
+    run: RunRecord,
+    decided: Decided,
+    options: &'a Options,
+) -> Result<Concluding<'a>, RunnerError> {
+    crate::interrupt::boundary(crate::interrupt::Phase::Decided)?;
+    let Decided { cases, tally, card_cases } = decided;
+    let layout = plan.layout();
+    let run_dir = layout.run_dir(&plan.run_id);
+    let (logs, mut written) = write_indexes(plan, &layout, &run_dir, &cases)?;
+    if let Some(spilled) = cases.spilled() {
+        let name = crate::outcome::CASES_FILE.to_string();
+        written.push(FileEntry { path: name, bytes: spilled.bytes, digest: spilled.digest });
+    }
+    let evaluate = |tally: &Tally| {
+        if options.selective {
+            // a selection judges pass rates, not suite sizes: min_cases is the full run's
+            // guard, and tags the selection left without cases are not this run's to judge
+            let mut config = plan.pipeline.gates.clone();
+            config.default.iter_mut().chain(config.tags.values_mut()).for_each(|g| g.min_cases = None);
+            crate::gate::keep_judgeable_score_bounds(&mut config, tally);
+            let mut gates = crate::gate::evaluate(&config, tally);
+            gates.retain(|g| g.scope == crate::outcome::DEFAULT_SCOPE || g.cases > 0);
+            gates
+        } else {
+            crate::gate::evaluate(&plan.pipeline.gates, tally)
+        }
+    };
+    let mut gates = if options.shard.is_some() { Vec::new() } else { evaluate(&tally) };
+    let mut extras = serde_json::Map::new();
+    if options.shard.is_none() {
+        let mut card_targets = BTreeMap::new();
+        for (agent, report) in cards::cards(card_cases.values()) {
+            let targets = report.targets();
+            extras.insert(format!("reliability.{agent}"), json!(targets));
+            card_targets.insert(agent, targets);
+        }
+        gates.extend(crate::gate::evaluate_cards(&plan.pipeline.gates, &card_targets));
+        churn::golden_churn(plan, &cases, &mut gates, &card_cases, &evaluate, &mut extras)?;
+    }
+    // the benchmark's cases this suite does not run: counted and named beside the
+    // scorecard (a selection is a slice, and judges no denominator)
+    if options.shard.is_none() && !options.selective && !plan.pipeline.not_run.is_empty() {
+        let file = plan.pipeline.scorecard.not_run.clone().unwrap_or_default();
+        extras
+            .insert(crate::outcome::NOT_RUN.to_string(), crate::pipeline::not_run_extra(&file, &plan.pipeline.not_run));
+    }
+    // a run whose code under test ran unisolated says so in its verdict (suite.json,
+    // report.json), and is signed only where the pipeline asks for it
+    let unisolated = plan.confinement.get().and_then(Confinement::unisolated);
+    let signer = options.signer.as_deref().filter(|_| unisolated.is_none() || plan.pipeline.isolation.sign_unisolated);
+    if let Some(why) = &unisolated {
+        let allowed = plan.pipeline.isolation.sign_unisolated;
+        extras.insert(crate::isolation::EXTRA.to_string(), crate::isolation::extra(why, signer.is_some(), allowed));
+    }
+    let passed = if options.shard.is_some() { cases.passed() == cases.len() } else { gates.iter().all(|g| g.passed) };
+    if let Some(shard) = options.shard {
+        let record = shard::ShardRecord {
+            plan: plan.digest,
+            run_id: plan.run_id.clone(),
+            stateval: env!("CARGO_PKG_VERSION").into(),
+            shard,
+            cases: cases.len(),
+        };
+        let path = run_dir.join(shard::SHARD_FILE);
+        let bytes = serde_json::to_vec_pretty(&record).map_err(|e| RunnerError::Internal(e.to_string()))?;
+        std::fs::write(&path, &bytes).map_err(at(&path))?;
+        let digest = crate::canon::digest(crate::canon::Context::Content, &bytes);
+        written.push(FileEntry { path: shard::SHARD_FILE.to_string(), bytes: bytes.len() as u64, digest });
+    }
+    let mut outcome = SuiteOutcome {
+        pipeline: plan.pipeline.pipeline.name.clone(),
+        run_id: plan.run_id.clone(),
+        root: None,
+        // what `stateval report` will say of the run as it stands once finished
+        signature: Some(match signer {
+            Some(key) => crate::evidence::trust::signed_by(&key.public().to_line()),
+            None => crate::evidence::trust::UNSIGNED.to_string(),
+        }),
+        cases,
+        gates,
+        passed,
+        scorecard: tally.scorecard(),
+        extras,
+    };
+    // `suite.json` carries no root (the manifest it is listed in does), so that the
+    // manifest can list it: `stateval report` takes the root from the manifest
+    let suite = serde_json::to_vec_pretty(&outcome.header()).map_err(|e| RunnerError::Internal(e.to_string()))?;
+    let files = verdict_files(&run_dir, &suite, written)?;
+    // the manifest marks the run finished and anchors its logs and everything its
+    // verdict is read from; its root is known before it is written, so that every
+    // report can carry it
+    let manifest = RunManifest::new(&plan.run_id, plan.digest, logs, files, passed);
+    outcome.root = Some(manifest.root().to_string());
+    Ok(Concluding { plan, store, run, manifest, suite, signer, outcome, pending: None })
+}
+
+/// The manifest's entries for the verdict files in `run_dir`, with `suite.json` as
+/// `suite` (written once the manifest's root is known, beside it) and the files the run
+/// wrote as it wrote them (`written`: digested on the way out, never read back, so an
+/// edit on disk is not what the manifest anchors). Any other file of
+/// [`crate::evidence::VERDICT_FILES`] is listed as its bytes are on disk now (cases a
+/// caller built in memory).
+fn verdict_files(run_dir: &Path, suite: &[u8], written: Vec<FileEntry>) -> Result<Vec<FileEntry>, RunnerError> {
+    let mut files = Vec::new();
+    for name in crate::evidence::VERDICT_FILES {
+        if name == crate::outcome::SUITE_FILE {
+            let digest = crate::canon::digest(crate::canon::Context::Content, suite);
+            files.push(FileEntry { path: name.to_string(), bytes: suite.len() as u64, digest });
+            continue;
+        }
+        if let Some(entry) = written.iter().find(|e| e.path == name) {
+            files.push(entry.clone());
+            continue;
+        }
+        let path = run_dir.join(name);
+        match FileEntry::of(run_dir, name) {
+            Ok(entry) => files.push(entry),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(at(&path)(e)),
+        }
+    }
+    Ok(files)
+}
+
+/// The catalog's record of one run's verdict.
+pub(super) fn verdict(run_id: &str, case: &CaseOutcome, run: &RunResult) -> VerdictRecord {
+    VerdictRecord {
+        run_id: run_id.to_string(),
+        case: case.id.clone(),
+        dataset: case.dataset.clone(),
+        k: run.index,
+        passed: run.passed,
+        status: run.status.clone(),
+    }
+}
+
+/// One pass over the decided cases (in dataset order) for the files that index them.
+/// `verdicts.jsonl`: during the run, verdict lines are appended as cases finish (so a
+/// killed run keeps what it graded); here the file is rewritten in dataset order,
+/// atomically, so it is byte-identical however the workers interleaved. `units.jsonl`: each unit
+/// with its log's head, so a merge can check shards and `--reuse` can find work already
+/// done; and the manifest's entries, returned for [`write_manifest`], with the entries
+/// of the two files as they were written.
+///
+/// The heads and event counts come from `cases`, which reads back only what this run
+/// spilled ([`crate::outcome::Spilled`]): each is the head the case's log writer had in
+/// memory, never one found on disk.
+fn write_indexes(
+    plan: &Plan,
+    layout: &Layout,
+    run_dir: &Path,
+    cases: &Cases,
+) -> Result<(Vec<LogEntry>, Vec<FileEntry>), RunnerError> {
+    let verdicts_path = layout.verdicts_path(&plan.run_id);
+    let verdicts_tmp = verdicts_path.with_extension("jsonl.tmp");
+    let units_path = run_dir.join(shard::UNITS_FILE);
+    let create = |path: &Path| {
+        std::fs::File::create(path).map(|f| std::io::BufWriter::new(canon::Digesting::new(f))).map_err(at(path))
+    };
+    let (mut verdicts, mut units) = (create(&verdicts_tmp)?, create(&units_path)?);
+    let mut logs = Vec::with_capacity(cases.len());
+    let internal = |e: serde_json::Error| RunnerError::Internal(e.to_string());
+    for (i, case) in cases.iter().enumerate() {
+        let case = case?; // the error names the file and line
+        let case_ref = plan.cases.get(i).filter(|r| r.id == case.id).ok_or_else(|| {
+            RunnerError::Internal(format!("case {} decided out of the plan's order (position {i})", case.id))
+        })?;
+        for r in &case.runs {
+            serde_json::to_writer(&mut verdicts, &verdict(&plan.run_id, &case, r)).map_err(internal)?;
+            verdicts.write_all(b"\n").map_err(at(&verdicts_tmp))?;
+            let head = r.head.as_deref().map(str::parse).transpose().map_err(|_| {
+                RunnerError::Internal(format!("case {}: run {}: a log head that is not a digest", case.id, r.index))
+            })?;
+            let unit = shard::UnitRecord {
+                unit: shard::unit_id(plan, case_ref, r.index),
+                case: case.id.clone(),
+                k: r.index,
+                head,
+                events: r.events,
+                recording: case_ref
+                    .recordings
+                    .get(r.index)
+                    .and_then(|key| key.file.map(|bytes| shard::RecordingFile { bytes, content: key.digest })),
+            };
+            serde_json::to_writer(&mut units, &unit).map_err(internal)?;
+            units.write_all(b"\n").map_err(at(&units_path))?;
+            logs.push(LogEntry { path: format!("{}/{}.jsonl", case.id, r.index), head, events: r.events });
+        }
+    }
+    let entry = |name: &str, (_, bytes, digest): (std::fs::File, u64, Digest)| FileEntry {
+        path: name.to_string(),
+        bytes,
+        digest,
+    };
+    let units = units.into_inner().map_err(|e| e.into_error()).map_err(at(&units_path))?.finish();
+    let (file, bytes, digest) = verdicts.into_inner().map_err(|e| e.into_error()).map_err(at(&verdicts_tmp))?.finish();
+    file.sync_all().map_err(at(&verdicts_tmp))?;
+    std::fs::rename(&verdicts_tmp, &verdicts_path).map_err(at(&verdicts_path))?;
+    let verdicts_name = verdicts_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let files = vec![entry(&verdicts_name, (file, bytes, digest)), entry(shard::UNITS_FILE, units)];
+    Ok((logs, files))
+}
+
+/// Every verdict file the manifest lists is still on disk as the run wrote it: the code
+/// under test runs with the run's user id, and what it left behind may have edited one
+/// since (a verdict flipped in `cases.jsonl`). Such a run gets no manifest, so nothing
+/// signs the edit, nor a manifest that the files beside it contradict.
+fn unchanged(manifest: &RunManifest, run_dir: &Path) -> Result<(), RunnerError> {
+    for written in &manifest.files {
+        let path = run_dir.join(&written.path);
+        let found = FileEntry::of(run_dir, &written.path).map_err(at(&path))?;
+        if found != *written {
+            return Err(RunnerError::Changed(path));
+        }
+    }
+    Ok(())
+}
+
+/// The run's logs (heads and event counts, in dataset order) into `manifest.json`;
+/// signed when a key is given. Returns the run's root.
+fn write_manifest(manifest: &RunManifest, run_dir: &Path, signer: Option<&SecretKey>) -> Result<Digest, RunnerError> {
+    let manifest_error = |e: ManifestError| RunnerError::Internal(e.to_string());
+    let root = manifest.write(run_dir).map_err(manifest_error)?;
+    if let Some(key) = signer {
+        key.sign(root).write(run_dir).map_err(|e| RunnerError::Internal(e.to_string()))?;
+    }
+    Ok(root)
+}
+
+/// Remove an earlier run's directory. It is first renamed aside (one atomic step), so
+/// a kill while deleting never leaves a half-deleted directory under the run's name;
+/// leftovers of such a kill are swept on the next run.
+fn remove_run_dir(run_dir: &Path) -> Result<(), RunnerError> {
+    let (Some(runs), Some(name)) = (run_dir.parent(), run_dir.file_name()) else { return Ok(()) };
+    let doomed = runs.join(format!(".deleting-{}", name.to_string_lossy()));
+    if doomed.exists() {
+        std::fs::remove_dir_all(&doomed).map_err(at(&doomed))?;
+    }
+    match std::fs::rename(run_dir, &doomed) {
+        Ok(()) => std::fs::remove_dir_all(&doomed).map_err(at(&doomed))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(at(run_dir)(e)),
+    }
+    Ok(())
+}

@@ -1,0 +1,270 @@
+//! The run loop's ledger, and a run's end: its manifest waits for the catalog's flush
+//! and for pending work.
+
+use super::execute::{CaseResult, Ledger};
+use super::*;
+use crate::evidence::RunManifest;
+use crate::gate::Tally;
+use crate::outcome::{CaseOutcome, CaseSpill};
+use crate::store::{LogRecord, RunRecord, Store, StoreError, VerdictRecord};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A case outcome named `case-{index}` (for the ledger's tests).
+fn outcome(index: usize) -> CaseOutcome {
+    CaseOutcome {
+        dataset: "d".into(),
+        id: format!("case-{index}"),
+        tags: vec![],
+        agent: "a".into(),
+        source: format!("d.jsonl:{}", index + 1),
+        runs: vec![],
+        blocks: vec![],
+        passed: !index.is_multiple_of(3),
+        score: None,
+    }
+}
+
+/// The ids a ledger wrote, and the error it ended with; or the error of a panic.
+type Ran = Result<(Vec<String>, Option<RunnerError>), RunnerError>;
+
+/// Runs `cases` cases on `jobs` workers of a fresh ledger, each case through `case`;
+/// returns what was written, the error, and the order progress saw the cases in.
+fn run_ledger(cases: usize, jobs: usize, case: &(dyn Fn(usize) -> CaseResult + Sync)) -> (Ran, Vec<String>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cases.jsonl");
+    let spill = CaseSpill::create(&path, "").expect("spill");
+    let mut seen = Vec::new();
+    let mut progress = |case: &CaseOutcome, _: std::time::Duration| seen.push(case.id.clone());
+    let ledger = Ledger::new(cases, jobs, spill, path.clone(), &mut progress);
+    let made = std::sync::atomic::AtomicUsize::new(0);
+    let ran = ledger.run(jobs, &|| {
+        made.fetch_add(1, Ordering::SeqCst);
+        case
+    });
+    assert_eq!(made.into_inner(), jobs.min(cases), "one worker per job, never more than there are cases");
+    let ran = ran.map(|ledgered| {
+        let written = ledgered.spill.finish().expect("spill finishes").to_vec().expect("spill reads back");
+        (written.into_iter().map(|c| c.id).collect(), ledgered.error)
+    });
+    (ran, seen)
+}
+
+#[test]
+fn cases_finished_out_of_order_are_written_in_dataset_order_and_never_far_ahead() {
+    let cases = 60;
+    let highest_written = std::sync::atomic::AtomicUsize::new(0);
+    let started = Mutex::new(Vec::new());
+    let case = |index: usize| {
+        started.lock().unwrap().push(index);
+        // every fifth case is slow: the ones after it finish first and wait
+        if index.is_multiple_of(5) {
+            std::thread::sleep(std::time::Duration::from_millis(15));
+        }
+        highest_written.fetch_max(index, Ordering::SeqCst);
+        Ok((None, outcome(index)))
+    };
+    let (ran, seen) = run_ledger(cases, 3, &case);
+    let (written, error) = ran.expect("no worker panicked");
+    assert!(error.is_none(), "{error:?}");
+    let expected: Vec<String> = (0..cases).map(|i| format!("case-{i}")).collect();
+    assert_eq!(written, expected, "the spill holds every case once, in dataset order");
+    let mut seen_sorted = seen.clone();
+    seen_sorted.sort_by_key(|id| id[5..].parse::<usize>().unwrap());
+    assert_eq!(seen_sorted, expected, "progress saw every case once");
+    assert_ne!(seen, expected, "slow cases let later ones finish first (else the test proves nothing)");
+    let mut started = started.into_inner().unwrap();
+    started.sort_unstable();
+    assert_eq!(started, (0..cases).collect::<Vec<_>>(), "each case ran exactly once");
+}
+
+#[test]
+fn no_case_starts_more_than_the_window_ahead_of_the_oldest_unwritten_one() {
+    // case 0 runs until the other workers have run cases 1 to 23, all the window
+    // allows; no worker may take case 24 or later while case 0 is unwritten
+    let (jobs, cases) = (3, 100);
+    let window = jobs * 8;
+    let release = AtomicBool::new(false);
+    let beyond = AtomicBool::new(false);
+    let running = std::sync::atomic::AtomicUsize::new(0);
+    let case = |index: usize| {
+        if index >= window && !release.load(Ordering::SeqCst) {
+            beyond.store(true, Ordering::SeqCst);
+        }
+        if index == 0 {
+            // wait until the other workers have run everything the window allows
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while running.load(Ordering::SeqCst) < window - 1 && std::time::Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+            // and a little longer, for a worker that would wrongly take one more
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            release.store(true, Ordering::SeqCst);
+        } else {
+            running.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok((None, outcome(index)))
+    };
+    let (ran, _) = run_ledger(cases, jobs, &case);
+    let (written, error) = ran.expect("no worker panicked");
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(written.len(), cases, "the waiting workers went on once case 0 was written");
+    assert!(!beyond.load(Ordering::SeqCst), "a case at or past the window started while case 0 ran");
+}
+
+#[test]
+fn an_error_in_one_case_stops_the_run_and_is_what_it_ends_with() {
+    let started = std::sync::atomic::AtomicUsize::new(0);
+    let case = |index: usize| {
+        started.fetch_add(1, Ordering::SeqCst);
+        if index == 7 {
+            return Err(RunnerError::Internal("case 7 broke".into()));
+        }
+        Ok((None, outcome(index)))
+    };
+    let (ran, _) = run_ledger(1000, 2, &case);
+    let (written, error) = ran.expect("no worker panicked");
+    assert!(matches!(&error, Some(RunnerError::Internal(m)) if m == "case 7 broke"), "{error:?}");
+    assert!(written.len() <= 7, "nothing at or after the failed case is written: {}", written.len());
+    // the other worker finishes the case it holds, and takes no more
+    assert!(started.load(Ordering::SeqCst) <= 9, "{} cases started", started.load(Ordering::SeqCst));
+}
+
+#[test]
+fn a_worker_that_panics_stops_the_others_and_the_run_is_an_internal_error() {
+    let started = std::sync::atomic::AtomicUsize::new(0);
+    let case = |index: usize| {
+        started.fetch_add(1, Ordering::SeqCst);
+        assert!(index != 3, "case 3 panics");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        Ok((None, outcome(index)))
+    };
+    let (ran, _) = run_ledger(1000, 2, &case);
+    match ran {
+        Err(RunnerError::Internal(message)) => assert!(message.contains("case 3 panics"), "{message}"),
+        other => panic!("expected an internal error, got {:?}", other.map(|(w, e)| (w.len(), e))),
+    }
+    // the other worker may run on until the window ends (the panic's unwinding takes
+    // a while), but no further: case 3 is never written
+    let started = started.load(Ordering::SeqCst);
+    assert!(started <= 4 + 2 * 8, "{started} cases of 1,000 started after a panic");
+}
+
+#[test]
+fn more_jobs_than_cases_start_a_worker_per_case_and_run_each_once() {
+    let ran = std::sync::atomic::AtomicUsize::new(0);
+    let case = |index: usize| {
+        ran.fetch_add(1, Ordering::SeqCst);
+        Ok((None, outcome(index)))
+    };
+    // run_ledger checks that 2 workers were made, not 64
+    let (result, _) = run_ledger(2, 64, &case);
+    let (written, error) = result.expect("no worker panicked");
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!((written.len(), ran.into_inner()), (2, 2));
+}
+
+/// A store whose every flush fails, as a full or failed disk makes sled's.
+struct UnflushableStore(crate::store::SledStore);
+
+impl Store for UnflushableStore {
+    fn put_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        self.0.put_run(run)
+    }
+    fn begin_run(&self, run: &RunRecord) -> Result<(), StoreError> {
+        self.0.begin_run(run)
+    }
+    fn put_log(&self, log: &LogRecord) -> Result<(), StoreError> {
+        self.0.put_log(log)
+    }
+    fn put_verdict(&self, verdict: &VerdictRecord) -> Result<(), StoreError> {
+        self.0.put_verdict(verdict)
+    }
+    fn runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.0.runs()
+    }
+    fn logs(&self, run_id: &str) -> Result<Vec<LogRecord>, StoreError> {
+        self.0.logs(run_id)
+    }
+    fn verdicts(&self, run_id: &str) -> Result<Vec<VerdictRecord>, StoreError> {
+        self.0.verdicts(run_id)
+    }
+    fn clear(&self) -> Result<(), StoreError> {
+        self.0.clear()
+    }
+    fn flush(&self) -> Result<(), StoreError> {
+        Err(StoreError::Io(std::io::Error::other("no space left on the catalog's disk")))
+    }
+}
+
+/// The plan of `pipeline/ci.toml` with its store in a fresh directory (kept while the
+/// returned guard lives).
+fn ci_plan_in_a_fresh_store() -> Result<(tempfile::TempDir, Plan), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let pipeline = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipeline/ci.toml");
+    let mut plan = Plan::load(&pipeline, &Selection::default())?;
+    plan.pipeline.pipeline.store = dir.path().to_string_lossy().into_owned();
+    Ok((dir, plan))
+}
+
+/// The catalog's first flush runs beside the reports: its failure must still stop
+/// the run before the manifest claims it finished, not be lost on its thread.
+#[test]
+fn a_catalog_that_cannot_be_flushed_fails_the_run_before_its_manifest() -> Result<(), Box<dyn std::error::Error>> {
+    let (_store_dir, plan) = ci_plan_in_a_fresh_store()?;
+    let layout = plan.layout();
+    let run_dir = layout.run_dir(&plan.run_id);
+    let store: Arc<dyn Store> = Arc::new(UnflushableStore(crate::store::SledStore::open(&layout.catalog())?));
+    let options = Options { jobs: 2, selective: false, signer: None, shard: None, reuse: None };
+    let result = execute(Arc::new(plan), store, &options, &mut |_, _| {});
+    match result {
+        Err(RunnerError::Store(e)) => assert!(e.to_string().contains("no space left"), "{e}"),
+        Err(e) => panic!("another error: {e}"),
+        Ok(_) => panic!("the run passed with a catalog it could not flush"),
+    }
+    assert!(!run_dir.join(crate::evidence::manifest::MANIFEST_FILE).exists(), "a manifest was written");
+    assert!(!layout.suite_path(&run_dir.file_name().unwrap().to_string_lossy()).exists(), "suite.json was written");
+    Ok(())
+}
+
+#[test]
+fn a_run_of_no_cases_ends_at_once() {
+    let (ran, seen) = run_ledger(0, 4, &|_| panic!("no case to run"));
+    let (written, error) = ran.expect("no worker panicked");
+    assert!(written.is_empty() && error.is_none() && seen.is_empty());
+}
+
+/// A merge's links are the pending work: the manifest, which anchors the logs and
+/// marks the run finished, must not be written before that work is done.
+#[test]
+fn a_run_is_finished_only_after_its_pending_work() -> Result<(), Box<dyn std::error::Error>> {
+    let (_store_dir, plan) = ci_plan_in_a_fresh_store()?;
+    let layout = plan.layout();
+    let store = crate::store::SledStore::open(&layout.catalog())?;
+    let run = start_run(&plan, &store)?;
+    let run_dir = layout.run_dir(&plan.run_id);
+    let cases = CaseSpill::create(&layout.cases_path(&plan.run_id), "")?.finish()?;
+    let decided = Decided { cases, tally: Tally::default(), card_cases: BTreeMap::new() };
+    let options = Options { jobs: 1, selective: false, signer: None, shard: None, reuse: None };
+    let mut concluding = conclude_staged(&plan, &store, run, decided, &options)?;
+
+    let saw_manifest = Arc::new(AtomicBool::new(false));
+    let (seen, manifest) = (saw_manifest.clone(), run_dir.join(crate::evidence::manifest::MANIFEST_FILE));
+    concluding.pending = Some(std::thread::spawn(move || {
+        // slower than writing a manifest by far: a finish that did not wait would
+        // have written it by now
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        seen.store(manifest.exists(), Ordering::SeqCst);
+        Ok(())
+    }));
+    let root = concluding.outcome().root.clone();
+    let outcome = concluding.finish()?;
+    assert!(!saw_manifest.load(Ordering::SeqCst), "the manifest was written before the pending work ended");
+    assert!(run_dir.join(crate::evidence::manifest::MANIFEST_FILE).is_file());
+    // the root the reports rendered with is the one the manifest has
+    assert_eq!(outcome.root, root);
+    assert_eq!(Some(RunManifest::read(&run_dir)?.root().to_string()), root);
+    Ok(())
+}
