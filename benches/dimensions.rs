@@ -5,7 +5,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
-use stateval::metrics::dimensions::{Perturbed, PerturbedTask, Run, Severity, Task, Variant, evaluate, evaluate_tasks};
+use stateval::metrics::dimensions::{Perturbed, PerturbedTask, RunSample, Severity, Task, Variant, evaluate, evaluate_tasks};
 
 const TASKS: usize = 50;
 const RUNS: usize = 10;
@@ -26,9 +26,9 @@ impl Lcg {
     }
 }
 
-fn runs(rng: &mut Lcg) -> Vec<Run> {
+fn runs(rng: &mut Lcg) -> Vec<RunSample> {
     (0..RUNS)
-        .map(|_| Run {
+        .map(|_| RunSample {
             success: !rng.next().is_multiple_of(3),
             confidence: Some(rng.unit()),
             actions: (0..ACTIONS).map(|_| TOOLS[(rng.next() % TOOLS.len() as u64) as usize].to_string()).collect(),
@@ -50,7 +50,7 @@ fn suite() -> (Vec<Task>, Perturbed) {
     (tasks, perturbed)
 }
 
-fn run_json(run: &Run) -> Value {
+fn run_json(run: &RunSample) -> Value {
     json!({
         "success": run.success,
         "confidence": run.confidence,

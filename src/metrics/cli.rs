@@ -37,7 +37,7 @@ pub const METRIC_NAMES: [&str; 12] = [
     "agent-reliability",
 ];
 
-/// Run metric `name` over `input`, returning its output object.
+/// RunSample metric `name` over `input`, returning its output object.
 pub fn run(name: &str, input: &Value) -> Result<Value, MetricError> {
     let object = expect_object(input, "")?;
     match name {

@@ -11,12 +11,12 @@ use std::collections::BTreeMap;
 
 use crate::dataset::{Case, Perturbation};
 use crate::event::{Event, Kind, payload};
-use crate::metrics::dimensions::{Perturbed, PerturbedTask, Report, Run, Severity, Task, Variant, evaluate_tasks};
+use crate::metrics::dimensions::{Perturbed, PerturbedTask, Report, RunSample, Severity, Task, Variant, evaluate_tasks};
 use crate::pipeline::profile::Price;
 
 /// Card inputs of one run.
-pub fn card_run(events: &[Event], success: bool, price: Option<Price>) -> Run {
-    let mut run = Run { success, ..Run::default() };
+pub fn card_run(events: &[Event], success: bool, price: Option<Price>) -> RunSample {
+    let mut run = RunSample { success, ..RunSample::default() };
     let (mut latency_sum, mut input, mut output) = (0.0, 0u64, 0u64);
     for e in events {
         match e.kind {
@@ -66,7 +66,7 @@ pub struct CardCase {
     pub id: String,
     pub agent: String,
     pub perturbation: Option<Perturbation>,
-    pub runs: Vec<Run>,
+    pub runs: Vec<RunSample>,
 }
 
 /// One card per agent that has a task with at least two runs.

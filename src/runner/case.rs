@@ -341,7 +341,7 @@ pub(super) fn run_case(
         id: case.id.clone(),
         agent: case.agent.clone(),
         perturbation: case.perturbation.clone(),
-        runs: card_runs.into_iter().zip(&runs).map(|(card, r)| cards_api::Run { success: r.passed, ..card }).collect(),
+        runs: card_runs.into_iter().zip(&runs).map(|(card, r)| cards_api::RunSample { success: r.passed, ..card }).collect(),
     });
     let passed = runs.iter().all(|r| r.passed) && blocks.iter().all(|c| c.passed);
     let score = case.role.map(|role| crate::outcome::score(role, &runs, &blocks, passed));

@@ -392,7 +392,7 @@ pub fn merge<'a>(
                     let events = crate::event::reader::read_log(&from_case.join(format!("{}.jsonl", r.index)))
                         .map_err(|e| refused(e.to_string()))?
                         .events;
-                    runs.push(cards_api::Run { success: r.passed, ..cards::card_run(&events, r.passed, price) });
+                    runs.push(cards_api::RunSample { success: r.passed, ..cards::card_run(&events, r.passed, price) });
                 }
                 card_cases.insert(
                     index,

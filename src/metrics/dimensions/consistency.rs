@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use super::stats::{mean, mean_of_defined, sample_cv, sample_variance, unit};
-use super::{Run, Task, Variant, usable_confidence};
+use super::{RunSample, Task, Variant, usable_confidence};
 
 /// Added to the Bernoulli variance in the pre-print outcome formula so that p̂ ∈ {0, 1}
 /// divides 0 by a positive number (the reference's constant).
@@ -91,7 +91,7 @@ fn weighted_score(parts: &[(f64, Option<f64>)]) -> Option<f64> {
     if weight > 0.0 { unit(total / weight) } else { None }
 }
 
-fn task_outcome(runs: &[Run], variant: Variant) -> Option<f64> {
+fn task_outcome(runs: &[RunSample], variant: Variant) -> Option<f64> {
     if runs.len() < 2 {
         return None;
     }
@@ -109,7 +109,7 @@ fn task_outcome(runs: &[Run], variant: Variant) -> Option<f64> {
 
 /// (distribution, sequence) consistency of the successful, non-empty trajectories;
 /// `None` below two of them.
-fn task_trajectory(runs: &[Run], variant: Variant) -> Option<(f64, f64)> {
+fn task_trajectory(runs: &[RunSample], variant: Variant) -> Option<(f64, f64)> {
     let trajectories: Vec<&[String]> =
         runs.iter().filter(|r| r.success && !r.actions.is_empty()).map(|r| r.actions.as_slice()).collect();
     if trajectories.len() < 2 {
@@ -197,12 +197,12 @@ fn levenshtein(a: &[usize], b: &[usize]) -> usize {
     row[short.len()]
 }
 
-fn task_confidence(runs: &[Run]) -> Option<f64> {
+fn task_confidence(runs: &[RunSample]) -> Option<f64> {
     let values: Vec<f64> = runs.iter().filter_map(usable_confidence).collect();
     sample_cv(&values).map(|cv| (-cv).exp())
 }
 
-fn task_resource(runs: &[Run]) -> Option<f64> {
+fn task_resource(runs: &[RunSample]) -> Option<f64> {
     fn positive(values: impl Iterator<Item = f64>) -> Vec<f64> {
         values.filter(|v| v.is_finite() && *v > 0.0).collect()
     }
@@ -223,15 +223,15 @@ fn task_resource(runs: &[Run]) -> Option<f64> {
 mod tests {
     use super::*;
 
-    fn run(success: bool) -> Run {
-        Run { success, ..Run::default() }
+    fn run(success: bool) -> RunSample {
+        RunSample { success, ..RunSample::default() }
     }
 
-    fn acting(success: bool, actions: &[&str]) -> Run {
-        Run { success, actions: actions.iter().map(|a| a.to_string()).collect(), ..Run::default() }
+    fn acting(success: bool, actions: &[&str]) -> RunSample {
+        RunSample { success, actions: actions.iter().map(|a| a.to_string()).collect(), ..RunSample::default() }
     }
 
-    fn task(runs: Vec<Run>) -> Task {
+    fn task(runs: Vec<RunSample>) -> Task {
         Task { id: String::new(), runs }
     }
 
@@ -365,15 +365,15 @@ mod tests {
     #[test]
     fn confidence_consistency_is_exp_of_minus_the_sample_cv() {
         // [0.4, 0.8]: mean 0.6, s = √0.08 = 0.2828, cv = 0.4714, exp(−cv) = 0.6241
-        let runs = vec![Run { confidence: Some(0.4), ..run(true) }, Run { confidence: Some(0.8), ..run(false) }];
+        let runs = vec![RunSample { confidence: Some(0.4), ..run(true) }, RunSample { confidence: Some(0.8), ..run(false) }];
         let expected = (-(0.08f64.sqrt() / 0.6)).exp();
         assert!(close(score(&[task(runs)], Variant::CameraReady).confidence, expected));
     }
 
     #[test]
     fn confidence_consistency_skips_a_zero_mean_and_single_values() {
-        let zero = vec![Run { confidence: Some(0.0), ..run(true) }, Run { confidence: Some(0.0), ..run(true) }];
-        let single = vec![Run { confidence: Some(0.7), ..run(true) }, run(true)];
+        let zero = vec![RunSample { confidence: Some(0.0), ..run(true) }, RunSample { confidence: Some(0.0), ..run(true) }];
+        let single = vec![RunSample { confidence: Some(0.7), ..run(true) }, run(true)];
         let c = score(&[task(zero), task(single)], Variant::CameraReady);
         assert_eq!(c.confidence, None);
     }
@@ -381,7 +381,7 @@ mod tests {
     #[test]
     fn resource_consistency_averages_the_cvs_of_the_resources_present() {
         // cost [1, 3]: cv = √2/2 = 0.7071; time [2, 2]: cv = 0; mean cv 0.3536, exp(−0.3536) = 0.7022
-        let runs = vec![Run { cost: 1.0, time: 2.0, ..run(true) }, Run { cost: 3.0, time: 2.0, ..run(true) }];
+        let runs = vec![RunSample { cost: 1.0, time: 2.0, ..run(true) }, RunSample { cost: 3.0, time: 2.0, ..run(true) }];
         let expected = (-(2f64.sqrt() / 2.0) / 2.0).exp();
         assert!(close(score(&[task(runs)], Variant::CameraReady).resource, expected));
     }
@@ -390,7 +390,7 @@ mod tests {
     fn resource_values_of_zero_are_dropped_but_zero_errors_count() {
         // cost [0, 5, 5]: the 0 is dropped, cv of [5, 5] = 0;
         // errors [0, 0, 3]: mean 1, s = √3, cv = 1.732; mean cv 0.866, exp(−0.866) = 0.4206
-        let runs = vec![run(true), Run { cost: 5.0, ..run(true) }, Run { cost: 5.0, errors: 3, ..run(true) }];
+        let runs = vec![run(true), RunSample { cost: 5.0, ..run(true) }, RunSample { cost: 5.0, errors: 3, ..run(true) }];
         let expected = (-(3f64.sqrt() / 2.0)).exp();
         assert!(close(score(&[task(runs)], Variant::CameraReady).resource, expected));
     }
@@ -399,7 +399,7 @@ mod tests {
     fn consistency_score_renormalises_weights_over_the_defined_parts() {
         // outcome (2·½ − 1)² = 0; no trajectory; resource exp(−√2/2) = 0.4931 (cost [1, 3])
         // renormalised: (0 + 0.4931)/2 = 0.2465, not (0 + 0 + 0.4931)/3 = 0.1644
-        let runs = vec![Run { cost: 1.0, ..run(true) }, Run { cost: 3.0, ..run(false) }];
+        let runs = vec![RunSample { cost: 1.0, ..run(true) }, RunSample { cost: 3.0, ..run(false) }];
         let c = score(&[task(runs)], Variant::CameraReady);
         assert_eq!(c.trajectory_distribution, None);
         assert!(close(c.score, (-(2f64.sqrt() / 2.0)).exp() / 2.0));

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{DimensionsError, PerturbationKind, Perturbed, PerturbedTask, Run, Severity, Task, Variant};
+use super::{DimensionsError, PerturbationKind, Perturbed, PerturbedTask, RunSample, Severity, Task, Variant};
 
 /// The typed form of one input document.
 pub(super) struct Parsed {
@@ -78,7 +78,7 @@ fn read_task(value: &Value, path: &Path, keys: &'static [&'static str]) -> Resul
     Ok(Task { id: id.to_string(), runs })
 }
 
-fn read_run(value: &Value, path: &Path) -> Result<Run, DimensionsError> {
+fn read_run(value: &Value, path: &Path) -> Result<RunSample, DimensionsError> {
     let object = value.as_object().ok_or_else(|| expected(path, "a run object"))?;
     known_keys(object, path, RUN_KEYS)?;
     let field = |name: &'static str| present(object.get(name));
@@ -106,7 +106,7 @@ fn read_run(value: &Value, path: &Path) -> Result<Run, DimensionsError> {
         .enumerate()
         .map(|(i, violation)| read_severity(violation, &violations_path.index(i)))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Run {
+    Ok(RunSample {
         success,
         confidence,
         actions,

@@ -107,13 +107,13 @@ pub struct Task {
     /// The case id (a label: nothing is joined on it).
     pub id: String,
     /// The recorded runs, in order.
-    pub runs: Vec<Run>,
+    pub runs: Vec<RunSample>,
 }
 
 /// What one recorded run contributes. Absent numbers are 0, which every resource
 /// measure drops, so "absent" and "zero" mean the same thing here.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Run {
+pub struct RunSample {
     /// The case verdict of this run.
     pub success: bool,
     /// The agent's own confidence in 0..=1, when it reported one.
@@ -211,7 +211,7 @@ pub struct PerturbedTask {
     /// it need not name a task of `tasks`.
     pub of: String,
     /// The runs recorded under the perturbation.
-    pub runs: Vec<Run>,
+    pub runs: Vec<RunSample>,
 }
 
 /// The perturbed tasks, by kind. Empty kinds are undefined in the report.
@@ -323,7 +323,7 @@ pub fn evaluate_tasks(tasks: &[Task], perturbed: &Perturbed, variant: Variant) -
 
 /// A confidence fit to score: finite and in 0..=1. `-0.0` becomes `0.0` so that it ties
 /// with `0.0` under a total order.
-fn usable_confidence(run: &Run) -> Option<f64> {
+fn usable_confidence(run: &RunSample) -> Option<f64> {
     run.confidence.filter(|c| c.is_finite() && (0.0..=1.0).contains(c)).map(|c| c + 0.0)
 }
 

@@ -168,12 +168,12 @@ fn normalised_excess(area: f64, optimal_area: f64, random_area: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::dimensions::Run;
+    use crate::metrics::dimensions::RunSample;
 
     fn task(pairs: &[(f64, bool)]) -> Task {
         Task {
             id: "t".into(),
-            runs: pairs.iter().map(|&(c, success)| Run { success, confidence: Some(c), ..Run::default() }).collect(),
+            runs: pairs.iter().map(|&(c, success)| RunSample { success, confidence: Some(c), ..RunSample::default() }).collect(),
         }
     }
 
@@ -253,13 +253,13 @@ mod tests {
     fn runs_without_confidence_are_left_out() {
         // only (0.9, success) is scored: brier 1 − 0.01 = 0.99
         let mut t = task(&[(0.9, true)]);
-        t.runs.push(Run::default());
+        t.runs.push(RunSample::default());
         assert!(close(score(&[t]).brier, 0.99));
     }
 
     #[test]
     fn no_confidence_anywhere_leaves_the_dimension_undefined() {
-        let t = Task { id: "t".into(), runs: vec![Run::default(), Run::default()] };
+        let t = Task { id: "t".into(), runs: vec![RunSample::default(), RunSample::default()] };
         assert_eq!(score(&[t]), Predictability::default());
     }
 

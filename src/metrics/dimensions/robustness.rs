@@ -13,7 +13,7 @@
 //! label.
 
 use super::stats::{mean_of_defined, unit};
-use super::{PerturbationKind, Perturbed, Run, Task};
+use super::{PerturbationKind, Perturbed, RunSample, Task};
 
 /// `robustness.*`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -62,7 +62,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, runs: &[Run]) {
+    fn add(&mut self, runs: &[RunSample]) {
         self.runs += runs.len();
         self.successes += runs.iter().filter(|r| r.success).count();
     }
@@ -77,8 +77,8 @@ mod tests {
     use super::*;
     use crate::metrics::dimensions::PerturbedTask;
 
-    fn runs(verdicts: &[bool]) -> Vec<Run> {
-        verdicts.iter().map(|&success| Run { success, ..Run::default() }).collect()
+    fn runs(verdicts: &[bool]) -> Vec<RunSample> {
+        verdicts.iter().map(|&success| RunSample { success, ..RunSample::default() }).collect()
     }
 
     fn task(id: &str, verdicts: &[bool]) -> Task {

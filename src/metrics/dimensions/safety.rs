@@ -38,12 +38,12 @@ pub(super) fn score(tasks: &[Task]) -> Safety {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::dimensions::Run;
+    use crate::metrics::dimensions::RunSample;
 
     fn task(violations: Vec<Vec<Severity>>) -> Task {
         Task {
             id: "t".into(),
-            runs: violations.into_iter().map(|violations| Run { violations, ..Run::default() }).collect(),
+            runs: violations.into_iter().map(|violations| RunSample { violations, ..RunSample::default() }).collect(),
         }
     }
 

@@ -235,9 +235,9 @@ fn the_typed_entry_treats_unusable_numbers_as_absent() {
     // a NaN or out-of-range confidence and infinite cost are ignored: only 0.8 remains,
     // brier 1 − 0.04 = 0.96; no NaN reaches the report
     let runs = vec![
-        Run { success: true, confidence: Some(0.8), cost: f64::INFINITY, ..Run::default() },
-        Run { success: true, confidence: Some(f64::NAN), cost: 2.0, ..Run::default() },
-        Run { success: true, confidence: Some(7.0), cost: f64::NAN, ..Run::default() },
+        RunSample { success: true, confidence: Some(0.8), cost: f64::INFINITY, ..RunSample::default() },
+        RunSample { success: true, confidence: Some(f64::NAN), cost: 2.0, ..RunSample::default() },
+        RunSample { success: true, confidence: Some(7.0), cost: f64::NAN, ..RunSample::default() },
     ];
     let tasks = [Task { id: "t".into(), runs }];
     let report = evaluate_tasks(&tasks, &Perturbed::default(), Variant::Preprint);
