@@ -215,7 +215,7 @@ impl<'a, 'p> Session<'a, 'p> {
     fn start(&mut self) -> Result<(), WriteError> {
         let input = self.input;
         let case = input.case;
-        self.rec.emit(
+        self.rec.emit_value(
             Kind::RunStarted,
             json!({
                 "case": case.id,
@@ -277,11 +277,11 @@ impl<'a, 'p> Session<'a, 'p> {
             self.step = 0;
             self.proposals.clear();
             self.rec.set_turn(Some(turn));
-            self.rec.emit(Kind::TurnStarted, json!({"turn": turn, "input": text}))?;
+            self.rec.emit_value(Kind::TurnStarted, json!({"turn": turn, "input": text}))?;
             let _ = process.send(&protocol::turn(turn, text));
             match self.until_answer(process)? {
                 Ok(output) => {
-                    self.rec.emit(Kind::TurnCompleted, json!({"turn": turn, "response": output}))?;
+                    self.rec.emit_value(Kind::TurnCompleted, json!({"turn": turn, "response": output}))?;
                     self.rec.flush()?;
                 }
                 Err(stop) => return Ok(Some(stop)),
@@ -474,7 +474,7 @@ impl<'a, 'p> Session<'a, 'p> {
                     "the agent sent {request} with this case run's API key to the endpoints of {addressed}; refused"
                 );
                 self.refuse(format!("{request} → HTTP 403: {detail}"));
-                self.rec.emit(
+                self.rec.emit_value(
                     Kind::SecurityFlagged,
                     json!({"class": "cross_case", "severity": "high", "request": request, "detail": detail}),
                 )?;
@@ -497,7 +497,7 @@ impl<'a, 'p> Session<'a, 'p> {
             Ok(r) => r,
             Err(e) => {
                 let message = format!("cannot read the {} request: {e}", dialect.api());
-                self.rec.emit(Kind::Error, json!({"kind": "bad_request", "message": message}))?;
+                self.rec.emit_value(Kind::Error, json!({"kind": "bad_request", "message": message}))?;
                 return Ok(dialect.error(400, "invalid_request_error", &message));
             }
         };
@@ -572,7 +572,7 @@ impl<'a, 'p> Session<'a, 'p> {
                 .as_ref()
                 .map(|r| crate::replay::differences::differences(r, &normalized, 10))
                 .unwrap_or_default();
-            self.rec.emit(
+            self.rec.emit_value(
                 Kind::ReplayDiverged,
                 json!({"position": d.position, "recorded_request_hash": d.recorded_hash.map(|h| h.to_string()),
                        "actual_request_hash": d.actual_hash.to_string(), "reason": d.reason, "pointers": pointers}),
@@ -614,7 +614,7 @@ impl<'a, 'p> Session<'a, 'p> {
         if let Some(c) = recorded.response.confidence {
             response["confidence"] = json!(c);
         }
-        self.rec.emit(
+        self.rec.emit_value(
             Kind::ModelCalled,
             json!({"request_hash": hash.to_string(), "position": position, "response": response, "api": dialect.api(),
                    "usage": {"input_tokens": recorded.usage.input_tokens, "output_tokens": recorded.usage.output_tokens},
@@ -702,8 +702,8 @@ impl<'a, 'p> Session<'a, 'p> {
             };
             p.state = State::AgentRun;
             let (tool, args) = (p.name.clone(), p.args.clone());
-            self.rec.emit(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
-            self.rec.emit(
+            self.rec.emit_value(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
+            self.rec.emit_value(
                 Kind::ToolExecuted,
                 json!({"call_id": call_id, "tool": tool, "args": args, "result": content, "is_error": is_error,
                        "fault": null, "duration_ms": 0, "deduplicated": false, "effect": null, "source": "agent"}),
@@ -754,7 +754,7 @@ impl<'a, 'p> Session<'a, 'p> {
         let p = &mut self.proposals[index];
         p.state = State::Executed;
         let (call_id, tool, args) = (p.call_id.clone(), p.name.clone(), p.args.clone());
-        self.rec.emit(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
+        self.rec.emit_value(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
         if self.boundary.manifest().tool(&tool).is_none() {
             return self.flag_unrequested(&call_id, &tool, format!("tool {tool:?} is not in the manifest"));
         }
@@ -770,7 +770,7 @@ impl<'a, 'p> Session<'a, 'p> {
     fn unrequested(&mut self, tool: &str, args: &Value) -> Result<ToolAnswer, WriteError> {
         self.unrequested += 1;
         let call_id = format!("unrequested-{}-{}", self.turn, self.unrequested);
-        self.rec.emit(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
+        self.rec.emit_value(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
         let detail = if self.boundary.manifest().tool(tool).is_none() {
             format!("tool {tool:?} is not in the manifest")
         } else {
@@ -787,7 +787,7 @@ impl<'a, 'p> Session<'a, 'p> {
     fn flag_unrequested(&mut self, call_id: &str, tool: &str, detail: String) -> Result<ToolAnswer, WriteError> {
         self.refuse(format!("tool call {tool} → refused: {detail}"));
         let source = self.rec.next_seq() - 1;
-        self.rec.emit(
+        self.rec.emit_value(
             Kind::SecurityFlagged,
             json!({"class": "unrequested_tool", "severity": "high", "source": source, "tool": tool, "call_id": call_id,
                    "detail": detail}),
@@ -812,12 +812,12 @@ impl<'a, 'p> Session<'a, 'p> {
         let (status, error) = match outcome {
             None => (RunStatus::Completed, None),
             Some(stop) => {
-                self.rec.emit(Kind::Error, json!({"kind": stop.kind, "message": stop.message}))?;
+                self.rec.emit_value(Kind::Error, json!({"kind": stop.kind, "message": stop.message}))?;
                 (stop.status, Some(stop.message))
             }
         };
         self.rec.set_turn(None);
-        self.rec.emit(
+        self.rec.emit_value(
             Kind::RunCompleted,
             json!({"status": status.as_str(), "turns": self.input.case.turns.len(), "tokens": self.tokens}),
         )?;

@@ -569,7 +569,7 @@ impl Plan {
             return Err(ReplayError::Input(changed));
         }
         for (kind, data) in graded.events {
-            rec.emit_grading(kind, data)?;
+            rec.emit_grading_value(kind, data)?;
         }
         let (events, turn_offsets) = rec.finish()?;
         let mut summary = summary;

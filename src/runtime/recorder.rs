@@ -10,6 +10,7 @@
 
 use serde_json::Value;
 
+use crate::event::payload::Written;
 use crate::event::writer::{LogWriter, Sink, WriteError};
 use crate::event::{Event, Kind};
 use crate::runtime::detectors::Detectors;
@@ -33,20 +34,15 @@ pub struct Recorder {
     /// Hold back `run_completed` until [`Recorder::finish`].
     hold: bool,
     held: Option<Held>,
+    /// Reused for each event's data as its writer writes it.
+    scratch: Vec<u8>,
 }
 
-/// An event's data as the runtime has it: a tree, or the canonical bytes a typed
-/// writer wrote.
-enum Fresh<'a> {
-    Tree(Value),
-    Canonical(&'a [u8]),
-}
-
-/// A `run_completed` not yet written.
+/// A `run_completed` not yet written: its data's canonical bytes.
 struct Held {
     turn: Option<u32>,
     t: u64,
-    data: Value,
+    data: Vec<u8>,
 }
 
 impl Recorder {
@@ -60,6 +56,7 @@ impl Recorder {
             detectors: None,
             hold: false,
             held: None,
+            scratch: Vec::with_capacity(512),
         }
     }
 
@@ -87,31 +84,47 @@ impl Recorder {
         self
     }
 
-    /// Append an event at the current turn and virtual time; returns its seq. A held
-    /// `run_completed` is written first if anything but grading follows it, so the
+    /// Append an event of `data`'s kind, its data written by `data`'s writer
+    /// ([`payload::write`]), at the current turn and virtual time; returns its seq. A
+    /// held `run_completed` is written first if anything but grading follows it, so the
     /// agent's own order is never changed.
-    pub fn emit(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
+    pub fn emit<W: Written>(&mut self, data: &W) -> Result<u64, WriteError> {
         self.release()?;
-        if kind == Kind::RunCompleted && self.hold {
-            self.held = Some(Held { turn: self.turn, t: self.clock, data });
+        if W::KIND == Kind::RunCompleted && self.hold {
+            let mut bytes = Vec::new();
+            data.write(&mut bytes).map_err(|source| self.canon_error(W::KIND, source))?;
+            self.held = Some(Held { turn: self.turn, t: self.clock, data: bytes });
             return Ok(self.next_seq());
         }
-        self.append(kind, data)
+        self.append(data)
     }
 
-    /// [`emit`](Self::emit) an event whose data a typed writer has written as
-    /// `canonical` (its canonical bytes, see `canon::ObjectWriter`): no tree is built.
-    /// Not for `run_completed`, which may be held.
-    pub fn emit_written(&mut self, kind: Kind, canonical: &[u8]) -> Result<u64, WriteError> {
-        debug_assert!(kind != Kind::RunCompleted);
+    /// [`emit`](Self::emit) of data given as a tree: for the writers not yet on
+    /// [`payload::write`].
+    pub fn emit_value(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
         self.release()?;
-        self.append_written(kind, Fresh::Canonical(canonical))
+        let bytes = crate::canon::to_canonical(&data).map_err(|source| self.canon_error(kind, source))?;
+        if kind == Kind::RunCompleted && self.hold {
+            self.held = Some(Held { turn: self.turn, t: self.clock, data: bytes });
+            return Ok(self.next_seq());
+        }
+        self.append_canonical(kind, &bytes)
+    }
+
+    /// [`emit_grading`](Self::emit_grading) of data given as a tree.
+    pub fn emit_grading_value(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
+        let bytes = crate::canon::to_canonical(&data).map_err(|source| self.canon_error(kind, source))?;
+        self.append_canonical(kind, &bytes)
     }
 
     /// Append a grading event (`grader_called`, `judge_called`, `judge_verdict`) before
     /// a held `run_completed`.
-    pub fn emit_grading(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
-        self.append(kind, data)
+    pub fn emit_grading<W: Written>(&mut self, data: &W) -> Result<u64, WriteError> {
+        self.append(data)
+    }
+
+    fn canon_error(&self, kind: Kind, source: crate::canon::CanonError) -> WriteError {
+        WriteError::Canon { seq: self.writer.events_written(), kind, source }
     }
 
     /// Run `grade` over the events so far, with a held `run_completed` previewed as the
@@ -120,7 +133,7 @@ impl Recorder {
         let Some(held) = &self.held else {
             return Ok(grade(&self.events));
         };
-        let preview = self.writer.preview(held.turn, held.t, Kind::RunCompleted, &held.data)?;
+        let preview = self.writer.preview(held.turn, held.t, Kind::RunCompleted, &held.data);
         self.events.push(preview);
         let out = grade(&self.events);
         self.events.pop();
@@ -132,30 +145,36 @@ impl Recorder {
         if let Some(held) = self.held.take() {
             let (turn, clock) = (self.turn, self.clock);
             (self.turn, self.clock) = (held.turn, held.t);
-            let written = self.append(Kind::RunCompleted, held.data);
+            let written = self.append_canonical(Kind::RunCompleted, &held.data);
             (self.turn, self.clock) = (turn, clock);
             written?;
         }
         Ok(())
     }
 
-    fn append(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
-        self.append_written(kind, Fresh::Tree(data))
+    fn append<W: Written>(&mut self, data: &W) -> Result<u64, WriteError> {
+        let mut bytes = std::mem::take(&mut self.scratch);
+        bytes.clear();
+        let written = data.write(&mut bytes);
+        let seq = match written {
+            Ok(()) => self.append_canonical(W::KIND, &bytes),
+            Err(source) => Err(self.canon_error(W::KIND, source)),
+        };
+        self.scratch = bytes;
+        seq
     }
 
-    fn append_written(&mut self, kind: Kind, data: Fresh<'_>) -> Result<u64, WriteError> {
+    /// Append an event whose data is `canonical`, then what the detectors find in it.
+    fn append_canonical(&mut self, kind: Kind, canonical: &[u8]) -> Result<u64, WriteError> {
         if kind == Kind::TurnStarted {
             self.turn_offsets.push(self.writer.offset());
         }
-        let event = match data {
-            Fresh::Canonical(bytes) => self.writer.append_canonical(self.turn, self.clock, kind, bytes),
-            Fresh::Tree(data) => self.writer.append(self.turn, self.clock, kind, data)?,
-        };
+        let event = self.writer.append_canonical(self.turn, self.clock, kind, canonical);
         let seq = event.seq;
         let findings = self.detectors.as_mut().map(|d| d.observe(&event)).unwrap_or_default();
         self.events.push(event);
         for finding in findings {
-            let flagged = self.writer.append(self.turn, self.clock, Kind::SecurityFlagged, finding)?;
+            let flagged = self.writer.append_payload(self.turn, self.clock, &finding.data())?;
             self.events.push(flagged);
         }
         Ok(seq)
@@ -214,38 +233,17 @@ impl Recorder {
     }
 }
 
-/// An event's data object from owned fields. `json!` turns every `Value` field into a new tree by
-/// serialising it (`to_value`), key by key; moving or cloning the tree is much cheaper on the hot
-/// event kinds. The map sorts its keys, so the canonical bytes are the same either way. Inserted
-/// one by one: collecting a handful of members first gathers and sorts them in a vector.
-pub fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
-    let mut map = serde_json::Map::new();
-    for (k, v) in fields {
-        map.insert(k.to_owned(), v);
-    }
-    Value::Object(map)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn object_is_the_same_value_and_canonical_bytes_as_json() {
-        let args = json!({"b": [1, {"z": null, "a": "x"}], "a": 2.5});
-        let built = object([("tool", "pay".into()), ("args", args.clone()), ("call_id", "c-1".into())]);
-        let expected = json!({"call_id": "c-1", "tool": "pay", "args": args});
-        assert_eq!(built, expected);
-        assert_eq!(crate::canon::to_canonical(&built).unwrap(), crate::canon::to_canonical(&expected).unwrap());
-    }
-
     fn run(rec: &mut Recorder) {
-        rec.emit(Kind::RunStarted, json!({"case": "c"})).unwrap();
+        rec.emit_value(Kind::RunStarted, json!({"case": "c"})).unwrap();
         rec.set_turn(Some(0));
-        rec.emit(Kind::TurnCompleted, json!({"turn": 0, "response": "hi"})).unwrap();
+        rec.emit_value(Kind::TurnCompleted, json!({"turn": 0, "response": "hi"})).unwrap();
         rec.set_turn(None);
-        rec.emit(Kind::RunCompleted, json!({"status": "completed"})).unwrap();
+        rec.emit_value(Kind::RunCompleted, json!({"status": "completed"})).unwrap();
     }
 
     #[test]
@@ -267,7 +265,7 @@ mod tests {
         let mut rec = Recorder::new(Box::new(Vec::new())).holding_completion();
         run(&mut rec);
         assert_eq!(rec.before_completion(|events| events.len()).unwrap(), 3);
-        rec.emit_grading(Kind::JudgeVerdict, json!({"passed": true})).unwrap();
+        rec.emit_grading_value(Kind::JudgeVerdict, json!({"passed": true})).unwrap();
         let (events, _) = rec.finish().unwrap();
         let kinds: Vec<Kind> = events.iter().map(|e| e.kind).collect();
         assert_eq!(kinds, vec![Kind::RunStarted, Kind::TurnCompleted, Kind::JudgeVerdict, Kind::RunCompleted]);
@@ -281,7 +279,7 @@ mod tests {
     fn an_event_after_a_held_completion_keeps_the_agents_order() {
         let mut rec = Recorder::new(Box::new(Vec::new())).holding_completion();
         run(&mut rec);
-        rec.emit(Kind::Error, json!({"kind": "late"})).unwrap();
+        rec.emit_value(Kind::Error, json!({"kind": "late"})).unwrap();
         let (events, _) = rec.finish().unwrap();
         assert_eq!(events[2].kind, Kind::RunCompleted);
         assert_eq!(events[3].kind, Kind::Error);
