@@ -403,6 +403,20 @@ impl WriteArray for Vec<&str> {
     }
 }
 
+impl WriteArray for Vec<String> {
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), CanonError> {
+        write_items(
+            out,
+            self.iter().map(|item| {
+                |out: &mut Vec<u8>| {
+                    canon::write_canonical_str(out, item);
+                    Ok(())
+                }
+            }),
+        )
+    }
+}
+
 impl WriteArray for Vec<Out<'_>> {
     fn write(&self, out: &mut Vec<u8>) -> Result<(), CanonError> {
         write_items(out, self.iter().map(|item| |out: &mut Vec<u8>| write_out(out, item)))
@@ -685,15 +699,15 @@ payloads! {
     /// `run_started`.
     RunStarted = RunStarted {
         case, run, agent, dataset_line, profile, tools, recording, sandbox, dataset, runtime,
-        imported, system, declared_tools,
+        imported, system, declared_tools, source,
     }
     /// `turn_started`.
-    TurnStarted = TurnStarted { turn, input, }
+    TurnStarted = TurnStarted { turn, input, source, absent, }
     /// `context_compiled`.
     ContextCompiled = ContextCompiled { budget, total, sections, messages, dropped, over_section_budget, }
     /// `model_called`: `response` holds `content`, `tool_calls` and maybe `confidence`
     /// ([`Response`]); `usage` holds the tokens ([`Usage`]).
-    ModelCalled = ModelCalled { request_hash, position, response, usage, latency_ms, api, }
+    ModelCalled = ModelCalled { request_hash, position, response, usage, latency_ms, api, source, absent, }
     /// `tool_proposed`.
     ToolProposed = ToolProposed { call_id, tool, args, }
     /// `policy_decided`.
@@ -712,6 +726,7 @@ payloads! {
         call_id, tool, args, result, is_error, fault,
         duration_ms, deduplicated, effect, injected, timeout_ms,
         idempotency_key, first_execution, error_kind, source,
+        args_raw, args_error, absent,
     }
     /// `memory_written`.
     MemoryWritten = MemoryWritten { tier, key, value, confidence, supersedes, source, }
@@ -721,15 +736,16 @@ payloads! {
     MemoryRead = MemoryRead { tier, key, value, source, }
     /// `handoff`.
     Handoff = Handoff { call_id, from, to, allowed, payload_hash, taint, tainted_by, reason, }
-    /// `security_flagged`.
-    SecurityFlagged = SecurityFlagged { class, severity, source, tool, detail, }
+    /// `security_flagged`: `request` (the request an external agent sent) for a
+    /// `cross_case` flag, `call_id` for an `unrequested_tool` one.
+    SecurityFlagged = SecurityFlagged { class, severity, source, tool, detail, request, call_id, }
     /// `replay_diverged`: `pointers` only from an agent behind the wire endpoints, whose
     /// neutral request is compared member by member.
     ReplayDiverged = ReplayDiverged { position, recorded_request_hash, actual_request_hash, reason, pointers, }
     /// `error`.
     Error = Error { kind, message, code, at, source, }
     /// `turn_completed`.
-    TurnCompleted = TurnCompleted { turn, response, }
+    TurnCompleted = TurnCompleted { turn, response, absent, }
     /// `grader_called`.
     GraderCalled = GraderCalled { target, command, input_digest, output_digest, pass, score, reason, error, message, }
     /// `judge_called`.
@@ -754,6 +770,10 @@ payloads! {
     TaintedBy { seq, tool, }
     /// `policy_decided.ungrounded`: the first argument no source grounds.
     Ungrounded { arg, value, }
+    /// `run_started.imported` of an imported log: what was read, from which file.
+    Imported { format, reads, file, digest, }
+    /// One of `run_started.declared_tools` of an imported log.
+    DeclaredTool { name, description, input_schema, safety_class, trust, classified_by, destructive, }
 }
 
 #[cfg(test)]
@@ -956,8 +976,7 @@ mod tests {
                 }),
                 usage: Out::Object(&write::Usage { input_tokens: input_tokens.into(), output_tokens: output_tokens.into() }),
                 latency_ms: latency_ms.into(),
-                api: Out::Absent,
-            };
+                api: Out::Absent, source: Out::Absent, absent: Out::Absent, };
             let mut response = json!({"content": content,
                 "tool_calls": calls.iter().map(|(id, name, args)| json!({"id": id, "name": name, "args": args})).collect::<Vec<_>>()});
             if let Some(c) = confidence {
@@ -1014,8 +1033,7 @@ mod tests {
                 idempotency_key: key.as_ref().map_or(Out::Absent, Out::from),
                 first_execution: Out::Absent,
                 error_kind: Out::Absent,
-                source: grounded.as_ref().and_then(Value::as_object).map_or(Out::Absent, Out::Map),
-            };
+                source: grounded.as_ref().and_then(Value::as_object).map_or(Out::Absent, Out::Map), args_raw: Out::Absent, args_error: Out::Absent, absent: Out::Absent, };
             let mut tree = json!({"call_id": call_id, "tool": tool, "args": args, "result": result, "is_error": is_error,
                 "fault": null, "duration_ms": duration_ms, "deduplicated": false, "effect": effect});
             if let Some(key) = &key {
@@ -1035,7 +1053,7 @@ mod tests {
             float in proptest::prop_oneof![proptest::prelude::any::<f64>(), proptest::strategy::Just(f64::NAN), proptest::strategy::Just(1e17)],
             maybe in proptest::option::of(count()),
         ) {
-            agree(&json!({"turn": turn, "input": input}), &write::TurnStarted { turn: turn.into(), input: (&input).into() })?;
+            agree(&json!({"turn": turn, "input": input}), &write::TurnStarted { turn: turn.into(), input: (&input).into(), source: Out::Absent, absent: Out::Absent, })?;
             let data = write::MemoryWritten {
                 tier: "episodic".into(),
                 key: (&input).into(),

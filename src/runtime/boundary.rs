@@ -137,6 +137,8 @@ impl<'a> ToolBoundary<'a> {
                 source: 0u64.into(),
                 tool: (&finding.tool).into(),
                 detail: (&detail).into(),
+                request: Out::Absent,
+                call_id: Out::Absent,
             })?;
             // the flag is the event that introduced the description's taint
             if let Some(spec) = self.manifest.tool(&finding.tool) {
@@ -345,6 +347,8 @@ impl<'a> ToolBoundary<'a> {
             source: source.into(),
             tool: tool.into(),
             detail: (&detail).into(),
+            request: Out::Absent,
+            call_id: Out::Absent,
         })?;
         Ok(())
     }
@@ -494,6 +498,9 @@ impl<'a> ToolBoundary<'a> {
                 first_execution: first.into(),
                 error_kind: Out::Absent,
                 source: Out::Absent,
+                args_raw: Out::Absent,
+                args_error: Out::Absent,
+                absent: Out::Absent,
             })?;
             return Ok(Answer { result, is_error: false, protocol_error: None });
         }
@@ -526,6 +533,9 @@ impl<'a> ToolBoundary<'a> {
             first_execution: Out::Absent,
             error_kind: execution.protocol_error.as_ref().map_or(Out::Absent, |_| "protocol".into()),
             source: Out::Absent,
+            args_raw: Out::Absent,
+            args_error: Out::Absent,
+            absent: Out::Absent,
         })?;
         let reached = execution.fault.as_ref().is_none_or(|f| f.kind == FaultKind::Slow);
         if reached && execution.fixture_error.is_none() && !changed && self.sandbox.is_read_only(tool) {

@@ -83,6 +83,8 @@ impl Finding {
             source: self.source.into(),
             tool: Out::Absent,
             detail: self.detail.as_str().into(),
+            request: Out::Absent,
+            call_id: Out::Absent,
         }
     }
 }

@@ -231,13 +231,19 @@ impl<'a, 'p> Loop<'a, 'p> {
             imported: Out::Absent,
             system: Out::Absent,
             declared_tools: Out::Absent,
+            source: Out::Absent,
         })?;
         self.boundary.announce(self.rec)?;
         let mut outcome = None;
         for (turn, text) in case.turns.iter().enumerate() {
             let turn = u32::try_from(turn).unwrap_or(u32::MAX);
             self.rec.set_turn(Some(turn));
-            self.rec.emit(&write::TurnStarted { turn: turn.into(), input: text.into() })?;
+            self.rec.emit(&write::TurnStarted {
+                turn: turn.into(),
+                input: text.into(),
+                source: Out::Absent,
+                absent: Out::Absent,
+            })?;
             self.expire_memory(turn)?;
             self.conversation.user(text).map_err(|source| WriteError::Canon {
                 seq: self.rec.next_seq(),
@@ -373,6 +379,8 @@ impl<'a, 'p> Loop<'a, 'p> {
                 }),
                 latency_ms: latency_ms.into(),
                 api: Out::Absent,
+                source: Out::Absent,
+                absent: Out::Absent,
             })?;
             drop(tool_calls);
             // the assistant message carries the same calls as the event's response: their
@@ -390,7 +398,11 @@ impl<'a, 'p> Loop<'a, 'p> {
                 if self.nested {
                     self.answer = Some(content);
                 } else {
-                    self.rec.emit(&write::TurnCompleted { turn: turn.into(), response: (&content).into() })?;
+                    self.rec.emit(&write::TurnCompleted {
+                        turn: turn.into(),
+                        response: (&content).into(),
+                        absent: Out::Absent,
+                    })?;
                 }
                 return Ok(Ok(()));
             }
@@ -546,6 +558,8 @@ impl<'a, 'p> Loop<'a, 'p> {
                     source: seq.into(),
                     tool: Out::Absent,
                     detail: (&detail).into(),
+                    request: Out::Absent,
+                    call_id: Out::Absent,
                 })?;
             }
             return Ok(json!({"error": format!("handoff refused: {}", refusal.unwrap_or_default())}));
@@ -679,6 +693,9 @@ fn instant_execution<'a>(
         first_execution: Out::Absent,
         error_kind: Out::Absent,
         source: Out::Absent,
+        args_raw: Out::Absent,
+        args_error: Out::Absent,
+        absent: Out::Absent,
     }
 }
 
