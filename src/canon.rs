@@ -56,7 +56,7 @@ impl Context {
     }
 }
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum CanonError {
     #[error("integer {value} at {pointer} is outside ±(2^53−1) and cannot be represented exactly (I-JSON)")]
     UnsafeInteger { pointer: String, value: String },

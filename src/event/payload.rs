@@ -378,6 +378,23 @@ pub trait Written: WriteObject {
     const KIND: Kind;
 }
 
+/// An event's data written ahead of its event: its kind and canonical bytes, or why
+/// they could not be written (grading events, written after the grading that made
+/// them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub kind: Kind,
+    pub data: Result<super::Data, CanonError>,
+}
+
+impl Rendered {
+    pub fn of<W: Written>(data: &W) -> Rendered {
+        let mut bytes = Vec::new();
+        let data = data.write(&mut bytes).map(|()| super::Data::checked(&bytes));
+        Rendered { kind: W::KIND, data }
+    }
+}
+
 /// An array written as its canonical bytes.
 pub trait WriteArray {
     fn write(&self, out: &mut Vec<u8>) -> Result<(), CanonError>;

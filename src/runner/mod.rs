@@ -568,8 +568,8 @@ impl Plan {
         if let Some(changed) = backend.changed.take() {
             return Err(ReplayError::Input(changed));
         }
-        for (kind, data) in graded.events {
-            rec.emit_grading_value(kind, data)?;
+        for event in &graded.events {
+            rec.emit_grading(event)?;
         }
         let (events, turn_offsets) = rec.finish()?;
         let mut summary = summary;

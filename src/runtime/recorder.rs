@@ -8,9 +8,7 @@
 //! so the log still ends with it and its chain covers the grading. A run graded without
 //! calls out writes exactly the bytes it would have written without holding.
 
-use serde_json::Value;
-
-use crate::event::payload::Written;
+use crate::event::payload::{Rendered, Written};
 use crate::event::writer::{LogWriter, Sink, WriteError};
 use crate::event::{Event, Kind};
 use crate::runtime::detectors::Detectors;
@@ -99,28 +97,13 @@ impl Recorder {
         self.append(data)
     }
 
-    /// [`emit`](Self::emit) of data given as a tree: for the writers not yet on
-    /// [`payload::write`].
-    pub fn emit_value(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
-        self.release()?;
-        let bytes = crate::canon::to_canonical(&data).map_err(|source| self.canon_error(kind, source))?;
-        if kind == Kind::RunCompleted && self.hold {
-            self.held = Some(Held { turn: self.turn, t: self.clock, data: bytes });
-            return Ok(self.next_seq());
+    /// Append a grading event (`grader_called`, `judge_called`, `judge_verdict`),
+    /// written when it was graded, before a held `run_completed`.
+    pub fn emit_grading(&mut self, event: &Rendered) -> Result<u64, WriteError> {
+        match &event.data {
+            Ok(data) => self.append_canonical(event.kind, data.as_bytes()),
+            Err(source) => Err(self.canon_error(event.kind, source.clone())),
         }
-        self.append_canonical(kind, &bytes)
-    }
-
-    /// [`emit_grading`](Self::emit_grading) of data given as a tree.
-    pub fn emit_grading_value(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
-        let bytes = crate::canon::to_canonical(&data).map_err(|source| self.canon_error(kind, source))?;
-        self.append_canonical(kind, &bytes)
-    }
-
-    /// Append a grading event (`grader_called`, `judge_called`, `judge_verdict`) before
-    /// a held `run_completed`.
-    pub fn emit_grading<W: Written>(&mut self, data: &W) -> Result<u64, WriteError> {
-        self.append(data)
     }
 
     fn canon_error(&self, kind: Kind, source: crate::canon::CanonError) -> WriteError {
@@ -236,14 +219,30 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::event::payload::{Out, write};
 
     fn run(rec: &mut Recorder) {
-        rec.emit_value(Kind::RunStarted, json!({"case": "c"})).unwrap();
+        rec.emit(&write::RunStarted {
+            case: "c".into(),
+            run: Out::Absent,
+            agent: Out::Absent,
+            dataset_line: Out::Absent,
+            profile: Out::Absent,
+            tools: Out::Absent,
+            recording: Out::Absent,
+            sandbox: Out::Absent,
+            dataset: Out::Absent,
+            runtime: Out::Absent,
+            imported: Out::Absent,
+            system: Out::Absent,
+            declared_tools: Out::Absent,
+            source: Out::Absent,
+        })
+        .unwrap();
         rec.set_turn(Some(0));
-        rec.emit_value(Kind::TurnCompleted, json!({"turn": 0, "response": "hi"})).unwrap();
+        rec.emit(&write::TurnCompleted { turn: 0u32.into(), response: "hi".into(), absent: Out::Absent }).unwrap();
         rec.set_turn(None);
-        rec.emit_value(Kind::RunCompleted, json!({"status": "completed"})).unwrap();
+        rec.emit(&write::RunCompleted { status: "completed".into(), turns: 1u64.into(), tokens: 0u64.into() }).unwrap();
     }
 
     #[test]
@@ -265,7 +264,16 @@ mod tests {
         let mut rec = Recorder::new(Box::new(Vec::new())).holding_completion();
         run(&mut rec);
         assert_eq!(rec.before_completion(|events| events.len()).unwrap(), 3);
-        rec.emit_grading_value(Kind::JudgeVerdict, json!({"passed": true})).unwrap();
+        let verdict = write::JudgeVerdict {
+            target: Out::Absent,
+            judge: Out::Absent,
+            request_hash: Out::Absent,
+            votes: Out::Absent,
+            reduce: Out::Absent,
+            value: Out::Absent,
+            passed: true.into(),
+        };
+        rec.emit_grading(&Rendered::of(&verdict)).unwrap();
         let (events, _) = rec.finish().unwrap();
         let kinds: Vec<Kind> = events.iter().map(|e| e.kind).collect();
         assert_eq!(kinds, vec![Kind::RunStarted, Kind::TurnCompleted, Kind::JudgeVerdict, Kind::RunCompleted]);
@@ -279,7 +287,14 @@ mod tests {
     fn an_event_after_a_held_completion_keeps_the_agents_order() {
         let mut rec = Recorder::new(Box::new(Vec::new())).holding_completion();
         run(&mut rec);
-        rec.emit_value(Kind::Error, json!({"kind": "late"})).unwrap();
+        let late = write::Error {
+            kind: "late".into(),
+            message: Out::Absent,
+            code: Out::Absent,
+            at: Out::Absent,
+            source: Out::Absent,
+        };
+        rec.emit(&late).unwrap();
         let (events, _) = rec.finish().unwrap();
         assert_eq!(events[2].kind, Kind::RunCompleted);
         assert_eq!(events[3].kind, Kind::Error);
