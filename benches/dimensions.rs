@@ -5,7 +5,9 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
-use stateval::metrics::dimensions::{Perturbed, PerturbedTask, RunSample, Severity, Task, Variant, evaluate, evaluate_tasks};
+use stateval::metrics::dimensions::{
+    Perturbed, PerturbedTask, RunSample, Severity, Task, Variant, evaluate, evaluate_tasks,
+};
 
 const TASKS: usize = 50;
 const RUNS: usize = 10;

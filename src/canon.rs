@@ -56,7 +56,7 @@ impl Context {
     }
 }
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum CanonError {
     #[error("integer {value} at {pointer} is outside ±(2^53−1) and cannot be represented exactly (I-JSON)")]
     UnsafeInteger { pointer: String, value: String },
@@ -202,6 +202,13 @@ impl<W: std::io::Write> std::io::Write for Digesting<W> {
 
 /// Refuse integers an IEEE double cannot hold exactly; report where the first one is.
 pub fn check_ijson(value: &Value) -> Result<(), CanonError> {
+    check_ijson_under(value, String::new())
+}
+
+/// [`check_ijson`] of a value that lies at `pointer` (`/a/0`; empty for the root, which
+/// an error then names as `/`) inside a larger document: the error names the place in
+/// that document.
+pub(crate) fn check_ijson_under(value: &Value, mut pointer: String) -> Result<(), CanonError> {
     fn walk(value: &Value, pointer: &mut String) -> Result<(), CanonError> {
         match value {
             Value::Number(n) => {
@@ -242,7 +249,7 @@ pub fn check_ijson(value: &Value) -> Result<(), CanonError> {
             _ => Ok(()),
         }
     }
-    walk(value, &mut String::new())
+    walk(value, &mut pointer)
 }
 
 /// Append the RFC 8785 canonical bytes of `value` to `out`, after the I-JSON guard.
@@ -277,33 +284,43 @@ fn write_value(out: &mut Vec<u8>, value: &Value) -> Result<(), UnsafeInteger> {
             }
             out.push(b']');
         }
-        Value::Object(map) => {
-            out.push(b'{');
-            let mut first = true;
-            let mut member = |out: &mut Vec<u8>, k: &str, v: &Value| {
-                if !std::mem::take(&mut first) {
-                    out.push(b',');
-                }
-                write_string(out, k);
-                out.push(b':');
-                write_value(out, v)
-            };
-            // a char at or above U+E000 is the only kind whose UTF-8 lead byte is 0xEE or
-            // more, and the only kind that sorts differently in UTF-16
-            if map.keys().any(|k| k.bytes().any(|b| b >= 0xEE)) {
-                let mut members: Vec<(&String, &Value)> = map.iter().collect();
-                members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-                for (k, v) in members {
-                    member(out, k, v)?;
-                }
-            } else {
-                for (k, v) in map {
-                    member(out, k, v)?;
-                }
-            }
-            out.push(b'}');
+        Value::Object(map) => write_map(out, map)?,
+    }
+    Ok(())
+}
+
+/// Append the canonical bytes of an object given as its map; `Err` (nothing appended)
+/// when it holds an integer outside ±(2^53−1) ([`check_ijson`] says where).
+pub(crate) fn write_canonical_map(out: &mut Vec<u8>, map: &serde_json::Map<String, Value>) -> Result<(), ()> {
+    let start = out.len();
+    write_map(out, map).map_err(|UnsafeInteger| out.truncate(start))
+}
+
+fn write_map(out: &mut Vec<u8>, map: &serde_json::Map<String, Value>) -> Result<(), UnsafeInteger> {
+    out.push(b'{');
+    let mut first = true;
+    let mut member = |out: &mut Vec<u8>, k: &str, v: &Value| {
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+        write_string(out, k);
+        out.push(b':');
+        write_value(out, v)
+    };
+    // a char at or above U+E000 is the only kind whose UTF-8 lead byte is 0xEE or
+    // more, and the only kind that sorts differently in UTF-16
+    if map.keys().any(|k| k.bytes().any(|b| b >= 0xEE)) {
+        let mut members: Vec<(&String, &Value)> = map.iter().collect();
+        members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+        for (k, v) in members {
+            member(out, k, v)?;
+        }
+    } else {
+        for (k, v) in map {
+            member(out, k, v)?;
         }
     }
+    out.push(b'}');
     Ok(())
 }
 
@@ -427,119 +444,6 @@ pub(crate) fn write_canonical_number(out: &mut Vec<u8>, n: &serde_json::Number) 
 /// and typed writers.
 pub fn write_canonical_str(out: &mut Vec<u8>, s: &str) {
     write_string(out, s);
-}
-
-/// A canonical object written member by member from typed fields, for the hot event
-/// kinds whose data would otherwise be walked as a `Value` tree just to be written.
-///
-/// The caller gives the members in JCS order (checked in debug builds) under plain ASCII
-/// keys; each writer returns `false` where the `Value` path would refuse the data (an
-/// integer outside ±(2^53−1)), and the caller then writes the tree the usual way, so an
-/// error reads as it always did. The bytes are those of [`write_canonical`] of the same
-/// object (`typed_objects_write_the_bytes_of_their_value` checks it).
-pub struct ObjectWriter<'o> {
-    out: &'o mut Vec<u8>,
-    first: bool,
-    #[cfg(debug_assertions)]
-    last: &'static str,
-}
-
-impl<'o> ObjectWriter<'o> {
-    pub fn new(out: &'o mut Vec<u8>) -> Self {
-        out.push(b'{');
-        ObjectWriter {
-            out,
-            first: true,
-            #[cfg(debug_assertions)]
-            last: "",
-        }
-    }
-
-    fn key(&mut self, key: &'static str) {
-        #[cfg(debug_assertions)]
-        {
-            // keys that need no escape and sort the same in UTF-8 and UTF-16
-            debug_assert!(key.bytes().all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\'), "{key}");
-            debug_assert!(self.first || self.last < key, "members out of JCS order: {} then {key}", self.last);
-            self.last = key;
-        }
-        if !std::mem::take(&mut self.first) {
-            self.out.push(b',');
-        }
-        self.out.push(b'"');
-        self.out.extend_from_slice(key.as_bytes());
-        self.out.extend_from_slice(b"\":");
-    }
-
-    pub fn str(&mut self, key: &'static str, value: &str) {
-        self.key(key);
-        write_string(self.out, value);
-    }
-
-    pub fn bool(&mut self, key: &'static str, value: bool) {
-        self.key(key);
-        self.out.extend_from_slice(if value { b"true" } else { b"false" });
-    }
-
-    pub fn null(&mut self, key: &'static str) {
-        self.key(key);
-        self.out.extend_from_slice(b"null");
-    }
-
-    /// `false` (as `json!(value)` would fail to canonicalise) past 2^53−1.
-    #[must_use]
-    pub fn uint(&mut self, key: &'static str, value: u64) -> bool {
-        self.key(key);
-        write_uint(self.out, value)
-    }
-
-    /// `json!(value)` of an `f64`: a number, or `null` when it is not finite.
-    #[must_use]
-    pub fn float(&mut self, key: &'static str, value: f64) -> bool {
-        self.key(key);
-        match serde_json::Number::from_f64(value) {
-            Some(n) => write_number(self.out, &n).is_ok(),
-            None => {
-                self.out.extend_from_slice(b"null");
-                true
-            }
-        }
-    }
-
-    /// A digest as its text, `blake3:<hex>`.
-    pub fn digest(&mut self, key: &'static str, value: &Digest) {
-        self.key(key);
-        self.out.extend_from_slice(b"\"blake3:");
-        self.out.extend_from_slice(blake3::Hash::from_bytes(value.0).to_hex().as_bytes());
-        self.out.push(b'"');
-    }
-
-    #[must_use]
-    pub fn value(&mut self, key: &'static str, value: &Value) -> bool {
-        self.key(key);
-        write_value(self.out, value).is_ok()
-    }
-
-    /// A member whose value the caller writes next, into [`ObjectWriter::out`] (a
-    /// nested object or array, written canonically).
-    pub fn member(&mut self, key: &'static str) -> &mut Vec<u8> {
-        self.key(key);
-        self.out
-    }
-
-    pub fn finish(self) {
-        self.out.push(b'}');
-    }
-}
-
-/// An unsigned integer as `json!` of it canonicalises; `false` past 2^53−1.
-#[must_use]
-fn write_uint(out: &mut Vec<u8>, value: u64) -> bool {
-    if value > MAX_SAFE_INTEGER {
-        return false;
-    }
-    out.extend_from_slice(itoa::Buffer::new().format(value).as_bytes());
-    true
 }
 
 /// Digest of the canonical bytes of `value`.

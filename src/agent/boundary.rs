@@ -13,7 +13,9 @@ use std::borrow::Cow;
 use super::grounding::{self, CallGrounding, Found, Grounding, Origin, Source};
 use super::{Recorder, idempotency, policy, taint};
 use crate::dataset::Case;
-use crate::event::{Kind, writer::WriteError};
+use crate::event::Kind;
+use crate::event::payload::{Out, write};
+use crate::event::writer::WriteError;
 use crate::pipeline::manifest::Trust::Trusted;
 use crate::pipeline::manifest::{Manifest, ProtocolError, ToolSpec};
 use crate::pipeline::profile::PoisonedTools;
@@ -55,8 +57,6 @@ pub struct ToolBoundary<'a> {
     /// logged as an `error` event of kind `fixture_error`; the agent loop takes it and
     /// fails the run.
     pub fixture_error: Option<String>,
-    /// Reused for the canonical bytes of `tool_executed` (see `typed`).
-    canonical: Vec<u8>,
 }
 
 impl<'a> ToolBoundary<'a> {
@@ -105,7 +105,6 @@ impl<'a> ToolBoundary<'a> {
             poisoned,
             refused,
             fixture_error: None,
-            canonical: Vec::with_capacity(512),
         }
     }
 
@@ -131,11 +130,16 @@ impl<'a> ToolBoundary<'a> {
             (PoisonedTools::Allow, _) => "allowed (poisoned_tools = \"allow\")",
         };
         for finding in std::mem::take(&mut self.poisoned) {
-            let seq = rec.emit(
-                Kind::SecurityFlagged,
-                json!({"class": "tool_poisoning", "severity": "high", "source": 0, "tool": finding.tool,
-                       "detail": format!("tool {}: {}; {action}", finding.tool, finding.detail)}),
-            )?;
+            let detail = format!("tool {}: {}; {action}", finding.tool, finding.detail);
+            let seq = rec.emit(&write::SecurityFlagged {
+                class: "tool_poisoning".into(),
+                severity: "high".into(),
+                source: 0u64.into(),
+                tool: (&finding.tool).into(),
+                detail: (&detail).into(),
+                request: Out::Absent,
+                call_id: Out::Absent,
+            })?;
             // the flag is the event that introduced the description's taint
             if let Some(spec) = self.manifest.tool(&finding.tool) {
                 self.taint.absorb(&json!(spec.description), seq);
@@ -276,39 +280,26 @@ impl<'a> ToolBoundary<'a> {
             if decision.verdict == Verdict::Deny {
                 decision.reason = format!("{} (taint introduced by event {seq}, {by})", decision.reason);
             }
-            json!({"seq": seq, "tool": by})
+            (seq, by)
         });
-        let decided = super::typed::PolicyDecided {
-            call_id,
-            tool,
-            verdict: self.logged_verdict(decision.verdict),
-            rule: &decision.rule,
-            reason: &decision.reason,
-            args_tainted,
-        };
-        if tainted_by.is_none() && grounded.is_none() {
-            // the common decision: written from its fields, no tree
-            super::emit_typed(
-                rec,
-                &mut self.canonical,
-                Kind::PolicyDecided,
-                || decided.value(),
-                |out| decided.write(out),
-            )?;
-        } else {
-            let mut data = decided.value();
-            if let Some(g) = &grounded {
-                // only calls with sensitive arguments carry grounding, so other logs keep their bytes
-                data["grounded"] = Value::Object(g.by.clone());
-                if let Some((arg, value)) = g.missing() {
-                    data["ungrounded"] = json!({"arg": arg, "value": value});
-                }
-            }
-            if let Some(by) = tainted_by {
-                data["tainted_by"] = by;
-            }
-            rec.emit(Kind::PolicyDecided, data)?;
-        }
+        let tainted_by =
+            tainted_by.as_ref().map(|(seq, tool)| write::TaintedBy { seq: (*seq).into(), tool: tool.into() });
+        let ungrounded = grounded
+            .as_ref()
+            .and_then(|g| g.missing())
+            .map(|(arg, value)| write::Ungrounded { arg: arg.into(), value: value.into() });
+        rec.emit(&write::PolicyDecided {
+            call_id: call_id.into(),
+            tool: tool.into(),
+            verdict: self.logged_verdict(decision.verdict).into(),
+            rule: (&decision.rule).into(),
+            reason: (&decision.reason).into(),
+            args_tainted: args_tainted.into(),
+            tainted_by: tainted_by.as_ref().map_or(Out::Absent, |by| Out::Object(by)),
+            // only calls with sensitive arguments carry grounding, so other logs keep their bytes
+            grounded: grounded.as_ref().map_or(Out::Absent, |g| Out::Map(&g.by)),
+            ungrounded: ungrounded.as_ref().map_or(Out::Absent, |u| Out::Object(u)),
+        })?;
         // what withheld the call, when something does: the policy's verdict, or the
         // approval that did not come
         let mut withheld_by = String::from("policy");
@@ -345,12 +336,20 @@ impl<'a> ToolBoundary<'a> {
             Found::LookAlike(origin) => origin.seq.unwrap_or(0),
             _ => 0,
         };
-        rec.emit(
-            Kind::SecurityFlagged,
-            json!({"class": "lookalike", "severity": "high", "source": source, "tool": tool,
-                   "detail": format!("argument {arg} = {value:?} of {tool} only looks like a grounded value: \
-                                      letters of another script; {} value(s) of the call", g.look_alikes)}),
-        )?;
+        let detail = format!(
+            "argument {arg} = {value:?} of {tool} only looks like a grounded value: letters of another script; {} \
+             value(s) of the call",
+            g.look_alikes
+        );
+        rec.emit(&write::SecurityFlagged {
+            class: "lookalike".into(),
+            severity: "high".into(),
+            source: source.into(),
+            tool: tool.into(),
+            detail: (&detail).into(),
+            request: Out::Absent,
+            call_id: Out::Absent,
+        })?;
         Ok(())
     }
 
@@ -404,16 +403,23 @@ impl<'a> ToolBoundary<'a> {
         let mut shadow = self.shadow.take().unwrap_or_else(|| self.sandbox.state().clone());
         crate::event::fold::apply_effect(&mut shadow, &effect);
         self.shadow = Some(shadow);
-        let mut data = json!({"call_id": call_id, "tool": tool, "rule": rule, "by": by, "effect": effect});
+        let mut idempotency_key = None;
         if let (Some(keyed), Some(key)) = (keyed, key)
             && !execution.is_error
         {
             // a later call with this key would have been the retry of this one: the
             // counterfactual state does not count its effect again
-            data["idempotency_key"] = json!(key);
+            idempotency_key = Some(key.clone());
             self.withheld_keys.push((keyed, key, execution.result));
         }
-        rec.emit(Kind::ToolWithheld, data)?;
+        rec.emit(&write::ToolWithheld {
+            call_id: call_id.into(),
+            tool: tool.into(),
+            rule: rule.into(),
+            by: by.into(),
+            effect: (&effect).into(),
+            idempotency_key: idempotency_key.as_ref().map_or(Out::Absent, Out::from),
+        })?;
         Ok(())
     }
 
@@ -448,8 +454,8 @@ impl<'a> ToolBoundary<'a> {
             }
             None => ("deny", false, "default-deny".to_string()),
         };
-        rec.emit(Kind::ApprovalRequested, json!({"call_id": call_id, "tool": tool, "route": route}))?;
-        rec.emit(Kind::ApprovalResolved, json!({"call_id": call_id, "approved": approved, "by": by}))?;
+        rec.emit(&write::ApprovalRequested { call_id: call_id.into(), tool: tool.into(), route: route.into() })?;
+        rec.emit(&write::ApprovalResolved { call_id: call_id.into(), approved: approved.into(), by: (&by).into() })?;
         Ok((approved, route == "human", format!("approval:{by}")))
     }
 
@@ -476,12 +482,26 @@ impl<'a> ToolBoundary<'a> {
             && let Some((result, first)) = self.idempotency.replay(key).cloned()
         {
             // the operation already happened: its result again, and no second effect
-            rec.emit(
-                Kind::ToolExecuted,
-                json!({"call_id": call_id, "tool": tool, "args": args, "result": result, "is_error": false,
-                       "fault": null, "duration_ms": 0, "deduplicated": true, "effect": null,
-                       "idempotency_key": key, "first_execution": first}),
-            )?;
+            rec.emit(&write::ToolExecuted {
+                call_id: call_id.into(),
+                tool: tool.into(),
+                args: args.into(),
+                result: (&result).into(),
+                is_error: false.into(),
+                fault: Out::Null,
+                duration_ms: 0u64.into(),
+                deduplicated: true.into(),
+                effect: Out::Null,
+                injected: Out::Absent,
+                timeout_ms: Out::Absent,
+                idempotency_key: key.into(),
+                first_execution: first.into(),
+                error_kind: Out::Absent,
+                source: Out::Absent,
+                args_raw: Out::Absent,
+                args_error: Out::Absent,
+                absent: Out::Absent,
+            })?;
             return Ok(Answer { result, is_error: false, protocol_error: None });
         }
         let mut execution = self.sandbox.call(tool, fixture_args);
@@ -493,51 +513,55 @@ impl<'a> ToolBoundary<'a> {
         if let (Some(shadow), Some(effect)) = (self.shadow.as_mut(), effect.as_ref()) {
             crate::event::fold::apply_effect(shadow, effect);
         }
-        let executed = super::typed::ToolExecuted {
-            call_id,
-            tool,
-            args,
-            result: &execution.result,
-            is_error: execution.is_error,
-            duration_ms: execution.duration_ms,
-        };
-        // a call with a fault, a key or a protocol error has more members: from its tree
-        let plain = execution.fault.is_none() && key.is_none() && execution.protocol_error.is_none();
-        self.canonical.clear();
-        let seq = if plain && executed.write(&mut self.canonical, effect.as_ref()) {
-            rec.emit_written(Kind::ToolExecuted, &self.canonical)?
-        } else {
-            let mut data = executed.value(effect);
-            // only faulted calls carry fault details, so logs without faults keep their bytes
-            if let Some(injection) = &execution.fault {
-                data["fault"] = json!(injection.kind.as_str());
-                data["injected"] = json!(injection.declared.to_string());
-                data["timeout_ms"] = json!(injection.timeout_ms);
-            }
-            if let Some(key) = &key {
-                data["idempotency_key"] = json!(key);
-            }
-            // only protocol errors carry a kind, so other logs keep their bytes
-            if execution.protocol_error.is_some() {
-                data["error_kind"] = json!("protocol");
-            }
-            rec.emit(Kind::ToolExecuted, data)?
-        };
+        // only faulted calls carry fault details, keyed calls a key, and protocol errors
+        // a kind, so other logs keep their bytes
+        let fault = execution.fault.as_ref();
+        let declared = fault.map(|f| f.declared.to_string());
+        let seq = rec.emit(&write::ToolExecuted {
+            call_id: call_id.into(),
+            tool: tool.into(),
+            args: args.into(),
+            result: (&execution.result).into(),
+            is_error: execution.is_error.into(),
+            fault: fault.map(|f| f.kind.as_str()).into(),
+            duration_ms: execution.duration_ms.into(),
+            deduplicated: false.into(),
+            effect: effect.as_ref().into(),
+            injected: declared.as_ref().map_or(Out::Absent, Out::from),
+            timeout_ms: fault.map_or(Out::Absent, |f| f.timeout_ms.into()),
+            idempotency_key: key.as_ref().map_or(Out::Absent, Out::from),
+            first_execution: Out::Absent,
+            error_kind: execution.protocol_error.as_ref().map_or(Out::Absent, |_| "protocol".into()),
+            source: Out::Absent,
+            args_raw: Out::Absent,
+            args_error: Out::Absent,
+            absent: Out::Absent,
+        })?;
         let reached = execution.fault.as_ref().is_none_or(|f| f.kind == FaultKind::Slow);
         if reached && execution.fixture_error.is_none() && !changed && self.sandbox.is_read_only(tool) {
             // a poisoned tool downgraded to read-only: its effect withheld, as a denial's
             // is (a call a fault stopped first had no effect to withhold)
             let would = self.sandbox.would_unrestricted(tool, fixture_args);
             if let (Some(effect), None) = (would.effect, would.fixture_error) {
-                rec.emit(
-                    Kind::ToolWithheld,
-                    json!({"call_id": call_id, "tool": tool, "rule": "poisoned-tool", "by": "read_only", "effect": effect}),
-                )?;
+                rec.emit(&write::ToolWithheld {
+                    call_id: call_id.into(),
+                    tool: tool.into(),
+                    rule: "poisoned-tool".into(),
+                    by: "read_only".into(),
+                    effect: (&effect).into(),
+                    idempotency_key: Out::Absent,
+                })?;
             }
         }
         if let Some(fixture) = &execution.fixture_error {
             let message = fixture.to_string();
-            rec.emit(Kind::Error, json!({"kind": "fixture_error", "message": message, "source": seq}))?;
+            rec.emit(&write::Error {
+                kind: "fixture_error".into(),
+                message: (&message).into(),
+                code: Out::Absent,
+                at: Out::Absent,
+                source: seq.into(),
+            })?;
             self.fixture_error = Some(message);
             return Ok(Answer { result: execution.result, is_error: true, protocol_error: None });
         }

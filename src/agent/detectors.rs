@@ -22,9 +22,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, LazyLock};
 
 use regex::Regex;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::event::{Event, Kind, payload};
+use crate::event::payload::{self, Out};
+use crate::event::{Event, Kind};
 use crate::pipeline::SafetyClass;
 use crate::pipeline::manifest::Manifest;
 use crate::pipeline::profile::SafetyConfig;
@@ -65,9 +66,31 @@ impl<'a> IntoIterator for &'a Injection {
     }
 }
 
-/// A detector's finding, as `security_flagged` data.
-fn flag(class: &str, severity: &str, source: u64, detail: String) -> Value {
-    json!({"class": class, "severity": severity, "source": source, "detail": detail})
+/// A detector's finding, written as a `security_flagged` event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    pub class: &'static str,
+    pub severity: &'static str,
+    pub source: u64,
+    pub detail: String,
+}
+
+impl Finding {
+    pub fn data(&self) -> payload::write::SecurityFlagged<'_> {
+        payload::write::SecurityFlagged {
+            class: self.class.into(),
+            severity: self.severity.into(),
+            source: self.source.into(),
+            tool: Out::Absent,
+            detail: self.detail.as_str().into(),
+            request: Out::Absent,
+            call_id: Out::Absent,
+        }
+    }
+}
+
+fn flag(class: &'static str, severity: &'static str, source: u64, detail: String) -> Finding {
+    Finding { class, severity, source, detail }
 }
 
 pub struct Detectors {
@@ -106,7 +129,7 @@ impl Detectors {
     }
 
     /// Findings about `event`, in a fixed order.
-    pub fn observe(&mut self, event: &Event) -> Vec<Value> {
+    pub fn observe(&mut self, event: &Event) -> Vec<Finding> {
         let mut out = Vec::new();
         match event.kind {
             Kind::TurnCompleted => {
@@ -179,7 +202,7 @@ impl Detectors {
         out
     }
 
-    fn pii(&self, text: &str, source: u64, place: &str, out: &mut Vec<Value>) {
+    fn pii(&self, text: &str, source: u64, place: &str, out: &mut Vec<Finding>) {
         if !self.config.pii {
             return;
         }
@@ -234,6 +257,7 @@ fn luhn(text: &str) -> bool {
 mod tests {
     use super::*;
     use crate::event::writer::LogWriter;
+    use serde_json::json;
 
     fn event(kind: Kind, turn: u32, data: Value) -> Event {
         LogWriter::new(Vec::new()).append(Some(turn), 0, kind, data).unwrap()
@@ -247,8 +271,8 @@ mod tests {
         .unwrap()
     }
 
-    fn classes(flags: &[Value]) -> Vec<(String, String)> {
-        flags.iter().map(|f| (f["class"].as_str().unwrap().into(), f["severity"].as_str().unwrap().into())).collect()
+    fn classes(flags: &[Finding]) -> Vec<(String, String)> {
+        flags.iter().map(|f| (f.class.into(), f.severity.into())).collect()
     }
 
     #[test]
@@ -311,7 +335,7 @@ mod tests {
             event(Kind::ToolExecuted, 0, json!({"tool": "fetch_page", "args": {}, "result": text, "is_error": false}));
         let flags = d.observe(&e);
         assert_eq!(classes(&flags), [("prompt_injection".into(), "high".into())]);
-        assert!(flags[0]["detail"].as_str().unwrap().contains("ignore previous instructions"));
+        assert!(flags[0].detail.contains("ignore previous instructions"));
         let trusted =
             event(Kind::ToolExecuted, 0, json!({"tool": "lookup", "args": {}, "result": text, "is_error": false}));
         assert!(d.observe(&trusted).is_empty());
@@ -327,7 +351,7 @@ mod tests {
         );
         let flags = d.observe(&e);
         assert_eq!(flags.len(), 1);
-        assert_eq!(flags[0]["detail"], "2 hidden or zero-width characters in the result of fetch_page");
+        assert_eq!(flags[0].detail, "2 hidden or zero-width characters in the result of fetch_page");
         let clean = event(
             Kind::ToolExecuted,
             0,

@@ -12,16 +12,13 @@ pub mod idempotency;
 pub mod policy;
 pub mod recorder;
 pub mod taint;
-pub(crate) mod typed;
 
 use std::collections::BTreeMap;
-
-use serde_json::Value;
 
 use crate::canon::Digest;
 use crate::dataset::Case;
 use crate::dataset::recording::Recording;
-use crate::event::{Kind, writer::WriteError};
+use crate::event::writer::WriteError;
 use crate::pipeline::manifest::Manifest;
 use crate::pipeline::{AgentProfile, OnDivergence};
 use crate::replay::ModelProvider;
@@ -84,18 +81,4 @@ pub trait Agent {
         provider: &mut dyn ModelProvider,
         rec: &mut Recorder,
     ) -> Result<RunSummary, WriteError>;
-}
-
-/// Emit an event whose canonical bytes `write` writes into `buffer` (reused) when the
-/// typed writer can; otherwise from the tree `data` builds (see `typed`), which then
-/// names what could not be written.
-pub(crate) fn emit_typed(
-    rec: &mut Recorder,
-    buffer: &mut Vec<u8>,
-    kind: Kind,
-    data: impl FnOnce() -> Value,
-    write: impl FnOnce(&mut Vec<u8>) -> bool,
-) -> Result<u64, WriteError> {
-    buffer.clear();
-    if write(buffer) { rec.emit_written(kind, buffer) } else { rec.emit(kind, data()) }
 }

@@ -8,9 +8,8 @@
 //! so the log still ends with it and its chain covers the grading. A run graded without
 //! calls out writes exactly the bytes it would have written without holding.
 
-use serde_json::Value;
-
 use crate::agent::detectors::Detectors;
+use crate::event::payload::{Rendered, Written};
 use crate::event::writer::{LogWriter, Sink, WriteError};
 use crate::event::{Event, Kind};
 
@@ -33,20 +32,15 @@ pub struct Recorder {
     /// Hold back `run_completed` until [`Recorder::finish`].
     hold: bool,
     held: Option<Held>,
+    /// Reused for each event's data as its writer writes it.
+    scratch: Vec<u8>,
 }
 
-/// An event's data as the runtime has it: a tree, or the canonical bytes a typed
-/// writer wrote.
-enum Fresh<'a> {
-    Tree(Value),
-    Canonical(&'a [u8]),
-}
-
-/// A `run_completed` not yet written.
+/// A `run_completed` not yet written: its data's canonical bytes.
 struct Held {
     turn: Option<u32>,
     t: u64,
-    data: Value,
+    data: Vec<u8>,
 }
 
 impl Recorder {
@@ -60,6 +54,7 @@ impl Recorder {
             detectors: None,
             hold: false,
             held: None,
+            scratch: Vec::with_capacity(512),
         }
     }
 
@@ -87,31 +82,32 @@ impl Recorder {
         self
     }
 
-    /// Append an event at the current turn and virtual time; returns its seq. A held
-    /// `run_completed` is written first if anything but grading follows it, so the
+    /// Append an event of `data`'s kind, its data written by `data`'s writer
+    /// ([`payload::write`]), at the current turn and virtual time; returns its seq. A
+    /// held `run_completed` is written first if anything but grading follows it, so the
     /// agent's own order is never changed.
-    pub fn emit(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
+    pub fn emit<W: Written>(&mut self, data: &W) -> Result<u64, WriteError> {
         self.release()?;
-        if kind == Kind::RunCompleted && self.hold {
-            self.held = Some(Held { turn: self.turn, t: self.clock, data });
+        if W::KIND == Kind::RunCompleted && self.hold {
+            let mut bytes = Vec::new();
+            data.write(&mut bytes).map_err(|source| self.canon_error(W::KIND, source))?;
+            self.held = Some(Held { turn: self.turn, t: self.clock, data: bytes });
             return Ok(self.next_seq());
         }
-        self.append(kind, data)
+        self.append(data)
     }
 
-    /// [`emit`](Self::emit) an event whose data a typed writer has written as
-    /// `canonical` (its canonical bytes, see `canon::ObjectWriter`): no tree is built.
-    /// Not for `run_completed`, which may be held.
-    pub fn emit_written(&mut self, kind: Kind, canonical: &[u8]) -> Result<u64, WriteError> {
-        debug_assert!(kind != Kind::RunCompleted);
-        self.release()?;
-        self.append_written(kind, Fresh::Canonical(canonical))
+    /// Append a grading event (`grader_called`, `judge_called`, `judge_verdict`),
+    /// written when it was graded, before a held `run_completed`.
+    pub fn emit_grading(&mut self, event: &Rendered) -> Result<u64, WriteError> {
+        match &event.data {
+            Ok(data) => self.append_canonical(event.kind, data.as_bytes()),
+            Err(source) => Err(self.canon_error(event.kind, source.clone())),
+        }
     }
 
-    /// Append a grading event (`grader_called`, `judge_called`, `judge_verdict`) before
-    /// a held `run_completed`.
-    pub fn emit_grading(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
-        self.append(kind, data)
+    fn canon_error(&self, kind: Kind, source: crate::canon::CanonError) -> WriteError {
+        WriteError::Canon { seq: self.writer.events_written(), kind, source }
     }
 
     /// Run `grade` over the events so far, with a held `run_completed` previewed as the
@@ -120,7 +116,7 @@ impl Recorder {
         let Some(held) = &self.held else {
             return Ok(grade(&self.events));
         };
-        let preview = self.writer.preview(held.turn, held.t, Kind::RunCompleted, &held.data)?;
+        let preview = self.writer.preview(held.turn, held.t, Kind::RunCompleted, &held.data);
         self.events.push(preview);
         let out = grade(&self.events);
         self.events.pop();
@@ -132,30 +128,36 @@ impl Recorder {
         if let Some(held) = self.held.take() {
             let (turn, clock) = (self.turn, self.clock);
             (self.turn, self.clock) = (held.turn, held.t);
-            let written = self.append(Kind::RunCompleted, held.data);
+            let written = self.append_canonical(Kind::RunCompleted, &held.data);
             (self.turn, self.clock) = (turn, clock);
             written?;
         }
         Ok(())
     }
 
-    fn append(&mut self, kind: Kind, data: Value) -> Result<u64, WriteError> {
-        self.append_written(kind, Fresh::Tree(data))
+    fn append<W: Written>(&mut self, data: &W) -> Result<u64, WriteError> {
+        let mut bytes = std::mem::take(&mut self.scratch);
+        bytes.clear();
+        let written = data.write(&mut bytes);
+        let seq = match written {
+            Ok(()) => self.append_canonical(W::KIND, &bytes),
+            Err(source) => Err(self.canon_error(W::KIND, source)),
+        };
+        self.scratch = bytes;
+        seq
     }
 
-    fn append_written(&mut self, kind: Kind, data: Fresh<'_>) -> Result<u64, WriteError> {
+    /// Append an event whose data is `canonical`, then what the detectors find in it.
+    fn append_canonical(&mut self, kind: Kind, canonical: &[u8]) -> Result<u64, WriteError> {
         if kind == Kind::TurnStarted {
             self.turn_offsets.push(self.writer.offset());
         }
-        let event = match data {
-            Fresh::Canonical(bytes) => self.writer.append_canonical(self.turn, self.clock, kind, bytes),
-            Fresh::Tree(data) => self.writer.append(self.turn, self.clock, kind, data)?,
-        };
+        let event = self.writer.append_canonical(self.turn, self.clock, kind, canonical);
         let seq = event.seq;
         let findings = self.detectors.as_mut().map(|d| d.observe(&event)).unwrap_or_default();
         self.events.push(event);
         for finding in findings {
-            let flagged = self.writer.append(self.turn, self.clock, Kind::SecurityFlagged, finding)?;
+            let flagged = self.writer.append_payload(self.turn, self.clock, &finding.data())?;
             self.events.push(flagged);
         }
         Ok(seq)
@@ -214,38 +216,33 @@ impl Recorder {
     }
 }
 
-/// An event's data object from owned fields. `json!` turns every `Value` field into a new tree by
-/// serialising it (`to_value`), key by key; moving or cloning the tree is much cheaper on the hot
-/// event kinds. The map sorts its keys, so the canonical bytes are the same either way. Inserted
-/// one by one: collecting a handful of members first gathers and sorts them in a vector.
-pub fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
-    let mut map = serde_json::Map::new();
-    for (k, v) in fields {
-        map.insert(k.to_owned(), v);
-    }
-    Value::Object(map)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn object_is_the_same_value_and_canonical_bytes_as_json() {
-        let args = json!({"b": [1, {"z": null, "a": "x"}], "a": 2.5});
-        let built = object([("tool", "pay".into()), ("args", args.clone()), ("call_id", "c-1".into())]);
-        let expected = json!({"call_id": "c-1", "tool": "pay", "args": args});
-        assert_eq!(built, expected);
-        assert_eq!(crate::canon::to_canonical(&built).unwrap(), crate::canon::to_canonical(&expected).unwrap());
-    }
+    use crate::event::payload::{Out, write};
 
     fn run(rec: &mut Recorder) {
-        rec.emit(Kind::RunStarted, json!({"case": "c"})).unwrap();
+        rec.emit(&write::RunStarted {
+            case: "c".into(),
+            run: Out::Absent,
+            agent: Out::Absent,
+            dataset_line: Out::Absent,
+            profile: Out::Absent,
+            tools: Out::Absent,
+            recording: Out::Absent,
+            sandbox: Out::Absent,
+            dataset: Out::Absent,
+            runtime: Out::Absent,
+            imported: Out::Absent,
+            system: Out::Absent,
+            declared_tools: Out::Absent,
+            source: Out::Absent,
+        })
+        .unwrap();
         rec.set_turn(Some(0));
-        rec.emit(Kind::TurnCompleted, json!({"turn": 0, "response": "hi"})).unwrap();
+        rec.emit(&write::TurnCompleted { turn: 0u32.into(), response: "hi".into(), absent: Out::Absent }).unwrap();
         rec.set_turn(None);
-        rec.emit(Kind::RunCompleted, json!({"status": "completed"})).unwrap();
+        rec.emit(&write::RunCompleted { status: "completed".into(), turns: 1u64.into(), tokens: 0u64.into() }).unwrap();
     }
 
     #[test]
@@ -267,7 +264,16 @@ mod tests {
         let mut rec = Recorder::new(Box::new(Vec::new())).holding_completion();
         run(&mut rec);
         assert_eq!(rec.before_completion(|events| events.len()).unwrap(), 3);
-        rec.emit_grading(Kind::JudgeVerdict, json!({"passed": true})).unwrap();
+        let verdict = write::JudgeVerdict {
+            target: Out::Absent,
+            judge: Out::Absent,
+            request_hash: Out::Absent,
+            votes: Out::Absent,
+            reduce: Out::Absent,
+            value: Out::Absent,
+            passed: true.into(),
+        };
+        rec.emit_grading(&Rendered::of(&verdict)).unwrap();
         let (events, _) = rec.finish().unwrap();
         let kinds: Vec<Kind> = events.iter().map(|e| e.kind).collect();
         assert_eq!(kinds, vec![Kind::RunStarted, Kind::TurnCompleted, Kind::JudgeVerdict, Kind::RunCompleted]);
@@ -281,7 +287,14 @@ mod tests {
     fn an_event_after_a_held_completion_keeps_the_agents_order() {
         let mut rec = Recorder::new(Box::new(Vec::new())).holding_completion();
         run(&mut rec);
-        rec.emit(Kind::Error, json!({"kind": "late"})).unwrap();
+        let late = write::Error {
+            kind: "late".into(),
+            message: Out::Absent,
+            code: Out::Absent,
+            at: Out::Absent,
+            source: Out::Absent,
+        };
+        rec.emit(&late).unwrap();
         let (events, _) = rec.finish().unwrap();
         assert_eq!(events[2].kind, Kind::RunCompleted);
         assert_eq!(events[3].kind, Kind::Error);

@@ -4,9 +4,9 @@
 //! node of about 640 bytes per object whatever its size, and building and dropping
 //! those maps was a fifth of a replayed run's time; an 11,000-turn case held 230 MB of
 //! them for a 40 MB log. Here the data is the string the log line has between
-//! `{"data":` and `,"hash":` — written once by the writer (from typed fields for the
-//! runtime's frequent kinds, see `canon::ObjectWriter`), or cut from a verified line by
-//! the reader — and nothing else.
+//! `{"data":` and `,"hash":` — written once by the kind's writer (`payload::write`,
+//! straight from typed fields), or cut from a verified line by the reader — and
+//! nothing else.
 //!
 //! Readers take what they need from those bytes:
 //! - `Event::view` reads a typed payload ([`super::payload`]) member by member from the

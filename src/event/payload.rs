@@ -11,6 +11,14 @@
 //! an unexpected type reads as absent through the typed accessors — exactly what
 //! `value.get(name).and_then(Value::as_str)` gave — and as itself through
 //! [`Json::value`].
+//!
+//! The same declaration gives each kind its writer ([`write`]): a struct with one
+//! [`Out`] per member, written straight to the data's canonical bytes in the members'
+//! canonical order (worked out at compile time from the declared names), with no
+//! `Value` tree in between. It is the only way an event's data is written — by the
+//! runtime, the external session, the importers and the graders alike — and each write
+//! names every member (`Out::Absent` for one it leaves out), so a member added here is
+//! added at every writer or the build fails.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -20,6 +28,7 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::{Event, Kind};
+use crate::canon::{self, CanonError, Digest};
 
 /// A payload of one kind.
 pub trait Payload<'a>: Members<'a> {
@@ -261,6 +270,375 @@ impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     }
 }
 
+/// One member's value as a writer gives it.
+#[derive(Clone, Copy)]
+pub enum Out<'a> {
+    /// Not written at all (a member only some events of the kind carry).
+    Absent,
+    Null,
+    Bool(bool),
+    /// A count; past 2^53−1 it cannot be written (I-JSON), as `json!` of it could not.
+    Uint(u64),
+    Int(i64),
+    /// A number as `json!` of an `f64` gives it: `null` when not finite.
+    Float(f64),
+    Str(&'a str),
+    /// A digest as its text, `blake3:<hex>`.
+    Digest(&'a Digest),
+    /// A value the agent or its tools chose (arguments, results, memory values),
+    /// canonicalised into place.
+    Value(&'a Value),
+    /// An object given as its map (as [`Out::Value`] of `Value::Object`).
+    Map(&'a serde_json::Map<String, Value>),
+    /// A value already in canonical form: a member read from a verified event.
+    Canonical(&'a str),
+    /// A nested object with members of its own (a [`write`] struct).
+    Object(&'a dyn WriteObject),
+    /// An array, each item written by the array's writer.
+    Array(&'a dyn WriteArray),
+}
+
+impl<'a> From<&'a str> for Out<'a> {
+    fn from(v: &'a str) -> Self {
+        Out::Str(v)
+    }
+}
+
+impl<'a> From<&'a String> for Out<'a> {
+    fn from(v: &'a String) -> Self {
+        Out::Str(v)
+    }
+}
+
+impl<'a> From<&'a Value> for Out<'a> {
+    fn from(v: &'a Value) -> Self {
+        Out::Value(v)
+    }
+}
+
+impl<'a> From<&'a Digest> for Out<'a> {
+    fn from(v: &'a Digest) -> Self {
+        Out::Digest(v)
+    }
+}
+
+impl From<bool> for Out<'_> {
+    fn from(v: bool) -> Self {
+        Out::Bool(v)
+    }
+}
+
+impl From<u64> for Out<'_> {
+    fn from(v: u64) -> Self {
+        Out::Uint(v)
+    }
+}
+
+impl From<u32> for Out<'_> {
+    fn from(v: u32) -> Self {
+        Out::Uint(u64::from(v))
+    }
+}
+
+impl From<usize> for Out<'_> {
+    fn from(v: usize) -> Self {
+        Out::Uint(v as u64)
+    }
+}
+
+impl From<i64> for Out<'_> {
+    fn from(v: i64) -> Self {
+        Out::Int(v)
+    }
+}
+
+impl From<f64> for Out<'_> {
+    fn from(v: f64) -> Self {
+        Out::Float(v)
+    }
+}
+
+/// `None` is written as `null`, as `json!` of an `Option` gives it.
+impl<'a, T: Into<Out<'a>>> From<Option<T>> for Out<'a> {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Out::Null, Into::into)
+    }
+}
+
+/// An object written as its canonical bytes.
+pub trait WriteObject {
+    /// Append the canonical bytes; on an error (an integer outside ±(2^53−1)) the
+    /// error names where, as the canonical writer of the same tree would, and what was
+    /// appended is to be discarded.
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), CanonError>;
+}
+
+/// The data of one kind of event.
+pub trait Written: WriteObject {
+    const KIND: Kind;
+}
+
+/// An event's data written ahead of its event: its kind and canonical bytes, or why
+/// they could not be written (grading events, written after the grading that made
+/// them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub kind: Kind,
+    pub data: Result<super::Data, CanonError>,
+}
+
+impl Rendered {
+    pub fn of<W: Written>(data: &W) -> Rendered {
+        let mut bytes = Vec::new();
+        let data = data.write(&mut bytes).map(|()| super::Data::checked(&bytes));
+        Rendered { kind: W::KIND, data }
+    }
+}
+
+/// An array written as its canonical bytes.
+pub trait WriteArray {
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), CanonError>;
+}
+
+impl<T: WriteObject> WriteArray for Vec<T> {
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), CanonError> {
+        write_items(out, self.iter().map(|item| |out: &mut Vec<u8>| item.write(out)))
+    }
+}
+
+impl WriteArray for Vec<&str> {
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), CanonError> {
+        write_items(
+            out,
+            self.iter().map(|item| {
+                |out: &mut Vec<u8>| {
+                    canon::write_canonical_str(out, item);
+                    Ok(())
+                }
+            }),
+        )
+    }
+}
+
+impl WriteArray for Vec<String> {
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), CanonError> {
+        write_items(
+            out,
+            self.iter().map(|item| {
+                |out: &mut Vec<u8>| {
+                    canon::write_canonical_str(out, item);
+                    Ok(())
+                }
+            }),
+        )
+    }
+}
+
+impl WriteArray for Vec<Out<'_>> {
+    fn write(&self, out: &mut Vec<u8>) -> Result<(), CanonError> {
+        write_items(out, self.iter().map(|item| |out: &mut Vec<u8>| write_out(out, item)))
+    }
+}
+
+fn write_items<F: FnOnce(&mut Vec<u8>) -> Result<(), CanonError>>(
+    out: &mut Vec<u8>,
+    items: impl Iterator<Item = F>,
+) -> Result<(), CanonError> {
+    out.push(b'[');
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        item(out).map_err(|e| under(e, itoa::Buffer::new().format(i)))?;
+    }
+    out.push(b']');
+    Ok(())
+}
+
+/// An error at `pointer` inside a member (or item) named `segment`: at
+/// `/segment/pointer` of the document around it. Inside a writer a pointer is relative
+/// to the value being written (empty: the value itself); a kind's data is an object, so
+/// every error out of it names a member.
+fn under(error: CanonError, segment: &str) -> CanonError {
+    match error {
+        CanonError::UnsafeInteger { pointer, value } => {
+            CanonError::UnsafeInteger { pointer: format!("/{}{pointer}", escape_segment(segment)), value }
+        }
+        other => other,
+    }
+}
+
+/// Where in `value` its first integer outside ±(2^53−1) lies, as a relative pointer.
+fn unsafe_in(value: &Value) -> CanonError {
+    match canon::check_ijson_under(value, "/".into()) {
+        Err(CanonError::UnsafeInteger { pointer, value }) => {
+            CanonError::UnsafeInteger { pointer: pointer[1..].to_string(), value }
+        }
+        Err(other) => other,
+        Ok(()) => CanonError::Serialize("an integer is outside ±(2^53−1)".into()),
+    }
+}
+
+/// A JSON Pointer segment (RFC 6901): `~` as `~0`, `/` as `~1`.
+fn escape_segment(segment: &str) -> Cow<'_, str> {
+    if segment.contains(['~', '/']) {
+        Cow::Owned(segment.replace('~', "~0").replace('/', "~1"))
+    } else {
+        Cow::Borrowed(segment)
+    }
+}
+
+fn unsafe_integer(value: String) -> CanonError {
+    CanonError::UnsafeInteger { pointer: String::new(), value }
+}
+
+/// One value, canonically.
+fn write_out(out: &mut Vec<u8>, value: &Out<'_>) -> Result<(), CanonError> {
+    match *value {
+        Out::Absent | Out::Null => out.extend_from_slice(b"null"),
+        Out::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+        Out::Uint(n) => {
+            if n > canon::MAX_SAFE_INTEGER {
+                return Err(unsafe_integer(n.to_string()));
+            }
+            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        }
+        Out::Int(n) => {
+            if n.unsigned_abs() > canon::MAX_SAFE_INTEGER {
+                return Err(unsafe_integer(n.to_string()));
+            }
+            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        }
+        Out::Float(f) => match serde_json::Number::from_f64(f) {
+            Some(n) => {
+                if !canon::write_canonical_number(out, &n) {
+                    return Err(unsafe_integer(n.to_string()));
+                }
+            }
+            None => out.extend_from_slice(b"null"),
+        },
+        Out::Str(s) => canon::write_canonical_str(out, s),
+        Out::Digest(d) => {
+            out.extend_from_slice(b"\"blake3:");
+            out.extend_from_slice(blake3::Hash::from_bytes(d.0).to_hex().as_bytes());
+            out.push(b'"');
+        }
+        Out::Value(v) => {
+            let start = out.len();
+            if canon::write_canonical(out, v).is_err() {
+                out.truncate(start);
+                return Err(unsafe_in(v));
+            }
+        }
+        Out::Map(map) => {
+            if canon::write_canonical_map(out, map).is_err() {
+                return Err(unsafe_in(&Value::Object(map.clone())));
+            }
+        }
+        Out::Canonical(text) => out.extend_from_slice(text.as_bytes()),
+        Out::Object(o) => o.write(out)?,
+        Out::Array(a) => a.write(out)?,
+    }
+    Ok(())
+}
+
+/// An object's members: `keys[i]` holds `members[i]`, written in the order `order`
+/// gives (the keys' canonical order, [`canonical_order`]), absent members skipped.
+#[doc(hidden)]
+pub fn write_object(out: &mut Vec<u8>, keys: &[&str], order: &[usize], members: &[&Out<'_>]) -> Result<(), CanonError> {
+    out.push(b'{');
+    let mut first = true;
+    for &i in order {
+        let member = members[i];
+        if matches!(member, Out::Absent) {
+            continue;
+        }
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+        // the keys need no escape (checked by `canonical_order`)
+        out.push(b'"');
+        out.extend_from_slice(keys[i].as_bytes());
+        out.extend_from_slice(b"\":");
+        write_out(out, member).map_err(|e| under(e, keys[i]))?;
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// The order in which an object's members are written: by key, in UTF-16 code units
+/// (RFC 8785 §3.2.3). Evaluated at compile time for each payload, where it also refuses
+/// (fails the build on) a key that would need escaping or is not plain ASCII (whose
+/// UTF-8 and UTF-16 orders could differ), and a key declared twice.
+#[doc(hidden)]
+pub const fn canonical_order<const N: usize>(keys: &[&str]) -> [usize; N] {
+    assert!(keys.len() == N);
+    let mut order = [0usize; N];
+    let mut i = 0;
+    while i < N {
+        let key = keys[i].as_bytes();
+        let mut b = 0;
+        while b < key.len() {
+            assert!(
+                key[b] >= 0x20 && key[b] < 0x7f && key[b] != b'"' && key[b] != b'\\',
+                "a payload key needs no escape"
+            );
+            b += 1;
+        }
+        order[i] = i;
+        i += 1;
+    }
+    // insertion sort: a handful of keys
+    let mut i = 1;
+    while i < N {
+        let mut j = i;
+        while j > 0 && key_before(keys[order[j]].as_bytes(), keys[order[j - 1]].as_bytes()) {
+            let t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+            j -= 1;
+        }
+        i += 1;
+    }
+    let mut i = 1;
+    while i < N {
+        assert!(key_before(keys[order[i - 1]].as_bytes(), keys[order[i]].as_bytes()), "a payload key declared twice");
+        i += 1;
+    }
+    order
+}
+
+/// `a` sorts strictly before `b`, byte by byte (ASCII: as UTF-16 code units do).
+const fn key_before(a: &[u8], b: &[u8]) -> bool {
+    let mut i = 0;
+    while i < a.len() && i < b.len() {
+        if a[i] != b[i] {
+            return a[i] < b[i];
+        }
+        i += 1;
+    }
+    a.len() < b.len()
+}
+
+/// A kind's (or a nested object's) writer: one [`Out`] per member.
+macro_rules! writer {
+    ($name:ident { $($field:ident,)* }) => {
+        #[doc = concat!("Writes what [`super::", stringify!($name), "`] reads: every member, in canonical order.")]
+        #[derive(Clone, Copy)]
+        pub struct $name<'a> {
+            $(pub $field: Out<'a>,)*
+        }
+
+        impl WriteObject for $name<'_> {
+            fn write(&self, out: &mut Vec<u8>) -> Result<(), CanonError> {
+                const KEYS: &[&str] = &[$(stringify!($field),)*];
+                const ORDER: [usize; KEYS.len()] = canonical_order::<{ KEYS.len() }>(KEYS);
+                write_object(out, KEYS, &ORDER, &[$(&self.$field,)*])
+            }
+        }
+    };
+}
+
 /// A struct of members, each a [`Json`], read by [`Members::read`].
 macro_rules! members {
     ($(#[$doc:meta])* $name:ident { $($field:ident,)* }) => {
@@ -289,7 +667,11 @@ macro_rules! members {
 }
 
 macro_rules! payloads {
-    ($($(#[$doc:meta])* $name:ident = $kind:ident { $($field:ident,)* })*) => {
+    (
+        $($(#[$doc:meta])* $name:ident = $kind:ident { $($field:ident,)* })*
+        ;
+        $($(#[$ndoc:meta])* $nname:ident { $($nfield:ident,)* })*
+    ) => {
         $(
             members! { $(#[$doc])* $name { $($field,)* } }
 
@@ -297,6 +679,28 @@ macro_rules! payloads {
                 const KIND: Kind = Kind::$kind;
             }
         )*
+        $(
+            members! { $(#[$ndoc])* $nname { $($nfield,)* } }
+        )*
+
+        /// The writers: one per kind, and one per nested object, each with the members
+        /// its reader declares.
+        pub mod write {
+            use super::{CanonError, Kind, Out, WriteObject, Written, canonical_order, write_object};
+            $(
+                writer! { $name { $($field,)* } }
+
+                impl Written for $name<'_> {
+                    const KIND: Kind = Kind::$kind;
+                }
+            )*
+            $(
+                writer! { $nname { $($nfield,)* } }
+            )*
+
+            /// Each kind's member names, as declared.
+            pub const MEMBERS: &[(Kind, &[&str])] = &[$((Kind::$kind, &[$(stringify!($field),)*]),)*];
+        }
 
         /// The members of `e`'s payload, read as its kind's payload: what a reader of
         /// any kind (a test, a viewer) can walk.
@@ -312,15 +716,15 @@ payloads! {
     /// `run_started`.
     RunStarted = RunStarted {
         case, run, agent, dataset_line, profile, tools, recording, sandbox, dataset, runtime,
-        imported, system, declared_tools,
+        imported, system, declared_tools, source,
     }
     /// `turn_started`.
-    TurnStarted = TurnStarted { turn, input, }
+    TurnStarted = TurnStarted { turn, input, source, absent, }
     /// `context_compiled`.
     ContextCompiled = ContextCompiled { budget, total, sections, messages, dropped, over_section_budget, }
     /// `model_called`: `response` holds `content`, `tool_calls` and maybe `confidence`
     /// ([`Response`]); `usage` holds the tokens ([`Usage`]).
-    ModelCalled = ModelCalled { request_hash, position, response, usage, latency_ms, api, }
+    ModelCalled = ModelCalled { request_hash, position, response, usage, latency_ms, api, source, absent, }
     /// `tool_proposed`.
     ToolProposed = ToolProposed { call_id, tool, args, }
     /// `policy_decided`.
@@ -339,6 +743,7 @@ payloads! {
         call_id, tool, args, result, is_error, fault,
         duration_ms, deduplicated, effect, injected, timeout_ms,
         idempotency_key, first_execution, error_kind, source,
+        args_raw, args_error, absent,
     }
     /// `memory_written`.
     MemoryWritten = MemoryWritten { tier, key, value, confidence, supersedes, source, }
@@ -348,15 +753,16 @@ payloads! {
     MemoryRead = MemoryRead { tier, key, value, source, }
     /// `handoff`.
     Handoff = Handoff { call_id, from, to, allowed, payload_hash, taint, tainted_by, reason, }
-    /// `security_flagged`.
-    SecurityFlagged = SecurityFlagged { class, severity, source, tool, detail, }
+    /// `security_flagged`: `request` (the request an external agent sent) for a
+    /// `cross_case` flag, `call_id` for an `unrequested_tool` one.
+    SecurityFlagged = SecurityFlagged { class, severity, source, tool, detail, request, call_id, }
     /// `replay_diverged`: `pointers` only from an agent behind the wire endpoints, whose
     /// neutral request is compared member by member.
     ReplayDiverged = ReplayDiverged { position, recorded_request_hash, actual_request_hash, reason, pointers, }
     /// `error`.
     Error = Error { kind, message, code, at, source, }
     /// `turn_completed`.
-    TurnCompleted = TurnCompleted { turn, response, }
+    TurnCompleted = TurnCompleted { turn, response, absent, }
     /// `grader_called`.
     GraderCalled = GraderCalled { target, command, input_digest, output_digest, pass, score, reason, error, message, }
     /// `judge_called`.
@@ -365,16 +771,26 @@ payloads! {
     JudgeVerdict = JudgeVerdict { target, judge, request_hash, votes, reduce, value, passed, }
     /// `run_completed`.
     RunCompleted = RunCompleted { status, turns, tokens, }
-}
 
-members! {
+    ; // nested objects
+
     /// `model_called.response`.
     Response { content, tool_calls, confidence, }
-}
-
-members! {
     /// `model_called.usage`.
     Usage { input_tokens, output_tokens, }
+    /// One of `model_called.response.tool_calls`.
+    ToolCall { id, name, args, }
+    /// `context_compiled.sections`: tokens per section.
+    Sections { system, memory, history, tools, }
+    /// `policy_decided.tainted_by`, `handoff.tainted_by`: the event whose untrusted
+    /// content reached the call.
+    TaintedBy { seq, tool, }
+    /// `policy_decided.ungrounded`: the first argument no source grounds.
+    Ungrounded { arg, value, }
+    /// `run_started.imported` of an imported log: what was read, from which file.
+    Imported { format, reads, file, digest, }
+    /// One of `run_started.declared_tools` of an imported log.
+    DeclaredTool { name, description, input_schema, safety_class, trust, classified_by, destructive, }
 }
 
 #[cfg(test)]
@@ -505,6 +921,189 @@ mod tests {
         assert!(p.args.member("tool").is_null(), "an escaped key is not the member it spells");
         assert_eq!(p.result.items().len(), 2);
         assert_eq!(e.data.member("tool").as_str().as_deref(), Some("transfer"));
+    }
+
+    /// What a writer wrote, or the error it gave, beside what the canonical writer
+    /// gives for the tree of the same data.
+    fn agree(tree: &Value, data: &dyn WriteObject) -> Result<(), proptest::test_runner::TestCaseError> {
+        let mut out = b"prefix".to_vec();
+        let written = data.write(&mut out).map(|()| String::from_utf8(out.split_off(6)).unwrap());
+        let of_tree = canon::to_canonical_string(tree);
+        match (&written, &of_tree) {
+            (Ok(a), Ok(b)) => proptest::prop_assert_eq!(a, b),
+            (Err(a), Err(b)) => proptest::prop_assert_eq!(a.to_string(), b.to_string()),
+            _ => proptest::prop_assert!(false, "written {:?}, tree {:?}", written, of_tree),
+        }
+        Ok(())
+    }
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|i| json!(i)),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| json!(f)),
+            "[\u{0}-\u{1f}\"\\\\a-z\u{e9}\u{e000}\u{1f600}]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z\u{e000}\u{1f600}~/]{0,5}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn text() -> impl proptest::strategy::Strategy<Value = String> {
+        "[\u{0}-\u{1f}\"\\\\ a-z\u{7f}\u{e9}\u{2028}\u{e000}\u{1f600}]{0,24}"
+    }
+
+    /// Counts mostly in range, now and then past 2^53−1.
+    fn count() -> impl proptest::strategy::Strategy<Value = u64> {
+        use proptest::prelude::*;
+        prop_oneof![8 => 0u64..100_000, 1 => 9_007_199_254_740_990u64..9_007_199_254_740_994, 1 => any::<u64>()]
+    }
+
+    proptest::proptest! {
+        /// The runtime's most frequent event, nested objects, an array of them, an
+        /// optional member and agent-chosen arguments: the bytes (or the error, naming
+        /// the same place) of the tree of the same data.
+        #[test]
+        fn model_called_writes_what_its_tree_canonicalises_to(
+            hash in proptest::prelude::any::<[u8; 32]>(),
+            position in 0usize..1000,
+            content in text(),
+            calls in proptest::collection::vec((text(), text(), json_value()), 0..3),
+            confidence in proptest::option::of(proptest::prop_oneof![0.0f64..=1.0, proptest::prelude::any::<f64>(), proptest::strategy::Just(1e17), proptest::strategy::Just(-0.0)]),
+            (input_tokens, output_tokens, latency_ms) in (count(), count(), count()),
+        ) {
+            let hash = Digest(hash);
+            let tool_calls: Vec<write::ToolCall> = calls
+                .iter()
+                .map(|(id, name, args)| write::ToolCall { id: id.into(), name: name.into(), args: args.into() })
+                .collect();
+            let data = write::ModelCalled {
+                request_hash: (&hash).into(),
+                position: position.into(),
+                response: Out::Object(&write::Response {
+                    content: (&content).into(),
+                    tool_calls: Out::Array(&tool_calls),
+                    confidence: confidence.map_or(Out::Absent, Out::Float),
+                }),
+                usage: Out::Object(&write::Usage { input_tokens: input_tokens.into(), output_tokens: output_tokens.into() }),
+                latency_ms: latency_ms.into(),
+                api: Out::Absent, source: Out::Absent, absent: Out::Absent, };
+            let mut response = json!({"content": content,
+                "tool_calls": calls.iter().map(|(id, name, args)| json!({"id": id, "name": name, "args": args})).collect::<Vec<_>>()});
+            if let Some(c) = confidence {
+                response["confidence"] = json!(c);
+            }
+            let tree = json!({"request_hash": hash.to_string(), "position": position, "response": response,
+                "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}, "latency_ms": latency_ms});
+            agree(&tree, &data)?;
+        }
+
+        #[test]
+        fn context_compiled_writes_what_its_tree_canonicalises_to(
+            budget in proptest::option::of(count()),
+            (total, system, memory, history, tools) in (count(), count(), count(), count(), count()),
+            (messages, dropped) in (0usize..500, 0usize..500),
+            over in proptest::sample::subsequence(vec!["system", "memory", "tools"], 0..=3),
+        ) {
+            let data = write::ContextCompiled {
+                budget: budget.into(),
+                total: total.into(),
+                sections: Out::Object(&write::Sections { system: system.into(), memory: memory.into(), history: history.into(), tools: tools.into() }),
+                messages: messages.into(),
+                dropped: dropped.into(),
+                over_section_budget: Out::Array(&over),
+            };
+            let tree = json!({"budget": budget, "total": total,
+                "sections": {"system": system, "memory": memory, "history": history, "tools": tools},
+                "messages": messages, "dropped": dropped, "over_section_budget": over});
+            agree(&tree, &data)?;
+        }
+
+        #[test]
+        fn tool_executed_writes_what_its_tree_canonicalises_to(
+            (call_id, tool) in (text(), text()),
+            (args, result) in (json_value(), json_value()),
+            effect in proptest::option::of(json_value()),
+            is_error in proptest::prelude::any::<bool>(),
+            duration_ms in count(),
+            key in proptest::option::of(text()),
+            grounded in proptest::option::of(json_value()),
+        ) {
+            let data = write::ToolExecuted {
+                call_id: (&call_id).into(),
+                tool: (&tool).into(),
+                args: (&args).into(),
+                result: (&result).into(),
+                is_error: is_error.into(),
+                fault: Out::Null,
+                duration_ms: duration_ms.into(),
+                deduplicated: false.into(),
+                effect: effect.as_ref().into(),
+                injected: Out::Absent,
+                timeout_ms: Out::Absent,
+                idempotency_key: key.as_ref().map_or(Out::Absent, Out::from),
+                first_execution: Out::Absent,
+                error_kind: Out::Absent,
+                source: grounded.as_ref().and_then(Value::as_object).map_or(Out::Absent, Out::Map), args_raw: Out::Absent, args_error: Out::Absent, absent: Out::Absent, };
+            let mut tree = json!({"call_id": call_id, "tool": tool, "args": args, "result": result, "is_error": is_error,
+                "fault": null, "duration_ms": duration_ms, "deduplicated": false, "effect": effect});
+            if let Some(key) = &key {
+                tree["idempotency_key"] = json!(key);
+            }
+            if let Some(map) = grounded.as_ref().filter(|g| g.is_object()) {
+                tree["source"] = map.clone();
+            }
+            agree(&tree, &data)?;
+        }
+
+        #[test]
+        fn scalars_and_options_write_what_json_of_them_canonicalises_to(
+            turn in proptest::prelude::any::<u32>(),
+            input in text(),
+            signed in proptest::prelude::any::<i64>(),
+            float in proptest::prop_oneof![proptest::prelude::any::<f64>(), proptest::strategy::Just(f64::NAN), proptest::strategy::Just(1e17)],
+            maybe in proptest::option::of(count()),
+        ) {
+            agree(&json!({"turn": turn, "input": input}), &write::TurnStarted { turn: turn.into(), input: (&input).into(), source: Out::Absent, absent: Out::Absent, })?;
+            let data = write::MemoryWritten {
+                tier: "episodic".into(),
+                key: (&input).into(),
+                value: Out::Canonical("[1,\"a\"]"),
+                confidence: float.into(),
+                supersedes: maybe.into(),
+                source: signed.into(),
+            };
+            let tree = json!({"tier": "episodic", "key": input, "value": [1, "a"], "confidence": float,
+                "supersedes": maybe, "source": signed});
+            agree(&tree, &data)?;
+        }
+    }
+
+    /// Keys are written in UTF-16 order whatever order they are declared in, and the
+    /// order refuses what cannot be a payload key.
+    #[test]
+    fn canonical_order_sorts_keys_and_refuses_duplicates_and_escapes() {
+        assert_eq!(canonical_order::<4>(&["turn", "input", "b", "a_b"]), [3, 2, 1, 0]);
+        assert_eq!(canonical_order::<3>(&["ab", "a", "B"]), [2, 1, 0]);
+        for bad in [&["a", "b", "a"][..], &["a\"b", "c", "d"][..], &["é", "b", "c"][..]] {
+            let refused = std::panic::catch_unwind(|| canonical_order::<3>(bad));
+            assert!(refused.is_err(), "{bad:?}");
+        }
+        // every kind's writer writes its members in the order the canonical writer does
+        for (kind, keys) in write::MEMBERS {
+            let tree = Value::Object(keys.iter().map(|k| (k.to_string(), json!(1))).collect());
+            let canonical = canon::to_canonical_string(&tree).unwrap();
+            let split: Vec<&str> = object_members(&canonical).map(|(k, _)| k).collect();
+            let mut sorted = keys.to_vec();
+            sorted.sort();
+            assert_eq!(split, sorted, "{kind}");
+        }
     }
 
     #[test]

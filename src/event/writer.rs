@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::payload::Written;
 use super::{Data, Event, Kind, Unhashed};
 use crate::canon::{self, CanonError, Digest};
 
@@ -112,7 +113,7 @@ impl<S: Sink> LogWriter<S> {
     }
 
     /// [`append`](Self::append) an event whose data a typed writer has written as
-    /// `canonical`, its canonical bytes (`canon::ObjectWriter`); debug builds check them.
+    /// `canonical`, its canonical bytes (`payload::write`); debug builds check them.
     pub fn append_canonical(&mut self, turn: Option<u32>, t: u64, kind: Kind, canonical: &[u8]) -> Event {
         self.append_data(turn, t, kind, Data::checked(canonical))
     }
@@ -137,13 +138,24 @@ impl<S: Sink> LogWriter<S> {
     /// The event [`append`](Self::append) would write next, without writing it: same
     /// seq, `prev` and hash. Grading reads a run's log this way while the run's last
     /// event is still held back (see `agent::Recorder`).
-    pub fn preview(&self, turn: Option<u32>, t: u64, kind: Kind, data: &Value) -> Result<Event, WriteError> {
+    pub fn preview(&self, turn: Option<u32>, t: u64, kind: Kind, canonical: &[u8]) -> Event {
         let seq = self.seq;
-        let bytes = canon::to_canonical(data).map_err(|source| WriteError::Canon { seq, kind, source })?;
-        let data = Data::from_canonical(&bytes);
+        let data = Data::checked(canonical);
         let unhashed = Unhashed { seq, turn, t, kind, data: data.as_bytes(), prev: self.prev.as_ref() };
         let (_, hash) = unhashed.encode();
-        Ok(Event { seq, turn, t, kind, data, hash })
+        Event { seq, turn, t, kind, data, hash }
+    }
+
+    /// [`append`](Self::append) the data `data`'s writer writes (an event of its kind).
+    pub fn append_payload<W: Written>(&mut self, turn: Option<u32>, t: u64, data: &W) -> Result<Event, WriteError> {
+        let mut bytes = std::mem::take(&mut self.data_scratch);
+        bytes.clear();
+        let written = data.write(&mut bytes);
+        let event = written
+            .map_err(|source| WriteError::Canon { seq: self.seq, kind: W::KIND, source })
+            .map(|()| self.append_data(turn, t, W::KIND, Data::checked(&bytes)));
+        self.data_scratch = bytes;
+        event
     }
 
     /// Write every buffered line. Called at turn boundaries.

@@ -31,7 +31,9 @@ use crate::agent::boundary::ToolBoundary;
 use crate::agent::{Recorder, RunInput, RunStatus, RunSummary};
 use crate::canon::{self, Context};
 use crate::dataset::recording::{ModelResponse, RecordedResponse};
-use crate::event::{Kind, writer::WriteError};
+use crate::event::Kind;
+use crate::event::payload::{Out, write};
+use crate::event::writer::WriteError;
 use crate::pipeline::OnDivergence;
 use crate::replay::{ModelProvider, ModelRequest, ProviderError};
 use crate::secrets::Scrubber;
@@ -215,21 +217,22 @@ impl<'a, 'p> Session<'a, 'p> {
     fn start(&mut self) -> Result<(), WriteError> {
         let input = self.input;
         let case = input.case;
-        self.rec.emit(
-            Kind::RunStarted,
-            json!({
-                "case": case.id,
-                "dataset": case.dataset,
-                "run": input.run_index,
-                "agent": input.agent,
-                "runtime": "external",
-                "dataset_line": case.digest.to_string(),
-                "profile": input.profile_digest.to_string(),
-                "tools": input.manifest.digest.map(|d| d.to_string()),
-                "recording": input.recording.digest.to_string(),
-                "sandbox": self.boundary.sandbox.state(),
-            }),
-        )?;
+        self.rec.emit(&write::RunStarted {
+            case: (&case.id).into(),
+            run: input.run_index.into(),
+            agent: input.agent.into(),
+            dataset_line: (&case.digest).into(),
+            profile: (&input.profile_digest).into(),
+            tools: input.manifest.digest.as_ref().into(),
+            recording: (&input.recording.digest).into(),
+            sandbox: self.boundary.sandbox.state().into(),
+            dataset: (&case.dataset).into(),
+            runtime: "external".into(),
+            imported: Out::Absent,
+            system: Out::Absent,
+            declared_tools: Out::Absent,
+            source: Out::Absent,
+        })?;
         self.boundary.announce(self.rec)
     }
 
@@ -277,11 +280,20 @@ impl<'a, 'p> Session<'a, 'p> {
             self.step = 0;
             self.proposals.clear();
             self.rec.set_turn(Some(turn));
-            self.rec.emit(Kind::TurnStarted, json!({"turn": turn, "input": text}))?;
+            self.rec.emit(&write::TurnStarted {
+                turn: turn.into(),
+                input: text.into(),
+                source: Out::Absent,
+                absent: Out::Absent,
+            })?;
             let _ = process.send(&protocol::turn(turn, text));
             match self.until_answer(process)? {
                 Ok(output) => {
-                    self.rec.emit(Kind::TurnCompleted, json!({"turn": turn, "response": output}))?;
+                    self.rec.emit(&write::TurnCompleted {
+                        turn: turn.into(),
+                        response: (&output).into(),
+                        absent: Out::Absent,
+                    })?;
                     self.rec.flush()?;
                 }
                 Err(stop) => return Ok(Some(stop)),
@@ -474,10 +486,15 @@ impl<'a, 'p> Session<'a, 'p> {
                     "the agent sent {request} with this case run's API key to the endpoints of {addressed}; refused"
                 );
                 self.refuse(format!("{request} → HTTP 403: {detail}"));
-                self.rec.emit(
-                    Kind::SecurityFlagged,
-                    json!({"class": "cross_case", "severity": "high", "request": request, "detail": detail}),
-                )?;
+                self.rec.emit(&write::SecurityFlagged {
+                    class: "cross_case".into(),
+                    severity: "high".into(),
+                    source: Out::Absent,
+                    tool: Out::Absent,
+                    detail: (&detail).into(),
+                    request: (&request).into(),
+                    call_id: Out::Absent,
+                })?;
             }
             Msg::SlowBody { request, limit_ms } => {
                 self.stop = Some(Stop::failed(
@@ -497,7 +514,13 @@ impl<'a, 'p> Session<'a, 'p> {
             Ok(r) => r,
             Err(e) => {
                 let message = format!("cannot read the {} request: {e}", dialect.api());
-                self.rec.emit(Kind::Error, json!({"kind": "bad_request", "message": message}))?;
+                self.rec.emit(&write::Error {
+                    kind: "bad_request".into(),
+                    message: (&message).into(),
+                    code: Out::Absent,
+                    at: Out::Absent,
+                    source: Out::Absent,
+                })?;
                 return Ok(dialect.error(400, "invalid_request_error", &message));
             }
         };
@@ -572,11 +595,13 @@ impl<'a, 'p> Session<'a, 'p> {
                 .as_ref()
                 .map(|r| crate::replay::differences::differences(r, &normalized, 10))
                 .unwrap_or_default();
-            self.rec.emit(
-                Kind::ReplayDiverged,
-                json!({"position": d.position, "recorded_request_hash": d.recorded_hash.map(|h| h.to_string()),
-                       "actual_request_hash": d.actual_hash.to_string(), "reason": d.reason, "pointers": pointers}),
-            )?;
+            self.rec.emit(&write::ReplayDiverged {
+                position: d.position.into(),
+                recorded_request_hash: d.recorded_hash.as_ref().into(),
+                actual_request_hash: (&d.actual_hash).into(),
+                reason: (&d.reason).into(),
+                pointers: Out::Array(&pointers),
+            })?;
             let mut message = format!("replay diverged at position {}: {}", d.position, d.reason);
             if !pointers.is_empty() {
                 message.push_str(&format!(" (differs at {})", pointers.join(", ")));
@@ -607,19 +632,28 @@ impl<'a, 'p> Session<'a, 'p> {
                 args: c.args.clone(),
             })
             .collect();
-        let mut response = json!({
-            "content": recorded.response.content,
-            "tool_calls": calls.iter().map(|c| json!({"id": c.id, "name": c.name, "args": c.args})).collect::<Vec<_>>(),
-        });
-        if let Some(c) = recorded.response.confidence {
-            response["confidence"] = json!(c);
-        }
-        self.rec.emit(
-            Kind::ModelCalled,
-            json!({"request_hash": hash.to_string(), "position": position, "response": response, "api": dialect.api(),
-                   "usage": {"input_tokens": recorded.usage.input_tokens, "output_tokens": recorded.usage.output_tokens},
-                   "latency_ms": recorded.latency_ms}),
-        )?;
+        let tool_calls: Vec<write::ToolCall> = calls
+            .iter()
+            .map(|c| write::ToolCall { id: (&c.id).into(), name: (&c.name).into(), args: (&c.args).into() })
+            .collect();
+        self.rec.emit(&write::ModelCalled {
+            request_hash: (&hash).into(),
+            position: position.into(),
+            response: Out::Object(&write::Response {
+                content: (&recorded.response.content).into(),
+                tool_calls: Out::Array(&tool_calls),
+                confidence: recorded.response.confidence.map_or(Out::Absent, Out::Float),
+            }),
+            usage: Out::Object(&write::Usage {
+                input_tokens: recorded.usage.input_tokens.into(),
+                output_tokens: recorded.usage.output_tokens.into(),
+            }),
+            latency_ms: recorded.latency_ms.into(),
+            api: dialect.api().into(),
+            source: Out::Absent,
+            absent: Out::Absent,
+        })?;
+        drop(tool_calls);
         self.step += 1;
         self.proposals = calls
             .iter()
@@ -702,12 +736,31 @@ impl<'a, 'p> Session<'a, 'p> {
             };
             p.state = State::AgentRun;
             let (tool, args) = (p.name.clone(), p.args.clone());
-            self.rec.emit(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
-            self.rec.emit(
-                Kind::ToolExecuted,
-                json!({"call_id": call_id, "tool": tool, "args": args, "result": content, "is_error": is_error,
-                       "fault": null, "duration_ms": 0, "deduplicated": false, "effect": null, "source": "agent"}),
-            )?;
+            self.rec.emit(&write::ToolProposed {
+                call_id: (&call_id).into(),
+                tool: (&tool).into(),
+                args: (&args).into(),
+            })?;
+            self.rec.emit(&write::ToolExecuted {
+                call_id: (&call_id).into(),
+                tool: (&tool).into(),
+                args: (&args).into(),
+                result: (&content).into(),
+                is_error: is_error.into(),
+                fault: Out::Null,
+                duration_ms: 0u64.into(),
+                deduplicated: false.into(),
+                effect: Out::Null,
+                injected: Out::Absent,
+                timeout_ms: Out::Absent,
+                idempotency_key: Out::Absent,
+                first_execution: Out::Absent,
+                error_kind: Out::Absent,
+                source: "agent".into(),
+                args_raw: Out::Absent,
+                args_error: Out::Absent,
+                absent: Out::Absent,
+            })?;
         }
         Ok(())
     }
@@ -754,7 +807,11 @@ impl<'a, 'p> Session<'a, 'p> {
         let p = &mut self.proposals[index];
         p.state = State::Executed;
         let (call_id, tool, args) = (p.call_id.clone(), p.name.clone(), p.args.clone());
-        self.rec.emit(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
+        self.rec.emit(&write::ToolProposed {
+            call_id: (&call_id).into(),
+            tool: (&tool).into(),
+            args: (&args).into(),
+        })?;
         if self.boundary.manifest().tool(&tool).is_none() {
             return self.flag_unrequested(&call_id, &tool, format!("tool {tool:?} is not in the manifest"));
         }
@@ -770,7 +827,7 @@ impl<'a, 'p> Session<'a, 'p> {
     fn unrequested(&mut self, tool: &str, args: &Value) -> Result<ToolAnswer, WriteError> {
         self.unrequested += 1;
         let call_id = format!("unrequested-{}-{}", self.turn, self.unrequested);
-        self.rec.emit(Kind::ToolProposed, json!({"call_id": call_id, "tool": tool, "args": args}))?;
+        self.rec.emit(&write::ToolProposed { call_id: (&call_id).into(), tool: tool.into(), args: args.into() })?;
         let detail = if self.boundary.manifest().tool(tool).is_none() {
             format!("tool {tool:?} is not in the manifest")
         } else {
@@ -787,11 +844,15 @@ impl<'a, 'p> Session<'a, 'p> {
     fn flag_unrequested(&mut self, call_id: &str, tool: &str, detail: String) -> Result<ToolAnswer, WriteError> {
         self.refuse(format!("tool call {tool} → refused: {detail}"));
         let source = self.rec.next_seq() - 1;
-        self.rec.emit(
-            Kind::SecurityFlagged,
-            json!({"class": "unrequested_tool", "severity": "high", "source": source, "tool": tool, "call_id": call_id,
-                   "detail": detail}),
-        )?;
+        self.rec.emit(&write::SecurityFlagged {
+            class: "unrequested_tool".into(),
+            severity: "high".into(),
+            source: source.into(),
+            tool: tool.into(),
+            detail: (&detail).into(),
+            request: Out::Absent,
+            call_id: call_id.into(),
+        })?;
         Ok(ToolAnswer {
             result: json!({"error": format!("refused by stateval: {detail}")}),
             is_error: true,
@@ -812,15 +873,22 @@ impl<'a, 'p> Session<'a, 'p> {
         let (status, error) = match outcome {
             None => (RunStatus::Completed, None),
             Some(stop) => {
-                self.rec.emit(Kind::Error, json!({"kind": stop.kind, "message": stop.message}))?;
+                self.rec.emit(&write::Error {
+                    kind: stop.kind.into(),
+                    message: (&stop.message).into(),
+                    code: Out::Absent,
+                    at: Out::Absent,
+                    source: Out::Absent,
+                })?;
                 (stop.status, Some(stop.message))
             }
         };
         self.rec.set_turn(None);
-        self.rec.emit(
-            Kind::RunCompleted,
-            json!({"status": status.as_str(), "turns": self.input.case.turns.len(), "tokens": self.tokens}),
-        )?;
+        self.rec.emit(&write::RunCompleted {
+            status: status.as_str().into(),
+            turns: self.input.case.turns.len().into(),
+            tokens: self.tokens.into(),
+        })?;
         Ok(RunSummary { status, error, warnings: self.warnings, refused: self.refused })
     }
 }

@@ -17,7 +17,7 @@ use crate::canon;
 use crate::dataset::expect::brief;
 use crate::dataset::expect::custom::CustomSpec;
 use crate::dataset::expect::judge::JudgeSpec;
-use crate::event::Kind;
+use crate::event::payload::Rendered;
 use crate::pipeline::judges::JudgeProfile;
 
 /// A recorded judge answer, as a judge recording serves it.
@@ -60,7 +60,7 @@ pub struct Grading<'b> {
     backend: &'b mut dyn Backend,
     case: CaseInfo,
     target: String,
-    events: Vec<(Kind, Value)>,
+    events: Vec<Rendered>,
     errors: Vec<String>,
 }
 
@@ -68,7 +68,7 @@ pub struct Grading<'b> {
 /// and the case errors (a grader that could not answer, a judge recording miss).
 #[derive(Debug, Default, PartialEq)]
 pub struct Graded {
-    pub events: Vec<(Kind, Value)>,
+    pub events: Vec<Rendered>,
     pub errors: Vec<String>,
 }
 
@@ -108,7 +108,7 @@ impl Caller for Grading<'_> {
         let finished = self.backend.run(spec, &stdin);
         match custom::interpret(spec, &finished) {
             Ok(verdict) => {
-                self.events.push((Kind::GraderCalled, custom::called_event(&self.target, spec, &input, &verdict)));
+                self.events.push(custom::called_event(&self.target, spec, &input, &verdict));
                 let score = verdict.score.map(|s| format!(" (score {})", brief(&json!(s)))).unwrap_or_default();
                 let why = verdict.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default();
                 let said = if verdict.pass { "passed" } else { "failed" };
@@ -116,7 +116,7 @@ impl Caller for Grading<'_> {
                 if verdict.pass { Matched::pass(reason) } else { Matched::fail(reason) }
             }
             Err(failure) => {
-                self.events.push((Kind::GraderCalled, custom::failed_event(&self.target, spec, &input, &failure)));
+                self.events.push(custom::failed_event(&self.target, spec, &input, &failure));
                 let short = format!("custom grader `{}` {}", spec.command.join(" "), failure.message);
                 self.error(short, failure.explain(spec))
             }
@@ -143,7 +143,7 @@ impl Caller for Grading<'_> {
                 Ok(answer) => answer,
                 Err(miss) => {
                     let data = judge::failed_event(&self.target, spec, &key, miss.kind, &miss.pointers);
-                    self.events.push((Kind::JudgeCalled, data));
+                    self.events.push(data);
                     let short = format!("judge {name}: no recorded answer for key {key}");
                     return self.error(short, format!("judge {name}: {}", miss.message));
                 }
@@ -151,12 +151,11 @@ impl Caller for Grading<'_> {
             match spec.read_answer(&answer.content) {
                 Ok((read, vote)) => {
                     let data = judge::called_event(&self.target, spec, &key, &read, &answer.usage);
-                    self.events.push((Kind::JudgeCalled, data));
+                    self.events.push(data);
                     votes.push(vote);
                 }
                 Err(e) => {
-                    self.events
-                        .push((Kind::JudgeCalled, judge::failed_event(&self.target, spec, &key, "bad_answer", &[])));
+                    self.events.push(judge::failed_event(&self.target, spec, &key, "bad_answer", &[]));
                     let short = format!("judge {name}: unreadable answer at {}", answer.at);
                     return self.error(short, format!("judge {name}: {e} ({}, key {key})", answer.at));
                 }
@@ -177,7 +176,7 @@ impl Caller for Grading<'_> {
             }
         };
         let data = judge::verdict_event(&self.target, spec, &request, &votes, reduced.as_ref(), outcome.passed);
-        self.events.push((Kind::JudgeVerdict, data));
+        self.events.push(data);
         outcome
     }
 }
@@ -188,6 +187,7 @@ mod tests {
 
     use super::*;
     use crate::dataset::expect::Matcher;
+    use crate::event::Kind;
     use crate::grade::custom::Exit;
 
     /// Serves custom graders from a fixed output and judges from a map of keys.
@@ -273,8 +273,8 @@ mod tests {
                                  "case": {"id": "c", "dataset": "d", "tags": [], "turns": ["hi"]}})
         );
         assert_eq!(graded.events.len(), 1);
-        assert_eq!(graded.events[0].0, Kind::GraderCalled);
-        assert_eq!(graded.events[0].1["pass"], json!(false));
+        assert_eq!(graded.events[0].kind, Kind::GraderCalled);
+        assert_eq!(graded.events[0].data.as_ref().unwrap().member("pass").as_bool(), Some(false));
     }
 
     #[test]
@@ -288,7 +288,7 @@ mod tests {
         assert!(o.passed);
         assert_eq!(graded.errors.len(), 1);
         assert!(graded.errors[0].contains("timed out after 50 ms") && graded.errors[0].ends_with("stderr: sleeping"));
-        assert_eq!(graded.events[0].1["error"], "timeout");
+        assert_eq!(graded.events[0].data.as_ref().unwrap().member("error").as_str().as_deref(), Some("timeout"));
     }
 
     #[test]
@@ -303,9 +303,9 @@ mod tests {
         assert!(o.passed, "{}", o.reason);
         assert_eq!(o.reason.split(':').next().unwrap(), "judge tone voted [5, 3, 5], majority 5");
         assert_eq!(fake.asked.iter().map(|k| k.sample).collect::<Vec<_>>(), vec![0, 1, 2]);
-        let kinds: Vec<Kind> = graded.events.iter().map(|(k, _)| *k).collect();
+        let kinds: Vec<Kind> = graded.events.iter().map(|e| e.kind).collect();
         assert_eq!(kinds, vec![Kind::JudgeCalled, Kind::JudgeCalled, Kind::JudgeCalled, Kind::JudgeVerdict]);
-        assert_eq!(graded.events[3].1["votes"], json!([5, 3, 5]));
+        assert_eq!(graded.events[3].data.as_ref().unwrap().member("votes").value(), json!([5, 3, 5]));
     }
 
     #[test]
@@ -318,15 +318,15 @@ mod tests {
         let (o, graded) = grade(matcher.clone(), &mut fake, json!("Hi"));
         assert!(!o.passed && o.reason.contains("no majority among the votes [5, 4]"), "{}", o.reason);
         assert!(graded.errors.is_empty());
-        assert_eq!(graded.events.last().unwrap().1["value"], Value::Null);
+        assert_eq!(graded.events.last().unwrap().data.as_ref().unwrap().member("value").value(), Value::Null);
 
         // another value is another request: every key misses, the first is named
         let (o, graded) = grade(matcher, &mut fake, json!("Hello"));
         assert!(!o.passed);
         assert_eq!(graded.errors.len(), 1);
         assert!(graded.errors[0].contains("no answer for key blake3:") && graded.errors[0].ends_with("#0"));
-        assert_eq!(graded.events, vec![(Kind::JudgeCalled, graded.events[0].1.clone())]);
-        assert_eq!(graded.events[0].1["pointers"], json!(["/value"]));
+        assert_eq!(graded.events.iter().map(|e| e.kind).collect::<Vec<_>>(), [Kind::JudgeCalled]);
+        assert_eq!(graded.events[0].data.as_ref().unwrap().member("pointers").value(), json!(["/value"]));
     }
 
     #[test]

@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 use crate::canon::{self, Context};
 use crate::dataset::expect::brief;
 use crate::dataset::expect::custom::CustomSpec;
+use crate::event::payload::{Out, Rendered, write};
 
 /// How much of a failed grader's stderr a case error shows: the end, where the error is.
 pub const STDERR_TAIL_CHARS: usize = 800;
@@ -160,39 +161,42 @@ fn tail(stderr: &[u8]) -> String {
     format!("...{cut}")
 }
 
-/// `grader_called` data for a call that produced a verdict.
-pub fn called_event(target: &str, spec: &CustomSpec, input: &Value, verdict: &Verdict) -> Value {
-    let mut data = json!({
-        "target": target,
-        "command": spec.command,
-        "input_digest": digest_of(input),
-        "output_digest": digest_of(&verdict.output),
-        "pass": verdict.pass,
-    });
-    if let Some(score) = verdict.score {
-        data["score"] = json!(score);
-    }
-    if let Some(reason) = &verdict.reason {
-        data["reason"] = json!(reason);
-    }
-    data
+/// `grader_called` for a call that produced a verdict.
+pub fn called_event(target: &str, spec: &CustomSpec, input: &Value, verdict: &Verdict) -> Rendered {
+    let (input_digest, output_digest) = (digest_of(input), digest_of(&verdict.output));
+    Rendered::of(&write::GraderCalled {
+        target: target.into(),
+        command: Out::Array(&spec.command),
+        input_digest: input_digest.as_ref().into(),
+        output_digest: output_digest.as_ref().into(),
+        pass: verdict.pass.into(),
+        score: verdict.score.map_or(Out::Absent, Out::Float),
+        reason: verdict.reason.as_ref().map_or(Out::Absent, Out::from),
+        error: Out::Absent,
+        message: Out::Absent,
+    })
 }
 
-/// `grader_called` data for a call that failed (no output digest: there is no verdict).
-pub fn failed_event(target: &str, spec: &CustomSpec, input: &Value, failure: &Failure) -> Value {
-    json!({
-        "target": target,
-        "command": spec.command,
-        "input_digest": digest_of(input),
-        "error": failure.kind,
-        "message": failure.message,
+/// `grader_called` for a call that failed (no output digest: there is no verdict).
+pub fn failed_event(target: &str, spec: &CustomSpec, input: &Value, failure: &Failure) -> Rendered {
+    let input_digest = digest_of(input);
+    Rendered::of(&write::GraderCalled {
+        target: target.into(),
+        command: Out::Array(&spec.command),
+        input_digest: input_digest.as_ref().into(),
+        output_digest: Out::Absent,
+        pass: Out::Absent,
+        score: Out::Absent,
+        reason: Out::Absent,
+        error: failure.kind.into(),
+        message: (&failure.message).into(),
     })
 }
 
 /// Digest of a JSON value's canonical bytes (`null` if it cannot be canonicalised,
 /// which [`read_verdict`] and the input's own canonicalisation rule out).
-fn digest_of(value: &Value) -> Value {
-    canon::canonical_digest(Context::Content, value).map_or(Value::Null, |d| json!(d.to_string()))
+fn digest_of(value: &Value) -> Option<canon::Digest> {
+    canon::canonical_digest(Context::Content, value).ok()
 }
 
 #[cfg(test)]
@@ -264,11 +268,10 @@ mod tests {
         let b = called_event("final_response", &spec(), &input, &read("{ \"score\": 5, \"pass\": true }\n"));
         let c = called_event("final_response", &spec(), &input, &read("{\"pass\":true,\"score\":4}"));
         assert_eq!(a, b);
-        assert_ne!(a["output_digest"], c["output_digest"]);
+        let member = |e: &Rendered, name: &str| e.data.as_ref().unwrap().member(name).raw().to_string();
+        assert_ne!(member(&a, "output_digest"), member(&c, "output_digest"));
         let other = super::input("final_response", &json!("Hi"), &case);
-        assert_ne!(
-            a["input_digest"],
-            called_event("final_response", &spec(), &other, &read("{\"pass\":true}"))["input_digest"]
-        );
+        let d = called_event("final_response", &spec(), &other, &read("{\"pass\":true}"));
+        assert_ne!(member(&a, "input_digest"), member(&d, "input_digest"));
     }
 }

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::canon::{self, CanonError, Context, Digest};
 use crate::dataset::expect::brief;
+use crate::event::payload::{Out, Rendered, write};
 
 /// Version of the rendered request's layout and of the prompt text [`messages`] derives
 /// from it. Part of every request, so changing either is a new key, never a silent reuse
@@ -171,31 +172,36 @@ pub fn reduce(rule: Reduce, votes: &[Value]) -> Result<Option<Value>, String> {
     }
 }
 
-/// `judge_called` data for one answered sample.
-pub fn called_event(target: &str, spec: &JudgeSpec, key: &JudgeKey, answer: &Value, usage: &Value) -> Value {
-    json!({
-        "target": target,
-        "judge": spec.profile,
-        "request_hash": key.request_hash.to_string(),
-        "sample": key.sample,
-        "answer": answer,
-        "usage": usage,
+/// `judge_called` for one answered sample.
+pub fn called_event(target: &str, spec: &JudgeSpec, key: &JudgeKey, answer: &Value, usage: &Value) -> Rendered {
+    Rendered::of(&write::JudgeCalled {
+        target: target.into(),
+        judge: (&spec.profile).into(),
+        request_hash: (&key.request_hash).into(),
+        sample: key.sample.into(),
+        answer: answer.into(),
+        usage: usage.into(),
+        error: Out::Absent,
+        pointers: Out::Absent,
     })
 }
 
-/// `judge_called` data for a sample that could not be served or read.
-pub fn failed_event(target: &str, spec: &JudgeSpec, key: &JudgeKey, kind: &str, pointers: &[String]) -> Value {
-    json!({
-        "target": target,
-        "judge": spec.profile,
-        "request_hash": key.request_hash.to_string(),
-        "sample": key.sample,
-        "error": kind,
-        "pointers": pointers,
+/// `judge_called` for a sample that could not be served or read.
+pub fn failed_event(target: &str, spec: &JudgeSpec, key: &JudgeKey, kind: &str, pointers: &[String]) -> Rendered {
+    let pointers = pointers.to_vec();
+    Rendered::of(&write::JudgeCalled {
+        target: target.into(),
+        judge: (&spec.profile).into(),
+        request_hash: (&key.request_hash).into(),
+        sample: key.sample.into(),
+        answer: Out::Absent,
+        usage: Out::Absent,
+        error: kind.into(),
+        pointers: Out::Array(&pointers),
     })
 }
 
-/// `judge_verdict` data: the votes, the rule, the reduced value and the pass verdict.
+/// `judge_verdict`: the votes, the rule, the reduced value and the pass verdict.
 pub fn verdict_event(
     target: &str,
     spec: &JudgeSpec,
@@ -203,15 +209,16 @@ pub fn verdict_event(
     votes: &[Value],
     value: Option<&Value>,
     passed: bool,
-) -> Value {
-    json!({
-        "target": target,
-        "judge": spec.profile,
-        "request_hash": request.hash.to_string(),
-        "votes": votes,
-        "reduce": spec.reduce.as_str(),
-        "value": value,
-        "passed": passed,
+) -> Rendered {
+    let votes: Vec<Out> = votes.iter().map(Out::Value).collect();
+    Rendered::of(&write::JudgeVerdict {
+        target: target.into(),
+        judge: (&spec.profile).into(),
+        request_hash: (&request.hash).into(),
+        votes: Out::Array(&votes),
+        reduce: spec.reduce.as_str().into(),
+        value: value.into(),
+        passed: passed.into(),
     })
 }
 

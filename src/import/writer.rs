@@ -19,13 +19,14 @@
 //! Virtual time `t` comes from the source's timestamps (ms since its first) when it has
 //! them, else from recorded latencies; it never decreases.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::trace::{Args, Call, Content, Step, Trace, Warning};
 use crate::canon::{Context, digest};
 use crate::dataset::recording::Usage;
+use crate::event::Event;
+use crate::event::payload::{Out, Written, write};
 use crate::event::writer::{LogWriter, WriteError};
-use crate::event::{Event, Kind};
 
 /// `run_completed.status` of an imported log: what the source run did is not known.
 pub const IMPORTED_STATUS: &str = "imported";
@@ -37,53 +38,62 @@ pub const WARNING_KIND: &str = "import_warning";
 /// `case`. Returns the log's bytes and its events.
 pub fn write(trace: &Trace, case: &str, file: &str, bytes: &[u8]) -> Result<(Vec<u8>, Vec<Event>), WriteError> {
     let mut w = Writer { log: LogWriter::new(Vec::new()), events: Vec::new(), clock: 0 };
-    let tools: Vec<Value> = trace
+    let tools: Vec<write::DeclaredTool> = trace
         .tools
         .iter()
-        .map(|t| {
-            let mut tool = json!({"name": t.name, "description": t.description, "input_schema": t.input_schema});
+        .map(|t| write::DeclaredTool {
+            name: (&t.name).into(),
+            description: t.description.as_ref().into(),
+            input_schema: t.input_schema.as_ref().into(),
             // only what the source stated: a log of a source that states none is unchanged
-            for (key, value) in
-                [("safety_class", &t.safety_class), ("trust", &t.trust), ("classified_by", &t.classified_by)]
-            {
-                if let Some(v) = value {
-                    tool[key] = json!(v);
-                }
-            }
-            if t.destructive {
-                tool["destructive"] = json!(true);
-            }
-            tool
+            safety_class: t.safety_class.as_ref().map_or(Out::Absent, Out::from),
+            trust: t.trust.as_ref().map_or(Out::Absent, Out::from),
+            classified_by: t.classified_by.as_ref().map_or(Out::Absent, Out::from),
+            destructive: if t.destructive { true.into() } else { Out::Absent },
         })
         .collect();
+    let digest = digest(Context::Content, bytes);
     w.emit(
         None,
         None,
-        Kind::RunStarted,
-        json!({
-            "case": case,
-            "run": 0,
-            "agent": null,
-            "imported": {
-                "format": trace.format.as_str(),
-                "reads": trace.reads,
-                "file": file,
-                "digest": digest(Context::Content, bytes).to_string(),
-            },
-            "source": trace.meta,
-            "system": trace.system,
-            "declared_tools": tools,
-            "sandbox": {},
-        }),
+        &write::RunStarted {
+            case: case.into(),
+            run: 0u64.into(),
+            agent: Out::Null,
+            dataset_line: Out::Absent,
+            profile: Out::Absent,
+            tools: Out::Absent,
+            recording: Out::Absent,
+            sandbox: Out::Canonical("{}"),
+            dataset: Out::Absent,
+            runtime: Out::Absent,
+            imported: Out::Object(&write::Imported {
+                format: trace.format.as_str().into(),
+                reads: (&trace.reads).into(),
+                file: file.into(),
+                digest: (&digest).into(),
+            }),
+            system: Out::Array(&trace.system),
+            declared_tools: Out::Array(&tools),
+            source: Out::Map(&trace.meta),
+        },
     )?;
     w.warnings(None, &trace.warnings)?;
     let mut position = 0usize;
     let mut tokens = 0u64;
     for (i, turn) in trace.turns.iter().enumerate() {
         let index = u32::try_from(i).unwrap_or(u32::MAX);
-        let mut data = json!({"turn": index, "input": turn.input.text(), "source": turn.source});
-        absent(&mut data, &[("/input", turn.input == Content::Absent)]);
-        w.emit(Some(index), turn.t, Kind::TurnStarted, data)?;
+        let absent = absent_fields(&[("/input", turn.input == Content::Absent)]);
+        w.emit(
+            Some(index),
+            turn.t,
+            &write::TurnStarted {
+                turn: index.into(),
+                input: turn.input.text().into(),
+                source: Out::Map(&turn.source),
+                absent: absent.out(),
+            },
+        )?;
         w.warnings(Some(index), &turn.warnings)?;
         for (s, step) in turn.steps.iter().enumerate() {
             tokens += step.usage.map_or(0, |u| u.input_tokens + u.output_tokens);
@@ -91,17 +101,23 @@ pub fn write(trace: &Trace, case: &str, file: &str, bytes: &[u8]) -> Result<(Vec
             position += 1;
         }
         if let Some(last) = turn.steps.last().filter(|s| s.calls.is_empty()) {
-            let mut data = json!({"turn": index, "response": last.content.text()});
-            absent(&mut data, &[("/response", last.content == Content::Absent)]);
-            w.emit(Some(index), None, Kind::TurnCompleted, data)?;
+            let absent = absent_fields(&[("/response", last.content == Content::Absent)]);
+            w.emit(
+                Some(index),
+                None,
+                &write::TurnCompleted {
+                    turn: index.into(),
+                    response: last.content.text().into(),
+                    absent: absent.out(),
+                },
+            )?;
         }
         w.log.flush()?;
     }
     w.emit(
         None,
         None,
-        Kind::RunCompleted,
-        json!({"status": IMPORTED_STATUS, "turns": trace.turns.len(), "tokens": tokens}),
+        &write::RunCompleted { status: IMPORTED_STATUS.into(), turns: trace.turns.len().into(), tokens: tokens.into() },
     )?;
     let (bytes, _) = w.log.finish()?;
     Ok((bytes, w.events))
@@ -121,11 +137,11 @@ struct Writer {
 
 impl Writer {
     /// Append at the source's time `at` when known (never going back), else now.
-    fn emit(&mut self, turn: Option<u32>, at: Option<u64>, kind: Kind, data: Value) -> Result<(), WriteError> {
+    fn emit<W: Written>(&mut self, turn: Option<u32>, at: Option<u64>, data: &W) -> Result<(), WriteError> {
         if let Some(at) = at {
             self.clock = self.clock.max(at);
         }
-        let event = self.log.append(turn, self.clock, kind, data)?;
+        let event = self.log.append_payload(turn, self.clock, data)?;
         self.events.push(event);
         Ok(())
     }
@@ -135,8 +151,13 @@ impl Writer {
             self.emit(
                 turn,
                 None,
-                Kind::Error,
-                json!({"kind": WARNING_KIND, "code": w.code, "message": w.message, "at": w.at}),
+                &write::Error {
+                    kind: WARNING_KIND.into(),
+                    message: (&w.message).into(),
+                    code: w.code.into(),
+                    at: w.at.as_ref().into(),
+                    source: Out::Absent,
+                },
             )?;
         }
         Ok(())
@@ -146,34 +167,43 @@ impl Writer {
         if step.t.is_none() {
             self.clock += step.latency_ms.unwrap_or(0);
         }
-        let calls: Vec<Value> = step
+        let ids: Vec<String> = step.calls.iter().enumerate().map(|(j, c)| call_id(c, turn, s, j)).collect();
+        let args: Vec<Value> = step.calls.iter().map(|c| args_value(&c.args)).collect();
+        let calls: Vec<write::ToolCall> = step
             .calls
             .iter()
-            .enumerate()
-            .map(|(j, c)| json!({"id": call_id(c, turn, s, j), "name": c.name, "args": args_value(&c.args)}))
+            .zip(ids.iter().zip(&args))
+            .map(|(c, (id, args))| write::ToolCall { id: id.into(), name: (&c.name).into(), args: args.into() })
             .collect();
-        let usage = step.usage.map(|Usage { input_tokens, output_tokens }| {
-            json!({"input_tokens": input_tokens, "output_tokens": output_tokens})
+        let usage = step.usage.map(|Usage { input_tokens, output_tokens }| write::Usage {
+            input_tokens: input_tokens.into(),
+            output_tokens: output_tokens.into(),
         });
-        let mut data = json!({
-            "request_hash": null,
-            "position": position,
-            "response": {"content": step.content.text(), "tool_calls": calls},
-            "usage": usage,
-            "latency_ms": step.latency_ms,
-            "source": step.source,
-        });
-        absent(
-            &mut data,
-            &[
-                ("/response/content", step.content == Content::Absent),
-                ("/usage", step.usage.is_none()),
-                ("/latency_ms", step.latency_ms.is_none()),
-            ],
-        );
-        self.emit(Some(turn), step.t, Kind::ModelCalled, data)?;
-        for (j, call) in step.calls.iter().enumerate() {
-            self.call(turn, call_id(call, turn, s, j), call)?;
+        let absent = absent_fields(&[
+            ("/response/content", step.content == Content::Absent),
+            ("/usage", step.usage.is_none()),
+            ("/latency_ms", step.latency_ms.is_none()),
+        ]);
+        self.emit(
+            Some(turn),
+            step.t,
+            &write::ModelCalled {
+                request_hash: Out::Null,
+                position: position.into(),
+                response: Out::Object(&write::Response {
+                    content: step.content.text().into(),
+                    tool_calls: Out::Array(&calls),
+                    confidence: Out::Absent,
+                }),
+                usage: usage.as_ref().map_or(Out::Null, |u| Out::Object(u)),
+                latency_ms: step.latency_ms.into(),
+                api: Out::Absent,
+                source: Out::Map(&step.source),
+                absent: absent.out(),
+            },
+        )?;
+        for (call, id) in step.calls.iter().zip(ids) {
+            self.call(turn, id, call)?;
         }
         self.warnings(Some(turn), &step.warnings)
     }
@@ -185,42 +215,45 @@ impl Writer {
         if let Some(o) = outcome {
             source.extend(o.source.clone());
         }
-        let result = outcome.and_then(|o| o.result.clone());
         let is_error = outcome.and_then(|o| o.is_error);
         let duration = outcome.and_then(|o| o.duration_ms);
-        let mut data = json!({
-            "call_id": id,
-            "tool": call.name,
-            "args": args_value(&call.args),
-            "result": result,
-            "is_error": is_error,
-            "fault": null,
-            "duration_ms": duration,
-            "deduplicated": false,
-            "effect": null,
-            "source": source,
-        });
-        match &call.args {
-            Args::Json { raw: Some(raw), .. } => data["args_raw"] = json!(raw),
-            Args::Unparsed { raw, error } => {
-                data["args_raw"] = json!(raw);
-                data["args_error"] = json!(error);
-            }
-            _ => {}
-        }
-        if let Some(kind) = outcome.and_then(|o| o.error_kind).filter(|_| is_error == Some(true)) {
-            data["error_kind"] = json!(kind.as_str());
-        }
-        absent(
-            &mut data,
-            &[
-                ("/args", call.args == Args::Absent),
-                ("/result", outcome.is_none_or(|o| o.result.is_none())),
-                ("/is_error", is_error.is_none()),
-                ("/duration_ms", duration.is_none()),
-            ],
-        );
-        self.emit(Some(turn), outcome.and_then(|o| o.t), Kind::ToolExecuted, data)
+        let (args_raw, args_error) = match &call.args {
+            Args::Json { raw: Some(raw), .. } => (Some(raw), None),
+            Args::Unparsed { raw, error } => (Some(raw), Some(error)),
+            _ => (None, None),
+        };
+        let error_kind = outcome.and_then(|o| o.error_kind).filter(|_| is_error == Some(true));
+        let absent = absent_fields(&[
+            ("/args", call.args == Args::Absent),
+            ("/result", outcome.is_none_or(|o| o.result.is_none())),
+            ("/is_error", is_error.is_none()),
+            ("/duration_ms", duration.is_none()),
+        ]);
+        let args = args_value(&call.args);
+        self.emit(
+            Some(turn),
+            outcome.and_then(|o| o.t),
+            &write::ToolExecuted {
+                call_id: (&id).into(),
+                tool: (&call.name).into(),
+                args: (&args).into(),
+                result: outcome.and_then(|o| o.result.as_ref()).into(),
+                is_error: is_error.into(),
+                fault: Out::Null,
+                duration_ms: duration.into(),
+                deduplicated: false.into(),
+                effect: Out::Null,
+                injected: Out::Absent,
+                timeout_ms: Out::Absent,
+                idempotency_key: Out::Absent,
+                first_execution: Out::Absent,
+                error_kind: error_kind.map_or(Out::Absent, |k| k.as_str().into()),
+                source: Out::Map(&source),
+                args_raw: args_raw.map_or(Out::Absent, Out::from),
+                args_error: args_error.map_or(Out::Absent, Out::from),
+                absent: absent.out(),
+            },
+        )
     }
 }
 
@@ -234,24 +267,32 @@ pub fn args_value(args: &Args) -> Value {
     }
 }
 
-/// Add `"absent": [pointers]` for the fields that were not captured (none: no key).
-fn absent(data: &mut Value, fields: &[(&str, bool)]) {
-    let list: Vec<Value> = fields.iter().filter(|(_, a)| *a).map(|(p, _)| Value::from(*p)).collect();
-    if !list.is_empty()
-        && let Value::Object(map) = data
-    {
-        map.insert("absent".into(), Value::Array(list));
+/// The pointers of the fields that were not captured.
+fn absent_fields<'p>(fields: &[(&'p str, bool)]) -> Absent<'p> {
+    Absent(fields.iter().filter(|(_, a)| *a).map(|(p, _)| *p).collect())
+}
+
+/// The pointers of an event's fields that were not captured.
+struct Absent<'p>(Vec<&'p str>);
+
+impl Absent<'_> {
+    /// `absent`: the list, or no member when every field was captured (so a log of a
+    /// source that captured everything is unchanged).
+    fn out(&self) -> Out<'_> {
+        if self.0.is_empty() { Out::Absent } else { Out::Array(&self.0) }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::Kind;
     use crate::event::verify::verify_bytes;
     use crate::import::builder::Builder;
     use crate::import::trace::{CallResult, Ptr};
     use crate::import::{Format, Source};
     use serde_json::Map;
+    use serde_json::json;
     use std::path::Path;
 
     #[test]

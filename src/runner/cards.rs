@@ -11,7 +11,9 @@ use std::collections::BTreeMap;
 
 use crate::dataset::{Case, Perturbation};
 use crate::event::{Event, Kind, payload};
-use crate::metrics::dimensions::{Perturbed, PerturbedTask, Report, RunSample, Severity, Task, Variant, evaluate_tasks};
+use crate::metrics::dimensions::{
+    Perturbed, PerturbedTask, Report, RunSample, Severity, Task, Variant, evaluate_tasks,
+};
 use crate::pipeline::profile::Price;
 
 /// Card inputs of one run.

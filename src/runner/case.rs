@@ -197,8 +197,8 @@ impl Plan {
         if let Some(changed) = backend.changed.take() {
             return Err(ReplayError::Input(changed));
         }
-        for (kind, data) in graded.events {
-            rec.emit_grading(kind, data)?;
+        for event in &graded.events {
+            rec.emit_grading(event)?;
         }
         let (events, turn_offsets) = rec.finish()?;
         let mut summary = summary;
@@ -341,7 +341,11 @@ pub(super) fn run_case(
         id: case.id.clone(),
         agent: case.agent.clone(),
         perturbation: case.perturbation.clone(),
-        runs: card_runs.into_iter().zip(&runs).map(|(card, r)| cards_api::RunSample { success: r.passed, ..card }).collect(),
+        runs: card_runs
+            .into_iter()
+            .zip(&runs)
+            .map(|(card, r)| cards_api::RunSample { success: r.passed, ..card })
+            .collect(),
     });
     let passed = runs.iter().all(|r| r.passed) && blocks.iter().all(|c| c.passed);
     let score = case.role.map(|role| crate::outcome::score(role, &runs, &blocks, passed));

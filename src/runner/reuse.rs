@@ -335,8 +335,10 @@ pub(super) fn take_over(
         }
         r.passed = r.status == "completed" && r.error.is_none() && r.checks.iter().all(|c| c.passed);
         if cards::feeds_card(&case) {
-            card_runs
-                .push(cards_api::RunSample { success: r.passed, ..cards::card_run(&log.events, r.passed, *profile.price) });
+            card_runs.push(cards_api::RunSample {
+                success: r.passed,
+                ..cards::card_run(&log.events, r.passed, *profile.price)
+            });
         }
         store.put_log(&log_record(&plan.run_id, &case.id, r.index, &bytes, &log))?;
     }

@@ -10,15 +10,15 @@
 pub mod context;
 pub mod handoff;
 pub mod memory;
-
 use serde_json::{Value, json};
 
 use crate::agent::boundary::ToolBoundary;
-use crate::agent::{Agent, Recorder, RunInput, RunStatus, RunSummary, emit_typed, typed};
+use crate::agent::{Agent, Recorder, RunInput, RunStatus, RunSummary};
 use crate::canon::{self, Digest};
 use crate::dataset::recording::ModelResponse;
 use crate::event::fold::{self, Memory};
-use crate::event::{Kind, payload, writer::WriteError};
+use crate::event::payload::{self, Out, write};
+use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::manifest::Manifest;
 use crate::pipeline::{OnDivergence, SafetyClass};
 use crate::replay::{ModelProvider, ModelRequest, ProviderError, ReplayProvider, digest};
@@ -69,8 +69,6 @@ struct Loop<'a, 'p> {
     system_tokens: u64,
     tokens_used: u64,
     warnings: Vec<String>,
-    /// Reused for the canonical bytes of events written by a typed writer.
-    canonical: Vec<u8>,
 }
 
 /// The memory as the model sees it: the value, its tokens and its request member digest.
@@ -144,34 +142,37 @@ impl<'a, 'p> Loop<'a, 'p> {
             tools,
             tokens_used: 0,
             warnings: Vec::new(),
-            canonical: Vec::with_capacity(512),
         })
     }
 
     fn run(mut self) -> Result<RunSummary, WriteError> {
         let case = self.input.case;
-        self.rec.emit(
-            Kind::RunStarted,
-            json!({
-                "case": case.id,
-                "dataset": case.dataset,
-                "run": self.input.run_index,
-                "agent": self.input.agent,
-                "dataset_line": case.digest.to_string(),
-                "profile": self.input.profile_digest.to_string(),
-                "tools": self.input.manifest.digest.map(|d| d.to_string()),
-                "recording": self.input.recording.digest.to_string(),
-                "sandbox": self.boundary.sandbox.state(),
-            }),
-        )?;
+        self.rec.emit(&write::RunStarted {
+            case: (&case.id).into(),
+            run: self.input.run_index.into(),
+            agent: self.input.agent.into(),
+            dataset_line: (&case.digest).into(),
+            profile: (&self.input.profile_digest).into(),
+            tools: self.input.manifest.digest.as_ref().into(),
+            recording: (&self.input.recording.digest).into(),
+            sandbox: self.boundary.sandbox.state().into(),
+            dataset: (&case.dataset).into(),
+            runtime: Out::Absent,
+            imported: Out::Absent,
+            system: Out::Absent,
+            declared_tools: Out::Absent,
+            source: Out::Absent,
+        })?;
         self.boundary.announce(self.rec)?;
         let mut outcome = None;
         for (turn, text) in case.turns.iter().enumerate() {
             let turn = u32::try_from(turn).unwrap_or(u32::MAX);
             self.rec.set_turn(Some(turn));
-            let started = || typed::turn_started_value(turn, text);
-            emit_typed(self.rec, &mut self.canonical, Kind::TurnStarted, started, |out| {
-                typed::write_turn_started(out, turn, text)
+            self.rec.emit(&write::TurnStarted {
+                turn: turn.into(),
+                input: text.into(),
+                source: Out::Absent,
+                absent: Out::Absent,
             })?;
             self.expire_memory(turn)?;
             self.conversation.user(text).map_err(|source| WriteError::Canon {
@@ -201,16 +202,23 @@ impl<'a, 'p> Loop<'a, 'p> {
                     _ => "run_failed",
                 };
                 if !stop.logged {
-                    self.rec.emit(Kind::Error, json!({"kind": kind, "message": stop.error}))?;
+                    self.rec.emit(&write::Error {
+                        kind: kind.into(),
+                        message: (&stop.error).into(),
+                        code: Out::Absent,
+                        at: Out::Absent,
+                        source: Out::Absent,
+                    })?;
                 }
                 (stop.status, Some(stop.error))
             }
         };
         self.rec.set_turn(None);
-        self.rec.emit(
-            Kind::RunCompleted,
-            json!({"status": status.as_str(), "turns": case.turns.len(), "tokens": self.tokens_used}),
-        )?;
+        self.rec.emit(&write::RunCompleted {
+            status: status.as_str().into(),
+            turns: case.turns.len().into(),
+            tokens: self.tokens_used.into(),
+        })?;
         Ok(RunSummary { status, error, warnings: self.warnings, refused: None })
     }
 
@@ -258,11 +266,13 @@ impl<'a, 'p> Loop<'a, 'p> {
             let (usage, latency_ms) = (replayed.recorded.usage, replayed.recorded.latency_ms);
             let ModelResponse { content, tool_calls: recorded_calls, confidence } = replayed.recorded.response.clone();
             if let Some(d) = replayed.divergence {
-                self.rec.emit(
-                    Kind::ReplayDiverged,
-                    json!({"position": d.position, "recorded_request_hash": d.recorded_hash.map(|h| h.to_string()),
-                           "actual_request_hash": d.actual_hash.to_string(), "reason": d.reason}),
-                )?;
+                self.rec.emit(&write::ReplayDiverged {
+                    position: d.position.into(),
+                    recorded_request_hash: d.recorded_hash.as_ref().into(),
+                    actual_request_hash: (&d.actual_hash).into(),
+                    reason: (&d.reason).into(),
+                    pointers: Out::Absent,
+                })?;
                 let message = format!("replay diverged at position {}: {}", d.position, d.reason);
                 match self.input.on_divergence {
                     OnDivergence::Fail => {
@@ -281,24 +291,33 @@ impl<'a, 'p> Loop<'a, 'p> {
                     (id, c.name, c.args)
                 })
                 .collect();
-            let called =
-                typed::ModelCalled { hash, position, content: &content, calls: &calls, confidence, usage, latency_ms };
-            let mut calls_at = None;
-            let seq = emit_typed(
-                self.rec,
-                &mut self.canonical,
-                Kind::ModelCalled,
-                || called.value(),
-                |out| called.write_noting_calls(out, &mut calls_at),
-            )?;
+            let tool_calls: Vec<write::ToolCall> = calls
+                .iter()
+                .map(|(id, name, args)| write::ToolCall { id: id.into(), name: name.into(), args: args.into() })
+                .collect();
+            let seq = self.rec.emit(&write::ModelCalled {
+                request_hash: (&hash).into(),
+                position: position.into(),
+                response: Out::Object(&write::Response {
+                    content: (&content).into(),
+                    tool_calls: Out::Array(&tool_calls),
+                    confidence: confidence.map_or(Out::Absent, Out::Float),
+                }),
+                usage: Out::Object(&write::Usage {
+                    input_tokens: usage.input_tokens.into(),
+                    output_tokens: usage.output_tokens.into(),
+                }),
+                latency_ms: latency_ms.into(),
+                api: Out::Absent,
+                source: Out::Absent,
+                absent: Out::Absent,
+            })?;
+            drop(tool_calls);
             // the assistant message carries the same calls as the event's response: their
-            // canonical bytes are taken from what the typed writer wrote, or from the event
+            // canonical bytes are read from the event
             let event = self.rec.event(seq);
-            let response = || event.view::<payload::ModelCalled>().response.view::<payload::Response>();
-            let called = (!calls.is_empty()).then(|| match calls_at {
-                Some(at) => &self.canonical[at],
-                None => response().tool_calls.raw().as_bytes(),
-            });
+            let response = event.view::<payload::ModelCalled>().response.view::<payload::Response>();
+            let called = (!calls.is_empty()).then(|| response.tool_calls.raw().as_bytes());
             let next = self.rec.next_seq();
             self.conversation.assistant(&content, called).map_err(|source| WriteError::Canon {
                 seq: next,
@@ -309,9 +328,10 @@ impl<'a, 'p> Loop<'a, 'p> {
                 if self.nested {
                     self.answer = Some(content);
                 } else {
-                    let completed = || typed::turn_completed_value(turn, &content);
-                    emit_typed(self.rec, &mut self.canonical, Kind::TurnCompleted, completed, |out| {
-                        typed::write_turn_completed(out, turn, &content)
+                    self.rec.emit(&write::TurnCompleted {
+                        turn: turn.into(),
+                        response: (&content).into(),
+                        absent: Out::Absent,
                     })?;
                 }
                 return Ok(Ok(()));
@@ -374,33 +394,25 @@ impl<'a, 'p> Loop<'a, 'p> {
                 over.push(name);
             }
         }
-        let compiled = typed::ContextCompiled {
-            budget: config.budget_tokens,
-            total,
-            system: self.system_tokens,
-            memory: memory_tokens,
-            history: window.tokens,
-            tools: self.tool_tokens,
-            messages: self.conversation.len() - window.start,
-            dropped: window.start,
-            over: &over,
-        };
-        emit_typed(
-            self.rec,
-            &mut self.canonical,
-            Kind::ContextCompiled,
-            || compiled.value(),
-            |out| compiled.write(out),
-        )?;
+        self.rec.emit(&write::ContextCompiled {
+            budget: config.budget_tokens.into(),
+            total: total.into(),
+            sections: Out::Object(&write::Sections {
+                system: self.system_tokens.into(),
+                memory: memory_tokens.into(),
+                history: window.tokens.into(),
+                tools: self.tool_tokens.into(),
+            }),
+            messages: (self.conversation.len() - window.start).into(),
+            dropped: window.start.into(),
+            over_section_budget: Out::Array(&over),
+        })?;
         Ok(window)
     }
 
     /// Propose, decide, maybe approve, execute. Returns what the model sees as the result.
     fn call(&mut self, call_id: &str, tool: &str, args: &Value) -> Result<Value, WriteError> {
-        let proposed = || typed::tool_proposed_value(call_id, tool, args);
-        emit_typed(self.rec, &mut self.canonical, Kind::ToolProposed, proposed, |out| {
-            typed::write_tool_proposed(out, call_id, tool, args)
-        })?;
+        self.rec.emit(&write::ToolProposed { call_id: call_id.into(), tool: tool.into(), args: args.into() })?;
         let class = if memory::is_builtin(tool) { memory::class(tool) } else { self.boundary.class(tool) };
         let taint_source = self.boundary.taint.source_of(args);
         if let Some(denied) = self.boundary.decide(self.rec, call_id, tool, class, args)? {
@@ -413,11 +425,7 @@ impl<'a, 'p> Loop<'a, 'p> {
             // the handoff is itself a tool call, executed once the target has answered
             let result = self.handoff(call_id, args, taint_source)?;
             let is_error = result.get("error").is_some();
-            self.rec.emit(
-                Kind::ToolExecuted,
-                json!({"call_id": call_id, "tool": tool, "args": args, "result": result, "is_error": is_error,
-                       "fault": null, "duration_ms": 0, "deduplicated": false, "effect": null}),
-            )?;
+            self.rec.emit(&instant_execution(call_id, tool, args, &result, is_error))?;
             return Ok(result);
         }
         Ok(self.boundary.execute(self.rec, call_id, tool, args)?.result)
@@ -460,19 +468,29 @@ impl<'a, 'p> Loop<'a, 'p> {
         };
         let payload_hash =
             canon::canonical_digest(canon::Context::Content, &json!(task)).map(|d| d.to_string()).unwrap_or_default();
-        let mut data = json!({"call_id": call_id, "from": self.input.agent, "to": to, "allowed": refusal.is_none(),
-                              "payload_hash": payload_hash, "taint": tainted, "reason": refusal});
-        if let Some((seq, tool)) = &tainted_by {
-            data["tainted_by"] = json!({"seq": seq, "tool": tool});
-        }
-        let seq = self.rec.emit(Kind::Handoff, data)?;
+        let by = tainted_by.as_ref().map(|(seq, tool)| write::TaintedBy { seq: (*seq).into(), tool: tool.into() });
+        let seq = self.rec.emit(&write::Handoff {
+            call_id: call_id.into(),
+            from: self.input.agent.into(),
+            to: (&to).into(),
+            allowed: refusal.is_none().into(),
+            payload_hash: (&payload_hash).into(),
+            taint: tainted.into(),
+            tainted_by: by.as_ref().map_or(Out::Absent, |by| Out::Object(by)),
+            reason: refusal.as_ref().into(),
+        })?;
         let (Some((profile, manifest)), None) = (peer, &refusal) else {
             if tainted {
-                self.rec.emit(
-                    Kind::SecurityFlagged,
-                    json!({"class": "confused_deputy", "severity": "high", "source": seq,
-                           "detail": format!("handoff to {to} refused: {}", refusal.clone().unwrap_or_default())}),
-                )?;
+                let detail = format!("handoff to {to} refused: {}", refusal.clone().unwrap_or_default());
+                self.rec.emit(&write::SecurityFlagged {
+                    class: "confused_deputy".into(),
+                    severity: "high".into(),
+                    source: seq.into(),
+                    tool: Out::Absent,
+                    detail: (&detail).into(),
+                    request: Out::Absent,
+                    call_id: Out::Absent,
+                })?;
             }
             return Ok(json!({"error": format!("handoff refused: {}", refusal.unwrap_or_default())}));
         };
@@ -522,29 +540,29 @@ impl<'a, 'p> Loop<'a, 'p> {
                 (json!({"value": value}), false)
             }
         };
-        let executed = self.rec.emit(
-            Kind::ToolExecuted,
-            json!({"call_id": call_id, "tool": tool, "args": args, "result": result, "is_error": is_error,
-                   "fault": null, "duration_ms": 0, "deduplicated": false, "effect": null}),
-        )?;
+        let executed = self.rec.emit(&instant_execution(call_id, tool, args, &result, is_error))?;
         match parsed {
             Ok(memory::MemoryCall::Write { tier, key, value, confidence }) => {
                 let supersedes = self.memory.get(tier).and_then(|m| m.get(key)).map(|e| e.source);
-                let seq = self.rec.emit(
-                    Kind::MemoryWritten,
-                    json!({"tier": tier, "key": key, "value": value, "confidence": confidence,
-                           "supersedes": supersedes, "source": executed}),
-                )?;
+                let seq = self.rec.emit(&write::MemoryWritten {
+                    tier: tier.into(),
+                    key: key.into(),
+                    value: value.into(),
+                    confidence: confidence.into(),
+                    supersedes: supersedes.into(),
+                    source: executed.into(),
+                })?;
                 fold::apply_memory(&mut self.memory, self.rec.event(seq));
                 self.memory_view = None;
             }
             Ok(memory::MemoryCall::Read { tier, key }) => {
                 let entry = self.memory.get(tier).and_then(|m| m.get(key));
-                self.rec.emit(
-                    Kind::MemoryRead,
-                    json!({"tier": tier, "key": key, "value": entry.map_or(Value::Null, |e| e.value.clone()),
-                           "source": entry.map(|e| e.source)}),
-                )?;
+                self.rec.emit(&write::MemoryRead {
+                    tier: tier.into(),
+                    key: key.into(),
+                    value: entry.map(|e| &e.value).into(),
+                    source: entry.map(|e| e.source).into(),
+                })?;
             }
             Err(_) => {}
         }
@@ -567,13 +585,47 @@ impl<'a, 'p> Loop<'a, 'p> {
             })
             .unwrap_or_default();
         for (key, value, source) in expired {
-            let seq = self
-                .rec
-                .emit(Kind::MemoryExpired, json!({"tier": "episodic", "key": key, "value": value, "source": source}))?;
+            let seq = self.rec.emit(&write::MemoryExpired {
+                tier: "episodic".into(),
+                key: (&key).into(),
+                value: (&value).into(),
+                source: source.into(),
+            })?;
             fold::apply_memory(&mut self.memory, self.rec.event(seq));
             self.memory_view = None;
         }
         Ok(())
+    }
+}
+
+/// `tool_executed` of a call the runtime answers itself at once (a memory tool, a
+/// handoff): no fault, no time, no effect.
+fn instant_execution<'a>(
+    call_id: &'a str,
+    tool: &'a str,
+    args: &'a Value,
+    result: &'a Value,
+    is_error: bool,
+) -> write::ToolExecuted<'a> {
+    write::ToolExecuted {
+        call_id: call_id.into(),
+        tool: tool.into(),
+        args: args.into(),
+        result: result.into(),
+        is_error: is_error.into(),
+        fault: Out::Null,
+        duration_ms: 0u64.into(),
+        deduplicated: false.into(),
+        effect: Out::Null,
+        injected: Out::Absent,
+        timeout_ms: Out::Absent,
+        idempotency_key: Out::Absent,
+        first_execution: Out::Absent,
+        error_kind: Out::Absent,
+        source: Out::Absent,
+        args_raw: Out::Absent,
+        args_error: Out::Absent,
+        absent: Out::Absent,
     }
 }
 

@@ -365,14 +365,16 @@ mod tests {
     #[test]
     fn confidence_consistency_is_exp_of_minus_the_sample_cv() {
         // [0.4, 0.8]: mean 0.6, s = √0.08 = 0.2828, cv = 0.4714, exp(−cv) = 0.6241
-        let runs = vec![RunSample { confidence: Some(0.4), ..run(true) }, RunSample { confidence: Some(0.8), ..run(false) }];
+        let runs =
+            vec![RunSample { confidence: Some(0.4), ..run(true) }, RunSample { confidence: Some(0.8), ..run(false) }];
         let expected = (-(0.08f64.sqrt() / 0.6)).exp();
         assert!(close(score(&[task(runs)], Variant::CameraReady).confidence, expected));
     }
 
     #[test]
     fn confidence_consistency_skips_a_zero_mean_and_single_values() {
-        let zero = vec![RunSample { confidence: Some(0.0), ..run(true) }, RunSample { confidence: Some(0.0), ..run(true) }];
+        let zero =
+            vec![RunSample { confidence: Some(0.0), ..run(true) }, RunSample { confidence: Some(0.0), ..run(true) }];
         let single = vec![RunSample { confidence: Some(0.7), ..run(true) }, run(true)];
         let c = score(&[task(zero), task(single)], Variant::CameraReady);
         assert_eq!(c.confidence, None);
@@ -381,7 +383,8 @@ mod tests {
     #[test]
     fn resource_consistency_averages_the_cvs_of_the_resources_present() {
         // cost [1, 3]: cv = √2/2 = 0.7071; time [2, 2]: cv = 0; mean cv 0.3536, exp(−0.3536) = 0.7022
-        let runs = vec![RunSample { cost: 1.0, time: 2.0, ..run(true) }, RunSample { cost: 3.0, time: 2.0, ..run(true) }];
+        let runs =
+            vec![RunSample { cost: 1.0, time: 2.0, ..run(true) }, RunSample { cost: 3.0, time: 2.0, ..run(true) }];
         let expected = (-(2f64.sqrt() / 2.0) / 2.0).exp();
         assert!(close(score(&[task(runs)], Variant::CameraReady).resource, expected));
     }
@@ -390,7 +393,8 @@ mod tests {
     fn resource_values_of_zero_are_dropped_but_zero_errors_count() {
         // cost [0, 5, 5]: the 0 is dropped, cv of [5, 5] = 0;
         // errors [0, 0, 3]: mean 1, s = √3, cv = 1.732; mean cv 0.866, exp(−0.866) = 0.4206
-        let runs = vec![run(true), RunSample { cost: 5.0, ..run(true) }, RunSample { cost: 5.0, errors: 3, ..run(true) }];
+        let runs =
+            vec![run(true), RunSample { cost: 5.0, ..run(true) }, RunSample { cost: 5.0, errors: 3, ..run(true) }];
         let expected = (-(3f64.sqrt() / 2.0)).exp();
         assert!(close(score(&[task(runs)], Variant::CameraReady).resource, expected));
     }

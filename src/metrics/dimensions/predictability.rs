@@ -173,7 +173,10 @@ mod tests {
     fn task(pairs: &[(f64, bool)]) -> Task {
         Task {
             id: "t".into(),
-            runs: pairs.iter().map(|&(c, success)| RunSample { success, confidence: Some(c), ..RunSample::default() }).collect(),
+            runs: pairs
+                .iter()
+                .map(|&(c, success)| RunSample { success, confidence: Some(c), ..RunSample::default() })
+                .collect(),
         }
     }
 
