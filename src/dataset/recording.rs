@@ -122,7 +122,7 @@ impl Recording {
         })?;
         let display_path = Path::new(display);
         let mut digest = ContentDigest::new();
-        for (i, line) in crate::diag::strip_bom(&text).lines().enumerate() {
+        for (i, line) in crate::diag::strip_bom(text).lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }

@@ -145,15 +145,17 @@ impl Goldens {
         // each directory is listed once, and only the goldens it holds are opened: a
         // suite that keeps none costs a listing per dataset, not a probe per run
         let listed = self.listed(&rels);
+        let found: Vec<usize> = (0..rels.len()).filter(|&i| listed(&rels[i])).collect();
         // the files are read on every core: a suite of 10,000 runs has as many goldens
-        let digests = crate::par::in_parallel(&rels, |rel| {
-            if !listed(rel) {
-                return None;
-            }
-            std::fs::read(self.dir.join(rel))
+        let read = crate::par::in_parallel(&found, |&i| {
+            std::fs::read(self.dir.join(&rels[i]))
                 .ok()
                 .map(|bytes| crate::canon::digest(crate::canon::Context::Content, &bytes))
         });
+        let mut digests = vec![None; rels.len()];
+        for (i, digest) in found.into_iter().zip(read) {
+            digests[i] = digest;
+        }
         let mut all = crate::canon::Digester::new(crate::canon::Context::Content);
         let mut planned = Vec::with_capacity(rels.len());
         let mut any = false;
