@@ -167,10 +167,13 @@ fn a_recording_known_by_its_bytes_is_not_parsed_again_and_any_other_is() -> Resu
     Ok(())
 }
 
-/// A run reads its recording file again, and refuses it when it was edited since the plan
-/// validated it; the untouched file reads as the recording validated.
+/// A run replays the recording its plan validated: the bytes validating read (kept for
+/// the run), never an edit made since; a file read again (its kept bytes already taken)
+/// is refused when it was edited since the plan validated it. The untouched file reads
+/// as the recording validated.
 #[test]
 fn a_recording_file_edited_after_validation_is_refused_when_its_run_reads_it() -> Result<(), RunnerError> {
+    use stateval::dataset::recording::Recording;
     let (dir, plan) = suite();
     let path = dir.path().join("fixtures/recordings/synth-00001-1.jsonl");
     let text = std::fs::read_to_string(&path)?;
@@ -178,7 +181,45 @@ fn a_recording_file_edited_after_validation_is_refused_when_its_run_reads_it() -
     let case = plan.case(1)?;
     let untouched = plan.recording(&case.recordings[0]).expect("run 0's file is untouched");
     assert_eq!(untouched.into_recording(), Ok((*case.recordings[0].load().expect("the file reads")).clone()));
+    let validated = Recording::validate(text.into_bytes(), &plan.pipeline.display(&path)).expect("valid");
+    let replayed = plan.recording(&case.recordings[1]).and_then(|r| r.into_recording());
+    assert_eq!(replayed, Ok(validated), "the validated bytes, not the edit");
     let err = plan.recording(&case.recordings[1]).err().unwrap_or_default();
     assert!(err.ends_with("synth-00001-1.jsonl: recording changed on disk after the run was validated"), "{err}");
+    Ok(())
+}
+
+/// The dataset is opened once per run, not once per case: a file moved away after its
+/// first case was read still gives the later cases (the one open file does), where a
+/// case that opened its dataset again would find nothing. A line edited in the file
+/// that is open is still refused (see the test above).
+#[test]
+fn cases_are_read_again_from_one_open_dataset_not_one_open_per_case() -> Result<(), RunnerError> {
+    let (dir, plan) = suite();
+    assert_eq!(plan.case(0)?.id, "synth-00000");
+    let path = dir.path().join("datasets/synth/suite.jsonl");
+    std::fs::rename(&path, dir.path().join("moved.jsonl"))?;
+    assert_eq!(plan.case(2)?.id, "synth-00002");
+    assert_eq!(plan.case(1)?.id, "synth-00001");
+    Ok(())
+}
+
+/// A recording file is read once per run: validating reads it and keeps its bytes for
+/// the run, which takes them; deleted after the plan, the file is not needed. Taken,
+/// the bytes are let go, and a second take reads the file again (and refuses it, gone).
+#[test]
+fn a_recording_is_read_once_per_run_its_validated_bytes_taken_by_its_run() -> Result<(), RunnerError> {
+    use stateval::runner::Replayable;
+    let (dir, plan) = suite();
+    let path = dir.path().join("fixtures/recordings/synth-00001-1.jsonl");
+    let text = std::fs::read_to_string(&path)?;
+    std::fs::remove_file(&path)?;
+    let case = plan.case(1)?;
+    let replayable = plan.recording(&case.recordings[1]).map_err(RunnerError::Internal)?;
+    let Replayable::Lines(_, lines) = replayable else { panic!("a recording file is served line by line") };
+    let served: Vec<_> = lines.collect::<Result<_, _>>().map_err(RunnerError::Internal)?;
+    assert_eq!(served.len(), text.lines().filter(|l| !l.trim().is_empty()).count());
+    let again = plan.recording(&case.recordings[1]).err().unwrap_or_default();
+    assert!(again.contains("synth-00001-1.jsonl: cannot read recording"), "{again}");
     Ok(())
 }

@@ -164,18 +164,15 @@ impl CaseRef {
     /// line that changed since is an error naming it, never a different case run.
     pub fn load(&self, pipeline: &Pipeline, parser: &Mutex<CaseParser>) -> Result<Case, InputError> {
         let at = |message: String| InputError::new(&self.file.path, self.line, 1, message);
-        let mut bytes = vec![0; self.len];
-        std::fs::File::open(&self.file.path)
-            .and_then(|mut f| {
-                f.seek(SeekFrom::Start(self.offset))?;
-                f.read_exact(&mut bytes)
-            })
+        let mut parser = parser.lock().map_err(|_| at("internal error: the case parser was poisoned".into()))?;
+        let bytes = parser
+            .lines
+            .read(&self.file, self.offset, self.len)
             .map_err(|e| at(format!("cannot read the case again: {e}")))?;
         let line = match String::from_utf8(bytes) {
             Ok(line) if canon::digest(Context::Content, line.as_bytes()) == self.bytes => line,
             _ => return Err(at("the dataset changed after it was validated; run again".into())),
         };
-        let mut parser = parser.lock().map_err(|_| at("internal error: the case parser was poisoned".into()))?;
         parser.parse(pipeline, &self.file, self.line, &line, Recordings::Known(&self.recordings))
     }
 }
@@ -260,6 +257,60 @@ pub struct CaseParser {
     /// same plan): content digest by the digest of the file's bytes. A file whose bytes
     /// are here is not parsed again; any other file is validated in full.
     validated: Option<Arc<ValidatedRecordings>>,
+    /// Where [`CaseRef::load`] reads case lines again.
+    lines: LineReader,
+    /// Where a validating parse leaves the recording files it read, for their runs.
+    held: Option<Arc<recording::HeldRecordings>>,
+}
+
+/// Reads validated case lines again for their runs ([`CaseRef::load`]): the dataset
+/// file is opened once, not once per case, and read a window of [`LineReader::WINDOW`]
+/// bytes at a time, from which the next cases' lines are taken. Cases run in dataset
+/// order (a few jobs at most `8 × jobs` apart), so a window serves every case it holds:
+/// a 220-case suite of 50-turn cases is four reads, where it was an open, a seek and a
+/// read per case (docs/speed.md). Only the file being read is held open, and the window
+/// is the only memory it keeps. A line is still checked against the digest it was
+/// validated with, so a file edited in between is an error, never another case run.
+#[derive(Default)]
+struct LineReader {
+    /// The dataset file read last, open.
+    file: Option<(Arc<DatasetFile>, std::fs::File)>,
+    /// Bytes of that file from an offset on.
+    window: Option<(Arc<DatasetFile>, u64, Vec<u8>)>,
+}
+
+impl LineReader {
+    /// Bytes read at once; a longer line is read alone and not kept.
+    const WINDOW: usize = 256 * 1024;
+
+    /// The `len` bytes of `file` at `offset`.
+    fn read(&mut self, file: &Arc<DatasetFile>, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        if let Some((held, start, bytes)) = &self.window
+            && Arc::ptr_eq(held, file)
+            && offset >= *start
+            && let Some(from) = usize::try_from(offset - start).ok().filter(|from| from + len <= bytes.len())
+        {
+            return Ok(bytes[from..from + len].to_vec());
+        }
+        let open = match self.file.take() {
+            Some((held, open)) if Arc::ptr_eq(&held, file) => open,
+            _ => std::fs::File::open(&file.path)?,
+        };
+        let open = &mut self.file.insert((file.clone(), open)).1;
+        open.seek(SeekFrom::Start(offset))?;
+        let mut bytes = Vec::with_capacity(len.max(Self::WINDOW));
+        open.take(len.max(Self::WINDOW) as u64).read_to_end(&mut bytes)?;
+        if bytes.len() < len {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        if len > Self::WINDOW {
+            self.window = None;
+            return Ok(bytes);
+        }
+        let line = bytes[..len].to_vec();
+        self.window = Some((file.clone(), offset, bytes));
+        Ok(line)
+    }
 }
 
 /// Recording files known valid: content digest by the digest of the file's bytes.
@@ -298,6 +349,8 @@ pub struct Loader<'p> {
     /// The tags of every valid case, and of the selected ones.
     tags: BTreeSet<String>,
     selected_tags: BTreeSet<String>,
+    /// Recording files kept as validating read them ([`Loader::holding`]).
+    held: Arc<recording::HeldRecordings>,
 }
 
 /// Files a matcher's custom graders and judges read, relative to the pipeline's base:
@@ -354,6 +407,8 @@ pub struct Loaded {
     /// (rubrics, grader scripts; `None`: not a file that could be read), by path: what
     /// the run must find there when a grader runs or a judge reads its rubric.
     pub files: BTreeMap<PathBuf, Option<Digest>>,
+    /// The kept cases' recording files as validating read them, for their runs.
+    pub held: Arc<recording::HeldRecordings>,
 }
 
 /// Stop collecting after this many errors: past it, more lines add noise, not help.
@@ -387,7 +442,17 @@ impl<'p> Loader<'p> {
             files: BTreeMap::new(),
             tags: BTreeSet::new(),
             selected_tags: BTreeSet::new(),
+            held: Arc::default(),
         }
+    }
+
+    /// Keep the recording files validating reads, within their budget, in
+    /// [`Loaded::held`]: a run takes them from there rather than reading them again.
+    pub fn holding(mut self) -> Self {
+        for parser in &mut self.parsers {
+            parser.held = Some(self.held.clone());
+        }
+        self
     }
 
     /// Take recording files whose bytes are in `validated` as valid, with the content
@@ -446,7 +511,12 @@ impl<'p> Loader<'p> {
         }
         // held for the whole run: grown by doubling, up to half of it would stay empty
         self.cases.shrink_to_fit();
+        // only the recordings of the kept cases are taken by a run
+        let wanted: std::collections::HashSet<Digest> =
+            self.cases.iter().flat_map(|c| c.recordings.iter().filter_map(|r| r.file)).collect();
+        self.held.retain(|digest| wanted.contains(digest));
         Ok(Loaded {
+            held: self.held,
             cases: self.cases,
             digest: self.content.finish(),
             tags: self.tags,
@@ -659,6 +729,8 @@ impl CaseParser {
             calls: HashMap::new(),
             matchers: BTreeMap::new(),
             validated: None,
+            lines: LineReader::default(),
+            held: None,
         }
     }
 
@@ -913,11 +985,14 @@ impl CaseParser {
             // checked and digested one response at a time: the run reads it again, a
             // line at a time as it is served, so no recording is held parsed whole
             None => {
-                let (digest, calls) = Recording::validate_calls(text, &display).map_err(RecordingError::Invalid)?;
+                let (digest, calls) = Recording::validate_calls(&text, &display).map_err(RecordingError::Invalid)?;
                 self.calls.insert(full.clone(), calls.into());
                 digest
             }
         };
+        if let Some(held) = &self.held {
+            held.offer(bytes, text);
+        }
         let reference = RecordingRef::File { path: full.clone(), display, digest, bytes };
         self.recordings.insert(full, reference.clone());
         Ok(reference)
@@ -1045,4 +1120,42 @@ fn check_case_target(target: &str, blocks: &[(&'static str, BlockFacts)]) -> Res
 enum RecordingError {
     Missing(String),
     Invalid(InputError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines of every length, a long one past the window among them, taken out of order
+    /// and across windows and files: each is exactly its bytes of its file.
+    #[test]
+    fn the_line_reader_gives_each_line_s_bytes_whatever_the_order_and_window() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut files = Vec::new();
+        for f in 0..2 {
+            let mut text = Vec::new();
+            let mut lines = Vec::new();
+            for i in 0..400usize {
+                let len = if i == 123 { LineReader::WINDOW + 1000 } else { 1 + (i * 997 + f * 31) % 2000 };
+                let line: Vec<u8> = (0..len).map(|j| b'a' + ((i + j) % 26) as u8).collect();
+                lines.push((text.len() as u64, line.clone()));
+                text.extend_from_slice(&line);
+                text.push(b'\n');
+            }
+            let path = dir.path().join(format!("{f}.jsonl"));
+            std::fs::write(&path, &text).expect("write");
+            files.push((Arc::new(DatasetFile { path, dataset: format!("d{f}") }), lines));
+        }
+        let mut reader = LineReader::default();
+        let order = (0..400).chain((0..400).rev()).chain((0..400).map(|i| (i * 37) % 400));
+        for (n, i) in order.enumerate() {
+            let (file, lines) = &files[n % 2];
+            let (offset, line) = &lines[i];
+            assert_eq!(reader.read(file, *offset, line.len()).expect("read"), *line, "line {i} of {n}");
+        }
+        // past the end is an error, never a short line
+        let (file, lines) = &files[0];
+        let (offset, line) = lines.last().expect("a line");
+        assert!(reader.read(file, *offset, line.len() + 2).is_err());
+    }
 }

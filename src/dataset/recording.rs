@@ -94,7 +94,7 @@ impl Recording {
     /// Parse, schema-check and digest the bytes of a recording file read from `display`.
     pub fn validate(bytes: Vec<u8>, display: &str) -> Result<Recording, InputError> {
         let mut responses = Vec::new();
-        let digest = Self::check(bytes, display, |response| responses.push(response))?;
+        let digest = Self::check(&bytes, display, |response| responses.push(response))?;
         Ok(Recording { responses, digest, source: display.to_string() })
     }
 
@@ -102,13 +102,13 @@ impl Recording {
     /// dropped once it is checked and digested, so a recording is never held parsed
     /// whole (five times its file's size) while a plan is validated.
     pub fn validate_digest(bytes: Vec<u8>, display: &str) -> Result<Digest, InputError> {
-        Self::check(bytes, display, drop)
+        Self::check(&bytes, display, drop)
     }
 
     /// [`Recording::validate_digest`], and the names of the tools the recording's
     /// responses call, sorted and each once: a dataset checks them against what its
     /// case's agent can reach.
-    pub fn validate_calls(bytes: Vec<u8>, display: &str) -> Result<(Digest, Vec<String>), InputError> {
+    pub fn validate_calls(bytes: &[u8], display: &str) -> Result<(Digest, Vec<String>), InputError> {
         let mut names = std::collections::BTreeSet::new();
         let digest = Self::check(bytes, display, |r| names.extend(r.response.tool_calls.into_iter().map(|c| c.name)))?;
         Ok((digest, names.into_iter().collect()))
@@ -116,13 +116,13 @@ impl Recording {
 
     /// Check every line of a recording file, handing each response to `each` in order;
     /// the content digest of them all.
-    fn check(bytes: Vec<u8>, display: &str, mut each: impl FnMut(RecordedResponse)) -> Result<Digest, InputError> {
-        let text = String::from_utf8(bytes).map_err(|_| {
+    fn check(bytes: &[u8], display: &str, mut each: impl FnMut(RecordedResponse)) -> Result<Digest, InputError> {
+        let text = std::str::from_utf8(bytes).map_err(|_| {
             InputError::file(Path::new(display), "cannot read recording: stream did not contain valid UTF-8")
         })?;
         let display_path = Path::new(display);
         let mut digest = ContentDigest::new();
-        for (i, line) in crate::diag::strip_bom(&text).lines().enumerate() {
+        for (i, line) in crate::diag::strip_bom(text).lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
@@ -178,6 +178,12 @@ impl Recording {
         if Self::bytes_digest(&text) != bytes {
             return Err(format!("{display}: recording changed on disk after the run was validated"));
         }
+        Self::held(text, display, digest)
+    }
+
+    /// [`Recording::reread`] of bytes already read and checked: those of a file whose
+    /// bytes digest is the validated one (kept by [`HeldRecordings`]).
+    pub fn held(text: Vec<u8>, display: &str, digest: Digest) -> Result<(Recording, RecordedLines), String> {
         let text = String::from_utf8(text).map_err(|e| format!("{display}: changed since validation: {e}"))?;
         let lines = RecordedLines::new(text, display);
         Ok((Recording { responses: Vec::new(), digest, source: display.to_string() }, lines))
@@ -187,6 +193,57 @@ impl Recording {
         let mut digest = ContentDigest::new();
         responses.iter().for_each(|response| digest.add(response));
         Recording { digest: digest.finish(&source), responses, source }
+    }
+}
+
+/// Recording files' bytes as validating read them, kept for their runs so that a file
+/// is read once per run, not once to validate and again to replay; each is handed over
+/// ([`HeldRecordings::take`]) to the first run that replays it, and a later one reads
+/// it again. Bounded: past [`HeldRecordings::BUDGET`] bytes in all, a file is not kept,
+/// and its run reads it again as before. Keyed by the digest of the bytes, so what a run
+/// takes is exactly what was validated; a file edited since is still refused, since its
+/// run replays the validated bytes, never the edit.
+#[derive(Default)]
+pub struct HeldRecordings {
+    held: std::sync::Mutex<(usize, std::collections::HashMap<Digest, Vec<u8>>)>,
+}
+
+impl HeldRecordings {
+    /// Bytes kept at most: a 220-case suite of 50-turn cases has about 4 MB of
+    /// recordings; a suite of thousands reads the rest again.
+    pub const BUDGET: usize = 8 << 20;
+
+    /// Keep `text`, the bytes whose digest is `bytes`, if there is room.
+    pub fn offer(&self, bytes: Digest, text: Vec<u8>) {
+        let Ok(mut held) = self.held.lock() else { return };
+        let (size, map) = &mut *held;
+        if *size + text.len() <= Self::BUDGET && !map.contains_key(&bytes) {
+            *size += text.len();
+            map.insert(bytes, text);
+        }
+    }
+
+    /// The kept bytes whose digest is `bytes`, handed over: no longer kept.
+    pub fn take(&self, bytes: &Digest) -> Option<Vec<u8>> {
+        let mut held = self.held.lock().ok()?;
+        let (size, map) = &mut *held;
+        let text = map.remove(bytes)?;
+        *size -= text.len();
+        Some(text)
+    }
+
+    /// Keep only the bytes `wanted` says some run will take.
+    pub fn retain(&self, wanted: impl Fn(&Digest) -> bool) {
+        let Ok(mut held) = self.held.lock() else { return };
+        let (size, map) = &mut *held;
+        map.retain(|digest, _| wanted(digest));
+        *size = map.values().map(Vec::len).sum();
+        map.shrink_to_fit();
+    }
+
+    /// Bytes kept now.
+    pub fn size(&self) -> usize {
+        self.held.lock().map_or(0, |held| held.0)
     }
 }
 
@@ -844,5 +901,26 @@ mod tests {
             vec![ToolCall { id: None, name: "t".into(), args: serde_json::json!({"n": 1u64 << 60}) }];
         let r = Recording::from_values(vec![plain.clone(), unsafe_args, plain], "inline".into());
         assert_eq!(r.digest, canon::digest(Context::Content, b"inline"));
+    }
+
+    /// Kept bytes never pass the budget, a take hands them over once, and only the
+    /// bytes some run will take stay.
+    #[test]
+    fn held_recordings_keep_within_their_budget_and_are_taken_once() {
+        let held = HeldRecordings::default();
+        let digest = |n: u8| canon::digest(Context::Content, &[n]);
+        let half = vec![7u8; HeldRecordings::BUDGET / 2];
+        held.offer(digest(1), half.clone());
+        held.offer(digest(2), half.clone());
+        held.offer(digest(3), vec![1]);
+        assert_eq!(held.size(), HeldRecordings::BUDGET, "the third file is past the budget");
+        assert_eq!(held.take(&digest(3)), None);
+        assert_eq!(held.take(&digest(1)).as_deref(), Some(&half[..]));
+        assert_eq!(held.take(&digest(1)), None, "taken once");
+        assert_eq!(held.size(), HeldRecordings::BUDGET / 2);
+        held.offer(digest(3), vec![1, 2]);
+        held.retain(|d| *d == digest(3));
+        assert_eq!(held.size(), 2);
+        assert_eq!(held.take(&digest(2)), None);
     }
 }

@@ -25,6 +25,7 @@ pub mod normalize;
 pub mod render;
 pub mod stream;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -141,12 +142,20 @@ impl Goldens {
     ) -> Option<crate::canon::Digest> {
         let rels: Vec<String> =
             runs.into_iter().map(|(dataset, case, k)| format!("{dataset}/{case}.{k}.jsonl")).collect();
+        // each directory is listed once, and only the goldens it holds are opened: a
+        // suite that keeps none costs a listing per dataset, not a probe per run
+        let listed = self.listed(&rels);
+        let found: Vec<usize> = (0..rels.len()).filter(|&i| listed(&rels[i])).collect();
         // the files are read on every core: a suite of 10,000 runs has as many goldens
-        let digests = crate::par::in_parallel(&rels, |rel| {
-            std::fs::read(self.dir.join(rel))
+        let read = crate::par::in_parallel(&found, |&i| {
+            std::fs::read(self.dir.join(&rels[i]))
                 .ok()
                 .map(|bytes| crate::canon::digest(crate::canon::Context::Content, &bytes))
         });
+        let mut digests = vec![None; rels.len()];
+        for (i, digest) in found.into_iter().zip(read) {
+            digests[i] = digest;
+        }
         let mut all = crate::canon::Digester::new(crate::canon::Context::Content);
         let mut planned = Vec::with_capacity(rels.len());
         let mut any = false;
@@ -161,6 +170,43 @@ impl Goldens {
         planned.sort_unstable_by_key(|(key, _)| *key);
         self.planned = Some(planned);
         any.then(|| all.finish())
+    }
+
+    /// Whether a golden may be at each of `rels` (paths under the goldens directory):
+    /// false only for a file its directory's listing lacks. Each directory is listed
+    /// once; one that cannot be listed for another reason than not existing says "may".
+    fn listed(&self, rels: &[String]) -> impl Fn(&str) -> bool + Sync + use<> {
+        let mut dirs: BTreeMap<PathBuf, Option<BTreeSet<std::ffi::OsString>>> = BTreeMap::new();
+        for rel in rels {
+            let path = self.dir.join(rel);
+            let Some(dir) = path.parent() else { continue };
+            if dirs.contains_key(dir) {
+                continue;
+            }
+            let names = match std::fs::read_dir(dir) {
+                Ok(entries) => entries.map(|e| e.map(|e| e.file_name())).collect::<Result<_, _>>().ok(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(BTreeSet::new()),
+                Err(_) => None,
+            };
+            dirs.insert(dir.to_path_buf(), names);
+        }
+        let root = self.dir.clone();
+        move |rel: &str| {
+            let path = root.join(rel);
+            let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return true };
+            match dirs.get(dir) {
+                Some(Some(names)) => names.contains(name),
+                _ => true,
+            }
+        }
+    }
+
+    /// Whether the plan found no golden at `rel`: then [`Goldens::check`] does not look
+    /// for one, since the run is judged by the goldens it was planned with.
+    fn planned_absent(&self, rel: &str) -> bool {
+        let Some(planned) = &self.planned else { return false };
+        let key = planned_key(rel);
+        planned.binary_search_by_key(&key, |(k, _)| *k).is_ok_and(|at| planned[at].1.is_none())
     }
 
     /// Whether `found` (the golden at `rel`, or `None`: there is none) is the golden the
@@ -282,7 +328,13 @@ impl Goldens {
             return Ok(check(true, format!("blessed ({})", written.as_str())));
         }
         let rel = format!("{dataset}/{case}.{k}.jsonl");
-        let bytes = match std::fs::read(&path) {
+        // a golden the plan found none of is not looked for again: the plan's digest, and
+        // so the run id, stands for "no golden", and the run is judged so
+        let read = match self.planned_absent(&rel) {
+            true => Err(std::io::ErrorKind::NotFound.into()),
+            false => std::fs::read(&path),
+        };
+        let bytes = match read {
             Ok(bytes) if !self.as_planned(&rel, Some(&bytes)) => return Err(GoldenError::Changed { path: shown }),
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.as_planned(&rel, None) => {
@@ -394,5 +446,33 @@ mod tests {
         // true: fails everywhere, saying why
         let required = goldens("[goldens]\nrequired = true\n");
         assert!(missing_check(&required).reason.contains("[goldens] required = true"));
+    }
+
+    /// The plan lists each goldens directory once and opens only the goldens it holds;
+    /// a golden it found none of is not looked for while the run goes on: written after
+    /// the plan, the run is still judged without one, as its plan (and run id) says.
+    #[test]
+    fn goldens_are_planned_from_a_listing_and_one_planned_absent_is_not_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut goldens = goldens("");
+        goldens.dir = dir.path().to_path_buf();
+        std::fs::create_dir_all(dir.path().join("examples/treasury")).unwrap();
+        std::fs::write(dir.path().join("examples/treasury/kept.0.jsonl"), b"kept").unwrap();
+        // a directory that cannot be listed as one (a file in its place) says "may be"
+        std::fs::write(dir.path().join("flat"), b"").unwrap();
+        let rels: Vec<String> =
+            ["examples/treasury/kept.0.jsonl", "examples/treasury/pay.0.jsonl", "absent/x.0.jsonl", "flat/y.0.jsonl"]
+                .map(String::from)
+                .to_vec();
+        let listed = goldens.listed(&rels);
+        assert_eq!(rels.iter().map(|r| listed(r)).collect::<Vec<_>>(), [true, false, false, true]);
+        let runs = [("examples/treasury", "kept", 0), ("examples/treasury", "pay", 0)];
+        assert!(goldens.plan(runs).is_some(), "the golden found is in the plan's digest");
+        assert!(!goldens.planned_absent("examples/treasury/kept.0.jsonl"));
+        assert!(goldens.planned_absent("examples/treasury/pay.0.jsonl"));
+        // written after the plan: not read, the run is judged as planned (no golden)
+        std::fs::write(dir.path().join("examples/treasury/pay.0.jsonl"), b"late").unwrap();
+        let check = missing_check(&goldens);
+        assert!(check.passed && check.reason == NO_GOLDEN, "{}", check.reason);
     }
 }

@@ -54,6 +54,8 @@ pub struct Plan {
     pub agents: BTreeMap<String, PlannedAgent>,
     /// The manifests read lately (see [`Plan::manifest`]).
     manifests: Mutex<ManifestCache>,
+    /// Recording files as validating read them, each taken by its run ([`Plan::recording`]).
+    held: Arc<crate::dataset::recording::HeldRecordings>,
     /// Content-derived: the same inputs give the same id.
     pub run_id: String,
     /// The digest the run id is cut from: everything that decides the run's logs. The
@@ -222,7 +224,7 @@ impl Plan {
         let judges = load_judges(&pipeline, &mut errors);
         // every tag of the suite, kept or not: a `--tag` none carries is a typo to name
         let suite_tags = std::cell::RefCell::new(std::collections::BTreeSet::new());
-        let mut loader = Loader::new(&pipeline, metric_block::check).select(|case| {
+        let mut loader = Loader::new(&pipeline, metric_block::check).holding().select(|case| {
             suite_tags.borrow_mut().extend(case.tags.iter().cloned());
             selection.keeps(case)
         });
@@ -271,6 +273,7 @@ impl Plan {
             parser: Mutex::new(CaseParser::new(metric_block::check)),
             agents,
             manifests: Mutex::new(ManifestCache::default()),
+            held: loaded.held,
             run_id,
             digest,
             graders,
@@ -382,20 +385,26 @@ impl Plan {
         Ok(manifest)
     }
 
-    /// The recording `reference` names: an inline one as the case holds it, a file read
-    /// again ([`Recording::reread`]), refused if it was edited since it was validated.
+    /// The recording `reference` names: an inline one as the case holds it, a file as
+    /// validating read it when its bytes were kept ([`HeldRecordings`]), else read again
+    /// ([`Recording::reread`]) and refused if it was edited since it was validated.
     ///
-    /// No recording is kept parsed from the validating pass for its run. Kept, a 50-case
-    /// suite's recordings (0.9 MB of files) were held parsed at 4–5 MB from the plan on:
-    /// they saved parsing them again (5 % of its instructions) but cost 700 more page
-    /// faults, and on the development machine, where a fresh page is costly, the suite
-    /// ran 15 % slower kept than read again (docs/speed.md).
+    /// No recording is kept parsed from the validating pass for its run, only its bytes.
+    /// Kept parsed, a 50-case suite's recordings (0.9 MB of files) were held at 4–5 MB from
+    /// the plan on: they saved parsing them again (5 % of its instructions) but cost 700
+    /// more page faults, and on the development machine, where a fresh page is costly,
+    /// the suite ran 15 % slower kept than read again (docs/speed.md).
+    ///
+    /// [`HeldRecordings`]: crate::dataset::recording::HeldRecordings
     pub fn recording(&self, reference: &RecordingRef) -> Result<Replayable, String> {
-        match reference {
-            RecordingRef::Inline(recording) => Ok(Replayable::Shared(recording.clone())),
-            RecordingRef::File { path, display, digest, bytes } => Recording::reread(path, display, *digest, *bytes)
-                .map(|(recording, lines)| Replayable::Lines(recording, lines)),
-        }
+        let read = match reference {
+            RecordingRef::Inline(recording) => return Ok(Replayable::Shared(recording.clone())),
+            RecordingRef::File { path, display, digest, bytes } => match self.held.take(bytes) {
+                Some(text) => Recording::held(text, display, *digest),
+                None => Recording::reread(path, display, *digest, *bytes),
+            },
+        };
+        read.map(|(recording, lines)| Replayable::Lines(recording, lines))
     }
 
     /// Every profile `agent` can reach by handing off, directly or through its targets
