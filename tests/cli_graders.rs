@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use common::{Project, copy_dir, events_of, parse_located_error};
 use serde_json::{Value, json};
 use stateval::canon::{self, Context};
-use stateval::grade::judge::{JudgeProfile, JudgeRequest, default_output_schema, render_request};
+use stateval::dataset::expect::judge::default_output_schema;
+use stateval::grade::judge::{JudgeRequest, render_request};
+use stateval::pipeline::judges::JudgeProfile;
 
 /// The reply every case's agent gives.
 const REPLY: &str = "Sorry for the wait, and thank you for your patience.";

@@ -10,7 +10,9 @@ use std::path::Path;
 
 use common::Project;
 use serde_json::{Value, json};
-use stateval::grade::judge::{JudgeProfile, default_output_schema, render_request};
+use stateval::dataset::expect::judge::default_output_schema;
+use stateval::grade::judge::render_request;
+use stateval::pipeline::judges::JudgeProfile;
 
 const REPLY: &str = "Sorry for the wait, and thank you! Your order ships tomorrow.";
 const RUBRIC: &str = "# Tone\n\nScore the reply from 1 (rude) to 5 (warm).\n";

@@ -1002,7 +1002,7 @@ impl CaseParser {
 /// The tag whose cases must rest on observable evidence.
 pub const SECURITY_TAG: &str = "security";
 
-pub use crate::outcome::Role;
+use crate::outcome::Role;
 
 impl Role {
     /// The role a case's tags give it: `attack`, or `control`/`negative-control`, by

@@ -29,10 +29,8 @@ use crate::event::payload::{Out, Rendered, write};
 /// of votes recorded for other words.
 pub const FORMAT: &str = "stateval-judge-v1";
 
-pub use crate::dataset::expect::judge::default_output_schema;
 use crate::dataset::expect::judge::{JudgeSpec, Reduce};
-// `JudgeProfile` is also named here by the end-to-end tests, which render judge requests.
-pub use crate::pipeline::judges::JudgeProfile;
+use crate::pipeline::judges::JudgeProfile;
 
 impl JudgeSpec {
     /// The request this matcher sends about `value` at `target`, under `profile`.
@@ -254,7 +252,7 @@ mod tests {
             (r.value["rubric"].as_str(), r.value["reference"].as_str()),
             (Some("Rate politeness 1-5."), Some("Thanks!"))
         );
-        assert_eq!(r.value["output_schema"], default_output_schema());
+        assert_eq!(r.value["output_schema"], crate::dataset::expect::judge::default_output_schema());
         // the same request spelled with other key order and number forms has the same digest
         let respelled: Value = serde_json::from_str(&r.value.to_string().replace("200", "200.0")).unwrap();
         assert_eq!(request_digest(&respelled).unwrap(), r.hash);

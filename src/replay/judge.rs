@@ -365,7 +365,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::grade::judge::{JudgeProfile, default_output_schema, render_request};
+    use crate::dataset::expect::judge::default_output_schema;
+    use crate::grade::judge::render_request;
+    use crate::pipeline::judges::JudgeProfile;
 
     fn request(value: &str) -> judge::JudgeRequest {
         let profile = JudgeProfile {
