@@ -86,3 +86,31 @@ fn every_shipped_log_reads_typed_as_it_reads_as_trees_and_keeps_its_bytes() {
     assert!(undeclared.is_empty(), "members no payload declares: {undeclared:?}");
     assert!(events > 5_000 && members > 30_000, "{events} events, {members} members read");
 }
+
+/// `stateval schema event` is the format the logs are written in: every line of every
+/// shipped log is valid against it, members per kind included. A line changed by hand
+/// to carry a member its kind does not declare is refused, so the check is a real one.
+#[test]
+fn every_shipped_log_line_is_valid_against_the_published_event_schema() {
+    let schema = &*stateval::schemas::EVENT_SCHEMA;
+    let mut lines = 0usize;
+    for path in shipped_logs() {
+        let text = std::fs::read_to_string(&path).expect("read");
+        for (n, line) in text.lines().enumerate() {
+            let value: Value = serde_json::from_str(line).expect("a log line is JSON");
+            if let Some(v) = schema.check(&value) {
+                panic!("{}:{}: {v:?}", path.display(), n + 1);
+            }
+            lines += 1;
+        }
+    }
+    assert!(lines > 5_000, "{lines} lines checked");
+    let planted: Value = serde_json::json!({
+        "seq": 0, "turn": 0, "t": 0, "kind": "turn_completed", "data": {"turn": 0, "response": "hi", "answer": "x"},
+        "prev": null, "hash": format!("blake3:{}", "0".repeat(64)),
+    });
+    assert!(schema.check(&planted).is_some(), "a member turn_completed does not declare is refused");
+    let mut declared = planted.clone();
+    declared["data"].as_object_mut().unwrap().remove("answer");
+    assert!(schema.check(&declared).is_none(), "the same line without it is valid");
+}

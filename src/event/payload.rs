@@ -1106,6 +1106,44 @@ mod tests {
         }
     }
 
+    /// The published schema (`stateval schema event`) and docs/design.md's table list,
+    /// per kind, exactly the members the declaration above gives each kind's writer.
+    #[test]
+    fn the_event_schema_and_the_design_docs_list_each_kinds_declared_members() {
+        let schema: Value = serde_json::from_str(include_str!("../../schemas/event.json")).unwrap();
+        let from_schema: Vec<(String, Vec<String>)> = schema["allOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|rule| {
+                let kind = rule["if"]["properties"]["kind"]["const"].as_str().unwrap().to_string();
+                let names = &rule["then"]["properties"]["data"]["propertyNames"]["enum"];
+                (kind, names.as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect())
+            })
+            .collect();
+        let declared: Vec<(String, Vec<String>)> = write::MEMBERS
+            .iter()
+            .map(|(kind, keys)| (kind.as_str().to_string(), keys.iter().map(|k| k.to_string()).collect()))
+            .collect();
+        assert_eq!(from_schema, declared);
+
+        let design = include_str!("../../docs/design.md");
+        let begin = design.find("<!-- event-members: begin -->").expect("the table's start");
+        let end = design.find("<!-- event-members: end -->").expect("the table's end");
+        let from_docs: Vec<(String, Vec<String>)> = design[begin..end]
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .map(|row| {
+                let cells: Vec<&str> = row.trim_matches('|').split('|').collect();
+                let names = |cell: &str| -> Vec<String> {
+                    cell.split(',').map(|n| n.trim().trim_matches('`').to_string()).filter(|n| !n.is_empty()).collect()
+                };
+                (names(cells[0]).concat(), names(cells[1]))
+            })
+            .collect();
+        assert_eq!(from_docs, declared);
+    }
+
     #[test]
     fn numbers_read_as_value_reads_them() {
         for n in [
