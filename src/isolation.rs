@@ -74,7 +74,7 @@ pub const HOME_CREDENTIALS: &[&str] = &[
 /// `[isolation] mode`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Mode {
+pub enum IsolationMode {
     /// Isolate where the platform can; elsewhere run children plainly, say so loudly,
     /// and sign nothing (unless `sign_unisolated`).
     #[default]
@@ -91,7 +91,7 @@ pub enum Mode {
 #[serde(deny_unknown_fields)]
 pub struct IsolationConfig {
     #[serde(default)]
-    pub mode: Mode,
+    pub mode: IsolationMode,
     /// Sign a run whose code under test ran without isolation. Off by default: such a
     /// run's verdict is only as good as the code under test let it be.
     #[serde(default)]
@@ -283,8 +283,8 @@ impl Confinement {
     /// is `off`, which is asked for, not a failure: see [`Confinement::unisolated`]).
     pub fn why_not(&self) -> Option<String> {
         match self.config.mode {
-            Mode::Off => Some("[isolation] mode = \"off\"".to_string()),
-            Mode::Auto | Mode::Required => unavailable().map(str::to_string),
+            IsolationMode::Off => Some("[isolation] mode = \"off\"".to_string()),
+            IsolationMode::Auto | IsolationMode::Required => unavailable().map(str::to_string),
         }
     }
 
@@ -314,14 +314,14 @@ impl Confinement {
             if program.is_relative() && program.components().count() > 1 { cwd.join(program) } else { program.into() };
         let (cwd, program) = (cwd.as_path(), program.as_path());
         let sandboxed = match (self.config.mode, sandbox()) {
-            (Mode::Off, _) => None,
+            (IsolationMode::Off, _) => None,
             (_, Ok(bwrap)) => Some(bwrap),
-            (Mode::Required, Err(why)) => {
+            (IsolationMode::Required, Err(why)) => {
                 return Err(format!(
                     "[isolation] mode = \"required\", and the code under test cannot be isolated: {why}"
                 ));
             }
-            (Mode::Auto, Err(_)) => None,
+            (IsolationMode::Auto, Err(_)) => None,
         };
         let Some(bwrap) = sandboxed else {
             if let Ok(mut unisolated) = self.unisolated.lock() {
@@ -402,7 +402,7 @@ mod tests {
 
     #[test]
     fn off_runs_plainly_and_says_why() {
-        let c = Confinement::standalone(IsolationConfig { mode: Mode::Off, sign_unisolated: false });
+        let c = Confinement::standalone(IsolationConfig { mode: IsolationMode::Off, sign_unisolated: false });
         let (isolated, out) = run(&c, "echo plain");
         assert!(!isolated);
         assert_eq!(out.trim(), "plain");

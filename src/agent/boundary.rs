@@ -468,7 +468,7 @@ impl<'a> ToolBoundary<'a> {
         call_id: &str,
         tool: &str,
         args: &Value,
-    ) -> Result<Answer, WriteError> {
+    ) -> Result<ToolAnswer, WriteError> {
         let spec = self.manifest.tool(tool);
         let idempotent = spec.is_some_and(|s| s.idempotent);
         let keyed = idempotent.then(|| {
@@ -502,7 +502,7 @@ impl<'a> ToolBoundary<'a> {
                 args_error: Out::Absent,
                 absent: Out::Absent,
             })?;
-            return Ok(Answer { result, is_error: false, protocol_error: None });
+            return Ok(ToolAnswer { result, is_error: false, protocol_error: None });
         }
         let mut execution = self.sandbox.call(tool, fixture_args);
         // virtual time: a hang costs the timeout, and nothing sleeps
@@ -563,7 +563,7 @@ impl<'a> ToolBoundary<'a> {
                 source: seq.into(),
             })?;
             self.fixture_error = Some(message);
-            return Ok(Answer { result: execution.result, is_error: true, protocol_error: None });
+            return Ok(ToolAnswer { result: execution.result, is_error: true, protocol_error: None });
         }
         if let (Some(key), Some(keyed)) = (key, &keyed)
             && !execution.is_error
@@ -584,7 +584,11 @@ impl<'a> ToolBoundary<'a> {
         } else if answered && trusted {
             self.trusted_result(rec, fixture_args, &execution.result, seq);
         }
-        Ok(Answer { result: execution.result, is_error: execution.is_error, protocol_error: execution.protocol_error })
+        Ok(ToolAnswer {
+            result: execution.result,
+            is_error: execution.is_error,
+            protocol_error: execution.protocol_error,
+        })
     }
 }
 
@@ -648,7 +652,7 @@ fn split_by_trust(spec: &ToolSpec, result: &Value) -> (Value, Value) {
 
 /// What an executed call answers.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Answer {
+pub struct ToolAnswer {
     pub result: Value,
     pub is_error: bool,
     /// The call failed before it reached the tool (`result` is the error object): an

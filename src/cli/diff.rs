@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use super::{CliError, Exit};
 use stateval::event::reader::ReadError;
 use stateval::golden::render;
-use stateval::golden::stream::{self, Role, StreamError};
+use stateval::golden::stream::{self, LogSide, StreamError};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -35,8 +35,8 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     // what the two share is compared as it arrives rather than kept (`golden::stream`)
     let streamed = stream::diff_files(&args.golden, &args.actual).map_err(|(role, e)| {
         let role = match role {
-            Role::Golden => "golden",
-            Role::Actual => "actual",
+            LogSide::Golden => "golden",
+            LogSide::Actual => "actual",
         };
         match e {
             StreamError::Read(e @ ReadError::Invalid { .. }) => {

@@ -178,7 +178,7 @@ pub fn run(mut args: Args) -> Result<Exit, CliError> {
         plan.run_id = format!("{}-shard-{}of{}", plan.run_id, shard.index, shard.total);
     }
     if args.bless {
-        plan.goldens.mode = golden::Mode::Bless;
+        plan.goldens.mode = golden::GoldenMode::Bless;
     } else if in_ci() {
         plan.goldens.under_ci();
     }
@@ -228,7 +228,7 @@ fn check_isolation(plan: &Plan, signing: bool) -> Result<(), CliError> {
         return Ok(());
     }
     let Some(why) = plan.confinement().why_not() else { return Ok(()) };
-    if plan.pipeline.isolation.mode == isolation::Mode::Required {
+    if plan.pipeline.isolation.mode == isolation::IsolationMode::Required {
         return Err(CliError::invalid(format!(
             "{}: [isolation] mode = \"required\", and the code under test cannot be isolated here: {why}",
             plan.pipeline.display(&plan.pipeline.path)

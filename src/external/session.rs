@@ -26,7 +26,7 @@ use super::neutral::{self, Rule};
 use super::process::{self, AgentProcess, Channel, Output};
 use super::protocol::{self, FromAgent};
 use super::server::{Msg, Server, ToolAnswer};
-use super::wire::{self, Answer, CallOut, Dialect, Reply, Stored};
+use super::wire::{self, CallOut, Dialect, Reply, Stored, WireAnswer};
 use crate::agent::boundary::ToolBoundary;
 use crate::agent::{Recorder, RunInput, RunStatus, RunSummary};
 use crate::canon::{self, Context};
@@ -665,7 +665,7 @@ impl<'a, 'p> Session<'a, 'p> {
             })
             .collect();
         let model = body.get("model").and_then(Value::as_str).unwrap_or(super::server::MODEL).to_string();
-        let answer = Answer {
+        let answer = WireAnswer {
             id: wire_id(self.launch.run_id, &self.input.case.id, self.input.run_index, position),
             created: wire::EPOCH + self.rec.now() / 1000,
             model,

@@ -47,7 +47,7 @@ pub const NO_GOLDEN: &str = "no golden";
 
 /// Compare runs with their goldens, or write them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Mode {
+pub enum GoldenMode {
     #[default]
     Compare,
     /// `stateval run --bless`: every run's log becomes its golden.
@@ -89,7 +89,7 @@ pub struct Goldens {
     pub required: Required,
     /// `[goldens] required` as the pipeline gave it.
     configured: Option<bool>,
-    pub mode: Mode,
+    pub mode: GoldenMode,
     /// Goldens written in bless mode: created, updated, unchanged (workers share it).
     blessed: [AtomicUsize; 3],
     /// Goldens compared with and not found, as reports show them (workers share it).
@@ -122,7 +122,7 @@ impl Goldens {
             shown,
             required: if configured == Some(true) { Required::ByPipeline } else { Required::No },
             configured,
-            mode: Mode::Compare,
+            mode: GoldenMode::Compare,
             blessed: Default::default(),
             missing: Mutex::default(),
             refused: Mutex::default(),
@@ -308,7 +308,7 @@ impl Goldens {
             expected: Some(json!(shown)),
             actual: None,
         };
-        if let (Mode::Bless, Some(why)) = (self.mode, incomplete) {
+        if let (GoldenMode::Bless, Some(why)) = (self.mode, incomplete) {
             if let Ok(mut refused) = self.refused.lock() {
                 refused.push(shown.clone());
             }
@@ -320,7 +320,7 @@ impl Goldens {
                 ),
             ));
         }
-        if self.mode == Mode::Bless {
+        if self.mode == GoldenMode::Bless {
             let actual = normalize::normalize(events)?;
             let written = bless::write_atomic(&path, &actual.bytes)
                 .map_err(|source| GoldenError::Write { path: shown.clone(), source })?;

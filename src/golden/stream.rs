@@ -69,14 +69,14 @@ pub enum StreamError {
 
 /// Which log an error is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub enum LogSide {
     Golden,
     Actual,
 }
 
 /// Diff the logs at `golden` and `actual`, each verified first. An error names the
 /// log it is about (the golden's when both fail).
-pub fn diff_files(golden: &Path, actual: &Path) -> Result<Streamed, (Role, StreamError)> {
+pub fn diff_files(golden: &Path, actual: &Path) -> Result<Streamed, (LogSide, StreamError)> {
     let (g_tx, g_rx) = sync_channel(IN_FLIGHT);
     let (a_tx, a_rx) = sync_channel(IN_FLIGHT);
     let (kept, g_read, a_read) = std::thread::scope(|s| {
@@ -86,8 +86,8 @@ pub fn diff_files(golden: &Path, actual: &Path) -> Result<Streamed, (Role, Strea
         // a reader that panicked is a bug, not a property of the log
         (kept, g.join().expect("golden reader"), a.join().expect("actual reader"))
     });
-    let g_read = g_read.map_err(|e| (Role::Golden, e))?;
-    let a_read = a_read.map_err(|e| (Role::Actual, e))?;
+    let g_read = g_read.map_err(|e| (LogSide::Golden, e))?;
+    let a_read = a_read.map_err(|e| (LogSide::Actual, e))?;
     let Some((g_events, a_events, gap)) = kept else {
         // turns the gap would have run together (see `keep`)
         return diff_whole(golden, actual);
@@ -106,14 +106,14 @@ pub fn diff_files(golden: &Path, actual: &Path) -> Result<Streamed, (Role, Strea
 }
 
 /// Both logs read whole and diffed, as the runner diffs a run against its golden.
-fn diff_whole(golden: &Path, actual: &Path) -> Result<Streamed, (Role, StreamError)> {
+fn diff_whole(golden: &Path, actual: &Path) -> Result<Streamed, (LogSide, StreamError)> {
     let whole = |path: &Path| -> Result<Kept, StreamError> {
         let events = normalize_events(read_log(path)?.events)
             .map_err(|source| StreamError::Normalize { path: path.display().to_string(), source })?;
         Ok(Kept { total: events.len(), head: events.last().map(|e| e.hash), events })
     };
-    let golden = whole(golden).map_err(|e| (Role::Golden, e))?;
-    let actual = whole(actual).map_err(|e| (Role::Actual, e))?;
+    let golden = whole(golden).map_err(|e| (LogSide::Golden, e))?;
+    let actual = whole(actual).map_err(|e| (LogSide::Actual, e))?;
     Ok(Streamed { diff: super::diff(&golden.events, &actual.events), golden, actual, gap: None })
 }
 
@@ -584,11 +584,11 @@ mod tests {
         edited = edited.replacen("step 1", "step 9", 1);
         std::fs::write(&bad, edited).unwrap();
         match diff_files(&good, &bad) {
-            Err((Role::Actual, StreamError::Read(ReadError::Invalid { .. }))) => {}
+            Err((LogSide::Actual, StreamError::Read(ReadError::Invalid { .. }))) => {}
             other => panic!("expected the actual log refused, got {other:?}"),
         }
         match diff_files(&bad, &bad) {
-            Err((Role::Golden, StreamError::Read(ReadError::Invalid { .. }))) => {}
+            Err((LogSide::Golden, StreamError::Read(ReadError::Invalid { .. }))) => {}
             other => panic!("expected the golden log refused first, got {other:?}"),
         }
     }

@@ -68,7 +68,7 @@ pub struct Finished {
 
 /// A grader's verdict, read from its stdout.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Verdict {
+pub struct GraderVerdict {
     pub pass: bool,
     pub score: Option<f64>,
     pub reason: Option<String>,
@@ -100,7 +100,7 @@ impl Failure {
 
 /// Read a finished grader: a zero exit with exactly one JSON object on stdout holding
 /// a boolean `pass` (and optionally a number `score` and a string `reason`, nothing else).
-pub fn interpret(spec: &CustomSpec, finished: &Finished) -> Result<Verdict, Failure> {
+pub fn interpret(spec: &CustomSpec, finished: &Finished) -> Result<GraderVerdict, Failure> {
     let stderr = tail(&finished.stderr);
     let fail = |kind: &'static str, message: String| Failure { kind, message, stderr: stderr.clone() };
     match &finished.exit {
@@ -124,7 +124,7 @@ pub fn interpret(spec: &CustomSpec, finished: &Finished) -> Result<Verdict, Fail
     read_verdict(obj).map_err(|m| fail("bad_output", m))
 }
 
-fn read_verdict(obj: &Map<String, Value>) -> Result<Verdict, String> {
+fn read_verdict(obj: &Map<String, Value>) -> Result<GraderVerdict, String> {
     const FIELDS: [&str; 3] = ["pass", "score", "reason"];
     if let Some(key) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         let hint =
@@ -147,7 +147,7 @@ fn read_verdict(obj: &Map<String, Value>) -> Result<Verdict, String> {
     };
     canon::check_ijson(&Value::Object(obj.clone()))
         .map_err(|e| format!("printed a verdict that is not I-JSON: {e}"))?;
-    Ok(Verdict { pass, score, reason, output: Value::Object(obj.clone()) })
+    Ok(GraderVerdict { pass, score, reason, output: Value::Object(obj.clone()) })
 }
 
 /// The last [`STDERR_TAIL_CHARS`] characters of stderr, lossily decoded.
@@ -162,7 +162,7 @@ fn tail(stderr: &[u8]) -> String {
 }
 
 /// `grader_called` for a call that produced a verdict.
-pub fn called_event(target: &str, spec: &CustomSpec, input: &Value, verdict: &Verdict) -> Rendered {
+pub fn called_event(target: &str, spec: &CustomSpec, input: &Value, verdict: &GraderVerdict) -> Rendered {
     let (input_digest, output_digest) = (digest_of(input), digest_of(&verdict.output));
     Rendered::of(&write::GraderCalled {
         target: target.into(),

@@ -31,7 +31,7 @@ use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_
 /// How recorded calls must relate to the expected ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Mode {
+pub enum MatchMode {
     /// One-for-one, same length, every position matches (alias `exact_sequence`).
     Strict,
     /// Every expected call appears, in order, among the recorded calls.
@@ -44,7 +44,7 @@ pub enum Mode {
     Subset,
 }
 
-impl Mode {
+impl MatchMode {
     /// Read a mode name; `pointer` names the `mode` value.
     pub fn parse(value: &Value, pointer: &str) -> Result<Self, MetricError> {
         let name = value.as_str().ok_or_else(|| MetricError::WrongType {
@@ -53,11 +53,11 @@ impl Mode {
             found: type_name(value),
         })?;
         match name {
-            "strict" | "exact_sequence" => Ok(Mode::Strict),
-            "subsequence" => Ok(Mode::Subsequence),
-            "unordered" => Ok(Mode::Unordered),
-            "superset" => Ok(Mode::Superset),
-            "subset" => Ok(Mode::Subset),
+            "strict" | "exact_sequence" => Ok(MatchMode::Strict),
+            "subsequence" => Ok(MatchMode::Subsequence),
+            "unordered" => Ok(MatchMode::Unordered),
+            "superset" => Ok(MatchMode::Superset),
+            "subset" => Ok(MatchMode::Subset),
             other => Err(MetricError::UnknownMode { pointer: pointer.into(), mode: other.into() }),
         }
     }
@@ -109,7 +109,7 @@ impl ExpectedCall {
 /// Default gate `trajectory.passed ≥ 1`, held in every run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExpectedTrace {
-    pub mode: Mode,
+    pub mode: MatchMode,
     pub calls: Vec<ExpectedCall>,
 }
 
@@ -124,8 +124,8 @@ impl ExpectedTrace {
         let object = expect_object(value, pointer)?;
         reject_unknown_keys(object, pointer, TRAJECTORY_KEYS)?;
         let mode = match object.get("mode") {
-            None => Mode::Strict,
-            Some(m) => Mode::parse(m, &pointer_join(pointer, "mode"))?,
+            None => MatchMode::Strict,
+            Some(m) => MatchMode::parse(m, &pointer_join(pointer, "mode"))?,
         };
         let calls_at = pointer_join(pointer, "calls");
         let calls = match object.get("calls") {
@@ -169,7 +169,7 @@ pub struct Mismatch {
 /// The outcome of validating one trace against an expected trace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TrajectoryReport {
-    pub mode: Mode,
+    pub mode: MatchMode,
     /// Every expected call is accounted for as the mode requires (1/0 as a target).
     pub passed: bool,
     /// `mismatches.len()`.
@@ -248,11 +248,11 @@ pub fn validate_recorded<R: Recorded + ?Sized>(expected: &ExpectedTrace, calls: 
     let exp = &expected.calls;
     let mismatches = match expected.mode {
         // An empty reference pins nothing, even in strict mode; subset is the exception.
-        _ if exp.is_empty() && expected.mode != Mode::Subset => Vec::new(),
-        Mode::Strict => strict(exp, calls),
-        Mode::Subsequence => subsequence(exp, calls),
-        Mode::Unordered | Mode::Superset => unordered(exp, calls),
-        Mode::Subset => subset(exp, calls),
+        _ if exp.is_empty() && expected.mode != MatchMode::Subset => Vec::new(),
+        MatchMode::Strict => strict(exp, calls),
+        MatchMode::Subsequence => subsequence(exp, calls),
+        MatchMode::Unordered | MatchMode::Superset => unordered(exp, calls),
+        MatchMode::Subset => subset(exp, calls),
     };
     TrajectoryReport {
         mode: expected.mode,

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Answer, DELTA_CHARS, pieces, text_of};
+use super::{DELTA_CHARS, WireAnswer, pieces, text_of};
 use crate::external::neutral;
 
 pub fn neutral(body: &Map<String, Value>) -> Result<Value, String> {
@@ -73,11 +73,11 @@ pub fn neutral(body: &Map<String, Value>) -> Result<Value, String> {
 /// Messages' spelling of the neutral parameters that have another name here.
 const RENAMES: &[(&str, &str)] = &[("stop_sequences", "stop"), ("output_format", "response_format")];
 
-fn stop_reason(answer: &Answer<'_>) -> &'static str {
+fn stop_reason(answer: &WireAnswer<'_>) -> &'static str {
     if answer.tool_calls.is_empty() { "end_turn" } else { "tool_use" }
 }
 
-fn blocks(answer: &Answer<'_>) -> Vec<Value> {
+fn blocks(answer: &WireAnswer<'_>) -> Vec<Value> {
     let mut out = Vec::new();
     if !answer.content.is_empty() || answer.tool_calls.is_empty() {
         out.push(json!({"type": "text", "text": answer.content}));
@@ -88,7 +88,7 @@ fn blocks(answer: &Answer<'_>) -> Vec<Value> {
     out
 }
 
-pub fn response(answer: &Answer<'_>) -> Value {
+pub fn response(answer: &WireAnswer<'_>) -> Value {
     json!({
         "id": format!("msg_{}", answer.id),
         "type": "message",
@@ -101,7 +101,7 @@ pub fn response(answer: &Answer<'_>) -> Value {
     })
 }
 
-pub fn stream(answer: &Answer<'_>) -> String {
+pub fn stream(answer: &WireAnswer<'_>) -> String {
     let mut events = vec![json!({"type": "message_start", "message": {
         "id": format!("msg_{}", answer.id), "type": "message", "role": "assistant", "model": answer.model,
         "content": [], "stop_reason": null, "stop_sequence": null,
@@ -159,7 +159,7 @@ mod tests {
 
     #[test]
     fn a_stream_is_bracketed_by_message_start_and_stop() {
-        let a = Answer {
+        let a = WireAnswer {
             id: "x".into(),
             created: 1,
             model: "m".into(),

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Answer, DELTA_CHARS, parse_arguments, pieces, text_of};
+use super::{DELTA_CHARS, WireAnswer, parse_arguments, pieces, text_of};
 use crate::external::neutral;
 
 pub fn neutral(body: &Map<String, Value>) -> Result<Value, String> {
@@ -63,16 +63,16 @@ fn params(body: &Map<String, Value>) -> Value {
     Value::Object(out)
 }
 
-fn finish_reason(answer: &Answer<'_>) -> &'static str {
+fn finish_reason(answer: &WireAnswer<'_>) -> &'static str {
     if answer.tool_calls.is_empty() { "stop" } else { "tool_calls" }
 }
 
-fn usage(answer: &Answer<'_>) -> Value {
+fn usage(answer: &WireAnswer<'_>) -> Value {
     let (i, o) = (answer.usage.input_tokens, answer.usage.output_tokens);
     json!({"prompt_tokens": i, "completion_tokens": o, "total_tokens": i + o})
 }
 
-pub fn response(answer: &Answer<'_>) -> Value {
+pub fn response(answer: &WireAnswer<'_>) -> Value {
     let mut message = json!({"role": "assistant", "refusal": null,
         "content": if answer.content.is_empty() && !answer.tool_calls.is_empty() { Value::Null } else { json!(answer.content) }});
     if !answer.tool_calls.is_empty() {
@@ -93,7 +93,7 @@ pub fn response(answer: &Answer<'_>) -> Value {
     })
 }
 
-pub fn stream(answer: &Answer<'_>, include_usage: bool) -> String {
+pub fn stream(answer: &WireAnswer<'_>, include_usage: bool) -> String {
     let id = format!("chatcmpl-{}", answer.id);
     let chunk = |delta: Value, finish: Value| {
         json!({"id": id, "object": "chat.completion.chunk", "created": answer.created, "model": answer.model,
@@ -137,8 +137,8 @@ mod tests {
     use crate::dataset::recording::Usage;
     use crate::external::wire::CallOut;
 
-    fn answer(content: &str, calls: usize) -> Answer<'_> {
-        Answer {
+    fn answer(content: &str, calls: usize) -> WireAnswer<'_> {
+        WireAnswer {
             id: "abc".into(),
             created: 7,
             model: "m".into(),

@@ -2,7 +2,7 @@
 //! neutral shape (`neutral`) and renders a recorded response the way that vendor's SDK
 //! parses it, whole or as server-sent events.
 //!
-//! Nothing here is random or reads a clock: ids come from [`Answer::id`] (derived from
+//! Nothing here is random or reads a clock: ids come from [`WireAnswer::id`] (derived from
 //! the run id, the case run and the recording position) and `created` from the run's
 //! virtual clock, so the same run serves the same bytes. Streams are synthesised from
 //! the assembled response, cut into deltas of [`DELTA_CHARS`] characters, so a client's
@@ -61,7 +61,7 @@ impl Dialect {
     }
 
     /// The answer as this API returns it; streamed when the request said `stream: true`.
-    pub fn render(self, answer: &Answer<'_>, body: &Value) -> Reply {
+    pub fn render(self, answer: &WireAnswer<'_>, body: &Value) -> Reply {
         let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
         match (self, stream) {
             (Dialect::Chat, false) => Reply::json(200, &chat::response(answer)),
@@ -103,7 +103,7 @@ pub struct Stored {
 
 impl Stored {
     /// Keep what answering `request` (neutral) with `answer` stored.
-    pub fn remember(&mut self, request: &Value, answer: &Answer<'_>) {
+    pub fn remember(&mut self, request: &Value, answer: &WireAnswer<'_>) {
         let mut messages = request.get("messages").and_then(Value::as_array).cloned().unwrap_or_default();
         messages.push(answer.assistant_message());
         self.responses.insert(responses::response_id(answer), messages);
@@ -147,7 +147,7 @@ pub struct CallOut {
 
 /// A recorded response, ready to render.
 #[derive(Debug, Clone)]
-pub struct Answer<'a> {
+pub struct WireAnswer<'a> {
     /// Hex derived from the run id, the case run and the position.
     pub id: String,
     /// Unix seconds (see [`EPOCH`]).
@@ -159,7 +159,7 @@ pub struct Answer<'a> {
     pub usage: Usage,
 }
 
-impl Answer<'_> {
+impl WireAnswer<'_> {
     /// The answer as a neutral assistant message.
     pub fn assistant_message(&self) -> Value {
         let mut message = json!({"role": "assistant", "content": self.content});

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Answer, DELTA_CHARS, Stored, parse_arguments, pieces, text_of};
+use super::{DELTA_CHARS, Stored, WireAnswer, parse_arguments, pieces, text_of};
 use crate::external::neutral;
 
 pub fn neutral(body: &Map<String, Value>, stored: &Stored) -> Result<Value, String> {
@@ -75,20 +75,20 @@ pub fn unknown_reference(index: usize, id: &str) -> String {
 }
 
 /// The id of the response that serves `answer`.
-pub fn response_id(answer: &Answer<'_>) -> String {
+pub fn response_id(answer: &WireAnswer<'_>) -> String {
     format!("resp_{}", answer.id)
 }
 
-fn message_id(answer: &Answer<'_>) -> String {
+fn message_id(answer: &WireAnswer<'_>) -> String {
     format!("msg_{}", answer.id)
 }
 
-fn call_item_id(answer: &Answer<'_>, j: usize) -> String {
+fn call_item_id(answer: &WireAnswer<'_>, j: usize) -> String {
     format!("fc_{}_{j}", answer.id)
 }
 
 /// The output items of `answer` by id, each as the input item that repeats it.
-pub fn stored_items(answer: &Answer<'_>) -> Vec<(String, Value)> {
+pub fn stored_items(answer: &WireAnswer<'_>) -> Vec<(String, Value)> {
     let mut items = Vec::new();
     if !answer.content.is_empty() || answer.tool_calls.is_empty() {
         items.push((
@@ -154,7 +154,7 @@ fn read_item(item: &Value, messages: &mut Vec<Value>, system: &mut Option<String
     Ok(())
 }
 
-fn output(answer: &Answer<'_>, done: bool) -> Vec<Value> {
+fn output(answer: &WireAnswer<'_>, done: bool) -> Vec<Value> {
     let status = if done { "completed" } else { "in_progress" };
     let mut items = Vec::new();
     if !answer.content.is_empty() || answer.tool_calls.is_empty() {
@@ -166,7 +166,7 @@ fn output(answer: &Answer<'_>, done: bool) -> Vec<Value> {
     items
 }
 
-fn message_item(answer: &Answer<'_>, status: &str, with_text: bool) -> Value {
+fn message_item(answer: &WireAnswer<'_>, status: &str, with_text: bool) -> Value {
     let content = if with_text {
         json!([{"type": "output_text", "text": answer.content, "annotations": [], "logprobs": []}])
     } else {
@@ -175,12 +175,12 @@ fn message_item(answer: &Answer<'_>, status: &str, with_text: bool) -> Value {
     json!({"type": "message", "id": message_id(answer), "status": status, "role": "assistant", "content": content})
 }
 
-fn call_item(answer: &Answer<'_>, j: usize, call: &super::CallOut, status: &str, with_args: bool) -> Value {
+fn call_item(answer: &WireAnswer<'_>, j: usize, call: &super::CallOut, status: &str, with_args: bool) -> Value {
     json!({"type": "function_call", "id": call_item_id(answer, j), "call_id": call.id, "name": call.name,
            "arguments": if with_args { call.args.to_string() } else { String::new() }, "status": status})
 }
 
-pub fn response(answer: &Answer<'_>, status: &str) -> Value {
+pub fn response(answer: &WireAnswer<'_>, status: &str) -> Value {
     let done = status == "completed";
     let (i, o) = (answer.usage.input_tokens, answer.usage.output_tokens);
     json!({
@@ -207,7 +207,7 @@ pub fn response(answer: &Answer<'_>, status: &str) -> Value {
     })
 }
 
-pub fn stream(answer: &Answer<'_>) -> String {
+pub fn stream(answer: &WireAnswer<'_>) -> String {
     let mut events: Vec<Value> = vec![
         json!({"type": "response.created", "response": response(answer, "in_progress")}),
         json!({"type": "response.in_progress", "response": response(answer, "in_progress")}),
@@ -262,8 +262,8 @@ mod tests {
     use crate::dataset::recording::Usage;
     use crate::external::wire::CallOut;
 
-    fn answer<'a>(id: &str, content: &'a str, calls: &[(&str, Value)]) -> Answer<'a> {
-        Answer {
+    fn answer<'a>(id: &str, content: &'a str, calls: &[(&str, Value)]) -> WireAnswer<'a> {
+        WireAnswer {
             id: id.into(),
             created: 1,
             model: "m".into(),

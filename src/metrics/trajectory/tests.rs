@@ -228,7 +228,7 @@ fn an_unknown_mode_or_malformed_call_is_an_error_with_its_place() {
 
 #[test]
 fn the_mode_defaults_to_strict() {
-    assert_eq!(ExpectedTrace::parse(&json!({"calls": []}), "").unwrap().mode, Mode::Strict);
+    assert_eq!(ExpectedTrace::parse(&json!({"calls": []}), "").unwrap().mode, MatchMode::Strict);
 }
 
 #[test]
