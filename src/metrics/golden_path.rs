@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::gate::{BlockOutcome, Bound, CaseBlock, flag, float, optional_bool, run_outcome};
 use super::sequence::BitLcs;
-use super::trace::{TracedCall, read_tool_calls};
+use super::trace::{TracedCall, bare_name, read_tool_calls};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
 /// Each unit of waste costs half as much as the path itself: two wasted steps halve the
@@ -79,7 +79,13 @@ impl GoldenPathReport {
 /// Count waste in recorded `calls` against `golden`.
 pub fn score_golden_path(golden: &GoldenPath, calls: &[TracedCall]) -> GoldenPathReport {
     let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
-    let extra_steps = calls.len().saturating_sub(golden.calls.len());
+    score_names(golden, &names)
+}
+
+/// [`score_golden_path`] of calls given by their recorded names, in order (all it reads
+/// of them), for a reader that borrows the names from its input.
+pub(crate) fn score_names(golden: &GoldenPath, names: &[&str]) -> GoldenPathReport {
+    let extra_steps = names.len().saturating_sub(golden.calls.len());
     let repeated_tools = names.windows(2).filter(|w| w[0] == w[1]).count();
     let mut seen: HashSet<&str> = HashSet::new();
     let mut backtracks = 0;
@@ -89,7 +95,7 @@ pub fn score_golden_path(golden: &GoldenPath, calls: &[TracedCall]) -> GoldenPat
         }
         seen.insert(name);
     }
-    let missing_steps = golden.calls.len() - common_steps(&golden.calls, calls).0;
+    let missing_steps = golden.calls.len() - common_names(&golden.calls, names).0;
     let waste = [
         (!golden.allow_extra_steps, extra_steps),
         (golden.penalize_backtracking, backtracks),
@@ -114,6 +120,12 @@ pub fn score_golden_path(golden: &GoldenPath, calls: &[TracedCall]) -> GoldenPat
 /// its bare or its full name ([`TracedCall::is_named`]); and the word steps it took. Each
 /// recorded name is split on `__` once here, not on every comparison.
 pub fn common_steps(golden: &[String], calls: &[TracedCall]) -> (usize, u64) {
+    let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+    common_names(golden, &names)
+}
+
+/// [`common_steps`] of calls given by their recorded names.
+fn common_names(golden: &[String], names: &[&str]) -> (usize, u64) {
     let mut ids: HashMap<&str, u32> = HashMap::new();
     let golden_ids: Vec<u32> = golden
         .iter()
@@ -122,13 +134,13 @@ pub fn common_steps(golden: &[String], calls: &[TracedCall]) -> (usize, u64) {
             *ids.entry(name.as_str()).or_insert(next)
         })
         .collect();
-    let pairs = calls.iter().enumerate().flat_map(|(j, call)| {
-        let bare = call.bare_name();
+    let pairs = names.iter().enumerate().flat_map(|(j, &name)| {
+        let bare = bare_name(name);
         let by_bare = ids.get(bare).map(|id| (*id, j));
-        let by_full = if bare == call.name { None } else { ids.get(call.name.as_str()).map(|id| (*id, j)) };
+        let by_full = if bare == name { None } else { ids.get(name).map(|id| (*id, j)) };
         by_bare.into_iter().chain(by_full)
     });
-    BitLcs::new(calls.len(), ids.len(), pairs).len_against(&golden_ids)
+    BitLcs::new(names.len(), ids.len(), pairs).len_against(&golden_ids)
 }
 
 const GOLDEN_KEYS: &[&str] =
