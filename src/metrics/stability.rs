@@ -172,7 +172,7 @@ pub(crate) fn score_calls<T: AsRef<str>>(calls: &[CallKey<'_>], turns: &[T], tot
     if calls.len() <= 1 && turns.len() <= 1 {
         return StabilityReport::PERFECT;
     }
-    let distinct_calls = calls.iter().collect::<HashSet<_>>().len();
+    let distinct_calls = distinct(calls.iter());
     let scores = [
         tool_usage_stability(calls),
         response_consistency(turns),
@@ -192,11 +192,18 @@ fn call_key(call: &TracedCall) -> CallKey<'_> {
     (call.name.as_str(), call.server.as_deref(), call.canonical_args())
 }
 
+/// How many different items `items` yields.
+fn distinct<T: std::hash::Hash + Eq>(items: impl ExactSizeIterator<Item = T>) -> usize {
+    let mut seen = HashSet::with_capacity_and_hasher(items.len(), foldhash::fast::FixedState::default());
+    seen.extend(items);
+    seen.len()
+}
+
 fn tool_usage_stability(calls: &[CallKey<'_>]) -> f64 {
     if calls.len() < 2 {
         return 1.0;
     }
-    let distinct_names = calls.iter().map(|c| c.0).collect::<HashSet<_>>().len();
+    let distinct_names = distinct(calls.iter().map(|c| c.0));
     (1.0 - (distinct_names as f64 - 1.0) / (calls.len() as f64 - 1.0)).clamp(0.0, 1.0)
 }
 

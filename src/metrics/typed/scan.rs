@@ -84,25 +84,20 @@ impl<'a> Scan<'a> {
         self.eat(b'"')?;
         let b = self.bytes();
         let start = self.at;
-        let mut i = start;
-        // eight bytes at a time while none is a quote, a backslash or a control
-        while let Some(word) = b.get(i..i + 8) {
-            let word = u64::from_le_bytes(word.try_into().ok()?);
-            if stops(word) {
-                break;
-            }
-            i += 8;
+        let end = match b.get(start..start + 8) {
+            Some(word) => match stops(u64::from_le_bytes(word.try_into().ok()?)) {
+                // the lowest flagged byte is the first that stops the string
+                0 => long_string_end(b, start + 8)?,
+                flagged => start + flagged.trailing_zeros() as usize / 8,
+            },
+            None => start + b[start..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)?,
+        };
+        if b[end] != b'"' {
+            return None;
         }
-        loop {
-            match *b.get(i)? {
-                b'"' => break,
-                b'\\' | 0x00..=0x1f => return None,
-                _ => i += 1,
-            }
-        }
-        self.at = i + 1;
+        self.at = end + 1;
         // the quotes are ASCII, so both ends are character boundaries
-        self.text.get(start..i)
+        self.text.get(start..end)
     }
 
     /// An integer of the plain form (`-?[1-9][0-9]*` or `0`, at most [`MAX_DIGITS`]
@@ -140,11 +135,18 @@ impl<'a> Scan<'a> {
     }
 
     /// `true` or `false`.
+    #[inline]
     pub(super) fn boolean(&mut self) -> Option<bool> {
-        match self.peek()? {
-            b't' => self.word("true").map(|()| true),
-            b'f' => self.word("false").map(|()| false),
-            _ => None,
+        self.peek()?;
+        let b = self.bytes();
+        if b.get(self.at..self.at + 4)? == b"true" {
+            self.at += 4;
+            Some(true)
+        } else if b.get(self.at..self.at + 5)? == b"false" {
+            self.at += 5;
+            Some(false)
+        } else {
+            None
         }
     }
 
@@ -353,16 +355,27 @@ impl<'a> Scan<'a> {
     }
 }
 
-/// Does any byte of `word` stop a plain string: a quote, a backslash or a control?
-/// (`x − 0x01…` and-not `x` and `0x80…` is non-zero exactly when some byte of `x` is
-/// zero; with `0x20…`, when some byte is below 0x20.)
+/// The bytes of `word` that stop a plain string (a quote, a backslash or a control), as
+/// their high bits; the lowest one set is exact. (`x − 0x01…` and-not `x` and `0x80…`
+/// flags the bytes of `x` that are zero, with `0x20…` those below 0x20; a borrow can flag
+/// a byte wrongly only above one rightly flagged.)
 #[inline]
-fn stops(word: u64) -> bool {
+fn stops(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
-    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS != 0;
-    control || has_zero(word ^ (ONES * u64::from(b'"'))) || has_zero(word ^ (ONES * u64::from(b'\\')))
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+    control | zero(word ^ (ONES * u64::from(b'"'))) | zero(word ^ (ONES * u64::from(b'\\')))
+}
+
+/// The position of the quote that ends a string past its first eight bytes (a text
+/// rather than a name): the next quote or backslash by memchr, then no control before
+/// it; `None` when a backslash or a control comes first.
+#[inline(never)]
+fn long_string_end(b: &[u8], from: usize) -> Option<usize> {
+    let end = from + memchr::memchr2(b'"', b'\\', &b[from..])?;
+    let controls = b[from..end].iter().fold(0u8, |any, &c| any | u8::from(c < 0x20));
+    (b[end] == b'"' && controls == 0).then_some(end)
 }
 
 /// The keys of one object read so far, to refuse a repeated one.
