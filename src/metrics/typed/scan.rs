@@ -428,6 +428,33 @@ mod tests {
         }
     }
 
+    /// The word-at-a-time end of a string (`stops`, `long_string_end`) against the
+    /// plain definition, over strings of every length up to 40 drawn from the bytes that
+    /// matter: quotes, backslashes, controls, DEL, multi-byte characters, letters.
+    #[test]
+    fn a_string_ends_where_the_plain_definition_says() {
+        let pieces = ["a", "\"", "\\", "\u{1}", "\u{1f}", " ", "\u{7f}", "é", "\u{e000}", "€", "z"];
+        let mut seed = 7u64;
+        for _ in 0..20_000 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let len = (seed >> 59) as usize + (seed >> 40) as usize % 10;
+            let mut body = String::new();
+            for i in 0..len {
+                let pick = (seed.rotate_left(7 * i as u32) >> 32) as usize;
+                // mostly letters, so that long runs without a stop are common
+                body.push_str(if pick.is_multiple_of(4) { pieces[pick / 4 % pieces.len()] } else { "x" });
+            }
+            let text = format!("\"{body}\"");
+            let first_stop = body.bytes().position(|c| c == b'"' || c == b'\\' || c < 0x20);
+            let expected = match first_stop {
+                None => Some(body.as_str()),
+                Some(at) if body.as_bytes()[at] == b'"' => Some(&body[..at]),
+                Some(_) => None,
+            };
+            assert_eq!(Scan::new(&text).string(), expected, "{text:?}");
+        }
+    }
+
     #[test]
     fn trees_read_as_the_strict_reader_reads_them() {
         for text in [r#"{"a": [1, -2, true, null, {"b": "x"}], "c": {}}"#, "[]", r#" "s" "#, "17"] {
