@@ -39,11 +39,14 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
         Some(p) if p.as_os_str() != "-" => p.display().to_string(),
         _ => "<stdin>".to_string(),
     };
+    // read in large blocks: a batch is tens of megabytes, and stdin's own buffer is 8 KB
+    const BLOCK: usize = 1 << 20;
     let reader: Box<dyn BufRead> = match &args.input {
-        Some(p) if p.as_os_str() != "-" => Box::new(std::io::BufReader::new(
+        Some(p) if p.as_os_str() != "-" => Box::new(std::io::BufReader::with_capacity(
+            BLOCK,
             std::fs::File::open(p).map_err(|e| CliError::invalid(format!("{source}: {e}")))?,
         )),
-        _ => Box::new(std::io::stdin().lock()),
+        _ => Box::new(std::io::BufReader::with_capacity(BLOCK, std::io::stdin().lock())),
     };
     if args.batch { batch(&args.name, &source, reader) } else { single(&args.name, &source, reader) }
 }

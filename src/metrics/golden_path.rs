@@ -8,14 +8,14 @@
 //! `1/(1 + 0.5·w)` falls smoothly with the enabled waste count w, as in mcptest-core's
 //! golden-path metric.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::gate::{BlockOutcome, Bound, CaseBlock, flag, float, optional_bool, run_outcome};
 use super::sequence::BitLcs;
-use super::trace::{TracedCall, read_tool_calls};
+use super::trace::{TracedCall, bare_name, read_tool_calls};
 use super::{MetricError, expect_object, pointer_join, reject_unknown_keys, type_name};
 
 /// Each unit of waste costs half as much as the path itself: two wasted steps halve the
@@ -79,17 +79,26 @@ impl GoldenPathReport {
 /// Count waste in recorded `calls` against `golden`.
 pub fn score_golden_path(golden: &GoldenPath, calls: &[TracedCall]) -> GoldenPathReport {
     let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
-    let extra_steps = calls.len().saturating_sub(golden.calls.len());
-    let repeated_tools = names.windows(2).filter(|w| w[0] == w[1]).count();
-    let mut seen: HashSet<&str> = HashSet::new();
+    score_names(golden, &names)
+}
+
+/// [`score_golden_path`] of calls given by their recorded names, in order (all it reads
+/// of them), for a reader that borrows the names from its input.
+pub(crate) fn score_names(golden: &GoldenPath, names: &[&str]) -> GoldenPathReport {
+    let recorded = Interned::new(names);
+    let ids = &recorded.ids;
+    let extra_steps = names.len().saturating_sub(golden.calls.len());
+    // equal names have equal ids: the counts compare ids
+    let repeated_tools = ids.windows(2).filter(|w| w[0] == w[1]).count();
+    let mut seen = vec![false; recorded.distinct.len()];
     let mut backtracks = 0;
-    for (i, name) in names.iter().enumerate() {
-        if i > 0 && names[i - 1] != *name && seen.contains(name) {
+    for (i, &id) in ids.iter().enumerate() {
+        if i > 0 && ids[i - 1] != id && seen[id as usize] {
             backtracks += 1;
         }
-        seen.insert(name);
+        seen[id as usize] = true;
     }
-    let missing_steps = golden.calls.len() - common_steps(&golden.calls, calls).0;
+    let missing_steps = golden.calls.len() - common_interned(&golden.calls, &recorded).0;
     let waste = [
         (!golden.allow_extra_steps, extra_steps),
         (golden.penalize_backtracking, backtracks),
@@ -110,11 +119,41 @@ pub fn score_golden_path(golden: &GoldenPath, calls: &[TracedCall]) -> GoldenPat
     }
 }
 
+/// Recorded names, each distinct one given an id (in order of first appearance).
+struct Interned<'a> {
+    /// The id of each recorded name, in order.
+    ids: Vec<u32>,
+    /// The name of each id.
+    distinct: Vec<&'a str>,
+}
+
+impl<'a> Interned<'a> {
+    fn new(names: &[&'a str]) -> Self {
+        let mut index: HashMap<&str, u32, foldhash::fast::FixedState> = HashMap::default();
+        let mut distinct = Vec::new();
+        let ids = names
+            .iter()
+            .map(|&name| {
+                *index.entry(name).or_insert_with(|| {
+                    distinct.push(name);
+                    u32::try_from(distinct.len() - 1).unwrap_or(u32::MAX)
+                })
+            })
+            .collect();
+        Interned { ids, distinct }
+    }
+}
+
 /// LCS of the golden names and the recorded calls, a call answering to a golden name by
 /// its bare or its full name ([`TracedCall::is_named`]); and the word steps it took. Each
-/// recorded name is split on `__` once here, not on every comparison.
+/// distinct recorded name is split on `__` once here, not on every comparison.
 pub fn common_steps(golden: &[String], calls: &[TracedCall]) -> (usize, u64) {
-    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+    common_interned(golden, &Interned::new(&names))
+}
+
+fn common_interned(golden: &[String], recorded: &Interned<'_>) -> (usize, u64) {
+    let mut ids: HashMap<&str, u32, foldhash::fast::FixedState> = HashMap::default();
     let golden_ids: Vec<u32> = golden
         .iter()
         .map(|name| {
@@ -122,13 +161,21 @@ pub fn common_steps(golden: &[String], calls: &[TracedCall]) -> (usize, u64) {
             *ids.entry(name.as_str()).or_insert(next)
         })
         .collect();
-    let pairs = calls.iter().enumerate().flat_map(|(j, call)| {
-        let bare = call.bare_name();
-        let by_bare = ids.get(bare).map(|id| (*id, j));
-        let by_full = if bare == call.name { None } else { ids.get(call.name.as_str()).map(|id| (*id, j)) };
-        by_bare.into_iter().chain(by_full)
+    // the golden ids each distinct recorded name answers to: by its bare name, by its full name
+    let answers: Vec<(Option<u32>, Option<u32>)> = recorded
+        .distinct
+        .iter()
+        .map(|&name| {
+            let bare = bare_name(name);
+            let by_full = if bare == name { None } else { ids.get(name).copied() };
+            (ids.get(bare).copied(), by_full)
+        })
+        .collect();
+    let pairs = recorded.ids.iter().enumerate().flat_map(|(j, &id)| {
+        let (by_bare, by_full) = answers[id as usize];
+        by_bare.map(|s| (s, j)).into_iter().chain(by_full.map(|s| (s, j)))
     });
-    BitLcs::new(calls.len(), ids.len(), pairs).len_against(&golden_ids)
+    BitLcs::new(recorded.ids.len(), ids.len(), pairs).len_against(&golden_ids)
 }
 
 const GOLDEN_KEYS: &[&str] =

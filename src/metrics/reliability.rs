@@ -102,19 +102,20 @@ pub fn score_outcomes(outcomes: &[bool]) -> ReliabilityReport {
 /// Every run passed (100) and five or more failures (0) need neither: see
 /// [`exact_decay_entry`].
 fn decay_entry(c: usize, k: usize) -> u32 {
-    // Runs 1..=25 (every case of an ordinary batch) come from a table of the same exact
-    // integer answers, built once: 128-bit powers and divisions cost more than the rest.
+    // Runs 1..=64 (every case of an ordinary batch) come from a table of the answers
+    // [`exact_decay_entry`] gives, built once: 128-bit powers and divisions, and past
+    // 25 runs `powf`, cost more than the rest.
     static SMALL: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
-    if (1..=EXACT_RUNS).contains(&k) && c <= k {
+    if (1..=TABLE_RUNS).contains(&k) && c <= k {
         let table = SMALL
-            .get_or_init(|| (1..=EXACT_RUNS).flat_map(|k| (0..=k).map(move |c| exact_decay_entry(c, k))).collect());
+            .get_or_init(|| (1..=TABLE_RUNS).flat_map(|k| (0..=k).map(move |c| exact_decay_entry(c, k))).collect());
         return table[k * (k - 1) / 2 + k - 1 + c];
     }
     exact_decay_entry(c, k)
 }
 
-/// Runs up to which `100·k^k` fits in 128 bits, so [`exact_decay_entry`] is exact.
-const EXACT_RUNS: usize = 25;
+/// Runs up to which [`decay_entry`] looks its answers up.
+const TABLE_RUNS: usize = 64;
 
 /// [`decay_entry`] computed, not looked up. The two answers that need no arithmetic come
 /// first, as they are exact: every run passed (100), and five or more failures, since

@@ -157,17 +157,27 @@ pub fn score_stability(envelope: &Value) -> StabilityReport {
 
 /// Score one already-read trace.
 pub fn score_trace(trace: &MetricTrace) -> StabilityReport {
-    let calls = &trace.tool_calls;
+    let keys: Vec<CallKey<'_>> = trace.tool_calls.iter().map(call_key).collect();
+    score_calls(&keys, &trace.assistant_turns, trace.total_tokens)
+}
+
+/// A call as stability tells calls apart: its name, server and canonical args.
+pub(crate) type CallKey<'a> = (&'a str, Option<&'a str>, &'a str);
+
+/// [`score_trace`] of a trace given as its calls' keys, in order, the texts of its
+/// assistant turns that have any, and its total tokens (for a reader that borrows them
+/// from its input rather than building a [`MetricTrace`]).
+pub(crate) fn score_calls<T: AsRef<str>>(calls: &[CallKey<'_>], turns: &[T], total_tokens: f64) -> StabilityReport {
     // A trace with at most one call and one answer has no progression to measure.
-    if calls.len() <= 1 && trace.assistant_turns.len() <= 1 {
+    if calls.len() <= 1 && turns.len() <= 1 {
         return StabilityReport::PERFECT;
     }
-    let distinct_calls = calls.iter().map(call_key).collect::<HashSet<_>>().len();
+    let distinct_calls = distinct(calls.iter());
     let scores = [
         tool_usage_stability(calls),
-        response_consistency(&trace.assistant_turns),
+        response_consistency(turns),
         redundancy(calls.len(), distinct_calls),
-        cost_per_progress(trace.total_tokens, distinct_calls),
+        cost_per_progress(total_tokens, distinct_calls),
     ];
     StabilityReport {
         tool_usage_stability: scores[0],
@@ -178,23 +188,30 @@ pub fn score_trace(trace: &MetricTrace) -> StabilityReport {
     }
 }
 
-fn call_key(call: &TracedCall) -> (&str, Option<&str>, &str) {
+fn call_key(call: &TracedCall) -> CallKey<'_> {
     (call.name.as_str(), call.server.as_deref(), call.canonical_args())
 }
 
-fn tool_usage_stability(calls: &[TracedCall]) -> f64 {
+/// How many different items `items` yields.
+fn distinct<T: std::hash::Hash + Eq>(items: impl ExactSizeIterator<Item = T>) -> usize {
+    let mut seen = HashSet::with_capacity_and_hasher(items.len(), foldhash::fast::FixedState::default());
+    seen.extend(items);
+    seen.len()
+}
+
+fn tool_usage_stability(calls: &[CallKey<'_>]) -> f64 {
     if calls.len() < 2 {
         return 1.0;
     }
-    let distinct_names = calls.iter().map(|c| c.name.as_str()).collect::<HashSet<_>>().len();
+    let distinct_names = distinct(calls.iter().map(|c| c.0));
     (1.0 - (distinct_names as f64 - 1.0) / (calls.len() as f64 - 1.0)).clamp(0.0, 1.0)
 }
 
-fn response_consistency(turns: &[String]) -> f64 {
+fn response_consistency<T: AsRef<str>>(turns: &[T]) -> f64 {
     if turns.len() < 2 {
         return 1.0;
     }
-    let lengths: Vec<f64> = turns.iter().map(|t| t.chars().count() as f64).collect();
+    let lengths: Vec<f64> = turns.iter().map(|t| t.as_ref().chars().count() as f64).collect();
     let mean = lengths.iter().sum::<f64>() / lengths.len() as f64;
     if mean == 0.0 {
         return 1.0;

@@ -27,25 +27,54 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::golden_path::{GoldenPath, score_golden_path};
+use super::golden_path::{GoldenPath, score_names};
 use super::reliability::score_outcomes;
-use super::stability::{Floors, drift_flags, score_across, score_trace};
+use super::stability::{Floors, StabilityReport, drift_flags, score_across, score_trace};
 use super::trace::{MetricTrace, TracedCall, content_text, recorded_args};
 use super::trajectory::canonical::{CanonicalCalls, RawCall};
 use super::trajectory::{Diff, ExpectedTrace, Mismatch, validate_recorded};
 use crate::diag::StrictValue;
 
+mod plain;
+mod scan;
+
 /// Grade `text` (one JSON document) with metric `name`, appending its output object to
 /// `out`, when the document has the everyday shape of that metric. `false` (and `out`
 /// as it was) when it does not, or for another metric: grade it the generic way then.
 pub fn grade(name: &str, text: &str, out: &mut Vec<u8>) -> bool {
+    grade_plain(name, text, out) || grade_serde(name, text, out)
+}
+
+/// [`grade`] of a document of plain tokens only, read by [`scan::Scan`] (`plain`);
+/// `false` (and `out` as it was) for any other.
+fn grade_plain(name: &str, text: &str, out: &mut Vec<u8>) -> bool {
     let start = out.len();
     let written = match name {
-        "stability" => read::<Envelope>(text).is_some_and(|e| stability(e, out)),
+        "stability" => plain::envelope(text).and_then(|trace| trace.score()).is_some_and(|r| stability(&r, out)),
+        "stability-across" if text.len() < PARALLEL_READ => plain::across(text).is_some_and(|runs| across(&runs, out)),
+        "reliability" => plain::outcomes(text).is_some_and(|outcomes| reliability(Outcomes { outcomes }, out)),
+        "trajectory" => plain::trajectory_line(text).is_some_and(|line| plain_trajectory(line, out)),
+        "golden-path" => plain::golden_input(text).is_some_and(|(names, golden)| golden_path(&names, &golden, out)),
+        _ => false,
+    };
+    if !written {
+        out.truncate(start);
+    }
+    written
+}
+
+/// [`grade`] of a document read by the serde readers below.
+fn grade_serde(name: &str, text: &str, out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    let written = match name {
+        "stability" => read::<Envelope>(text).is_some_and(|e| stability(&score_trace(&e.into_trace()), out)),
         "stability-across" => read_across(text).is_some_and(|runs| across(&runs, out)),
         "reliability" => read::<Outcomes>(text).is_some_and(|o| reliability(o, out)),
         "trajectory" => read::<TrajectoryInput>(text).is_some_and(|t| trajectory(t, out)),
-        "golden-path" => read::<GoldenInput>(text).is_some_and(|g| golden_path(g, out)),
+        "golden-path" => read::<GoldenInput>(text).is_some_and(|g| {
+            let calls = g.tool_calls.map(|c| c.0).unwrap_or_default();
+            golden_path(&calls.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), &g.golden.0, out)
+        }),
         _ => false,
     };
     if !written {
@@ -245,7 +274,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawCalls<'a> {
             fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<RawCalls<'de>, S::Error> {
                 let mut calls = Vec::with_capacity(64);
                 while let Some(RawEntry(name, args)) = seq.next_element()? {
-                    calls.push(RawCall { index: calls.len(), name, args });
+                    calls.push(RawCall { index: calls.len(), name, args: args.map(RawValue::get) });
                 }
                 Ok(RawCalls(calls))
             }
@@ -675,7 +704,7 @@ fn write<T: Serialize>(value: &T, out: &mut Vec<u8>) -> bool {
     serde_json::to_writer(out, value).is_ok()
 }
 
-fn stability(envelope: Envelope, out: &mut Vec<u8>) -> bool {
+fn stability(r: &StabilityReport, out: &mut Vec<u8>) -> bool {
     #[derive(Serialize)]
     struct Output<'a> {
         cost_per_progress: f64,
@@ -686,12 +715,11 @@ fn stability(envelope: Envelope, out: &mut Vec<u8>) -> bool {
         tool_usage_stability: f64,
         weakest_score: f64,
     }
-    let r = score_trace(&envelope.into_trace());
     let summary = r.summary();
     write(
         &Output {
             cost_per_progress: r.cost_per_progress,
-            drift_flags: drift_flags(&r, &Floors::default()),
+            drift_flags: drift_flags(r, &Floors::default()),
             redundancy: r.redundancy,
             response_consistency: r.response_consistency,
             summary: &summary,
@@ -729,40 +757,53 @@ fn across(runs: &[MetricTrace], out: &mut Vec<u8>) -> bool {
 }
 
 fn reliability(input: Outcomes, out: &mut Vec<u8>) -> bool {
-    #[derive(Serialize)]
-    struct Output {
-        decay_curve: Vec<u32>,
-        graceful_degradation: u32,
-        pass_at_k: u32,
-        passhat_k: u32,
-        runs: usize,
-        variance_amplification: u32,
-    }
     let r = score_outcomes(&input.outcomes);
-    write(
-        &Output {
-            decay_curve: r.decay_curve,
-            graceful_degradation: r.graceful_degradation,
-            pass_at_k: r.pass_at_k,
-            passhat_k: r.passhat_k,
-            runs: r.runs,
-            variance_amplification: r.variance_amplification,
-        },
-        out,
-    )
+    // Written by hand in the generic path's key order and types (all integers): a line
+    // is a few hundred bytes, and serde's escaping of each key was a fifth of its cost.
+    let mut number = itoa::Buffer::new();
+    out.extend_from_slice(b"{\"decay_curve\":[");
+    for (i, entry) in r.decay_curve.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(number.format(*entry).as_bytes());
+    }
+    for (key, value) in [
+        ("],\"graceful_degradation\":", r.graceful_degradation as usize),
+        (",\"pass_at_k\":", r.pass_at_k as usize),
+        (",\"passhat_k\":", r.passhat_k as usize),
+        (",\"runs\":", r.runs),
+        (",\"variance_amplification\":", r.variance_amplification as usize),
+    ] {
+        out.extend_from_slice(key.as_bytes());
+        out.extend_from_slice(number.format(value).as_bytes());
+    }
+    out.push(b'}');
+    true
 }
 
 fn trajectory(input: TrajectoryInput, out: &mut Vec<u8>) -> bool {
+    let Ok(expected) = ExpectedTrace::parse(&input.expected.0, "/expected") else { return false };
+    let calls = input.tool_calls.map(|c| c.0).unwrap_or_default();
+    let Some(calls) = CanonicalCalls::new(calls, &expected) else { return false };
+    trajectory_output(&expected, &calls, out)
+}
+
+/// [`trajectory`] of a line [`plain::trajectory_line`] read, its canonical texts made.
+fn plain_trajectory(line: plain::TrajectoryLine, out: &mut Vec<u8>) -> bool {
+    let Ok(expected) = ExpectedTrace::parse(&line.expected, "/expected") else { return false };
+    let Some(calls) = CanonicalCalls::from_parts(line.calls, line.text, line.spans, &expected) else { return false };
+    trajectory_output(&expected, &calls, out)
+}
+
+fn trajectory_output(expected: &ExpectedTrace, calls: &CanonicalCalls, out: &mut Vec<u8>) -> bool {
     #[derive(Serialize)]
     struct Output<'a> {
         mismatch_count: usize,
         mismatches: Vec<SortedMismatch<'a>>,
         passed: u8,
     }
-    let Ok(expected) = ExpectedTrace::parse(&input.expected.0, "/expected") else { return false };
-    let calls = input.tool_calls.map(|c| c.0).unwrap_or_default();
-    let Some(calls) = CanonicalCalls::new(calls, &expected) else { return false };
-    let r = validate_recorded(&expected, &calls);
+    let r = validate_recorded(expected, calls);
     let mismatches = r.mismatches.iter().map(SortedMismatch).collect();
     write(&Output { mismatch_count: r.mismatch_count, mismatches, passed: u8::from(r.passed) }, out)
 }
@@ -798,7 +839,7 @@ impl Serialize for SortedDiffs<'_> {
     }
 }
 
-fn golden_path(input: GoldenInput, out: &mut Vec<u8>) -> bool {
+fn golden_path(names: &[&str], golden: &Value, out: &mut Vec<u8>) -> bool {
     #[derive(Serialize)]
     struct Output {
         backtracks: usize,
@@ -808,9 +849,8 @@ fn golden_path(input: GoldenInput, out: &mut Vec<u8>) -> bool {
         penalty: f64,
         repeated_tools: usize,
     }
-    let Ok(golden) = GoldenPath::parse(&input.golden.0, "/golden") else { return false };
-    let calls = input.tool_calls.map(|c| c.0).unwrap_or_default();
-    let r = score_golden_path(&golden, &calls);
+    let Ok(golden) = GoldenPath::parse(golden, "/golden") else { return false };
+    let r = score_names(&golden, names);
     write(
         &Output {
             backtracks: r.backtracks,
@@ -844,7 +884,19 @@ mod tests {
         if typed {
             assert_eq!(Some(String::from_utf8(out).unwrap()), generic(name, text), "{name}: {text}");
         }
+        // the scanner answers only where the serde readers do, and as they do
+        let (mut plain, mut serde) = (Vec::new(), Vec::new());
+        if grade_plain(name, text, &mut plain) {
+            assert!(grade_serde(name, text, &mut serde), "only the scanner read {name}: {text}");
+            assert_eq!(String::from_utf8(plain).unwrap(), String::from_utf8(serde).unwrap(), "{name}: {text}");
+        }
         typed
+    }
+
+    /// Whether the scanner (`plain`) read `text`, checked against the serde readers by [`same`].
+    fn plain(name: &str, text: &str) -> bool {
+        same(name, text);
+        grade_plain(name, text, &mut Vec::new())
     }
 
     const CALLS: &str = r#"[{"name": "srv__search", "server": "srv", "args": {"q": "a", "n": 1}},
@@ -992,6 +1044,90 @@ mod tests {
         let text = format!(r#"{{"runs": [{}]}}"#, bad.join(",\n"));
         assert!(text.len() > PARALLEL_READ);
         assert!(!same("stability-across", &text));
+    }
+
+    /// Lines of plain tokens are read by the scanner; a line with any other token is
+    /// left to the serde readers, and either way the output is theirs (see [`same`]).
+    #[test]
+    fn the_scanner_reads_plain_lines_and_leaves_the_rest_to_the_serde_readers() {
+        let calls = r#"[{"name": "srv__search", "server": "srv", "args": {"q": "a", "n": 1, "o": {"z": [1, -2, true, null], "a": {}}}},
+            "open", {"name": "srv__search", "args": {"o": {"a": {}, "z": [1, -2, true, null]}, "n": 1, "q": "a"}},
+            {"name": "x", "args": null}, {"server": "s", "name": "x"}, {"name": "x", "args": {}}]"#;
+        let conversation = r#"{"tokens": {"total": 12000}, "turns": [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": "an answer of some length"}, {"content": "x"}, {"role": "assistant"},
+            {"role": "assistant", "content": ""}, {"role": "assistant", "content": "café ok"}]}"#;
+        let expected = r#"{"mode": "subsequence", "calls": [{"name": "search", "args": {"exact": {"n": 1, "q": "a", "o": {"a": {}, "z": [1, -2, true, null]}}}},
+            {"name": "x", "args": {"subset": {}}}, "open", {"name": "x", "args": "any"}, {"name": "nope"}]}"#;
+        let plain_lines = [
+            ("stability", format!(r#"{{"tool_calls": {calls}, "conversation": {conversation}}}"#)),
+            ("stability", format!(r#" {{"conversation": {conversation}, "tool_calls": {calls}}} "#)),
+            ("stability", "{}".into()),
+            ("stability", r#"{"tool_calls": [], "conversation": {}}"#.into()),
+            ("stability", r#"{"conversation": {"tokens": {"total": -3}, "turns": []}}"#.into()),
+            (
+                "stability-across",
+                format!(r#"{{"runs": [{{"tool_calls": {calls}}}, {{}}, {{"conversation": {conversation}}}]}}"#),
+            ),
+            ("stability-across", r#"{"runs": []}"#.into()),
+            ("reliability", r#"{"outcomes": [true, false, true, true, true, false]}"#.into()),
+            ("reliability", r#"{"outcomes": []}"#.into()),
+            ("trajectory", format!(r#"{{"tool_calls": {calls}, "expected": {expected}}}"#)),
+            (
+                "trajectory",
+                format!(
+                    r#"{{"expected": {{"mode": "unordered", "calls": ["x", "open", "x"]}}, "tool_calls": {calls}}}"#
+                ),
+            ),
+            ("trajectory", r#"{"expected": {"calls": []}}"#.into()),
+            (
+                "golden-path",
+                format!(
+                    r#"{{"tool_calls": {calls}, "golden": {{"calls": ["search", {{"name": "open"}}, "x"], "allow_extra_steps": true}}}}"#
+                ),
+            ),
+            ("golden-path", r#"{"golden": {"calls": []}}"#.into()),
+            ("golden-path", r#"{"tool_calls": ["a"], "golden": {"calls": ["a"], "allow_extra_steps": null}}"#.into()),
+        ];
+        for (name, text) in &plain_lines {
+            assert!(plain(name, text), "{name} was not read by the scanner: {text}");
+        }
+        let other_lines = [
+            // tokens the scanner leaves alone: escapes, fractions, exponents, -0, long integers
+            ("stability", r#"{"tool_calls": [{"name": "a\u0062", "args": {"q": 1}}]}"#),
+            ("stability", r#"{"tool_calls": [{"name": "a", "args": {"q": 1.5}}]}"#),
+            ("stability", r#"{"tool_calls": [{"name": "a", "args": {"q": 1e2}}]}"#),
+            ("stability", r#"{"tool_calls": [{"name": "a", "args": {"q": -0}}]}"#),
+            ("stability", r#"{"tool_calls": [{"name": "a", "args": {"q": 1000000000000000}}]}"#),
+            ("stability", r#"{"conversation": {"tokens": {"total": 1.5e3}}}"#),
+            ("stability", r#"{"conversation": {"tokens": {"total": null}}}"#),
+            (
+                "stability",
+                r#"{"conversation": {"turns": [{"role": "assistant", "content": [{"type": "text", "text": "ab"}]}]}}"#,
+            ),
+            ("stability", r#"{"conversation": {"turns": [{"role": "assistant", "content": "tab\there"}]}}"#),
+            ("stability", r#"{"tool_calls": [{"name": "a", "server": null}]}"#),
+            ("stability", r#"{"tool_calls": null}"#),
+            ("stability", r#"{"tool_calls": [{"name": "a", "args": [1, 2]}]}"#),
+            ("stability", r#"{"tool_calls": [{"name": "a", "args": "{\"x\": 1}"}]}"#),
+            (
+                "trajectory",
+                r#"{"tool_calls": [{"name": "a", "args": {"n": 2.0}}], "expected": {"calls": [{"name": "a", "args": {"exact": {"n": 2}}}]}}"#,
+            ),
+            ("golden-path", r#"{"tool_calls": [{"name": "a", "args": {"x": 0.5}}], "golden": {"calls": ["a"]}}"#),
+            ("reliability", r#"{"outcomes": [true, false], "outcomes": [true]}"#),
+            // objects of more keys than the scanner searches
+            (
+                "golden-path",
+                r#"{"tool_calls": [{"name": "a", "args": {"a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "f": 1, "g": 1, "h": 1, "i": 1, "j": 1, "k": 1, "l": 1, "m": 1, "n": 1, "o": 1, "p": 1, "q": 1}}], "golden": {"calls": ["a"]}}"#,
+            ),
+        ];
+        for (name, text) in other_lines {
+            assert!(!plain(name, text), "{name} was read by the scanner: {text}");
+        }
+        // a key at or above U+E000 sorts differently in UTF-16: left to the serde readers
+        let high = "{\"tool_calls\": [{\"name\": \"a\", \"args\": {\"\u{E000}\": 1, \"z\": 2}}]}";
+        assert!(!plain("stability", high));
+        // and every bad line the tests below send to the tree reader is refused by both
     }
 
     #[test]

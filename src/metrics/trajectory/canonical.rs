@@ -16,7 +16,6 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use super::args::{ArgsShape, Diff};
 use super::{ExpectedCall, ExpectedTrace, Recorded};
@@ -30,8 +29,8 @@ pub struct RawCall<'a> {
     /// Position in the input `tool_calls` array.
     pub index: usize,
     pub name: Cow<'a, str>,
-    /// The `args` value as written; `None` when absent.
-    pub args: Option<&'a RawValue>,
+    /// The `args` value as written; `None` when absent or `null`.
+    pub args: Option<&'a str>,
 }
 
 /// A line's recorded calls with their args' canonical texts, and the canonical text of
@@ -53,7 +52,7 @@ impl<'a> CanonicalCalls<'a> {
         let mut spans = Vec::with_capacity(calls.len());
         for call in &calls {
             let start = text.len();
-            match call.args.map(|raw| raw.get().trim()) {
+            match call.args.map(str::trim) {
                 None | Some("null") => text.extend_from_slice(b"{}"),
                 // an encoded object (OpenAI) is read as the tree reader decodes it
                 Some(raw) if raw.starts_with('"') => {
@@ -68,6 +67,17 @@ impl<'a> CanonicalCalls<'a> {
             }
             spans.push(start..text.len());
         }
+        Self::from_parts(calls, text, spans, expected)
+    }
+
+    /// [`CanonicalCalls::new`] of calls whose canonical args the caller wrote already:
+    /// call `j`'s are `text[spans[j]]`.
+    pub fn from_parts(
+        calls: Vec<RawCall<'a>>,
+        text: Vec<u8>,
+        spans: Vec<Range<usize>>,
+        expected: &ExpectedTrace,
+    ) -> Option<Self> {
         let exact = expected
             .calls
             .iter()
@@ -86,7 +96,7 @@ impl<'a> CanonicalCalls<'a> {
 
     /// Call `j`'s args as the tree reader reads them.
     fn tree(&self, j: usize) -> Value {
-        recorded_args(self.calls[j].args.and_then(|raw| serde_json::from_str(raw.get()).ok()))
+        recorded_args(self.calls[j].args.and_then(|raw| serde_json::from_str(raw).ok()))
     }
 }
 

@@ -1,0 +1,494 @@
+//! A byte scanner for the plainest JSON of the batch documents, in front of the serde
+//! readers of [`super`].
+//!
+//! A batch line of generated or exported traces is made of a few kinds of token: strings
+//! without escapes, integers of at most 15 digits, `true`, `false`, `null`, objects with a
+//! handful of keys, arrays. The serde readers pay for the generality they never use there
+//! (a visitor per value, a deserializer per call object); this scanner reads those tokens
+//! in one pass over the bytes, writes call arguments' canonical text as it goes, and
+//! borrows every string from the line.
+//!
+//! Design choice: the scanner only ever answers for a line it reads completely and whose
+//! every token is one of those kinds. Anything else — an escape, a control character, a
+//! fraction or exponent, `-0`, a 16-digit integer, nesting deeper than [`MAX_DEPTH`], an
+//! object of more than [`MAX_KEYS`] keys, a repeated key, a key at or above U+E000, a
+//! syntax error, a shape the family does not read — gives `None`, and the line goes to the
+//! serde reader as before, which answers or sends it on to the tree reader. So the scanner
+//! needs to be right only about the plain tokens it accepts: for those, the canonical
+//! text is the token itself (RFC 8785 leaves a plain string and a safe integer as
+//! written), and the values are what serde reads.
+
+use serde_json::{Map, Number, Value};
+
+/// Deepest nesting the scanner reads (serde_json refuses beyond 128; the everyday
+/// documents nest four or five deep).
+const MAX_DEPTH: usize = 32;
+
+/// Most keys an object may have for the scanner: the repeated-key test is a linear search.
+pub(super) const MAX_KEYS: usize = 16;
+
+/// Longest integer (in digits) the scanner reads: below 10^15, within ±(2^53−1).
+const MAX_DIGITS: usize = 15;
+
+/// The scanner: the text and the position of the next unread byte.
+pub(super) struct Scan<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Scan<'a> {
+    pub(super) fn new(text: &'a str) -> Self {
+        Scan { text, at: 0 }
+    }
+
+    #[inline]
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    /// The next byte after any whitespace, not consumed.
+    #[inline]
+    pub(super) fn peek(&mut self) -> Option<u8> {
+        let b = self.bytes();
+        while let Some(&c) = b.get(self.at) {
+            if !matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+                return Some(c);
+            }
+            self.at += 1;
+        }
+        None
+    }
+
+    /// Consume `c`, the next byte after any whitespace.
+    #[inline]
+    pub(super) fn eat(&mut self, c: u8) -> Option<()> {
+        if self.peek()? == c {
+            self.at += 1;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// Nothing but whitespace is left.
+    pub(super) fn end(mut self) -> Option<()> {
+        match self.peek() {
+            None => Some(()),
+            Some(_) => None,
+        }
+    }
+
+    /// A string without escapes or control characters; its text between the quotes.
+    #[inline]
+    pub(super) fn string(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let b = self.bytes();
+        let start = self.at;
+        let end = match b.get(start..start + 8) {
+            Some(word) => match stops(u64::from_le_bytes(word.try_into().ok()?)) {
+                // the lowest flagged byte is the first that stops the string
+                0 => long_string_end(b, start + 8)?,
+                flagged => start + flagged.trailing_zeros() as usize / 8,
+            },
+            None => start + b[start..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)?,
+        };
+        if b[end] != b'"' {
+            return None;
+        }
+        self.at = end + 1;
+        // the quotes are ASCII, so both ends are character boundaries
+        self.text.get(start..end)
+    }
+
+    /// An integer of the plain form (`-?[1-9][0-9]*` or `0`, at most [`MAX_DIGITS`]
+    /// digits, not `-0`, no fraction or exponent after it): its text.
+    #[inline]
+    pub(super) fn integer(&mut self) -> Option<&'a str> {
+        self.peek()?;
+        let b = self.bytes();
+        let start = self.at;
+        let mut i = start + usize::from(b[start] == b'-');
+        let first = i;
+        match b.get(i)? {
+            b'0' if i == start => i += 1,
+            b'1'..=b'9' => {
+                while b.get(i).is_some_and(u8::is_ascii_digit) {
+                    i += 1;
+                }
+            }
+            _ => return None,
+        }
+        if i - first > MAX_DIGITS || matches!(b.get(i), Some(b'.' | b'e' | b'E' | b'0'..=b'9')) {
+            return None;
+        }
+        self.at = i;
+        self.text.get(start..i)
+    }
+
+    /// An integer of the plain form, as a number.
+    pub(super) fn number(&mut self) -> Option<Number> {
+        let text = self.integer()?;
+        Some(match text.strip_prefix('-') {
+            Some(_) => Number::from(text.parse::<i64>().ok()?),
+            None => Number::from(text.parse::<u64>().ok()?),
+        })
+    }
+
+    /// `true` or `false`.
+    #[inline]
+    pub(super) fn boolean(&mut self) -> Option<bool> {
+        self.peek()?;
+        let b = self.bytes();
+        if b.get(self.at..self.at + 4)? == b"true" {
+            self.at += 4;
+            Some(true)
+        } else if b.get(self.at..self.at + 5)? == b"false" {
+            self.at += 5;
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// `null`, when it is next (consumed); `false` (nothing consumed) otherwise.
+    pub(super) fn null(&mut self) -> Option<bool> {
+        if self.peek()? == b'n' { self.word("null").map(|()| true) } else { Some(false) }
+    }
+
+    fn word(&mut self, word: &str) -> Option<()> {
+        let end = self.at + word.len();
+        if self.bytes().get(self.at..end)? == word.as_bytes() {
+            self.at = end;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// The elements of an array, each read by `element`.
+    #[inline]
+    pub(super) fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        if self.peek()? == b']' {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            element(self)?;
+            match self.peek()? {
+                b',' => self.at += 1,
+                b']' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The members of an object, each value read by `member` (given its key). The caller
+    /// refuses a repeated key it reads; [`Scan::skip`] and friends refuse every other.
+    #[inline]
+    pub(super) fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        if self.peek()? == b'}' {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.string()?;
+            self.eat(b':')?;
+            member(self, key)?;
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Any value, read and dropped; its text as written.
+    pub(super) fn skip(&mut self) -> Option<&'a str> {
+        self.peek()?;
+        let start = self.at;
+        self.skip_at(0)?;
+        self.text.get(start..self.at)
+    }
+
+    fn skip_at(&mut self, depth: usize) -> Option<()> {
+        match self.peek()? {
+            b'"' => self.string().map(drop),
+            b'{' if depth < MAX_DEPTH => {
+                let mut keys = Keys::default();
+                self.object(|s, key| {
+                    keys.insert(key)?;
+                    s.skip_at(depth + 1)
+                })
+            }
+            b'[' if depth < MAX_DEPTH => self.array(|s| s.skip_at(depth + 1)),
+            b't' | b'f' => self.boolean().map(drop),
+            b'n' => self.null()?.then_some(()),
+            _ => self.integer().map(drop),
+        }
+    }
+
+    /// Any value as a tree, as [`crate::diag::StrictValue`] reads it.
+    pub(super) fn tree(&mut self) -> Option<Value> {
+        self.tree_at(0)
+    }
+
+    fn tree_at(&mut self, depth: usize) -> Option<Value> {
+        Some(match self.peek()? {
+            b'"' => Value::String(self.string()?.to_string()),
+            b'{' if depth < MAX_DEPTH => {
+                let mut map = Map::new();
+                self.object(|s, key| {
+                    let value = s.tree_at(depth + 1)?;
+                    map.insert(key.to_string(), value).is_none().then_some(())
+                })?;
+                Value::Object(map)
+            }
+            b'[' if depth < MAX_DEPTH => {
+                let mut items = Vec::new();
+                self.array(|s| {
+                    items.push(s.tree_at(depth + 1)?);
+                    Some(())
+                })?;
+                Value::Array(items)
+            }
+            b't' | b'f' => Value::Bool(self.boolean()?),
+            b'n' => {
+                self.null()?.then_some(())?;
+                Value::Null
+            }
+            _ => Value::Number(self.number()?),
+        })
+    }
+
+    /// An object, appending its RFC 8785 canonical text to `out`; its text as written.
+    pub(super) fn canonical_object(&mut self, out: &mut Vec<u8>) -> Option<&'a str> {
+        if self.peek()? != b'{' {
+            return None;
+        }
+        let start = self.at;
+        self.canonical_at(out, 0)?;
+        self.text.get(start..self.at)
+    }
+
+    fn canonical_at(&mut self, out: &mut Vec<u8>, depth: usize) -> Option<()> {
+        match self.peek()? {
+            b'"' => {
+                let text = self.string()?;
+                out.reserve(text.len() + 2);
+                out.push(b'"');
+                out.extend_from_slice(text.as_bytes());
+                out.push(b'"');
+            }
+            b'{' if depth < MAX_DEPTH => self.canonical_members(out, depth)?,
+            b'[' if depth < MAX_DEPTH => {
+                out.push(b'[');
+                let mut first = true;
+                self.array(|s| {
+                    if !std::mem::take(&mut first) {
+                        out.push(b',');
+                    }
+                    s.canonical_at(out, depth + 1)
+                })?;
+                out.push(b']');
+            }
+            b't' | b'f' => out.extend_from_slice(if self.boolean()? { b"true" } else { b"false" }),
+            b'n' => {
+                self.null()?.then_some(())?;
+                out.extend_from_slice(b"null");
+            }
+            _ => out.extend_from_slice(self.integer()?.as_bytes()),
+        }
+        Some(())
+    }
+
+    /// An object's canonical text: its members written in input order, then moved into
+    /// key order when they are not in it (byte order is UTF-16 order for keys below
+    /// U+E000; a key at or above it is left to the serde reader).
+    fn canonical_members(&mut self, out: &mut Vec<u8>, depth: usize) -> Option<()> {
+        let body = out.len() + 1;
+        out.push(b'{');
+        let mut members: [(&'a str, usize, usize); MAX_KEYS] = [("", 0, 0); MAX_KEYS];
+        let mut count = 0;
+        self.object(|s, key| {
+            if count == MAX_KEYS || key.bytes().any(|b| b >= 0xEE) {
+                return None;
+            }
+            if count > 0 {
+                out.push(b',');
+            }
+            let start = out.len();
+            out.push(b'"');
+            out.extend_from_slice(key.as_bytes());
+            out.extend_from_slice(b"\":");
+            s.canonical_at(out, depth + 1)?;
+            members[count] = (key, start, out.len());
+            count += 1;
+            Some(())
+        })?;
+        let members = &mut members[..count];
+        if !members.is_sorted_by(|a, b| a.0 < b.0) {
+            members.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            if members.windows(2).any(|w| w[0].0 == w[1].0) {
+                return None;
+            }
+            // the members in key order after the text, then moved over it
+            let written = out.len();
+            for (i, (_, start, end)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_within(*start..*end);
+            }
+            out.copy_within(written.., body);
+            out.truncate(written);
+        }
+        out.push(b'}');
+        Some(())
+    }
+}
+
+/// The bytes of `word` that stop a plain string (a quote, a backslash or a control), as
+/// their high bits; the lowest one set is exact. (`x − 0x01…` and-not `x` and `0x80…`
+/// flags the bytes of `x` that are zero, with `0x20…` those below 0x20; a borrow can flag
+/// a byte wrongly only above one rightly flagged.)
+#[inline]
+fn stops(word: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
+    control | zero(word ^ (ONES * u64::from(b'"'))) | zero(word ^ (ONES * u64::from(b'\\')))
+}
+
+/// The position of the quote that ends a string past its first eight bytes (a text
+/// rather than a name): the next quote or backslash by memchr, then no control before
+/// it; `None` when a backslash or a control comes first.
+#[inline(never)]
+fn long_string_end(b: &[u8], from: usize) -> Option<usize> {
+    let end = from + memchr::memchr2(b'"', b'\\', &b[from..])?;
+    let controls = b[from..end].iter().fold(0u8, |any, &c| any | u8::from(c < 0x20));
+    (b[end] == b'"' && controls == 0).then_some(end)
+}
+
+/// The keys of one object read so far, to refuse a repeated one.
+#[derive(Default)]
+pub(super) struct Keys<'a> {
+    keys: [&'a str; MAX_KEYS],
+    count: usize,
+}
+
+impl<'a> Keys<'a> {
+    /// `None` when `key` was read before or the object has too many keys to search.
+    #[inline]
+    pub(super) fn insert(&mut self, key: &'a str) -> Option<()> {
+        if self.count == MAX_KEYS || self.keys[..self.count].contains(&key) {
+            return None;
+        }
+        self.keys[self.count] = key;
+        self.count += 1;
+        Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_tokens_are_read_and_everything_else_is_refused() {
+        for (text, ok) in [
+            (r#""abc def""#, true),
+            (r#""caf\u00e9""#, false),
+            ("\"tab\there\"", false),
+            ("\"a long string of more than eight bytes\"", true),
+            ("\"unterminated", false),
+        ] {
+            assert_eq!(Scan::new(text).string().is_some(), ok, "{text}");
+        }
+        for (text, ok) in [
+            ("0", true),
+            ("-12", true),
+            ("999999999999999", true),
+            ("1000000000000000", false),
+            ("-0", false),
+            ("01", false),
+            ("1.5", false),
+            ("1e3", false),
+            ("-", false),
+        ] {
+            assert_eq!(Scan::new(text).integer().is_some(), ok, "{text}");
+        }
+    }
+
+    /// The word-at-a-time end of a string (`stops`, `long_string_end`) against the
+    /// plain definition, over strings of every length up to 40 drawn from the bytes that
+    /// matter: quotes, backslashes, controls, DEL, multi-byte characters, letters.
+    #[test]
+    fn a_string_ends_where_the_plain_definition_says() {
+        let pieces = ["a", "\"", "\\", "\u{1}", "\u{1f}", " ", "\u{7f}", "é", "\u{e000}", "€", "z"];
+        let mut seed = 7u64;
+        for _ in 0..20_000 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let len = (seed >> 59) as usize + (seed >> 40) as usize % 10;
+            let mut body = String::new();
+            for i in 0..len {
+                let pick = (seed.rotate_left(7 * i as u32) >> 32) as usize;
+                // mostly letters, so that long runs without a stop are common
+                body.push_str(if pick.is_multiple_of(4) { pieces[pick / 4 % pieces.len()] } else { "x" });
+            }
+            let text = format!("\"{body}\"");
+            let first_stop = body.bytes().position(|c| c == b'"' || c == b'\\' || c < 0x20);
+            let expected = match first_stop {
+                None => Some(body.as_str()),
+                Some(at) if body.as_bytes()[at] == b'"' => Some(&body[..at]),
+                Some(_) => None,
+            };
+            assert_eq!(Scan::new(&text).string(), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn trees_read_as_the_strict_reader_reads_them() {
+        for text in [r#"{"a": [1, -2, true, null, {"b": "x"}], "c": {}}"#, "[]", r#" "s" "#, "17"] {
+            let mut scan = Scan::new(text);
+            let tree = scan.tree().unwrap();
+            assert!(scan.end().is_some());
+            assert_eq!(tree, serde_json::from_str::<Value>(text).unwrap(), "{text}");
+        }
+        for refused in [r#"{"a": 1, "a": 2}"#, r#"{"a": 1.5}"#, "[1,]", r#"{"a" 1}"#, "tru"] {
+            let mut scan = Scan::new(refused);
+            assert!(scan.tree().is_none() || scan.end().is_none(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn canonical_text_sorts_keys_and_refuses_repeats() {
+        let mut out = Vec::new();
+        let raw = Scan::new(r#"{"q": "k3", "limit": 0, "opts": {"z": [1, {"b": null, "a": false}], "lang": "en"}}"#)
+            .canonical_object(&mut out)
+            .unwrap();
+        assert!(raw.ends_with("}}"));
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"limit":0,"opts":{"lang":"en","z":[1,{"a":false,"b":null}]},"q":"k3"}"#
+        );
+        for refused in [r#"{"b": 1, "a": 2, "b": 3}"#, r#"{"\ue000": 1}"#, "[1]", r#"{"a": 1.0}"#] {
+            assert!(Scan::new(refused).canonical_object(&mut Vec::new()).is_none(), "{refused}");
+        }
+    }
+
+    #[test]
+    fn skipping_refuses_a_repeated_key_at_any_depth() {
+        assert_eq!(Scan::new(r#" {"a": [{"b": 1, "c": 2}]} "#).skip(), Some(r#"{"a": [{"b": 1, "c": 2}]}"#));
+        assert!(Scan::new(r#"{"a": [{"b": 1, "b": 2}]}"#).skip().is_none());
+        assert!(Scan::new(r#"{"a": 1, "a": 1}"#).skip().is_none());
+    }
+}
