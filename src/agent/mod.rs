@@ -72,6 +72,31 @@ pub struct RunSummary {
     pub refused: Option<String>,
 }
 
+/// End a run's log as every agent does: the `error` that stopped it, if one did and it is
+/// not written yet (`kind`, `message`), in the turn it happened in; then `run_completed`
+/// outside any turn, with the case's turn count and the tokens the run used.
+pub fn close_run(
+    rec: &mut Recorder,
+    error: Option<(&str, &str)>,
+    status: RunStatus,
+    turns: usize,
+    tokens: u64,
+) -> Result<(), WriteError> {
+    use crate::event::payload::{Out, write};
+    if let Some((kind, message)) = error {
+        rec.emit(&write::Error {
+            kind: kind.into(),
+            message: message.into(),
+            code: Out::Absent,
+            at: Out::Absent,
+            source: Out::Absent,
+        })?;
+    }
+    rec.set_turn(None);
+    rec.emit(&write::RunCompleted { status: status.as_str().into(), turns: turns.into(), tokens: tokens.into() })?;
+    Ok(())
+}
+
 /// The seam every agent implementation plugs into: it reads the case, asks the
 /// provider, and records every transition. Graders never see anything else.
 pub trait Agent {

@@ -870,25 +870,10 @@ impl<'a, 'p> Session<'a, 'p> {
                 self.input.recording.source
             ));
         }
-        let (status, error) = match outcome {
-            None => (RunStatus::Completed, None),
-            Some(stop) => {
-                self.rec.emit(&write::Error {
-                    kind: stop.kind.into(),
-                    message: (&stop.message).into(),
-                    code: Out::Absent,
-                    at: Out::Absent,
-                    source: Out::Absent,
-                })?;
-                (stop.status, Some(stop.message))
-            }
-        };
-        self.rec.set_turn(None);
-        self.rec.emit(&write::RunCompleted {
-            status: status.as_str().into(),
-            turns: self.input.case.turns.len().into(),
-            tokens: self.tokens.into(),
-        })?;
+        let written = outcome.as_ref().map(|stop| (stop.kind, stop.message.as_str()));
+        let status = outcome.as_ref().map_or(RunStatus::Completed, |stop| stop.status);
+        crate::agent::close_run(self.rec, written, status, self.input.case.turns.len(), self.tokens)?;
+        let error = outcome.map(|stop| stop.message);
         Ok(RunSummary { status, error, warnings: self.warnings, refused: self.refused })
     }
 }

@@ -193,32 +193,15 @@ impl<'a, 'p> Loop<'a, 'p> {
             }
         }
         // the error belongs to the turn it happened in; run_completed to no turn
-        let (status, error) = match outcome {
-            None => (RunStatus::Completed, None),
-            Some(stop) => {
-                let kind = match stop.status {
-                    RunStatus::ReplayExhausted => "replay_miss",
-                    RunStatus::ReplayDiverged => "replay_diverged",
-                    _ => "run_failed",
-                };
-                if !stop.logged {
-                    self.rec.emit(&write::Error {
-                        kind: kind.into(),
-                        message: (&stop.error).into(),
-                        code: Out::Absent,
-                        at: Out::Absent,
-                        source: Out::Absent,
-                    })?;
-                }
-                (stop.status, Some(stop.error))
-            }
+        let status = outcome.as_ref().map_or(RunStatus::Completed, |stop| stop.status);
+        let kind = match status {
+            RunStatus::ReplayExhausted => "replay_miss",
+            RunStatus::ReplayDiverged => "replay_diverged",
+            _ => "run_failed",
         };
-        self.rec.set_turn(None);
-        self.rec.emit(&write::RunCompleted {
-            status: status.as_str().into(),
-            turns: case.turns.len().into(),
-            tokens: self.tokens_used.into(),
-        })?;
+        let written = outcome.as_ref().filter(|stop| !stop.logged).map(|stop| (kind, stop.error.as_str()));
+        crate::agent::close_run(self.rec, written, status, case.turns.len(), self.tokens_used)?;
+        let error = outcome.map(|stop| stop.error);
         Ok(RunSummary { status, error, warnings: self.warnings, refused: None })
     }
 
