@@ -779,7 +779,7 @@ payloads! {
     /// `model_called.usage`.
     Usage { input_tokens, output_tokens, }
     /// One of `model_called.response.tool_calls`.
-    ToolCall { id, name, args, }
+    LoggedCall { id, name, args, }
     /// `context_compiled.sections`: tokens per section.
     Sections { system, memory, history, tools, }
     /// `policy_decided.tainted_by`, `handoff.tainted_by`: the event whose untrusted
@@ -979,9 +979,9 @@ mod tests {
             (input_tokens, output_tokens, latency_ms) in (count(), count(), count()),
         ) {
             let hash = Digest(hash);
-            let tool_calls: Vec<write::ToolCall> = calls
+            let tool_calls: Vec<write::LoggedCall> = calls
                 .iter()
-                .map(|(id, name, args)| write::ToolCall { id: id.into(), name: name.into(), args: args.into() })
+                .map(|(id, name, args)| write::LoggedCall { id: id.into(), name: name.into(), args: args.into() })
                 .collect();
             let data = write::ModelCalled {
                 request_hash: (&hash).into(),

@@ -632,9 +632,9 @@ impl<'a, 'p> Session<'a, 'p> {
                 args: c.args.clone(),
             })
             .collect();
-        let tool_calls: Vec<write::ToolCall> = calls
+        let tool_calls: Vec<write::LoggedCall> = calls
             .iter()
-            .map(|c| write::ToolCall { id: (&c.id).into(), name: (&c.name).into(), args: (&c.args).into() })
+            .map(|c| write::LoggedCall { id: (&c.id).into(), name: (&c.name).into(), args: (&c.args).into() })
             .collect();
         self.rec.emit(&write::ModelCalled {
             request_hash: (&hash).into(),

@@ -169,11 +169,11 @@ impl Writer {
         }
         let ids: Vec<String> = step.calls.iter().enumerate().map(|(j, c)| call_id(c, turn, s, j)).collect();
         let args: Vec<Value> = step.calls.iter().map(|c| args_value(&c.args)).collect();
-        let calls: Vec<write::ToolCall> = step
+        let calls: Vec<write::LoggedCall> = step
             .calls
             .iter()
             .zip(ids.iter().zip(&args))
-            .map(|(c, (id, args))| write::ToolCall { id: id.into(), name: (&c.name).into(), args: args.into() })
+            .map(|(c, (id, args))| write::LoggedCall { id: id.into(), name: (&c.name).into(), args: args.into() })
             .collect();
         let usage = step.usage.map(|Usage { input_tokens, output_tokens }| write::Usage {
             input_tokens: input_tokens.into(),

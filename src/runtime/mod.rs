@@ -274,9 +274,9 @@ impl<'a, 'p> Loop<'a, 'p> {
                     (id, c.name, c.args)
                 })
                 .collect();
-            let tool_calls: Vec<write::ToolCall> = calls
+            let tool_calls: Vec<write::LoggedCall> = calls
                 .iter()
-                .map(|(id, name, args)| write::ToolCall { id: id.into(), name: name.into(), args: args.into() })
+                .map(|(id, name, args)| write::LoggedCall { id: id.into(), name: name.into(), args: args.into() })
                 .collect();
             let seq = self.rec.emit(&write::ModelCalled {
                 request_hash: (&hash).into(),
