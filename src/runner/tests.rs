@@ -116,24 +116,31 @@ fn no_case_starts_more_than_the_window_ahead_of_the_oldest_unwritten_one() {
 
 #[test]
 fn an_error_in_one_case_stops_the_run_and_is_what_it_ends_with() {
-    let started = std::sync::atomic::AtomicUsize::new(0);
-    let case = |index: usize| {
-        started.fetch_add(1, Ordering::SeqCst);
-        if index == 7 {
-            return Err(RunnerError::Internal("case 7 broke".into()));
-        }
-        Ok((None, outcome(index)))
-    };
-    let (ran, _) = run_ledger(1000, 2, &case);
+    let started = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // run on a thread of its own: a stop that woke no worker would leave one waiting at
+    // the window's edge for good, and this test should fail on that, not hang
+    let (sent, received) = std::sync::mpsc::channel();
+    let counted = started.clone();
+    std::thread::spawn(move || {
+        let case = |index: usize| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            if index == 7 {
+                return Err(RunnerError::Internal("case 7 broke".into()));
+            }
+            Ok((None, outcome(index)))
+        };
+        let _ = sent.send(run_ledger(1000, 2, &case).0);
+    });
+    let ran = received
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run ended: the stop woke every waiting worker");
     let (written, error) = ran.expect("no worker panicked");
     assert!(matches!(&error, Some(RunnerError::Internal(m)) if m == "case 7 broke"), "{error:?}");
     assert!(written.len() <= 7, "nothing at or after the failed case is written: {}", written.len());
     // Until the failure reaches the ledger, the other worker may go on taking cases (it
     // did once, under load, while case 7's worker was between returning its error and
     // taking the lock), but never past the window after the last written case: 2 jobs
-    // × 8 ahead of case 7. A worker that reaches the window's edge waits there until
-    // the stop wakes it (case 7, never written, would hold it forever), so a stop that
-    // woke no one would hang this test rather than pass it.
+    // × 8 ahead of case 7, which is never written.
     let window = 2 * 8;
     assert!(started.load(Ordering::SeqCst) <= 7 + window, "{} cases started", started.load(Ordering::SeqCst));
 }
