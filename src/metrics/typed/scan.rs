@@ -485,6 +485,45 @@ mod tests {
         }
     }
 
+    /// A plain-token JSON value written as text, members in the order generated (the
+    /// scanner must sort them), with random spacing.
+    fn plain_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let key = "[a-zA-Z_é日ü0-9]{0,6}";
+        let leaf = prop_oneof![
+            "[a-z é日ü\u{1F600}0-9]{0,12}".prop_map(|t| format!("\"{t}\"")),
+            (-999_999_999_999_999i64..=999_999_999_999_999i64).prop_map(|n| n.to_string()),
+            any::<bool>().prop_map(|b| b.to_string()),
+            Just("null".to_string()),
+        ];
+        leaf.prop_recursive(4, 48, 6, move |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(|items| format!("[{}]", items.join(", "))),
+                proptest::collection::btree_map(key, inner, 0..6)
+                    .prop_map(|m| m.into_iter().map(|(k, v)| format!("\"{k}\":  {v}")).collect::<Vec<_>>())
+                    .prop_shuffle()
+                    .prop_map(|members| format!("{{ {} }}", members.join(" ,"))),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// The scanner's canonical text is canon.rs's, byte for byte: it takes every
+        /// object of plain tokens and writes what `canon::to_canonical` writes of it.
+        #[test]
+        fn canonical_text_is_what_canon_writes(members in proptest::collection::btree_map("[a-z_é]{0,5}", plain_text(), 0..8)) {
+            let mut text = String::from("{");
+            for (i, (k, v)) in members.iter().rev().enumerate() {
+                text += &format!("{}\"{k}\": {v}", if i > 0 { ", " } else { "" });
+            }
+            text += "}";
+            let mut out = Vec::new();
+            proptest::prop_assert!(Scan::new(&text).canonical_object(&mut out).is_some(), "refused {}", text);
+            let tree: Value = serde_json::from_str(&text).unwrap();
+            proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), crate::canon::to_canonical_string(&tree).unwrap());
+        }
+    }
+
     #[test]
     fn skipping_refuses_a_repeated_key_at_any_depth() {
         assert_eq!(Scan::new(r#" {"a": [{"b": 1, "c": 2}]} "#).skip(), Some(r#"{"a": [{"b": 1, "c": 2}]}"#));
