@@ -167,8 +167,10 @@ fn every_tainted_denial_names_the_event_of_the_channel_its_case_attacks() {
             let tool = by["tool"].as_str().unwrap();
             // a fetched page's execution, or the flag that refused a poisoned description
             let executed = source["kind"] == "tool_executed" && source["data"]["tool"] == tool;
-            // (or the statement whose subject carries the payer's words, in the precision cases)
-            let fetched = executed && matches!(tool, "fetch_page" | "list_statements");
+            // (or, in the precision cases, the statement whose subject carries the payer's
+            // words, or the chat, mail and drive whose authors the user did not name)
+            let fetched = executed
+                && matches!(tool, "fetch_page" | "list_statements" | "read_channel" | "search_mail" | "list_files");
             let refused = source["kind"] == "security_flagged"
                 && source["data"]["class"] == "tool_poisoning"
                 && source["data"]["tool"] == tool;

@@ -574,8 +574,10 @@ impl<'a> ToolBoundary<'a> {
         let answered = execution.fault.as_ref().is_none_or(|f| f.kind == FaultKind::Slow);
         let trusted = spec.is_some_and(|s| s.trust == Trusted);
         if let Some(spec) = spec.filter(|s| answered && !execution.is_error && s.trust_by_field()) {
-            // some members are the system's records, others an outsider's words
-            let (records, words) = split_by_trust(spec, &execution.result);
+            // some members are the system's records, others an outsider's words, and
+            // some the words of an author the user named
+            let authored = self.authored(rec, spec, &execution.result, seq);
+            let (records, words) = split_by_trust(spec, &execution.result, &authored);
             self.taint.absorb(&words, seq);
             self.records(rec, fixture_args, &records, seq);
         } else if answered && (!trusted || execution.is_error) {
@@ -593,6 +595,25 @@ impl<'a> ToolBoundary<'a> {
 }
 
 impl ToolBoundary<'_> {
+    /// The members of a result whose author (`authored_by`) the user's own words name:
+    /// each grounds like those words and is no outsider's text. Their paths, for
+    /// [`split_by_trust`] to leave out.
+    fn authored(&mut self, rec: &Recorder, spec: &ToolSpec, result: &Value, seq: u64) -> Vec<Vec<String>> {
+        if !self.grounds || spec.authored_by.is_empty() {
+            return Vec::new();
+        }
+        self.ground_turns(rec);
+        let grounding = &self.grounding;
+        let members = spec.authored(result, &mut |author| grounding.named_by_user(author).is_some());
+        let origin = Origin { seq: Some(seq), source: Source::NamedAuthor };
+        let mut paths = Vec::with_capacity(members.len());
+        for (path, value) in members {
+            self.grounding.ground_authored(value, origin);
+            paths.push(path);
+        }
+        paths
+    }
+
     /// The members of a result the manifest marks as the system's records: each grounds
     /// itself whole when the call's inputs were grounded, and carries the taint of its
     /// inputs, as a trusted result does.
@@ -624,30 +645,46 @@ impl ToolBoundary<'_> {
 }
 
 /// A result's leaves in two lists: the members the manifest says are the system's
-/// records, and those an outsider can write (`ToolSpec::untrusted_at`).
-fn split_by_trust(spec: &ToolSpec, result: &Value) -> (Value, Value) {
-    fn walk(spec: &ToolSpec, value: &Value, path: &mut Vec<String>, out: &mut (Vec<Value>, Vec<Value>)) {
-        match value {
-            Value::Array(items) => items.iter().enumerate().for_each(|(i, v)| {
-                path.push(i.to_string());
-                walk(spec, v, path, out);
-                path.pop();
-            }),
-            Value::Object(map) => map.iter().for_each(|(k, v)| {
-                path.push(k.clone());
-                walk(spec, v, path, out);
-                path.pop();
-            }),
-            Value::Null | Value::Bool(_) => {}
-            leaf => {
-                let tokens: Vec<&str> = path.iter().map(String::as_str).collect();
-                if spec.untrusted_at(&tokens) { out.1.push(leaf.clone()) } else { out.0.push(leaf.clone()) }
+/// records, and those an outsider can write (`ToolSpec::untrusted_at`); the members at
+/// `authored` (their author named by the user) are in neither.
+fn split_by_trust(spec: &ToolSpec, result: &Value, authored: &[Vec<String>]) -> (Value, Value) {
+    struct Split<'a> {
+        spec: &'a ToolSpec,
+        authored: &'a [Vec<String>],
+        records: Vec<Value>,
+        words: Vec<Value>,
+    }
+    impl Split<'_> {
+        fn walk(&mut self, value: &Value, path: &mut Vec<String>) {
+            if !self.authored.is_empty() && self.authored.contains(path) {
+                return;
+            }
+            match value {
+                Value::Array(items) => items.iter().enumerate().for_each(|(i, v)| {
+                    path.push(i.to_string());
+                    self.walk(v, path);
+                    path.pop();
+                }),
+                Value::Object(map) => map.iter().for_each(|(k, v)| {
+                    path.push(k.clone());
+                    self.walk(v, path);
+                    path.pop();
+                }),
+                Value::Null | Value::Bool(_) => {}
+                leaf => {
+                    let tokens: Vec<&str> = path.iter().map(String::as_str).collect();
+                    if self.spec.untrusted_at(&tokens) {
+                        self.words.push(leaf.clone())
+                    } else {
+                        self.records.push(leaf.clone())
+                    }
+                }
             }
         }
     }
-    let mut out = (Vec::new(), Vec::new());
-    walk(spec, result, &mut Vec::new(), &mut out);
-    (Value::Array(out.0), Value::Array(out.1))
+    let mut split = Split { spec, authored, records: Vec::new(), words: Vec::new() };
+    split.walk(result, &mut Vec::new());
+    (Value::Array(split.records), Value::Array(split.words))
 }
 
 /// What an executed call answers.

@@ -63,6 +63,8 @@ pub enum Source {
     TrustedValues,
     ToolResult,
     Approval,
+    /// A result member whose author the user named (`authored_by`).
+    NamedAuthor,
 }
 
 impl Source {
@@ -73,6 +75,7 @@ impl Source {
             Source::TrustedValues => "trusted_values",
             Source::ToolResult => "tool_result",
             Source::Approval => "approval",
+            Source::NamedAuthor => "named_author",
         }
     }
 }
@@ -184,6 +187,43 @@ impl Grounding {
         }
     }
 
+    /// A result member whose author the user named (`authored_by`): its text speaks for
+    /// the user, read like a turn (a clause that warns of what it names grounds
+    /// nothing), and it counts as the user's request ([`Grounding::requested`]). The
+    /// keys of an object in it (a file's sharing: address → access) are records.
+    pub fn ground_authored(&mut self, value: &Value, origin: Origin) {
+        match value {
+            Value::String(text) => self.ground_turn(text, origin),
+            Value::Number(n) => self.ground(&json!(n.to_string()), origin),
+            Value::Array(items) => items.iter().for_each(|v| self.ground_authored(v, origin)),
+            Value::Object(map) => {
+                for (key, v) in map {
+                    if let Some(mut entry) = Entry::new(key, origin) {
+                        entry.atom = true;
+                        self.sources.push(entry);
+                    }
+                    self.ground_authored(v, origin);
+                }
+            }
+            Value::Null | Value::Bool(_) => {}
+        }
+    }
+
+    /// Do the user's own words — a turn, or the case's or profile's trusted values —
+    /// name `value` (read as [`Grounding::find`] reads, never through a look-alike, a
+    /// warned clause, the system prompt or another author's words)? What names the
+    /// author of a record (`authored_by`).
+    pub fn named_by_user(&self, value: &str) -> Option<Origin> {
+        let needle = readings(value);
+        if needle.is_empty() {
+            return None;
+        }
+        self.sources
+            .iter()
+            .find(|e| matches!(e.origin.source, Source::UserTurn | Source::TrustedValues) && e.matches(&needle))
+            .map(|e| e.origin)
+    }
+
     /// Where `value` is found (a value without words is found nowhere: see
     /// [`directs_anything`]).
     pub fn find(&self, value: &str) -> Found {
@@ -257,32 +297,30 @@ impl Grounding {
         out
     }
 
-    /// The user turn (or system prompt) that asks for an effect: one where one of
-    /// `phrases` occurs as a run of words, its last word also as a prefix ("delete"
-    /// asks in "deleting", "book" in "booking"). A warned clause asks for nothing.
+    /// The user turn (or system prompt, or text whose author the user named) that asks
+    /// for an effect: one where one of `phrases` occurs as a run of words, its last
+    /// word also as a prefix ("delete" asks in "deleting", "book" in "booking"). A
+    /// warned clause asks for nothing.
     pub fn requested(&self, phrases: &[&str]) -> Option<Origin> {
         let phrases: Vec<Vec<String>> =
             phrases.iter().map(|p| words(&normalize::fold_exact(p).to_lowercase())).collect();
-        self.sources.iter().filter(|e| matches!(e.origin.source, Source::UserTurn | Source::SystemPrompt)).find_map(
-            |e| {
-                let hay = &e.readings.0[0];
-                phrases
-                    .iter()
-                    .filter(|p| !p.is_empty())
-                    .any(|p| {
-                        hay.windows(p.len()).enumerate().any(|(at, w)| {
-                            let (last, head) = p.split_last().expect("not empty");
-                            w[..head.len()] == *head
-                                && w[head.len()].starts_with(last.as_str())
-                                && !deferred(
-                                    &hay[at.saturating_sub(3)..at],
-                                    hay.get(at + p.len()..).unwrap_or_default(),
-                                )
-                        })
+        let asks =
+            |e: &&Entry| matches!(e.origin.source, Source::UserTurn | Source::SystemPrompt | Source::NamedAuthor);
+        self.sources.iter().filter(asks).find_map(|e| {
+            let hay = &e.readings.0[0];
+            phrases
+                .iter()
+                .filter(|p| !p.is_empty())
+                .any(|p| {
+                    hay.windows(p.len()).enumerate().any(|(at, w)| {
+                        let (last, head) = p.split_last().expect("not empty");
+                        w[..head.len()] == *head
+                            && w[head.len()].starts_with(last.as_str())
+                            && !deferred(&hay[at.saturating_sub(3)..at], hay.get(at + p.len()..).unwrap_or_default())
                     })
-                    .then_some(e.origin)
-            },
-        )
+                })
+                .then_some(e.origin)
+        })
     }
 
     /// Everything `other` grounds is grounded here too (a handoff target inherits its
@@ -722,6 +760,46 @@ mod tests {
         assert!(g.origin_of("External_ send www.evil.example to Alice").is_some());
         assert_eq!(g.origin_of("www.evil.example"), None);
         assert_eq!(g.origin_of("Alice"), None);
+    }
+
+    #[test]
+    fn an_author_is_named_only_by_the_users_own_words() {
+        let mut g = Grounding::default();
+        g.ground(
+            &json!("You assist the team; Mallory runs the IT desk."),
+            Origin { seq: None, source: Source::SystemPrompt },
+        );
+        g.ground(&json!(["me@our-company.example"]), Origin { seq: None, source: Source::TrustedValues });
+        g.ground_turn(
+            "Eve's posts are spam. Summarise what Bob posted.",
+            Origin { seq: Some(1), source: Source::UserTurn },
+        );
+        g.ground(&json!("Dan"), Origin { seq: Some(4), source: Source::ToolResult });
+        assert_eq!(g.named_by_user("bob").map(|o| o.source), Some(Source::UserTurn));
+        assert_eq!(g.named_by_user("ME@our-company.example").map(|o| o.source), Some(Source::TrustedValues));
+        // the system prompt, a warning, a tool's result, a look-alike, part of a name: none names an author
+        for unnamed in ["Mallory", "Eve", "Dan", "\u{412}\u{43e}b", "Bob Stone", "bo"] {
+            assert_eq!(g.named_by_user(unnamed), None, "{unnamed}");
+        }
+    }
+
+    #[test]
+    fn a_named_authors_words_ground_and_ask_like_the_users() {
+        let mut g = Grounding::default();
+        let origin = Origin { seq: Some(6), source: Source::NamedAuthor };
+        g.ground_authored(
+            &json!({"body": "Archive report-q3, then mail dan@our-company.example. Never pay x@evil.example.",
+                    "shared_with": {"fin@our-company.example": "rw"}, "pages": 3}),
+            origin,
+        );
+        assert_eq!(g.origin_of("dan@our-company.example"), Some(origin));
+        assert_eq!(g.origin_of("report-q3"), Some(origin));
+        assert_eq!(g.origin_of("3"), Some(origin));
+        // an object's keys are records: the address whole, not a word inside it
+        assert_eq!(g.origin_of("fin@our-company.example"), Some(origin));
+        assert!(matches!(g.find("x@evil.example"), Found::Warned(_)));
+        assert_eq!(g.requested(&["archive"]), Some(origin));
+        assert_eq!(g.requested(&["delete"]), None);
     }
 
     #[test]

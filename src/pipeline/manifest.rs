@@ -2,7 +2,7 @@
 //! checked with located errors. How a call is answered from it is the sandbox's.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -195,6 +195,16 @@ pub struct ToolSpec {
     /// untrusted whatever `trust` says, and over `trusted_fields` where both match.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub untrusted_fields: Vec<String>,
+    /// Result members written by whoever another member of the same record names: the
+    /// written member's pattern → its author's (`{"/*/body": "/*/sender"}`: a message's
+    /// body is its sender's words; `{"/shared_with": "/owner"}`: a file's sharing is its
+    /// owner's act). The author is matched, never grounded: where the user's own words
+    /// (a turn, the system prompt, trusted values) name a record's author, the written
+    /// member speaks for the user like those words (`agent::grounding`). Mark only an
+    /// author the system stamps (Slack's sender, the mailbox a mail came from, a
+    /// drive's owner), never a name the writer chose for themselves.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub authored_by: BTreeMap<String, String>,
     #[serde(default)]
     pub responses: Vec<KeyedResponse>,
     pub default: Option<Scripted>,
@@ -293,8 +303,102 @@ impl ToolSpec {
 
     /// Does trust differ between members of the result?
     pub fn trust_by_field(&self) -> bool {
-        !self.trusted_fields.is_empty() || !self.untrusted_fields.is_empty()
+        !self.trusted_fields.is_empty() || !self.untrusted_fields.is_empty() || !self.authored_by.is_empty()
     }
+
+    /// The members of `result` whose author `named` accepts (see `authored_by`): each
+    /// written member's path and value, in the manifest's and the result's order.
+    pub fn authored<'v>(
+        &self,
+        result: &'v Value,
+        named: &mut impl FnMut(&str) -> bool,
+    ) -> Vec<(Vec<String>, &'v Value)> {
+        let mut out = Vec::new();
+        for (member, author) in &self.authored_by {
+            let (Some((record, written)), Some((_, by))) = (split_last_token(member), split_last_token(author)) else {
+                continue;
+            };
+            let mut path = Vec::new();
+            records_at(result, &record, &mut path, &mut |path, record| {
+                let stamp = match record.get(&by) {
+                    Some(Value::String(s)) => Cow::Borrowed(s.as_str()),
+                    Some(Value::Number(n)) => Cow::Owned(n.to_string()),
+                    _ => return,
+                };
+                if let Some(value) = record.get(&written)
+                    && named(&stamp)
+                {
+                    let mut at = path.to_vec();
+                    at.push(written.clone());
+                    out.push((at, value));
+                }
+            });
+        }
+        out
+    }
+}
+
+/// A pattern's tokens before its last, and its last (unescaped); `None` for the root.
+fn split_last_token(pattern: &str) -> Option<(Vec<String>, String)> {
+    let mut tokens: Vec<String> = pattern.split('/').skip(1).map(|t| t.replace("~1", "/").replace("~0", "~")).collect();
+    let last = tokens.pop()?;
+    Some((tokens, last))
+}
+
+/// Each object in `value` at `pattern` (`*` for any one member or item), with its path.
+fn records_at<'v>(
+    value: &'v Value,
+    pattern: &[String],
+    path: &mut Vec<String>,
+    f: &mut impl FnMut(&[String], &'v serde_json::Map<String, Value>),
+) {
+    let Some((token, rest)) = pattern.split_first() else {
+        if let Value::Object(map) = value {
+            f(path, map);
+        }
+        return;
+    };
+    let mut visit = |key: String, child: &'v Value| {
+        path.push(key);
+        records_at(child, rest, path, f);
+        path.pop();
+    };
+    match value {
+        Value::Array(items) if token == "*" => items.iter().enumerate().for_each(|(i, v)| visit(i.to_string(), v)),
+        Value::Array(items) => {
+            if let Some(v) = token.parse::<usize>().ok().and_then(|i| items.get(i)) {
+                visit(token.clone(), v)
+            }
+        }
+        Value::Object(map) if token == "*" => map.iter().for_each(|(k, v)| visit(k.clone(), v)),
+        Value::Object(map) => {
+            if let Some(v) = map.get(token) {
+                visit(token.clone(), v)
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Is `authored_by`'s pair a written member and its author in one record: the same
+/// tokens before the last, and a named last token each?
+fn check_authored(member: &str, author: &str) -> Result<(), String> {
+    let (Some((record, written)), Some((author_record, by))) = (split_last_token(member), split_last_token(author))
+    else {
+        return Err("authored_by names a member and its author inside a record, not the whole result".into());
+    };
+    if record != author_record {
+        return Err(format!(
+            "authored_by: \"{member}\" and its author \"{author}\" must be members of one record (the same pointer up to \
+             the last token)"
+        ));
+    }
+    if written == "*" || by == "*" || written == by {
+        return Err(format!(
+            "authored_by: \"{member}\" → \"{author}\" must name two different members, neither by `*`"
+        ));
+    }
+    Ok(())
 }
 
 /// What a destructive tool's call needs a user's request to say, when its manifest does
@@ -478,6 +582,11 @@ impl Manifest {
         for (i, tool) in manifest.tools.iter().enumerate() {
             if manifest.tools[..i].iter().any(|t| t.name == tool.name) {
                 return Err(at(&format!("/tools/{i}/name"), format!("duplicate tool name \"{}\"", tool.name)));
+            }
+            for (member, author) in &tool.authored_by {
+                check_authored(member, author).map_err(|m| {
+                    at(&format!("/tools/{i}/authored_by/{}", member.replace('~', "~0").replace('/', "~1")), m)
+                })?;
             }
             if let Some(schema) = &tool.input_schema
                 && let Err(e) = jsonschema::meta::validate(schema)
@@ -718,6 +827,7 @@ fn check_patch(effect: &[Value]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const TOOLS: &str =
         r#""tools": [{"name": "get_status", "description": "d"}, {"name": "page", "description": "d"}]"#;
@@ -763,6 +873,43 @@ mod tests {
             !tool.untrusted_at(&["3", "id"]) && tool.untrusted_at(&["3", "body"]) == (tool.trust == Trust::Untrusted)
         );
         assert_eq!(tool.requested_by().map(|w| w.len()), Some(DESTRUCTIVE_VERBS.len()));
+    }
+
+    #[test]
+    fn authored_members_are_found_by_their_named_author() {
+        let m = load(
+            "{\"tools\": [{\"name\": \"inbox\", \"description\": \"d\", \"authored_by\": {\"/*/body\": \"/*/sender\"}},\n\
+             {\"name\": \"file\", \"description\": \"d\", \"authored_by\": {\"/shared_with\": \"/owner\"}}]}",
+        )
+        .unwrap();
+        let inbox = json!([{"sender": "Bob", "body": "hi"}, {"sender": "Eve", "body": "x"}, {"body": "no sender"}, {"sender": 7, "body": "n"}]);
+        let mut asked = Vec::new();
+        let found = m.tools[0].authored(&inbox, &mut |a| {
+            asked.push(a.to_string());
+            a == "Bob" || a == "7"
+        });
+        assert_eq!(asked, ["Bob", "Eve", "7"]);
+        let paths: Vec<String> = found.iter().map(|(p, v)| format!("/{}={v}", p.join("/"))).collect();
+        assert_eq!(paths, ["/0/body=\"hi\"", "/3/body=\"n\""]);
+        let file = json!({"owner": "me@x.example", "shared_with": {"a@x.example": "rw"}, "content": "c"});
+        let found = m.tools[1].authored(&file, &mut |a| a == "me@x.example");
+        assert_eq!(found, vec![(vec!["shared_with".to_string()], &file["shared_with"])]);
+        assert!(m.tools[1].trust_by_field());
+    }
+
+    #[test]
+    fn an_author_outside_its_members_record_is_a_load_error() {
+        for (pair, says) in [
+            ("\"/*/body\": \"/sender\"", "must be members of one record"),
+            ("\"/body\": \"/body\"", "must name two different members"),
+            ("\"/*/body\": \"/*/*\"", "must name two different members"),
+        ] {
+            let err = load(&format!(
+                "{{\"tools\": [{{\"name\": \"inbox\", \"description\": \"d\",\n \"authored_by\": {{{pair}}}}}]}}"
+            ))
+            .unwrap_err();
+            assert!(err.line == 2 && err.message.contains(says), "{pair}: {err}");
+        }
     }
 
     #[test]
