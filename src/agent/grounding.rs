@@ -122,6 +122,9 @@ struct Entry {
     /// The words of its confusable skeleton, kept only for a text with a letter outside
     /// ASCII (an ASCII text is its own skeleton).
     skeleton: Option<Vec<String>>,
+    /// The words as the user spelt them (see [`spelt_words`]), kept only for the user's
+    /// own words: what names an author ([`Grounding::named_by_user`]).
+    spelt: Option<Vec<String>>,
     origin: Origin,
 }
 
@@ -210,17 +213,20 @@ impl Grounding {
     }
 
     /// Do the user's own words — a turn, or the case's or profile's trusted values —
-    /// name `value` (read as [`Grounding::find`] reads, never through a look-alike, a
-    /// warned clause, the system prompt or another author's words)? What names the
-    /// author of a record (`authored_by`).
+    /// name `value`, the author of a record (`authored_by`)? An author is an identity,
+    /// not an address to read: `value` must be a run of the user's words as spelt, up to
+    /// ASCII case, split at spaces only. No folding makes another account the same one
+    /// (`Bob` with an invisible letter after it, in full-width letters or in Cyrillic),
+    /// and the system prompt, a warned clause or another author's words name no one.
     pub fn named_by_user(&self, value: &str) -> Option<Origin> {
-        let needle = readings(value);
+        let needle: Vec<String> = value.split(' ').filter(|w| !w.is_empty()).map(str::to_ascii_lowercase).collect();
         if needle.is_empty() {
             return None;
         }
         self.sources
             .iter()
-            .find(|e| matches!(e.origin.source, Source::UserTurn | Source::TrustedValues) && e.matches(&needle))
+            .filter(|e| matches!(e.origin.source, Source::UserTurn | Source::TrustedValues))
+            .find(|e| e.spelt.as_ref().is_some_and(|hay| if e.atom { *hay == needle } else { run_in(hay, &needle) }))
             .map(|e| e.origin)
     }
 
@@ -519,7 +525,8 @@ impl Entry {
             return None;
         }
         let skeleton = (!text.is_ascii()).then(|| skeleton_words(text));
-        Some(Entry { readings, atom: false, skeleton, origin })
+        let spelt = matches!(origin.source, Source::UserTurn | Source::TrustedValues).then(|| spelt_words(text));
+        Some(Entry { readings, atom: false, skeleton, spelt, origin })
     }
 }
 
@@ -547,6 +554,18 @@ fn readings(text: &str) -> Readings {
 fn skeleton_words(text: &str) -> Vec<String> {
     let unicode = normalize::punycode_decoded(text);
     words(&normalize::canonical_addresses_bracketed(&normalize::fold(&unicode).to_lowercase()))
+}
+
+/// The words of the user's own text as spelt: split at ASCII whitespace, ASCII
+/// punctuation trimmed at their edges and an English possessive ("Bob's") cut, in ASCII
+/// lower case, and nothing else folded.
+fn spelt_words(text: &str) -> Vec<String> {
+    text.split_ascii_whitespace()
+        .map(|w| w.trim_matches(|c: char| c.is_ascii_punctuation()))
+        .map(|w| w.strip_suffix("'s").or_else(|| w.strip_suffix("\u{2019}s")).unwrap_or(w))
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect()
 }
 
 fn words(text: &str) -> Vec<String> {
@@ -778,9 +797,25 @@ mod tests {
         assert_eq!(g.named_by_user("bob").map(|o| o.source), Some(Source::UserTurn));
         assert_eq!(g.named_by_user("ME@our-company.example").map(|o| o.source), Some(Source::TrustedValues));
         // the system prompt, a warning, a tool's result, a look-alike, part of a name: none names an author
-        for unnamed in ["Mallory", "Eve", "Dan", "\u{412}\u{43e}b", "Bob Stone", "bo"] {
-            assert_eq!(g.named_by_user(unnamed), None, "{unnamed}");
+        for unnamed in [
+            "Mallory",
+            "Eve",
+            "Dan",
+            "\u{412}\u{43e}b",
+            "Bob\u{200b}",
+            "\u{ff22}\u{ff4f}\u{ff42}",
+            "Bob Stone",
+            "bo",
+            "Bob\u{a0}",
+        ] {
+            assert_eq!(g.named_by_user(unnamed), None, "{unnamed:?}");
         }
+        // a possessive names its owner, a quoted address its mailbox
+        g.ground_turn(
+            "Open Carol's link, then 'dan@our-company.example'.",
+            Origin { seq: Some(2), source: Source::UserTurn },
+        );
+        assert!(g.named_by_user("Carol").is_some() && g.named_by_user("dan@our-company.example").is_some());
     }
 
     #[test]
