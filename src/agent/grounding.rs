@@ -541,13 +541,46 @@ fn run_in(hay: &[String], needle: &[String]) -> bool {
 }
 
 fn readings(text: &str) -> Readings {
+    let text = sentence_ends(text);
     // a domain in punycode is the domain the user typed in Unicode
-    let unicode = normalize::punycode_decoded(text);
+    let unicode = normalize::punycode_decoded(&text);
     // lower case whatever `fold_exact` does: a payee in the user's capitals is the user's payee
     let plain = normalize::fold_exact(&unicode).to_lowercase();
     let prose = normalize::canonical_addresses_bracketed(&plain);
     let every = normalize::canonical_addresses(&plain);
     Readings([words(&plain), words(&prose), words(&every)])
+}
+
+/// `text` with a space after each full stop that ends a sentence where no space was
+/// typed: "… www.our-company.com.They sent …" names `www.our-company.com`, and "They" is
+/// the next sentence's first word. Such a stop follows a letter or digit and comes
+/// before a capitalised word (a capital, then small letters) that a space ends; a host's
+/// labels are not followed by a space and a further word ("www.PayPal.com" is one host).
+fn sentence_ends(text: &str) -> Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let ends = |i: usize| {
+        let after = &bytes[i + 1..];
+        let word = after.iter().take_while(|c| c.is_ascii_alphabetic()).count();
+        bytes[i] == b'.'
+            && bytes[i - 1].is_ascii_alphanumeric()
+            && word >= 2
+            && after[0].is_ascii_uppercase()
+            && after[1..word].iter().all(u8::is_ascii_lowercase)
+            && after.get(word).is_some_and(u8::is_ascii_whitespace)
+    };
+    let cuts: Vec<usize> = (1..bytes.len()).filter(|&i| ends(i)).collect();
+    if cuts.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + cuts.len());
+    let mut from = 0;
+    for cut in cuts {
+        out.push_str(&text[from..=cut]);
+        out.push(' ');
+        from = cut + 1;
+    }
+    out.push_str(&text[from..]);
+    Cow::Owned(out)
 }
 
 /// The words of `text`'s confusable skeleton, in its prose reading.
@@ -560,7 +593,8 @@ fn skeleton_words(text: &str) -> Vec<String> {
 /// punctuation trimmed at their edges and an English possessive ("Bob's") cut, in ASCII
 /// lower case, and nothing else folded.
 fn spelt_words(text: &str) -> Vec<String> {
-    text.split_ascii_whitespace()
+    sentence_ends(text)
+        .split_ascii_whitespace()
         .map(|w| w.trim_matches(|c: char| c.is_ascii_punctuation()))
         .map(|w| w.strip_suffix("'s").or_else(|| w.strip_suffix("\u{2019}s")).unwrap_or(w))
         .filter(|w| !w.is_empty())
@@ -779,6 +813,21 @@ mod tests {
         assert!(g.origin_of("External_ send www.evil.example to Alice").is_some());
         assert_eq!(g.origin_of("www.evil.example"), None);
         assert_eq!(g.origin_of("Alice"), None);
+    }
+
+    #[test]
+    fn a_link_that_ends_a_sentence_typed_without_a_space_is_the_link() {
+        let g = user("Post them to our website www.our-company.com.They sent them to Bob.");
+        assert!(g.origin_of("www.our-company.com").is_some());
+        assert!(g.origin_of("https://www.our-company.com").is_some());
+        // a host with capitals in its labels stays one host, and an attacker's longer
+        // host is not the user's shorter one
+        let g = user("Pay at www.PayPal.com today, or mail billing@Example.com.Thanks a lot");
+        assert!(g.origin_of("www.paypal.com").is_some());
+        assert!(g.origin_of("billing@example.com").is_some());
+        assert_eq!(g.origin_of("www.our-company.com.evil.example"), None);
+        assert_eq!(sentence_ends("v1.2 and x.Y and a.Bc"), "v1.2 and x.Y and a.Bc");
+        assert_eq!(sentence_ends("done.Then go. Now.Ok fine"), "done. Then go. Now. Ok fine");
     }
 
     #[test]
