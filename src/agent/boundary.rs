@@ -667,13 +667,20 @@ fn split_by_trust(spec: &ToolSpec, result: &Value, authored: &[Vec<String>]) -> 
                 }),
                 Value::Object(map) => map.iter().for_each(|(k, v)| {
                     path.push(k.clone());
+                    // a key that is data (an address, words) is its writer's where its
+                    // member is (a record's keys ground nothing: only its values do)
+                    if taint::key_is_text(k)
+                        && !self.authored.contains(path)
+                        && self.spec.untrusted_at(&tokens_of(path))
+                    {
+                        self.words.push(Value::String(k.clone()));
+                    }
                     self.walk(v, path);
                     path.pop();
                 }),
                 Value::Null | Value::Bool(_) => {}
                 leaf => {
-                    let tokens: Vec<&str> = path.iter().map(String::as_str).collect();
-                    if self.spec.untrusted_at(&tokens) {
+                    if self.spec.untrusted_at(&tokens_of(path)) {
                         self.words.push(leaf.clone())
                     } else {
                         self.records.push(leaf.clone())
@@ -681,6 +688,9 @@ fn split_by_trust(spec: &ToolSpec, result: &Value, authored: &[Vec<String>]) -> 
                 }
             }
         }
+    }
+    fn tokens_of(path: &[String]) -> Vec<&str> {
+        path.iter().map(String::as_str).collect()
     }
     let mut split = Split { spec, authored, records: Vec::new(), words: Vec::new() };
     split.walk(result, &mut Vec::new());
