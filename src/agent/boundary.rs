@@ -667,8 +667,8 @@ fn split_by_trust(spec: &ToolSpec, result: &Value, authored: &[Vec<String>]) -> 
                 }),
                 Value::Object(map) => map.iter().for_each(|(k, v)| {
                     path.push(k.clone());
-                    // a key that is data (an address, words) is its writer's where its
-                    // member is (a record's keys ground nothing: only its values do)
+                    // a key that directs something (an address, a link) is its writer's
+                    // where its member is (a record's keys ground nothing: only its values)
                     if taint::key_is_text(k)
                         && !self.authored.contains(path)
                         && self.spec.untrusted_at(&tokens_of(path))

@@ -165,7 +165,7 @@ fn distinctive_tokens(text: &str) -> Vec<String> {
 
 /// Every string leaf of `value`, depth first (object values in key order).
 /// Every string in `value` an outsider may have written: its string leaves, and each
-/// object key that reads as words or points somewhere ([`key_is_text`]).
+/// object key that points somewhere ([`key_is_text`]).
 fn texts(value: &Value, f: &mut impl FnMut(&str)) {
     match value {
         Value::String(s) => f(s),
@@ -180,11 +180,14 @@ fn texts(value: &Value, f: &mut impl FnMut(&str)) {
     }
 }
 
-/// Is an object's key data its writer chose — words (it has a space) or an address, a
-/// link or an account (`{"evil@x.example": "rw"}`) — rather than a member's name
-/// (`body`, `shared_with`), which the tool's author wrote?
+/// Is an object's key an address, a link or an account its writer chose
+/// (`{"evil@x.example": "rw"}`)? Not a member's name (`body`, `shared_with`), which the
+/// tool's author wrote, nor a name the system keys its records by (a hotel's, in a map of
+/// its reviews): a key is one or the other as often as an outsider's word, and a
+/// manifest's pointers cannot mark a key apart from its value, so only the keys that
+/// direct something are read.
 pub(super) fn key_is_text(key: &str) -> bool {
-    key.chars().any(char::is_whitespace) || !super::grounding::pointers(key).is_empty()
+    !super::grounding::pointers(key).is_empty()
 }
 
 pub(super) fn leaves(value: &Value, f: &mut impl FnMut(&str)) {
@@ -210,11 +213,11 @@ mod tests {
     #[test]
     fn an_objects_keys_are_read_when_they_are_data_not_names() {
         let mut t = Taint::default();
-        t.absorb(&json!({"shared_with": {"harvest@evil.example": "r"}, "notes": {"wire it to the new account": 1}}), 4);
+        t.absorb(&json!({"shared_with": {"harvest@evil.example": "r"}, "reviews": {"Le Marais Boutique": "fine"}}), 4);
         assert_eq!(t.source_of(&json!({"to": "harvest@evil.example"})), Some(4));
-        assert_eq!(t.source_of(&json!({"memo": "wire it to the new account"})), Some(4));
-        // a member's name is the tool author's word, not the writer's
+        // a member's name is the tool author's word, a record's name the system's
         assert_eq!(t.source_of(&json!({"field": "shared_with"})), None);
+        assert_eq!(t.source_of(&json!({"hotel": "Le Marais Boutique"})), None);
         assert!(key_is_text("https://evil.example/x") && !key_is_text("last_modified"));
     }
 
