@@ -557,13 +557,22 @@ fn readings(text: &str) -> Readings {
 /// before a capitalised word (a capital, then small letters) that a space ends; a host's
 /// labels are not followed by a space and a further word ("www.PayPal.com" is one host).
 fn sentence_ends(text: &str) -> Cow<'_, str> {
+    sentence_ends_counting(text, &mut 0)
+}
+
+/// [`sentence_ends`], adding to `looked` each byte after a stop it read.
+fn sentence_ends_counting<'t>(text: &'t str, looked: &mut usize) -> Cow<'t, str> {
     let bytes = text.as_bytes();
-    let ends = |i: usize| {
+    let mut ends = |i: usize| {
+        // only a stop after a letter or digit is read further: from every byte, the run of
+        // letters after it would be read again and again (quadratic in a long word)
+        if bytes[i] != b'.' || !bytes[i - 1].is_ascii_alphanumeric() {
+            return false;
+        }
         let after = &bytes[i + 1..];
         let word = after.iter().take_while(|c| c.is_ascii_alphabetic()).count();
-        bytes[i] == b'.'
-            && bytes[i - 1].is_ascii_alphanumeric()
-            && word >= 2
+        *looked += word;
+        word >= 2
             && after[0].is_ascii_uppercase()
             && after[1..word].iter().all(u8::is_ascii_lowercase)
             && after.get(word).is_some_and(u8::is_ascii_whitespace)
@@ -828,6 +837,20 @@ mod tests {
         assert_eq!(g.origin_of("www.our-company.com.evil.example"), None);
         assert_eq!(sentence_ends("v1.2 and x.Y and a.Bc"), "v1.2 and x.Y and a.Bc");
         assert_eq!(sentence_ends("done.Then go. Now.Ok fine"), "done. Then go. Now. Ok fine");
+    }
+
+    #[test]
+    fn reading_sentence_ends_looks_only_at_full_stops() {
+        // a long run of letters (a base64 blob in a result) is read once, not once from
+        // every letter of it: counted in letters looked at, not timed
+        let blob = "a".repeat(200_000);
+        let mut looked = 0usize;
+        assert_eq!(sentence_ends_counting(&blob, &mut looked), blob);
+        assert!(looked <= blob.len(), "{looked} letters looked at for {} bytes", blob.len());
+        let stops = "x.".repeat(50_000) + "Yes no";
+        let mut looked = 0usize;
+        sentence_ends_counting(&stops, &mut looked);
+        assert!(looked <= 2 * stops.len(), "{looked} for {}", stops.len());
     }
 
     #[test]

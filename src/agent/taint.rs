@@ -43,8 +43,7 @@ pub struct Taint {
 impl Taint {
     pub fn absorb(&mut self, result: &Value, source: u64) {
         let before = self.texts.len();
-        // an object's keys are the writer's words as much as its values
-        // (`{"pay": {"evil@x.example": 1}}`)
+        // its leaves, and the keys that point somewhere (`{"pay": {"evil@x.example": 1}}`)
         texts(result, &mut |s| {
             for view in normalize::views(s) {
                 for token in distinctive_tokens(&view) {
@@ -163,7 +162,6 @@ fn distinctive_tokens(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Every string leaf of `value`, depth first (object values in key order).
 /// Every string in `value` an outsider may have written: its string leaves, and each
 /// object key that points somewhere ([`key_is_text`]).
 fn texts(value: &Value, f: &mut impl FnMut(&str)) {
@@ -190,6 +188,7 @@ pub(super) fn key_is_text(key: &str) -> bool {
     !super::grounding::pointers(key).is_empty()
 }
 
+/// Every string leaf of `value`, depth first (object values in key order).
 pub(super) fn leaves(value: &Value, f: &mut impl FnMut(&str)) {
     match value {
         Value::String(s) => f(s),

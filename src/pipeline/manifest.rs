@@ -199,7 +199,7 @@ pub struct ToolSpec {
     /// written member's pattern → its author's (`{"/*/body": "/*/sender"}`: a message's
     /// body is its sender's words; `{"/shared_with": "/owner"}`: a file's sharing is its
     /// owner's act). The author is matched, never grounded: where the user's own words
-    /// (a turn, the system prompt, trusted values) name a record's author, the written
+    /// (a turn, or the case's or profile's trusted values) name a record's author, the written
     /// member speaks for the user like those words (`agent::grounding`). Mark only an
     /// author the system stamps (Slack's sender, the mailbox a mail came from, a
     /// drive's owner), never a name the writer chose for themselves.
@@ -340,7 +340,7 @@ impl ToolSpec {
 
 /// A pattern's tokens before its last, and its last (unescaped); `None` for the root.
 fn split_last_token(pattern: &str) -> Option<(Vec<String>, String)> {
-    let mut tokens: Vec<String> = pattern.split('/').skip(1).map(|t| t.replace("~1", "/").replace("~0", "~")).collect();
+    let mut tokens = pattern_tokens(pattern);
     let last = tokens.pop()?;
     Some((tokens, last))
 }
@@ -461,8 +461,13 @@ mod amount_tests {
 /// Does the pattern (a JSON Pointer, `*` for any token) cover the member at `path`: is
 /// it that member or one it lies inside?
 fn pattern_covers(pattern: &str, path: &[&str]) -> bool {
-    let tokens: Vec<String> = pattern.split('/').skip(1).map(|t| t.replace("~1", "/").replace("~0", "~")).collect();
+    let tokens = pattern_tokens(pattern);
     tokens.len() <= path.len() && tokens.iter().zip(path).all(|(t, p)| t == "*" || t == p)
+}
+
+/// A pattern's tokens, unescaped (`~1` is `/`, `~0` is `~`).
+fn pattern_tokens(pattern: &str) -> Vec<String> {
+    pattern.split('/').skip(1).map(|t| t.replace("~1", "/").replace("~0", "~")).collect()
 }
 
 /// Every string leaf of `value`, and each number as JSON writes it when `numbers`.
