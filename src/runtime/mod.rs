@@ -17,7 +17,7 @@ use crate::agent::{Agent, Recorder, RunInput, RunStatus, RunSummary};
 use crate::canon::{self, Digest};
 use crate::dataset::recording::ModelResponse;
 use crate::event::fold::{self, Memory};
-use crate::event::payload::{self, Out, write};
+use crate::event::payload::{Out, WriteArray, write};
 use crate::event::{Kind, writer::WriteError};
 use crate::pipeline::manifest::Manifest;
 use crate::pipeline::{OnDivergence, SafetyClass};
@@ -278,12 +278,20 @@ impl<'a, 'p> Loop<'a, 'p> {
                 .iter()
                 .map(|(id, name, args)| write::LoggedCall { id: id.into(), name: name.into(), args: args.into() })
                 .collect();
-            let seq = self.rec.emit(&write::ModelCalled {
+            // the calls' canonical bytes, written once for the event and the assistant
+            // message alike (reading them back out of the event was 4 % of a run); a
+            // call that cannot be written is left to the event's writer, which says why
+            let mut called_text = Vec::new();
+            let called_text = match WriteArray::write(&tool_calls, &mut called_text) {
+                Ok(()) => String::from_utf8(called_text).ok(),
+                Err(_) => None,
+            };
+            self.rec.emit(&write::ModelCalled {
                 request_hash: (&hash).into(),
                 position: position.into(),
                 response: Out::Object(&write::Response {
                     content: (&content).into(),
-                    tool_calls: Out::Array(&tool_calls),
+                    tool_calls: called_text.as_deref().map_or(Out::Array(&tool_calls), Out::Canonical),
                     confidence: confidence.map_or(Out::Absent, Out::Float),
                 }),
                 usage: Out::Object(&write::Usage {
@@ -296,11 +304,8 @@ impl<'a, 'p> Loop<'a, 'p> {
                 absent: Out::Absent,
             })?;
             drop(tool_calls);
-            // the assistant message carries the same calls as the event's response: their
-            // canonical bytes are read from the event
-            let event = self.rec.event(seq);
-            let response = event.view::<payload::ModelCalled>().response.view::<payload::Response>();
-            let called = (!calls.is_empty()).then(|| response.tool_calls.raw().as_bytes());
+            // the assistant message carries the same calls as the event's response
+            let called = called_text.as_deref().filter(|_| !calls.is_empty()).map(str::as_bytes);
             let next = self.rec.next_seq();
             self.conversation.assistant(&content, called).map_err(|source| WriteError::Canon {
                 seq: next,
