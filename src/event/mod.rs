@@ -92,8 +92,7 @@ impl<'a> Unhashed<'a> {
         digester.update(&out[start..]);
         digester.update(scratch);
         let hash = digester.finish();
-        let mut hex = [0u8; 64];
-        hex.copy_from_slice(blake3::Hash::from_bytes(hash.0).to_hex().as_bytes());
+        let hex = hash.hex();
         out.extend_from_slice(b",\"hash\":\"blake3:");
         out.extend_from_slice(&hex);
         out.push(b'"');
@@ -113,10 +112,10 @@ impl<'a> Unhashed<'a> {
                 out.extend_from_slice(b"\"blake3:");
                 match prev_hex {
                     Some(hex) => {
-                        debug_assert_eq!(&hex[..], blake3::Hash::from_bytes(d.0).to_hex().as_bytes());
+                        debug_assert_eq!(hex, &d.hex());
                         out.extend_from_slice(hex);
                     }
-                    None => out.extend_from_slice(blake3::Hash::from_bytes(d.0).to_hex().as_bytes()),
+                    None => out.extend_from_slice(&d.hex()),
                 }
                 out.push(b'"');
             }
@@ -150,7 +149,7 @@ impl<'a> Unhashed<'a> {
 
         const OPEN: &[u8] = b"{\"data\":";
         const HASH_OPEN: &[u8] = b",\"hash\":\"blake3:";
-        let hex = blake3::Hash::from_bytes(hash.0).to_hex();
+        let hex = hash.hex();
         let expected_len = OPEN.len() + data.len() + HASH_OPEN.len() + 64 + 1 + tail.len();
         let hash_at = OPEN.len() + data.len() + HASH_OPEN.len();
         let canonical = line.len() == expected_len
@@ -162,7 +161,7 @@ impl<'a> Unhashed<'a> {
         if !canonical {
             return Err(CheckError::NotCanonical);
         }
-        if &line[hash_at..hash_at + 64] != hex.as_bytes() {
+        if line[hash_at..hash_at + 64] != hex {
             return Err(CheckError::Hash);
         }
         Ok(hash)

@@ -520,7 +520,7 @@ fn write_out(out: &mut Vec<u8>, value: &Out<'_>) -> Result<(), CanonError> {
         Out::Str(s) => canon::write_canonical_str(out, s),
         Out::Digest(d) => {
             out.extend_from_slice(b"\"blake3:");
-            out.extend_from_slice(blake3::Hash::from_bytes(d.0).to_hex().as_bytes());
+            out.extend_from_slice(&d.hex());
             out.push(b'"');
         }
         Out::Value(v) => {
