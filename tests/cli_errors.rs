@@ -645,3 +645,26 @@ fn targets_lists_every_assertion_target_with_where_it_comes_from_and_what_it_mea
     let line = out.stdout.lines().find(|l| l.starts_with("golden_path.penalty ")).expect("block targets are listed");
     assert!(line.contains(" golden_path "), "{line}");
 }
+
+/// Manifests are validated on every core: what each broken one says still comes once
+/// for each profile that names it, in the profiles' order, whichever file finished
+/// first, and nothing is written.
+#[test]
+fn broken_manifests_are_each_named_for_every_profile_that_uses_them_in_order() {
+    let (p, before) = green();
+    p.write("fixtures/tools/support.json", "{\"tools\": [");
+    p.write("fixtures/tools/ops.json", "{\"tools\": 7}\n");
+    let out = p.stateval(&["run"]);
+    out.expect_code(2);
+    let named: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter_map(|l| ["support.json", "ops.json"].into_iter().find(|f| l.contains(&format!("fixtures/tools/{f}:"))))
+        .collect();
+    // longhaul and support name support.json; ops names ops.json (profiles by name)
+    assert_eq!(named, ["support.json", "ops.json", "support.json"], "{}", out.stderr);
+    let mut after = p.snapshot(".stateval/runs");
+    after.extend(p.snapshot("reports"));
+    let kept: BTreeMap<String, Vec<u8>> = before.into_iter().filter(|(k, _)| !k.starts_with("reports")).collect();
+    assert_eq!(after.into_iter().filter(|(k, _)| !k.starts_with("reports")).collect::<BTreeMap<_, _>>(), kept);
+}

@@ -176,27 +176,35 @@ impl Plan {
         // nodes would stay half empty (see `Pipeline::parse`)
         let mut agents = Vec::new();
         let mut errors = Vec::new();
-        // each manifest file is validated once, however many profiles name it, and only
-        // its digests are kept (of its content, and of its bytes for `Plan::manifest`)
-        let mut validated: BTreeMap<PathBuf, (Option<Digest>, Digest)> = BTreeMap::new();
+        // each manifest file is validated once, however many profiles name it, on every
+        // core (a suite with a manifest per case validated them one after another before
+        // its first case), and only its digests are kept (of its content, and of its
+        // bytes for `Plan::manifest`)
+        let mut files: Vec<(PathBuf, String)> = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for rel in pipeline.agents.values().filter_map(|p| p.tools.as_ref()) {
+            let (full, shown) = manifest_path(&pipeline, rel);
+            if seen.insert(full.clone()) {
+                files.push((full, shown));
+            }
+        }
+        drop(seen);
+        let validated: BTreeMap<PathBuf, Result<(Option<Digest>, Digest), InputError>> = {
+            let loaded = crate::par::in_parallel(&files, |(full, shown)| {
+                Manifest::load_file(full, shown).map(|(m, bytes)| (m.digest, bytes))
+            });
+            files.into_iter().map(|(full, _)| full).zip(loaded).collect()
+        };
         for (name, profile) in &pipeline.agents {
             let (manifest, manifest_bytes) = match &profile.tools {
-                Some(rel) => {
-                    let (full, shown) = manifest_path(&pipeline, rel);
-                    match validated.get(&full) {
-                        Some((digest, bytes)) => (*digest, Some(*bytes)),
-                        None => match Manifest::load_file(&full, &shown) {
-                            Ok((m, bytes)) => {
-                                validated.insert(full, (m.digest, bytes));
-                                (m.digest, Some(bytes))
-                            }
-                            Err(e) => {
-                                errors.push(e);
-                                continue;
-                            }
-                        },
+                Some(rel) => match &validated[&manifest_path(&pipeline, rel).0] {
+                    Ok((digest, bytes)) => (*digest, Some(*bytes)),
+                    // said for each profile that names it, as when each loaded it
+                    Err(e) => {
+                        errors.push(e.clone());
+                        continue;
                     }
-                }
+                },
                 None => (None, None),
             };
             if let Some(pinned) = &*profile.tools_digest {
