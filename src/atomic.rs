@@ -32,6 +32,45 @@ pub fn replace_with(path: &Path, write: impl FnOnce(&mut dyn Write) -> io::Resul
     )
 }
 
+/// A file [`replace_unsynced`] put in place, its bytes and its name not yet on disk.
+#[must_use = "the file is durable only once synced"]
+pub struct Unsynced {
+    file: fs::File,
+    dir: PathBuf,
+}
+
+impl Unsynced {
+    /// Make the file's bytes, then its directory entry, durable.
+    pub fn sync(self) -> io::Result<()> {
+        self.file.sync_all()?;
+        if let Ok(d) = fs::File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+/// [`replace`], with the two fsyncs left to the caller ([`Unsynced::sync`]): a process
+/// killed at any point still finds the old file or the whole new one (the rename is
+/// atomic whatever reaches the disk), but until the sync a power loss may leave the new
+/// file empty. For a file that must be in place before work begins and durable only by
+/// the time that work is: a run's `run.json`, whose two fsyncs held back every case.
+pub fn replace_unsynced(path: &Path, bytes: &[u8]) -> io::Result<Unsynced> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let tmp = temp_path(path);
+    let result = create_temp(&tmp)
+        .and_then(|mut file| file.write_all(bytes).map(|()| file))
+        .and_then(|file| fs::rename(&tmp, path).map(|()| file));
+    match result {
+        Ok(file) => Ok(Unsynced { file, dir: dir.to_path_buf() }),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
 fn replace_streamed(
     path: &Path,
     write: impl FnOnce(&mut fs::File) -> io::Result<()>,
@@ -56,17 +95,21 @@ fn replace_streamed(
 }
 
 fn write_synced(tmp: &Path, write: impl FnOnce(&mut fs::File) -> io::Result<()>) -> io::Result<()> {
-    // a temporary file left by a killed process of the same id is ours to replace
-    let create = || OpenOptions::new().write(true).create_new(true).open(tmp);
-    let mut file = match create() {
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            fs::remove_file(tmp)?;
-            create()?
-        }
-        other => other?,
-    };
+    let mut file = create_temp(tmp)?;
     write(&mut file)?;
     file.sync_all()
+}
+
+fn create_temp(tmp: &Path) -> io::Result<fs::File> {
+    // a temporary file left by a killed process of the same id is ours to replace
+    let create = || OpenOptions::new().write(true).create_new(true).open(tmp);
+    match create() {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            fs::remove_file(tmp)?;
+            create()
+        }
+        other => other,
+    }
 }
 
 /// `dir/.name.<pid>.tmp`: hidden, beside the target, one per process.
@@ -94,6 +137,27 @@ mod tests {
         replace(&path, b"two").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"two");
         assert_eq!(names_in(&dir.path().join("a/b")), ["file.json"]);
+    }
+
+    /// Unsynced, the file is already in place whole (a reader or a killed process never
+    /// sees a temporary file or part of it); synced, nothing changes but the disk.
+    #[test]
+    fn an_unsynced_replace_is_in_place_whole_before_its_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs/r-1/run.json");
+        replace(&path, b"old").unwrap();
+        let unsynced = replace_unsynced(&path, b"{\"passed\":null}").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"{\"passed\":null}");
+        assert_eq!(names_in(&dir.path().join("runs/r-1")), ["run.json"]);
+        unsynced.sync().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"{\"passed\":null}");
+        // a temporary file a killed process of the same id left is replaced
+        fs::write(temp_path(&path), b"torn").unwrap();
+        replace_unsynced(&path, b"new").unwrap().sync().unwrap();
+        assert_eq!(
+            (fs::read(&path).unwrap(), names_in(&dir.path().join("runs/r-1"))),
+            (b"new".to_vec(), vec!["run.json".to_string()])
+        );
     }
 
     #[test]

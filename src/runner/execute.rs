@@ -55,7 +55,8 @@ pub fn execute(
     progress: &mut Progress<'_>,
 ) -> Result<SuiteOutcome, RunnerError> {
     let layout = plan.layout();
-    let run = start_run(&plan, store.as_ref())?;
+    let (run, started) = start_run(&plan, store.as_ref())?;
+    let started = std::thread::spawn(move || started.sync());
     let verdicts_path = layout.verdicts_path(&plan.run_id);
     let verdicts = Mutex::new(std::fs::File::create(&verdicts_path).map_err(at(&verdicts_path))?);
     let syncer = syncer::Syncer::default();
@@ -105,7 +106,9 @@ pub fn execute(
         }
     };
     // the manifest waits for every log's fsync (see `syncer`) and for the flush
-    concluding.pending = Some(std::thread::spawn(move || syncer.finish().map(drop).and(joined(flushing))));
+    // and for run.json's, begun before the first case
+    let started = started.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+    concluding.pending = Some(std::thread::spawn(move || syncer.finish().map(drop).and(joined(flushing)).and(started)));
     concluding.finish()
 }
 

@@ -311,7 +311,8 @@ pub fn merge<'a>(
     }
 
     let layout = plan.layout();
-    let run = start_run(plan, store)?;
+    let (run, started) = start_run(plan, store)?;
+    started.sync()?;
 
     // One pass over the plan: each case's outcome streamed from its shard, indexed,
     // carded and written, while a second thread makes the case directories and links

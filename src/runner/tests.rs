@@ -256,7 +256,8 @@ fn a_run_is_finished_only_after_its_pending_work() -> Result<(), Box<dyn std::er
     let (_store_dir, plan) = ci_plan_in_a_fresh_store()?;
     let layout = plan.layout();
     let store = crate::store::SledStore::open(&layout.catalog())?;
-    let run = start_run(&plan, &store)?;
+    let (run, started) = start_run(&plan, &store)?;
+    started.sync()?;
     let run_dir = layout.run_dir(&plan.run_id);
     let cases = CaseSpill::create(&layout.cases_path(&plan.run_id), "")?.finish()?;
     let decided = Decided { cases, tally: Tally::default(), card_cases: BTreeMap::new() };
