@@ -28,8 +28,8 @@ pub(crate) fn start_run(plan: &Plan, store: &dyn Store) -> Result<(RunRecord, Ru
     let run = unfinished(plan);
     let meta = layout.meta_path(&plan.run_id);
     // whole or absent, whenever the run is killed: reindex reads it back. Its fsyncs
-    // (about 8 ms on a virtual disk, a seventh of a 50-case suite's wall time) go on
-    // beside the cases: before the logs' own fsyncs nothing of the run is durable anyway
+    // (about 8 ms on a virtual disk, a seventh of a 50-case suite's wall time) wait for
+    // the logs' own, before the manifest: until then nothing of the run is durable anyway
     let bytes = serde_json::to_vec_pretty(&run).map_err(|e| RunnerError::Internal(e.to_string()))?;
     let unsynced = crate::atomic::replace_unsynced(&meta, &bytes).map_err(at(&meta))?;
     store.begin_run(&run)?;

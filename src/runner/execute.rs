@@ -56,7 +56,6 @@ pub fn execute(
 ) -> Result<SuiteOutcome, RunnerError> {
     let layout = plan.layout();
     let (run, started) = start_run(&plan, store.as_ref())?;
-    let started = std::thread::spawn(move || started.sync());
     let verdicts_path = layout.verdicts_path(&plan.run_id);
     let verdicts = Mutex::new(std::fs::File::create(&verdicts_path).map_err(at(&verdicts_path))?);
     let syncer = syncer::Syncer::default();
@@ -106,9 +105,15 @@ pub fn execute(
         }
     };
     // the manifest waits for every log's fsync (see `syncer`) and for the flush
-    // and for run.json's, begun before the first case
-    let started = started.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-    concluding.pending = Some(std::thread::spawn(move || syncer.finish().map(drop).and(joined(flushing)).and(started)));
+    // and for run.json's, beside them: one journal commit for all (an fsync while the
+    // cases ran would hold up their own writes, see `syncer`)
+    concluding.pending = Some(std::thread::spawn(move || {
+        let (logs, started) = std::thread::scope(|s| {
+            let started = s.spawn(|| started.sync());
+            (syncer.finish(), started.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+        });
+        logs.map(drop).and(started).and(joined(flushing))
+    }));
     concluding.finish()
 }
 
