@@ -181,14 +181,15 @@ impl Plan {
         // its first case), and only its digests are kept (of its content, and of its
         // bytes for `Plan::manifest`)
         let mut files: Vec<(PathBuf, String)> = Vec::new();
-        let mut seen = std::collections::BTreeSet::new();
-        for rel in pipeline.agents.values().filter_map(|p| p.tools.as_ref()) {
-            let (full, shown) = manifest_path(&pipeline, rel);
-            if seen.insert(full.clone()) {
-                files.push((full, shown));
+        {
+            let mut seen = std::collections::BTreeSet::new();
+            for rel in pipeline.agents.values().filter_map(|p| p.tools.as_ref()) {
+                let (full, shown) = manifest_path(&pipeline, rel);
+                if seen.insert(full.clone()) {
+                    files.push((full, shown));
+                }
             }
         }
-        drop(seen);
         let validated: BTreeMap<PathBuf, Result<(Option<Digest>, Digest), InputError>> = {
             let loaded = crate::par::in_parallel(&files, |(full, shown)| {
                 Manifest::load_file(full, shown).map(|(m, bytes)| (m.digest, bytes))
