@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::{Options, Plan, RunnerError, at, cards, churn, shard};
@@ -100,6 +100,17 @@ pub struct Concluding<'a> {
     signer: Option<&'a SecretKey>,
     outcome: SuiteOutcome,
     pub(super) pending: Pending,
+    pub(super) staged: Staged,
+}
+
+/// Verdict files written while concluding that the manifest lists and that are not yet
+/// durable: fsync'd with the logs (one journal commit for all, [`Concluding::unsynced`])
+/// or, for a caller that does not, by [`Concluding::finish`]; and `verdicts.jsonl` in
+/// dataset order, beside the file the cases appended to, renamed over it once synced.
+pub(super) struct Staged {
+    pub(super) unsynced: Vec<PathBuf>,
+    /// `(sorted, verdicts.jsonl)`.
+    verdicts: (PathBuf, PathBuf),
 }
 
 /// Work the run's files wait for, on its own thread.
@@ -111,11 +122,24 @@ impl Concluding<'_> {
         &self.outcome
     }
 
+    /// The verdict files not yet fsync'd, handed to a caller that fsyncs them before its
+    /// [`Concluding::pending`] work ends (`run` syncs them with the logs); those not
+    /// taken, `finish` syncs itself.
+    pub(super) fn unsynced(&mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.staged.unsynced)
+    }
+
     /// Wait for the pending work, then write what marks the run finished: `suite.json`,
     /// the manifest (it anchors the logs and the verdict files, so it waits for them),
     /// `run.json`.
     pub fn finish(mut self) -> Result<SuiteOutcome, RunnerError> {
         let waited = self.pending.take().map_or(Ok(()), |p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        let waited = waited.and_then(|()| sync_each(&std::mem::take(&mut self.staged.unsynced)));
+        // the verdicts in dataset order take their place even when the run stops here: its
+        // directory reads as it always did once every case was decided
+        let (sorted, verdicts) = &self.staged.verdicts;
+        let placed = std::fs::rename(sorted, verdicts).map_err(at(verdicts));
+        let waited = waited.and(placed);
         // the last moment a signal leaves the run unfinished (no manifest, no verdict);
         // after it, the caller takes the verdict back ([`retract`])
         let waited =
@@ -202,10 +226,11 @@ pub(crate) fn conclude_staged<'a>(
     let Decided { cases, tally, card_cases } = decided;
     let layout = plan.layout();
     let run_dir = layout.run_dir(&plan.run_id);
-    let (logs, mut written) = write_indexes(plan, &layout, &run_dir, &cases)?;
+    let Indexes { logs, files: mut written, mut staged } = write_indexes(plan, &layout, &run_dir, &cases)?;
     if let Some(spilled) = cases.spilled() {
         let name = crate::outcome::CASES_FILE.to_string();
         written.push(FileEntry { path: name, bytes: spilled.bytes, digest: spilled.digest });
+        staged.unsynced.push(layout.cases_path(&plan.run_id));
     }
     let evaluate = |tally: &Tally| {
         if options.selective {
@@ -260,6 +285,7 @@ pub(crate) fn conclude_staged<'a>(
         let path = run_dir.join(shard::SHARD_FILE);
         let bytes = serde_json::to_vec_pretty(&record).map_err(|e| RunnerError::Internal(e.to_string()))?;
         std::fs::write(&path, &bytes).map_err(at(&path))?;
+        staged.unsynced.push(path);
         let digest = crate::canon::digest(crate::canon::Context::Content, &bytes);
         written.push(FileEntry { path: shard::SHARD_FILE.to_string(), bytes: bytes.len() as u64, digest });
     }
@@ -287,7 +313,7 @@ pub(crate) fn conclude_staged<'a>(
     // report can carry it
     let manifest = RunManifest::new(&plan.run_id, plan.digest, logs, files, passed);
     outcome.root = Some(manifest.root().to_string());
-    Ok(Concluding { plan, store, run, manifest, suite, signer, outcome, pending: None })
+    Ok(Concluding { plan, store, run, manifest, suite, signer, outcome, pending: None, staged })
 }
 
 /// The manifest's entries for the verdict files in `run_dir`, with `suite.json` as
@@ -341,12 +367,7 @@ pub(super) fn verdict(run_id: &str, case: &CaseOutcome, run: &RunResult) -> Verd
 /// The heads and event counts come from `cases`, which reads back only what this run
 /// spilled ([`crate::outcome::Spilled`]): each is the head the case's log writer had in
 /// memory, never one found on disk.
-fn write_indexes(
-    plan: &Plan,
-    layout: &Layout,
-    run_dir: &Path,
-    cases: &Cases,
-) -> Result<(Vec<LogEntry>, Vec<FileEntry>), RunnerError> {
+fn write_indexes(plan: &Plan, layout: &Layout, run_dir: &Path, cases: &Cases) -> Result<Indexes, RunnerError> {
     let verdicts_path = layout.verdicts_path(&plan.run_id);
     let verdicts_tmp = verdicts_path.with_extension("jsonl.tmp");
     let units_path = run_dir.join(shard::UNITS_FILE);
@@ -389,12 +410,28 @@ fn write_indexes(
         digest,
     };
     let units = units.into_inner().map_err(|e| e.into_error()).map_err(at(&units_path))?.finish();
-    let (file, bytes, digest) = verdicts.into_inner().map_err(|e| e.into_error()).map_err(at(&verdicts_tmp))?.finish();
-    file.sync_all().map_err(at(&verdicts_tmp))?;
-    std::fs::rename(&verdicts_tmp, &verdicts_path).map_err(at(&verdicts_path))?;
+    let verdicts = verdicts.into_inner().map_err(|e| e.into_error()).map_err(at(&verdicts_tmp))?.finish();
     let verdicts_name = verdicts_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let files = vec![entry(&verdicts_name, (file, bytes, digest)), entry(shard::UNITS_FILE, units)];
-    Ok((logs, files))
+    let files = vec![entry(&verdicts_name, verdicts), entry(shard::UNITS_FILE, units)];
+    let staged = Staged { unsynced: vec![verdicts_tmp.clone(), units_path], verdicts: (verdicts_tmp, verdicts_path) };
+    Ok(Indexes { logs, files, staged })
+}
+
+/// What [`write_indexes`] wrote: the manifest's entries for the logs and for the two
+/// files, and those files, not yet durable (`verdicts.jsonl` not yet in place).
+struct Indexes {
+    logs: Vec<LogEntry>,
+    files: Vec<FileEntry>,
+    pub(super) staged: Staged,
+}
+
+/// Fsync each of `paths`, at once: the first that fails is the error.
+fn sync_each(paths: &[PathBuf]) -> Result<(), RunnerError> {
+    let sync = |path: &PathBuf| std::fs::OpenOptions::new().write(true).open(path).and_then(|f| f.sync_all());
+    std::thread::scope(|s| {
+        let syncing: Vec<_> = paths.iter().map(|path| s.spawn(move || sync(path).map_err(at(path)))).collect();
+        syncing.into_iter().try_for_each(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+    })
 }
 
 /// Every verdict file the manifest lists is still on disk as the run wrote it: the code

@@ -105,8 +105,13 @@ pub fn execute(
         }
     };
     // the manifest waits for every log's fsync (see `syncer`) and for the flush
-    // and for run.json's, beside them: one journal commit for all (an fsync while the
-    // cases ran would hold up their own writes, see `syncer`)
+    // and for run.json's and the verdict files', beside them: one journal commit for all
+    // (an fsync while the cases ran would hold up their own writes, see `syncer`)
+    let logs = syncer.logs();
+    for path in concluding.unsynced() {
+        logs.note(path)?;
+    }
+    drop(logs);
     concluding.pending = Some(std::thread::spawn(move || {
         let (logs, started) = std::thread::scope(|s| {
             let started = s.spawn(|| started.sync());

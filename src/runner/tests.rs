@@ -282,3 +282,47 @@ fn a_run_is_finished_only_after_its_pending_work() -> Result<(), Box<dyn std::er
     assert_eq!(Some(RunManifest::read(&run_dir)?.root().to_string()), root);
     Ok(())
 }
+
+/// Every verdict file the manifest lists must be on disk to stay before the manifest is:
+/// `run` hands those not yet synced to the logs' fsync ([`Concluding::unsynced`]), and
+/// `finish` syncs what no caller took. Either way `verdicts.jsonl` ends in dataset
+/// order in its place, and nothing is left beside it.
+#[test]
+fn every_verdict_file_the_manifest_lists_is_synced_before_it() -> Result<(), Box<dyn std::error::Error>> {
+    for taken in [true, false] {
+        let (_store_dir, plan) = ci_plan_in_a_fresh_store()?;
+        let layout = plan.layout();
+        let store = crate::store::SledStore::open(&layout.catalog())?;
+        let (run, started) = start_run(&plan, &store)?;
+        started.sync()?;
+        let run_dir = layout.run_dir(&plan.run_id);
+        let cases = CaseSpill::create(&layout.cases_path(&plan.run_id), "")?.finish()?;
+        let decided = Decided { cases, tally: Tally::default(), card_cases: BTreeMap::new() };
+        let options = Options { jobs: 1, selective: false, signer: None, shard: None, reuse: None };
+        let mut concluding = conclude_staged(&plan, &store, run, decided, &options)?;
+        let mut unsynced: Vec<String> = concluding
+            .unsynced()
+            .iter()
+            .map(|p| p.strip_prefix(&run_dir).map(|p| p.to_string_lossy().into_owned()))
+            .collect::<Result<_, _>>()?;
+        if !taken {
+            // handed back: this caller leaves them to `finish`
+            concluding.staged.unsynced = unsynced.iter().map(|name| run_dir.join(name)).collect();
+        }
+        assert!(concluding.unsynced().is_empty() || !taken, "taken once");
+        concluding.finish()?;
+        // suite.json is written whole and synced by `finish` itself; the sorted verdicts
+        // were synced under their temporary name and renamed into place
+        unsynced.push(crate::outcome::SUITE_FILE.to_string());
+        let sorted = layout.verdicts_path(&plan.run_id).with_extension("jsonl.tmp");
+        let sorted = sorted.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let synced: Vec<String> =
+            unsynced.into_iter().map(|name| if name == sorted { "verdicts.jsonl".to_string() } else { name }).collect();
+        for listed in RunManifest::read(&run_dir)?.files {
+            assert!(synced.contains(&listed.path), "{} is listed but never synced (taken: {taken})", listed.path);
+        }
+        assert!(!run_dir.join(&sorted).exists(), "{sorted} left beside verdicts.jsonl (taken: {taken})");
+        assert!(layout.verdicts_path(&plan.run_id).is_file(), "verdicts.jsonl in place (taken: {taken})");
+    }
+    Ok(())
+}
