@@ -202,16 +202,21 @@ pub fn run(mut args: Args) -> Result<Exit, CliError> {
     let mode =
         if args.quiet { report::pretty::ProgressMode::Quiet } else { report::pretty::ProgressMode::for_stderr() };
     let progress = report::pretty::Progress::with_mode(total, mode);
-    let outcome = runner::execute(
-        plan.clone(),
-        store.clone(),
-        &Options { jobs, selective, signer, shard, reuse: reuse.clone() },
-        &mut |case, wall| progress.case_done(case, wall),
-    );
+    let store: Arc<dyn stateval::store::Store> = store;
+    let options = Options { jobs, selective, signer, shard, reuse: reuse.clone() };
+    let concluding = runner::execute_staged(&plan, &store, &options, &mut |case, wall| progress.case_done(case, wall));
     progress.finish();
-    let outcome = outcome?;
+    let concluding = concluding?;
+    // the reports render while the run's logs and verdict files are fsync'd (their own
+    // temporary files' fsyncs join that commit); they are put in place only once the
+    // run is finished, its manifest written. Those that read the logs (HTML) render
+    // then, from the logs as the manifest found them: one swapped before it is shown
+    // as not the run's
+    let rendered = shard.is_none().then(|| render_reports(concluding.outcome(), &plan, args.verbose, false));
+    // the run is finished whether its reports rendered or not
+    let outcome = concluding.finish()?;
     // the run is finished on disk: a signal from here on takes its verdict back
-    let told = tell(&args, &plan, &outcome, reuse.as_deref(), shard, whole)
+    let told = tell(&args, &plan, &outcome, reuse.as_deref(), shard, whole, rendered)
         .and_then(|exit| interrupt::check(Phase::Summary).map(|()| exit).map_err(CliError::from));
     if told.as_ref().is_err_and(|e| e.exit == Exit::Interrupted) {
         retract(&plan, store.as_ref())?;
@@ -248,6 +253,7 @@ fn tell(
     reuse: Option<&stateval::runner::reuse::Reuse>,
     shard: Option<Shard>,
     whole: usize,
+    rendered: Option<Result<Rendered, CliError>>,
 ) -> Result<Exit, CliError> {
     if let Some(why) = outcome.extras.get(isolation::EXTRA).and_then(|x| x["why"].as_str()) {
         let signed = outcome.extras[isolation::EXTRA]["signed"].as_bool();
@@ -285,7 +291,9 @@ fn tell(
         return Ok(Exit::Pass);
     }
 
-    write_reports(outcome, plan, args.verbose)?;
+    // rendered while the run was being made durable, or now
+    let rendered = rendered.unwrap_or_else(|| render_reports(outcome, plan, args.verbose, true));
+    rendered?.publish(outcome, plan)?;
     for tag in &plan.gates_left_out {
         let selection = Selection {
             filter: args.filter.as_deref().and_then(|f| glob::Pattern::new(f).ok()),
@@ -311,11 +319,6 @@ pub fn retract(plan: &Plan, store: &dyn stateval::store::Store) -> Result<(), Cl
     remove_stale_reports(&plan.pipeline)?;
     runner::retract(plan, store)?;
     Ok(())
-}
-
-/// The pipeline's report files, then the summary and where each report went.
-pub fn write_reports(outcome: &stateval::outcome::SuiteOutcome, plan: &Plan, verbose: bool) -> Result<(), CliError> {
-    render_reports(outcome, plan, verbose, true)?.publish(outcome, plan)
 }
 
 /// The report files and the summary of a run, rendered but not yet in place or shown.

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use super::case::run_case;
-use super::{Decided, Plan, RunnerError, at, cards, conclude_staged, graders, reuse, shard, start_run, syncer};
+use super::{
+    Concluding, Decided, Plan, RunnerError, at, cards, conclude_staged, graders, reuse, shard, start_run, syncer,
+};
 use crate::evidence::SecretKey;
 use crate::gate::Tally;
 use crate::outcome::{CaseOutcome, CaseSpill, SuiteOutcome};
@@ -54,8 +56,21 @@ pub fn execute(
     options: &Options,
     progress: &mut Progress<'_>,
 ) -> Result<SuiteOutcome, RunnerError> {
+    execute_staged(&plan, &store, options, progress)?.finish()
+}
+
+/// [`execute`] up to the run's last step: every case decided and indexed, its logs and
+/// verdict files being fsync'd on another thread, and its manifest not yet written
+/// ([`Concluding::finish`] writes it once they are). The caller can render its reports
+/// meanwhile, from [`Concluding::outcome`], and put them in place after `finish`.
+pub fn execute_staged<'a>(
+    plan: &'a Plan,
+    store: &'a Arc<dyn Store>,
+    options: &'a Options,
+    progress: &mut Progress<'_>,
+) -> Result<Concluding<'a>, RunnerError> {
     let layout = plan.layout();
-    let (run, started) = start_run(&plan, store.as_ref())?;
+    let (run, started) = start_run(plan, store.as_ref())?;
     let verdicts_path = layout.verdicts_path(&plan.run_id);
     let verdicts = Mutex::new(std::fs::File::create(&verdicts_path).map_err(at(&verdicts_path))?);
     let syncer = syncer::Syncer::default();
@@ -63,7 +78,7 @@ pub fn execute(
     let spill = CaseSpill::create(&spill_path, &plan.shown_run_dir()).map_err(at(&spill_path))?;
     let jobs = options.jobs.max(1);
     let ledger = Ledger::new(plan.cases.len(), jobs, spill, spill_path, progress);
-    let work = Work { plan: &plan, store: store.as_ref(), verdicts: &verdicts, reuse: options.reuse.as_deref() };
+    let work = Work { plan, store: store.as_ref(), verdicts: &verdicts, reuse: options.reuse.as_deref() };
     let Ledgered { error, spill, tally, card_cases, .. } = ledger.run(jobs, &|| {
         let logs = syncer.logs();
         move |index| work.run(index, &logs)
@@ -94,7 +109,7 @@ pub fn execute(
     let concluded = spill
         .finish()
         .map_err(at(&layout.cases_path(&plan.run_id)))
-        .and_then(|cases| conclude_staged(&plan, store.as_ref(), run, Decided { cases, tally, card_cases }, options));
+        .and_then(|cases| conclude_staged(plan, store.as_ref(), run, Decided { cases, tally, card_cases }, options));
     let mut concluding = match concluded {
         Ok(concluding) => concluding,
         Err(e) => {
@@ -119,7 +134,7 @@ pub fn execute(
         });
         logs.map(drop).and(started).and(joined(flushing))
     }));
-    concluding.finish()
+    Ok(concluding)
 }
 
 /// A case's outcome (and its card inputs, when it feeds a reliability card), or the
@@ -129,7 +144,7 @@ pub(super) type CaseResult = Result<(Option<cards::CardCase>, CaseOutcome), Runn
 /// What every worker of [`execute`] runs cases with.
 #[derive(Clone, Copy)]
 struct Work<'a> {
-    plan: &'a Arc<Plan>,
+    plan: &'a Plan,
     store: &'a dyn Store,
     verdicts: &'a Mutex<std::fs::File>,
     reuse: Option<&'a reuse::Reuse>,

@@ -38,7 +38,7 @@ pub use case::{ReplayError, ReplayedRun, log_assertions};
 use conclude::verdict;
 pub use conclude::{Concluding, retract};
 pub(crate) use conclude::{Decided, conclude_staged, record_verdicts, start_run};
-pub use execute::{Options, Progress, execute};
+pub use execute::{Options, Progress, execute, execute_staged};
 pub use plan::{Plan, PlannedAgent, Replayable, Selection};
 
 use std::path::{Path, PathBuf};
