@@ -249,20 +249,38 @@ fn a_run_of_no_cases_ends_at_once() {
     assert!(written.is_empty() && error.is_none() && seen.is_empty());
 }
 
+/// [`ci_plan_in_a_fresh_store`], with the store's catalog open.
+fn ci_plan_and_catalog_in_a_fresh_store()
+-> Result<(tempfile::TempDir, Plan, crate::store::SledStore), Box<dyn std::error::Error>> {
+    let (dir, plan) = ci_plan_in_a_fresh_store()?;
+    let store = crate::store::SledStore::open(&plan.layout().catalog())?;
+    Ok((dir, plan, store))
+}
+
+/// A run on one worker, unsigned, whole.
+const ONE_JOB: Options = Options { jobs: 1, selective: false, signer: None, shard: None, reuse: None };
+
+/// The plan's run started and, with no case decided, concluded up to its manifest.
+fn concluded_without_cases<'a>(
+    plan: &'a Plan,
+    store: &'a dyn Store,
+    options: &'a Options,
+) -> Result<Concluding<'a>, Box<dyn std::error::Error>> {
+    let (run, started) = start_run(plan, store)?;
+    started.sync()?;
+    let cases = CaseSpill::create(&plan.layout().cases_path(&plan.run_id), "")?.finish()?;
+    let decided = Decided { cases, tally: Tally::default(), card_cases: BTreeMap::new() };
+    Ok(conclude_staged(plan, store, run, decided, options)?)
+}
+
 /// A merge's links are the pending work: the manifest, which anchors the logs and
 /// marks the run finished, must not be written before that work is done.
 #[test]
 fn a_run_is_finished_only_after_its_pending_work() -> Result<(), Box<dyn std::error::Error>> {
-    let (_store_dir, plan) = ci_plan_in_a_fresh_store()?;
-    let layout = plan.layout();
-    let store = crate::store::SledStore::open(&layout.catalog())?;
-    let (run, started) = start_run(&plan, &store)?;
-    started.sync()?;
+    let (_store_dir, plan, store) = ci_plan_and_catalog_in_a_fresh_store()?;
+    let (layout, options) = (plan.layout(), ONE_JOB);
     let run_dir = layout.run_dir(&plan.run_id);
-    let cases = CaseSpill::create(&layout.cases_path(&plan.run_id), "")?.finish()?;
-    let decided = Decided { cases, tally: Tally::default(), card_cases: BTreeMap::new() };
-    let options = Options { jobs: 1, selective: false, signer: None, shard: None, reuse: None };
-    let mut concluding = conclude_staged(&plan, &store, run, decided, &options)?;
+    let mut concluding = concluded_without_cases(&plan, &store, &options)?;
 
     let saw_manifest = Arc::new(AtomicBool::new(false));
     let (seen, manifest) = (saw_manifest.clone(), run_dir.join(crate::evidence::manifest::MANIFEST_FILE));
@@ -290,16 +308,10 @@ fn a_run_is_finished_only_after_its_pending_work() -> Result<(), Box<dyn std::er
 #[test]
 fn every_verdict_file_the_manifest_lists_is_synced_before_it() -> Result<(), Box<dyn std::error::Error>> {
     for taken in [true, false] {
-        let (_store_dir, plan) = ci_plan_in_a_fresh_store()?;
-        let layout = plan.layout();
-        let store = crate::store::SledStore::open(&layout.catalog())?;
-        let (run, started) = start_run(&plan, &store)?;
-        started.sync()?;
+        let (_store_dir, plan, store) = ci_plan_and_catalog_in_a_fresh_store()?;
+        let (layout, options) = (plan.layout(), ONE_JOB);
         let run_dir = layout.run_dir(&plan.run_id);
-        let cases = CaseSpill::create(&layout.cases_path(&plan.run_id), "")?.finish()?;
-        let decided = Decided { cases, tally: Tally::default(), card_cases: BTreeMap::new() };
-        let options = Options { jobs: 1, selective: false, signer: None, shard: None, reuse: None };
-        let mut concluding = conclude_staged(&plan, &store, run, decided, &options)?;
+        let mut concluding = concluded_without_cases(&plan, &store, &options)?;
         let mut unsynced: Vec<String> = concluding
             .unsynced()
             .iter()
