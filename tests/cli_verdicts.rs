@@ -349,9 +349,21 @@ fn neither_an_agent_nor_a_grader_sees_the_signing_key_or_a_credential() {
     // the agent's own replay key is stateval's, never the parent's
     let agent = env_of(&p, "agent");
     assert_ne!(agent["OPENAI_API_KEY"], json!(secrets[1].1));
-    // and the run was signed all the same: the parent kept the key
+    // and the run was signed all the same: the parent kept the key. Where no sandbox
+    // can isolate the agent, the run is not signed at all (its pipeline does not sign
+    // unisolated runs); CI has one (STATEVAL_REQUIRE_SANDBOX)
     let run_dir = format!(".stateval/runs/{}", p.run_ids()[0]);
-    p.stateval(&["verify", &run_dir, "--pubkey", "keys/ci.pub"]).expect_code(0);
+    let verified = p.stateval(&["verify", &run_dir, "--pubkey", "keys/ci.pub"]);
+    match stateval::isolation::unavailable() {
+        None => {
+            verified.expect_code(0);
+        }
+        Some(why) => {
+            assert!(std::env::var_os("STATEVAL_REQUIRE_SANDBOX").is_none(), "no sandbox here: {why}");
+            verified.expect_code(1);
+            assert!(verified.stderr.contains("this run was not signed"), "{}", verified.stderr);
+        }
+    }
 }
 
 #[test]
