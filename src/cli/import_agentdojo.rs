@@ -235,8 +235,12 @@ pub fn run(input: &Path, out: &Path, suites: &Path, cover: Option<&Path>) -> Res
     }
     manifests.extend(own_manifests);
     write_project(out, &converted, &matched, &manifests, &skipped)?;
-    let defended = replay_arm(&out.join(DEFENDED))?;
-    let undefended = replay_arm(&out.join(UNDEFENDED))?;
+    // both arms' pipelines keep their runs in one store, opened once: sled finishes a
+    // dropped catalog's last write on a thread of its own, still holding its lock, so
+    // opening it again at once could be refused as "in use" (seen under a loaded test run)
+    let mut store = None;
+    let defended = replay_arm(&out.join(DEFENDED), &mut store)?;
+    let undefended = replay_arm(&out.join(UNDEFENDED), &mut store)?;
     let comparison = compare(&matched, &skipped, &undefended, &defended);
     write(out, "agentdojo-comparison.json", &pretty(&comparison))?;
     let markdown = markdown(&comparison);
@@ -469,11 +473,18 @@ fn write_bytes(out: &Path, rel: &str, bytes: &[u8]) -> Result<(), CliError> {
     super::import::write_atomically(&path, bytes)
 }
 
-/// Run one arm's pipeline in this process: its case outcomes, by id.
-fn replay_arm(pipeline: &Path) -> Result<BTreeMap<String, CaseOutcome>, CliError> {
+/// Run one arm's pipeline in this process: its case outcomes, by id. `store` is the
+/// arms' store, opened by the first.
+fn replay_arm(
+    pipeline: &Path,
+    store: &mut Option<Arc<stateval::store::SledStore>>,
+) -> Result<BTreeMap<String, CaseOutcome>, CliError> {
     let plan = Plan::load(pipeline, &Selection::default())?;
     let layout = plan.layout();
-    let store = Arc::new(super::open_store(&layout, "pipeline.store")?);
+    let store: Arc<dyn stateval::store::Store> = match store {
+        Some(open) => open.clone(),
+        None => store.insert(Arc::new(super::open_store(&layout, "pipeline.store")?)).clone(),
+    };
     let jobs = std::thread::available_parallelism().map_or(1, usize::from);
     let options = Options { jobs, selective: false, signer: None, shard: None, reuse: None };
     let outcome = runner::execute(Arc::new(plan), store, &options, &mut |_, _| {})?;
