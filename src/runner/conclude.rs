@@ -422,7 +422,7 @@ fn write_indexes(plan: &Plan, layout: &Layout, run_dir: &Path, cases: &Cases) ->
 struct Indexes {
     logs: Vec<LogEntry>,
     files: Vec<FileEntry>,
-    pub(super) staged: Staged,
+    staged: Staged,
 }
 
 /// Fsync each of `paths`, at once: the first that fails is the error.
