@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 
@@ -87,6 +88,11 @@ fn verdict_record(run_id: &str, row: VerdictRow) -> VerdictRecord {
     VerdictRecord { run_id: run_id.to_string(), case, dataset, k, passed, status }
 }
 
+/// How long [`SledStore::open`] waits for a locked catalog before it is another run's,
+/// and how often it tries meanwhile.
+const LOCK_PATIENCE: Duration = Duration::from_millis(250);
+const LOCK_RETRY: Duration = Duration::from_millis(10);
+
 impl SledStore {
     /// Opens (or creates) the catalog in `dir`. A catalog another process holds is
     /// [`StoreError::Locked`], so callers can tell the user rather than report a bug.
@@ -97,13 +103,24 @@ impl SledStore {
         // run ends ([`Store::flush`]) and when the store is dropped; what a killed run
         // loses of it, `stateval reindex` rebuilds from the files.
         let config = sled::Config::new().path(dir).cache_capacity(CACHE_BYTES).flush_every_ms(None);
-        let db = match config.open() {
-            Ok(db) => db,
-            // sled 0.34 says so only in the message of an `Other` I/O error
-            Err(sled::Error::Io(e)) if e.to_string().starts_with("could not acquire lock") => {
-                return Err(StoreError::Locked { dir: dir.to_path_buf() });
+        // A catalog this process dropped a moment ago can still be locked: sled finishes
+        // its last write on a thread-pool task that holds the file, and its lock, until
+        // it ends (2 reopens in 300 failed so on a loaded machine). So a lock is waited
+        // for a little before it is another run's.
+        let mut waited = Duration::ZERO;
+        let db = loop {
+            match config.open() {
+                Ok(db) => break db,
+                // sled 0.34 says so only in the message of an `Other` I/O error
+                Err(sled::Error::Io(e)) if e.to_string().starts_with("could not acquire lock") => {
+                    if waited >= LOCK_PATIENCE {
+                        return Err(StoreError::Locked { dir: dir.to_path_buf() });
+                    }
+                    std::thread::sleep(LOCK_RETRY);
+                    waited += LOCK_RETRY;
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => return Err(e.into()),
         };
         Ok(SledStore {
             runs: db.open_tree("runs")?,
@@ -274,6 +291,20 @@ impl Drop for SledStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// sled releases a dropped catalog's lock only once its last write's task ends; a
+    /// reopen at once must wait for it, not call the catalog another run's. (Without
+    /// the wait, 2 reopens in 300 were refused with both cores busy.)
+    #[test]
+    fn a_catalog_dropped_by_this_process_opens_again_at_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for i in 0..200 {
+            let store = SledStore::open(dir.path()).unwrap_or_else(|e| panic!("reopen {i}: {e}"));
+            let run = RunRecord { run_id: format!("r-{i}"), pipeline: "p".into(), cases: 2, passed: None };
+            store.begin_run(&run).expect("begin");
+            store.flush().expect("flush");
+        }
+    }
 
     #[test]
     fn records_written_without_a_flush_are_read_back_after_the_store_is_dropped() {
