@@ -133,6 +133,31 @@ fn a_verdict_flipped_in_cases_jsonl_while_the_run_goes_on_gets_no_manifest_and_n
     }
 }
 
+/// The index files wait for the logs' fsync before the manifest, `verdicts.jsonl` in
+/// dataset order still under its temporary name: a flipped verdict there, or a unit
+/// edited, while the run syncs, is what the manifest would anchor, so the run refuses it.
+#[test]
+fn an_index_file_edited_while_the_run_syncs_gets_no_manifest_and_no_report() {
+    for (file, from, to) in
+        [("verdicts.jsonl.tmp", "\"passed\":false", "\"passed\":true"), ("units.jsonl", "\"k\":0", "\"k\":1")]
+    {
+        let p = project(&[("refund", says(false)), ("thanks", says(true))]);
+        let (code, stderr) = edit_while_held(&p, "fsync", || {
+            let path = run_dir(&p).join(file);
+            let text = std::fs::read_to_string(&path).expect("the index file, not yet synced");
+            assert!(text.contains(from), "nothing to edit in {file}: {text}");
+            std::fs::write(&path, text.replace(from, to)).expect("edit");
+        });
+        let dir = run_dir(&p);
+        let shown = file.trim_end_matches(".tmp");
+        assert_eq!(code, 3, "{file}: {stderr}");
+        assert!(stderr.contains(&format!("{shown} changed during the run")), "{file}: {stderr}");
+        assert!(!dir.join("manifest.json").exists(), "{file}: a manifest was written over the edit");
+        assert!(!dir.join(file).exists() || file == shown, "{file}: left beside {shown}");
+        assert!(!p.exists("reports/report.json") && !p.exists("reports/junit.xml"), "{file}: a report");
+    }
+}
+
 #[test]
 fn a_log_replaced_before_the_manifest_is_not_anchored_nor_shown_as_the_runs() {
     let p = project(&[("refund", says(false)), ("thanks", says(true))]);
