@@ -12,6 +12,7 @@ use std::borrow::Cow;
 
 use super::grounding::{self, CallGrounding, Found, Grounding, Origin, Source};
 use super::{Recorder, idempotency, policy, taint};
+use crate::canon;
 use crate::dataset::Case;
 use crate::event::Kind;
 use crate::event::payload::{Out, write};
@@ -469,6 +470,22 @@ impl<'a> ToolBoundary<'a> {
         tool: &str,
         args: &Value,
     ) -> Result<ToolAnswer, WriteError> {
+        Ok(self.execute_written(rec, call_id, tool, args, None)?.0)
+    }
+
+    /// [`ToolBoundary::execute`] for a caller that has the arguments' canonical text
+    /// (`args_text`, written once for every event of the call) and wants the result's
+    /// as the `tool_executed` event holds it (`None` when the call was not answered by
+    /// its tool or the result has no canonical form: the caller writes it, and says why).
+    pub fn execute_written(
+        &mut self,
+        rec: &mut Recorder,
+        call_id: &str,
+        tool: &str,
+        args: &Value,
+        args_text: Option<&str>,
+    ) -> Result<(ToolAnswer, Option<String>), WriteError> {
+        let written_args = args_text.map_or(Out::Value(args), Out::Canonical);
         let spec = self.manifest.tool(tool);
         let idempotent = spec.is_some_and(|s| s.idempotent);
         let keyed = idempotent.then(|| {
@@ -485,7 +502,7 @@ impl<'a> ToolBoundary<'a> {
             rec.emit(&write::ToolExecuted {
                 call_id: call_id.into(),
                 tool: tool.into(),
-                args: args.into(),
+                args: written_args,
                 result: (&result).into(),
                 is_error: false.into(),
                 fault: Out::Null,
@@ -502,7 +519,7 @@ impl<'a> ToolBoundary<'a> {
                 args_error: Out::Absent,
                 absent: Out::Absent,
             })?;
-            return Ok(ToolAnswer { result, is_error: false, protocol_error: None });
+            return Ok((ToolAnswer { result, is_error: false, protocol_error: None }, None));
         }
         let mut execution = self.sandbox.call(tool, fixture_args);
         // virtual time: a hang costs the timeout, and nothing sleeps
@@ -517,11 +534,13 @@ impl<'a> ToolBoundary<'a> {
         // a kind, so other logs keep their bytes
         let fault = execution.fault.as_ref();
         let declared = fault.map(|f| f.declared.to_string());
+        // the result's canonical text, written once for the event and the caller
+        let result_text = canon::to_canonical_string(&execution.result).ok();
         let seq = rec.emit(&write::ToolExecuted {
             call_id: call_id.into(),
             tool: tool.into(),
-            args: args.into(),
-            result: (&execution.result).into(),
+            args: written_args,
+            result: result_text.as_deref().map_or(Out::Value(&execution.result), Out::Canonical),
             is_error: execution.is_error.into(),
             fault: fault.map(|f| f.kind.as_str()).into(),
             duration_ms: execution.duration_ms.into(),
@@ -563,7 +582,7 @@ impl<'a> ToolBoundary<'a> {
                 source: seq.into(),
             })?;
             self.fixture_error = Some(message);
-            return Ok(ToolAnswer { result: execution.result, is_error: true, protocol_error: None });
+            return Ok((ToolAnswer { result: execution.result, is_error: true, protocol_error: None }, None));
         }
         if let (Some(key), Some(keyed)) = (key, &keyed)
             && !execution.is_error
@@ -586,11 +605,12 @@ impl<'a> ToolBoundary<'a> {
         } else if answered && trusted {
             self.trusted_result(rec, fixture_args, &execution.result, seq);
         }
-        Ok(ToolAnswer {
+        let answer = ToolAnswer {
             result: execution.result,
             is_error: execution.is_error,
             protocol_error: execution.protocol_error,
-        })
+        };
+        Ok((answer, result_text))
     }
 }
 

@@ -64,7 +64,8 @@ impl<'a> Unhashed<'a> {
     /// Canonical line bytes (no trailing newline) and the event's hash.
     pub fn encode(&self) -> (Vec<u8>, Digest) {
         let mut line = Vec::with_capacity(self.data.len() + 256);
-        let (hash, _) = self.encode_into(&mut line, &mut Vec::with_capacity(160), None);
+        let mut digester = canon::Digester::new(Context::Event);
+        let (hash, _) = self.encode_into(&mut line, &mut Vec::with_capacity(160), None, &mut digester);
         (line, hash)
     }
 
@@ -75,12 +76,14 @@ impl<'a> Unhashed<'a> {
     /// turn`. The envelope is written by hand in that order around the data's canonical
     /// bytes, which are hashed where they lie. `scratch` is reused for the members after
     /// `data`; `prev_hex`, when given, is the hex of `prev` (the writer keeps the last
-    /// hash's, rather than spelling it out again).
+    /// hash's, rather than spelling it out again). `digester` is an event digester,
+    /// reset here and reused from line to line.
     pub fn encode_into(
         &self,
         out: &mut Vec<u8>,
         scratch: &mut Vec<u8>,
         prev_hex: Option<&[u8; 64]>,
+        digester: &mut canon::Digester,
     ) -> (Digest, [u8; 64]) {
         const OPEN: &[u8] = b"{\"data\":";
         let start = out.len();
@@ -88,7 +91,7 @@ impl<'a> Unhashed<'a> {
         out.extend_from_slice(self.data);
         scratch.clear();
         self.write_tail(scratch, prev_hex);
-        let mut digester = canon::Digester::new(Context::Event);
+        digester.reset();
         digester.update(&out[start..]);
         digester.update(scratch);
         let hash = digester.finish();

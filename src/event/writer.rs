@@ -66,6 +66,8 @@ pub struct LogWriter<S: Sink> {
     scratch: Vec<u8>,
     /// Reused for the canonical bytes of each `Value` appended.
     data_scratch: Vec<u8>,
+    /// Reused (reset) to hash each line.
+    digester: canon::Digester,
     seq: u64,
     prev: Option<Digest>,
     /// The hex of `prev`'s hash, written into the next line's `prev`.
@@ -95,6 +97,7 @@ impl<S: Sink> LogWriter<S> {
             written_at: Instant::now(),
             scratch: Vec::with_capacity(160),
             data_scratch: Vec::with_capacity(512),
+            digester: canon::Digester::new(canon::Context::Event),
             seq: 0,
             prev: None,
             prev_hex: [0; 64],
@@ -128,7 +131,7 @@ impl<S: Sink> LogWriter<S> {
         let unhashed = Unhashed { seq, turn, t, kind, data: data.as_bytes(), prev: self.prev.as_ref() };
         let start = self.pending.len();
         let prev_hex = self.prev.is_some().then_some(&self.prev_hex);
-        let (hash, hex) = unhashed.encode_into(&mut self.pending, &mut self.scratch, prev_hex);
+        let (hash, hex) = unhashed.encode_into(&mut self.pending, &mut self.scratch, prev_hex, &mut self.digester);
         self.prev_hex = hex;
         self.pending.push(b'\n');
         self.offset += (self.pending.len() - start) as u64;

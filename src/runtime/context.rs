@@ -71,9 +71,11 @@ pub struct Conversation {
     once: bool,
     /// The sum of the messages' tokens.
     total_tokens: u64,
-    /// The running hashes of the `messages` sent lately, one per window start, the latest
-    /// last (see the module doc); at most [`RUNNING`].
+    /// The running hashes of the `messages` sent lately, one per window start (see the
+    /// module doc); at most [`RUNNING`], the one asked for least lately replaced first.
     running: Vec<Running>,
+    /// Digests asked for so far ([`Running::used`]).
+    asked: u64,
 }
 
 /// How many window starts' running hashes a conversation keeps.
@@ -83,6 +85,9 @@ const RUNNING: usize = 2;
 struct Running {
     start: usize,
     end: usize,
+    /// When it was last asked for (the conversation's count of digests): the one asked
+    /// for least lately makes room for a new start.
+    used: u64,
     digester: Digester,
 }
 
@@ -194,6 +199,19 @@ impl Conversation {
         })
     }
 
+    /// [`Conversation::tool_result`] with the content given as its canonical text (as
+    /// the `tool_executed` event wrote it).
+    pub fn tool_result_written(&mut self, call_id: &str, canonical: &str) -> Result<(), CanonError> {
+        self.push_with(true, |joined| {
+            joined.extend_from_slice(b"{\"call_id\":");
+            canon::write_canonical_str(joined, call_id);
+            joined.extend_from_slice(b",\"content\":");
+            joined.extend_from_slice(canonical.as_bytes());
+            joined.extend_from_slice(b",\"role\":\"tool\"}");
+            Ok(())
+        })
+    }
+
     pub fn history_tokens(&self) -> u64 {
         self.total_tokens
     }
@@ -228,14 +246,27 @@ impl Conversation {
         let start = start.min(self.messages.len());
         // hashed once, only the start at the first message can be asked for
         assert!(!self.once || start == 0, "a conversation hashed once is digested from its first message");
-        let mut running = match self.running.iter().rposition(|r| r.start == start) {
-            Some(at) => self.running.remove(at),
+        // each running hash stays where it is (one is a couple of kilobytes of hasher
+        // state, and moving it at every call was a tenth of the digest's time)
+        self.asked += 1;
+        let at = match self.running.iter().position(|r| r.start == start) {
+            Some(at) => at,
             None => {
                 let mut digester = Digester::new(Context::RequestMember);
                 digester.update(b"[");
-                Running { start, end: start, digester }
+                let fresh = Running { start, end: start, used: 0, digester };
+                if self.running.len() < RUNNING {
+                    self.running.push(fresh);
+                    self.running.len() - 1
+                } else {
+                    let (oldest, _) = self.running.iter().enumerate().min_by_key(|(_, r)| r.used).expect("RUNNING > 0");
+                    self.running[oldest] = fresh;
+                    oldest
+                }
             }
         };
+        let running = &mut self.running[at];
+        running.used = self.asked;
         // The messages added since go to the hasher straight from the joined buffer, with
         // the comma before them when they follow messages already fed.
         if let Some(first_new) = self.messages.get(running.end) {
@@ -249,10 +280,6 @@ impl Conversation {
         }
         let mut whole = running.digester.clone();
         whole.update(b"]");
-        if self.running.len() >= RUNNING {
-            self.running.remove(0);
-        }
-        self.running.push(running);
         whole.finish()
     }
 
@@ -316,6 +343,14 @@ mod tests {
         built.push(json!({"role": "tool", "call_id": "c-1", "content": result})).unwrap();
         assert_eq!(direct.joined, built.joined);
         assert_eq!(direct.history_tokens(), built.history_tokens());
+        // a result given as the canonical text its event holds is the same message
+        let mut written = Conversation::default();
+        written.user("héllo \"x\"\n").unwrap();
+        written.assistant("", Some(calls.as_bytes())).unwrap();
+        written.tool_result_written("c-1", &canon::to_canonical_string(&result).unwrap()).unwrap();
+        assert_eq!(written.joined, built.joined);
+        assert_eq!(written.history_tokens(), built.history_tokens());
+        assert_eq!(written.window(Some(1)), built.window(Some(1)));
         // the tool result joins its call's unit in both
         assert_eq!(direct.window(Some(1)), built.window(Some(1)));
         assert_eq!(direct.window(Some(1)).start, 1);

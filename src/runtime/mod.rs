@@ -325,17 +325,17 @@ impl<'a, 'p> Loop<'a, 'p> {
                 return Ok(Ok(()));
             }
             for (call_id, tool, args) in calls {
-                let result = self.call(&call_id, &tool, &args)?;
+                let (result, text) = self.call(&call_id, &tool, &args)?;
                 // a broken fixture fails the case; the model never sees its error
                 if let Some(error) = self.boundary.fixture_error.take() {
                     return Ok(Err(Stop { status: RunStatus::Failed, error, logged: true }));
                 }
                 let seq = self.rec.next_seq();
-                self.conversation.tool_result(&call_id, &result).map_err(|source| WriteError::Canon {
-                    seq,
-                    kind: Kind::ModelCalled,
-                    source,
-                })?;
+                let added = match &text {
+                    Some(text) => self.conversation.tool_result_written(&call_id, text),
+                    None => self.conversation.tool_result(&call_id, &result),
+                };
+                added.map_err(|source| WriteError::Canon { seq, kind: Kind::ModelCalled, source })?;
             }
         }
         let limit = self.input.profile.max_steps_per_turn;
@@ -399,24 +399,32 @@ impl<'a, 'p> Loop<'a, 'p> {
     }
 
     /// Propose, decide, maybe approve, execute. Returns what the model sees as the result.
-    fn call(&mut self, call_id: &str, tool: &str, args: &Value) -> Result<Value, WriteError> {
-        self.rec.emit(&write::ToolProposed { call_id: call_id.into(), tool: tool.into(), args: args.into() })?;
+    /// Propose, decide and execute one call; its result, with the result's canonical
+    /// text when the `tool_executed` event wrote it (the conversation takes that text
+    /// rather than writing the result again).
+    fn call(&mut self, call_id: &str, tool: &str, args: &Value) -> Result<(Value, Option<String>), WriteError> {
+        // the arguments' canonical text, written once for the proposal and the execution
+        // (an argument without one is left to the event's writer, which says why)
+        let args_text = canon::to_canonical_string(args).ok();
+        let written_args = args_text.as_deref().map_or(Out::Value(args), Out::Canonical);
+        self.rec.emit(&write::ToolProposed { call_id: call_id.into(), tool: tool.into(), args: written_args })?;
         let class = if memory::is_builtin(tool) { memory::class(tool) } else { self.boundary.class(tool) };
         let taint_source = self.boundary.taint.source_of(args);
         if let Some(denied) = self.boundary.decide(self.rec, call_id, tool, class, args)? {
-            return Ok(denied);
+            return Ok((denied, None));
         }
         if memory::is_builtin(tool) {
-            return self.memory_call(call_id, tool, args);
+            return Ok((self.memory_call(call_id, tool, args)?, None));
         }
         if tool == handoff::TOOL && !self.input.profile.handoffs.is_empty() {
             // the handoff is itself a tool call, executed once the target has answered
             let result = self.handoff(call_id, args, taint_source)?;
             let is_error = result.get("error").is_some();
             self.rec.emit(&instant_execution(call_id, tool, args, &result, is_error))?;
-            return Ok(result);
+            return Ok((result, None));
         }
-        Ok(self.boundary.execute(self.rec, call_id, tool, args)?.result)
+        let (answer, text) = self.boundary.execute_written(self.rec, call_id, tool, args, args_text.as_deref())?;
+        Ok((answer.result, text))
     }
 
     /// Hand a task to another agent profile. The target runs under its own policy,
