@@ -207,11 +207,12 @@ impl Detectors {
             return;
         }
         let allowed = |m: &str| self.allow_pii.iter().any(|r| r.is_match(m));
+        let (email, numbers) = builtin_pii_possible(text);
         let mut found: Vec<(&str, &str)> = Vec::new();
-        for m in EMAIL.find_iter(text).map(|m| m.as_str()).filter(|m| !allowed(m)) {
+        for m in EMAIL.find_iter(if email { text } else { "" }).map(|m| m.as_str()).filter(|m| !allowed(m)) {
             found.push(("email address", m));
         }
-        for m in PHONE.find_iter(text).map(|m| m.as_str()).filter(|m| !allowed(m)) {
+        for m in PHONE.find_iter(if numbers { text } else { "" }).map(|m| m.as_str()).filter(|m| !allowed(m)) {
             found.push(("phone number", m));
         }
         for r in &self.extra_pii {
@@ -219,7 +220,11 @@ impl Detectors {
                 found.push(("configured pattern", m));
             }
         }
-        let cards: Vec<&str> = CARD.find_iter(text).map(|m| m.as_str()).filter(|m| luhn(m) && !allowed(m)).collect();
+        let cards: Vec<&str> = CARD
+            .find_iter(if numbers { text } else { "" })
+            .map(|m| m.as_str())
+            .filter(|m| luhn(m) && !allowed(m))
+            .collect();
         if !cards.is_empty() {
             out.push(flag("pii", "high", source, format!("card number in {place}")));
         }
@@ -227,6 +232,22 @@ impl Detectors {
             out.push(flag("pii", "medium", source, format!("{what} in {place}")));
         }
     }
+}
+
+/// Whether the built-in patterns could match `text` at all: an email address needs an
+/// `@`, a phone number eleven digits and a card number thirteen, so text with fewer
+/// than ten digits is searched for neither. Counted on ASCII text only (text with any
+/// other character is searched by all three: `\d` is any Unicode digit). The usual
+/// reply has neither, and three searches of it were a quarter of the detectors' time.
+/// `(email, numbers)`.
+fn builtin_pii_possible(text: &str) -> (bool, bool) {
+    if !text.is_ascii() {
+        return (true, true);
+    }
+    let bytes = text.as_bytes();
+    let email = memchr::memchr(b'@', bytes).is_some();
+    let numbers = bytes.iter().filter(|b| b.is_ascii_digit()).count() >= 10;
+    (email, numbers)
 }
 
 fn string_leaves(value: &Value, f: &mut impl FnMut(&str)) {
@@ -291,6 +312,42 @@ mod tests {
         assert_eq!(all.last(), Some(&"(?i)secret code [0-9]+"));
         let e = event(Kind::TurnCompleted, 0, json!({"response": "Charged to ACC-123456."}));
         assert_eq!(classes(&b.observe(&e)), [("pii".into(), "medium".into())]);
+    }
+
+    use proptest::prelude::Strategy;
+
+    proptest::proptest! {
+        /// The shortcut never hides a match: whenever a built-in pattern finds something
+        /// in a text, the text is one the shortcut searches. The texts are heavy in
+        /// digits, separators, `@` and non-ASCII digits, so matches are common.
+        #[test]
+        fn text_the_shortcut_skips_has_no_builtin_pii(
+            text in (
+                "[a-z .@-]{0,8}",
+                proptest::string::string_regex(
+                    "\\+?\\(?[0-9\u{0660}-\u{0669}]{1,3}\\)?[ .-]?\\(?[0-9]{2,3}\\)?[ .-][0-9]{3}[ .-][0-9]{3,4}\
+                     |([0-9][ -]?){11,19}|[a-z0-9.]{1,6}@[a-z]{1,5}\\.[a-z]{1,3}|[0-9 @.]{0,30}"
+                ).unwrap(),
+                "[a-z .@-]{0,8}",
+            ).prop_map(|(a, b, c)| format!("{a}{b}{c}"))
+        ) {
+            let (email, numbers) = builtin_pii_possible(&text);
+            proptest::prop_assert!(email || !EMAIL.is_match(&text), "{text:?}");
+            proptest::prop_assert!(numbers || !PHONE.is_match(&text), "{text:?}");
+            proptest::prop_assert!(numbers || !CARD.is_match(&text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn builtin_pii_is_found_at_the_shortcut_s_edges() {
+        let mut d = Detectors::new(&SafetyConfig::default(), &manifest(), None);
+        let mut reply = |text: &str| classes(&d.observe(&event(Kind::TurnCompleted, 0, json!({"response": text}))));
+        // eleven digits: the shortest phone number the pattern takes
+        assert_eq!(reply("call 1 555 123 4567"), [("pii".into(), "medium".into())]);
+        assert_eq!(reply("mail a@b.io"), [("pii".into(), "medium".into())]);
+        // Arabic-Indic digits are digits to the pattern: searched, not skipped
+        assert_eq!(reply("call ١ ٥٥٥ ١٢٣ ٤٥٦٧"), [("pii".into(), "medium".into())]);
+        assert!(reply("order 12345 shipped").is_empty());
     }
 
     #[test]
