@@ -65,7 +65,7 @@ impl<'a> Unhashed<'a> {
     pub fn encode(&self) -> (Vec<u8>, Digest) {
         let mut line = Vec::with_capacity(self.data.len() + 256);
         let mut digester = canon::Digester::new(Context::Event);
-        let (hash, _) = self.encode_into(&mut line, &mut Vec::with_capacity(160), None, &mut digester);
+        let (hash, _) = self.encode_into(&mut line, None, &mut digester);
         (line, hash)
     }
 
@@ -74,32 +74,35 @@ impl<'a> Unhashed<'a> {
     ///
     /// JCS orders keys by UTF-16 code units: `data < hash < kind < prev < seq < t <
     /// turn`. The envelope is written by hand in that order around the data's canonical
-    /// bytes, which are hashed where they lie. `scratch` is reused for the members after
-    /// `data`; `prev_hex`, when given, is the hex of `prev` (the writer keeps the last
-    /// hash's, rather than spelling it out again). `digester` is an event digester,
-    /// reset here and reused from line to line.
+    /// bytes: the members after `hash` are written in place behind room left for it,
+    /// the line without that room is hashed where it lies, and the `hash` member is
+    /// written into the room. `prev_hex`, when given, is the hex of `prev` (the writer
+    /// keeps the last hash's, rather than spelling it out again). `digester` is an
+    /// event digester, reset here and reused from line to line.
     pub fn encode_into(
         &self,
         out: &mut Vec<u8>,
-        scratch: &mut Vec<u8>,
         prev_hex: Option<&[u8; 64]>,
         digester: &mut canon::Digester,
     ) -> (Digest, [u8; 64]) {
         const OPEN: &[u8] = b"{\"data\":";
+        const HASH_OPEN: &[u8] = b",\"hash\":\"blake3:";
+        const ROOM: usize = HASH_OPEN.len() + 64 + 1;
         let start = out.len();
         out.extend_from_slice(OPEN);
         out.extend_from_slice(self.data);
-        scratch.clear();
-        self.write_tail(scratch, prev_hex);
+        let room = out.len();
+        out.resize(room + ROOM, 0);
+        self.write_tail(out, prev_hex);
         digester.reset();
-        digester.update(&out[start..]);
-        digester.update(scratch);
+        digester.update(&out[start..room]);
+        digester.update(&out[room + ROOM..]);
         let hash = digester.finish();
         let hex = hash.hex();
-        out.extend_from_slice(b",\"hash\":\"blake3:");
-        out.extend_from_slice(&hex);
-        out.push(b'"');
-        out.extend_from_slice(scratch);
+        let member = &mut out[room..room + ROOM];
+        member[..HASH_OPEN.len()].copy_from_slice(HASH_OPEN);
+        member[HASH_OPEN.len()..ROOM - 1].copy_from_slice(&hex);
+        member[ROOM - 1] = b'"';
         (hash, hex)
     }
 

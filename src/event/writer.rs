@@ -62,8 +62,6 @@ pub struct LogWriter<S: Sink> {
     pending: Vec<u8>,
     /// When lines last reached the sink (or the writer was made).
     written_at: Instant,
-    /// Reused by [`Unhashed::encode_into`].
-    scratch: Vec<u8>,
     /// Reused for the canonical bytes of each `Value` appended.
     data_scratch: Vec<u8>,
     /// Reused (reset) to hash each line.
@@ -95,7 +93,6 @@ impl<S: Sink> LogWriter<S> {
             // 16 KiB, each log copied 112 KiB to get there: 1 % of a suite's instructions)
             pending: Vec::with_capacity(2 * WRITE_AT_BYTES),
             written_at: Instant::now(),
-            scratch: Vec::with_capacity(160),
             data_scratch: Vec::with_capacity(512),
             digester: canon::Digester::new(canon::Context::Event),
             seq: 0,
@@ -131,7 +128,7 @@ impl<S: Sink> LogWriter<S> {
         let unhashed = Unhashed { seq, turn, t, kind, data: data.as_bytes(), prev: self.prev.as_ref() };
         let start = self.pending.len();
         let prev_hex = self.prev.is_some().then_some(&self.prev_hex);
-        let (hash, hex) = unhashed.encode_into(&mut self.pending, &mut self.scratch, prev_hex, &mut self.digester);
+        let (hash, hex) = unhashed.encode_into(&mut self.pending, prev_hex, &mut self.digester);
         self.prev_hex = hex;
         self.pending.push(b'\n');
         self.offset += (self.pending.len() - start) as u64;
