@@ -42,7 +42,6 @@ pub struct LiveProvider<'r> {
     dialect: Dialect,
     model: String,
     scrubber: Scrubber,
-    last: Option<RecordedResponse>,
 }
 
 impl<'r> LiveProvider<'r> {
@@ -54,7 +53,7 @@ impl<'r> LiveProvider<'r> {
             Provider::Anthropic => Dialect::Messages,
         };
         let model = record.model.clone().unwrap_or_else(|| default_model(provider).to_string());
-        LiveProvider { record, dialect, model, scrubber: Scrubber::new(scrub), last: None }
+        LiveProvider { record, dialect, model, scrubber: Scrubber::new(scrub) }
     }
 }
 
@@ -96,8 +95,7 @@ impl ModelProvider for LiveProvider<'_> {
             lines.push(recorded.clone());
             lines.len() - 1
         };
-        let recorded = self.last.insert(recorded);
-        Ok(Replayed { position, recorded, divergence: None, renormalized: false })
+        Ok(Replayed { position, recorded: std::borrow::Cow::Owned(recorded), divergence: None, renormalized: false })
     }
 }
 

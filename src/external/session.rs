@@ -567,7 +567,7 @@ impl<'a, 'p> Session<'a, 'p> {
                         if r.renormalized {
                             self.renormalized.push(r.position);
                         }
-                        (r.position, r.recorded.clone(), r.divergence)
+                        (r.position, r.recorded.into_owned(), r.divergence)
                     }
                     Err(ProviderError::Miss(miss)) => {
                         let message = miss.to_string();

@@ -12,6 +12,8 @@
 pub mod differences;
 pub mod digest;
 pub mod judge;
+use std::borrow::Cow;
+
 use crate::canon::Digest;
 use crate::dataset::recording::RecordedLines;
 /// Recordings are data the dataset names; their model lives in `dataset::recording`.
@@ -59,7 +61,9 @@ pub struct ReplayMiss {
 #[derive(Debug)]
 pub struct Replayed<'a> {
     pub position: usize,
-    pub recorded: &'a RecordedResponse,
+    /// Borrowed from a recording held whole, or moved out of a file read line by line
+    /// (the caller then takes it without a copy).
+    pub recorded: Cow<'a, RecordedResponse>,
     pub divergence: Option<Divergence>,
     /// The recorded request matched only once normalised again under today's rules
     /// ([`ModelProvider::complete_renormalized`]): the recording predates a rule.
@@ -123,10 +127,9 @@ enum Responses<'r> {
     Lines(Box<Reading>),
 }
 
-/// A recording file's lines being served: those not yet read, and the one served last.
+/// A recording file's lines being served: those not yet read.
 struct Reading {
     lines: RecordedLines,
-    current: Option<RecordedResponse>,
 }
 
 impl<'r> ReplayProvider<'r> {
@@ -140,7 +143,7 @@ impl<'r> ReplayProvider<'r> {
     ///
     /// [`Recording::reread`]: crate::dataset::recording::Recording::reread
     pub fn lines(lines: RecordedLines) -> ReplayProvider<'static> {
-        ReplayProvider { responses: Responses::Lines(Box::new(Reading { lines, current: None })), position: 0 }
+        ReplayProvider { responses: Responses::Lines(Box::new(Reading { lines })), position: 0 }
     }
 
     pub fn position(&self) -> usize {
@@ -179,11 +182,10 @@ impl ReplayProvider<'_> {
     ) -> Result<Replayed<'_>, ProviderError> {
         let position = self.position;
         let recorded_count = self.recorded();
-        let recorded: Option<&RecordedResponse> = match &mut self.responses {
-            Responses::Borrowed(r) => r.get(position),
+        let recorded: Option<Cow<'_, RecordedResponse>> = match &mut self.responses {
+            Responses::Borrowed(r) => r.get(position).map(Cow::Borrowed),
             Responses::Lines(reading) => {
-                reading.current = reading.lines.next().transpose().map_err(ProviderError::Unreadable)?;
-                reading.current.as_ref()
+                reading.lines.next().transpose().map_err(ProviderError::Unreadable)?.map(Cow::Owned)
             }
         };
         let recorded = recorded.ok_or(ReplayMiss {

@@ -11,6 +11,7 @@ pub mod context;
 pub mod handoff;
 pub mod memory;
 use serde_json::{Value, json};
+use std::borrow::Cow;
 
 use crate::agent::boundary::ToolBoundary;
 use crate::agent::{Agent, Recorder, RunInput, RunStatus, RunSummary};
@@ -245,9 +246,14 @@ impl<'a, 'p> Loop<'a, 'p> {
             };
             let position = replayed.position;
             // take only what the events need from the recorded response (not its
-            // recorded request), and move the parts instead of cloning them again
+            // recorded request), and move the parts instead of cloning them again: a
+            // response read from a recording file is the provider's to give away, one
+            // of a recording held whole is copied
             let (usage, latency_ms) = (replayed.recorded.usage, replayed.recorded.latency_ms);
-            let ModelResponse { content, tool_calls: recorded_calls, confidence } = replayed.recorded.response.clone();
+            let ModelResponse { content, tool_calls: recorded_calls, confidence } = match replayed.recorded {
+                Cow::Owned(recorded) => recorded.response,
+                Cow::Borrowed(recorded) => recorded.response.clone(),
+            };
             if let Some(d) = replayed.divergence {
                 self.rec.emit(&write::ReplayDiverged {
                     position: d.position.into(),
