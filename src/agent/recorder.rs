@@ -32,8 +32,6 @@ pub struct Recorder {
     /// Hold back `run_completed` until [`Recorder::finish`].
     hold: bool,
     held: Option<Held>,
-    /// Reused for each event's data as its writer writes it.
-    scratch: Vec<u8>,
 }
 
 /// A `run_completed` not yet written: its data's canonical bytes.
@@ -54,7 +52,6 @@ impl Recorder {
             detectors: None,
             hold: false,
             held: None,
-            scratch: Vec::with_capacity(512),
         }
     }
 
@@ -135,29 +132,31 @@ impl Recorder {
         Ok(())
     }
 
+    /// Append an event whose data `data`'s writer writes straight into the log's line,
+    /// then what the detectors find in it.
     fn append<W: Written>(&mut self, data: &W) -> Result<u64, WriteError> {
-        let mut bytes = std::mem::take(&mut self.scratch);
-        bytes.clear();
-        let written = data.write(&mut bytes);
-        let seq = match written {
-            Ok(()) => self.append_canonical(W::KIND, &bytes),
-            Err(source) => Err(self.canon_error(W::KIND, source)),
-        };
-        self.scratch = bytes;
-        seq
+        let offset = self.writer.offset();
+        let event = self.writer.append_written(self.turn, self.clock, data)?;
+        self.appended(event, offset)
     }
 
     /// Append an event whose data is `canonical`, then what the detectors find in it.
     fn append_canonical(&mut self, kind: Kind, canonical: &[u8]) -> Result<u64, WriteError> {
-        if kind == Kind::TurnStarted {
-            self.turn_offsets.push(self.writer.offset());
-        }
+        let offset = self.writer.offset();
         let event = self.writer.append_canonical(self.turn, self.clock, kind, canonical);
+        self.appended(event, offset)
+    }
+
+    /// Keep `event`, appended at `offset`, and append what the detectors find in it.
+    fn appended(&mut self, event: Event, offset: u64) -> Result<u64, WriteError> {
+        if event.kind == Kind::TurnStarted {
+            self.turn_offsets.push(offset);
+        }
         let seq = event.seq;
         let findings = self.detectors.as_mut().map(|d| d.observe(&event)).unwrap_or_default();
         self.events.push(event);
         for finding in findings {
-            let flagged = self.writer.append_payload(self.turn, self.clock, &finding.data())?;
+            let flagged = self.writer.append_written(self.turn, self.clock, &finding.data())?;
             self.events.push(flagged);
         }
         Ok(seq)

@@ -40,6 +40,9 @@ pub struct Event {
     pub hash: Digest,
 }
 
+/// How every line begins: its first member is `data`, the least key.
+pub(crate) const LINE_OPEN: &[u8] = b"{\"data\":";
+
 /// The fields an event is hashed over, borrowed so the writer and the verifier share
 /// one encoder and cannot disagree about the byte layout. `data` is the canonical bytes
 /// of the event's data.
@@ -70,7 +73,22 @@ impl<'a> Unhashed<'a> {
     }
 
     /// Append this event's canonical line (without its newline) to `out` and return its
-    /// hash with its hex.
+    /// hash with its hex (see [`Unhashed::close_line`]).
+    pub fn encode_into(
+        &self,
+        out: &mut Vec<u8>,
+        prev_hex: Option<&[u8; 64]>,
+        digester: &mut canon::Digester,
+    ) -> (Digest, [u8; 64]) {
+        let start = out.len();
+        out.extend_from_slice(LINE_OPEN);
+        out.extend_from_slice(self.data);
+        self.close_line(out, start, prev_hex, digester)
+    }
+
+    /// Finish this event's line in `out`, whose bytes from `start` on are already the
+    /// line's opening, [`LINE_OPEN`] and the data (a writer that wrote the data in place);
+    /// return its hash with its hex.
     ///
     /// JCS orders keys by UTF-16 code units: `data < hash < kind < prev < seq < t <
     /// turn`. The envelope is written by hand in that order around the data's canonical
@@ -79,18 +97,16 @@ impl<'a> Unhashed<'a> {
     /// written into the room. `prev_hex`, when given, is the hex of `prev` (the writer
     /// keeps the last hash's, rather than spelling it out again). `digester` is an
     /// event digester, reset here and reused from line to line.
-    pub fn encode_into(
+    pub fn close_line(
         &self,
         out: &mut Vec<u8>,
+        start: usize,
         prev_hex: Option<&[u8; 64]>,
         digester: &mut canon::Digester,
     ) -> (Digest, [u8; 64]) {
-        const OPEN: &[u8] = b"{\"data\":";
         const HASH_OPEN: &[u8] = b",\"hash\":\"blake3:";
         const ROOM: usize = HASH_OPEN.len() + 64 + 1;
-        let start = out.len();
-        out.extend_from_slice(OPEN);
-        out.extend_from_slice(self.data);
+        debug_assert!(out[start..].starts_with(LINE_OPEN) && out[start + LINE_OPEN.len()..] == *self.data);
         let room = out.len();
         out.resize(room + ROOM, 0);
         self.write_tail(out, prev_hex);

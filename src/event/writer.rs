@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::payload::Written;
-use super::{Data, Event, Kind, Unhashed};
+use super::{Data, Event, Kind, LINE_OPEN, Unhashed};
 use crate::canon::{self, CanonError, Digest};
 
 /// Where log bytes go: a file (fsync'd at the end, or noted for the run's syncer) or
@@ -124,11 +124,32 @@ impl<S: Sink> LogWriter<S> {
     /// Append an event with data already held as [`Data`]: re-chaining verified events
     /// (goldens), where the bytes are canonical and need no second pass.
     pub fn append_data(&mut self, turn: Option<u32>, t: u64, kind: Kind, data: Data) -> Event {
+        let start = self.pending.len();
+        self.pending.extend_from_slice(LINE_OPEN);
+        self.pending.extend_from_slice(data.as_bytes());
+        self.close(turn, t, kind, data, start)
+    }
+
+    /// Append an event whose data `data`'s writer writes straight into the line, with no
+    /// buffer between; on an error nothing is appended.
+    pub fn append_written<W: Written>(&mut self, turn: Option<u32>, t: u64, data: &W) -> Result<Event, WriteError> {
+        let start = self.pending.len();
+        self.pending.extend_from_slice(LINE_OPEN);
+        let at = self.pending.len();
+        if let Err(source) = data.write(&mut self.pending) {
+            self.pending.truncate(start);
+            return Err(WriteError::Canon { seq: self.seq, kind: W::KIND, source });
+        }
+        let written = Data::checked(&self.pending[at..]);
+        Ok(self.close(turn, t, W::KIND, written, start))
+    }
+
+    /// Finish the line whose opening and data are in `pending` from `start` on.
+    fn close(&mut self, turn: Option<u32>, t: u64, kind: Kind, data: Data, start: usize) -> Event {
         let seq = self.seq;
         let unhashed = Unhashed { seq, turn, t, kind, data: data.as_bytes(), prev: self.prev.as_ref() };
-        let start = self.pending.len();
         let prev_hex = self.prev.is_some().then_some(&self.prev_hex);
-        let (hash, hex) = unhashed.encode_into(&mut self.pending, prev_hex, &mut self.digester);
+        let (hash, hex) = unhashed.close_line(&mut self.pending, start, prev_hex, &mut self.digester);
         self.prev_hex = hex;
         self.pending.push(b'\n');
         self.offset += (self.pending.len() - start) as u64;
@@ -147,18 +168,6 @@ impl<S: Sink> LogWriter<S> {
         let unhashed = Unhashed { seq, turn, t, kind, data: data.as_bytes(), prev: self.prev.as_ref() };
         let (_, hash) = unhashed.encode();
         Event { seq, turn, t, kind, data, hash }
-    }
-
-    /// [`append`](Self::append) the data `data`'s writer writes (an event of its kind).
-    pub fn append_payload<W: Written>(&mut self, turn: Option<u32>, t: u64, data: &W) -> Result<Event, WriteError> {
-        let mut bytes = std::mem::take(&mut self.data_scratch);
-        bytes.clear();
-        let written = data.write(&mut bytes);
-        let event = written
-            .map_err(|source| WriteError::Canon { seq: self.seq, kind: W::KIND, source })
-            .map(|()| self.append_data(turn, t, W::KIND, Data::checked(&bytes)));
-        self.data_scratch = bytes;
-        event
     }
 
     /// Write every buffered line. Called at turn boundaries.
@@ -272,6 +281,57 @@ mod tests {
         let all: Vec<u8> = sink.0.concat();
         let lines = all.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count();
         assert_eq!(lines as u32, 3 * (turns + 1), "every line, once");
+    }
+
+    /// A typed writer writes into the line itself: one that fails part way (an integer
+    /// JSON cannot carry, in its last member) leaves nothing of its line, and the next
+    /// event chains on from the last one written, as if it had never been tried.
+    #[test]
+    fn a_payload_that_fails_part_way_leaves_no_trace_in_the_log() {
+        use crate::event::payload::{Out, write};
+        let mut tried = LogWriter::new(Vec::new());
+        let mut clean = LogWriter::new(Vec::new());
+        for w in [&mut tried, &mut clean] {
+            w.append_written(
+                Some(0),
+                0,
+                &write::TurnStarted { turn: 0u32.into(), input: "hi".into(), source: Out::Absent, absent: Out::Absent },
+            )
+            .expect("append");
+        }
+        let (pending, offset) = (tried.pending(), tried.offset());
+        let huge = write::TurnStarted {
+            turn: Out::Uint(1 << 60),
+            input: "a long input written first".into(),
+            source: Out::Absent,
+            absent: Out::Absent,
+        };
+        let error = tried.append_written(Some(0), 0, &huge).expect_err("2^60 is not I-JSON");
+        assert!(matches!(error, WriteError::Canon { seq: 1, kind: Kind::TurnStarted, .. }), "{error}");
+        assert!(error.to_string().contains("turn"), "{error}");
+        assert_eq!((tried.pending(), tried.offset(), tried.events_written()), (pending, offset, 1));
+        for w in [&mut tried, &mut clean] {
+            w.append_written(
+                Some(1),
+                5,
+                &write::TurnStarted {
+                    turn: 1u32.into(),
+                    input: "again".into(),
+                    source: Out::Absent,
+                    absent: Out::Absent,
+                },
+            )
+            .expect("append");
+        }
+        let (tried, tried_head) = tried.finish().expect("finish");
+        let (clean, clean_head) = clean.finish().expect("finish");
+        assert_eq!(tried, clean);
+        assert_eq!(tried_head, clean_head);
+        // and what a typed writer wrote in place is what the same data appended whole gives
+        let mut whole = LogWriter::new(Vec::new());
+        whole.append(Some(0), 0, Kind::TurnStarted, json!({"turn": 0, "input": "hi"})).expect("append");
+        whole.append(Some(1), 5, Kind::TurnStarted, json!({"turn": 1, "input": "again"})).expect("append");
+        assert_eq!(whole.finish().expect("finish").0, clean);
     }
 
     #[test]

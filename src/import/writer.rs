@@ -141,7 +141,7 @@ impl Writer {
         if let Some(at) = at {
             self.clock = self.clock.max(at);
         }
-        let event = self.log.append_payload(turn, self.clock, data)?;
+        let event = self.log.append_written(turn, self.clock, data)?;
         self.events.push(event);
         Ok(())
     }
