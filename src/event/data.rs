@@ -84,6 +84,11 @@ impl Data {
         Json::of(&self.text).member(name)
     }
 
+    /// [`Data::member`] for a member that is usually the data's last ([`Json::last_member`]).
+    pub fn last_member(&self, name: &str) -> Json<'_> {
+        Json::of(&self.text).last_member(name)
+    }
+
     /// The data as a JSON tree, parsed from the text on each call. For edges that
     /// handle arbitrary data (`show`, imports, a golden diff's changed members); readers
     /// of a kind read its payload ([`Event::view`](super::Event::view)) and readers of

@@ -88,6 +88,48 @@ pub fn object_members(text: &str) -> impl Iterator<Item = (&str, &str)> {
     })
 }
 
+/// The last member of a canonical JSON object, as `(key, value text)`, read backwards
+/// from its closing brace, when its value is a string, number, `true`, `false` or
+/// `null` (`None` otherwise, or when the text is not shaped as a canonical object).
+/// In canonical text a quote inside a string is always escaped, so the unescaped quote
+/// met first going back from a string's end is the one that opens it.
+fn last_scalar_member(text: &str) -> Option<(&str, &str)> {
+    let bytes = text.as_bytes();
+    if bytes.first() != Some(&b'{') || bytes.last() != Some(&b'}') || bytes.len() < 2 {
+        return None;
+    }
+    let value_end = bytes.len() - 1;
+    let value_start = match bytes[value_end - 1] {
+        b'"' => string_start(bytes, value_end - 1)?,
+        b'}' | b']' => return None,
+        // a number or a literal: no colon, quote or comma inside
+        _ => memchr::memrchr3(b':', b'"', b',', &bytes[..value_end]).filter(|&at| bytes[at] == b':')? + 1,
+    };
+    let colon = value_start.checked_sub(1).filter(|&at| bytes[at] == b':')?;
+    let key_close = colon.checked_sub(1).filter(|&at| bytes[at] == b'"')?;
+    let key_open = string_start(bytes, key_close)?;
+    // the key opens the object or follows a comma
+    let before = key_open.checked_sub(1)?;
+    if !matches!(bytes[before], b'{' | b',') {
+        return None;
+    }
+    Some((text.get(key_open + 1..key_close)?, text.get(value_start..value_end)?))
+}
+
+/// The index of the quote that opens the string whose closing quote is at `close`.
+fn string_start(bytes: &[u8], close: usize) -> Option<usize> {
+    let mut end = close;
+    loop {
+        let at = memchr::memrchr(b'"', &bytes[..end])?;
+        // escaped when an odd number of backslashes stands right before it
+        let backslashes = bytes[..at].iter().rev().take_while(|&&b| b == b'\\').count();
+        if backslashes % 2 == 0 {
+            return Some(at);
+        }
+        end = at;
+    }
+}
+
 /// The index just past the string that opens at `at`.
 fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
     if bytes.get(at) != Some(&b'"') {
@@ -205,6 +247,18 @@ impl<'a> Json<'a> {
     /// Member `name` of the value, when it is an object holding one.
     pub fn member(&self, name: &str) -> Json<'a> {
         object_members(self.raw()).find(|(key, _)| *key == name).map_or(Json(None), |(_, raw)| Json::of(raw))
+    }
+
+    /// [`Json::member`] for a member that is usually the object's last (a kind's key
+    /// that sorts after all the others: `tool_executed`'s `tool`, `policy_decided`'s
+    /// `verdict`): read from the end when it is there and holds a scalar, without
+    /// passing over the members before it (a call's arguments and result); otherwise
+    /// read as [`Json::member`] reads it.
+    pub fn last_member(&self, name: &str) -> Json<'a> {
+        match last_scalar_member(self.raw()) {
+            Some((key, raw)) if key == name => Json::of(raw),
+            _ => self.member(name),
+        }
     }
 
     /// The items of the value, each as its canonical text, when it is an array (none
@@ -891,6 +945,47 @@ mod tests {
                 }
                 proptest::prop_assert_eq!(member.as_str().map(|s| s.into_owned()), serde_json::from_str::<Value>(raw).unwrap().as_str().map(str::to_string));
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// Reading a member from the end finds what reading from the start finds, for
+        /// every key of the object and for keys it lacks, whatever the keys and strings
+        /// hold (quotes, backslashes, braces, colons, commas).
+        #[test]
+        fn a_member_read_from_the_end_is_the_member(value in json_object(), missing in "[a-z\"\\\\]{0,6}") {
+            let text = canon::to_canonical_string(&value).unwrap();
+            let json = Json::of(&text);
+            for (key, _) in object_members(&text).chain([(missing.as_str(), "")]) {
+                proptest::prop_assert_eq!(json.last_member(key), json.member(key), "{} in {}", key, text);
+            }
+            // and when the last member holds a scalar, it is read from the end
+            if let Some((key, raw)) = object_members(&text).last()
+                && !raw.starts_with(['{', '['])
+            {
+                proptest::prop_assert_eq!(last_scalar_member(&text), Some((key, raw)), "{}", text);
+            }
+        }
+    }
+
+    /// The members the readers take from the end are their kinds' last: were a member
+    /// added after them, they would be read from the start, correctly but slowly.
+    #[test]
+    fn tool_and_verdict_are_their_kinds_last_members() {
+        let executed = event(
+            Kind::ToolExecuted,
+            json!({"args": {"q": "x"}, "call_id": "c-1", "deduplicated": false, "duration_ms": 3, "effect": null,
+                   "fault": null, "is_error": false, "result": {"tool": "not this"}, "tool": "lookup"}),
+        );
+        assert_eq!(last_scalar_member(executed.data.as_str()).map(|(k, _)| k), Some("tool"));
+        assert_eq!(executed.data.last_member("tool").as_str().as_deref(), Some("lookup"));
+        let decided =
+            event(Kind::PolicyDecided, json!({"call_id": "c-1", "tool": "lookup", "verdict": "allow", "rule": null}));
+        assert_eq!(last_scalar_member(decided.data.as_str()).map(|(k, _)| k), Some("verdict"));
+        for (kind, member) in [(Kind::ToolExecuted, "tool"), (Kind::PolicyDecided, "verdict")] {
+            let (_, keys) = write::MEMBERS.iter().find(|(k, _)| *k == kind).unwrap();
+            let last = keys.iter().max_by(|a, b| a.encode_utf16().cmp(b.encode_utf16())).unwrap();
+            assert_eq!(*last, member, "{kind}: {keys:?}");
         }
     }
 

@@ -92,9 +92,8 @@ fn root(name: &str, events: &[Event]) -> Option<Value> {
         "tool_results" => {
             Value::Array(of(Kind::ToolExecuted).map(|e| e.view::<payload::ToolExecuted>().result.value()).collect())
         }
-        "tool_sequence" => {
-            Value::Array(of(Kind::ToolExecuted).map(|e| e.view::<payload::ToolExecuted>().tool.value()).collect())
-        }
+        // `tool` is the last of the kind's members: read from the end, past nothing
+        "tool_sequence" => Value::Array(of(Kind::ToolExecuted).map(|e| e.data.last_member("tool").value()).collect()),
         "tools" => {
             json!({"proposed": of(Kind::ToolProposed).map(|e| e.view::<payload::ToolProposed>().tool.value()).collect::<Vec<_>>()})
         }
@@ -194,8 +193,9 @@ fn policy(events: &[Event], verdicts_too: bool) -> Value {
         _ => 0,
     };
     for e in events.iter().filter(|e| e.kind == Kind::PolicyDecided) {
-        let decided: payload::PolicyDecided = e.view();
-        let verdict = decided.verdict.as_str().unwrap_or_default();
+        // `verdict` is the last of the kind's members: the counts read it from the end
+        let verdict = e.data.last_member("verdict");
+        let verdict = verdict.as_str().unwrap_or_default();
         let verdict = &*verdict;
         match verdict {
             "deny" => denials += 1,
@@ -213,6 +213,7 @@ fn policy(events: &[Event], verdicts_too: bool) -> Value {
         if !verdicts_too {
             continue;
         }
+        let decided: payload::PolicyDecided = e.view();
         let mut entry = json!({"turn": e.turn, "call_id": decided.call_id.value(), "tool": decided.tool.value(),
                                "verdict": verdict, "rule": decided.rule.value()});
         // the event that introduced the taint a decision saw, when it saw one
