@@ -289,11 +289,47 @@ pub fn open_store(layout: &stateval::store::Layout, setting: &str) -> Result<sta
     }
     std::fs::create_dir_all(root)
         .map_err(|e| CliError::invalid(format!("{setting}: cannot create {}: {e}", root.display())))?;
-    SledStore::open(&layout.catalog()).map_err(|e| match e {
+    let locked = |e: StoreError| match e {
         StoreError::Locked { .. } => CliError::invalid(format!(
             "{setting}: {} is in use by another stateval run; wait for it to finish, or give this run another store",
             root.display()
         )),
         e => CliError::internal(e.to_string()),
-    })
+    };
+    match SledStore::open(&layout.catalog()) {
+        // The catalog is an index of the run files, and sled rewrites its small config
+        // file in place as it opens: a process killed in that moment leaves one sled
+        // will not read again. Rather than refuse every command from then on, the
+        // catalog is set aside (kept, for a bug report) and rebuilt from the runs on disk.
+        Err(StoreError::Sled(e @ sled::Error::Corruption { .. })) => {
+            let aside = set_aside(&layout.catalog()).map_err(|io| {
+                CliError::internal(format!(
+                    "{setting}: the catalog is unreadable ({e}) and could not be set aside: {io}"
+                ))
+            })?;
+            err(format_args!(
+                "warning: {setting}: the catalog could not be read ({e}); set aside as {} and rebuilt from the runs on disk",
+                aside.display()
+            ));
+            let store = SledStore::open(&layout.catalog()).map_err(locked)?;
+            stateval::store::reindex(&store, layout, false).map_err(|e| CliError::internal(e.to_string()))?;
+            Ok(store)
+        }
+        opened => opened.map_err(locked),
+    }
+}
+
+/// Move `dir` to the first free `<dir>.unreadable-N` beside it.
+fn set_aside(dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    for n in 1.. {
+        let aside = dir.with_file_name(format!(
+            "{}.unreadable-{n}",
+            dir.file_name().map(|f| f.to_string_lossy()).unwrap_or_default()
+        ));
+        if !aside.exists() {
+            std::fs::rename(dir, &aside)?;
+            return Ok(aside);
+        }
+    }
+    unreachable!("a free name")
 }
