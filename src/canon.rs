@@ -15,6 +15,12 @@
 //! UTF-16 order unless a key holds a character at or above U+E000 (then that object is
 //! re-sorted). Numbers use ryu-js, the ECMAScript `Number::toString` algorithm JCS
 //! prescribes. A property test checks the writer against a reference implementation.
+//!
+//! [`scan`] reads the plainest JSON (no escapes, plain integers) by hand and writes its
+//! canonical text as it goes: the metric batch readers and the recording reader take
+//! their everyday lines through it and hand everything else to `serde_json`.
+
+pub(crate) mod scan;
 
 use std::fmt;
 use std::str::FromStr;

@@ -36,7 +36,6 @@ use super::trajectory::{Diff, ExpectedTrace, Mismatch, validate_recorded};
 use crate::diag::StrictValue;
 
 mod plain;
-mod scan;
 
 /// Grade `text` (one JSON document) with metric `name`, appending its output object to
 /// `out`, when the document has the everyday shape of that metric. `false` (and `out`
@@ -45,7 +44,7 @@ pub fn grade(name: &str, text: &str, out: &mut Vec<u8>) -> bool {
     grade_plain(name, text, out) || grade_serde(name, text, out)
 }
 
-/// [`grade`] of a document of plain tokens only, read by [`scan::Scan`] (`plain`);
+/// [`grade`] of a document of plain tokens only, read by [`Scan`](crate::canon::scan::Scan) (`plain`);
 /// `false` (and `out` as it was) for any other.
 fn grade_plain(name: &str, text: &str, out: &mut Vec<u8>) -> bool {
     let start = out.len();

@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use serde_json::Value;
 
-use super::scan::Scan;
+use crate::canon::scan::Scan;
 use crate::metrics::stability::{CallKey, StabilityReport, score_calls};
 use crate::metrics::trace::{MetricTrace, TracedCall, recorded_args};
 use crate::metrics::trajectory::canonical::RawCall;

@@ -1,5 +1,5 @@
-//! A byte scanner for the plainest JSON of the batch documents, in front of the serde
-//! readers of [`super`].
+//! A byte scanner for the plainest JSON, in front of serde readers: the metric batch
+//! documents' (`metrics::typed`) and recording lines' (`dataset::recording`).
 //!
 //! A batch line of generated or exported traces is made of a few kinds of token: strings
 //! without escapes, integers of at most 15 digits, `true`, `false`, `null`, objects with a
@@ -25,19 +25,19 @@ use serde_json::{Map, Number, Value};
 const MAX_DEPTH: usize = 32;
 
 /// Most keys an object may have for the scanner: the repeated-key test is a linear search.
-pub(super) const MAX_KEYS: usize = 16;
+pub(crate) const MAX_KEYS: usize = 16;
 
 /// Longest integer (in digits) the scanner reads: below 10^15, within ±(2^53−1).
 const MAX_DIGITS: usize = 15;
 
 /// The scanner: the text and the position of the next unread byte.
-pub(super) struct Scan<'a> {
+pub(crate) struct Scan<'a> {
     text: &'a str,
     at: usize,
 }
 
 impl<'a> Scan<'a> {
-    pub(super) fn new(text: &'a str) -> Self {
+    pub(crate) fn new(text: &'a str) -> Self {
         Scan { text, at: 0 }
     }
 
@@ -48,7 +48,7 @@ impl<'a> Scan<'a> {
 
     /// The next byte after any whitespace, not consumed.
     #[inline]
-    pub(super) fn peek(&mut self) -> Option<u8> {
+    pub(crate) fn peek(&mut self) -> Option<u8> {
         let b = self.bytes();
         while let Some(&c) = b.get(self.at) {
             if !matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
@@ -61,7 +61,7 @@ impl<'a> Scan<'a> {
 
     /// Consume `c`, the next byte after any whitespace.
     #[inline]
-    pub(super) fn eat(&mut self, c: u8) -> Option<()> {
+    pub(crate) fn eat(&mut self, c: u8) -> Option<()> {
         if self.peek()? == c {
             self.at += 1;
             Some(())
@@ -71,7 +71,7 @@ impl<'a> Scan<'a> {
     }
 
     /// Nothing but whitespace is left.
-    pub(super) fn end(mut self) -> Option<()> {
+    pub(crate) fn end(mut self) -> Option<()> {
         match self.peek() {
             None => Some(()),
             Some(_) => None,
@@ -80,17 +80,23 @@ impl<'a> Scan<'a> {
 
     /// A string without escapes or control characters; its text between the quotes.
     #[inline]
-    pub(super) fn string(&mut self) -> Option<&'a str> {
+    pub(crate) fn string(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let b = self.bytes();
         let start = self.at;
-        let end = match b.get(start..start + 8) {
-            Some(word) => match stops(u64::from_le_bytes(word.try_into().ok()?)) {
-                // the lowest flagged byte is the first that stops the string
-                0 => long_string_end(b, start + 8)?,
-                flagged => start + flagged.trailing_zeros() as usize / 8,
-            },
-            None => start + b[start..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)?,
+        // a word at a time for the first two words (names and short values: most keys
+        // are longer than eight bytes), then by memchr
+        let mut at = start;
+        let end = loop {
+            match b.get(at..at + 8) {
+                Some(word) => match stops(u64::from_le_bytes(word.try_into().ok()?)) {
+                    0 if at - start < 8 => at += 8,
+                    0 => break long_string_end(b, at + 8)?,
+                    // the lowest flagged byte is the first that stops the string
+                    flagged => break at + flagged.trailing_zeros() as usize / 8,
+                },
+                None => break at + b[at..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)?,
+            }
         };
         if b[end] != b'"' {
             return None;
@@ -100,10 +106,47 @@ impl<'a> Scan<'a> {
         self.text.get(start..end)
     }
 
+    /// A string, owned: a plain one copied from the text, one with escapes read by
+    /// `serde_json` itself (so as serde reads it; a control character or a bad escape
+    /// is refused as serde refuses it).
+    pub(crate) fn text(&mut self) -> Option<String> {
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let start = self.at;
+        if let Some(plain) = self.string() {
+            return Some(plain.to_string());
+        }
+        let b = self.bytes();
+        let mut i = start + 1;
+        loop {
+            match *b.get(i)? {
+                b'"' => break,
+                b'\\' => i += 2,
+                _ => i += 1,
+            }
+        }
+        let text = serde_json::from_str(self.text.get(start..=i)?).ok()?;
+        self.at = i + 1;
+        Some(text)
+    }
+
+    /// A number of any JSON form, read by `serde_json` itself as an `f64` (fractions and
+    /// exponents round as serde rounds them).
+    pub(crate) fn float(&mut self) -> Option<f64> {
+        self.peek()?;
+        let b = self.bytes();
+        let start = self.at;
+        let len = b[start..].iter().take_while(|c| matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')).count();
+        let value = serde_json::from_str(self.text.get(start..start + len).filter(|t| !t.is_empty())?).ok()?;
+        self.at = start + len;
+        Some(value)
+    }
+
     /// An integer of the plain form (`-?[1-9][0-9]*` or `0`, at most [`MAX_DIGITS`]
     /// digits, not `-0`, no fraction or exponent after it): its text.
     #[inline]
-    pub(super) fn integer(&mut self) -> Option<&'a str> {
+    pub(crate) fn integer(&mut self) -> Option<&'a str> {
         self.peek()?;
         let b = self.bytes();
         let start = self.at;
@@ -126,7 +169,7 @@ impl<'a> Scan<'a> {
     }
 
     /// An integer of the plain form, as a number.
-    pub(super) fn number(&mut self) -> Option<Number> {
+    pub(crate) fn number(&mut self) -> Option<Number> {
         let text = self.integer()?;
         Some(match text.strip_prefix('-') {
             Some(_) => Number::from(text.parse::<i64>().ok()?),
@@ -136,7 +179,7 @@ impl<'a> Scan<'a> {
 
     /// `true` or `false`.
     #[inline]
-    pub(super) fn boolean(&mut self) -> Option<bool> {
+    pub(crate) fn boolean(&mut self) -> Option<bool> {
         self.peek()?;
         let b = self.bytes();
         if b.get(self.at..self.at + 4)? == b"true" {
@@ -151,7 +194,7 @@ impl<'a> Scan<'a> {
     }
 
     /// `null`, when it is next (consumed); `false` (nothing consumed) otherwise.
-    pub(super) fn null(&mut self) -> Option<bool> {
+    pub(crate) fn null(&mut self) -> Option<bool> {
         if self.peek()? == b'n' { self.word("null").map(|()| true) } else { Some(false) }
     }
 
@@ -167,7 +210,7 @@ impl<'a> Scan<'a> {
 
     /// The elements of an array, each read by `element`.
     #[inline]
-    pub(super) fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+    pub(crate) fn array(&mut self, mut element: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
         self.eat(b'[')?;
         if self.peek()? == b']' {
             self.at += 1;
@@ -189,7 +232,7 @@ impl<'a> Scan<'a> {
     /// The members of an object, each value read by `member` (given its key). The caller
     /// refuses a repeated key it reads; [`Scan::skip`] and friends refuse every other.
     #[inline]
-    pub(super) fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+    pub(crate) fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
         self.eat(b'{')?;
         if self.peek()? == b'}' {
             self.at += 1;
@@ -211,7 +254,7 @@ impl<'a> Scan<'a> {
     }
 
     /// Any value, read and dropped; its text as written.
-    pub(super) fn skip(&mut self) -> Option<&'a str> {
+    pub(crate) fn skip(&mut self) -> Option<&'a str> {
         self.peek()?;
         let start = self.at;
         self.skip_at(0)?;
@@ -236,7 +279,7 @@ impl<'a> Scan<'a> {
     }
 
     /// Any value as a tree, as [`crate::diag::StrictValue`] reads it.
-    pub(super) fn tree(&mut self) -> Option<Value> {
+    pub(crate) fn tree(&mut self) -> Option<Value> {
         self.tree_at(0)
     }
 
@@ -269,7 +312,7 @@ impl<'a> Scan<'a> {
     }
 
     /// An object, appending its RFC 8785 canonical text to `out`; its text as written.
-    pub(super) fn canonical_object(&mut self, out: &mut Vec<u8>) -> Option<&'a str> {
+    pub(crate) fn canonical_object(&mut self, out: &mut Vec<u8>) -> Option<&'a str> {
         if self.peek()? != b'{' {
             return None;
         }
@@ -380,7 +423,7 @@ fn long_string_end(b: &[u8], from: usize) -> Option<usize> {
 
 /// The keys of one object read so far, to refuse a repeated one.
 #[derive(Default)]
-pub(super) struct Keys<'a> {
+pub(crate) struct Keys<'a> {
     keys: [&'a str; MAX_KEYS],
     count: usize,
 }
@@ -388,7 +431,7 @@ pub(super) struct Keys<'a> {
 impl<'a> Keys<'a> {
     /// `None` when `key` was read before or the object has too many keys to search.
     #[inline]
-    pub(super) fn insert(&mut self, key: &'a str) -> Option<()> {
+    pub(crate) fn insert(&mut self, key: &'a str) -> Option<()> {
         if self.count == MAX_KEYS || self.keys[..self.count].contains(&key) {
             return None;
         }
@@ -401,6 +444,21 @@ impl<'a> Keys<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The two readers that hand a token to serde_json read it as serde reads it, and
+    /// refuse what serde refuses.
+    #[test]
+    fn escaped_strings_and_floats_are_serdes() {
+        for text in [r#""plain""#, r#""a\"b\n\u00e9""#, "\"tab\there\"", r#""bad \x""#, r#""open"#, r#""\ud800""#] {
+            let ours = Scan::new(text).text();
+            assert_eq!(ours, serde_json::from_str::<String>(text).ok(), "{text}");
+        }
+        for text in ["0.5", "1e-400", "-0.0", "7", "1.5e3", "01", "1e400", "-", "."] {
+            let ours = Scan::new(text).float().map(f64::to_bits);
+            assert_eq!(ours, serde_json::from_str::<f64>(text).ok().map(f64::to_bits), "{text}");
+        }
+        assert_eq!(Scan::new("true").float(), None);
+    }
 
     #[test]
     fn plain_tokens_are_read_and_everything_else_is_refused() {
