@@ -29,7 +29,7 @@ use crate::event::{Event, Kind};
 use crate::pipeline::SafetyClass;
 use crate::pipeline::manifest::Manifest;
 use crate::pipeline::profile::SafetyConfig;
-use crate::text::injection::{find_injection, hidden_characters, injection_patterns};
+use crate::text::injection::{Builtin, find_injection, hidden_characters, injection_patterns};
 use crate::text::patterns::compiled;
 
 static EMAIL: LazyLock<Regex> =
@@ -49,21 +49,8 @@ pub fn warm() {
 /// The injection patterns of a run: the process's defaults, borrowed (they were cloned
 /// for every run), then the profile's own.
 struct Injection {
-    defaults: &'static [Regex],
+    defaults: &'static [Builtin],
     own: Vec<Arc<Regex>>,
-}
-
-impl<'a> IntoIterator for &'a Injection {
-    type Item = &'a Regex;
-    type IntoIter = std::iter::Chain<
-        std::slice::Iter<'a, Regex>,
-        std::iter::Map<std::slice::Iter<'a, Arc<Regex>>, fn(&Arc<Regex>) -> &Regex>,
-    >;
-
-    fn into_iter(self) -> Self::IntoIter {
-        let own: fn(&Arc<Regex>) -> &Regex = |r| r;
-        self.defaults.iter().chain(self.own.iter().map(own))
-    }
 }
 
 /// A detector's finding, written as a `security_flagged` event.
@@ -164,7 +151,7 @@ impl Detectors {
                         text.push('\n');
                     });
                     let hidden = hidden_characters(&text);
-                    if let Some(found) = find_injection(&self.injection, &text) {
+                    if let Some(found) = find_injection(self.injection.defaults, &self.injection.own, &text) {
                         out.push(flag(
                             "prompt_injection",
                             "high",
@@ -323,9 +310,10 @@ mod tests {
         assert!(Arc::ptr_eq(&a.extra_pii[0], &b.extra_pii[0]));
         assert!(Arc::ptr_eq(&a.injection.own[0], &b.injection.own[0]));
         // the defaults first, then the profile's own, as before
-        let all: Vec<&str> = (&b.injection).into_iter().map(Regex::as_str).collect();
-        assert_eq!(all.len(), injection_patterns().len() + 1);
-        assert_eq!(all.last(), Some(&"(?i)secret code [0-9]+"));
+        let defaults: Vec<&str> = b.injection.defaults.iter().map(Builtin::as_str).collect();
+        let own: Vec<&str> = b.injection.own.iter().map(|r| r.as_str()).collect();
+        assert_eq!(defaults, injection_patterns().iter().map(Builtin::as_str).collect::<Vec<_>>());
+        assert_eq!(own, ["(?i)secret code [0-9]+"]);
         let e = event(Kind::TurnCompleted, 0, json!({"response": "Charged to ACC-123456."}));
         assert_eq!(classes(&b.observe(&e)), [("pii".into(), "medium".into())]);
     }

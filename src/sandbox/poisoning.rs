@@ -110,7 +110,7 @@ fn reading(description: &str) -> Arc<Reading> {
     }
     let rules = !switches::off("description-rules");
     let read = Arc::new(Reading {
-        injection: find_injection(injection_patterns(), description),
+        injection: find_injection(injection_patterns(), &[], description),
         comment: if rules { hidden_comment(description) } else { None },
         address: if rules { stray_address(description) } else { None },
         hidden: hidden_characters(description),

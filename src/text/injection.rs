@@ -3,9 +3,12 @@
 //! cannot see. The runtime's detectors scan untrusted tool results with them, and the
 //! sandbox's poisoning checks scan tool descriptions, so both see one list.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use regex::Regex;
+use regex_automata::meta;
+use regex_automata::nfa::thompson::WhichCaptures;
+use regex_automata::util::syntax;
 
 use super::{normalize, switches};
 
@@ -38,39 +41,93 @@ pub const BROADER_INJECTION_PATTERNS: &[&str] = &[
     r"(?i)<\s*/?\s*(important|system|instructions?|admin)\s*>",
 ];
 
+/// One built-in pattern, compiled for the text it meets. A text that is all ASCII is
+/// searched by the pattern compiled without Unicode, which finds exactly what the
+/// Unicode one finds there: Unicode changes what `(?i)`, `\b`, `\s`, `\w` and `.` say
+/// only of characters outside ASCII (`(?i)k` also matches the Kelvin sign, `\s` the
+/// no-break space), and such a text has none. Any other text is searched by the Unicode
+/// pattern, compiled when the first one comes. Both are compiled without a literal
+/// prefilter and with no capture groups but the match: a search here only asks where
+/// the first match lies, and compiling the fifteen patterns with everything was about
+/// 6.5 ms of each run's start, most of it on the way to its first case (the ASCII
+/// pattern alone takes about a fifth of that).
+pub struct Builtin {
+    source: &'static str,
+    ascii: meta::Regex,
+    unicode: OnceLock<meta::Regex>,
+}
+
+impl Builtin {
+    fn new(source: &'static str) -> Builtin {
+        let ascii = Self::compile(source, false);
+        Builtin { source, ascii, unicode: OnceLock::new() }
+    }
+
+    /// Compile `source`, one of the constant patterns above (tested to compile both ways).
+    fn compile(source: &str, unicode: bool) -> meta::Regex {
+        meta::Regex::builder()
+            .syntax(syntax::Config::new().unicode(unicode).utf8(unicode))
+            .configure(
+                meta::Config::new()
+                    .auto_prefilter(false)
+                    .which_captures(WhichCaptures::Implicit)
+                    .onepass(false)
+                    .backtrack(false)
+                    .dfa(false),
+            )
+            .build(source)
+            .unwrap_or_else(|e| panic!("built-in injection pattern {source:?}: {e}"))
+    }
+
+    /// The pattern as written.
+    pub fn as_str(&self) -> &'static str {
+        self.source
+    }
+
+    /// The first (leftmost) match in `text`, as `regex::Regex::find` gives it.
+    pub fn find<'t>(&self, text: &'t str) -> Option<&'t str> {
+        let regex =
+            if text.is_ascii() { &self.ascii } else { self.unicode.get_or_init(|| Self::compile(self.source, true)) };
+        regex.find(text).map(|m| &text[m.range()])
+    }
+}
+
 /// The default patterns: [`LITERAL_INJECTION_PATTERNS`] first (so a finding they make
 /// reads as it always did), then [`BROADER_INJECTION_PATTERNS`]; compiled once for the
 /// process: compiling them per run was a third of a large suite's time.
 ///
 /// A pattern in both lists is compiled once, where it first appears: the search takes
-/// the first pattern that finds anything, so a later copy could only find nothing new
-/// (compiling all fifteen was about 6.5 ms of a run's start; two were copies).
-pub static DEFAULT_INJECTION: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+/// the first pattern that finds anything, so a later copy could only find nothing new.
+pub static DEFAULT_INJECTION: LazyLock<Vec<Builtin>> = LazyLock::new(|| {
     let mut seen = std::collections::HashSet::new();
     LITERAL_INJECTION_PATTERNS
         .iter()
         .chain(BROADER_INJECTION_PATTERNS)
         .filter(|p| seen.insert(**p))
-        .map(|p| Regex::new(p).expect("default injection pattern"))
+        .map(|p| Builtin::new(p))
         .collect()
 });
 
 /// [`LITERAL_INJECTION_PATTERNS`], compiled once.
-pub static LITERAL_INJECTION: LazyLock<Vec<Regex>> = LazyLock::new(|| {
-    LITERAL_INJECTION_PATTERNS.iter().map(|p| Regex::new(p).expect("literal injection pattern")).collect()
-});
+pub static LITERAL_INJECTION: LazyLock<Vec<Builtin>> =
+    LazyLock::new(|| LITERAL_INJECTION_PATTERNS.iter().map(|p| Builtin::new(p)).collect());
 
 /// The injection patterns in force: the literal list when `description-rules` is
 /// switched off in a test build, the default list otherwise.
-pub fn injection_patterns() -> &'static [Regex] {
+pub fn injection_patterns() -> &'static [Builtin] {
     if switches::off("description-rules") { &LITERAL_INJECTION } else { &DEFAULT_INJECTION }
 }
 
-/// The first instruction-like passage in `text` as written or in any of its readings.
-pub fn find_injection<'r>(patterns: impl IntoIterator<Item = &'r Regex>, text: &str) -> Option<String> {
+/// The first instruction-like passage in `text` as written or in any of its readings:
+/// the built-in patterns `builtin` first, then a profile's `own`, each pattern tried on
+/// every reading before the next pattern.
+pub fn find_injection(builtin: &[Builtin], own: &[Arc<Regex>], text: &str) -> Option<String> {
     let mut views = vec![text.to_string()];
     views.extend(normalize::views(text));
-    patterns.into_iter().find_map(|r| views.iter().find_map(|v| r.find(v).map(|m| m.as_str().to_string())))
+    let found = builtin.iter().find_map(|r| views.iter().find_map(|v| r.find(v)));
+    found
+        .or_else(|| own.iter().find_map(|r| views.iter().find_map(|v| r.find(v).map(|m| m.as_str()))))
+        .map(str::to_string)
 }
 
 /// Invisible characters: zero-width and bidirectional controls, soft hyphens, tag
@@ -87,7 +144,7 @@ mod tests {
 
     #[test]
     fn the_default_patterns_are_every_listed_pattern_once_in_the_order_first_listed() {
-        let compiled: Vec<&str> = DEFAULT_INJECTION.iter().map(Regex::as_str).collect();
+        let compiled: Vec<&str> = DEFAULT_INJECTION.iter().map(Builtin::as_str).collect();
         let mut expected: Vec<&str> = Vec::new();
         for p in LITERAL_INJECTION_PATTERNS.iter().chain(BROADER_INJECTION_PATTERNS) {
             if !expected.contains(p) {
@@ -97,5 +154,107 @@ mod tests {
         assert_eq!(compiled, expected);
         // the lists do share patterns, so there was something to leave out
         assert!(compiled.len() < LITERAL_INJECTION_PATTERNS.len() + BROADER_INJECTION_PATTERNS.len());
+    }
+
+    /// Words and separators the patterns are made of, and characters Unicode reads
+    /// differently from ASCII: the Kelvin sign and long s (`(?i)` folds them to k and s),
+    /// a no-break space (`\s`), an accented letter (`\w`, `\b`), a Cyrillic a.
+    const WORDS: &[&str] = &[
+        "ignore",
+        "IGNORE",
+        "all",
+        "previous",
+        "instructions",
+        "disregard",
+        "your",
+        "rules",
+        "new",
+        "updated",
+        "you are now",
+        "a",
+        "an",
+        "in",
+        "system prompt",
+        "send",
+        "transfer",
+        "pay",
+        "instead",
+        "rather than",
+        "from now on",
+        "before",
+        "answering",
+        "call",
+        "do not",
+        "don't",
+        "tell",
+        "the user",
+        "note",
+        "to",
+        "the assistant",
+        "<",
+        "/",
+        ">",
+        "important",
+        "admin",
+        ":",
+        "forget",
+        "policy",
+        "policies",
+        "ask",
+        "remit",
+        "wire",
+        "email",
+        "message",
+        "for",
+        "llm",
+        "tasks",
+        "bypass",
+        "set aside",
+        "\u{212a}",
+        "\u{17f}",
+        "\u{a0}",
+        "\u{e9}",
+        "\u{430}",
+        "x",
+        "99",
+    ];
+
+    fn text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let word = proptest::sample::select(WORDS);
+        let gap = proptest::sample::select(&[" ", " ", " ", "", "\n", "  ", "-", ".", "\t"][..]);
+        proptest::collection::vec((word, gap), 0..24)
+            .prop_map(|parts| parts.into_iter().flat_map(|(w, g)| [w, g]).collect())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Each built-in pattern finds what the `regex` crate finds with the pattern as
+        /// written, on ASCII text (the ASCII compilation) and on any other (Unicode).
+        #[test]
+        fn a_builtin_pattern_finds_what_the_regex_crate_finds(text in text()) {
+            static REFERENCE: LazyLock<Vec<(&Builtin, Regex)>> = LazyLock::new(|| {
+                DEFAULT_INJECTION.iter().chain(LITERAL_INJECTION.iter()).map(|b| (b, Regex::new(b.as_str()).unwrap())).collect()
+            });
+            for (builtin, reference) in REFERENCE.iter() {
+                proptest::prop_assert_eq!(
+                    builtin.find(&text),
+                    reference.find(&text).map(|m| m.as_str()),
+                    "pattern {} on {:?}", builtin.as_str(), text
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn unicode_folds_reach_the_patterns_through_the_unicode_compilation() {
+        let pattern = &DEFAULT_INJECTION.iter().find(|p| p.as_str() == r"(?i)\bsystem prompt\b").unwrap();
+        // long s folds to s only under Unicode: found, as the regex crate finds it
+        assert_eq!(pattern.find("the \u{17f}ystem prompt"), Some("\u{17f}ystem prompt"));
+        assert_eq!(pattern.find("the SYSTEM PROMPT"), Some("SYSTEM PROMPT"));
+        // an accented letter is a word character under Unicode: no boundary before "system"
+        assert_eq!(pattern.find("\u{e9}system prompt"), None);
+        assert_eq!(pattern.find("esystem prompt"), None);
     }
 }
