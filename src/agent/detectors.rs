@@ -39,13 +39,6 @@ static PHONE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\+?\(?\d{1,3}\)?[ .-]?\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}\b").expect("phone pattern"));
 static CARD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\b(?:\d[ -]?){13,19}\b").expect("card pattern"));
 
-/// Compile the detectors' own patterns now (see [`crate::text::normalize::warm`]).
-pub fn warm() {
-    for pattern in [&EMAIL, &PHONE, &CARD] {
-        LazyLock::force(pattern);
-    }
-}
-
 /// The injection patterns of a run: the process's defaults, borrowed (they were cloned
 /// for every run), then the profile's own.
 struct Injection {
