@@ -417,6 +417,17 @@ fn the_failing_agents_pipeline_fails_each_case_for_its_own_reason() {
     for words in ["before answering", "timeout_ms", "not JSON", "does not serve", "replay miss"] {
         assert!(errors.iter().any(|(_, e)| e.contains(words)), "no case failed with {words:?}: {errors:?}");
     }
+    // what each agent logged before the act that failed its case is in the failure's
+    // explanation on every run: the agent that called an unserved endpoint logs the 404
+    // it got, the one past its recording the error of its extra call. Killed at once,
+    // those lines were there on some runs and not on others (the reports of one
+    // input differed); stateval now waits for the agent's next act before the kill.
+    let tail = |id: &str| -> String {
+        let case = report["cases"].as_array().unwrap().iter().find(|c| c["id"] == id).unwrap();
+        case["runs"][0]["diagnosis"]["tail"].as_array().map(|t| format!("{t:?}")).unwrap_or_default()
+    };
+    assert!(tail("agent-calls-unserved-endpoint").contains("embeddings refused, as it should be"), "{report}");
+    assert!(tail("agent-calls-past-recording").contains("extra model call failed: 400"), "{report}");
     common::mark_ran("agents-failing");
 }
 

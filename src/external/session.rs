@@ -45,10 +45,14 @@ use crate::secrets::Scrubber;
 /// that arrives later than this still runs, after the one that was released.)
 pub const HOLD_MS: u64 = 500;
 
-/// Where a run's agent process runs and how it reaches stateval.
 /// How long a killed agent's stdout lines still on their way may take to arrive.
 const LAST_OUTPUT_WAIT: Duration = Duration::from_millis(500);
 
+/// How long an agent still at work when its run failed may take to act next (a
+/// request, a protocol line, its exit) before its tree is killed ([`Session::settle`]).
+const SETTLE_WAIT: Duration = Duration::from_millis(500);
+
+/// Where a run's agent process runs and how it reaches stateval.
 pub struct Launch<'a> {
     pub server: &'a Server,
     pub run_id: &'a str,
@@ -205,7 +209,13 @@ impl<'a, 'p> Session<'a, 'p> {
         let outcome = match process {
             Ok(mut process) => {
                 let outcome = session.converse(&mut process);
+                let unanswered = match &outcome {
+                    Ok(Some(stop)) => session.settle(&process, stop),
+                    _ => Vec::new(),
+                };
                 process.kill_tree();
+                // answered (with an error) only now, when nothing is left to react to it
+                drop(unanswered);
                 session.keep_last_output(&process);
                 outcome?
             }
@@ -359,6 +369,37 @@ impl<'a, 'p> Session<'a, 'p> {
                 None
             }
         }
+    }
+
+    /// After a failure that stopped the run while the agent was still at work: wait, at
+    /// most [`SETTLE_WAIT`], for its next act — a request, a protocol line, its exit —
+    /// before its tree is killed. What it wrote before that act (typically the error it
+    /// was just answered, logged on stderr) is then in its kept output on every run; a
+    /// kill at once raced it, and the failure's explanation in the reports changed from
+    /// one run of the same inputs to the next. A request that comes meanwhile is not
+    /// answered: it is returned, to be dropped only once the tree is dead, so that the
+    /// agent cannot react to it. Not after a timeout (the agent is not acting) or its exit.
+    fn settle(&mut self, process: &AgentProcess, stop: &Stop) -> Vec<Msg> {
+        let mut unanswered = Vec::new();
+        if matches!(stop.kind, "agent_timeout" | "agent_slow_request") {
+            return unanswered;
+        }
+        let deadline = Instant::now() + SETTLE_WAIT;
+        while !self.output_closed {
+            let Some(wait) = deadline.checked_duration_since(Instant::now()) else { break };
+            match self.rx.recv_timeout(wait) {
+                Ok(Msg::Agent(Output::Line(Channel::Stdout, line))) if self.fd_spoke || !protocol::on_stdout(&line) => {
+                    process.keep_stdout(&line);
+                }
+                Ok(Msg::Agent(Output::Closed)) => self.output_closed = true,
+                Ok(act) => {
+                    unanswered.push(act);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        unanswered
     }
 
     /// After the agent's tree is killed: keep the stdout lines it wrote that were still
