@@ -203,24 +203,29 @@ impl Detectors {
             return;
         }
         let allowed = |m: &str| self.allow_pii.iter().any(|r| r.is_match(m));
+        // a pattern is not even touched for a text it could not match: each is compiled
+        // at the first text that could hold what it finds
         let (email, numbers) = builtin_pii_possible(text);
         let mut found: Vec<(&str, &str)> = Vec::new();
-        for m in EMAIL.find_iter(if email { text } else { "" }).map(|m| m.as_str()).filter(|m| !allowed(m)) {
-            found.push(("email address", m));
+        if email {
+            for m in EMAIL.find_iter(text).map(|m| m.as_str()).filter(|m| !allowed(m)) {
+                found.push(("email address", m));
+            }
         }
-        for m in PHONE.find_iter(if numbers { text } else { "" }).map(|m| m.as_str()).filter(|m| !allowed(m)) {
-            found.push(("phone number", m));
+        if numbers {
+            for m in PHONE.find_iter(text).map(|m| m.as_str()).filter(|m| !allowed(m)) {
+                found.push(("phone number", m));
+            }
         }
         for r in &self.extra_pii {
             for m in r.find_iter(text).map(|m| m.as_str()).filter(|m| !allowed(m)) {
                 found.push(("configured pattern", m));
             }
         }
-        let cards: Vec<&str> = CARD
-            .find_iter(if numbers { text } else { "" })
-            .map(|m| m.as_str())
-            .filter(|m| luhn(m) && !allowed(m))
-            .collect();
+        let cards: Vec<&str> = match numbers {
+            true => CARD.find_iter(text).map(|m| m.as_str()).filter(|m| luhn(m) && !allowed(m)).collect(),
+            false => Vec::new(),
+        };
         if !cards.is_empty() {
             out.push(flag("pii", "high", source, format!("card number in {place}")));
         }
