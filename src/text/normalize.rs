@@ -23,7 +23,7 @@
 //! that decodes to invalid UTF-8 or to mostly unprintable text is not a view, so a real
 //! attachment adds nothing.
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use base64::Engine;
 use regex::Regex;
@@ -40,37 +40,78 @@ static BASE64_RUN: LazyLock<Regex> =
 static HEX_RUN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:[0-9A-Fa-f]{2}){6,}").expect("hex run pattern"));
 static ENTITY: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"&(#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z]{2,8});").expect("entity pattern"));
+/// A pattern of this module that uses Unicode's classes (`\s`, `\w`, `\b`, `(?i)`),
+/// compiled for the text it meets. Those classes differ from their ASCII forms only on
+/// characters outside ASCII, so a text that is all ASCII is matched by `ascii` (the
+/// pattern under `(?-u)`, about a tenth of the compile: Unicode's word class alone is
+/// hundreds of ranges) with the same matches and captures, and any other text by the
+/// pattern as written, compiled at the first such text. Every run compiled all of them
+/// before its first case could read a tool description.
+struct TwoWay {
+    unicode: &'static str,
+    ascii: Regex,
+    compiled: OnceLock<Regex>,
+}
+
+impl TwoWay {
+    fn new(unicode: &'static str, ascii: &str) -> TwoWay {
+        let ascii = Regex::new(ascii).unwrap_or_else(|e| panic!("ASCII form of {unicode:?}: {e}"));
+        TwoWay { unicode, ascii, compiled: OnceLock::new() }
+    }
+
+    /// The compilation that matches `text` as the pattern as written does.
+    fn on(&self, text: &str) -> &Regex {
+        if text.is_ascii() {
+            &self.ascii
+        } else {
+            self.compiled.get_or_init(|| Regex::new(self.unicode).unwrap_or_else(|e| panic!("{:?}: {e}", self.unicode)))
+        }
+    }
+}
+
 /// `(at)`, `[at]`, `{at}`, ` at ` between word characters; the same for `dot`.
-static OBFUSCATED_AT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\s*[\(\[\{]\s*at\s*[\)\]\}]\s*|(\w)\s+at\s+(\w)").expect("at pattern"));
-static OBFUSCATED_DOT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*|(\w)\s+dot\s+(\w)").expect("dot pattern"));
+static OBFUSCATED_AT: LazyLock<TwoWay> = LazyLock::new(|| {
+    TwoWay::new(
+        r"\s*[\(\[\{]\s*at\s*[\)\]\}]\s*|(\w)\s+at\s+(\w)",
+        r"(?-u)\s*[\(\[\{]\s*at\s*[\)\]\}]\s*|(\w)\s+at\s+(\w)",
+    )
+});
+static OBFUSCATED_DOT: LazyLock<TwoWay> = LazyLock::new(|| {
+    TwoWay::new(
+        r"\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*|(\w)\s+dot\s+(\w)",
+        r"(?-u)\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*|(\w)\s+dot\s+(\w)",
+    )
+});
 static PLUS_ADDRESS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"([a-z0-9._%-]+)\+[a-z0-9._%+-]*@").expect("plus-address pattern"));
-static BRACKETED_AT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\s*[\(\[\{]\s*at\s*[\)\]\}]\s*").expect("bracketed at pattern"));
-static BRACKETED_DOT: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*").expect("bracketed dot pattern"));
+static BRACKETED_AT: LazyLock<TwoWay> =
+    LazyLock::new(|| TwoWay::new(r"\s*[\(\[\{]\s*at\s*[\)\]\}]\s*", r"(?-u)\s*[\(\[\{]\s*at\s*[\)\]\}]\s*"));
+static BRACKETED_DOT: LazyLock<TwoWay> =
+    LazyLock::new(|| TwoWay::new(r"\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*", r"(?-u)\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*"));
 /// The parts of a URL that do not change where it points: scheme, `www.`, default ports.
-static URL_PREFIX: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\b(?:https?|hxxps?)://(?:www\.)?|\bwww\.|:(?:80|443)\b").expect("URL pattern"));
-/// Single characters separated by single spaces: `m a l l o r y`.
-static SPACED_OUT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:\S ){4,}\S").expect("spaced-out pattern"));
+static URL_PREFIX: LazyLock<TwoWay> = LazyLock::new(|| {
+    TwoWay::new(
+        r"\b(?:https?|hxxps?)://(?:www\.)?|\bwww\.|:(?:80|443)\b",
+        r"(?-u)\b(?:https?|hxxps?)://(?:www\.)?|\bwww\.|:(?:80|443)\b",
+    )
+});
+/// Single characters separated by single spaces: `m a l l o r y`. In ASCII, `\S` is
+/// every byte but the six of `\s` (tab, line feed, vertical tab, form feed, carriage
+/// return, space), spelt out: `(?-u:\S)` could match a byte of a longer character.
+static SPACED_OUT: LazyLock<TwoWay> = LazyLock::new(|| {
+    TwoWay::new(r"(?:\S ){4,}\S", r"(?-u)(?:[\x00-\x08\x0E-\x1F\x21-\x7F] ){4,}[\x00-\x08\x0E-\x1F\x21-\x7F]")
+});
 
 /// Compile this module's patterns now (they are otherwise compiled at their first use):
-/// `stateval run` does it on a spare thread while it loads the plan.
+/// `stateval run` does it on a spare thread while it loads the plan. The Unicode forms
+/// wait for a text outside ASCII ([`TwoWay`]).
 pub fn warm() {
-    for pattern in [
-        &BASE64_RUN,
-        &HEX_RUN,
-        &ENTITY,
-        &OBFUSCATED_AT,
-        &OBFUSCATED_DOT,
-        &PLUS_ADDRESS,
-        &URL_PREFIX,
-        &SPACED_OUT,
-        &PUNYCODE_LABEL,
-    ] {
+    for pattern in [&BASE64_RUN, &HEX_RUN, &ENTITY, &PLUS_ADDRESS] {
+        LazyLock::force(pattern);
+    }
+    for pattern in
+        [&OBFUSCATED_AT, &OBFUSCATED_DOT, &BRACKETED_AT, &BRACKETED_DOT, &URL_PREFIX, &SPACED_OUT, &PUNYCODE_LABEL]
+    {
         LazyLock::force(pattern);
     }
 }
@@ -124,10 +165,10 @@ pub fn fold_exact(text: &str) -> String {
 /// `(dot)` are obfuscation, since " at " between two words is English ("the article at
 /// www.example.org").
 pub fn canonical_addresses_bracketed(folded: &str) -> String {
-    let at = BRACKETED_AT.replace_all(folded, "@");
-    let dot = BRACKETED_DOT.replace_all(&at, ".");
+    let at = BRACKETED_AT.on(folded).replace_all(folded, "@");
+    let dot = BRACKETED_DOT.on(&at).replace_all(&at, ".");
     let plus = PLUS_ADDRESS.replace_all(&dot, "$1@");
-    URL_PREFIX.replace_all(&plus, "").into_owned()
+    URL_PREFIX.on(&plus).replace_all(&plus, "").into_owned()
 }
 
 /// The identifier form: [`fold`] without combining marks or whitespace, so `transfer`,
@@ -180,15 +221,15 @@ pub fn views(text: &str) -> Vec<String> {
 /// `(at)` → `@`, `(dot)` → `.`, spaced-out letters joined, plus-addressing dropped,
 /// URLs without scheme, `www.` and default port.
 pub fn canonical_addresses(folded: &str) -> String {
-    let joined = SPACED_OUT.replace_all(folded, |c: &regex::Captures<'_>| compact(&c[0]));
-    let at = OBFUSCATED_AT.replace_all(&joined, |c: &regex::Captures<'_>| {
+    let joined = SPACED_OUT.on(folded).replace_all(folded, |c: &regex::Captures<'_>| compact(&c[0]));
+    let at = OBFUSCATED_AT.on(&joined).replace_all(&joined, |c: &regex::Captures<'_>| {
         format!("{}@{}", c.get(1).map_or("", |m| m.as_str()), c.get(2).map_or("", |m| m.as_str()))
     });
-    let dot = OBFUSCATED_DOT.replace_all(&at, |c: &regex::Captures<'_>| {
+    let dot = OBFUSCATED_DOT.on(&at).replace_all(&at, |c: &regex::Captures<'_>| {
         format!("{}.{}", c.get(1).map_or("", |m| m.as_str()), c.get(2).map_or("", |m| m.as_str()))
     });
     let plus = PLUS_ADDRESS.replace_all(&dot, "$1@");
-    URL_PREFIX.replace_all(&plus, "").into_owned()
+    URL_PREFIX.on(&plus).replace_all(&plus, "").into_owned()
 }
 
 fn percent_decoded(text: &str) -> Option<String> {
@@ -314,6 +355,64 @@ fn bidi_logical(text: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// Pieces of the texts the two-way patterns read, and characters on which Unicode's
+    /// classes differ from ASCII's: no-break space and the other Unicode spaces (`\s`),
+    /// letters and digits outside ASCII (`\w`, `\b`), the Kelvin sign and long s (which
+    /// `(?i)` folds to k and s), and the ASCII controls around the whitespace.
+    const PIECES: &[&str] = &[
+        "at", "dot", " ", " ", "  ", "\t", "\n", "\u{b}", "\u{c}", "\r", "\u{1c}", "\u{1f}", "\u{0}", "(", ")", "[",
+        "]", "{", "}", "a", "m", "Z", "9", "_", "@", ".", "+", "-", ":", "/", "http://", "https://", "hxxp://", "www.",
+        ":80", ":443", "xn--", "XN--", "mn", "\u{a0}", "\u{85}", "\u{2003}", "\u{3000}", "\u{e9}", "\u{430}",
+        "\u{663}", "\u{212a}", "\u{17f}", "~", "\u{7f}",
+    ];
+
+    fn text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        proptest::collection::vec(proptest::sample::select(PIECES), 0..30).prop_map(|p| p.concat())
+    }
+
+    fn two_ways() -> Vec<&'static TwoWay> {
+        vec![&OBFUSCATED_AT, &OBFUSCATED_DOT, &BRACKETED_AT, &BRACKETED_DOT, &URL_PREFIX, &SPACED_OUT, &PUNYCODE_LABEL]
+            .into_iter()
+            .map(|p| &**p)
+            .collect()
+    }
+
+    /// Every match with every group's span, as a replacement sees them.
+    fn captures(regex: &Regex, text: &str) -> Vec<Vec<Option<(usize, usize)>>> {
+        regex.captures_iter(text).map(|c| c.iter().map(|m| m.map(|m| (m.start(), m.end()))).collect()).collect()
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        /// Each two-way pattern captures exactly what the pattern as written captures,
+        /// on ASCII text (its ASCII form) and on any other (the pattern itself).
+        #[test]
+        fn a_two_way_pattern_captures_what_the_pattern_as_written_captures(text in text()) {
+            static WRITTEN: LazyLock<Vec<(&'static TwoWay, Regex)>> =
+                LazyLock::new(|| two_ways().into_iter().map(|p| (p, Regex::new(p.unicode).unwrap())).collect());
+            for (pattern, written) in WRITTEN.iter() {
+                proptest::prop_assert_eq!(
+                    captures(pattern.on(&text), &text),
+                    captures(written, &text),
+                    "{} on {:?}", pattern.unicode, text
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_ascii_forms_differ_from_the_patterns_only_outside_ascii() {
+        // on text outside ASCII the two forms do differ, so the choice between them matters
+        let differs =
+            |p: &TwoWay, text: &str| captures(&p.ascii, text) != captures(&Regex::new(p.unicode).unwrap(), text);
+        assert!(differs(&OBFUSCATED_AT, "caf\u{e9} at home"));
+        assert!(differs(&SPACED_OUT, "\u{e9} a b c d"));
+        assert!(differs(&PUNYCODE_LABEL, "\u{e9}xn--abc"));
+        assert_eq!(canonical_addresses("caf\u{e9} at home"), "caf\u{e9}@home");
+    }
+
     fn any_view_contains(text: &str, needle: &str) -> bool {
         views(text).iter().any(|v| v.contains(needle))
     }
@@ -394,8 +493,8 @@ mod tests {
     }
 }
 
-static PUNYCODE_LABEL: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)\bxn--([a-z0-9-]+)").expect("punycode label pattern"));
+static PUNYCODE_LABEL: LazyLock<TwoWay> =
+    LazyLock::new(|| TwoWay::new(r"(?i)\bxn--([a-z0-9-]+)", r"(?i-u)\bxn--([a-z0-9-]+)"));
 
 /// `text` with every IDNA label (`xn--…`) written as the Unicode it encodes (RFC 3492),
 /// so a domain the user typed in Unicode and the same domain in punycode compare equal.
@@ -404,7 +503,7 @@ pub fn punycode_decoded(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.as_bytes().windows(4).any(|w| w.eq_ignore_ascii_case(b"xn--")) {
         return std::borrow::Cow::Borrowed(text);
     }
-    PUNYCODE_LABEL.replace_all(text, |c: &regex::Captures<'_>| {
+    PUNYCODE_LABEL.on(text).replace_all(text, |c: &regex::Captures<'_>| {
         punycode::decode(&c[1].to_ascii_lowercase()).unwrap_or_else(|| c[0].to_string())
     })
 }
