@@ -3,13 +3,14 @@
 //! cannot see. The runtime's detectors scan untrusted tool results with them, and the
 //! sandbox's poisoning checks scan tool descriptions, so both see one list.
 
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock};
 
 use regex::Regex;
 use regex_automata::meta;
 use regex_automata::nfa::thompson::WhichCaptures;
 use regex_automata::util::syntax;
 
+use super::two_way::TwoWay;
 use super::{normalize, switches};
 
 /// The literal phrase list the detectors started with: what the `description-rules`
@@ -41,26 +42,17 @@ pub const BROADER_INJECTION_PATTERNS: &[&str] = &[
     r"(?i)<\s*/?\s*(important|system|instructions?|admin)\s*>",
 ];
 
-/// One built-in pattern, compiled for the text it meets. A text that is all ASCII is
-/// searched by the pattern compiled without Unicode, which finds exactly what the
-/// Unicode one finds there: Unicode changes what `(?i)`, `\b`, `\s`, `\w` and `.` say
-/// only of characters outside ASCII (`(?i)k` also matches the Kelvin sign, `\s` the
-/// no-break space), and such a text has none. Any other text is searched by the Unicode
-/// pattern, compiled when the first one comes. Both are compiled without a literal
-/// prefilter and with no capture groups but the match: a search here only asks where
-/// the first match lies, and compiling the fifteen patterns with everything was about
-/// 6.5 ms of each run's start, most of it on the way to its first case (the ASCII
-/// pattern alone takes about a fifth of that).
-pub struct Builtin {
-    source: &'static str,
-    ascii: meta::Regex,
-    unicode: OnceLock<meta::Regex>,
-}
+/// One built-in pattern, compiled for the text it meets ([`TwoWay`]: its ASCII form for
+/// ASCII text). Both forms are compiled without a literal prefilter and with no capture
+/// groups but the match: a search here only asks where the first match lies, and
+/// compiling the fifteen patterns with everything was about 6.5 ms of each run's
+/// start, most of it on the way to its first case (the ASCII forms alone take about a
+/// fifth of that).
+pub struct Builtin(TwoWay<meta::Regex>);
 
 impl Builtin {
     fn new(source: &'static str) -> Builtin {
-        let ascii = Self::compile(source, false);
-        Builtin { source, ascii, unicode: OnceLock::new() }
+        Builtin(TwoWay::new(source, Self::compile(source, false), |source| Self::compile(source, true)))
     }
 
     /// Compile `source`, one of the constant patterns above (tested to compile both ways).
@@ -81,14 +73,12 @@ impl Builtin {
 
     /// The pattern as written.
     pub fn as_str(&self) -> &'static str {
-        self.source
+        self.0.as_str()
     }
 
     /// The first (leftmost) match in `text`, as `regex::Regex::find` gives it.
     pub fn find<'t>(&self, text: &'t str) -> Option<&'t str> {
-        let regex =
-            if text.is_ascii() { &self.ascii } else { self.unicode.get_or_init(|| Self::compile(self.source, true)) };
-        regex.find(text).map(|m| &text[m.range()])
+        self.0.on(text).find(text).map(|m| &text[m.range()])
     }
 }
 

@@ -23,7 +23,7 @@
 //! that decodes to invalid UTF-8 or to mostly unprintable text is not a view, so a real
 //! attachment adds nothing.
 
-use std::sync::{LazyLock, OnceLock};
+use std::sync::LazyLock;
 
 use base64::Engine;
 use regex::Regex;
@@ -31,6 +31,7 @@ use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
 use super::switches;
+use super::two_way::TwoWay;
 
 /// Runs shorter than this are words, not encodings ("deadbeef" is a word).
 pub const MIN_ENCODED_RUN: usize = 12;
@@ -41,56 +42,35 @@ static HEX_RUN: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?:[0-9A-Fa-f]{2
 static ENTITY: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"&(#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6}|[A-Za-z]{2,8});").expect("entity pattern"));
 /// A pattern of this module that uses Unicode's classes (`\s`, `\w`, `\b`, `(?i)`),
-/// compiled for the text it meets. Those classes differ from their ASCII forms only on
-/// characters outside ASCII, so a text that is all ASCII is matched by `ascii` (the
-/// pattern under `(?-u)`, about a tenth of the compile: Unicode's word class alone is
-/// hundreds of ranges) with the same matches and captures, and any other text by the
-/// pattern as written, compiled at the first such text. Every run compiled all of them
-/// before its first case could read a tool description.
-struct TwoWay {
-    unicode: &'static str,
-    ascii: Regex,
-    compiled: OnceLock<Regex>,
+/// with its ASCII form (`ascii`) for ASCII text ([`TwoWay`]). Every run compiled all of
+/// them before its first case could read a tool description.
+fn two_way(source: &'static str, ascii: &str) -> TwoWay<Regex> {
+    TwoWay::new(source, compile(ascii), compile)
 }
 
-impl TwoWay {
-    fn new(unicode: &'static str, ascii: &str) -> TwoWay {
-        let ascii = Regex::new(ascii).unwrap_or_else(|e| panic!("ASCII form of {unicode:?}: {e}"));
-        TwoWay { unicode, ascii, compiled: OnceLock::new() }
-    }
-
-    /// The compilation that matches `text` as the pattern as written does.
-    fn on(&self, text: &str) -> &Regex {
-        if text.is_ascii() {
-            &self.ascii
-        } else {
-            self.compiled.get_or_init(|| Regex::new(self.unicode).unwrap_or_else(|e| panic!("{:?}: {e}", self.unicode)))
-        }
-    }
+fn compile(pattern: &str) -> Regex {
+    Regex::new(pattern).unwrap_or_else(|e| panic!("{pattern:?}: {e}"))
 }
 
 /// `(at)`, `[at]`, `{at}`, ` at ` between word characters; the same for `dot`.
-static OBFUSCATED_AT: LazyLock<TwoWay> = LazyLock::new(|| {
-    TwoWay::new(
-        r"\s*[\(\[\{]\s*at\s*[\)\]\}]\s*|(\w)\s+at\s+(\w)",
-        r"(?-u)\s*[\(\[\{]\s*at\s*[\)\]\}]\s*|(\w)\s+at\s+(\w)",
-    )
+static OBFUSCATED_AT: LazyLock<TwoWay<Regex>> = LazyLock::new(|| {
+    two_way(r"\s*[\(\[\{]\s*at\s*[\)\]\}]\s*|(\w)\s+at\s+(\w)", r"(?-u)\s*[\(\[\{]\s*at\s*[\)\]\}]\s*|(\w)\s+at\s+(\w)")
 });
-static OBFUSCATED_DOT: LazyLock<TwoWay> = LazyLock::new(|| {
-    TwoWay::new(
+static OBFUSCATED_DOT: LazyLock<TwoWay<Regex>> = LazyLock::new(|| {
+    two_way(
         r"\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*|(\w)\s+dot\s+(\w)",
         r"(?-u)\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*|(\w)\s+dot\s+(\w)",
     )
 });
 static PLUS_ADDRESS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"([a-z0-9._%-]+)\+[a-z0-9._%+-]*@").expect("plus-address pattern"));
-static BRACKETED_AT: LazyLock<TwoWay> =
-    LazyLock::new(|| TwoWay::new(r"\s*[\(\[\{]\s*at\s*[\)\]\}]\s*", r"(?-u)\s*[\(\[\{]\s*at\s*[\)\]\}]\s*"));
-static BRACKETED_DOT: LazyLock<TwoWay> =
-    LazyLock::new(|| TwoWay::new(r"\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*", r"(?-u)\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*"));
+static BRACKETED_AT: LazyLock<TwoWay<Regex>> =
+    LazyLock::new(|| two_way(r"\s*[\(\[\{]\s*at\s*[\)\]\}]\s*", r"(?-u)\s*[\(\[\{]\s*at\s*[\)\]\}]\s*"));
+static BRACKETED_DOT: LazyLock<TwoWay<Regex>> =
+    LazyLock::new(|| two_way(r"\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*", r"(?-u)\s*[\(\[\{]\s*dot\s*[\)\]\}]\s*"));
 /// The parts of a URL that do not change where it points: scheme, `www.`, default ports.
-static URL_PREFIX: LazyLock<TwoWay> = LazyLock::new(|| {
-    TwoWay::new(
+static URL_PREFIX: LazyLock<TwoWay<Regex>> = LazyLock::new(|| {
+    two_way(
         r"\b(?:https?|hxxps?)://(?:www\.)?|\bwww\.|:(?:80|443)\b",
         r"(?-u)\b(?:https?|hxxps?)://(?:www\.)?|\bwww\.|:(?:80|443)\b",
     )
@@ -98,8 +78,8 @@ static URL_PREFIX: LazyLock<TwoWay> = LazyLock::new(|| {
 /// Single characters separated by single spaces: `m a l l o r y`. In ASCII, `\S` is
 /// every byte but the six of `\s` (tab, line feed, vertical tab, form feed, carriage
 /// return, space), spelt out: `(?-u:\S)` could match a byte of a longer character.
-static SPACED_OUT: LazyLock<TwoWay> = LazyLock::new(|| {
-    TwoWay::new(r"(?:\S ){4,}\S", r"(?-u)(?:[\x00-\x08\x0E-\x1F\x21-\x7F] ){4,}[\x00-\x08\x0E-\x1F\x21-\x7F]")
+static SPACED_OUT: LazyLock<TwoWay<Regex>> = LazyLock::new(|| {
+    two_way(r"(?:\S ){4,}\S", r"(?-u)(?:[\x00-\x08\x0E-\x1F\x21-\x7F] ){4,}[\x00-\x08\x0E-\x1F\x21-\x7F]")
 });
 
 /// Compile this module's patterns now (they are otherwise compiled at their first use):
@@ -371,7 +351,7 @@ mod tests {
         proptest::collection::vec(proptest::sample::select(PIECES), 0..30).prop_map(|p| p.concat())
     }
 
-    fn two_ways() -> Vec<&'static TwoWay> {
+    fn two_ways() -> Vec<&'static TwoWay<Regex>> {
         vec![&OBFUSCATED_AT, &OBFUSCATED_DOT, &BRACKETED_AT, &BRACKETED_DOT, &URL_PREFIX, &SPACED_OUT, &PUNYCODE_LABEL]
             .into_iter()
             .map(|p| &**p)
@@ -390,13 +370,13 @@ mod tests {
         /// on ASCII text (its ASCII form) and on any other (the pattern itself).
         #[test]
         fn a_two_way_pattern_captures_what_the_pattern_as_written_captures(text in text()) {
-            static WRITTEN: LazyLock<Vec<(&'static TwoWay, Regex)>> =
-                LazyLock::new(|| two_ways().into_iter().map(|p| (p, Regex::new(p.unicode).unwrap())).collect());
+            static WRITTEN: LazyLock<Vec<(&'static TwoWay<Regex>, Regex)>> =
+                LazyLock::new(|| two_ways().into_iter().map(|p| (p, Regex::new(p.as_str()).unwrap())).collect());
             for (pattern, written) in WRITTEN.iter() {
                 proptest::prop_assert_eq!(
                     captures(pattern.on(&text), &text),
                     captures(written, &text),
-                    "{} on {:?}", pattern.unicode, text
+                    "{} on {:?}", pattern.as_str(), text
                 );
             }
         }
@@ -405,8 +385,9 @@ mod tests {
     #[test]
     fn the_ascii_forms_differ_from_the_patterns_only_outside_ascii() {
         // on text outside ASCII the two forms do differ, so the choice between them matters
-        let differs =
-            |p: &TwoWay, text: &str| captures(&p.ascii, text) != captures(&Regex::new(p.unicode).unwrap(), text);
+        let differs = |p: &TwoWay<Regex>, text: &str| {
+            captures(p.ascii(), text) != captures(&Regex::new(p.as_str()).unwrap(), text)
+        };
         assert!(differs(&OBFUSCATED_AT, "caf\u{e9} at home"));
         assert!(differs(&SPACED_OUT, "\u{e9} a b c d"));
         assert!(differs(&PUNYCODE_LABEL, "\u{e9}xn--abc"));
@@ -493,8 +474,8 @@ mod tests {
     }
 }
 
-static PUNYCODE_LABEL: LazyLock<TwoWay> =
-    LazyLock::new(|| TwoWay::new(r"(?i)\bxn--([a-z0-9-]+)", r"(?i-u)\bxn--([a-z0-9-]+)"));
+static PUNYCODE_LABEL: LazyLock<TwoWay<Regex>> =
+    LazyLock::new(|| two_way(r"(?i)\bxn--([a-z0-9-]+)", r"(?i-u)\bxn--([a-z0-9-]+)"));
 
 /// `text` with every IDNA label (`xn--…`) written as the Unicode it encodes (RFC 3492),
 /// so a domain the user typed in Unicode and the same domain in punycode compare equal.
