@@ -336,6 +336,16 @@ impl Confinement {
         let mut argv = namespaces();
         let mut add = |items: &[&str]| argv.extend(items.iter().map(|s| s.to_string()));
         add(&["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
+        // the sandbox's /dev is a fresh one, which hides a project under the host's
+        // (`/dev/shm`): the child would not find its own code. Its working directory is
+        // shown there as everywhere else, read-only; what is hidden below is hidden after.
+        if let Ok(real) = std::fs::canonicalize(cwd)
+            && real.starts_with("/dev")
+            && real.is_dir()
+        {
+            let real = real.to_string_lossy();
+            add(&["--ro-bind", &real, &real]);
+        }
         for dir in self.hidden_dirs.iter().filter_map(|d| std::fs::canonicalize(d).ok()).filter(|d| d.is_dir()) {
             // empty, and read-only: a write there would vanish, but must fail as loudly
             // as one anywhere else
@@ -407,6 +417,34 @@ mod tests {
         assert!(!isolated);
         assert_eq!(out.trim(), "plain");
         assert_eq!(c.unisolated().as_deref(), Some("[isolation] mode = \"off\""));
+    }
+
+    #[test]
+    fn a_project_under_dev_shm_is_seen_by_its_sandboxed_child_read_only_with_the_store_still_hidden() {
+        if let Some(why) = unavailable() {
+            assert!(std::env::var_os("STATEVAL_REQUIRE_SANDBOX").is_none(), "no sandbox: {why}");
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let Ok(dir) = tempfile::tempdir_in("/dev/shm") else {
+            eprintln!("skipped: no writable /dev/shm");
+            return;
+        };
+        std::fs::write(dir.path().join("agent.txt"), "the agent's code").unwrap();
+        let store = dir.path().join("store");
+        std::fs::create_dir(&store).unwrap();
+        std::fs::write(store.join("secret"), "log").unwrap();
+        let c = Confinement::new(IsolationConfig::default(), &store);
+        let sh = PathBuf::from("/bin/sh");
+        let script = "cat agent.txt; echo; ls store | wc -l; (echo x > w) 2>/dev/null || echo ro";
+        let confined = c.command(&sh, &["-c".into(), script.into()], dir.path()).unwrap();
+        assert!(confined.isolated);
+        let mut command = confined.command;
+        let out = command.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        // its own code readable, the store under it empty, nothing written
+        assert_eq!(text.lines().collect::<Vec<_>>(), ["the agent's code", "0", "ro"], "{text}");
+        assert!(!dir.path().join("w").exists());
     }
 
     #[test]
