@@ -400,8 +400,14 @@ mod tests {
     use super::*;
 
     fn run(confinement: &Confinement, script: &str) -> (bool, String) {
+        run_in(confinement, script, Path::new("/"))
+    }
+
+    /// `script` run by `sh` in `cwd` under `confinement`: whether it was isolated, and
+    /// its stdout and stderr.
+    fn run_in(confinement: &Confinement, script: &str, cwd: &Path) -> (bool, String) {
         let sh = PathBuf::from("/bin/sh");
-        let confined = confinement.command(&sh, &["-c".into(), script.into()], Path::new("/")).unwrap();
+        let confined = confinement.command(&sh, &["-c".into(), script.into()], cwd).unwrap();
         let mut command = confined.command;
         if let Some(scratch) = &confined.scratch {
             command.env("TMPDIR", scratch.path());
@@ -435,13 +441,9 @@ mod tests {
         std::fs::create_dir(&store).unwrap();
         std::fs::write(store.join("secret"), "log").unwrap();
         let c = Confinement::new(IsolationConfig::default(), &store);
-        let sh = PathBuf::from("/bin/sh");
         let script = "cat agent.txt; echo; ls store | wc -l; (echo x > w) 2>/dev/null || echo ro";
-        let confined = c.command(&sh, &["-c".into(), script.into()], dir.path()).unwrap();
-        assert!(confined.isolated);
-        let mut command = confined.command;
-        let out = command.output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        let (isolated, text) = run_in(&c, script, dir.path());
+        assert!(isolated);
         // its own code readable, the store under it empty, nothing written
         assert_eq!(text.lines().collect::<Vec<_>>(), ["the agent's code", "0", "ro"], "{text}");
         assert!(!dir.path().join("w").exists());

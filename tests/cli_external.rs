@@ -428,6 +428,18 @@ fn the_failing_agents_pipeline_fails_each_case_for_its_own_reason() {
     };
     assert!(tail("agent-calls-unserved-endpoint").contains("embeddings refused, as it should be"), "{report}");
     assert!(tail("agent-calls-past-recording").contains("extra model call failed: 400"), "{report}");
+    // what the agent does in that wait (a model call, a turn's answer) is neither
+    // answered nor written: each log holds what came before the failure, then its end
+    let run = std::fs::read_dir(p.join(".stateval/runs")).unwrap().map(|e| e.unwrap().path()).find(|d| d.is_dir());
+    for (id, expected) in [
+        ("agent-calls-unserved-endpoint", &["run_started", "turn_started", "error", "run_completed"][..]),
+        ("agent-calls-past-recording", &["run_started", "turn_started", "model_called", "error", "run_completed"]),
+    ] {
+        let log = std::fs::read_to_string(run.as_ref().unwrap().join(id).join("0.jsonl")).unwrap();
+        let kinds: Vec<String> =
+            log.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["kind"].as_str().unwrap().into()).collect();
+        assert_eq!(kinds, expected, "{id}");
+    }
     common::mark_ran("agents-failing");
 }
 
