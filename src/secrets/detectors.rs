@@ -110,16 +110,21 @@ const SECRET_ASSIGNMENT: &str = r#"(?P<name>{NAME})[ \t]*=[ \t]*(?P<secret>[^\s&
 const SECRET_QUOTED_FIELD: &str =
     r#"(?P<name>{NAME})(?:\\?["'][ \t]*:|[ \t]*=)[ \t]*\\?"(?P<secret>(?:[^"\\]|\\[^"])+)\\?""#;
 
+/// Applied in this order, each to what the ones before left. A detector whose match can
+/// hold another's comes before it: a bearer token can be any token, a JWT's segments can
+/// start like a prefixed key (`.sk-…`, `.ghp_…`); taken the other way round, the inner
+/// match went first and left the rest of the outer one (a JWT's header and claims) in
+/// the text.
 const DETECTORS: [Detector; 13] = [
     Detector { kind: SecretKind::PrivateKey, pattern: PEM_PRIVATE_KEY, when: When::Always },
+    Detector { kind: SecretKind::BearerToken, pattern: BEARER_TOKEN, when: When::Always },
+    Detector { kind: SecretKind::Jwt, pattern: JWT, when: When::Always },
     Detector { kind: SecretKind::GitHubToken, pattern: GITHUB_TOKEN, when: When::Always },
     Detector { kind: SecretKind::GitHubToken, pattern: GITHUB_FINE_GRAINED_TOKEN, when: When::Always },
     Detector { kind: SecretKind::SlackToken, pattern: SLACK_TOKEN, when: When::Always },
     Detector { kind: SecretKind::GoogleApiKey, pattern: GOOGLE_API_KEY, when: When::Always },
     Detector { kind: SecretKind::ModelApiKey, pattern: MODEL_API_KEY, when: When::Always },
     Detector { kind: SecretKind::AwsAccessKeyId, pattern: AWS_ACCESS_KEY_ID, when: When::Always },
-    Detector { kind: SecretKind::BearerToken, pattern: BEARER_TOKEN, when: When::Always },
-    Detector { kind: SecretKind::Jwt, pattern: JWT, when: When::Always },
     Detector { kind: SecretKind::AwsSecretAccessKey, pattern: AWS_SECRET_ACCESS_KEY, when: When::AwsKeyIdNearby },
     Detector { kind: SecretKind::UrlPassword, pattern: URL_PASSWORD, when: When::Always },
     Detector { kind: SecretKind::SecretField, pattern: SECRET_ASSIGNMENT, when: When::SecretName },

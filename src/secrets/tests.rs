@@ -167,3 +167,18 @@ fn literal_secrets_are_scrubbed_as_written_and_only_as_written() {
     // the literal's dot and plus are not patterns; an empty literal matches nothing
     assert_eq!(scrubber.text("t0kenXa+b t0ken.aab plain"), None);
 }
+
+#[test]
+fn a_jwt_whose_segment_starts_like_a_key_is_scrubbed_whole() {
+    // found by the replacement property: the key detector took the segment first and
+    // left the JWT's header and claims in the text
+    let s = Scrubber::default();
+    for segment in [format!("sk{}", "--__AA-A0a--aA0AA"), github(), google()] {
+        for jwt in [format!("eyJaa_-a00-0a.0a__aaaaa-.{segment}"), format!("eyJaa_-a00-0a.{segment}.0a__aaaaa-")] {
+            assert_eq!(s.text(&format!("token {jwt} here")).as_deref(), Some("token [scrubbed] here"), "{jwt}");
+        }
+    }
+    // a bearer JWT goes whole with its scheme, as any bearer token does
+    let bearer = "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJlLXNpZw";
+    assert_eq!(s.text(bearer).as_deref(), Some("Authorization: [scrubbed]"));
+}
