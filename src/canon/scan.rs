@@ -110,12 +110,18 @@ impl<'a> Scan<'a> {
     /// `serde_json` itself (so as serde reads it; a control character or a bad escape
     /// is refused as serde refuses it).
     pub(crate) fn text(&mut self) -> Option<String> {
+        self.text_borrowed().map(std::borrow::Cow::into_owned)
+    }
+
+    /// [`Scan::text`], borrowing a plain string from the line: only one with escapes is
+    /// copied (as serde reads it).
+    pub(crate) fn text_borrowed(&mut self) -> Option<std::borrow::Cow<'a, str>> {
         if self.peek()? != b'"' {
             return None;
         }
         let start = self.at;
         if let Some(plain) = self.string() {
-            return Some(plain.to_string());
+            return Some(std::borrow::Cow::Borrowed(plain));
         }
         let b = self.bytes();
         let mut i = start + 1;
@@ -126,9 +132,9 @@ impl<'a> Scan<'a> {
                 _ => i += 1,
             }
         }
-        let text = serde_json::from_str(self.text.get(start..=i)?).ok()?;
+        let text: String = serde_json::from_str(self.text.get(start..=i)?).ok()?;
         self.at = i + 1;
-        Some(text)
+        Some(std::borrow::Cow::Owned(text))
     }
 
     /// A number of any JSON form, read by `serde_json` itself as an `f64` (fractions and

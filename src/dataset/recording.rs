@@ -94,7 +94,7 @@ impl Recording {
     /// Parse, schema-check and digest the bytes of a recording file read from `display`.
     pub fn validate(bytes: Vec<u8>, display: &str) -> Result<Recording, InputError> {
         let mut responses = Vec::new();
-        let digest = Self::check(&bytes, display, |response| responses.push(response))?;
+        let digest = Self::check(&bytes, display, Keep::Responses(&mut responses))?;
         Ok(Recording { responses, digest, source: display.to_string() })
     }
 
@@ -102,7 +102,7 @@ impl Recording {
     /// dropped once it is checked and digested, so a recording is never held parsed
     /// whole (five times its file's size) while a plan is validated.
     pub fn validate_digest(bytes: Vec<u8>, display: &str) -> Result<Digest, InputError> {
-        Self::check(&bytes, display, drop)
+        Self::check(&bytes, display, Keep::Digest)
     }
 
     /// [`Recording::validate_digest`], and the names of the tools the recording's
@@ -110,20 +110,33 @@ impl Recording {
     /// case's agent can reach.
     pub fn validate_calls(bytes: &[u8], display: &str) -> Result<(Digest, Vec<String>), InputError> {
         let mut names = std::collections::BTreeSet::new();
-        let digest = Self::check(bytes, display, |r| names.extend(r.response.tool_calls.into_iter().map(|c| c.name)))?;
+        let digest = Self::check(bytes, display, Keep::Calls(&mut names))?;
         Ok((digest, names.into_iter().collect()))
     }
 
-    /// Check every line of a recording file, handing each response to `each` in order;
-    /// the content digest of them all.
-    fn check(bytes: &[u8], display: &str, mut each: impl FnMut(RecordedResponse)) -> Result<Digest, InputError> {
+    /// Check every line of a recording file, keeping what `keep` asks for; the content
+    /// digest of them all.
+    fn check(bytes: &[u8], display: &str, mut keep: Keep<'_>) -> Result<Digest, InputError> {
         let text = std::str::from_utf8(bytes).map_err(|_| {
             InputError::file(Path::new(display), "cannot read recording: stream did not contain valid UTF-8")
         })?;
         let display_path = Path::new(display);
         let mut digest = ContentDigest::new();
+        let mut scratch = plain::Scratch::default();
         for (i, line) in crate::diag::strip_bom(text).lines().enumerate() {
             if line.trim().is_empty() {
+                continue;
+            }
+            // when no response is kept, the usual line is digested as it is read, and
+            // not made
+            if !matches!(keep, Keep::Responses(_)) && digest.add_plain(line, &mut scratch) {
+                if let Keep::Calls(names) = &mut keep {
+                    for name in scratch.names.drain(..) {
+                        if !names.contains(name.as_ref()) {
+                            names.insert(name.into_owned());
+                        }
+                    }
+                }
                 continue;
             }
             // the usual line is read straight into its typed form; anything the quick
@@ -137,7 +150,11 @@ impl Recording {
                 }
             };
             digest.add(&parsed);
-            each(parsed);
+            match &mut keep {
+                Keep::Responses(responses) => responses.push(parsed),
+                Keep::Calls(names) => names.extend(parsed.response.tool_calls.into_iter().map(|c| c.name)),
+                Keep::Digest => {}
+            }
         }
         Ok(digest.finish(display))
     }
@@ -194,6 +211,16 @@ impl Recording {
         responses.iter().for_each(|response| digest.add(response));
         Recording { digest: digest.finish(&source), responses, source }
     }
+}
+
+/// What [`Recording::check`] keeps of the lines it checks.
+enum Keep<'k> {
+    /// Every response.
+    Responses(&'k mut Vec<RecordedResponse>),
+    /// The names of the tools the responses call.
+    Calls(&'k mut std::collections::BTreeSet<String>),
+    /// Only the content digest.
+    Digest,
 }
 
 /// Recording files' bytes as validating read them, kept for their runs so that a file
@@ -328,16 +355,21 @@ struct ContentDigest {
 }
 
 impl ContentDigest {
-    const BATCH: usize = 64 << 10;
+    /// Enough for blake3 to hash sixteen chunks at once; the buffer is made with room
+    /// for a batch and a response, so that it does not grow (growing it was an eighth
+    /// of a run's page faults).
+    const BATCH: usize = 16 << 10;
 
     fn new() -> ContentDigest {
-        let mut buf = Vec::with_capacity(4096);
+        let mut buf = Vec::with_capacity(Self::BATCH + 4096);
         buf.push(b'[');
         ContentDigest { digester: Some(canon::Digester::new(Context::Content)), buf, count: 0 }
     }
 
     fn add(&mut self, response: &RecordedResponse) {
-        let Some(digester) = &mut self.digester else { return };
+        if self.digester.is_none() {
+            return;
+        }
         if self.count > 0 {
             self.buf.push(b',');
         }
@@ -347,7 +379,34 @@ impl ContentDigest {
             self.buf = Vec::new();
             return;
         }
-        if self.buf.len() >= Self::BATCH {
+        self.feed();
+    }
+
+    /// [`ContentDigest::add`] of the response `line` holds, read by [`plain::canonical`]
+    /// without being made; `false`, and nothing added, for a line that reading does not
+    /// take (or once a response had no canonical form).
+    fn add_plain<'a>(&mut self, line: &'a str, scratch: &mut plain::Scratch<'a>) -> bool {
+        if self.digester.is_none() {
+            return false;
+        }
+        let start = self.buf.len();
+        if self.count > 0 {
+            self.buf.push(b',');
+        }
+        if plain::canonical(line, &mut self.buf, scratch).is_none() {
+            self.buf.truncate(start);
+            return false;
+        }
+        self.count += 1;
+        self.feed();
+        true
+    }
+
+    /// Hash what is buffered once it is a batch.
+    fn feed(&mut self) {
+        if let Some(digester) = &mut self.digester
+            && self.buf.len() >= Self::BATCH
+        {
             digester.update(&self.buf);
             self.buf.clear();
         }
@@ -389,61 +448,122 @@ fn canonical_responses(responses: &[RecordedResponse]) -> Option<Vec<u8>> {
 /// is written, so the bytes are the same
 /// (`the_typed_canonical_bytes_are_those_of_the_serialised_value` checks it).
 fn write_response(out: &mut Vec<u8>, r: &RecordedResponse) -> Option<()> {
-    fn number(out: &mut Vec<u8>, n: serde_json::Number) -> Option<()> {
-        canon::write_canonical_number(out, &n).then_some(())
+    Parts {
+        latency_ms: r.latency_ms,
+        request: r.request.as_ref(),
+        request_hash: r.request_hash.as_ref(),
+        confidence: r.response.confidence,
+        content: &r.response.content,
+        calls: Calls::Typed(&r.response.tool_calls),
+        step: r.step,
+        turn: r.turn,
+        usage: r.usage,
     }
-    fn optional_u32(out: &mut Vec<u8>, n: Option<u32>) {
-        match n {
-            Some(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+    .write(out)
+}
+
+/// A response's members as [`write_response`] writes them: from a typed response, or
+/// from a line as validation reads it ([`plain::canonical`]), whose tool calls are
+/// already canonical text. One writer for both, so the two cannot lay a response out
+/// differently.
+struct Parts<'p> {
+    latency_ms: u64,
+    request: Option<&'p Value>,
+    request_hash: Option<&'p Digest>,
+    confidence: Option<f64>,
+    content: &'p str,
+    calls: Calls<'p>,
+    step: Option<u32>,
+    turn: Option<u32>,
+    usage: Usage,
+}
+
+/// The `tool_calls` of [`Parts`].
+enum Calls<'p> {
+    Typed(&'p [ToolCall]),
+    /// The canonical text of each call, comma-separated, without the brackets.
+    Canonical(&'p [u8]),
+}
+
+impl Parts<'_> {
+    fn write(&self, out: &mut Vec<u8>) -> Option<()> {
+        fn number(out: &mut Vec<u8>, n: serde_json::Number) -> Option<()> {
+            canon::write_canonical_number(out, &n).then_some(())
+        }
+        fn optional_u32(out: &mut Vec<u8>, n: Option<u32>) {
+            match n {
+                Some(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
+                None => out.extend_from_slice(b"null"),
+            }
+        }
+        // latency_ms < request < request_hash < response < step < turn < usage
+        out.extend_from_slice(b"{\"latency_ms\":");
+        number(out, self.latency_ms.into())?;
+        if let Some(request) = self.request {
+            out.extend_from_slice(b",\"request\":");
+            canon::write_canonical(out, request).ok()?;
+        }
+        out.extend_from_slice(b",\"request_hash\":");
+        match self.request_hash {
+            Some(d) => canon::write_canonical_str(out, &d.to_string()),
             None => out.extend_from_slice(b"null"),
         }
-    }
-    // latency_ms < request < request_hash < response < step < turn < usage
-    out.extend_from_slice(b"{\"latency_ms\":");
-    number(out, r.latency_ms.into())?;
-    if let Some(request) = &r.request {
-        out.extend_from_slice(b",\"request\":");
-        canon::write_canonical(out, request).ok()?;
-    }
-    out.extend_from_slice(b",\"request_hash\":");
-    match &r.request_hash {
-        Some(d) => canon::write_canonical_str(out, &d.to_string()),
-        None => out.extend_from_slice(b"null"),
-    }
-    // confidence < content < tool_calls
-    out.extend_from_slice(b",\"response\":{\"confidence\":");
-    match r.response.confidence.and_then(serde_json::Number::from_f64) {
-        Some(n) => number(out, n)?,
-        None => out.extend_from_slice(b"null"),
-    }
-    out.extend_from_slice(b",\"content\":");
-    canon::write_canonical_str(out, &r.response.content);
-    out.extend_from_slice(b",\"tool_calls\":[");
-    for (j, call) in r.response.tool_calls.iter().enumerate() {
-        if j > 0 {
-            out.push(b',');
-        }
-        // args < id < name
-        out.extend_from_slice(b"{\"args\":");
-        canon::write_canonical(out, &call.args).ok()?;
-        out.extend_from_slice(b",\"id\":");
-        match &call.id {
-            Some(id) => canon::write_canonical_str(out, id),
+        // confidence < content < tool_calls
+        out.extend_from_slice(b",\"response\":{\"confidence\":");
+        match self.confidence.and_then(serde_json::Number::from_f64) {
+            Some(n) => number(out, n)?,
             None => out.extend_from_slice(b"null"),
         }
-        out.extend_from_slice(b",\"name\":");
-        canon::write_canonical_str(out, &call.name);
-        out.push(b'}');
+        out.extend_from_slice(b",\"content\":");
+        canon::write_canonical_str(out, self.content);
+        out.extend_from_slice(b",\"tool_calls\":[");
+        match self.calls {
+            Calls::Typed(calls) => {
+                for (j, call) in calls.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    write_call(
+                        out,
+                        |out| canon::write_canonical(out, &call.args).ok(),
+                        call.id.as_deref(),
+                        &call.name,
+                    )?;
+                }
+            }
+            Calls::Canonical(calls) => out.extend_from_slice(calls),
+        }
+        out.extend_from_slice(b"]},\"step\":");
+        optional_u32(out, self.step);
+        out.extend_from_slice(b",\"turn\":");
+        optional_u32(out, self.turn);
+        out.extend_from_slice(b",\"usage\":{\"input_tokens\":");
+        number(out, self.usage.input_tokens.into())?;
+        out.extend_from_slice(b",\"output_tokens\":");
+        number(out, self.usage.output_tokens.into())?;
+        out.extend_from_slice(b"}}");
+        Some(())
     }
-    out.extend_from_slice(b"]},\"step\":");
-    optional_u32(out, r.step);
-    out.extend_from_slice(b",\"turn\":");
-    optional_u32(out, r.turn);
-    out.extend_from_slice(b",\"usage\":{\"input_tokens\":");
-    number(out, r.usage.input_tokens.into())?;
-    out.extend_from_slice(b",\"output_tokens\":");
-    number(out, r.usage.output_tokens.into())?;
-    out.extend_from_slice(b"}}");
+}
+
+/// One tool call's canonical text, its arguments written by `args`.
+fn write_call(
+    out: &mut Vec<u8>,
+    args: impl FnOnce(&mut Vec<u8>) -> Option<()>,
+    id: Option<&str>,
+    name: &str,
+) -> Option<()> {
+    // args < id < name
+    out.extend_from_slice(b"{\"args\":");
+    args(out)?;
+    out.extend_from_slice(b",\"id\":");
+    match id {
+        Some(id) => canon::write_canonical_str(out, id),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"name\":");
+    canon::write_canonical_str(out, name);
+    out.push(b'}');
     Some(())
 }
 
@@ -466,6 +586,8 @@ fn check_line(value: Value, line: &str) -> Result<RecordedResponse, (usize, Stri
 /// many keys), twice: to validate and to replay.
 /// `the_plain_reader_agrees_with_the_quick_one` checks it over generated lines.
 mod plain {
+    use std::borrow::Cow;
+
     use super::{ModelResponse, RecordedResponse, ToolCall, Usage};
     use crate::canon::Digest;
     use crate::canon::scan::Scan;
@@ -493,6 +615,120 @@ mod plain {
             usage: usage.unwrap_or_default(),
             latency_ms: latency_ms.unwrap_or_default(),
         })
+    }
+
+    /// What validation reuses from line to line ([`canonical`]): the canonical text of a
+    /// line's tool calls and of one call's arguments, and the names of the tools called.
+    #[derive(Default)]
+    pub(super) struct Scratch<'a> {
+        calls: Vec<u8>,
+        args: Vec<u8>,
+        pub(super) names: Vec<Cow<'a, str>>,
+    }
+
+    /// Validation's reading of a line: what [`line`] reads, without building it. The
+    /// canonical bytes `write_response` writes for that response are appended to `out`
+    /// and the names of the tools it calls left in `scratch.names`; only a string with
+    /// escapes is copied, and arguments go from the line straight to their canonical
+    /// text. `None` (and `out` as it was) for a line this reading does not take,
+    /// which [`line`] or serde may still take. Checking a recording made each response
+    /// whole (its strings, a tree for each call's arguments) only to drop it: two thirds
+    /// of validating a recording. `the_canonical_reading_is_the_plain_one_written`
+    /// checks it against [`line`] and `write_response` over generated lines.
+    pub(super) fn canonical<'a>(text: &'a str, out: &mut Vec<u8>, scratch: &mut Scratch<'a>) -> Option<()> {
+        let start = out.len();
+        let written = canonical_into(text, out, scratch);
+        if written.is_none() {
+            out.truncate(start);
+        }
+        written
+    }
+
+    fn canonical_into<'a>(text: &'a str, out: &mut Vec<u8>, scratch: &mut Scratch<'a>) -> Option<()> {
+        let mut s = Scan::new(text);
+        let (mut turn, mut step, mut request_hash) = (None, None, None);
+        let (mut response, mut usage, mut latency_ms) = (None, None, None);
+        scratch.calls.clear();
+        scratch.names.clear();
+        s.object(|s, key| match key {
+            "turn" => set(&mut turn, u32::try_from(count(s)?).ok()?),
+            "step" => set(&mut step, u32::try_from(count(s)?).ok()?),
+            "request_hash" => set(&mut request_hash, s.string()?.parse::<Digest>().ok()?),
+            "response" => set(&mut response, canonical_response(s, scratch)?),
+            "usage" => set(&mut usage, self::usage(s)?),
+            "latency_ms" => set(&mut latency_ms, count(s)?),
+            _ => None,
+        })?;
+        s.end()?;
+        let (confidence, content) = response?;
+        super::Parts {
+            latency_ms: latency_ms.unwrap_or_default(),
+            request: None,
+            request_hash: request_hash.as_ref(),
+            confidence,
+            content: &content.unwrap_or_default(),
+            calls: super::Calls::Canonical(&scratch.calls),
+            step,
+            turn,
+            usage: usage.unwrap_or_default(),
+        }
+        .write(out)
+    }
+
+    /// A response's confidence and content, its tool calls written to `scratch.calls`.
+    #[allow(clippy::type_complexity)]
+    fn canonical_response<'a>(
+        s: &mut Scan<'a>,
+        scratch: &mut Scratch<'a>,
+    ) -> Option<(Option<f64>, Option<Cow<'a, str>>)> {
+        let (mut content, mut tool_calls, mut confidence) = (None, None, None);
+        s.object(|s, key| match key {
+            "content" => set(&mut content, s.text_borrowed()?),
+            "tool_calls" => {
+                let mut first = true;
+                s.array(|s| {
+                    if !std::mem::take(&mut first) {
+                        scratch.calls.push(b',');
+                    }
+                    canonical_call(s, scratch)
+                })?;
+                set(&mut tool_calls, ())
+            }
+            "confidence" => set(&mut confidence, s.float().filter(|c| (0.0..=1.0).contains(c))?),
+            _ => None,
+        })?;
+        Some((confidence, content))
+    }
+
+    fn canonical_call<'a>(s: &mut Scan<'a>, scratch: &mut Scratch<'a>) -> Option<()> {
+        let (mut id, mut name, mut args) = (None, None, None);
+        scratch.args.clear();
+        s.object(|s, key| match key {
+            "id" => set(&mut id, s.text_borrowed()?),
+            "name" => set(&mut name, s.text_borrowed()?),
+            // an object of plain tokens, as [`call`] reads it with `Scan::tree`
+            "args" => set(&mut args, s.canonical_object(&mut scratch.args).map(drop)?),
+            _ => None,
+        })?;
+        let name = name.filter(|n| !n.is_empty())?;
+        if id.as_ref().is_some_and(|id| id.is_empty()) {
+            return None;
+        }
+        let args = match args {
+            Some(()) => &scratch.args[..],
+            None => b"{}",
+        };
+        super::write_call(
+            &mut scratch.calls,
+            |out| {
+                out.extend_from_slice(args);
+                Some(())
+            },
+            id.as_deref(),
+            &name,
+        )?;
+        scratch.names.push(name);
+        Some(())
     }
 
     /// Store `value` in `slot`; `None` for a key met twice.
@@ -945,6 +1181,32 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+        /// Validation's reading takes the lines the plain reader takes (the generated
+        /// keys are all below U+E000, the one place the two part), and gives the bytes
+        /// `write_response` writes for the response that reader makes, and its tools.
+        #[test]
+        fn the_canonical_reading_is_the_plain_one_written(line in arbitrary_line()) {
+            let mut out = b"before".to_vec();
+            let mut scratch = plain::Scratch::default();
+            let read = plain::canonical(&line, &mut out, &mut scratch);
+            let made = plain::line(&line);
+            proptest::prop_assert_eq!(read.is_some(), made.is_some(), "{}", line);
+            match made {
+                Some(made) => {
+                    let mut written = b"before".to_vec();
+                    write_response(&mut written, &made).expect("a plain line is canonical");
+                    proptest::prop_assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(written).unwrap());
+                    let names: Vec<&str> = scratch.names.iter().map(|n| n.as_ref()).collect();
+                    let called: Vec<&str> = made.response.tool_calls.iter().map(|c| c.name.as_str()).collect();
+                    proptest::prop_assert_eq!(names, called);
+                }
+                None => proptest::prop_assert_eq!(out, b"before".to_vec(), "nothing is left of a line not taken"),
+            }
+        }
+    }
+
     /// The lines `stateval record` and the benchmarks write are the plain reader's to
     /// take (else it would be a detour), escaped content, nested arguments and
     /// confidence included; what it hands on is still read, by serde.
@@ -959,6 +1221,9 @@ mod tests {
             let plain = plain::line(line);
             assert!(plain.is_some(), "{line}");
             assert_eq!(plain, quick::by_serde(line), "{line}");
+            // and validation reads it without making it
+            let mut scratch = plain::Scratch::default();
+            assert!(plain::canonical(line, &mut Vec::new(), &mut scratch).is_some(), "{line}");
         }
         for line in [
             // a request document, an escaped key, a float or escape in the arguments
@@ -1017,6 +1282,9 @@ mod tests {
         let canonical = canonical_responses(&whole.responses).unwrap();
         assert_eq!(whole.digest, canon::digest(Context::Content, &canonical));
         assert_eq!(Recording::validate_digest(text.clone().into_bytes(), "r.jsonl").unwrap(), whole.digest);
+        // read without making the responses (all but the last line), the same digest
+        let (digest, calls) = Recording::validate_calls(text.as_bytes(), "r.jsonl").unwrap();
+        assert_eq!((digest, calls), (whole.digest, vec!["t".to_string()]));
         // read again, each line parsed as it is taken
         let (again, mut lines) = Recording::reread(&path, "r.jsonl", whole.digest, bytes).unwrap();
         assert_eq!((again.digest, again.responses.len(), lines.len()), (whole.digest, 0, 701));
