@@ -10,6 +10,11 @@
 //! - `canon-hash`: parse, take the `hash` member out, write the rest back with sorted keys
 //!   (`serde_json`'s map is ordered), blake3 in derive-key mode under the event context
 //!   (`stateval event v1`) and compare with the line's `hash`: what `verify` does per event.
+//! - `hash-write`: no parse: hash each line without its `hash` member (found by its bytes)
+//!   under the event context, compare, and write the line to `LOG.floor` (made afresh,
+//!   fsync'd once written, as a run's logs are): the floor of a pipeline that writes
+//!   canonical lines straight from typed events, which must hash and write every byte
+//!   but need parse nothing. The copies are left for the caller to remove.
 //!
 //! Prints one line of counts; `hash_mismatches` is the lines whose hash was not reproduced
 //! (0 on a log stateval wrote). Exit 2 on a bad argument or an unreadable file or line.
@@ -27,7 +32,7 @@ pub struct Tally {
     pub fold: u8,
 }
 
-pub const MODES: [&str; 3] = ["hash", "parse", "canon-hash"];
+pub const MODES: [&str; 4] = ["hash", "parse", "canon-hash", "hash-write"];
 const EVENT_CONTEXT: &str = "stateval event v1";
 
 pub fn floor(mode: &str, files: &[String]) -> Result<Tally, String> {
@@ -41,6 +46,10 @@ pub fn floor(mode: &str, files: &[String]) -> Result<Tally, String> {
         text.clear();
         std::fs::File::open(file).and_then(|mut f| f.read_to_end(&mut text)).map_err(|e| format!("{file}: {e}"))?;
         tally.bytes += text.len() as u64;
+        if mode == "hash-write" {
+            hash_write(file, &text, &mut tally)?;
+            continue;
+        }
         for (at, line) in text.split(|&b| b == b'\n').enumerate() {
             if line.is_empty() {
                 continue;
@@ -70,6 +79,39 @@ pub fn floor(mode: &str, files: &[String]) -> Result<Tally, String> {
         }
     }
     Ok(tally)
+}
+
+/// `hash-write` of one log: every line hashed as it was hashed when written (the line
+/// without its `,"hash":"blake3:…"` member) and written to `FILE.floor`, in writes of
+/// about 64 KiB as a run makes them.
+fn hash_write(file: &str, text: &[u8], tally: &mut Tally) -> Result<(), String> {
+    use std::io::Write as _;
+    const MEMBER: &[u8] = b",\"hash\":\"blake3:";
+    let copy = format!("{file}.floor");
+    let mut out = std::fs::File::create(&copy).map_err(|e| format!("{copy}: {e}"))?;
+    let mut pending = Vec::with_capacity(128 << 10);
+    let hasher = blake3::Hasher::new_derive_key(EVENT_CONTEXT);
+    for (at, line) in text.split(|&b| b == b'\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        tally.lines += 1;
+        let found = memchr::memmem::find(line, MEMBER);
+        let Some(member) = found.filter(|&m| line.len() >= m + MEMBER.len() + 65) else {
+            return Err(format!("{file}:{}: no hash member", at + 1));
+        };
+        let (hex_at, end) = (member + MEMBER.len(), member + MEMBER.len() + 65);
+        let digest = hasher.clone().update(&line[..member]).update(&line[end..]).finalize();
+        tally.hash_mismatches += u64::from(digest.to_hex().as_bytes() != &line[hex_at..end - 1]);
+        tally.fold ^= digest.as_bytes()[0];
+        pending.extend_from_slice(line);
+        pending.push(b'\n');
+        if pending.len() >= 64 << 10 {
+            out.write_all(&pending).map_err(|e| format!("{copy}: {e}"))?;
+            pending.clear();
+        }
+    }
+    out.write_all(&pending).and_then(|()| out.sync_all()).map_err(|e| format!("{copy}: {e}"))
 }
 
 #[allow(dead_code)] // a test includes this file for `floor` alone

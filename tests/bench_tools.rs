@@ -97,6 +97,14 @@ fn the_same_shape_suite_runs_green_in_every_fixture_layout_and_the_floor_reprodu
             for mode in ["hash", "parse"] {
                 assert_eq!(floor::floor(mode, &logs).expect(mode).lines, events);
             }
+            // hash-write reproduces every hash without parsing, and leaves a copy of each log
+            let tally = floor::floor("hash-write", &logs).expect("hash-write");
+            assert_eq!((tally.lines, tally.hash_mismatches), (events, 0));
+            for log in &logs {
+                let copy = format!("{log}.floor");
+                assert_eq!(std::fs::read(&copy).expect("copy"), std::fs::read(log).expect("log"));
+                std::fs::remove_file(copy).expect("remove the copy");
+            }
 
             // an edited event is one mismatch: the floor's check is not vacuous
             let first = &logs[0];
@@ -104,7 +112,12 @@ fn the_same_shape_suite_runs_green_in_every_fixture_layout_and_the_floor_reprodu
             std::fs::write(first, text.replacen("\"turn\":0", "\"turn\":7", 1)).expect("write");
             assert_ne!(std::fs::read_to_string(first).expect("log"), text, "the edit changed the log");
             assert_eq!(floor::floor("canon-hash", &logs).expect("floor").hash_mismatches, 1);
-            assert!(floor::floor("nosuch", &logs).unwrap_err().contains("expected one of hash, parse, canon-hash"));
+            assert_eq!(floor::floor("hash-write", &logs).expect("floor").hash_mismatches, 1);
+            assert!(
+                floor::floor("nosuch", &logs)
+                    .unwrap_err()
+                    .contains("expected one of hash, parse, canon-hash, hash-write")
+            );
         }
     }
 }
