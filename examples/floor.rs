@@ -91,12 +91,17 @@ fn hash_write(file: &str, text: &[u8], tally: &mut Tally) -> Result<(), String> 
     let mut out = std::fs::File::create(&copy).map_err(|e| format!("{copy}: {e}"))?;
     let mut pending = Vec::with_capacity(128 << 10);
     let hasher = blake3::Hasher::new_derive_key(EVENT_CONTEXT);
-    for (at, line) in text.split(|&b| b == b'\n').enumerate() {
+    let finder = memchr::memmem::Finder::new(MEMBER);
+    let mut start = 0;
+    let ends = memchr::memchr_iter(b'\n', text).chain((text.last() != Some(&b'\n')).then_some(text.len()));
+    for (at, end) in ends.enumerate() {
+        let line = &text[start..end];
+        start = end + 1;
         if line.is_empty() {
             continue;
         }
         tally.lines += 1;
-        let found = memchr::memmem::find(line, MEMBER);
+        let found = finder.find(line);
         let Some(member) = found.filter(|&m| line.len() >= m + MEMBER.len() + 65) else {
             return Err(format!("{file}:{}: no hash member", at + 1));
         };
