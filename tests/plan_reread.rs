@@ -1,7 +1,9 @@
 //! A plan keeps references to its cases, not the cases: each is read again from its
-//! dataset (and its recordings from their files) when it runs. What was validated must
-//! be what runs, so an edit in between is an error naming the file, never a different
-//! case run quietly.
+//! dataset (and its recordings from their files) when it runs, but for the first cases
+//! and recording files, which are handed to their first run as validating read them.
+//! What was validated must be what runs, so an edit in between is never a different case
+//! run quietly: a case kept runs as it was validated, and one read again is an error
+//! naming the file.
 
 use stateval::runner::{Plan, RunnerError, Selection};
 use stateval::synth::{SynthSpec, write_suite};
@@ -53,12 +55,30 @@ fn a_dataset_line_edited_after_validation_is_an_error_naming_it() {
     let text = std::fs::read_to_string(&path).expect("dataset");
     // same length, different bytes: only the content check can notice
     std::fs::write(&path, text.replacen("Turn 0:", "Turn 9:", 2)).expect("edit");
+    // the first run of each case takes it as validating parsed it: the edit is not run
+    for i in 0..2 {
+        let kept = plan.case(i).expect("a kept case");
+        assert!(kept.turns[0].starts_with("Turn 0:"), "{:?}", kept.turns[0]);
+    }
+    // read again, the edit is noticed
     assert!(plan.case(0).is_err());
     let err = plan.case(1).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("suite.jsonl:2:1"), "{err}");
     assert!(err.contains("the dataset changed after it was validated"), "{err}");
-    // the third line is as validated and still reads
+    // the third line is as validated and still reads, kept or read again
     assert!(plan.case(2).is_ok());
+    assert!(plan.case(2).is_ok());
+}
+
+#[test]
+fn a_case_kept_from_validation_is_the_case_read_again() -> Result<(), RunnerError> {
+    let (_dir, plan) = suite();
+    for i in 0..plan.cases.len() {
+        let kept = plan.case(i)?;
+        let read = plan.case(i)?;
+        assert_eq!(format!("{kept:?}"), format!("{read:?}"), "case {i}");
+    }
+    Ok(())
 }
 
 #[test]

@@ -351,6 +351,8 @@ pub struct Loader<'p> {
     selected_tags: BTreeSet<String>,
     /// Recording files kept as validating read them ([`Loader::holding`]).
     held: Arc<recording::HeldRecordings>,
+    /// Cases kept as validating parsed them, when holding.
+    held_cases: Option<HeldCases>,
 }
 
 /// Files a matcher's custom graders and judges read, relative to the pipeline's base:
@@ -409,6 +411,56 @@ pub struct Loaded {
     pub files: BTreeMap<PathBuf, Option<Digest>>,
     /// The kept cases' recording files as validating read them, for their runs.
     pub held: Arc<recording::HeldRecordings>,
+    /// The first kept cases as validating parsed them, for their runs.
+    pub held_cases: HeldCases,
+}
+
+/// Cases as validating parsed them, kept for their runs ([`HeldCases::take`]): a case
+/// of a small suite is parsed once, not once to validate and again to run (its line
+/// parsed, schema-checked and its matchers compiled: 3 % of a 50-case suite's
+/// instructions). Bounded: once the lines of the cases kept reach [`HeldCases::BUDGET`]
+/// bytes, later cases are read again as before, so memory does not grow with the
+/// suite. A case is taken once; a second run of it reads it again.
+#[derive(Default)]
+pub struct HeldCases {
+    /// The bytes of the lines of the cases kept, and the cases by file and line.
+    held: Mutex<(usize, KeptCases)>,
+}
+
+type KeptCases = HashMap<(PathBuf, usize), Case>;
+
+impl HeldCases {
+    /// Bytes of case lines whose cases are kept at most: about a hundred cases of fifty
+    /// turns. Kept cases stay from the plan until their runs: with 1 MiB (and 640 KiB),
+    /// a 10,000-case suite of such cases peaked 5 MB (4 MB) higher and a 1,000-case one
+    /// 2 MB, so the memory a suite grows by with its size (docs/speed.md) came close to
+    /// its 1.5× limit; with 256 KiB both peak about 2 MB higher, as before in ratio.
+    pub const BUDGET: usize = 256 << 10;
+
+    /// Keep `case`, whose dataset line was `len` bytes long, if there is room.
+    fn offer(&self, case: Case, len: usize) {
+        let Ok(mut held) = self.held.lock() else { return };
+        let (size, map) = &mut *held;
+        if *size + len <= Self::BUDGET {
+            *size += len;
+            map.insert((case.path.clone(), case.line), case);
+        }
+    }
+
+    /// The kept case at `line` of the dataset file `path`, handed over.
+    pub fn take(&self, path: &Path, line: usize) -> Option<Case> {
+        let mut held = self.held.lock().ok()?;
+        held.1.remove(&(path.to_path_buf(), line))
+    }
+
+    /// Cases kept now.
+    pub fn len(&self) -> usize {
+        self.held.lock().map_or(0, |held| held.1.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Stop collecting after this many errors: past it, more lines add noise, not help.
@@ -443,15 +495,18 @@ impl<'p> Loader<'p> {
             tags: BTreeSet::new(),
             selected_tags: BTreeSet::new(),
             held: Arc::default(),
+            held_cases: None,
         }
     }
 
-    /// Keep the recording files validating reads, within their budget, in
-    /// [`Loaded::held`]: a run takes them from there rather than reading them again.
+    /// Keep the recording files validating reads, and the first cases it parses, within
+    /// their budgets, in [`Loaded::held`] and [`Loaded::held_cases`]: a run takes them
+    /// from there rather than reading them again.
     pub fn holding(mut self) -> Self {
         for parser in &mut self.parsers {
             parser.held = Some(self.held.clone());
         }
+        self.held_cases = Some(HeldCases::default());
         self
     }
 
@@ -517,6 +572,7 @@ impl<'p> Loader<'p> {
         self.held.retain(|digest| wanted.contains(digest));
         Ok(Loaded {
             held: self.held,
+            held_cases: self.held_cases.unwrap_or_default(),
             cases: self.cases,
             digest: self.content.finish(),
             tags: self.tags,
@@ -705,7 +761,7 @@ impl<'p> Loader<'p> {
                 }
             }
         }
-        Ok(Some(CaseRef {
+        let reference = CaseRef {
             file: file.clone(),
             line: case.line,
             offset,
@@ -716,7 +772,11 @@ impl<'p> Loader<'p> {
             agent: case.agent.clone(),
             inputs: inputs.finish(),
             perturbed: case.perturbation.is_some(),
-        }))
+        };
+        if let Some(held) = &self.held_cases {
+            held.offer(case, line.len());
+        }
+        Ok(Some(reference))
     }
 }
 

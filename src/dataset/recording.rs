@@ -676,7 +676,6 @@ mod plain {
     }
 
     /// A response's confidence and content, its tool calls written to `scratch.calls`.
-    #[allow(clippy::type_complexity)]
     fn canonical_response<'a>(
         s: &mut Scan<'a>,
         scratch: &mut Scratch<'a>,

@@ -56,6 +56,8 @@ pub struct Plan {
     manifests: Mutex<ManifestCache>,
     /// Recording files as validating read them, each taken by its run ([`Plan::recording`]).
     held: Arc<crate::dataset::recording::HeldRecordings>,
+    /// The first cases as validating parsed them, each taken by its run ([`Plan::case`]).
+    held_cases: crate::dataset::HeldCases,
     /// Content-derived: the same inputs give the same id.
     pub run_id: String,
     /// The digest the run id is cut from: everything that decides the run's logs. The
@@ -283,6 +285,7 @@ impl Plan {
             agents,
             manifests: Mutex::new(ManifestCache::default()),
             held: loaded.held,
+            held_cases: loaded.held_cases,
             run_id,
             digest,
             graders,
@@ -308,9 +311,14 @@ impl Plan {
         });
     }
 
-    /// Case `index` in full, read again from its dataset (see [`CaseRef::load`]).
+    /// Case `index` in full: as validating parsed it when it was kept
+    /// ([`crate::dataset::HeldCases`]), else read again from its dataset (see
+    /// [`CaseRef::load`]).
     pub fn case(&self, index: usize) -> Result<Case, RunnerError> {
         let reference = self.cases.get(index).ok_or_else(|| RunnerError::Internal(format!("no case {index}")))?;
+        if let Some(case) = self.held_cases.take(&reference.file.path, reference.line) {
+            return Ok(case);
+        }
         reference.load(&self.pipeline, &self.parser).map_err(|e| RunnerError::Input(vec![e]))
     }
 
