@@ -1040,6 +1040,7 @@ impl CaseParser {
             }
         };
         let bytes = Recording::bytes_digest(&text);
+        let text = Recording::text(text, &display).map_err(RecordingError::Invalid)?;
         let digest = match self.validated.as_ref().and_then(|v| v.get(&bytes)) {
             Some(digest) => *digest,
             // checked and digested one response at a time: the run reads it again, a

@@ -94,7 +94,7 @@ impl Recording {
     /// Parse, schema-check and digest the bytes of a recording file read from `display`.
     pub fn validate(bytes: Vec<u8>, display: &str) -> Result<Recording, InputError> {
         let mut responses = Vec::new();
-        let digest = Self::check(&bytes, display, Keep::Responses(&mut responses))?;
+        let digest = Self::check(&Self::text(bytes, display)?, display, Keep::Responses(&mut responses))?;
         Ok(Recording { responses, digest, source: display.to_string() })
     }
 
@@ -102,24 +102,30 @@ impl Recording {
     /// dropped once it is checked and digested, so a recording is never held parsed
     /// whole (five times its file's size) while a plan is validated.
     pub fn validate_digest(bytes: Vec<u8>, display: &str) -> Result<Digest, InputError> {
-        Self::check(&bytes, display, Keep::Digest)
+        Self::check(&Self::text(bytes, display)?, display, Keep::Digest)
+    }
+
+    /// The text of a recording file's bytes read from `display`; an error unless they
+    /// are UTF-8. The text is checked once: what is validated and then held for a run
+    /// ([`HeldRecordings`]) stays text.
+    pub fn text(bytes: Vec<u8>, display: &str) -> Result<String, InputError> {
+        String::from_utf8(bytes).map_err(|_| {
+            InputError::file(Path::new(display), "cannot read recording: stream did not contain valid UTF-8")
+        })
     }
 
     /// [`Recording::validate_digest`], and the names of the tools the recording's
     /// responses call, sorted and each once: a dataset checks them against what its
     /// case's agent can reach.
-    pub fn validate_calls(bytes: &[u8], display: &str) -> Result<(Digest, Vec<String>), InputError> {
+    pub fn validate_calls(text: &str, display: &str) -> Result<(Digest, Vec<String>), InputError> {
         let mut names = std::collections::BTreeSet::new();
-        let digest = Self::check(bytes, display, Keep::Calls(&mut names))?;
+        let digest = Self::check(text, display, Keep::Calls(&mut names))?;
         Ok((digest, names.into_iter().collect()))
     }
 
     /// Check every line of a recording file, keeping what `keep` asks for; the content
     /// digest of them all.
-    fn check(bytes: &[u8], display: &str, mut keep: Keep<'_>) -> Result<Digest, InputError> {
-        let text = std::str::from_utf8(bytes).map_err(|_| {
-            InputError::file(Path::new(display), "cannot read recording: stream did not contain valid UTF-8")
-        })?;
+    fn check(text: &str, display: &str, mut keep: Keep<'_>) -> Result<Digest, InputError> {
         let display_path = Path::new(display);
         let mut digest = ContentDigest::new();
         let mut scratch = plain::Scratch::default();
@@ -195,15 +201,15 @@ impl Recording {
         if Self::bytes_digest(&text) != bytes {
             return Err(format!("{display}: recording changed on disk after the run was validated"));
         }
-        Self::held(text, display, digest)
+        let text = String::from_utf8(text).map_err(|e| format!("{display}: changed since validation: {e}"))?;
+        Ok(Self::held(text, display, digest))
     }
 
-    /// [`Recording::reread`] of bytes already read and checked: those of a file whose
+    /// [`Recording::reread`] of text already read and checked: that of a file whose
     /// bytes digest is the validated one (kept by [`HeldRecordings`]).
-    pub fn held(text: Vec<u8>, display: &str, digest: Digest) -> Result<(Recording, RecordedLines), String> {
-        let text = String::from_utf8(text).map_err(|e| format!("{display}: changed since validation: {e}"))?;
+    pub fn held(text: String, display: &str, digest: Digest) -> (Recording, RecordedLines) {
         let lines = RecordedLines::new(text, display);
-        Ok((Recording { responses: Vec::new(), digest, source: display.to_string() }, lines))
+        (Recording { responses: Vec::new(), digest, source: display.to_string() }, lines)
     }
 
     fn from_values(responses: Vec<RecordedResponse>, source: String) -> Recording {
@@ -232,7 +238,7 @@ enum Keep<'k> {
 /// run replays the validated bytes, never the edit.
 #[derive(Default)]
 pub struct HeldRecordings {
-    held: std::sync::Mutex<(usize, std::collections::HashMap<Digest, Vec<u8>>)>,
+    held: std::sync::Mutex<(usize, std::collections::HashMap<Digest, String>)>,
 }
 
 impl HeldRecordings {
@@ -240,8 +246,8 @@ impl HeldRecordings {
     /// recordings; a suite of thousands reads the rest again.
     pub const BUDGET: usize = 8 << 20;
 
-    /// Keep `text`, the bytes whose digest is `bytes`, if there is room.
-    pub fn offer(&self, bytes: Digest, text: Vec<u8>) {
+    /// Keep `text`, of the bytes whose digest is `bytes`, if there is room.
+    pub fn offer(&self, bytes: Digest, text: String) {
         let Ok(mut held) = self.held.lock() else { return };
         let (size, map) = &mut *held;
         if *size + text.len() <= Self::BUDGET && !map.contains_key(&bytes) {
@@ -250,8 +256,8 @@ impl HeldRecordings {
         }
     }
 
-    /// The kept bytes whose digest is `bytes`, handed over: no longer kept.
-    pub fn take(&self, bytes: &Digest) -> Option<Vec<u8>> {
+    /// The kept text of the bytes whose digest is `bytes`, handed over: no longer kept.
+    pub fn take(&self, bytes: &Digest) -> Option<String> {
         let mut held = self.held.lock().ok()?;
         let (size, map) = &mut *held;
         let text = map.remove(bytes)?;
@@ -264,7 +270,7 @@ impl HeldRecordings {
         let Ok(mut held) = self.held.lock() else { return };
         let (size, map) = &mut *held;
         map.retain(|digest, _| wanted(digest));
-        *size = map.values().map(Vec::len).sum();
+        *size = map.values().map(String::len).sum();
         map.shrink_to_fit();
     }
 
@@ -1282,7 +1288,7 @@ mod tests {
         assert_eq!(whole.digest, canon::digest(Context::Content, &canonical));
         assert_eq!(Recording::validate_digest(text.clone().into_bytes(), "r.jsonl").unwrap(), whole.digest);
         // read without making the responses (all but the last line), the same digest
-        let (digest, calls) = Recording::validate_calls(text.as_bytes(), "r.jsonl").unwrap();
+        let (digest, calls) = Recording::validate_calls(&text, "r.jsonl").unwrap();
         assert_eq!((digest, calls), (whole.digest, vec!["t".to_string()]));
         // read again, each line parsed as it is taken
         let (again, mut lines) = Recording::reread(&path, "r.jsonl", whole.digest, bytes).unwrap();
@@ -1296,6 +1302,19 @@ mod tests {
         std::fs::write(&path, text.replace("answer 3 ", "answer 4 ")).unwrap();
         let refused = Recording::reread(&path, "r.jsonl", whole.digest, bytes).map(|_| ()).unwrap_err();
         assert!(refused.contains("changed on disk"), "{refused}");
+    }
+
+    /// A file that is not UTF-8 is refused by name, by every way of validating it.
+    #[test]
+    fn a_recording_that_is_not_utf8_is_refused_naming_the_file() {
+        let bytes = b"{\"response\":{\"content\":\"caf\xe9\"}}\n".to_vec();
+        for err in [
+            Recording::validate(bytes.clone(), "r.jsonl").map(drop).unwrap_err(),
+            Recording::validate_digest(bytes.clone(), "r.jsonl").map(drop).unwrap_err(),
+            Recording::text(bytes.clone(), "r.jsonl").map(drop).unwrap_err(),
+        ] {
+            assert_eq!(err.to_string(), "r.jsonl:1:1: cannot read recording: stream did not contain valid UTF-8");
+        }
     }
 
     #[test]
@@ -1324,16 +1343,16 @@ mod tests {
     fn held_recordings_keep_within_their_budget_and_are_taken_once() {
         let held = HeldRecordings::default();
         let digest = |n: u8| canon::digest(Context::Content, &[n]);
-        let half = vec![7u8; HeldRecordings::BUDGET / 2];
+        let half = "7".repeat(HeldRecordings::BUDGET / 2);
         held.offer(digest(1), half.clone());
         held.offer(digest(2), half.clone());
-        held.offer(digest(3), vec![1]);
+        held.offer(digest(3), "1".into());
         assert_eq!(held.size(), HeldRecordings::BUDGET, "the third file is past the budget");
         assert_eq!(held.take(&digest(3)), None);
         assert_eq!(held.take(&digest(1)).as_deref(), Some(&half[..]));
         assert_eq!(held.take(&digest(1)), None, "taken once");
         assert_eq!(held.size(), HeldRecordings::BUDGET / 2);
-        held.offer(digest(3), vec![1, 2]);
+        held.offer(digest(3), "12".into());
         held.retain(|d| *d == digest(3));
         assert_eq!(held.size(), 2);
         assert_eq!(held.take(&digest(2)), None);

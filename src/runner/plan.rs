@@ -417,7 +417,7 @@ impl Plan {
         let read = match reference {
             RecordingRef::Inline(recording) => return Ok(Replayable::Shared(recording.clone())),
             RecordingRef::File { path, display, digest, bytes } => match self.held.take(bytes) {
-                Some(text) => Recording::held(text, display, *digest),
+                Some(text) => Ok(Recording::held(text, display, *digest)),
                 None => Recording::reread(path, display, *digest, *bytes),
             },
         };
