@@ -606,10 +606,17 @@ fn write_out(out: &mut Vec<u8>, value: &Out<'_>) -> Result<(), CanonError> {
     Ok(())
 }
 
-/// An object's members: `keys[i]` holds `members[i]`, written in the order `order`
-/// gives (the keys' canonical order, [`canonical_order`]), absent members skipped.
+/// An object's members: `keys[i]` holds `members[i]`, written as `quoted[i]` (`"key":`)
+/// and the value, in the order `order` gives (the keys' canonical order,
+/// [`canonical_order`]), absent members skipped.
 #[doc(hidden)]
-pub fn write_object(out: &mut Vec<u8>, keys: &[&str], order: &[usize], members: &[&Out<'_>]) -> Result<(), CanonError> {
+pub fn write_object(
+    out: &mut Vec<u8>,
+    keys: &[&str],
+    quoted: &[&str],
+    order: &[usize],
+    members: &[&Out<'_>],
+) -> Result<(), CanonError> {
     out.push(b'{');
     let mut first = true;
     for &i in order {
@@ -620,10 +627,9 @@ pub fn write_object(out: &mut Vec<u8>, keys: &[&str], order: &[usize], members: 
         if !std::mem::take(&mut first) {
             out.push(b',');
         }
-        // the keys need no escape (checked by `canonical_order`)
-        out.push(b'"');
-        out.extend_from_slice(keys[i].as_bytes());
-        out.extend_from_slice(b"\":");
+        // the key as written, `"key":`, spelt out at compile time (no key needs an
+        // escape: `canonical_order` checks it)
+        out.extend_from_slice(quoted[i].as_bytes());
         write_out(out, member).map_err(|e| under(e, keys[i]))?;
     }
     out.push(b'}');
@@ -696,8 +702,9 @@ macro_rules! writer {
         impl WriteObject for $name<'_> {
             fn write(&self, out: &mut Vec<u8>) -> Result<(), CanonError> {
                 const KEYS: &[&str] = &[$(stringify!($field),)*];
+                const QUOTED: &[&str] = &[$(concat!("\"", stringify!($field), "\":"),)*];
                 const ORDER: [usize; KEYS.len()] = canonical_order::<{ KEYS.len() }>(KEYS);
-                write_object(out, KEYS, &ORDER, &[$(&self.$field,)*])
+                write_object(out, KEYS, QUOTED, &ORDER, &[$(&self.$field,)*])
             }
         }
     };
