@@ -452,15 +452,6 @@ impl HeldCases {
         let mut held = self.held.lock().ok()?;
         held.1.remove(&(path.to_path_buf(), line))
     }
-
-    /// Cases kept now.
-    pub fn len(&self) -> usize {
-        self.held.lock().map_or(0, |held| held.1.len())
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// Stop collecting after this many errors: past it, more lines add noise, not help.
