@@ -603,12 +603,12 @@ mod plain {
         let (mut turn, mut step, mut request_hash) = (None, None, None);
         let (mut response, mut usage, mut latency_ms) = (None, None, None);
         s.object(|s, key| match key {
-            "turn" => set(&mut turn, u32::try_from(count(s)?).ok()?),
-            "step" => set(&mut step, u32::try_from(count(s)?).ok()?),
+            "turn" => set(&mut turn, u32::try_from(s.count()?).ok()?),
+            "step" => set(&mut step, u32::try_from(s.count()?).ok()?),
             "request_hash" => set(&mut request_hash, s.string()?.parse::<Digest>().ok()?),
             "response" => set(&mut response, self::response(s)?),
             "usage" => set(&mut usage, self::usage(s)?),
-            "latency_ms" => set(&mut latency_ms, count(s)?),
+            "latency_ms" => set(&mut latency_ms, s.count()?),
             _ => None,
         })?;
         s.end()?;
@@ -657,12 +657,12 @@ mod plain {
         scratch.calls.clear();
         scratch.names.clear();
         s.object(|s, key| match key {
-            "turn" => set(&mut turn, u32::try_from(count(s)?).ok()?),
-            "step" => set(&mut step, u32::try_from(count(s)?).ok()?),
+            "turn" => set(&mut turn, u32::try_from(s.count()?).ok()?),
+            "step" => set(&mut step, u32::try_from(s.count()?).ok()?),
             "request_hash" => set(&mut request_hash, s.string()?.parse::<Digest>().ok()?),
             "response" => set(&mut response, canonical_response(s, scratch)?),
             "usage" => set(&mut usage, self::usage(s)?),
-            "latency_ms" => set(&mut latency_ms, count(s)?),
+            "latency_ms" => set(&mut latency_ms, s.count()?),
             _ => None,
         })?;
         s.end()?;
@@ -741,13 +741,6 @@ mod plain {
         slot.replace(value).is_none().then_some(())
     }
 
-    /// A plain integer, not negative: the scanner reads at most fifteen digits, so it is
-    /// always a safe one.
-    fn count(s: &mut Scan<'_>) -> Option<u64> {
-        let digits = s.integer()?;
-        (!digits.starts_with('-')).then(|| digits.bytes().fold(0, |n, d| n * 10 + u64::from(d - b'0')))
-    }
-
     fn response(s: &mut Scan<'_>) -> Option<ModelResponse> {
         let (mut content, mut tool_calls, mut confidence) = (None, None, None);
         s.object(|s, key| match key {
@@ -790,8 +783,8 @@ mod plain {
     fn usage(s: &mut Scan<'_>) -> Option<Usage> {
         let (mut input_tokens, mut output_tokens) = (None, None);
         s.object(|s, key| match key {
-            "input_tokens" => set(&mut input_tokens, count(s)?),
-            "output_tokens" => set(&mut output_tokens, count(s)?),
+            "input_tokens" => set(&mut input_tokens, s.count()?),
+            "output_tokens" => set(&mut output_tokens, s.count()?),
             _ => None,
         })?;
         Some(Usage { input_tokens: input_tokens.unwrap_or_default(), output_tokens: output_tokens.unwrap_or_default() })
