@@ -337,10 +337,12 @@ impl Confinement {
         let mut add = |items: &[&str]| argv.extend(items.iter().map(|s| s.to_string()));
         add(&["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
         // the sandbox's /dev is a fresh one, which hides a project under the host's
-        // (`/dev/shm`): the child would not find its own code. Its working directory is
+        // `/dev/shm`: the child would not find its own code. Such a working directory is
         // shown there as everywhere else, read-only; what is hidden below is hidden after.
+        // Only under `/dev/shm`, where files are plain files: a working directory of
+        // `/dev` itself would bring the machine's devices and its whole `/dev/shm` back.
         if let Ok(real) = std::fs::canonicalize(cwd)
-            && real.starts_with("/dev")
+            && real.starts_with("/dev/shm")
             && real.is_dir()
         {
             let real = real.to_string_lossy();
@@ -447,6 +449,30 @@ mod tests {
         // its own code readable, the store under it empty, nothing written
         assert_eq!(text.lines().collect::<Vec<_>>(), ["the agent's code", "0", "ro"], "{text}");
         assert!(!dir.path().join("w").exists());
+    }
+
+    /// An agent started in `/dev` itself keeps the sandbox's own `/dev`. Bound over it,
+    /// the machine's `/dev` replaced the sandbox's device nodes with its own (mounted
+    /// without devices, so even `/dev/null` refused a write); nor may the machine's
+    /// `/dev/shm` (here a directory made there) come back.
+    #[test]
+    fn a_working_directory_of_dev_keeps_the_sandboxs_own_dev() {
+        if let Some(why) = unavailable() {
+            assert!(std::env::var_os("STATEVAL_REQUIRE_SANDBOX").is_none(), "no sandbox: {why}");
+            eprintln!("skipped: {why}");
+            return;
+        }
+        let Ok(marker) = tempfile::tempdir_in("/dev/shm") else {
+            eprintln!("skipped: no writable /dev/shm");
+            return;
+        };
+        let name = marker.path().file_name().unwrap().to_string_lossy().into_owned();
+        let store = tempfile::tempdir().unwrap();
+        let c = Confinement::new(IsolationConfig::default(), store.path());
+        let script = format!("pwd; echo x > /dev/null && echo null; ls -d shm/{name} 2>/dev/null || echo hidden");
+        let (isolated, text) = run_in(&c, &script, Path::new("/dev"));
+        assert!(isolated);
+        assert_eq!(text.lines().collect::<Vec<_>>(), ["/dev", "null", "hidden"], "{text}");
     }
 
     #[test]
