@@ -401,6 +401,28 @@ pub fn remove_scratch_root() {
 mod tests {
     use super::*;
 
+    /// Whether this machine has no sandbox, and a test needing one is skipped (said on
+    /// stderr); under `STATEVAL_REQUIRE_SANDBOX` (CI) a missing sandbox fails instead.
+    fn no_sandbox() -> bool {
+        let Some(why) = unavailable() else { return false };
+        assert!(std::env::var_os("STATEVAL_REQUIRE_SANDBOX").is_none(), "no sandbox: {why}");
+        eprintln!("skipped: {why}");
+        true
+    }
+
+    /// A fresh directory in the machine's `/dev/shm`, when there is a sandbox and such a
+    /// directory can be made (else the test is skipped, as [`no_sandbox`] says).
+    fn sandbox_and_shm_dir() -> Option<tempfile::TempDir> {
+        if no_sandbox() {
+            return None;
+        }
+        let dir = tempfile::tempdir_in("/dev/shm");
+        if dir.is_err() {
+            eprintln!("skipped: no writable /dev/shm");
+        }
+        dir.ok()
+    }
+
     fn run(confinement: &Confinement, script: &str) -> (bool, String) {
         run_in(confinement, script, Path::new("/"))
     }
@@ -429,15 +451,7 @@ mod tests {
 
     #[test]
     fn a_project_under_dev_shm_is_seen_by_its_sandboxed_child_read_only_with_the_store_still_hidden() {
-        if let Some(why) = unavailable() {
-            assert!(std::env::var_os("STATEVAL_REQUIRE_SANDBOX").is_none(), "no sandbox: {why}");
-            eprintln!("skipped: {why}");
-            return;
-        }
-        let Ok(dir) = tempfile::tempdir_in("/dev/shm") else {
-            eprintln!("skipped: no writable /dev/shm");
-            return;
-        };
+        let Some(dir) = sandbox_and_shm_dir() else { return };
         std::fs::write(dir.path().join("agent.txt"), "the agent's code").unwrap();
         let store = dir.path().join("store");
         std::fs::create_dir(&store).unwrap();
@@ -457,15 +471,7 @@ mod tests {
     /// `/dev/shm` (here a directory made there) come back.
     #[test]
     fn a_working_directory_of_dev_keeps_the_sandboxs_own_dev() {
-        if let Some(why) = unavailable() {
-            assert!(std::env::var_os("STATEVAL_REQUIRE_SANDBOX").is_none(), "no sandbox: {why}");
-            eprintln!("skipped: {why}");
-            return;
-        }
-        let Ok(marker) = tempfile::tempdir_in("/dev/shm") else {
-            eprintln!("skipped: no writable /dev/shm");
-            return;
-        };
+        let Some(marker) = sandbox_and_shm_dir() else { return };
         let name = marker.path().file_name().unwrap().to_string_lossy().into_owned();
         let store = tempfile::tempdir().unwrap();
         let c = Confinement::new(IsolationConfig::default(), store.path());
@@ -477,9 +483,7 @@ mod tests {
 
     #[test]
     fn a_sandboxed_child_sees_its_own_processes_only_and_cannot_write_outside_its_scratch() {
-        if let Some(why) = unavailable() {
-            assert!(std::env::var_os("STATEVAL_REQUIRE_SANDBOX").is_none(), "no sandbox: {why}");
-            eprintln!("skipped: {why}");
+        if no_sandbox() {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
