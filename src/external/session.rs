@@ -668,7 +668,7 @@ impl<'a, 'p> Session<'a, 'p> {
             .iter()
             .enumerate()
             .map(|(j, c)| CallOut {
-                id: c.id.clone().unwrap_or_else(|| format!("call-{turn}-{step}-{j}")),
+                id: c.id.clone().unwrap_or_else(|| crate::dataset::recording::ToolCall::default_id(turn, step, j)),
                 name: c.name.clone(),
                 args: c.args.clone(),
             })

@@ -229,7 +229,7 @@ fn recorded_response(e: &Event, turn: usize, step: u32, notes: &mut Vec<String>)
         if let Some(id) = call.member("id").as_str().filter(|s| !s.is_empty()) {
             line["id"] = json!(id);
         } else {
-            line["id"] = json!(format!("call-{turn}-{step}-{j}"));
+            line["id"] = json!(crate::dataset::recording::ToolCall::default_id(turn, step, j));
         }
         calls.push(line);
     }

@@ -126,7 +126,7 @@ pub fn write(trace: &Trace, case: &str, file: &str, bytes: &[u8]) -> Result<(Vec
 /// The log's call id of call `j` of response `s` in turn `turn`: the source's id, or
 /// the runtime's own scheme when the source has none.
 pub fn call_id(call: &Call, turn: u32, s: usize, j: usize) -> String {
-    call.id.clone().unwrap_or_else(|| format!("call-{turn}-{s}-{j}"))
+    call.id.clone().unwrap_or_else(|| crate::dataset::recording::ToolCall::default_id(turn, s, j))
 }
 
 struct Writer {
