@@ -60,6 +60,66 @@ pub struct ToolBoundary<'a> {
     pub fixture_error: Option<String>,
 }
 
+/// What a profile and its manifest give each of their cases alike: the manifest's
+/// poisoned tools, for the names the agent reserves, and the grounding of the profile's
+/// own sources (its system prompt, then its trusted values). Made once for each
+/// profile's text and manifest digest and shared: made for every case they were 1 % of
+/// a 220-case suite's instructions.
+struct Shared {
+    poisoned: Vec<Finding>,
+    grounding: Grounding,
+}
+
+/// What [`Shared`] is made from: the manifest by its content digest.
+#[derive(PartialEq)]
+struct SharedKey {
+    manifest: canon::Digest,
+    reserved: Vec<String>,
+    system: String,
+    trusted_values: Vec<String>,
+}
+
+/// The [`Shared`] parts made lately, newest last.
+static SHARED: std::sync::LazyLock<std::sync::Mutex<Vec<(SharedKey, std::sync::Arc<Shared>)>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Distinct profiles and manifests whose [`Shared`] parts are kept at once.
+const SHARED_KEPT: usize = 16;
+
+fn make_shared(profile: &AgentProfile, manifest: &Manifest, reserved: &[&str]) -> Shared {
+    let mut grounding = Grounding::default();
+    let context = |source| Origin { seq: None, source };
+    grounding.ground(&serde_json::json!(profile.system), context(Source::SystemPrompt));
+    grounding.ground(&serde_json::json!(profile.trusted_values), context(Source::TrustedValues));
+    Shared { poisoned: poisoning::scan(manifest, reserved), grounding }
+}
+
+/// The [`Shared`] parts of `profile` and `manifest`: kept from an earlier case of the
+/// same profile text and manifest content, or made. A manifest without a content digest
+/// (one built in code) is never looked up.
+fn shared(profile: &AgentProfile, manifest: &Manifest, reserved: &[&str]) -> std::sync::Arc<Shared> {
+    let Some(digest) = manifest.digest else { return std::sync::Arc::new(make_shared(profile, manifest, reserved)) };
+    let key = SharedKey {
+        manifest: digest,
+        reserved: reserved.iter().map(|r| r.to_string()).collect(),
+        system: profile.system.clone(),
+        trusted_values: profile.trusted_values.to_vec(),
+    };
+    if let Some(found) =
+        SHARED.lock().ok().and_then(|kept| kept.iter().find(|(k, _)| *k == key).map(|(_, s)| s.clone()))
+    {
+        return found;
+    }
+    let made = std::sync::Arc::new(make_shared(profile, manifest, reserved));
+    if let Ok(mut kept) = SHARED.lock() {
+        if kept.len() >= SHARED_KEPT {
+            kept.remove(0);
+        }
+        kept.push((key, made.clone()));
+    }
+    made
+}
+
 impl<'a> ToolBoundary<'a> {
     /// `reserved`: tool names the agent provides itself (the built-in memory tools),
     /// which a manifest tool must not shadow.
@@ -70,7 +130,8 @@ impl<'a> ToolBoundary<'a> {
         manifest: &'a Manifest,
         reserved: &[&str],
     ) -> Self {
-        let poisoned = poisoning::scan(manifest, reserved);
+        let shared = shared(profile, manifest, reserved);
+        let poisoned = shared.poisoned.clone();
         let refused = match profile.poisoned_tools {
             PoisonedTools::Refuse => poisoned.iter().map(|f| f.tool.clone()).collect(),
             _ => Vec::new(),
@@ -81,10 +142,8 @@ impl<'a> ToolBoundary<'a> {
         if profile.poisoned_tools == PoisonedTools::ReadOnly && !observe {
             poisoned.iter().for_each(|f| sandbox.set_read_only(&f.tool));
         }
-        let mut grounding = Grounding::default();
+        let mut grounding = shared.grounding.clone();
         let context = |source| Origin { seq: None, source };
-        grounding.ground(&serde_json::json!(profile.system), context(Source::SystemPrompt));
-        grounding.ground(&serde_json::json!(profile.trusted_values), context(Source::TrustedValues));
         grounding.ground(&serde_json::json!(case.trusted_values), context(Source::TrustedValues));
         let grounds = manifest.tools.iter().any(|t| t.has_sensitive() || t.requested_by().is_some())
             || !profile.handoffs.is_empty();
@@ -731,4 +790,50 @@ pub struct ToolAnswer {
 fn declared_arguments(spec: &ToolSpec) -> Option<Vec<String>> {
     let properties = spec.input_schema.as_ref()?.get("properties")?.as_object()?;
     Some(properties.keys().cloned().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(name: &str) -> Manifest {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tools").join(name);
+        Manifest::load(&path, name).expect("a shipped manifest loads")
+    }
+
+    fn profile(system: &str, trusted: &[&str]) -> AgentProfile {
+        let mut profile: AgentProfile = toml::from_str("").expect("an empty profile");
+        profile.system = system.to_string();
+        profile.trusted_values = crate::pipeline::sparse::Sparse::new(trusted.iter().map(|t| t.to_string()).collect());
+        profile
+    }
+
+    /// What a case shares with the others of its profile is what the profile and its
+    /// manifest alone give: kept once, and never another profile's or manifest's.
+    #[test]
+    fn what_cases_share_is_made_from_their_own_profile_and_manifest() {
+        let (bank, support) = (manifest("bank.json"), manifest("support.json"));
+        let a = profile("Pay the payee Acme-Holdings-17 only.", &[]);
+        let b = profile("Pay the payee Zed-Partners-42 only.", &["IBAN DE00 1234"]);
+        let reserved = ["memory_write"];
+        for (p, m) in [(&a, &bank), (&b, &bank), (&a, &support), (&b, &support)] {
+            let kept = shared(p, m, &reserved);
+            let made = make_shared(p, m, &reserved);
+            assert_eq!(kept.poisoned, made.poisoned);
+            assert_eq!(format!("{:?}", kept.grounding), format!("{:?}", made.grounding));
+            assert!(std::sync::Arc::ptr_eq(&kept, &shared(p, m, &reserved)), "kept, not made again");
+        }
+        // each profile's own prompt grounds, the other's does not
+        let (ka, kb) = (shared(&a, &bank, &reserved), shared(&b, &bank, &reserved));
+        assert!(ka.grounding.origin_of("Acme-Holdings-17").is_some());
+        assert!(ka.grounding.origin_of("Zed-Partners-42").is_none());
+        assert!(kb.grounding.origin_of("Zed-Partners-42").is_some());
+        assert!(kb.grounding.origin_of("DE00 1234").is_some());
+        // the bank manifest has a poisoned tool, the support one none
+        assert!(!ka.poisoned.is_empty());
+        assert!(shared(&a, &support, &reserved).poisoned.is_empty());
+        // other reserved names are another scan (a tool may collide with one)
+        let none: [&str; 0] = [];
+        assert!(!std::sync::Arc::ptr_eq(&ka, &shared(&a, &bank, &none)));
+    }
 }
