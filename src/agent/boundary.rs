@@ -9,6 +9,7 @@
 use serde_json::{Value, json};
 
 use std::borrow::Cow;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use super::grounding::{self, CallGrounding, Found, Grounding, Origin, Source};
 use super::{Recorder, idempotency, policy, taint};
@@ -80,8 +81,8 @@ struct SharedKey {
 }
 
 /// The [`Shared`] parts made lately, newest last.
-static SHARED: std::sync::LazyLock<std::sync::Mutex<Vec<(SharedKey, std::sync::Arc<Shared>)>>> =
-    std::sync::LazyLock::new(Default::default);
+type SharedKept = Vec<(SharedKey, Arc<Shared>)>;
+static SHARED: LazyLock<Mutex<SharedKept>> = LazyLock::new(Default::default);
 
 /// Distinct profiles and manifests whose [`Shared`] parts are kept at once.
 const SHARED_KEPT: usize = 16;
@@ -97,8 +98,8 @@ fn make_shared(profile: &AgentProfile, manifest: &Manifest, reserved: &[&str]) -
 /// The [`Shared`] parts of `profile` and `manifest`: kept from an earlier case of the
 /// same profile text and manifest content, or made. A manifest without a content digest
 /// (one built in code) is never looked up.
-fn shared(profile: &AgentProfile, manifest: &Manifest, reserved: &[&str]) -> std::sync::Arc<Shared> {
-    let Some(digest) = manifest.digest else { return std::sync::Arc::new(make_shared(profile, manifest, reserved)) };
+fn shared(profile: &AgentProfile, manifest: &Manifest, reserved: &[&str]) -> Arc<Shared> {
+    let Some(digest) = manifest.digest else { return Arc::new(make_shared(profile, manifest, reserved)) };
     let key = SharedKey {
         manifest: digest,
         reserved: reserved.iter().map(|r| r.to_string()).collect(),
@@ -110,7 +111,7 @@ fn shared(profile: &AgentProfile, manifest: &Manifest, reserved: &[&str]) -> std
     {
         return found;
     }
-    let made = std::sync::Arc::new(make_shared(profile, manifest, reserved));
+    let made = Arc::new(make_shared(profile, manifest, reserved));
     if let Ok(mut kept) = SHARED.lock() {
         if kept.len() >= SHARED_KEPT {
             kept.remove(0);
@@ -821,7 +822,7 @@ mod tests {
             let made = make_shared(p, m, &reserved);
             assert_eq!(kept.poisoned, made.poisoned);
             assert_eq!(format!("{:?}", kept.grounding), format!("{:?}", made.grounding));
-            assert!(std::sync::Arc::ptr_eq(&kept, &shared(p, m, &reserved)), "kept, not made again");
+            assert!(Arc::ptr_eq(&kept, &shared(p, m, &reserved)), "kept, not made again");
         }
         // each profile's own prompt grounds, the other's does not
         let (ka, kb) = (shared(&a, &bank, &reserved), shared(&b, &bank, &reserved));
@@ -834,6 +835,6 @@ mod tests {
         assert!(shared(&a, &support, &reserved).poisoned.is_empty());
         // other reserved names are another scan (a tool may collide with one)
         let none: [&str; 0] = [];
-        assert!(!std::sync::Arc::ptr_eq(&ka, &shared(&a, &bank, &none)));
+        assert!(!Arc::ptr_eq(&ka, &shared(&a, &bank, &none)));
     }
 }
