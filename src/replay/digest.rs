@@ -65,6 +65,13 @@ impl Members {
     pub fn finish(&self) -> Digest {
         self.0.finish()
     }
+
+    /// Back to no members, in place: a caller that digests request after request keeps
+    /// one rather than copying a fresh hasher's 1.9 KB each time.
+    pub fn reset(&mut self) -> &mut Self {
+        self.0.reset();
+        self
+    }
 }
 
 impl Default for Members {

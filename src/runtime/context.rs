@@ -76,6 +76,8 @@ pub struct Conversation {
     running: Vec<Running>,
     /// Digests asked for so far ([`Running::used`]).
     asked: u64,
+    /// The request digest's hasher, reset for each request.
+    request: Members,
 }
 
 /// How many window starts' running hashes a conversation keeps.
@@ -287,7 +289,7 @@ impl Conversation {
     /// list and memory view and the messages from `start` on.
     pub fn request_digest(&mut self, system: &Digest, tools: &Digest, memory: &Digest, start: usize) -> Digest {
         let messages = self.messages_digest(start);
-        let mut request = Members::new();
+        let request = self.request.reset();
         request.add("memory", memory).add("messages", &messages).add("system", system).add("tools", tools);
         request.finish()
     }
@@ -319,6 +321,8 @@ mod tests {
             "messages": [{"role": "user", "content": "héllo"},
                          {"role": "assistant", "content": "", "tool_calls": [{"name": "t", "args": {"a": 2, "b": 1}}]}]
         });
+        assert_eq!(asked(&mut c, &system, &tools, &memory, 0), digest::of(&whole).unwrap());
+        // asked again (its request hasher reused): the same document, the same digest
         assert_eq!(asked(&mut c, &system, &tools, &memory, 0), digest::of(&whole).unwrap());
         // what a live provider is given is that very document, from any window start
         assert_eq!(c.messages_from(0).unwrap(), whole["messages"]);
