@@ -546,24 +546,24 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The table spelling is blake3's: every byte value in every position, and the
-    /// digests of a few thousand inputs.
+    /// Every context there is.
+    const EVERY: [Context; 6] = [
+        Context::Event,
+        Context::Request,
+        Context::Content,
+        Context::Manifest,
+        Context::ModelRequest,
+        Context::RequestMember,
+    ];
+
     /// A digest made with the reused digester of its context is the one a fresh
     /// digester makes, whatever was digested before it, in any context.
     #[test]
     fn a_reused_digester_digests_as_a_fresh_one() {
-        let contexts = [
-            Context::Event,
-            Context::Request,
-            Context::Content,
-            Context::Manifest,
-            Context::ModelRequest,
-            Context::RequestMember,
-        ];
         let long = vec![7u8; 5000];
         let inputs: [&[u8]; 4] = [b"", b"abc", &long, b"{\"a\":1}"];
         for _ in 0..2 {
-            for context in contexts {
+            for context in EVERY {
                 for bytes in inputs {
                     let mut fresh = Digester::new(context);
                     fresh.update(bytes);
@@ -574,6 +574,8 @@ mod tests {
         assert_ne!(digest(Context::Event, b"x"), digest(Context::Content, b"x"));
     }
 
+    /// The table spelling is blake3's: every byte value in every position, and the
+    /// digests of a few thousand inputs.
     #[test]
     fn a_digest_is_spelt_as_blake3_spells_it() {
         let blake3_hex = |d: &Digest| blake3::Hash::from_bytes(d.0).to_hex().to_string();
@@ -652,15 +654,7 @@ mod tests {
 
     #[test]
     fn a_digester_from_the_derived_state_is_a_freshly_derived_one() {
-        let every = [
-            Context::Event,
-            Context::Request,
-            Context::Content,
-            Context::Manifest,
-            Context::ModelRequest,
-            Context::RequestMember,
-        ];
-        for context in every {
+        for context in EVERY {
             let mut fresh = blake3::Hasher::new_derive_key(context.key());
             fresh.update(b"some bytes");
             let mut digester = Digester::new(context);
