@@ -1,8 +1,9 @@
 //! The benchmark tools docs/speed.md and the README's speed table ask a reader to run
-//! (`benches/inputs/gen_same_shape.py`, `benches/inputs/gen_perf_batches.py` and the floor,
-//! `examples/floor.rs`), run at small sizes so that none of them rots: each generator's
-//! output is taken by the stateval of this build, and the floor reproduces every hash of a
-//! log that build wrote.
+//! (`benches/inputs/gen_same_shape.py`, `benches/inputs/gen_perf_batches.py`,
+//! `benches/inputs/rounds.py` and the floor, `examples/floor.rs`), run at small sizes so
+//! that none of them rots: each generator's output is taken by the stateval of this build,
+//! the rounds runner times that build on it and hands the floor its logs, and the floor
+//! reproduces every hash of a log that build wrote.
 
 mod common;
 
@@ -158,6 +159,105 @@ fn every_perf_batch_is_graded_line_by_line_by_stateval_metric() {
     let again = Project::empty();
     assert_eq!(python(again.path(), "gen_perf_batches.py", &["b", "--scale", "0.002"]).0, 0);
     assert_eq!(tree(&p.join("b")), tree(&again.join("b")), "a fixed seed: the same bytes");
+}
+
+#[test]
+fn the_rounds_runner_alternates_fresh_copies_and_hands_the_floor_the_first_builds_logs() {
+    let p = Project::empty();
+    assert_eq!(python(p.path(), "gen_same_shape.py", &["suite", "2", "3", "--fixture", "per-case"]).0, 0);
+    // a stand-in floor that says what it was given, and leaves the copy hash-write leaves
+    let record = p.join("floor-calls.jsonl");
+    let fake = p.join("fake-floor");
+    p.write(
+        "fake-floor",
+        format!(
+            "#!/usr/bin/env python3\nimport json, shutil, sys\n\
+             open({record:?}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n\
+             if sys.argv[1] == 'hash-write':\n    [shutil.copy(l, l + '.floor') for l in sys.argv[2:]]\n",
+            record = record.to_string_lossy()
+        ),
+    );
+    make_executable(&fake);
+    let stateval = env!("CARGO_BIN_EXE_stateval");
+    // two builds: this one behind wrappers that note when each ran
+    let order = p.join("order.txt");
+    let mut builds = Vec::new();
+    for name in ["a", "b"] {
+        let order = order.to_string_lossy();
+        p.write(name, format!("#!/bin/sh\necho {name} >> '{order}'\nexec '{stateval}' \"$@\"\n"));
+        make_executable(&p.join(name));
+        builds.push(p.join(name).to_string_lossy().into_owned());
+    }
+    let scratch = p.join("scratch");
+    let (code, out, err) = python(
+        p.path(),
+        "rounds.py",
+        &[
+            "2",
+            "suite",
+            "pipeline/same.toml",
+            "--jobs",
+            "1",
+            "--scratch",
+            &scratch.to_string_lossy(),
+            "--floor",
+            &fake.to_string_lossy(),
+            "--",
+            &builds[0],
+            &builds[1],
+        ],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    // the builds took turns, the second going first every other round
+    assert_eq!(
+        std::fs::read_to_string(&order).expect("order").split_whitespace().collect::<Vec<_>>(),
+        ["a", "b", "b", "a"]
+    );
+    for row in ["build 1 ", "build 2 ", "floor canon-hash ", "floor hash-write "] {
+        assert!(out.lines().any(|l| l.starts_with(row)), "a row for {row:?}:\n{out}");
+    }
+    for ratio in ["build 1 / build 2, CPU", "build 1 / build 2, wall", "build 1 / floor canon-hash, CPU"] {
+        assert!(out.contains(ratio), "{ratio:?}:\n{out}");
+    }
+
+    // each round ran both floor modes, over the same copies of the two cases' logs
+    let calls: Vec<Vec<String>> = std::fs::read_to_string(&record)
+        .expect("the floor ran")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let modes: Vec<&str> = calls.iter().map(|c| c[0].as_str()).collect();
+    assert_eq!(modes, ["canon-hash", "hash-write", "canon-hash", "hash-write"]);
+    let logs = &calls[0][1..];
+    assert_eq!(logs.len(), 2, "one log per case: {logs:?}");
+    assert!(calls.iter().all(|c| &c[1..] == logs), "{calls:?}");
+    for log in logs {
+        assert!(log.starts_with(&*scratch.to_string_lossy()), "kept in the scratch directory: {log}");
+        let first = std::fs::read_to_string(log).expect("the kept log").lines().next().map(str::to_string);
+        assert!(first.is_some_and(|l| l.contains("\"kind\":\"run_started\"")), "{log} is a case log");
+        assert!(!Path::new(&format!("{log}.floor")).exists(), "hash-write's copy is removed");
+    }
+    // the copies run in are removed; the suite itself is untouched
+    assert!(!scratch.join("suite").exists());
+    assert!(!p.join("suite/.stateval").exists() && !p.join("suite/reports").exists());
+
+    // a build that fails stops the rounds, saying which and why: no time for a failed run
+    p.write("broken", "#!/bin/sh\necho 'no such pipeline' >&2\nexit 3\n");
+    make_executable(&p.join("broken"));
+    let broken = p.join("broken").to_string_lossy().into_owned();
+    let (code, out, err) =
+        python(p.path(), "rounds.py", &["1", "suite", "pipeline/same.toml", "--", stateval, &broken]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(err.contains("exited 3") && err.contains("no such pipeline"), "{err}");
+    assert!(!out.contains("CPU ms"), "no figures printed after a failure: {out}");
+    let (code, _, err) = python(p.path(), "rounds.py", &["1", "suite", "pipeline/nope.toml", "--", stateval]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no pipeline pipeline/nope.toml in suite"), "{err}");
+}
+
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
 
 /// `stateval ARGS` in `dir`: (exit code, stdout, stderr).

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Run whole pipelines with builds taking turns, and the floors over the same logs.
+
+usage: rounds.py ROUNDS SUITE PIPELINE [--jobs N] [--scratch DIR] [--floor FLOOR] -- BUILD...
+
+Each round runs `BUILD run PIPELINE [--jobs N]` once per build, each in a fresh copy of the
+SUITE directory made under DIR (a new temporary directory by default; give one on tmpfs to
+keep the disk out of the figures), the builds' order reversed every other round. With
+--floor, each round then runs `FLOOR canon-hash LOG...` and `FLOOR hash-write LOG...` over
+the case logs the first build wrote in the first round (the floor's copies are removed).
+
+Per command it prints CPU (user + system of that child alone), wall and peak RSS, least and
+median; then, for every build after the first and for each floor, the first build's
+figure over the other's: the median of the per-round ratios, and least over least. A
+build that fails stops the rounds (exit 1): a failed run's time is no figure.
+"""
+import argparse, glob, os, shutil, statistics, subprocess, sys, tempfile, time
+
+
+def parse():
+    argv = sys.argv[1:]
+    if "--" not in argv:
+        sys.exit("usage: rounds.py ROUNDS SUITE PIPELINE [--jobs N] [--scratch DIR] [--floor FLOOR] -- BUILD...")
+    cut = argv.index("--")
+    p = argparse.ArgumentParser(prog="rounds.py")
+    p.add_argument("rounds", type=int)
+    p.add_argument("suite")
+    p.add_argument("pipeline")
+    p.add_argument("--jobs", type=int)
+    p.add_argument("--scratch")
+    p.add_argument("--floor")
+    args = p.parse_args(argv[:cut])
+    args.builds = argv[cut + 1:]
+    if args.rounds < 1 or not args.builds:
+        sys.exit("rounds.py: ROUNDS must be at least 1 and at least one BUILD follows --")
+    if not os.path.isfile(os.path.join(args.suite, args.pipeline)):
+        sys.exit(f"rounds.py: no pipeline {args.pipeline} in {args.suite}")
+    return args
+
+
+def measure(cmd, cwd):
+    """(CPU s, wall s, peak RSS KiB) of `cmd` run in `cwd`, its output discarded."""
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        child = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
+        # wait4 gives this child's own usage; RUSAGE_CHILDREN would mix in every earlier one
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+        child.returncode = code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            err.seek(0)
+            text = err.read().decode(errors="replace")
+            sys.exit(f"rounds.py: `{' '.join(cmd)}` in {cwd} exited {code}:\n{text}")
+    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss
+
+
+def main():
+    args = parse()
+    scratch = args.scratch or tempfile.mkdtemp(prefix="rounds-")
+    os.makedirs(scratch, exist_ok=True)
+    names = [f"build {i + 1}" for i in range(len(args.builds))]
+    floors = ["canon-hash", "hash-write"] if args.floor else []
+    figures = {name: [] for name in names + [f"floor {m}" for m in floors]}
+    logs = []
+    for r in range(args.rounds):
+        order = list(range(len(args.builds)))
+        if r % 2:
+            order.reverse()
+        for i in order:
+            work = os.path.join(scratch, "suite")
+            shutil.rmtree(work, ignore_errors=True)
+            shutil.copytree(args.suite, work, symlinks=True)
+            cmd = [args.builds[i], "run", args.pipeline] + (["--jobs", str(args.jobs)] if args.jobs else [])
+            figures[names[i]].append(measure(cmd, work))
+            if args.floor and not logs and i == 0:
+                kept = os.path.join(scratch, "logs")
+                shutil.rmtree(kept, ignore_errors=True)
+                for n, log in enumerate(sorted(glob.glob(os.path.join(work, ".stateval/runs/*/*/*.jsonl")))):
+                    dest = os.path.join(kept, str(n))
+                    os.makedirs(dest)
+                    logs.append(shutil.copy(log, dest))
+                if not logs:
+                    sys.exit("rounds.py: the first build wrote no case logs for the floor to read")
+            shutil.rmtree(work)
+        for mode in floors:
+            figures[f"floor {mode}"].append(measure([args.floor, mode] + logs, scratch))
+            for log in logs:
+                if os.path.exists(log + ".floor"):
+                    os.remove(log + ".floor")
+    if not args.scratch:
+        shutil.rmtree(scratch)
+
+    ms = lambda s: f"{s * 1000:8.1f}"
+    print(f"{args.rounds} rounds of {args.pipeline} in {args.suite}"
+          + (f", --jobs {args.jobs}" if args.jobs else ""))
+    print(f"{'':18} {'CPU ms least':>13} {'median':>8} {'wall ms least':>14} {'median':>8} {'peak KiB':>10}")
+    for name, runs in figures.items():
+        cpu, wall = [c for c, _, _ in runs], [w for _, w, _ in runs]
+        print(f"{name:18} {ms(min(cpu)):>13} {ms(statistics.median(cpu))} "
+              f"{ms(min(wall)):>14} {ms(statistics.median(wall))} {max(k for _, _, k in runs):>10}")
+    first = figures[names[0]]
+    for other in names[1:] + [f"floor {m}" for m in floors]:
+        runs = figures[other]
+        for what, at in (("CPU", 0), ("wall", 1)):
+            if other.startswith("floor") and what == "wall":
+                continue
+            per_round = [a[at] / b[at] for a, b in zip(first, runs)]
+            least = min(a[at] for a in first) / min(b[at] for b in runs)
+            print(f"{names[0]} / {other}, {what}: per-round median {statistics.median(per_round):.3f} "
+                  f"(quartiles {quartiles(per_round)}), least / least {least:.3f}")
+
+
+def quartiles(xs):
+    if len(xs) < 4:
+        return "n/a"
+    q = statistics.quantiles(xs, n=4)
+    return f"{q[0]:.3f}-{q[2]:.3f}"
+
+
+if __name__ == "__main__":
+    main()
