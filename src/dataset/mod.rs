@@ -244,10 +244,16 @@ struct RawAssertion {
 pub struct CaseParser {
     /// The metrics stage's check of a case's blocks.
     check_block: CheckBlock,
+    /// Recording files validated here, by path, so that cases sharing one validate it
+    /// once. Bounded like the matchers: past `recording_cache` files it starts again (a
+    /// forgotten file is validated again, alike), so a suite with a file per case does
+    /// not hold every path and digest until its plan is made.
     recordings: HashMap<PathBuf, RecordingRef>,
     /// The tools each recording file validated here calls (none known for one validated
-    /// before, [`CaseParser::validated`]).
+    /// before, [`CaseParser::validated`]); forgotten with `recordings`.
     calls: HashMap<PathBuf, Arc<[String]>>,
+    /// Recording files kept in `recordings` at most ([`RECORDING_CACHE`]).
+    recording_cache: usize,
     /// Compiled matchers by canonical spec: suites repeat the same regexes and schemas
     /// across thousands of cases, and a compiled one costs kilobytes. Bounded: past
     /// [`MATCHER_CACHE`] distinct specs it starts again, so a suite of all-different
@@ -319,6 +325,11 @@ pub type ValidatedRecordings = HashMap<Digest, Digest>;
 
 /// Distinct compiled matchers kept at once.
 const MATCHER_CACHE: usize = 1024;
+
+/// Validated recording files a parser remembers at once. A 10,000-case suite with a
+/// recording per case held 3-4 MB of paths, digests and tool names for them while it
+/// was validated, the largest part of its peak that grew with the suite.
+const RECORDING_CACHE: usize = 1024;
 
 /// How a parse treats a case's recording files.
 pub enum Recordings<'a> {
@@ -778,6 +789,7 @@ impl CaseParser {
             check_block,
             recordings: HashMap::new(),
             calls: HashMap::new(),
+            recording_cache: RECORDING_CACHE,
             matchers: BTreeMap::new(),
             validated: None,
             lines: LineReader::default(),
@@ -1016,6 +1028,10 @@ impl CaseParser {
         if let Some(r) = self.recordings.get(&full) {
             return Ok(r.clone());
         }
+        if self.recordings.len() >= self.recording_cache {
+            self.recordings.clear();
+            self.calls.clear();
+        }
         let display = pipeline.display(&full);
         let text = match std::fs::read(&full) {
             Ok(text) => text,
@@ -1209,5 +1225,52 @@ mod tests {
         let (file, lines) = &files[0];
         let (offset, line) = lines.last().expect("a line");
         assert!(reader.read(file, *offset, line.len() + 2).is_err());
+    }
+
+    /// More recording files than a parser remembers: a forgotten one is validated again
+    /// with the same digest and the same reach check (a call its agent cannot reach is
+    /// refused the second time too), and no more than the bound is ever remembered.
+    #[test]
+    fn recordings_forgotten_past_the_bound_are_validated_again_alike() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let write = |rel: &str, text: &str| std::fs::write(dir.path().join(rel), text).expect("write");
+        write("p.toml", "[pipeline]\nname = \"p\"\ndatasets = [\"d.jsonl\"]\n\n[agents.a]\ntools = \"tools.json\"\n");
+        write(
+            "tools.json",
+            r#"{"tools": [{"name": "lookup", "description": "Look up.", "input_schema": {"type": "object"}}]}"#,
+        );
+        let calling = |tool: &str, i: usize| {
+            format!(
+                "{{\"response\":{{\"content\":\"\",\"tool_calls\":[{{\"name\":\"{tool}\",\"args\":{{\"q\":\"{i}\"}}}}]}}}}\n\
+                 {{\"response\":{{\"content\":\"done {i}\"}}}}\n"
+            )
+        };
+        for i in 0..6 {
+            write(&format!("r{i}.jsonl"), &calling("lookup", i));
+        }
+        write("bad.jsonl", &calling("lokup", 9));
+        let pipeline = Pipeline::load(&dir.path().join("p.toml")).expect("the pipeline loads");
+        let file = DatasetFile { path: dir.path().join("d.jsonl"), dataset: "d".into() };
+        let mut parser = CaseParser::new(crate::metrics::block::check);
+        parser.recording_cache = 2;
+        let parse = |parser: &mut CaseParser, rec: &str| {
+            let line = format!(r#"{{"id": "c", "agent": "a", "turns": ["hi"], "recordings": ["{rec}"]}}"#);
+            parser.parse(&pipeline, &file, 1, &line, Recordings::Validate)
+        };
+        let refused = |result: Result<Case, InputError>| {
+            let message = result.expect_err("a call of an unknown tool").to_string();
+            assert!(message.contains("recording bad.jsonl calls tool \"lokup\""), "{message}");
+        };
+
+        refused(parse(&mut parser, "bad.jsonl"));
+        let first = parse(&mut parser, "r0.jsonl").expect("r0 validates").recordings[0].key();
+        for i in 1..6 {
+            let case = parse(&mut parser, &format!("r{i}.jsonl")).expect("validates");
+            assert_ne!(case.recordings[0].key(), first, "r{i} is another recording");
+            assert!(parser.recordings.len() <= 2 && parser.calls.len() <= 2, "at most the bound is kept");
+        }
+        assert!(!parser.recordings.contains_key(&dir.path().join("r0.jsonl")), "r0 was forgotten");
+        assert_eq!(parse(&mut parser, "r0.jsonl").expect("r0 again").recordings[0].key(), first);
+        refused(parse(&mut parser, "bad.jsonl"));
     }
 }
