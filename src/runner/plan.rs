@@ -231,6 +231,9 @@ impl Plan {
                 .map_err(|e| RunnerError::Internal(e.to_string()))?;
             agents.push((name.clone(), PlannedAgent { manifest, manifest_bytes, profile: digest }));
         }
+        // a path and digests a manifest, read by nothing after: not held while the
+        // datasets are validated, when a large suite's memory peaks
+        drop(validated);
         let agents: BTreeMap<String, PlannedAgent> = agents.into_iter().collect();
         let judges = load_judges(&pipeline, &mut errors);
         // every tag of the suite, kept or not: a `--tag` none carries is a typo to name
@@ -564,34 +567,36 @@ fn plan_digest(
     judges: &BTreeMap<String, Arc<JudgeBook>>,
     goldens: Option<Digest>,
 ) -> Digest {
-    let mut hasher = Vec::new();
+    // fed as it goes: the bytes of a pipeline of thousands of profiles, gathered first,
+    // were two megabytes more at the end of planning, the run's peak
+    let mut hasher = canon::Digester::new(Context::Content);
     if let Some(programs) = programs {
-        hasher.extend_from_slice(&programs.0);
+        hasher.update(&programs.0);
     }
-    hasher.extend_from_slice(env!("CARGO_PKG_VERSION").as_bytes());
-    hasher.extend_from_slice(pipeline.text.as_bytes());
+    hasher.update(env!("CARGO_PKG_VERSION").as_bytes());
+    hasher.update(pipeline.text.as_bytes());
     for (name, planned) in agents {
-        hasher.extend_from_slice(name.as_bytes());
-        hasher.extend_from_slice(&planned.profile.0);
+        hasher.update(name.as_bytes());
+        hasher.update(&planned.profile.0);
         if let Some(d) = planned.manifest {
-            hasher.extend_from_slice(&d.0);
+            hasher.update(&d.0);
         }
     }
     // judge recordings decide verdicts; a pipeline without judges hashes as before
     for (name, book) in judges {
-        hasher.extend_from_slice(name.as_bytes());
-        hasher.extend_from_slice(&book.digest.0);
+        hasher.update(name.as_bytes());
+        hasher.update(&book.digest.0);
     }
-    hasher.extend_from_slice(&cases.0);
+    hasher.update(&cases.0);
     // a verdict compares each run with its golden; a suite that keeps none hashes as before
     if let Some(goldens) = goldens {
-        hasher.extend_from_slice(&goldens.0);
+        hasher.update(&goldens.0);
     }
     // the cases not run are named in the run's verdict (suite.json); a pipeline that names
     // none hashes as before
     if !pipeline.not_run.is_empty() {
         let named = serde_json::to_value(&pipeline.not_run).unwrap_or_default();
-        hasher.extend_from_slice(&canon::to_canonical(&named).unwrap_or_default());
+        hasher.update(&canon::to_canonical(&named).unwrap_or_default());
     }
-    canon::digest(Context::Content, &hasher)
+    hasher.finish()
 }
