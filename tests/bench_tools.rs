@@ -216,7 +216,12 @@ fn the_rounds_runner_alternates_fresh_copies_and_hands_the_floor_the_first_build
     for row in ["build 1 ", "build 2 ", "floor canon-hash ", "floor hash-write "] {
         assert!(out.lines().any(|l| l.starts_with(row)), "a row for {row:?}:\n{out}");
     }
-    for ratio in ["build 1 / build 2, CPU", "build 1 / build 2, wall", "build 1 / floor canon-hash, CPU"] {
+    for ratio in [
+        "build 1 / build 2, CPU",
+        "build 1 / build 2, wall",
+        "build 1 / floor canon-hash, CPU",
+        "build 2 / floor hash-write, CPU",
+    ] {
         assert!(out.contains(ratio), "{ratio:?}:\n{out}");
     }
 

@@ -10,8 +10,8 @@ keep the disk out of the figures), the builds' order reversed every other round.
 the case logs the first build wrote in the first round (the floor's copies are removed).
 
 Per command it prints CPU (user + system of that child alone), wall and peak RSS, least and
-median; then, for every build after the first and for each floor, the first build's
-figure over the other's: the median of the per-round ratios, and least over least. A
+median; then the first build's figures over each other build's, and every build's CPU
+over each floor's: the median of the per-round ratios, and least over least. A
 build that fails stops the rounds (exit 1): a failed run's time is no figure.
 """
 import argparse, glob, os, shutil, statistics, subprocess, sys, tempfile, time
@@ -98,16 +98,15 @@ def main():
         cpu, wall = [c for c, _, _ in runs], [w for _, w, _ in runs]
         print(f"{name:18} {ms(min(cpu)):>13} {ms(statistics.median(cpu))} "
               f"{ms(min(wall)):>14} {ms(statistics.median(wall))} {max(k for _, _, k in runs):>10}")
-    first = figures[names[0]]
-    for other in names[1:] + [f"floor {m}" for m in floors]:
-        runs = figures[other]
-        for what, at in (("CPU", 0), ("wall", 1)):
-            if other.startswith("floor") and what == "wall":
-                continue
-            per_round = [a[at] / b[at] for a, b in zip(first, runs)]
-            least = min(a[at] for a in first) / min(b[at] for b in runs)
-            print(f"{names[0]} / {other}, {what}: per-round median {statistics.median(per_round):.3f} "
-                  f"(quartiles {quartiles(per_round)}), least / least {least:.3f}")
+    pairs = [(names[0], other, what) for other in names[1:] for what in ("CPU", "wall")]
+    pairs += [(name, f"floor {m}", "CPU") for name in names for m in floors]
+    for one, other, what in pairs:
+        at = 0 if what == "CPU" else 1
+        a, b = figures[one], figures[other]
+        per_round = [x[at] / y[at] for x, y in zip(a, b)]
+        least = min(x[at] for x in a) / min(y[at] for y in b)
+        print(f"{one} / {other}, {what}: per-round median {statistics.median(per_round):.3f} "
+              f"(quartiles {quartiles(per_round)}), least / least {least:.3f}")
 
 
 def quartiles(xs):
