@@ -231,7 +231,7 @@ impl Plan {
                 .map_err(|e| RunnerError::Internal(e.to_string()))?;
             agents.push((name.clone(), PlannedAgent { manifest, manifest_bytes, profile: digest }));
         }
-        // a path and digests a manifest, read by nothing after: not held while the
+        // a path and two digests per manifest, read by nothing after: not held while the
         // datasets are validated, when a large suite's memory peaks
         drop(validated);
         let agents: BTreeMap<String, PlannedAgent> = agents.into_iter().collect();
