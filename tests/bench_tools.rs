@@ -262,6 +262,10 @@ fn the_rounds_runner_alternates_fresh_copies_and_hands_the_floor_the_first_build
     assert_eq!(code, 1, "{out}\n{err}");
     assert!(err.contains("exited 3") && err.contains("no such pipeline"), "{err}");
     assert!(!out.contains("CPU ms"), "no figures printed after a failure: {out}");
+    let (code, _, err) = python(p.path(), "rounds.py", &["1", "suite", "pipeline/same.toml", "--", "./no-such-build"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("cannot run ./no-such-build: No such file or directory"), "{err}");
+    assert!(!err.contains("Traceback"), "{err}");
     let (code, _, err) = python(p.path(), "rounds.py", &["1", "suite", "pipeline/nope.toml", "--", stateval]);
     assert_ne!(code, 0);
     assert!(err.contains("no pipeline pipeline/nope.toml in suite"), "{err}");

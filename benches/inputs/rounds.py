@@ -42,7 +42,10 @@ def measure(cmd, cwd):
     """(CPU s, wall s, peak RSS KiB) of `cmd` run in `cwd`, its output discarded."""
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        child = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
+        try:
+            child = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
+        except OSError as e:
+            sys.exit(f"rounds.py: cannot run {cmd[0]}: {e.strerror}")
         # wait4 gives this child's own usage; RUSAGE_CHILDREN would mix in every earlier one
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - start
@@ -80,7 +83,8 @@ def main():
                     os.makedirs(dest)
                     logs.append(shutil.copy(log, dest))
                 if not logs:
-                    sys.exit("rounds.py: the first build wrote no case logs for the floor to read")
+                    sys.exit("rounds.py: the first build wrote no case logs under .stateval/runs/ "
+                             "for the floor to read (a pipeline with another store is not supported)")
             shutil.rmtree(work)
         for mode in floors:
             figures[f"floor {mode}"].append(measure([args.floor, mode] + logs, scratch))
