@@ -4,7 +4,8 @@
 //! top-level modules from `use crate::…` lines and `crate::module::` paths in code
 //! (comments and string literals are skipped), and checks them against [`LAYERS`]:
 //! an edge up a layer fails, and so does a circle between modules of one layer, or
-//! an edge [`FORBIDDEN`] names (the agent seam's neighbours).
+//! an edge [`FORBIDDEN`] names (the agent seam's neighbours). It also holds the
+//! runner's files to [`ROOM_LINES`].
 //!
 //! `cli` is the binary's module, not the library's: it imports the library as
 //! `stateval::…`, sits above every layer, and nothing in the library can reach it.
@@ -467,4 +468,25 @@ fn the_agent_seam_stands_beside_the_runtime_not_inside_it() {
         .map(|(from, to)| describe(&graph, from, to))
         .collect();
     assert!(found.is_empty(), "imports the agent seam forbids (docs/design.md §5a):\n{}", found.join("\n"));
+}
+
+/// The runner stays in rooms (docs/design.md §2): plan, execute, case, conclude and the
+/// parts beside them, none over [`ROOM_LINES`] lines, so no one file holds several of
+/// its ideas again. Its test module (`runner/tests.rs`) is not a room.
+const ROOM_LINES: usize = 600;
+
+#[test]
+fn no_room_of_the_runner_is_over_600_lines() {
+    let mut files = Vec::new();
+    rust_files(&repo().join("src/runner"), &mut files);
+    assert!(files.len() >= 4, "src/runner has its rooms: {files:?}");
+    let over: Vec<String> = files
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n != "tests.rs"))
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(f).expect("read a room").lines().count();
+            (lines > ROOM_LINES).then(|| format!("{}: {lines} lines", f.display()))
+        })
+        .collect();
+    assert!(over.is_empty(), "runner rooms over {ROOM_LINES} lines (split the file by idea):\n{}", over.join("\n"));
 }

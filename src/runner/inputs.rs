@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use crate::canon::{self, Context, Digest};
 use crate::diag::InputError;
+use crate::pipeline::{AgentKind, Pipeline};
 
 /// Each file's digest when the plan was validated (`None`: no file could be read there
 /// then), by path.
@@ -40,6 +41,31 @@ impl Inputs {
         let found = bytes.as_deref().map(|b| canon::digest(Context::Content, b));
         self.compare(path, shown, found)?;
         Ok(bytes)
+    }
+
+    /// The bytes of every file an external profile's command names (the program when it is
+    /// a path, and script arguments such as `agent.py`): a changed agent is a new run, not
+    /// a rerun that overwrites the last one. Programs found on PATH (`python3`) are the
+    /// machine's, not the project's, and are left out so run ids agree across machines.
+    ///
+    /// Each file read is added, so that an agent starts only with its files as digested
+    /// here.
+    pub fn programs_digest(&mut self, pipeline: &Pipeline) -> Option<Digest> {
+        if pipeline.agents.values().all(|p| p.kind != AgentKind::External) {
+            return None;
+        }
+        let mut digester = canon::Digester::new(Context::Content);
+        for (name, profile) in pipeline.agents.iter().filter(|(_, p)| p.kind == AgentKind::External) {
+            let cwd = pipeline.resolve(profile.cwd.as_deref().unwrap_or("."));
+            for (path, arg) in command_files(&profile.command, &cwd) {
+                if let Some(digest) = self.add(path) {
+                    digester.update(name.as_bytes());
+                    digester.update(arg.as_bytes());
+                    digester.update(&digest.0);
+                }
+            }
+        }
+        Some(digester.finish())
     }
 
     /// `path` still has its planned digest (or, planned absent, is still absent).

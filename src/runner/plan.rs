@@ -256,7 +256,7 @@ impl Plan {
         };
         let gates_left_out = gate_tags(&pipeline, &loaded)?;
         let mut inputs = inputs::Inputs::new(std::mem::take(&mut loaded.files));
-        let programs = programs_digest(&pipeline, &mut inputs);
+        let programs = inputs.programs_digest(&pipeline);
         let mut goldens = crate::golden::Goldens::from_pipeline(&pipeline);
         let runs = loaded
             .cases
@@ -508,31 +508,6 @@ fn load_judges(pipeline: &Pipeline, errors: &mut Vec<InputError>) -> BTreeMap<St
         }
     }
     judges
-}
-
-/// The bytes of every file an external profile's command names (the program when it is
-/// a path, and script arguments such as `agent.py`): a changed agent is a new run, not
-/// a rerun that overwrites the last one. Programs found on PATH (`python3`) are the
-/// machine's, not the project's, and are left out so run ids agree across machines.
-///
-/// Each file read is added to `inputs`, so that an agent starts only with its files as
-/// digested here.
-fn programs_digest(pipeline: &Pipeline, inputs: &mut inputs::Inputs) -> Option<Digest> {
-    if pipeline.agents.values().all(|p| p.kind != AgentKind::External) {
-        return None;
-    }
-    let mut digester = canon::Digester::new(Context::Content);
-    for (name, profile) in pipeline.agents.iter().filter(|(_, p)| p.kind == AgentKind::External) {
-        let cwd = pipeline.resolve(profile.cwd.as_deref().unwrap_or("."));
-        for (path, arg) in inputs::command_files(&profile.command, &cwd) {
-            if let Some(digest) = inputs.add(path) {
-                digester.update(name.as_bytes());
-                digester.update(arg.as_bytes());
-                digester.update(&digest.0);
-            }
-        }
-    }
-    Some(digester.finish())
 }
 
 /// An external profile whose program cannot be found is a load error naming the
