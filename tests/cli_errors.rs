@@ -240,6 +240,27 @@ fn a_pipeline_with_an_unknown_key_is_refused_at_the_key_and_deletes_nothing() {
 }
 
 #[test]
+fn a_dataset_pattern_that_matches_no_file_is_refused_where_it_is_written() {
+    let (p, before) = green();
+    let line = p.edit_line(
+        "pipeline/ci.toml",
+        4,
+        r#""datasets/examples/*.jsonl""#,
+        r#""datasets/examples/*.jsonl", "datasets/exmaples/*.jsonl""#,
+    );
+    refused(
+        &p,
+        &before,
+        &Expected {
+            path: "pipeline/ci.toml",
+            line: 4,
+            columns: span(&line, r#""datasets/exmaples/*.jsonl""#),
+            says: &[r#"dataset pattern "datasets/exmaples/*.jsonl" matches no file"#],
+        },
+    );
+}
+
+#[test]
 fn a_pipeline_with_an_unknown_agent_key_is_refused_at_the_key_and_deletes_nothing() {
     let (p, before) = green();
     let text = p.read("pipeline/ci.toml");

@@ -533,19 +533,20 @@ impl<'p> Loader<'p> {
         let mut files = Vec::new();
         for pattern in &self.pipeline.pipeline.datasets {
             let full = self.pipeline.resolve(pattern);
+            // said where the pattern is written
+            let at = |message: String| {
+                let (line, column) = self.pipeline.locate_value("/pipeline/datasets", pattern);
+                InputError::new(&self.pipeline.path, line, column, message)
+            };
             let matched: Vec<PathBuf> = match glob::glob(&full.to_string_lossy()) {
                 Ok(paths) => paths.filter_map(Result::ok).filter(|p| p.is_file()).collect(),
                 Err(e) => {
-                    self.errors
-                        .push(InputError::file(&self.pipeline.path, format!("bad dataset pattern \"{pattern}\": {e}")));
+                    self.errors.push(at(format!("bad dataset pattern \"{pattern}\": {e}")));
                     continue;
                 }
             };
             if matched.is_empty() {
-                self.errors.push(InputError::file(
-                    &self.pipeline.path,
-                    format!("dataset pattern \"{pattern}\" matches no file"),
-                ));
+                self.errors.push(at(format!("dataset pattern \"{pattern}\" matches no file")));
             }
             files.extend(matched);
         }
