@@ -288,7 +288,7 @@ fn responses(events: &[(Ptr, &Value)], out: &mut Assembled) {
                          finished"
                     ),
                 });
-                r["output"] = Value::Array(items.remove(&id).unwrap_or_default());
+                set(&mut r, "output", Value::Array(items.remove(&id).unwrap_or_default()));
                 out.bodies.push(r);
             }
         }
@@ -307,7 +307,7 @@ fn anthropic(events: &[(Ptr, &Value)], out: &mut Assembled) {
         for (_, (block_at, mut block, json_text)) in std::mem::take(blocks) {
             if !json_text.is_empty() {
                 match serde_json::from_str::<Value>(&json_text) {
-                    Ok(v) => block["input"] = v,
+                    Ok(v) => set(&mut block, "input", v),
                     Err(e) => {
                         out.warnings.push(StreamWarning {
                             code: "arguments_unparsed",
@@ -316,7 +316,7 @@ fn anthropic(events: &[(Ptr, &Value)], out: &mut Assembled) {
                                 "the streamed input of this block is not JSON ({e}): kept as the raw text"
                             ),
                         });
-                        block["input"] = Value::String(json_text);
+                        set(&mut block, "input", Value::String(json_text));
                     }
                 }
             }
@@ -383,7 +383,20 @@ fn anthropic(events: &[(Ptr, &Value)], out: &mut Assembled) {
 fn append(block: &mut Value, key: &str, piece: Option<&str>) {
     let Some(piece) = piece else { return };
     let now = str_field(block, key).unwrap_or_default().to_string();
-    block[key] = Value::String(now + piece);
+    set(block, key, Value::String(now + piece));
+}
+
+/// `value[key] = to` for an object, or for null (which becomes one, as a missing block
+/// does). Anything else is left as the stream had it: the format's parser refuses it
+/// at its line, where indexing it here would have panicked.
+fn set(value: &mut Value, key: &str, to: Value) {
+    match value {
+        Value::Object(m) => {
+            m.insert(key.to_string(), to);
+        }
+        Value::Null => *value = json!({ key: to }),
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -447,6 +460,43 @@ mod tests {
         assert_eq!(a.bodies.len(), 1);
         assert_eq!(a.bodies[0]["output"].as_array().map(Vec::len), Some(1));
         assert!(a.warnings.is_empty());
+    }
+
+    /// A stream whose `response` or `content_block` is not an object (a string, a
+    /// number) is assembled as it stands, for the format's parser to refuse or warn
+    /// about at its line: indexing it as an object panicked (`stateval import` exited
+    /// 101 on such a file).
+    #[test]
+    fn a_response_or_block_that_is_no_object_is_kept_as_it_is_not_indexed() {
+        let a = run(concat!(
+            r#"{"type":"response.created","response":"r1"}"#,
+            "\n",
+            r#"{"type":"response.output_item.done","item":{"type":"message"}}"#,
+            "\n"
+        ));
+        assert_eq!(a.bodies, [json!("r1")]);
+        assert_eq!(a.warnings[0].code, "stream_truncated");
+
+        let a = run(concat!(
+            r#"{"type":"message_start","message":{"id":"m1","type":"message","role":"assistant","content":[]}}"#,
+            "\n",
+            r#"{"type":"content_block_start","index":0,"content_block":7}"#,
+            "\n",
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}"#,
+            "\n",
+            r#"{"type":"content_block_start","index":1,"content_block":"tool_use"}"#,
+            "\n",
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{}"}}"#,
+            "\n",
+            r#"{"type":"content_block_start","index":2}"#,
+            "\n",
+            r#"{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"Yes"}}"#,
+            "\n",
+            r#"{"type":"message_stop"}"#,
+            "\n"
+        ));
+        // a block without `content_block` becomes an object, as before
+        assert_eq!(a.bodies[0]["content"], json!([7, "tool_use", {"text": "Yes"}]));
     }
 
     #[test]
