@@ -12,9 +12,12 @@ use serde::Deserialize;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-/// An error in an input file, at a 1-based line and column.
+/// An error in an input file, at a 1-based line and column. Shown as one line,
+/// `file:line:column: message`, with any control character of the path or message
+/// escaped ([`escape_controls`]): a message quotes the input (a key, a value), which
+/// can hold a line break or a terminal escape sequence.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}:{line}:{column}: {message}", path.display())]
+#[error("{}:{line}:{column}: {}", escape_controls(&path.display().to_string()), escape_controls(message))]
 pub struct InputError {
     pub path: PathBuf,
     pub line: usize,
@@ -50,6 +53,37 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     (line, before[line_start..].chars().count() + 1)
+}
+
+/// `text` with every control character (line breaks, tabs, ESC, DEL, the C1 range)
+/// written as its escape (`\n`, `\u{1b}`), so that text quoted from an input prints
+/// as itself on one line and can steer no terminal.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect(),
+    )
+}
+
+/// The bytes of an input file as text (`shown` and `what` name it in errors): refused
+/// at the line and column of the first byte that is not UTF-8, not at the file's start.
+pub fn utf8_text(shown: &Path, bytes: Vec<u8>, what: &str) -> Result<String, InputError> {
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = e.utf8_error().valid_up_to();
+        let before = std::str::from_utf8(&e.as_bytes()[..valid]).unwrap_or_default();
+        let (line, column) = line_col(before, before.len());
+        let byte = e.as_bytes()[valid];
+        InputError::new(shown, line, column, format!("cannot read {what}: not UTF-8 text (byte {byte:#04x} here)"))
+    })
+}
+
+/// The text of the input file at `path` (`shown` and `what` name it in errors): an
+/// error at the file when it cannot be read, [`utf8_text`]'s when it is not text.
+pub fn read_text(path: &Path, shown: &Path, what: &str) -> Result<String, InputError> {
+    let bytes = std::fs::read(path).map_err(|e| InputError::file(shown, format!("cannot read {what}: {e}")))?;
+    utf8_text(shown, bytes, what)
 }
 
 fn floor_char_boundary(text: &str, mut i: usize) -> usize {
@@ -379,6 +413,17 @@ pub fn kind_of(value: &serde_json::Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_quoting_control_characters_shows_them_escaped_on_one_line() {
+        let e = InputError::new(Path::new("d\u{1b}.jsonl"), 2, 3, "unknown field \"a\nb\u{1b}[31m\u{9b}\u{7f}\tc\"");
+        let shown = e.to_string();
+        assert_eq!(shown, r#"d\u{1b}.jsonl:2:3: unknown field "a\nb\u{1b}[31m\u{9b}\u{7f}\tc""#);
+        assert!(!shown.chars().any(char::is_control), "{shown:?}");
+        // plain text, accents and emoji are left as they are
+        assert_eq!(escape_controls("café 😀 \"x\""), "café 😀 \"x\"");
+        assert!(matches!(escape_controls("plain"), std::borrow::Cow::Borrowed(_)));
+    }
 
     #[test]
     fn duplicate_keys_are_refused_with_their_place() {

@@ -95,6 +95,23 @@ fn a_malformed_jsonl_line_is_refused_at_the_missing_comma() {
 }
 
 #[test]
+fn a_key_with_a_line_break_and_a_terminal_escape_is_quoted_escaped_on_one_line() {
+    // an untrusted dataset could otherwise split its error in two or colour the CI log
+    let (p, before) = green();
+    let line = p.edit_line(TREASURY, 2, r#""expect":"#, r#""exp\nect\u001b[31m":"#);
+    refused(
+        &p,
+        &before,
+        &Expected {
+            path: TREASURY,
+            line: 2,
+            columns: span(&line, r#""exp\nect\u001b[31m""#),
+            says: &[r#"unknown field "exp\nect\u{1b}[31m""#],
+        },
+    );
+}
+
+#[test]
 fn an_unknown_case_key_is_refused_at_the_key_and_suggests_the_right_one() {
     let (p, before) = green();
     let line = p.edit_line(TREASURY, 2, r#""expect":"#, r#""expct":"#);
@@ -237,6 +254,32 @@ fn a_pipeline_with_an_unknown_key_is_refused_at_the_key_and_deletes_nothing() {
             says: &[r#"unknown field "storre""#, r#"did you mean "store""#],
         },
     );
+}
+
+#[test]
+fn a_byte_that_is_not_utf8_is_refused_where_it_stands_in_each_kind_of_input() {
+    // a dataset line, a recording and the pipeline: each at its own line and column
+    for (file, line_no, after) in
+        [(TREASURY, 3, r#""tags":["#), (PAY_ALICE, 2, r#""content":""#), ("pipeline/ci.toml", 3, "name = \"")]
+    {
+        let (p, before) = green();
+        let text = p.read(file);
+        let line = text.lines().nth(line_no - 1).expect("the line");
+        let column = column_of(line, after) + after.chars().count();
+        let offset = text.lines().take(line_no - 1).map(|l| l.len() + 1).sum::<usize>()
+            + line.find(after).unwrap()
+            + after.len();
+        let mut bytes = text.into_bytes();
+        bytes.insert(offset, 0xff);
+        p.write(file, &bytes);
+        let says = [" not UTF-8 text (byte 0xff here)"];
+        let expected = Expected { path: file, line: line_no, columns: column..=column, says: &says };
+        if file.ends_with(".toml") {
+            refused_unparsed(&p, &before, &expected);
+        } else {
+            refused(&p, &before, &expected);
+        }
+    }
 }
 
 #[test]

@@ -253,8 +253,9 @@ pub fn main() -> ExitCode {
     match result {
         Ok(exit) => ExitCode::from(exit as u8),
         Err(e) => {
+            // one line per error; text an error quotes from an input steers no terminal
             for line in e.message.lines() {
-                err(format_args!("error: {line}"));
+                err(format_args!("error: {}", stateval::diag::escape_controls(line)));
             }
             // whatever failed after a signal failed because of it (an agent it killed)
             let exit = if stateval::interrupt::interrupted() { Exit::Interrupted } else { e.exit };

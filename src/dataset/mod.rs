@@ -616,18 +616,25 @@ impl<'p> Loader<'p> {
         let mut batch: Vec<Line> = Vec::with_capacity(BATCH);
         let (mut offset, mut line_no, mut cases) = (0u64, 0usize, 0usize);
         loop {
-            let mut text = String::new();
+            let mut raw = Vec::new();
             line_no += 1;
-            let read = match reader.read_line(&mut text) {
+            let read = reader.read_until(b'\n', &mut raw).map_err(|e| format!("cannot read dataset: {e}"));
+            // a line that is not UTF-8 is refused at its first bad byte
+            let text = match read {
                 Ok(0) => break,
-                Ok(n) => n,
+                Ok(_) => crate::diag::utf8_text(path, raw, "dataset").map_err(|e| InputError { line: line_no, ..e }),
+                Err(message) => Err(InputError::new(path, line_no, 1, message)),
+            };
+            let mut text = match text {
+                Ok(text) => text,
                 Err(e) => {
                     if self.keep_batch(&file_ref, &mut batch) {
-                        self.errors.push(InputError::new(path, line_no, 1, format!("cannot read dataset: {e}")));
+                        self.errors.push(e);
                     }
                     return;
                 }
             };
+            let read = text.len();
             let mut start = offset;
             offset += read as u64;
             let mut end = text.len();

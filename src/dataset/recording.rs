@@ -127,9 +127,7 @@ impl Recording {
     /// are UTF-8. The text is checked once: what is validated and then held for a run
     /// ([`HeldRecordings`]) stays text.
     pub fn text(bytes: Vec<u8>, display: &str) -> Result<String, InputError> {
-        String::from_utf8(bytes).map_err(|_| {
-            InputError::file(Path::new(display), "cannot read recording: stream did not contain valid UTF-8")
-        })
+        crate::diag::utf8_text(Path::new(display), bytes, "recording")
     }
 
     /// [`Recording::validate_digest`], and the names of the tools the recording's
@@ -1333,7 +1331,7 @@ mod tests {
             Recording::validate_digest(bytes.clone(), "r.jsonl").map(drop).unwrap_err(),
             Recording::text(bytes.clone(), "r.jsonl").map(drop).unwrap_err(),
         ] {
-            assert_eq!(err.to_string(), "r.jsonl:1:1: cannot read recording: stream did not contain valid UTF-8");
+            assert_eq!(err.to_string(), "r.jsonl:1:28: cannot read recording: not UTF-8 text (byte 0xe9 here)");
         }
     }
 

@@ -556,8 +556,7 @@ impl Manifest {
     }
 
     fn read(path: &Path, display: &str) -> Result<String, InputError> {
-        std::fs::read_to_string(path)
-            .map_err(|e| InputError::file(Path::new(display), format!("cannot read tool manifest: {e}")))
+        crate::diag::read_text(path, Path::new(display), "tool manifest")
     }
 
     /// Parse, check, compile and digest the text of a manifest read from `display`.

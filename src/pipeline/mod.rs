@@ -204,8 +204,7 @@ impl Pipeline {
     /// writes checked against the files there ([`outputs::leads_outside`]), so that its
     /// report files are known (and safe to remove) before anything else is read.
     pub fn read(path: &Path) -> Result<Pipeline, InputError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| InputError::file(path, format!("cannot read pipeline: {e}")))?;
+        let text = crate::diag::read_text(path, path, "pipeline")?;
         let pipeline = Self::parse(path, &text)?;
         pipeline.check_links()?;
         Ok(pipeline)
@@ -256,8 +255,7 @@ impl Pipeline {
         let path = self.resolve(rel);
         let shown = self.display(&path);
         let shown = Path::new(&shown);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| InputError::file(shown, format!("cannot read [scorecard] not_run: {e}")))?;
+        let text = crate::diag::read_text(&path, shown, "[scorecard] not_run")?;
         let mut out: Vec<NotRun> = Vec::new();
         for (i, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
             let at = |column: usize, message: String| InputError::new(shown, i + 1, column, message);

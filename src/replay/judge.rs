@@ -111,8 +111,7 @@ impl JudgeBook {
     /// Read and validate a judge recording, keeping only its index.
     pub fn load(path: &Path, display: &str) -> Result<JudgeBook, InputError> {
         let shown = Path::new(display);
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| InputError::file(shown, format!("cannot read judge recording: {e}")))?;
+        let text = crate::diag::read_text(path, shown, "judge recording")?;
         let mut index = BTreeMap::new();
         let mut validators: BTreeMap<Vec<u8>, jsonschema::Validator> = BTreeMap::new();
         let mut offset = 0u64;
