@@ -424,7 +424,21 @@ fn auto_detection_refuses_ambiguous_or_unknown_content_and_lists_the_formats() {
     project.write("other.json", "{\"hello\": \"world\"}");
     let out = project.stateval(&["import", "other.json"]);
     out.expect_code(2);
-    assert!(out.stderr.contains("unknown format"), "{}", out.stderr);
+    // a judgment of the whole file, placed at its start as other whole-file errors are
+    assert!(out.stderr.starts_with("error: other.json:1:1: unknown format"), "{}", out.stderr);
+
+    // a JSON trace whose first line is broken reads as log lines (the framing of a log
+    // with a JSON payload after a prefix); the error says it is not JSON, and where
+    let trace = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/traces/anthropic.json"))
+        .expect("the trace");
+    assert!(trace.starts_with("{\n"), "the fixture opens with a line of its own");
+    project.write("broken.json", format!("z{}", &trace[1..]));
+    let out = project.stateval(&["import", "broken.json"]);
+    out.expect_code(2);
+    let (path, line, column, message) = parse_located_error(out.stderr.lines().next().unwrap_or(""));
+    assert_eq!((path.as_str(), line, column), ("broken.json", 1, 1), "{}", out.stderr);
+    assert!(message.starts_with("not a JSON document (expected value)"), "{message}");
+    assert!(message.contains("read as log lines with a JSON payload each: unknown format"), "{message}");
     let out = project.stateval(&["import", "--from", "langchain", "other.json"]);
     out.expect_code(2);
     assert!(out.stderr.contains("unknown format \"langchain\""), "{}", out.stderr);
@@ -483,4 +497,36 @@ fn show_refuses_a_log_that_does_not_verify_and_names_the_seq() {
     let rec = project.stateval(&["reconstruct", "a.jsonl", "--as", "tampered"]);
     rec.expect_code(2);
     assert!(rec.stderr.contains("event seq 5"), "{}", rec.stderr);
+}
+
+/// A trace with an integer past ±(2^53−1) where the log needs it exactly is refused (it
+/// cannot be written as a canonical event) at the response it came from — in a stream,
+/// at the line the response's chunks start — not at the file's first byte.
+#[test]
+fn a_value_the_log_cannot_hold_is_refused_at_the_response_it_came_from() {
+    let project = Project::empty();
+    project.write(
+        "big.json",
+        "{\n  \"id\": \"c1\",\n  \"object\": \"chat.completion\",\n  \"model\": \"gpt-4o\",\n  \"choices\": [\n    {\n      \
+         \"index\": 0,\n      \"message\": {\"role\": \"assistant\", \"content\": \"hi\"},\n      \"finish_reason\": \
+         \"stop\"\n    }\n  ],\n  \"usage\": {\"prompt_tokens\": 9007199254740993, \"completion_tokens\": 1}\n}\n",
+    );
+    // two streamed completions; the second one's usage holds the value
+    let chunk = |id: &str, rest: &str| {
+        format!("{{\"id\":\"{id}\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o\",{rest}}}\n")
+    };
+    let completion = |id: &str, tokens: &str| {
+        chunk(id, r#""choices":[{"index":0,"delta":{"role":"assistant","content":"hi"}}]"#)
+            + &chunk(id, r#""choices":[{"index":0,"delta":{},"finish_reason":"stop"}]"#)
+            + &chunk(id, &format!(r#""choices":[],"usage":{{"prompt_tokens":{tokens},"completion_tokens":1}}"#))
+    };
+    project.write("big.jsonl", String::from("\n") + &completion("c1", "5") + &completion("c2", "9007199254740993"));
+    for (file, line) in [("big.json", 8), ("big.jsonl", 5)] {
+        let out = project.stateval(&["import", file]);
+        out.expect_code(2);
+        let (path, at, _, message) = parse_located_error(out.stderr.lines().next().unwrap_or(""));
+        assert_eq!((path.as_str(), at), (file, line), "{}", out.stderr);
+        assert!(message.starts_with("the trace cannot be written as a log: "), "{message}");
+        assert!(message.contains("integer 9007199254740993 at /usage/input_tokens"), "{message}");
+    }
 }

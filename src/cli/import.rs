@@ -139,8 +139,15 @@ pub fn import_file(path: &Path, format: Option<Format>, trace_id: Option<&str>) 
         Read::Text(text) => text.as_bytes(),
         Read::Eval(bytes) => bytes.as_slice(),
     };
-    let (bytes, events) = writer::write(&trace, &case, &shown, file_bytes)
-        .map_err(|e| CliError::invalid(format!("{}: the trace cannot be written as a log: {e}", path.display())))?;
+    let (bytes, events) = writer::write(&trace, &case, &shown, file_bytes).map_err(|e| {
+        // at the response the event came from, in a text trace
+        let place = match (&read, &e.at) {
+            (Read::Text(text), Some(at)) => import::place(path, text, at),
+            _ => None,
+        };
+        let (line, column) = place.unwrap_or((1, 1));
+        CliError::invalid(format!("{}:{line}:{column}: the trace cannot be written as a log: {e}", path.display()))
+    })?;
     Ok(Imported { trace, bytes, events })
 }
 
@@ -152,7 +159,7 @@ enum Read {
 
 /// The file as text, or a zip archive read as an Inspect AI `.eval` log (the only zip
 /// stateval reads, so `--from` does not apply to one). Bytes that are not UTF-8 are
-/// refused with the offset of the first bad one.
+/// refused at the line and column of the first bad one.
 fn read_trace(path: &Path, format: Option<Format>) -> Result<Read, CliError> {
     let bytes = std::fs::read(path)
         .map_err(|e| CliError::invalid(format!("{}: cannot read the trace: {e}", path.display())))?;
@@ -166,13 +173,9 @@ fn read_trace(path: &Path, format: Option<Format>) -> Result<Read, CliError> {
         }
         return Ok(Read::Eval(bytes));
     }
-    String::from_utf8(bytes).map(Read::Text).map_err(|e| {
-        CliError::invalid(format!(
-            "{}: the file is not UTF-8 text (invalid byte at offset {}): stateval reads JSON or JSONL traces",
-            path.display(),
-            e.utf8_error().valid_up_to()
-        ))
-    })
+    stateval::diag::utf8_text(path, bytes, "the trace")
+        .map(Read::Text)
+        .map_err(|e| CliError::invalid(format!("{e}: stateval reads JSON or JSONL traces")))
 }
 
 /// Write `bytes` to `path` whole or not at all.

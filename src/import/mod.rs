@@ -138,9 +138,19 @@ pub enum ImportError {
     /// The content is not valid for the format, at a place in the file.
     #[error("{0}")]
     Input(#[from] InputError),
-    /// `auto` could not tell the format.
-    #[error("{}: {message}", path.display())]
+    /// `auto` could not tell the format: a judgment of the whole file, placed at its
+    /// start as every whole-file error is ([`InputError::file`]).
+    #[error("{}:1:1: {message}", path.display())]
     Detect { path: PathBuf, message: String },
+}
+
+/// The line and column of `at` in the trace file `text` read from `path`, as the import
+/// read it (framing removed); `None` when the text does not read as a trace.
+pub fn place(path: &Path, text: &str, at: &Ptr) -> Option<(usize, usize)> {
+    let (unframed, _) = framing::unframe(text);
+    let source = Source::parse(path, &unframed).ok()?;
+    let loc = source.loc(at.doc, &at.pointer);
+    Some((loc.line, loc.column))
 }
 
 /// The trace ids of an OpenTelemetry file, in order (empty for other formats or a
@@ -177,11 +187,11 @@ pub fn import_trace(
     format: Option<Format>,
     trace_id: Option<&str>,
 ) -> Result<Trace, ImportError> {
-    let (text, framing) = framing::unframe(text);
-    let source = match Source::parse(path, &text) {
+    let (unframed, framing) = framing::unframe(text);
+    let source = match Source::parse(path, &unframed) {
         Ok(source) => source,
         Err(e) => {
-            return Err(match foreign::recognise_text(&text) {
+            return Err(match foreign::recognise_text(&unframed) {
                 Some(what) => ImportError::Detect { path: path.to_path_buf(), message: format!("this is {what}") },
                 None => e.into(),
             });
@@ -204,7 +214,24 @@ pub fn import_trace(
     }
     let format = match format {
         Some(f) => f,
-        None => detect::detect(&source)?,
+        None => match detect::detect(&source) {
+            Ok(f) => f,
+            // read as log lines only because it does not parse whole: a JSON document
+            // with a broken first line reads so too, and its own error says more
+            Err(ImportError::Detect { message, .. }) if framing == framing::Framing::Prefixed => {
+                let (line, column, why) = crate::diag::parse_json_strict(text).err().unwrap_or((1, 1, String::new()));
+                return Err(InputError::new(
+                    path,
+                    line,
+                    column,
+                    format!(
+                        "not a JSON document ({why}), so it was read as log lines with a JSON payload each: {message}"
+                    ),
+                )
+                .into());
+            }
+            Err(e) => return Err(e),
+        },
     };
     if format == Format::AgentsSdk {
         return Ok(agents_sdk::parse(&source, trace_id)?);
@@ -387,11 +414,17 @@ fn read_rebuilt(
             w.message = format!("{} (in {which}{what})", w.message);
         }
     };
+    // and every place a response or call keeps, which would point into the rebuilt text
+    let moved = |at: &Ptr| origin(rebuilt.loc(at.doc, &at.pointer).line).1;
     trace.warnings.iter_mut().for_each(&relocate);
     for turn in &mut trace.turns {
         turn.warnings.iter_mut().for_each(&relocate);
         for step in &mut turn.steps {
             step.warnings.iter_mut().for_each(&relocate);
+            step.at = moved(&step.at);
+            for call in &mut step.calls {
+                call.at = moved(&call.at);
+            }
         }
     }
     Ok(trace)

@@ -21,7 +21,7 @@
 
 use serde_json::Value;
 
-use super::trace::{Args, Call, Content, Step, Trace, Warning};
+use super::trace::{Args, Call, Content, Ptr, Step, Trace, Warning};
 use crate::canon::{Context, digest};
 use crate::dataset::recording::Usage;
 use crate::event::Event;
@@ -34,9 +34,30 @@ pub const IMPORTED_STATUS: &str = "imported";
 /// `error.kind` of an import warning.
 pub const WARNING_KIND: &str = "import_warning";
 
+/// An event the trace cannot be written as (an integer past ±(2^53−1), say), with the
+/// place in the source of the response it came from when it came from one.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct Unwritable {
+    pub error: WriteError,
+    pub at: Option<Ptr>,
+}
+
+impl From<WriteError> for Unwritable {
+    fn from(error: WriteError) -> Self {
+        Unwritable { error, at: None }
+    }
+}
+
+impl From<std::io::Error> for Unwritable {
+    fn from(error: std::io::Error) -> Self {
+        WriteError::from(error).into()
+    }
+}
+
 /// Write `trace` (read from `file`, whose bytes are `bytes`) as an event log for case
 /// `case`. Returns the log's bytes and its events.
-pub fn write(trace: &Trace, case: &str, file: &str, bytes: &[u8]) -> Result<(Vec<u8>, Vec<Event>), WriteError> {
+pub fn write(trace: &Trace, case: &str, file: &str, bytes: &[u8]) -> Result<(Vec<u8>, Vec<Event>), Unwritable> {
     let mut w = Writer { log: LogWriter::new(Vec::new()), events: Vec::new(), clock: 0 };
     let tools: Vec<write::DeclaredTool> = trace
         .tools
@@ -97,7 +118,7 @@ pub fn write(trace: &Trace, case: &str, file: &str, bytes: &[u8]) -> Result<(Vec
         w.warnings(Some(index), &turn.warnings)?;
         for (s, step) in turn.steps.iter().enumerate() {
             tokens += step.usage.map_or(0, |u| u.input_tokens + u.output_tokens);
-            w.step(index, s, position, step)?;
+            w.step(index, s, position, step).map_err(|error| Unwritable { error, at: Some(step.at.clone()) })?;
             position += 1;
         }
         if let Some(last) = turn.steps.last().filter(|s| s.calls.is_empty()) {
