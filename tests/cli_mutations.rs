@@ -1,10 +1,15 @@
-//! Bad input gets a clear error and loses nothing, whatever the input: one file of the
-//! core project (a dataset, a recording, a tool manifest or the pipeline) is mutated at
-//! random — bits flipped, bytes cut or inserted, lines dropped or swapped, a JSON value
-//! anywhere replaced by one of another type or size — and handed to `stateval validate`,
-//! then, when that accepts it, to `stateval run`. Neither may panic or die by a signal;
-//! `validate` exits 0 or 2 and `run` 0, 1 or 2; every refusal names the file, line and
-//! column it is about; and a refused run leaves no report.
+//! Bad input gets a clear error and loses nothing, whatever the input. One file is
+//! mutated at random — bits flipped, bytes cut or inserted, lines dropped or swapped, a
+//! JSON value anywhere replaced by one of another type or size — and handed to stateval:
+//!
+//! - an input of the core project (a dataset, a recording, a tool manifest or the
+//!   pipeline) to `stateval validate`, then, when that accepts it, to `stateval run`:
+//!   `validate` exits 0 or 2 and `run` 0, 1 or 2, and a refused run leaves no report;
+//! - a foreign trace of `fixtures/traces` to `stateval import`: it exits 0 or 2 (a
+//!   response or content block that was a string in a stream made it panic).
+//!
+//! None may panic or die by a signal, and every refusal names the file, line and
+//! column it is about.
 
 mod common;
 
@@ -47,6 +52,10 @@ fn weird(i: usize) -> Value {
         json!("**/*.jsonl"),
         json!("(["),
         json!("é\u{301}\u{1F600}"),
+        json!("tool_use"),
+        json!("function"),
+        json!("assistant"),
+        json!("{\"a\":"),
     ];
     values[i % values.len()].clone()
 }
@@ -210,6 +219,41 @@ proptest! {
         if ran.code == 2 {
             prop_assert!(located(&ran.stderr), "a refusal without file, line and column: {said}");
             prop_assert!(!p.exists("reports/report.json"), "a refused run left a report: {said}");
+        }
+    }
+}
+
+/// The foreign traces an import mutation picks from (JSON and JSONL; the zipped Inspect
+/// log is left to its own tests).
+fn traces() -> Vec<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/traces");
+    common::files_in(&root).into_iter().filter(|p| p.extension().is_some_and(|e| e == "json" || e == "jsonl")).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_mutated_trace_is_imported_or_refused_with_its_place_never_a_panic(
+        pick in any::<u32>(),
+        mutations in prop::collection::vec(mutation(), 1..4),
+    ) {
+        let traces = traces();
+        prop_assert!(traces.len() >= 20, "fixtures/traces has its traces");
+        let trace = &traces[pick as usize % traces.len()];
+        let name = trace.file_name().expect("a file").to_string_lossy().into_owned();
+        let mut bytes = std::fs::read(trace).expect("read the trace");
+        for m in &mutations {
+            bytes = apply(&bytes, &name, m);
+        }
+        let p = Project::empty();
+        p.write(&name, &bytes);
+        let out = p.stateval(&["import", &name, "-o", "out/"]);
+        let said = format!("{name} mutated by {mutations:?}\n--- stderr\n{}", out.stderr);
+        prop_assert!(!out.stderr.contains("panicked"), "import panicked: {said}");
+        prop_assert!(out.code == 0 || out.code == 2, "import exited {}: {said}", out.code);
+        if out.code == 2 {
+            prop_assert!(located(&out.stderr), "a refusal without file, line and column: {said}");
         }
     }
 }
