@@ -304,6 +304,23 @@ fn a_dataset_pattern_that_matches_no_file_is_refused_where_it_is_written() {
 }
 
 #[test]
+fn a_tool_manifest_not_there_or_not_as_pinned_is_refused_where_the_pipeline_names_it() {
+    let (p, before) = green();
+    let line = p.edit_line("pipeline/ci.toml", 13, "fixtures/tools/treasury.json", "fixtures/tools/treasurry.json");
+    let says = [r#"agents.treasury.tools: tool manifest "fixtures/tools/treasurry.json" not found"#];
+    let columns = span(&line, r#""fixtures/tools/treasurry.json""#);
+    refused(&p, &before, &Expected { path: "pipeline/ci.toml", line: 13, columns, says: &says });
+
+    let (p, before) = green();
+    let line = p.line("pipeline/ci.toml", 60);
+    let pinned = line.split('"').nth(1).expect("a pinned digest").to_string();
+    let line = p.edit_line("pipeline/ci.toml", 60, &pinned[..20], "blake3:0000000000000");
+    let says = ["the tool manifest is pinned to blake3:0000000000000", "but is now blake3:"];
+    let columns = column_of(&line, "blake3:0000") - 1..=column_of(&line, "blake3:0000") - 1;
+    refused(&p, &before, &Expected { path: "pipeline/ci.toml", line: 60, columns, says: &says });
+}
+
+#[test]
 fn a_pipeline_with_an_unknown_agent_key_is_refused_at_the_key_and_deletes_nothing() {
     let (p, before) = green();
     let text = p.read("pipeline/ci.toml");

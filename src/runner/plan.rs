@@ -202,6 +202,15 @@ impl Plan {
             let (manifest, manifest_bytes) = match &profile.tools {
                 Some(rel) => match &validated[&manifest_path(&pipeline, rel).0] {
                     Ok((digest, bytes)) => (*digest, Some(*bytes)),
+                    // a manifest that is not there is said where the pipeline names it
+                    Err(_) if !manifest_path(&pipeline, rel).0.is_file() => {
+                        let (line, column) = pipeline.locate_value(&format!("/agents/{name}/tools"), rel);
+                        let looked = manifest_path(&pipeline, rel).1;
+                        let message =
+                            format!("agents.{name}.tools: tool manifest \"{rel}\" not found (looked for {looked})");
+                        errors.push(InputError::new(&pipeline.path, line, column, message));
+                        continue;
+                    }
                     // said for each profile that names it, as when each loaded it
                     Err(e) => {
                         errors.push(e.clone());
@@ -213,10 +222,9 @@ impl Plan {
             if let Some(pinned) = &*profile.tools_digest {
                 let found = manifest.map(|d| d.to_string()).unwrap_or_default();
                 if *pinned != found {
-                    errors.push(InputError::file(
-                        &pipeline.path,
-                        format!("agents.{name}: the tool manifest is pinned to {pinned} but is now {found}"),
-                    ));
+                    let (line, column) = pipeline.locate_value(&format!("/agents/{name}/tools_digest"), pinned);
+                    let message = format!("agents.{name}: the tool manifest is pinned to {pinned} but is now {found}");
+                    errors.push(InputError::new(&pipeline.path, line, column, message));
                     continue;
                 }
             }
