@@ -166,21 +166,19 @@ fn apply(bytes: &[u8], path: &str, m: &Mutation) -> Vec<u8> {
     out
 }
 
-/// Every `error:` line names a project file with its line and column.
+/// Every `error:` line is `error: FILE:LINE:COLUMN: message`.
 fn located(stderr: &str) -> bool {
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error: ")).collect();
     !errors.is_empty()
         && errors.iter().all(|l| {
-            let rest = &l["error: ".len()..];
-            [".toml:", ".jsonl:", ".json:"].iter().any(|ext| {
-                rest.split_once(ext).is_some_and(|(_, after)| {
-                    let mut parts = after.splitn(3, ':');
-                    let (line, column) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-                    !line.is_empty()
-                        && line.bytes().all(|b| b.is_ascii_digit())
-                        && !column.is_empty()
-                        && column.bytes().all(|b| b.is_ascii_digit())
-                })
+            let parts: Vec<&str> = l["error: ".len()..].split(':').collect();
+            // PATH (which may hold colons itself), then LINE, COLUMN and the message
+            (1..parts.len().saturating_sub(2)).any(|j| {
+                !parts[..j].concat().is_empty()
+                    && number(parts[j])
+                    && number(parts[j + 1])
+                    && parts[j + 2].starts_with(' ')
             })
         })
 }
@@ -269,7 +267,9 @@ fn the_mutations_change_what_they_say_and_the_location_check_can_fail() {
     assert_eq!(apply(b"1\n2\n3", "x.toml", &Mutation::Lines(0, 2, true)), b"3\n2\n1");
     assert!(located("error: datasets/a.jsonl:3:14: expected a string\n"));
     assert!(located("error: pipeline/ci.toml:1:1: bad\nerror: fixtures/tools/x.json:2:5: bad\n"));
+    assert!(located("error: ../elsewhere/rec:2:1: expected value\n"));
     assert!(!located("error: datasets/a.jsonl: cannot be read\n"));
+    assert!(!located("error: a.jsonl:3: no column\n"));
     assert!(!located("error: no case matches the selection\n"));
     assert!(!located("stateval: fine\n"));
 }
