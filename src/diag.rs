@@ -14,10 +14,10 @@ use serde_json::{Map, Value};
 
 /// An error in an input file, at a 1-based line and column. Shown as one line,
 /// `file:line:column: message`, with any control character of the path or message
-/// escaped ([`escape_controls`]): a message quotes the input (a key, a value), which
+/// escaped ([`visible`]): a message quotes the input (a key, a value), which
 /// can hold a line break or a terminal escape sequence.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}:{line}:{column}: {}", escape_controls(&path.display().to_string()), escape_controls(message))]
+#[error("{}:{line}:{column}: {}", visible(&path.display().to_string()), visible(message))]
 pub struct InputError {
     pub path: PathBuf,
     pub line: usize,
@@ -55,16 +55,26 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, before[line_start..].chars().count() + 1)
 }
 
-/// `text` with every control character (line breaks, tabs, ESC, DEL, the C1 range)
-/// written as its escape (`\n`, `\u{1b}`), so that text quoted from an input prints
-/// as itself on one line and can steer no terminal.
-pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
+/// `text` with its control characters (line breaks, tabs, ESC, DEL, the C1 range) and
+/// the bidirectional overrides that can make a terminal show text in another order
+/// than it is ("Trojan Source") spelt out (`\n`, `\u{1b}`, `\u{202e}`), so that text
+/// quoted from an input prints as itself, on one line, and steers no terminal.
+pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !text.chars().any(hidden) {
         return std::borrow::Cow::Borrowed(text);
     }
-    std::borrow::Cow::Owned(
-        text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect(),
-    )
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if hidden(c) => out.extend(c.escape_unicode()),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The bytes of an input file as text (`shown` and `what` name it in errors): refused
@@ -420,9 +430,10 @@ mod tests {
         let shown = e.to_string();
         assert_eq!(shown, r#"d\u{1b}.jsonl:2:3: unknown field "a\nb\u{1b}[31m\u{9b}\u{7f}\tc""#);
         assert!(!shown.chars().any(char::is_control), "{shown:?}");
-        // plain text, accents and emoji are left as they are
-        assert_eq!(escape_controls("café 😀 \"x\""), "café 😀 \"x\"");
-        assert!(matches!(escape_controls("plain"), std::borrow::Cow::Borrowed(_)));
+        // a bidirectional override too; plain text, accents and emoji are left as they are
+        assert_eq!(visible("a\u{202e}b\u{2066}\r\0"), r"a\u{202e}b\u{2066}\r\u{0}");
+        assert_eq!(visible("café 😀 \"x\""), "café 😀 \"x\"");
+        assert!(matches!(visible("plain"), std::borrow::Cow::Borrowed(_)));
     }
 
     #[test]

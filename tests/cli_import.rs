@@ -530,3 +530,18 @@ fn a_value_the_log_cannot_hold_is_refused_at_the_response_it_came_from() {
         assert!(message.contains("integer 9007199254740993 at /usage/input_tokens"), "{message}");
     }
 }
+
+/// A warning quotes the trace (a block's type here), and a trace from production may
+/// hold an escape sequence: it is shown spelt out, never sent to the terminal.
+#[test]
+fn a_warning_quoting_an_escape_sequence_shows_it_spelt_out() {
+    let project = Project::empty();
+    project.write(
+        "esc.json",
+        r#"{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"image\u001b[2K","source":{}},{"type":"text","text":"ok"}],"stop_reason":"end_turn"}]}"#,
+    );
+    let out = project.stateval(&["import", "esc.json"]);
+    out.expect_code(0);
+    assert!(out.stderr.contains(r#"a "image\u{1b}[2K" content block is not imported"#), "{}", out.stderr);
+    assert!(!out.stderr.contains('\u{1b}'), "{:?}", out.stderr);
+}

@@ -194,13 +194,11 @@ fn report(file: &Path, imported: &Imported, output: Option<&Path>) {
         .map(|e| e.view::<payload::Error>())
         .filter(|w| w.kind.as_str().as_deref() == Some(WARNING_KIND))
         .collect();
+    // a warning quotes the trace, which may hold an escape sequence: shown spelt out
     for w in &warnings {
         let at = w.at.as_str().map(|a| format!("{a}: ")).unwrap_or_default();
-        super::err(format_args!(
-            "warning: {at}{} [{}]",
-            w.message.as_str().unwrap_or_default(),
-            w.code.as_str().unwrap_or_default()
-        ));
+        let line = format!("{at}{} [{}]", w.message.as_str().unwrap_or_default(), w.code.as_str().unwrap_or_default());
+        super::err(format_args!("warning: {}", stateval::diag::visible(&line)));
     }
     let to = output.map_or_else(|| "stdout".to_string(), |p| p.display().to_string());
     super::err(format_args!(

@@ -255,7 +255,7 @@ pub fn main() -> ExitCode {
         Err(e) => {
             // one line per error; text an error quotes from an input steers no terminal
             for line in e.message.lines() {
-                err(format_args!("error: {}", stateval::diag::escape_controls(line)));
+                err(format_args!("error: {}", stateval::diag::visible(line)));
             }
             // whatever failed after a signal failed because of it (an agent it killed)
             let exit = if stateval::interrupt::interrupted() { Exit::Interrupted } else { e.exit };

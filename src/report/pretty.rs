@@ -9,6 +9,7 @@
 //! Text from datasets is shown with control characters spelt out, so a case id or a
 //! reason can neither inject escape sequences into the terminal nor break a line.
 
+use crate::diag::visible;
 use std::io::{self, IsTerminal, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -439,25 +440,6 @@ fn headline(fields: &[(&String, &serde_json::Value)]) -> String {
         fields.iter().map(|(k, v)| format!("{} {}", visible(k), crate::report::metric_value(v))).collect()
     };
     parts.join(" · ")
-}
-
-/// `text` with control characters, and the bidirectional overrides that can make a
-/// terminal show text in another order than it is ("Trojan Source"), spelt out.
-fn visible(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
-                out.push_str(&c.escape_unicode().to_string());
-            }
-            c if c.is_control() => out.push_str(&c.escape_unicode().to_string()),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
