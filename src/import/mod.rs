@@ -218,17 +218,14 @@ pub fn import_trace(
             Ok(f) => f,
             // read as log lines only because it does not parse whole: a JSON document
             // with a broken first line reads so too, and its own error says more
-            Err(ImportError::Detect { message, .. }) if framing == framing::Framing::Prefixed => {
-                let (line, column, why) = crate::diag::parse_json_strict(text).err().unwrap_or((1, 1, String::new()));
-                return Err(InputError::new(
-                    path,
-                    line,
-                    column,
-                    format!(
-                        "not a JSON document ({why}), so it was read as log lines with a JSON payload each: {message}"
-                    ),
-                )
-                .into());
+            Err(ImportError::Detect { message, .. })
+                if framing == framing::Framing::Prefixed
+                    && let Err((line, column, why)) = crate::diag::parse_json_strict(text) =>
+            {
+                let message = format!(
+                    "not a JSON document ({why}), so it was read as log lines with a JSON payload each: {message}"
+                );
+                return Err(InputError::new(path, line, column, message).into());
             }
             Err(e) => return Err(e),
         },

@@ -199,26 +199,26 @@ impl Plan {
             files.into_iter().map(|(full, _)| full).zip(loaded).collect()
         };
         for (name, profile) in &pipeline.agents {
-            let (manifest, manifest_bytes) = match &profile.tools {
-                Some(rel) => match &validated[&manifest_path(&pipeline, rel).0] {
-                    Ok((digest, bytes)) => (*digest, Some(*bytes)),
-                    // a manifest that is not there is said where the pipeline names it
-                    Err(_) if !manifest_path(&pipeline, rel).0.is_file() => {
-                        let (line, column) = pipeline.locate_value(&format!("/agents/{name}/tools"), rel);
-                        let looked = manifest_path(&pipeline, rel).1;
-                        let message =
-                            format!("agents.{name}.tools: tool manifest \"{rel}\" not found (looked for {looked})");
-                        errors.push(InputError::new(&pipeline.path, line, column, message));
-                        continue;
-                    }
-                    // said for each profile that names it, as when each loaded it
-                    Err(e) => {
-                        errors.push(e.clone());
-                        continue;
-                    }
-                },
-                None => (None, None),
-            };
+            let (manifest, manifest_bytes) =
+                match profile.tools.as_ref().map(|rel| (rel, manifest_path(&pipeline, rel))) {
+                    Some((rel, (full, shown))) => match &validated[&full] {
+                        Ok((digest, bytes)) => (*digest, Some(*bytes)),
+                        // a manifest that is not there is said where the pipeline names it
+                        Err(_) if !full.is_file() => {
+                            let (line, column) = pipeline.locate_value(&format!("/agents/{name}/tools"), rel);
+                            let message =
+                                format!("agents.{name}.tools: tool manifest \"{rel}\" not found (looked for {shown})");
+                            errors.push(InputError::new(&pipeline.path, line, column, message));
+                            continue;
+                        }
+                        // said for each profile that names it, as when each loaded it
+                        Err(e) => {
+                            errors.push(e.clone());
+                            continue;
+                        }
+                    },
+                    None => (None, None),
+                };
             if let Some(pinned) = &*profile.tools_digest {
                 let found = manifest.map(|d| d.to_string()).unwrap_or_default();
                 if *pinned != found {
