@@ -172,6 +172,22 @@ fn listed_missing(stdout: &str) -> Vec<String> {
 }
 
 #[test]
+fn the_bless_command_the_summary_gives_names_a_pipeline_that_is_not_the_default() {
+    // `stateval run --bless` would bless pipeline/ci.toml, not the pipeline that ran
+    let p = Project::new();
+    p.write("pipeline/mine.toml", p.read("pipeline/ci.toml"));
+    let out = p.stateval(&["run", "pipeline/mine.toml"]);
+    out.expect_code(0);
+    assert!(out.stdout.contains("`stateval run pipeline/mine.toml --bless` writes them):"), "{}", out.stdout);
+    let listed = listed_missing(&out.stdout);
+    assert!(!listed.is_empty(), "{}", out.stdout);
+    p.stateval(&["run", "pipeline/mine.toml", "--bless"]).expect_code(0);
+    for golden in &listed {
+        assert!(p.exists(golden), "the command given wrote {golden}");
+    }
+}
+
+#[test]
 fn outside_ci_the_summary_names_every_missing_golden_and_bless_writes_each_where_it_said() {
     let p = Project::new();
     let out = p.stateval(&["run"]);

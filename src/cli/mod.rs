@@ -184,6 +184,18 @@ fn one_case(
 /// The pipeline `stateval run` uses when none is given.
 pub const DEFAULT_PIPELINE: &str = "pipeline/ci.toml";
 
+/// How a command typed where stateval runs names the pipeline at `path` (as
+/// [`find_pipeline`] returned it): nothing for the default, which every command finds from
+/// anywhere in its project, else the path, quoted for a shell where it needs to be.
+pub fn pipeline_word(path: &std::path::Path) -> Option<String> {
+    let text = path.to_string_lossy();
+    let mut rest: &str = &text;
+    while let Some(up) = rest.strip_prefix("../") {
+        rest = up;
+    }
+    (rest != DEFAULT_PIPELINE).then(|| stateval::golden::churn::shell_word(&text))
+}
+
 /// The pipeline file `given` names: as given when it is there (or absolute), else the
 /// first directory above this one that holds it, as git and cargo find their project
 /// from a subdirectory — `stateval run` in `datasets/` runs `../pipeline/ci.toml`, and
@@ -333,4 +345,22 @@ fn set_aside(dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
         }
     }
     unreachable!("a free name")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pipeline_word;
+    use std::path::Path;
+
+    #[test]
+    fn a_command_names_the_pipeline_unless_it_is_the_default_found_from_anywhere() {
+        assert_eq!(pipeline_word(Path::new("pipeline/ci.toml")), None);
+        assert_eq!(pipeline_word(Path::new("../../pipeline/ci.toml")), None);
+        assert_eq!(
+            pipeline_word(Path::new("examples/record/record.toml")).as_deref(),
+            Some("examples/record/record.toml")
+        );
+        assert_eq!(pipeline_word(Path::new("../pipeline/agents.toml")).as_deref(), Some("../pipeline/agents.toml"));
+        assert_eq!(pipeline_word(Path::new("my pipes/ci.toml")).as_deref(), Some("'my pipes/ci.toml'"));
+    }
 }

@@ -307,7 +307,7 @@ fn tell(
     }
     if args.bless {
         super::out(bless_summary(&plan.goldens));
-    } else if let Some(missing) = missing_goldens(&plan.goldens) {
+    } else if let Some(missing) = missing_goldens(&plan.goldens, super::pipeline_word(&args.pipeline)) {
         super::out(missing);
     }
     Ok(if outcome.passed { Exit::Pass } else { Exit::Fail })
@@ -444,8 +444,10 @@ fn selection_args(selection: &Selection) -> String {
 }
 
 /// Every golden the run looked for and did not find, one a line, and what follows
-/// from it; nothing when all were there or the pipeline keeps none.
-fn missing_goldens(goldens: &golden::Goldens) -> Option<String> {
+/// from it, with the command that writes them (`pipeline`: the pipeline as that command
+/// names it, [`super::pipeline_word`]); nothing when all were there or the pipeline keeps
+/// none.
+fn missing_goldens(goldens: &golden::Goldens, pipeline: Option<String>) -> Option<String> {
     let missing = goldens.missing();
     if missing.is_empty() || goldens.none_kept() {
         return None;
@@ -461,7 +463,11 @@ fn missing_goldens(goldens: &golden::Goldens) -> Option<String> {
         golden::Required::ByPipeline => format!("{they} {fail}: [goldens] required = true"),
         golden::Required::ByCi => format!("{they} {fail} under CI"),
     };
-    let mut text = format!("goldens: {runs} no golden in {dir}/ ({what}; `stateval run --bless` writes {them}):");
+    let bless = match pipeline {
+        Some(pipeline) => format!("stateval run {pipeline} --bless"),
+        None => "stateval run --bless".to_string(),
+    };
+    let mut text = format!("goldens: {runs} no golden in {dir}/ ({what}; `{bless}` writes {them}):");
     for path in missing {
         text.push_str("\n  ");
         text.push_str(&path);

@@ -315,7 +315,8 @@ pub fn accept_command(pipeline: Option<&str>, id: &str) -> String {
     format!("stateval golden accept {pipeline}--cause {}", shell_word(id))
 }
 
-fn shell_word(word: &str) -> String {
+/// `word` as one word of a POSIX shell command: as it is when plain, else single-quoted.
+pub fn shell_word(word: &str) -> String {
     let plain = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "_-./:+=@,".contains(c));
     if plain { word.to_string() } else { format!("'{}'", word.replace('\'', r"'\''")) }
 }
