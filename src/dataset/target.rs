@@ -42,19 +42,73 @@ pub const ROOTS: &[&str] = &[
     "memory_lifecycle",
 ];
 
-/// Load-time check: the target parses and starts with a known root.
+/// The roots whose value is an object of fixed members, with those members: a target
+/// below one of these roots names one of them. (The others hold memory keys, fixture
+/// state, turns and calls: what is below them is the run's.)
+pub const MEMBERS: &[(&str, &[&str])] = &[
+    ("tools", &["proposed"]),
+    ("policy", &["verdicts", "denials", "escalations", "verdict_at_turn"]),
+    ("context", &["max_total", "budget_exceeded", "compilations"]),
+    ("security", &["flags", "flag_count"]),
+    ("usage", &["input_tokens", "output_tokens", "total_tokens", "model_calls"]),
+    ("events", &["count"]),
+    ("replay", &["divergences"]),
+    (
+        "recovery",
+        &[
+            "call_start_ms",
+            "detected_ms",
+            "recovered_ms",
+            "timeout_budget_ms",
+            "time_to_detection_ms",
+            "time_to_recovery_ms",
+            "user_visible_hang_ms",
+            "recovered",
+            "clean_timeout",
+            "detections",
+            "fault_fired",
+        ],
+    ),
+];
+
+/// Load-time check: the target parses and starts with a known root, and below a root of
+/// fixed members names one of them.
 pub fn check_target(target: &str) -> Result<(), String> {
     let segments = parse(target)?;
     let Some(Segment::Key(root)) = segments.first() else {
         return Err(format!("malformed target \"{target}\""));
     };
     if ROOTS.contains(&root.as_str()) {
+        check_member(root, &segments[1..])?;
         return check_tier(root, &segments[1..]);
     }
     let hint = crate::diag::did_you_mean(root, ROOTS.iter().copied())
         .map(|s| format!(" (did you mean \"{s}\"?)"))
         .unwrap_or_default();
     Err(format!("unknown target \"{root}\"{hint}"))
+}
+
+/// A member of a root of fixed members (`policy.denials`): a misspelt one has no value
+/// in any run, so its assertion could only fail, and only once the suite had run.
+fn check_member(root: &str, rest: &[Segment]) -> Result<(), String> {
+    let Some((_, members)) = MEMBERS.iter().find(|(r, _)| *r == root) else { return Ok(()) };
+    let member = match rest.first() {
+        None => return Ok(()),
+        Some(Segment::Key(member)) => member,
+        Some(Segment::Index(n)) => {
+            return Err(format!(
+                "{root} is an object, not a list: [{n}] names nothing in it; its members: {}",
+                members.join(", ")
+            ));
+        }
+    };
+    if members.contains(&member.as_str()) {
+        return Ok(());
+    }
+    let hint = crate::diag::did_you_mean(member, members.iter().copied())
+        .map(|s| format!(" (did you mean \"{s}\"?)"))
+        .unwrap_or_default();
+    Err(format!("unknown target \"{root}.{member}\"{hint}; the members of {root}: {}", members.join(", ")))
 }
 
 /// A memory root's tier (`memory.semantic.…`, `memory_at[3].episodic.…`) is one the
@@ -149,6 +203,26 @@ mod tests {
         assert!(check_target("memory_lifecycle.nope.k").is_err());
         assert!(check_target("memory.semantic.user.email").is_ok() && check_target("memory_at[0].working").is_ok());
     }
+    #[test]
+    fn a_misspelt_member_of_a_fixed_root_is_refused_at_load_with_the_member_it_meant() {
+        assert_eq!(
+            check_target("policy.denial").unwrap_err(),
+            "unknown target \"policy.denial\" (did you mean \"denials\"?); the members of policy: \
+             verdicts, denials, escalations, verdict_at_turn"
+        );
+        assert!(check_target("usage.tokens").unwrap_err().starts_with("unknown target \"usage.tokens\""));
+        assert!(check_target("events[0]").unwrap_err().contains("events is an object, not a list"));
+        for ok in [
+            "policy",
+            "policy.verdicts[0].tool",
+            "policy.verdict_at_turn[2]",
+            "usage.output_tokens",
+            "sandbox.anything",
+        ] {
+            assert_eq!(check_target(ok), Ok(()), "{ok}");
+        }
+    }
+
     use serde_json::json;
 
     #[test]

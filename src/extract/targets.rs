@@ -192,6 +192,30 @@ mod tests {
     }
 
     #[test]
+    fn the_members_a_fixed_root_admits_are_the_ones_described_and_the_ones_extracted() {
+        use crate::dataset::target::MEMBERS;
+        for (root, members) in MEMBERS {
+            let below = format!("{root}.");
+            for t in TARGETS.iter().filter(|t| t.source == Source::Log && t.name.starts_with(&below)) {
+                let member = t.name[below.len()..].split(['.', '[']).next().unwrap_or_default();
+                assert!(members.contains(&member), "{} is not among {root}'s members", t.name);
+            }
+            for member in *members {
+                let spelled = format!("{root}.{member}");
+                let described = TARGETS.iter().any(|t| t.name.starts_with(&spelled) || t.meaning.contains(&spelled));
+                assert!(described, "{spelled} is admitted but not described");
+            }
+            // what the extractor makes of a log has no member the check would refuse
+            let Some(serde_json::Value::Object(value)) = crate::extract::root(root, &[]) else {
+                panic!("{root} is an object even over an empty log")
+            };
+            for key in value.keys() {
+                assert!(members.contains(&key.as_str()), "{root} extracts {key}, which a target may not name");
+            }
+        }
+    }
+
+    #[test]
     fn the_rendered_list_has_one_aligned_line_per_target() {
         let text = render();
         assert_eq!(text.lines().count(), TARGETS.len());
