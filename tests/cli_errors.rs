@@ -95,6 +95,52 @@ fn a_malformed_jsonl_line_is_refused_at_the_missing_comma() {
 }
 
 #[test]
+fn a_case_folded_over_several_lines_is_refused_saying_a_case_is_one_line() {
+    // the README prints a case folded for reading; pasted as it is, the first line ends
+    // inside the object
+    let p = Project::new();
+    let case = p.line(TREASURY, 1);
+    let folded = case.replacen(r#","agent""#, ",\n \"agent\"", 1);
+    assert_ne!(folded, case, "the case has an agent to fold at");
+    p.write("datasets/examples/folded.jsonl", format!("{folded}\n"));
+    let out = p.stateval(&["validate", "pipeline/ci.toml"]);
+    out.expect_code(2);
+    let first = out.stderr.lines().next().unwrap_or_default();
+    let (path, line, _, message) = parse_located_error(first);
+    assert_eq!((path.as_str(), line), ("datasets/examples/folded.jsonl", 1), "{}", out.stderr);
+    assert!(message.contains("EOF while parsing"), "{message}");
+    assert!(message.contains("one case per line (JSON Lines)"), "{message}");
+}
+
+#[test]
+fn a_judge_recording_that_is_not_there_is_refused_where_the_pipeline_names_it() {
+    let p = Project::new();
+    let ci = p.read("pipeline/ci.toml");
+    let judge = "\n[judges.tone]\nrecordings = \"judges/tone.jsonl\"\nmodel = \"gpt-4o-mini-2024-07-18\"\n";
+    p.write("pipeline/ci.toml", format!("{ci}{judge}"));
+    let line = ci.lines().count() + 3;
+    let out = p.stateval(&["validate", "pipeline/ci.toml"]);
+    out.expect_code(2);
+    let first = out.stderr.lines().next().unwrap_or_default();
+    let (path, at_line, column, message) = parse_located_error(first);
+    assert_eq!((path.as_str(), at_line), ("pipeline/ci.toml", line), "{}", out.stderr);
+    assert_eq!(column, column_of(r#"recordings = "judges/tone.jsonl""#, r#""judges"#), "{first}");
+    assert!(message.contains("judges.tone.recordings: judges/tone.jsonl not found"), "{message}");
+}
+
+#[test]
+fn run_outside_any_project_says_what_it_looked_for_and_what_to_do() {
+    let p = Project::empty();
+    let out = p.stateval(&["run"]);
+    out.expect_code(2);
+    let (path, _, _, message) = parse_located_error(out.stderr.lines().next().unwrap_or_default());
+    assert_eq!(path, "pipeline/ci.toml", "{}", out.stderr);
+    assert!(message.contains("no such pipeline file"), "{message}");
+    assert!(message.contains("`stateval run PATH/TO/PIPELINE.toml`"), "{message}");
+    assert_eq!(out.stdout, "");
+}
+
+#[test]
 fn a_key_with_a_line_break_and_a_terminal_escape_is_quoted_escaped_on_one_line() {
     // an untrusted dataset could otherwise split its error in two or colour the CI log
     let (p, before) = green();

@@ -204,6 +204,14 @@ impl Pipeline {
     /// writes checked against the files there ([`outputs::leads_outside`]), so that its
     /// report files are known (and safe to remove) before anything else is read.
     pub fn read(path: &Path) -> Result<Pipeline, InputError> {
+        if !path.exists() {
+            // most often stateval run outside any project: say what it looked for
+            return Err(InputError::file(
+                path,
+                "no such pipeline file, here or (for a relative path) in any directory above; run stateval \
+                 inside your project, or name the pipeline file: `stateval run PATH/TO/PIPELINE.toml`",
+            ));
+        }
         let text = crate::diag::read_text(path, path, "pipeline")?;
         let pipeline = Self::parse(path, &text)?;
         pipeline.check_links()?;

@@ -497,8 +497,12 @@ fn load_judges(pipeline: &Pipeline, errors: &mut Vec<InputError>) -> BTreeMap<St
             continue;
         }
         if !full.is_file() {
-            errors.push(InputError::file(
+            // said where the pipeline names it
+            let (line, column) = pipeline.locate_value(&format!("/judges/{name}/recordings"), &judge.recordings);
+            errors.push(InputError::new(
                 &pipeline.path,
+                line,
+                column,
                 format!(
                     "judges.{name}.recordings: {} not found (`stateval record --judge` writes it; an empty file is a judge with no answers yet)",
                     pipeline.display(&full)
