@@ -207,18 +207,18 @@ fn the_tour_runs_as_written_and_every_number_it_quotes_is_what_stateval_prints()
     assert_eq!(listed, quoted, "the reports README.md lists");
 
     // the security suite: attacks per file and look-alikes (the cases named `*-control`)
-    let [attacks, in_suite, in_grounding] = number(
+    let [attacks, in_suite, in_grounding, in_precision] = number(
         &readme,
-        r"(\d+) disguised attacks that the recorded model \*falls for\* \((\d+) in `suite.jsonl`, (\d+) in `grounding.jsonl`\)",
+        r"(\d+) disguised attacks that the recorded model \*falls for\* \((\d+) in `suite.jsonl`, (\d+) in `grounding.jsonl`, (\d+) in `precision.jsonl`\)",
     )[..] else {
         panic!("attack counts")
     };
     let [controls] = number(&readme, r"and (\d+) legitimate look-alikes that must pass")[..] else {
         panic!("controls")
     };
-    assert_eq!(in_suite + in_grounding, attacks, "README.md's attacks add up");
+    assert_eq!(in_suite + in_grounding + in_precision, attacks, "README.md's attacks add up");
     let mut counted = (0, 0);
-    for (file, quoted) in [("suite", in_suite), ("grounding", in_grounding)] {
+    for (file, quoted) in [("suite", in_suite), ("grounding", in_grounding), ("precision", in_precision)] {
         let printed = number(&run.output, &format!(r"security/{file}\s+(\d+)/\d+ passed"))[0];
         let text = p.read(format!("datasets/security/{file}.jsonl"));
         let lookalikes = text
@@ -234,6 +234,15 @@ fn the_tour_runs_as_written_and_every_number_it_quotes_is_what_stateval_prints()
         counted = (counted.0 + printed - lookalikes, counted.1 + lookalikes);
     }
     assert_eq!(counted, (attacks, controls), "attacks and look-alikes");
+    // and the scorecard the run prints, which counts every case scored as an attack or a
+    // control, the examples' too
+    let [asr_runs, benign_passed, benign_runs] =
+        number(&readme, r"the run's scorecard, 0/(\d+) attacks and (\d+)/(\d+) benign")[..]
+    else {
+        panic!("scorecard")
+    };
+    let printed = number(&run.output, r"security overall: benign utility (\d+)/(\d+) .* attack success 0/(\d+) ");
+    assert_eq!(printed, [benign_passed, benign_runs, asr_runs], "the scorecard README.md quotes");
 }
 
 /// The verify blocks: the log's event count, the line and seq an edit is caught at, the
