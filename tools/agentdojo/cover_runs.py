@@ -83,10 +83,12 @@ def main() -> int:
                 text = conv.jailbreak.format(goal=itask.GOAL, user=convert.ATTACK_USER, model=conv.model_name, task="")
                 defaults = suite.get_injection_vector_defaults()
                 envs[key] = suite.load_and_inject_default_environment({v: text for v in defaults})
-        env = envs[key].model_copy(deep=True)
+        # `initial`: the case's environment before any call, as convert.py hands it over
+        initial = envs[key].model_copy(deep=True)
+        env = initial.model_copy(deep=True)
         calls = [FunctionCall(function=fn, args=a) for fn, a in assistant_calls(run["messages"])]
         try:
-            steps = conv.run_calls(name, env, calls, FunctionsRuntime(suite.tools))
+            steps = conv.run_calls(name, env, calls, FunctionsRuntime(suite.tools), initial)
         except convert.Skip as e:
             runs[case] = {"file": shown, "skipped": str(e)}
             continue
