@@ -294,6 +294,11 @@ fn an_agent_program_that_cannot_be_found_is_a_load_error_naming_the_profile() {
     let out = p.stateval(&["run", "pipeline/ext.toml"]);
     out.expect_code(2);
     assert!(out.stderr.contains("agents.ghost.command: no-such-agent-program: command not found"), "{}", out.stderr);
+    // at the program's name in the pipeline, not at its 1:1
+    let (path, line, column, _) = common::parse_located_error(out.stderr.lines().next().unwrap_or_default());
+    let named = p.read("pipeline/ext.toml").lines().nth(line - 1).unwrap_or_default().to_string();
+    assert_eq!(path, "pipeline/ext.toml");
+    assert_eq!(column, common::column_of(&named, r#""no-such-agent-program""#), "{}", out.stderr);
     let p = project(&profile("ghost", r#"["./agents/missing.py"]"#, ""), &[case("c", "ghost", json!([text("x")]))]);
     let out = p.stateval(&["validate", "pipeline/ext.toml"]);
     out.expect_code(2);

@@ -525,21 +525,21 @@ fn load_judges(pipeline: &Pipeline, errors: &mut Vec<InputError>) -> BTreeMap<St
 /// An external profile whose program cannot be found is a load error naming the
 /// profile, before anything runs.
 fn check_command(pipeline: &Pipeline, name: &str, profile: &AgentProfile) -> Result<(), InputError> {
-    let cwd = pipeline.resolve(profile.cwd.as_deref().unwrap_or("."));
+    // each said where the pipeline names it
+    let at = |key: &str, value: &str, message: String| {
+        let (line, column) = pipeline.locate_value(&format!("/agents/{name}/{key}"), value);
+        InputError::new(&pipeline.path, line, column, message)
+    };
+    let cwd_text = profile.cwd.as_deref().unwrap_or(".");
+    let cwd = pipeline.resolve(cwd_text);
     if !cwd.is_dir() {
-        return Err(InputError::file(
-            &pipeline.path,
-            format!("agents.{name}.cwd: {} is not a directory", pipeline.display(&cwd)),
-        ));
+        return Err(at("cwd", cwd_text, format!("agents.{name}.cwd: {} is not a directory", pipeline.display(&cwd))));
     }
     let program = profile.command.first().map(String::as_str).unwrap_or_default();
     crate::child_env::resolve_program(program, &cwd)
-        .map_err(|e| InputError::file(&pipeline.path, format!("agents.{name}.command: {e}")))?;
+        .map_err(|e| at("command", program, format!("agents.{name}.command: {e}")))?;
     match crate::child_env::missing_script(&profile.command, &cwd) {
-        Some((i, e)) => {
-            let (line, column) = pipeline.locate_value(&format!("/agents/{name}/command"), &profile.command[i]);
-            Err(InputError::new(&pipeline.path, line, column, format!("agents.{name}.command[{i}]: {e}")))
-        }
+        Some((i, e)) => Err(at("command", &profile.command[i], format!("agents.{name}.command[{i}]: {e}"))),
         None => Ok(()),
     }
 }
