@@ -119,7 +119,7 @@ enum Command {
     Sign(sign::Args),
     /// Compare two event logs: the first divergent event and every difference, classified.
     Diff(diff::Args),
-    /// Print the JSON Schema of an input format (case, recording, tools, pipeline, event).
+    /// Print the JSON Schema of an input format (case, recording, judge-recording, tools, pipeline, event).
     Schema(schema::Args),
     /// List every assertion target (`"target": …` in a case) with what it means.
     Targets(targets::Args),

@@ -5,7 +5,7 @@ use stateval::schemas;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// One of: case, recording, tools, pipeline, event.
+    /// One of: case, recording, judge-recording, tools, pipeline, event.
     name: String,
 }
 
