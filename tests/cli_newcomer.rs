@@ -170,6 +170,26 @@ fn a_misspelt_memory_tier_under_not_is_a_load_error_not_a_check_that_passes_test
 }
 
 #[test]
+fn a_misspelt_member_of_a_target_root_is_a_load_error_not_a_failure_after_the_run() {
+    // `policy.denial` passed validate and failed only once the suite had run
+    let p = graded_project(1);
+    let mut line: serde_json::Value = serde_json::from_str(p.read("datasets/suite.jsonl").trim()).expect("a case");
+    line["expect"] = serde_json::json!([{"target": "policy.denial", "matcher": {"exact": 0}}]);
+    let text = format!("{line}\n");
+    p.write("datasets/suite.jsonl", &text);
+    let out = p.stateval(&["validate"]);
+    out.expect_code(2);
+    let column = common::column_of(&text, "\"target\":\"policy.denial\"");
+    assert_eq!(
+        out.stderr,
+        format!(
+            "error: datasets/suite.jsonl:1:{column}: unknown target \"policy.denial\" (did you mean \"denials\"?); \
+             the members of policy: verdicts, denials, escalations, verdict_at_turn\n"
+        )
+    );
+}
+
+#[test]
 fn a_mistyped_script_path_of_a_grader_or_an_external_agent_is_a_load_error_at_its_place() {
     // a custom grader's script: the dataset line and the command's element
     let p = graded_project(2);
