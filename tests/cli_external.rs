@@ -305,6 +305,29 @@ fn an_agent_program_that_cannot_be_found_is_a_load_error_naming_the_profile() {
     assert!(out.stderr.contains("agents.ghost.command: ./agents/missing.py: no such file"), "{}", out.stderr);
 }
 
+#[test]
+fn a_policy_tool_no_manifest_has_and_a_missing_script_are_refused_together() {
+    // a reader who fixed the first met the second only on the next try
+    let ghost = profile("ghost", r#"["python3", "agents/missing.py"]"#, "").replace(r#""transfer""#, r#""transfr""#);
+    let p = project(&ghost, &[case("c", "ghost", json!([text("x")]))]);
+    for command in ["validate", "run"] {
+        let out = p.stateval(&[command, "pipeline/ext.toml"]);
+        out.expect_code(2);
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        assert_eq!(lines.len(), 2, "{command}: {}", out.stderr);
+        assert!(
+            lines[0].contains(r#"agents.ghost.policy[0].tool: policy rule "no-money" names tool "transfr""#),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].contains(r#"agents.ghost.command[1]: script "agents/missing.py" does not exist"#),
+            "{}",
+            lines[1]
+        );
+    }
+}
+
 // ---- the example agents on the vendors' SDKs ----------------------------------------
 
 /// The whole project plus the example agents and the conformance client, with the SDK

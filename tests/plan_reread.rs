@@ -163,7 +163,7 @@ fn a_recording_known_by_its_bytes_is_not_parsed_again_and_any_other_is() -> Resu
     let pipeline_path = dir.path().join("pipeline/synth.toml");
     let load = |known: Option<ValidatedRecordings>| {
         let pipeline = Pipeline::load(&pipeline_path).map_err(|e| RunnerError::Input(vec![e]))?;
-        Plan::from_pipeline_with(pipeline, &Selection::default(), known.map(Arc::new))
+        Plan::from_pipeline_with(pipeline, Vec::new(), &Selection::default(), known.map(Arc::new))
     };
     let known: ValidatedRecordings =
         plan.cases.iter().flat_map(|c| c.recordings.iter()).filter_map(|key| Some((key.file?, key.digest))).collect();

@@ -56,7 +56,7 @@ pub fn run(args: Args) -> Result<Exit, CliError> {
     let validated = std::sync::Arc::new(merge::validated_recordings(&shards));
     let plan = std::thread::scope(|scope| {
         scope.spawn(|| shards.iter_mut().for_each(|shard| shard.verify(&trust)));
-        Plan::from_pipeline_with(pipeline, &Selection::default(), Some(validated))
+        Plan::from_pipeline_with(pipeline, Vec::new(), &Selection::default(), Some(validated))
     })?;
     crate::release_freed_memory();
     interrupt::boundary(Phase::Validation)?;

@@ -125,7 +125,8 @@ pub fn run(mut args: Args) -> Result<Exit, CliError> {
     if let Ok(pipeline) = &read {
         remove_stale_reports(pipeline)?;
     }
-    let loaded = read.and_then(Pipeline::checked);
+    // what it finds wrong is reported with what the plan finds, all at once
+    let loaded = read.and_then(Pipeline::checked_keeping);
     interrupt::boundary(Phase::Loading)?;
     let signer = SecretKey::from_env().map_err(|e| CliError::invalid(e.to_string()))?.map(Arc::new);
     if args.bless && in_ci() && !args.allow_bless_in_ci {
@@ -151,7 +152,8 @@ pub fn run(mut args: Args) -> Result<Exit, CliError> {
         }
         (None, false) => None,
     };
-    let mut plan = Plan::from_pipeline(loaded.map_err(|e| RunnerError::Input(vec![e]))?, &selection)?;
+    let (pipeline, errors) = loaded.map_err(|e| RunnerError::Input(vec![e]))?;
+    let mut plan = Plan::from_pipeline_with(pipeline, errors, &selection, None)?;
     crate::release_freed_memory();
     interrupt::boundary(Phase::Validation)?;
     unknown_tags(&args.tags, &plan.suite_tags)?;

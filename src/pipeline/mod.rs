@@ -247,13 +247,22 @@ impl Pipeline {
 
     /// The second half of [`Pipeline::load`]: the tools its profiles name, checked
     /// against the tool manifests they can reach.
-    pub fn checked(mut self) -> Result<Pipeline, InputError> {
-        self.check_fault_targets()?;
+    pub fn checked(self) -> Result<Pipeline, InputError> {
+        let (pipeline, mut errors) = self.checked_keeping()?;
+        if errors.is_empty() { Ok(pipeline) } else { Err(errors.remove(0)) }
+    }
+
+    /// [`Pipeline::checked`] that goes on past what leaves a pipeline to plan: every fault
+    /// that could never fire and every tool name no manifest of its profile has, beside the
+    /// pipeline, so that a plan reports them with everything else it finds (a reader fixing
+    /// one error at a time met the next only on the next try).
+    pub fn checked_keeping(mut self) -> Result<(Pipeline, Vec<InputError>), InputError> {
+        let mut errors = self.fault_target_errors();
         self.not_run = self.read_not_run()?;
         let names = reach::ToolNames::read(self.agents.values(), |rel| self.resolve(rel));
-        self.check_tool_names(&names)?;
+        errors.extend(self.tool_name_errors(&names));
         self.tool_names = Some(names);
-        Ok(self)
+        Ok((self, errors))
     }
 
     /// The lines of `[scorecard] not_run`, each checked: a bad line is an error at its
@@ -283,7 +292,8 @@ impl Pipeline {
     /// never fire: a load error in the pipeline, at the name. Manifests are read only for
     /// profiles that declare faults; a manifest that does not load is left for the
     /// runner to report with its own location.
-    fn check_fault_targets(&self) -> Result<(), InputError> {
+    fn fault_target_errors(&self) -> Vec<InputError> {
+        let mut errors = Vec::new();
         for (name, agent) in self.agents.iter().filter(|(_, a)| !a.faults.is_empty()) {
             let manifest = match &agent.tools {
                 Some(rel) => {
@@ -298,10 +308,10 @@ impl Pipeline {
             if let Err(e) = fault::check_targets(&agent.faults, &manifest.tools, manifest.server.as_deref()) {
                 let pointer = format!("/agents/{name}/faults/{}/{}", e.index, e.field);
                 let (line, col) = locate_toml_value(&self.text, &pointer, &e.name);
-                return Err(InputError::new(&self.path, line, col, format!("{}{}", dotted(&pointer), e.message)));
+                errors.push(InputError::new(&self.path, line, col, format!("{}{}", dotted(&pointer), e.message)));
             }
         }
-        Ok(())
+        errors
     }
 
     pub fn parse(path: &Path, text: &str) -> Result<Pipeline, InputError> {

@@ -119,19 +119,20 @@ impl Reach<'_> {
 
 impl Pipeline {
     /// Every tool a profile's policy rules, approvals and destructive-tool detectors
-    /// name is one the profile can reach (see the module doc); the first that is not
-    /// is a load error at the name.
-    pub(super) fn check_tool_names(&self, names: &ToolNames) -> Result<(), InputError> {
+    /// name is one the profile can reach (see the module doc); each that is not is a
+    /// load error at the name.
+    pub(super) fn tool_name_errors(&self, names: &ToolNames) -> Vec<InputError> {
+        let mut errors = Vec::new();
         for (agent, profile) in &self.agents {
             let Some(reach) = names.reach(profile) else { continue };
             for (i, rule) in profile.policy.iter().enumerate() {
                 let Some(tool) = rule.tool.as_deref().filter(|t| *t != "*" && !reach.has(t)) else { continue };
                 let message = format!("policy rule \"{}\" names tool \"{tool}\"{}", rule.id, reach.names_nothing(tool));
-                return Err(self.error_at(&format!("/agents/{agent}/policy/{i}/tool"), tool, message));
+                errors.push(self.error_at(&format!("/agents/{agent}/policy/{i}/tool"), tool, message));
             }
             for key in profile.approvals.keys() {
                 if let Some(message) = reach.approval_names_nothing(key) {
-                    return Err(self.error_at(&format!("/agents/{agent}/approvals/{key}"), "", message));
+                    errors.push(self.error_at(&format!("/agents/{agent}/approvals/{key}"), "", message));
                 }
             }
             for (i, pattern) in profile.safety.destructive_tools.iter().enumerate() {
@@ -144,10 +145,10 @@ impl Pipeline {
                     "the destructive-tool detector's pattern \"{pattern}\" matches no tool the profile can reach{}",
                     reach.hint(pattern)
                 );
-                return Err(self.error_at(&format!("/agents/{agent}/safety/destructive_tools/{i}"), pattern, message));
+                errors.push(self.error_at(&format!("/agents/{agent}/safety/destructive_tools/{i}"), pattern, message));
             }
         }
-        Ok(())
+        errors
     }
 }
 

@@ -157,27 +157,29 @@ impl Replayable {
 
 impl Plan {
     pub fn load(pipeline_path: &Path, selection: &Selection) -> Result<Plan, RunnerError> {
-        let pipeline = Pipeline::load(pipeline_path).map_err(|e| RunnerError::Input(vec![e]))?;
-        Self::from_pipeline(pipeline, selection)
+        let checked = Pipeline::read(pipeline_path).and_then(Pipeline::checked_keeping);
+        let (pipeline, errors) = checked.map_err(|e| RunnerError::Input(vec![e]))?;
+        Self::from_pipeline_with(pipeline, errors, selection, None)
     }
 
     /// [`Plan::load`] from a pipeline already loaded (with [`Pipeline::load`]): a caller
     /// that needs the pipeline before the plan parses it once, not twice.
     pub fn from_pipeline(pipeline: Pipeline, selection: &Selection) -> Result<Plan, RunnerError> {
-        Self::from_pipeline_with(pipeline, selection, None)
+        Self::from_pipeline_with(pipeline, Vec::new(), selection, None)
     }
 
-    /// [`Plan::from_pipeline`], taking the recording files in `validated` as valid
+    /// [`Plan::from_pipeline`], reporting `errors` (what [`Pipeline::checked_keeping`]
+    /// found) with its own, and taking the recording files in `validated` as valid
     /// without parsing them again (a merge knows them from its shards' unit records).
     pub fn from_pipeline_with(
         pipeline: Pipeline,
+        mut errors: Vec<InputError>,
         selection: &Selection,
         recordings: Option<Arc<ValidatedRecordings>>,
     ) -> Result<Plan, RunnerError> {
         // listed first and collected in bulk: one at a time, in key order, the map's
         // nodes would stay half empty (see `Pipeline::parse`)
         let mut agents = Vec::new();
-        let mut errors = Vec::new();
         // each manifest file is validated once, however many profiles name it, on every
         // core (a suite with a manifest per case validated them one after another before
         // its first case), and only its digests are kept (of its content, and of its
