@@ -114,6 +114,17 @@ pub fn parse_json_strict(text: &str) -> Result<Value, (usize, usize, String)> {
     })
 }
 
+/// A JSON Lines file's parse error at a line, with the usual cause of an EOF inside one:
+/// a record spread over several lines, as it is printed for reading (`holds`: "a dataset
+/// holds one case", `item`: "case").
+pub fn one_per_line(message: String, holds: &str, item: &str) -> String {
+    if message.starts_with("EOF while parsing") {
+        format!("{message}: {holds} per line (JSON Lines), so the whole {item} goes on this line")
+    } else {
+        message
+    }
+}
+
 /// serde_json appends " at line L column C"; we print the place ourselves.
 fn strip_position(message: &str) -> String {
     match message.rfind(" at line ") {

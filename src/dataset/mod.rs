@@ -819,14 +819,7 @@ impl CaseParser {
             InputError::new(path, line_no, line_col(line, locate(line, pointer)).1, message)
         };
         let value = parse_json_strict(line).map_err(|(_, col, msg)| {
-            // a case spread over several lines, as it is printed for reading, ends its
-            // first line inside the object
-            let msg = if msg.starts_with("EOF while parsing") {
-                format!("{msg}: a dataset holds one case per line (JSON Lines), so the whole case goes on this line")
-            } else {
-                msg
-            };
-            InputError::new(path, line_no, col, msg)
+            InputError::new(path, line_no, col, crate::diag::one_per_line(msg, "a dataset holds one case", "case"))
         })?;
         if let Some(v) = CASE_SCHEMA.check(&value) {
             return Err(at(&v.pointer, v.message));

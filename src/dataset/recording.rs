@@ -166,8 +166,10 @@ impl Recording {
             let parsed = match quick::line(line) {
                 Some(parsed) => parsed,
                 None => {
-                    let value = parse_json_strict(line)
-                        .map_err(|(_, col, msg)| InputError::new(display_path, i + 1, col, msg))?;
+                    let value = parse_json_strict(line).map_err(|(_, col, msg)| {
+                        let msg = crate::diag::one_per_line(msg, "a recording holds one response", "response");
+                        InputError::new(display_path, i + 1, col, msg)
+                    })?;
                     check_line(value, line).map_err(|(col, msg)| InputError::new(display_path, i + 1, col, msg))?
                 }
             };
@@ -993,6 +995,21 @@ mod tests {
         }
         // the importers count steps in u32 as well
         assert_eq!(ToolCall::default_id(3u32, 2u32, 1), "call-3-2-1");
+    }
+
+    #[test]
+    fn a_recording_folded_over_lines_is_refused_saying_a_response_is_one_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        std::fs::write(&path, "{\"response\":\n  {\"content\":\"hi\"}}\n").unwrap();
+        let err = Recording::load(&path, "r.jsonl").unwrap_err();
+        assert_eq!(err.line, 1, "{err}");
+        assert!(err.message.starts_with("EOF while parsing"), "{err}");
+        assert!(err.message.contains("a recording holds one response per line (JSON Lines)"), "{err}");
+        // a line broken elsewhere says only what is wrong
+        std::fs::write(&path, "{\"response\":{\"content\":\"hi\"},}\n").unwrap();
+        let err = Recording::load(&path, "r.jsonl").unwrap_err();
+        assert!(!err.message.contains("JSON Lines"), "{err}");
     }
 
     #[test]
