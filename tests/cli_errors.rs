@@ -79,6 +79,16 @@ fn refused_keeping(p: &Project, before: &BTreeMap<String, Vec<u8>>, expected: &E
     assert_eq!(common::differing(before, &after), Vec::<String>::new(), "nothing ran or was written");
 }
 
+/// `stateval ARGS` refused (exit 2, nothing on stdout): the place and message of its
+/// first error.
+#[track_caller]
+fn first_refusal(p: &Project, args: &[&str]) -> (String, usize, usize, String) {
+    let out = p.stateval(args);
+    out.expect_code(2);
+    assert_eq!(out.stdout, "", "nothing claims success on stdout");
+    parse_located_error(out.stderr.lines().next().unwrap_or_default())
+}
+
 /// Columns `from..=to` of `needle` in `line` (1-based, inclusive).
 fn span(line: &str, needle: &str) -> RangeInclusive<usize> {
     let start = column_of(line, needle);
@@ -103,11 +113,8 @@ fn a_case_folded_over_several_lines_is_refused_saying_a_case_is_one_line() {
     let folded = case.replacen(r#","agent""#, ",\n \"agent\"", 1);
     assert_ne!(folded, case, "the case has an agent to fold at");
     p.write("datasets/examples/folded.jsonl", format!("{folded}\n"));
-    let out = p.stateval(&["validate", "pipeline/ci.toml"]);
-    out.expect_code(2);
-    let first = out.stderr.lines().next().unwrap_or_default();
-    let (path, line, _, message) = parse_located_error(first);
-    assert_eq!((path.as_str(), line), ("datasets/examples/folded.jsonl", 1), "{}", out.stderr);
+    let (path, line, _, message) = first_refusal(&p, &["validate", "pipeline/ci.toml"]);
+    assert_eq!((path.as_str(), line), ("datasets/examples/folded.jsonl", 1), "{message}");
     assert!(message.contains("EOF while parsing"), "{message}");
     assert!(message.contains("one case per line (JSON Lines)"), "{message}");
 }
@@ -119,25 +126,26 @@ fn a_judge_recording_that_is_not_there_is_refused_where_the_pipeline_names_it() 
     let judge = "\n[judges.tone]\nrecordings = \"judges/tone.jsonl\"\nmodel = \"gpt-4o-mini-2024-07-18\"\n";
     p.write("pipeline/ci.toml", format!("{ci}{judge}"));
     let line = ci.lines().count() + 3;
-    let out = p.stateval(&["validate", "pipeline/ci.toml"]);
-    out.expect_code(2);
-    let first = out.stderr.lines().next().unwrap_or_default();
-    let (path, at_line, column, message) = parse_located_error(first);
-    assert_eq!((path.as_str(), at_line), ("pipeline/ci.toml", line), "{}", out.stderr);
-    assert_eq!(column, column_of(r#"recordings = "judges/tone.jsonl""#, r#""judges"#), "{first}");
+    let (path, at_line, column, message) = first_refusal(&p, &["validate", "pipeline/ci.toml"]);
+    assert_eq!((path.as_str(), at_line), ("pipeline/ci.toml", line), "{message}");
+    assert_eq!(column, column_of(r#"recordings = "judges/tone.jsonl""#, r#""judges"#), "{message}");
     assert!(message.contains("judges.tone.recordings: judges/tone.jsonl not found"), "{message}");
 }
 
 #[test]
-fn run_outside_any_project_says_what_it_looked_for_and_what_to_do() {
+fn a_command_outside_any_project_says_there_is_no_pipeline_and_what_to_do() {
+    // `run` also looks in the directories above; `plan` does not: neither is told it did
     let p = Project::empty();
-    let out = p.stateval(&["run"]);
-    out.expect_code(2);
-    let (path, _, _, message) = parse_located_error(out.stderr.lines().next().unwrap_or_default());
-    assert_eq!(path, "pipeline/ci.toml", "{}", out.stderr);
-    assert!(message.contains("no such pipeline file"), "{message}");
-    assert!(message.contains("`stateval run PATH/TO/PIPELINE.toml`"), "{message}");
-    assert_eq!(out.stdout, "");
+    for command in ["run", "plan"] {
+        let (path, _, _, message) = first_refusal(&p, &[command]);
+        assert_eq!(path, "pipeline/ci.toml", "{command}: {message}");
+        assert_eq!(
+            message,
+            "no such pipeline file: run stateval from inside your project, or name the pipeline file \
+             (`stateval COMMAND path/to/pipeline.toml`)",
+            "{command}"
+        );
+    }
 }
 
 #[test]

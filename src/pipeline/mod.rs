@@ -205,11 +205,12 @@ impl Pipeline {
     /// report files are known (and safe to remove) before anything else is read.
     pub fn read(path: &Path) -> Result<Pipeline, InputError> {
         if !path.exists() {
-            // most often stateval run outside any project: say what it looked for
+            // most often a command run outside any project; only some commands look in
+            // the directories above (the CLI's `find_pipeline`), so this says neither
             return Err(InputError::file(
                 path,
-                "no such pipeline file, here or (for a relative path) in any directory above; run stateval \
-                 inside your project, or name the pipeline file: `stateval run PATH/TO/PIPELINE.toml`",
+                "no such pipeline file: run stateval from inside your project, or name the pipeline file \
+                 (`stateval COMMAND path/to/pipeline.toml`)",
             ));
         }
         let text = crate::diag::read_text(path, path, "pipeline")?;
