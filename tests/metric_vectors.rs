@@ -126,3 +126,77 @@ fn an_unknown_metric_name_lists_the_known_ones() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("agent-reliability") && stderr.contains("stability"), "{stderr}");
 }
+
+fn metric(args: &[&str], stdin: &str) -> std::process::Output {
+    Command::cargo_bin("stateval").unwrap().arg("metric").args(args).write_stdin(stdin.to_string()).output().unwrap()
+}
+
+#[test]
+fn the_help_lists_every_metric_with_an_example_that_grades() {
+    // the names the binary knows, from its own refusal of an unknown one
+    let refused = String::from_utf8(metric(&["nope"], "{}").stderr).unwrap();
+    let known: Vec<String> = refused
+        .split("(known: ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no list of known metrics in {refused:?}"))
+        .split(", ")
+        .map(str::to_string)
+        .collect();
+    assert_eq!(known.len(), 12, "{known:?}");
+    let help = String::from_utf8(metric(&["--help"], "").stdout).unwrap();
+    // `  NAME: what it takes` then the example alone on the next line, indented by four
+    let lines: Vec<&str> = help.lines().collect();
+    let mut listed = Vec::new();
+    for pair in lines.windows(2) {
+        let (Some(entry), Some(example)) = (pair[0].strip_prefix("  "), pair[1].strip_prefix("    ")) else { continue };
+        let Some((name, _)) = entry.split_once(": ") else { continue };
+        if name.starts_with(' ') || !example.starts_with('{') {
+            continue;
+        }
+        let out = metric(&[name], example);
+        assert_eq!(out.status.code(), Some(0), "{name} {example}: {}", String::from_utf8_lossy(&out.stderr));
+        let graded: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(graded.is_object(), "{name}: {graded}");
+        listed.push(name.to_string());
+    }
+    assert_eq!(listed, known, "the help's examples, in the order the binary lists its metrics:\n{help}");
+}
+
+#[test]
+fn a_key_beside_a_trace_that_no_metric_reads_is_refused_at_its_place() {
+    // a typo of an optional key was read as absent: every call counted as unclassified
+    let cases = [
+        ("narrative", r#"{"narrative": "Done.", "tool_calls": [{"name": "pay"}], "mutating_tool": ["pay"]}"#, "/"),
+        ("stability", r#"{"tool_calls": [], "floor": {"redundancy": 0.9}}"#, "/"),
+        // with floors, the trace is under `trace`: calls beside it were read as none
+        ("stability", r#"{"tool_calls": [{"name": "a"}], "floors": {}}"#, "/"),
+        ("stability-across", r#"{"runs": [{"tool_calls": []}, {"tool_call": []}]}"#, "/runs/1"),
+        ("trajectory", r#"{"tool_calls": [], "expected": {"calls": []}, "strict": true}"#, "/"),
+        ("trajectory-axes", r#"{"tool_calls": [], "dependencies": [], "orders": []}"#, "/"),
+        ("golden-path", r#"{"tool_calls": [], "golden": {"calls": []}, "allow_extra_steps": true}"#, "/"),
+    ];
+    for (name, input, at) in cases {
+        for batch in [false, true] {
+            let args: &[&str] = if batch { &[name, "--batch"] } else { &[name] };
+            let out = metric(args, input);
+            assert_eq!(out.status.code(), Some(2), "{name} {input} (batch {batch})");
+            let said = if batch {
+                let line: Value = serde_json::from_slice(&out.stdout).unwrap();
+                line["error"].as_str().unwrap().to_string()
+            } else {
+                String::from_utf8(out.stderr).unwrap()
+            };
+            assert!(said.contains(&format!(": {at}: unknown key")), "{name} {input}: {said}");
+        }
+    }
+    // a trace's own keys, nested or not, are no typo
+    for (name, input) in [
+        ("stability", r#"{"trace": {"tool_calls": [{"name": "a"}]}, "floors": {}}"#),
+        ("stability", r#"{"trace": {"tool_calls": []}, "conversation": {"turns": []}}"#),
+        ("narrative", r#"{"final_response": "Done.", "trace": {"tool_calls": []}, "max_divergence_score": 0.5}"#),
+    ] {
+        let out = metric(&[name], input);
+        assert_eq!(out.status.code(), Some(0), "{name} {input}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}

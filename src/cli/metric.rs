@@ -13,7 +13,80 @@ use super::{CliError, Exit};
 use stateval::diag::parse_json_strict;
 use stateval::metrics::cli::{METRIC_NAMES, run_owned as run_metric};
 
+/// Each metric's input, as `stateval metric --help` lists it, with an example that grades
+/// as it stands: a user who installed the binary alone (a wheel, the action) has no
+/// docs/metrics.md to read. `tests/metric_vectors.rs` runs every example from the help
+/// text and holds the list to the metrics `run` knows.
+const INPUTS: [(&str, &str, &str); 12] = [
+    (
+        "stability",
+        "one trace, or {\"trace\": TRACE, \"floors\": {...}}",
+        r#"{"tool_calls": [{"name": "lookup", "args": {"key": "a"}}], "conversation": {"tokens": {"total": 300}, "turns": [{"role": "assistant", "content": "The value is 1."}]}}"#,
+    ),
+    (
+        "stability-across",
+        "{\"runs\": [TRACE, ...]}",
+        r#"{"runs": [{"tool_calls": [{"name": "lookup"}]}, {"tool_calls": [{"name": "lookup"}]}]}"#,
+    ),
+    ("reliability", "one case's outcomes over its runs", r#"{"outcomes": [true, true, false]}"#),
+    (
+        "pass-k",
+        "tasks of n runs with c passes each, and the k to report",
+        r#"{"tasks": [{"n": 5, "c": 3}], "k": [1, 2]}"#,
+    ),
+    ("recommend-runs", "the runs a confidence band needs", r#"{"half_width_percent": 5, "confidence_percent": 95}"#),
+    ("confidence-band", "the band so many runs give", r#"{"runs": 100, "confidence_percent": 95}"#),
+    (
+        "trajectory",
+        "calls against expected ones (mode: strict, subsequence, unordered, superset, subset)",
+        r#"{"tool_calls": [{"name": "lookup"}], "expected": {"mode": "strict", "calls": [{"name": "lookup"}]}}"#,
+    ),
+    (
+        "trajectory-axes",
+        "calls against dependencies and an order",
+        r#"{"tool_calls": [{"name": "auth"}, {"name": "search"}], "dependencies": [{"producer": "auth", "consumer": "search"}], "order": [{"first": "auth", "second": "search"}]}"#,
+    ),
+    (
+        "golden-path",
+        "calls against an ideal path",
+        r#"{"tool_calls": [{"name": "lookup"}], "golden": {"calls": [{"name": "lookup"}]}}"#,
+    ),
+    (
+        "recovery",
+        "the times of a fault's call, its detection and its recovery",
+        r#"{"call_start_ms": 0, "detected_ms": 100, "recovered_ms": 400, "timeout_budget_ms": 1000}"#,
+    ),
+    (
+        "narrative",
+        "what the answer says against the calls made",
+        r#"{"narrative": "I looked up the key.", "tool_calls": [{"name": "lookup"}]}"#,
+    ),
+    (
+        "agent-reliability",
+        "tasks' runs for the four reliability cards",
+        r#"{"tasks": [{"id": "t1", "runs": [{"success": true}, {"success": false}]}]}"#,
+    ),
+];
+
+/// The help's list of inputs: each name, what it takes, and its example on a line of its own.
+fn inputs_help() -> String {
+    let mut help = String::from(
+        "Inputs: one JSON document (with --batch, one per line). A TRACE is an object of
+\"tool_calls\" ([{\"name\", \"args\"?, \"server\"?}]) and \"conversation\" ({\"tokens\": {\"total\"},
+\"turns\": [{\"role\", \"content\"}]}), or both under \"trace\"; a key beside a trace that no
+metric reads is refused. Each example below runs as it stands:\n",
+    );
+    for (name, takes, example) in INPUTS {
+        help.push_str(&format!("\n  {name}: {takes}\n    {example}\n"));
+    }
+    help.push_str(
+        "\nEvery input and output field is described in docs/metrics.md (section 9) of stateval's repository.",
+    );
+    help
+}
+
 #[derive(clap::Args)]
+#[command(after_long_help = inputs_help())]
 pub struct Args {
     /// The metric: stability, stability-across, reliability, pass-k, recommend-runs,
     /// confidence-band, trajectory, trajectory-axes, golden-path, recovery, narrative,

@@ -37,9 +37,58 @@ pub const METRIC_NAMES: [&str; 12] = [
     "agent-reliability",
 ];
 
+/// What a trace envelope holds: its calls, its conversation, or both nested under `trace`.
+const TRACE_KEYS: &[&str] = &["tool_calls", "conversation", "trace"];
+
+/// The keys an input of a metric that reads a trace may hold at its top level: the
+/// trace's own beside the metric's, or (stability with floors) the trace nested. A trace
+/// is read as far as it goes, but a key beside it that names nothing would be a typo
+/// read as absent: `"mutating_tool"` for `"mutating_tools"` left every call unclassified.
+/// `None`: the metric checks its own keys.
+fn top_level_keys(name: &str, object: &Map<String, Value>) -> Option<&'static [&'static str]> {
+    Some(match name {
+        "stability" if object.contains_key("floors") => &["trace", "floors"],
+        "stability" => TRACE_KEYS,
+        "stability-across" => &["runs"],
+        "trajectory" => &["tool_calls", "conversation", "trace", "expected"],
+        "trajectory-axes" => &["tool_calls", "conversation", "trace", "dependencies", "order"],
+        "golden-path" => &["tool_calls", "conversation", "trace", "golden"],
+        "narrative" => &[
+            "tool_calls",
+            "conversation",
+            "trace",
+            "narrative",
+            "final_response",
+            "mutating_tools",
+            "readonly_tools",
+            "max_divergence_score",
+        ],
+        _ => return None,
+    })
+}
+
+/// Refuse a key no part of `name`'s input reads, at the top level and (stability across
+/// runs) at each run's.
+fn check_keys(name: &str, object: &Map<String, Value>) -> Result<(), MetricError> {
+    if let Some(allowed) = top_level_keys(name, object) {
+        reject_unknown_keys(object, "", allowed)?;
+    }
+    if name == "stability-across"
+        && let Some(Value::Array(runs)) = object.get("runs")
+    {
+        for (i, run) in runs.iter().enumerate() {
+            if let Value::Object(run) = run {
+                reject_unknown_keys(run, &format!("/runs/{i}"), TRACE_KEYS)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// RunSample metric `name` over `input`, returning its output object.
 pub fn run(name: &str, input: &Value) -> Result<Value, MetricError> {
     let object = expect_object(input, "")?;
+    check_keys(name, object)?;
     match name {
         "stability" => stability(input, object),
         "stability-across" => stability_across(object),
@@ -65,6 +114,7 @@ pub fn run_owned(name: &str, mut input: Value) -> Result<Value, MetricError> {
     let Value::Object(object) = &mut input else {
         return run(name, &input);
     };
+    check_keys(name, object)?;
     match name {
         "stability" if !object.contains_key("floors") => {
             let report = score_trace(&MetricTrace::take(&mut input));
