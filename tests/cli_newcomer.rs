@@ -149,13 +149,20 @@ fn jobs_0_is_refused_and_jobs_is_documented_in_run_help() {
     assert!(help.stdout.contains("-j, --jobs <N>") && help.stdout.contains("at least 1"), "{}", help.stdout);
 }
 
-#[test]
-fn a_misspelt_memory_tier_under_not_is_a_load_error_not_a_check_that_passes_testing_nothing() {
+/// A one-case project whose case expects only `assertion`, and its dataset's text.
+fn expecting(assertion: serde_json::Value) -> (Project, String) {
     let p = graded_project(1);
     let mut line: serde_json::Value = serde_json::from_str(p.read("datasets/suite.jsonl").trim()).expect("a case");
-    line["expect"] = serde_json::json!([{"target": "memory.semantik.x", "matcher": {"not": {"contains": "a"}}}]);
+    line["expect"] = serde_json::json!([assertion]);
     let text = format!("{line}\n");
     p.write("datasets/suite.jsonl", &text);
+    (p, text)
+}
+
+#[test]
+fn a_misspelt_memory_tier_under_not_is_a_load_error_not_a_check_that_passes_testing_nothing() {
+    let (p, text) =
+        expecting(serde_json::json!({"target": "memory.semantik.x", "matcher": {"not": {"contains": "a"}}}));
     let out = p.stateval(&["run"]);
     out.expect_code(2);
     // at the assertion's target, as an unknown target root is
@@ -172,11 +179,7 @@ fn a_misspelt_memory_tier_under_not_is_a_load_error_not_a_check_that_passes_test
 #[test]
 fn a_misspelt_member_of_a_target_root_is_a_load_error_not_a_failure_after_the_run() {
     // `policy.denial` passed validate and failed only once the suite had run
-    let p = graded_project(1);
-    let mut line: serde_json::Value = serde_json::from_str(p.read("datasets/suite.jsonl").trim()).expect("a case");
-    line["expect"] = serde_json::json!([{"target": "policy.denial", "matcher": {"exact": 0}}]);
-    let text = format!("{line}\n");
-    p.write("datasets/suite.jsonl", &text);
+    let (p, text) = expecting(serde_json::json!({"target": "policy.denial", "matcher": {"exact": 0}}));
     let out = p.stateval(&["validate"]);
     out.expect_code(2);
     let column = common::column_of(&text, "\"target\":\"policy.denial\"");

@@ -122,7 +122,7 @@ pub fn score_axes(block: &AxesBlock, calls: &[TracedCall]) -> AxesReport {
     }
 }
 
-const AXES_KEYS: &[&str] = &["dependencies", "order"];
+pub(crate) const AXES_KEYS: &[&str] = &["dependencies", "order"];
 
 impl AxesBlock {
     /// Read the block (or the CLI input, whose other keys are the trace: pass

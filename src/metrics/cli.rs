@@ -370,6 +370,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_trace_bearing_input_takes_every_key_its_metric_and_its_trace_read() {
+        // the lists beside a trace spell out keys the metric modules own: a key one of
+        // them gains must be added here too, or its own input would refuse it
+        let object = Map::new();
+        let takes = |name: &str, keys: &[&str]| {
+            let allowed = top_level_keys(name, &object).unwrap_or_else(|| panic!("{name} reads a trace"));
+            for key in keys {
+                assert!(allowed.contains(key), "{name} refuses {key:?}: {allowed:?}");
+            }
+        };
+        for name in ["stability", "trajectory", "trajectory-axes", "golden-path", "narrative"] {
+            takes(name, TRACE_KEYS);
+        }
+        takes("trajectory", &["expected"]);
+        takes("trajectory-axes", crate::metrics::axes::AXES_KEYS);
+        takes("golden-path", &["golden"]);
+        takes("narrative", crate::metrics::narrative::NARRATIVE_KEYS);
+        // the answer the narrative is read from, under either name
+        takes("narrative", &["narrative", "final_response"]);
+        let floors = Map::from_iter([("floors".to_string(), json!({}))]);
+        assert_eq!(top_level_keys("stability", &floors), Some(&["trace", "floors"][..]));
+    }
+
+    #[test]
     fn the_owned_run_gives_the_same_output_and_errors_as_the_borrowed_one() {
         let calls = json!([{"name": "s__a", "args": {"x": 1}}, "b", {"name": "a", "arguments": "{\"x\":1}"}]);
         let inputs = [

@@ -376,7 +376,7 @@ pub fn score_narrative(narrative: &str, calls: &[TracedCall], options: &Narrativ
     }
 }
 
-const NARRATIVE_KEYS: &[&str] = &["mutating_tools", "readonly_tools", "max_divergence_score"];
+pub(crate) const NARRATIVE_KEYS: &[&str] = &["mutating_tools", "readonly_tools", "max_divergence_score"];
 
 impl NarrativeOptions {
     /// Read the options from `object` (other keys allowed when `strict` is false, for the

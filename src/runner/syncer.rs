@@ -10,8 +10,9 @@
 //! Each log's writeback is started as its case ends (`writeback::start`, Linux's
 //! `sync_file_range` without waiting): the device writes it while later cases run, and
 //! the fsyncs at the end find little left to write. On this project's ext4 machine that
-//! took a 50-case suite's wall 8 % lower (`docs/speed.md`, 2026-12-07). It commits
-//! nothing, so it does not hold up the cases as fsyncs did.
+//! took a 50-case suite's wall 2–9 % lower by the rounds' median in quieter sets
+//! (`docs/speed.md`, 2026-12-07). It commits nothing, so it does not hold up the cases
+//! as fsyncs did.
 //!
 //! Both halves are measured (`docs/speed.md`). An fsync per case on the case's own
 //! thread cost a 4,000-case suite 2.7 s of its 4 s on ext4; fsyncs on background threads
