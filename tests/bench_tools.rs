@@ -271,6 +271,80 @@ fn the_rounds_runner_alternates_fresh_copies_and_hands_the_floor_the_first_build
     assert!(err.contains("no pipeline pipeline/nope.toml in suite"), "{err}");
 }
 
+#[test]
+fn the_rounds_budget_times_the_first_builds_plan_and_the_floor_over_the_suites_own_inputs() {
+    let p = Project::empty();
+    assert_eq!(python(p.path(), "gen_same_shape.py", &["suite", "2", "3", "--fixture", "per-case"]).0, 0);
+    let record = p.join("floor-calls.jsonl");
+    let fake = p.join("fake-floor");
+    p.write(
+        "fake-floor",
+        format!(
+            "#!/usr/bin/env python3\nimport json, shutil, sys\n\
+             open({record:?}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n\
+             if sys.argv[1] == 'hash-write':\n    [shutil.copy(l, l + '.floor') for l in sys.argv[2:]]\n",
+            record = record.to_string_lossy()
+        ),
+    );
+    make_executable(&fake);
+    let stateval = env!("CARGO_BIN_EXE_stateval");
+    // each build notes the command it was given, so the plan's runs can be told apart
+    let said = p.join("said.txt");
+    let mut builds = Vec::new();
+    for name in ["a", "b"] {
+        let said = said.to_string_lossy();
+        p.write(name, format!("#!/bin/sh\necho {name} $1 >> '{said}'\nexec '{stateval}' \"$@\"\n"));
+        make_executable(&p.join(name));
+        builds.push(p.join(name).to_string_lossy().into_owned());
+    }
+    let scratch = p.join("scratch").to_string_lossy().into_owned();
+    let floor = fake.to_string_lossy().into_owned();
+    let args = ["2", "suite", "pipeline/same.toml", "--scratch", &scratch, "--floor", &floor, "--budget", "--"];
+    let (code, out, err) = python(p.path(), "rounds.py", &[&args[..], &[&builds[0], &builds[1]]].concat());
+    assert_eq!(code, 0, "{out}\n{err}");
+    // the first build's plan, once a round after its run; the second build only runs
+    let lines: Vec<String> = std::fs::read_to_string(&said).expect("said").lines().map(str::to_string).collect();
+    assert_eq!(lines, ["a run", "a plan", "b run", "b run", "a run", "a plan"]);
+    for row in ["build 1 plan ", "floor canon-hash inputs "] {
+        assert!(out.lines().any(|l| l.starts_with(row)), "a row for {row:?}:\n{out}");
+    }
+    for line in
+        ["budget, by the least of the rounds", "its plan (every input validated once)", "left for the cases' own work"]
+    {
+        assert!(out.contains(line), "{line:?}:\n{out}");
+    }
+    // each round: the floor over the inputs, then both modes over the logs
+    let calls: Vec<Vec<String>> = std::fs::read_to_string(&record)
+        .expect("the floor ran")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(calls.len(), 6, "{calls:?}");
+    let inputs = &calls[0][1..];
+    assert_eq!(calls[0][0], "canon-hash");
+    assert_eq!(&calls[3][1..], inputs, "the same inputs each round");
+    // the suite's dataset, its two recordings and two manifests, from the suite itself
+    let mut names: Vec<String> = inputs
+        .iter()
+        .map(|i| Path::new(i).strip_prefix(p.join("suite")).expect("under the suite").to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 5, "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("datasets/")), "{names:?}");
+    assert_eq!(names.iter().filter(|n| n.starts_with("fixtures/recordings/")).count(), 2, "{names:?}");
+    assert_eq!(names.iter().filter(|n| n.starts_with("fixtures/tools/")).count(), 2, "{names:?}");
+    assert_eq!(calls[1][0], "canon-hash");
+    assert!(calls[1][1].starts_with(&scratch), "then the logs: {:?}", calls[1]);
+    // the plan ran in a copy too: the suite has no plan.json
+    assert!(!p.join("suite/plan.json").exists());
+
+    // a budget needs the floor to set it against
+    let (code, _, err) =
+        python(p.path(), "rounds.py", &["1", "suite", "pipeline/same.toml", "--budget", "--", stateval]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--budget needs --floor FLOOR"), "{err}");
+}
+
 fn make_executable(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");

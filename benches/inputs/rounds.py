@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """Run whole pipelines with builds taking turns, and the floors over the same logs.
 
-usage: rounds.py ROUNDS SUITE PIPELINE [--jobs N] [--scratch DIR] [--floor FLOOR] -- BUILD...
+usage: rounds.py ROUNDS SUITE PIPELINE [--jobs N] [--scratch DIR] [--floor FLOOR [--budget]] -- BUILD...
 
 Each round runs `BUILD run PIPELINE [--jobs N]` once per build, each in a fresh copy of the
 SUITE directory made under DIR (a new temporary directory by default; give one on tmpfs to
 keep the disk out of the figures), the builds' order reversed every other round. With
 --floor, each round then runs `FLOOR canon-hash LOG...` and `FLOOR hash-write LOG...` over
 the case logs the first build wrote in the first round (the floor's copies are removed).
+With --budget too, each round also runs `BUILD plan PIPELINE` for the first build (it
+validates every input once and writes no log) and `FLOOR canon-hash INPUT...` over the
+suite's own JSON and JSON Lines files (datasets, recordings, tool manifests), and prints
+where the first build's CPU goes against the floor's: what validating the inputs costs,
+what hashing and writing the logs costs, and what is left for the cases themselves.
 
 Per command it prints CPU (user + system of that child alone), wall and peak RSS, least and
 median; then the first build's figures over each other build's, and every build's CPU
@@ -20,7 +25,7 @@ import argparse, glob, os, shutil, statistics, subprocess, sys, tempfile, time
 def parse():
     argv = sys.argv[1:]
     if "--" not in argv:
-        sys.exit("usage: rounds.py ROUNDS SUITE PIPELINE [--jobs N] [--scratch DIR] [--floor FLOOR] -- BUILD...")
+        sys.exit("usage: rounds.py ROUNDS SUITE PIPELINE [--jobs N] [--scratch DIR] [--floor FLOOR [--budget]] -- BUILD...")
     cut = argv.index("--")
     p = argparse.ArgumentParser(prog="rounds.py")
     p.add_argument("rounds", type=int)
@@ -29,7 +34,10 @@ def parse():
     p.add_argument("--jobs", type=int)
     p.add_argument("--scratch")
     p.add_argument("--floor")
+    p.add_argument("--budget", action="store_true")
     args = p.parse_args(argv[:cut])
+    if args.budget and not args.floor:
+        sys.exit("rounds.py: --budget needs --floor FLOOR")
     args.builds = argv[cut + 1:]
     if args.rounds < 1 or not args.builds:
         sys.exit("rounds.py: ROUNDS must be at least 1 and at least one BUILD follows --")
@@ -53,7 +61,8 @@ def measure(cmd, cwd):
         if code != 0:
             err.seek(0)
             text = err.read().decode(errors="replace")
-            sys.exit(f"rounds.py: `{' '.join(cmd)}` in {cwd} exited {code}:\n{text}")
+            shown = " ".join(cmd[:4] + ([f"… ({len(cmd) - 4} more)"] if len(cmd) > 4 else []))
+            sys.exit(f"rounds.py: `{shown}` in {cwd} exited {code}:\n{text}")
     return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss
 
 
@@ -64,6 +73,12 @@ def main():
     names = [f"build {i + 1}" for i in range(len(args.builds))]
     floors = ["canon-hash", "hash-write"] if args.floor else []
     figures = {name: [] for name in names + [f"floor {m}" for m in floors]}
+    inputs = suite_inputs(args.suite, args.pipeline) if args.budget else []
+    if args.budget:
+        if not inputs:
+            sys.exit(f"rounds.py: --budget found no .json or .jsonl inputs in {args.suite}")
+        figures["build 1 plan"] = []
+        figures["floor canon-hash inputs"] = []
     logs = []
     for r in range(args.rounds):
         order = list(range(len(args.builds)))
@@ -85,7 +100,14 @@ def main():
                 if not logs:
                     sys.exit("rounds.py: the first build wrote no case logs under .stateval/runs/ "
                              "for the floor to read (a pipeline with another store is not supported)")
+            if args.budget and i == 0:
+                # in a fresh copy too: the plan reads what a run reads, and finds no store
+                shutil.rmtree(work)
+                shutil.copytree(args.suite, work, symlinks=True)
+                figures["build 1 plan"].append(measure([args.builds[0], "plan", args.pipeline], work))
             shutil.rmtree(work)
+        if args.budget:
+            figures["floor canon-hash inputs"].append(measure([args.floor, "canon-hash"] + inputs, scratch))
         for mode in floors:
             figures[f"floor {mode}"].append(measure([args.floor, mode] + logs, scratch))
             for log in logs:
@@ -97,10 +119,10 @@ def main():
     ms = lambda s: f"{s * 1000:8.1f}"
     print(f"{args.rounds} rounds of {args.pipeline} in {args.suite}"
           + (f", --jobs {args.jobs}" if args.jobs else ""))
-    print(f"{'':18} {'CPU ms least':>13} {'median':>8} {'wall ms least':>14} {'median':>8} {'peak KiB':>10}")
+    print(f"{'':24} {'CPU ms least':>13} {'median':>8} {'wall ms least':>14} {'median':>8} {'peak KiB':>10}")
     for name, runs in figures.items():
         cpu, wall = [c for c, _, _ in runs], [w for _, w, _ in runs]
-        print(f"{name:18} {ms(min(cpu)):>13} {ms(statistics.median(cpu))} "
+        print(f"{name:24} {ms(min(cpu)):>13} {ms(statistics.median(cpu))} "
               f"{ms(min(wall)):>14} {ms(statistics.median(wall))} {max(k for _, _, k in runs):>10}")
     pairs = [(names[0], other, what) for other in names[1:] for what in ("CPU", "wall")]
     pairs += [(name, f"floor {m}", "CPU") for name in names for m in floors]
@@ -111,6 +133,38 @@ def main():
         least = min(x[at] for x in a) / min(y[at] for y in b)
         print(f"{one} / {other}, {what}: per-round median {statistics.median(per_round):.3f} "
               f"(quartiles {quartiles(per_round)}), least / least {least:.3f}")
+    if args.budget:
+        budget(figures, names[0])
+
+
+def suite_inputs(suite, pipeline):
+    """The suite's JSON and JSON Lines files, but for what a run left in it: the inputs a
+    plan validates (datasets, recordings, tool manifests), as paths under SUITE."""
+    found = []
+    for root, dirs, files in os.walk(suite):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found += [os.path.abspath(os.path.join(root, f)) for f in sorted(files) if f.endswith((".json", ".jsonl"))]
+    return found
+
+
+def budget(figures, first):
+    """The first build's CPU set against the floor's, by the least of the rounds: the part
+    spent validating the inputs (its own plan), the part hashing and writing the logs
+    would take at the floor's speed, and the rest, the cases' own work."""
+    least = {name: min(c for c, _, _ in runs) for name, runs in figures.items()}
+    run, plan, floor = least[first], least["build 1 plan"], least["floor canon-hash"]
+    write, inputs = least["floor hash-write"], least["floor canon-hash inputs"]
+    ms = lambda s: f"{s * 1000:.1f} ms"
+    share = lambda s: f"{s / floor:.3f}"
+    print(f"budget, by the least of the rounds, against floor canon-hash over the logs ({ms(floor)}):")
+    print(f"  the run: {ms(run)}, {share(run)}; 0.6 of the floor is {ms(0.6 * floor)}")
+    print(f"  its plan (every input validated once): {ms(plan)}, {share(plan)}; "
+          f"floor canon-hash over the same inputs: {ms(inputs)}, {share(inputs)}")
+    print(f"  floor hash-write over the logs: {ms(write)}, {share(write)}")
+    rest = run - plan - write
+    print(f"  left for the cases' own work (run - plan - hash-write): {ms(rest)}, {share(rest)}")
+    room = 0.6 * floor - plan - write
+    print(f"  room 0.6 of the floor leaves them beside this plan and hash-write: {ms(room)}, {share(room)}")
 
 
 def quartiles(xs):
