@@ -275,6 +275,15 @@ fn the_rounds_runner_alternates_fresh_copies_and_hands_the_floor_the_first_build
 fn the_rounds_budget_times_the_first_builds_plan_and_the_floor_over_the_suites_own_inputs() {
     let p = Project::empty();
     assert_eq!(python(p.path(), "gen_same_shape.py", &["suite", "2", "3", "--fixture", "per-case"]).0, 0);
+    // one manifest spread over lines, as a person writes one: the floor reads JSON Lines
+    let manifests: Vec<PathBuf> = std::fs::read_dir(p.join("suite/fixtures/tools"))
+        .expect("manifests")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    let pretty = manifests.iter().min().expect("a manifest").clone();
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&pretty).expect("manifest")).expect("JSON");
+    std::fs::write(&pretty, serde_json::to_string_pretty(&value).expect("JSON")).expect("write");
     let record = p.join("floor-calls.jsonl");
     let fake = p.join("fake-floor");
     p.write(
@@ -324,10 +333,26 @@ fn the_rounds_budget_times_the_first_builds_plan_and_the_floor_over_the_suites_o
     assert_eq!(calls[0][0], "canon-hash");
     assert_eq!(&calls[3][1..], inputs, "the same inputs each round");
     // the suite's dataset, its two recordings and two manifests, from the suite itself
+    // but for the one spread over lines, which is a one-line copy of the same JSON
+    let copied = Path::new(&scratch).join("inputs");
     let mut names: Vec<String> = inputs
         .iter()
-        .map(|i| Path::new(i).strip_prefix(p.join("suite")).expect("under the suite").to_string_lossy().into_owned())
+        .map(|i| {
+            let i = Path::new(i);
+            let rel = match i.strip_prefix(&copied) {
+                Ok(rel) => {
+                    let text = std::fs::read_to_string(i).expect("the copy");
+                    assert_eq!(text.lines().count(), 1, "{text}");
+                    assert_eq!(serde_json::from_str::<serde_json::Value>(&text).expect("JSON"), value);
+                    assert_eq!(p.join("suite").join(rel), pretty, "the copy is of the pretty manifest");
+                    rel
+                }
+                Err(_) => i.strip_prefix(p.join("suite")).expect("under the suite"),
+            };
+            rel.to_string_lossy().into_owned()
+        })
         .collect();
+    assert!(inputs.iter().any(|i| i.starts_with(&*copied.to_string_lossy())), "{inputs:?}");
     names.sort();
     assert_eq!(names.len(), 5, "{names:?}");
     assert!(names.iter().any(|n| n.starts_with("datasets/")), "{names:?}");

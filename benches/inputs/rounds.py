@@ -10,7 +10,8 @@ keep the disk out of the figures), the builds' order reversed every other round.
 the case logs the first build wrote in the first round (the floor's copies are removed).
 With --budget too, each round also runs `BUILD plan PIPELINE` for the first build (it
 validates every input once and writes no log) and `FLOOR canon-hash INPUT...` over the
-suite's own JSON and JSON Lines files (datasets, recordings, tool manifests), and prints
+suite's own JSON and JSON Lines files (datasets, recordings, tool manifests; a JSON file
+over several lines as a one-line copy, since the floor reads JSON Lines), and prints
 where the first build's CPU goes against the floor's: what validating the inputs costs,
 what hashing and writing the logs costs, and what is left for the cases themselves.
 
@@ -19,7 +20,7 @@ median; then the first build's figures over each other build's, and every build'
 over each floor's: the median of the per-round ratios, and least over least. A
 build that fails stops the rounds (exit 1): a failed run's time is no figure.
 """
-import argparse, glob, os, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, glob, json, os, shutil, statistics, subprocess, sys, tempfile, time
 
 
 def parse():
@@ -73,7 +74,7 @@ def main():
     names = [f"build {i + 1}" for i in range(len(args.builds))]
     floors = ["canon-hash", "hash-write"] if args.floor else []
     figures = {name: [] for name in names + [f"floor {m}" for m in floors]}
-    inputs = suite_inputs(args.suite, args.pipeline) if args.budget else []
+    inputs = suite_inputs(args.suite, scratch) if args.budget else []
     if args.budget:
         if not inputs:
             sys.exit(f"rounds.py: --budget found no .json or .jsonl inputs in {args.suite}")
@@ -137,13 +138,28 @@ def main():
         budget(figures, names[0])
 
 
-def suite_inputs(suite, pipeline):
+def suite_inputs(suite, scratch):
     """The suite's JSON and JSON Lines files, but for what a run left in it: the inputs a
-    plan validates (datasets, recordings, tool manifests), as paths under SUITE."""
+    plan validates (datasets, recordings, tool manifests). The floor reads JSON Lines, so a
+    JSON file spread over several lines is handed over as a one-line copy in SCRATCH."""
     found = []
     for root, dirs, files in os.walk(suite):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        found += [os.path.abspath(os.path.join(root, f)) for f in sorted(files) if f.endswith((".json", ".jsonl"))]
+        for name in sorted(files):
+            path = os.path.abspath(os.path.join(root, name))
+            if name.endswith(".jsonl"):
+                found.append(path)
+            elif name.endswith(".json"):
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+                if len([l for l in text.splitlines() if l.strip()]) <= 1:
+                    found.append(path)
+                    continue
+                copy = os.path.join(scratch, "inputs", os.path.relpath(path, os.path.abspath(suite)))
+                os.makedirs(os.path.dirname(copy), exist_ok=True)
+                with open(copy, "w", encoding="utf-8") as f:
+                    f.write(json.dumps(json.loads(text), ensure_ascii=False) + "\n")
+                found.append(copy)
     return found
 
 
