@@ -363,6 +363,13 @@ fn the_rounds_budget_times_the_first_builds_plan_and_the_floor_over_the_suites_o
     // the plan ran in a copy too: the suite has no plan.json
     assert!(!p.join("suite/plan.json").exists());
 
+    // an input that is not JSON is named, not a traceback
+    p.write("suite/fixtures/broken.json", "{\n  \"tools\": \n");
+    let (code, _, err) = python(p.path(), "rounds.py", &[&args[..], &[&builds[0]]].concat());
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--budget cannot read") && err.contains("broken.json"), "{err}");
+    assert!(!err.contains("Traceback"), "{err}");
+
     // a budget needs the floor to set it against
     let (code, _, err) =
         python(p.path(), "rounds.py", &["1", "suite", "pipeline/same.toml", "--budget", "--", stateval]);

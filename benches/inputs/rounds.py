@@ -150,15 +150,19 @@ def suite_inputs(suite, scratch):
             if name.endswith(".jsonl"):
                 found.append(path)
             elif name.endswith(".json"):
-                with open(path, encoding="utf-8") as f:
-                    text = f.read()
-                if len([l for l in text.splitlines() if l.strip()]) <= 1:
-                    found.append(path)
-                    continue
+                try:
+                    with open(path, encoding="utf-8") as f:
+                        text = f.read()
+                    if len([l for l in text.splitlines() if l.strip()]) <= 1:
+                        found.append(path)
+                        continue
+                    one_line = json.dumps(json.loads(text), ensure_ascii=False) + "\n"
+                except (OSError, ValueError) as e:
+                    sys.exit(f"rounds.py: --budget cannot read {path} as JSON: {e}")
                 copy = os.path.join(scratch, "inputs", os.path.relpath(path, os.path.abspath(suite)))
                 os.makedirs(os.path.dirname(copy), exist_ok=True)
                 with open(copy, "w", encoding="utf-8") as f:
-                    f.write(json.dumps(json.loads(text), ensure_ascii=False) + "\n")
+                    f.write(one_line)
                 found.append(copy)
     return found
 
