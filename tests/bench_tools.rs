@@ -172,29 +172,10 @@ fn every_perf_batch_is_graded_line_by_line_by_stateval_metric() {
 fn the_rounds_runner_alternates_fresh_copies_and_hands_the_floor_the_first_builds_logs() {
     let p = Project::empty();
     assert_eq!(python(p.path(), "gen_same_shape.py", &["suite", "2", "3", "--fixture", "per-case"]).0, 0);
-    // a stand-in floor that says what it was given, and leaves the copy hash-write leaves
-    let record = p.join("floor-calls.jsonl");
-    let fake = p.join("fake-floor");
-    p.write(
-        "fake-floor",
-        format!(
-            "#!/usr/bin/env python3\nimport json, shutil, sys\n\
-             open({record:?}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n\
-             if sys.argv[1] == 'hash-write':\n    [shutil.copy(l, l + '.floor') for l in sys.argv[2:]]\n",
-            record = record.to_string_lossy()
-        ),
-    );
-    make_executable(&fake);
+    let (record, fake) = fake_floor(&p);
     let stateval = env!("CARGO_BIN_EXE_stateval");
-    // two builds: this one behind wrappers that note when each ran
     let order = p.join("order.txt");
-    let mut builds = Vec::new();
-    for name in ["a", "b"] {
-        let order = order.to_string_lossy();
-        p.write(name, format!("#!/bin/sh\necho {name} >> '{order}'\nexec '{stateval}' \"$@\"\n"));
-        make_executable(&p.join(name));
-        builds.push(p.join(name).to_string_lossy().into_owned());
-    }
+    let builds = noting_builds(&p, &order);
     let scratch = p.join("scratch");
     let (code, out, err) = python(
         p.path(),
@@ -216,10 +197,7 @@ fn the_rounds_runner_alternates_fresh_copies_and_hands_the_floor_the_first_build
     );
     assert_eq!(code, 0, "{out}\n{err}");
     // the builds took turns, the second going first every other round
-    assert_eq!(
-        std::fs::read_to_string(&order).expect("order").split_whitespace().collect::<Vec<_>>(),
-        ["a", "b", "b", "a"]
-    );
+    assert_eq!(noted(&order), ["a run", "b run", "b run", "a run"]);
     for row in ["build 1 ", "build 2 ", "floor canon-hash ", "floor hash-write "] {
         assert!(out.lines().any(|l| l.starts_with(row)), "a row for {row:?}:\n{out}");
     }
@@ -233,11 +211,7 @@ fn the_rounds_runner_alternates_fresh_copies_and_hands_the_floor_the_first_build
     }
 
     // each round ran both floor modes, over the same copies of the two cases' logs
-    let calls: Vec<Vec<String>> = std::fs::read_to_string(&record)
-        .expect("the floor ran")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON"))
-        .collect();
+    let calls = floor_calls(&record);
     let modes: Vec<&str> = calls.iter().map(|c| c[0].as_str()).collect();
     assert_eq!(modes, ["canon-hash", "hash-write", "canon-hash", "hash-write"]);
     let logs = &calls[0][1..];
@@ -284,50 +258,34 @@ fn the_rounds_budget_times_the_first_builds_plan_and_the_floor_over_the_suites_o
     let value: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&pretty).expect("manifest")).expect("JSON");
     std::fs::write(&pretty, serde_json::to_string_pretty(&value).expect("JSON")).expect("write");
-    let record = p.join("floor-calls.jsonl");
-    let fake = p.join("fake-floor");
-    p.write(
-        "fake-floor",
-        format!(
-            "#!/usr/bin/env python3\nimport json, shutil, sys\n\
-             open({record:?}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n\
-             if sys.argv[1] == 'hash-write':\n    [shutil.copy(l, l + '.floor') for l in sys.argv[2:]]\n",
-            record = record.to_string_lossy()
-        ),
-    );
-    make_executable(&fake);
+    let (record, fake) = fake_floor(&p);
     let stateval = env!("CARGO_BIN_EXE_stateval");
-    // each build notes the command it was given, so the plan's runs can be told apart
     let said = p.join("said.txt");
-    let mut builds = Vec::new();
-    for name in ["a", "b"] {
-        let said = said.to_string_lossy();
-        p.write(name, format!("#!/bin/sh\necho {name} $1 >> '{said}'\nexec '{stateval}' \"$@\"\n"));
-        make_executable(&p.join(name));
-        builds.push(p.join(name).to_string_lossy().into_owned());
-    }
+    let builds = noting_builds(&p, &said);
     let scratch = p.join("scratch").to_string_lossy().into_owned();
     let floor = fake.to_string_lossy().into_owned();
     let args = ["2", "suite", "pipeline/same.toml", "--scratch", &scratch, "--floor", &floor, "--budget", "--"];
     let (code, out, err) = python(p.path(), "rounds.py", &[&args[..], &[&builds[0], &builds[1]]].concat());
     assert_eq!(code, 0, "{out}\n{err}");
     // the first build's plan, once a round after its run; the second build only runs
-    let lines: Vec<String> = std::fs::read_to_string(&said).expect("said").lines().map(str::to_string).collect();
-    assert_eq!(lines, ["a run", "a plan", "b run", "b run", "a run", "a plan"]);
+    assert_eq!(noted(&said), ["a run", "a plan", "b run", "b run", "a run", "a plan"]);
     for row in ["build 1 plan ", "floor canon-hash inputs "] {
         assert!(out.lines().any(|l| l.starts_with(row)), "a row for {row:?}:\n{out}");
     }
-    for line in
-        ["budget, by the least of the rounds", "its plan (every input validated once)", "left for the cases' own work"]
-    {
-        assert!(out.contains(line), "{line:?}:\n{out}");
-    }
+    // the budget is the table's least figures, put together as it says
+    let least = |row: &str| -> f64 {
+        let line = out.lines().find(|l| l.get(..24).is_some_and(|n| n.trim_end() == row)).expect(row);
+        line[24..].split_whitespace().next().and_then(|n| n.parse().ok()).expect("a least CPU")
+    };
+    let (run, plan, floor) = (least("build 1"), least("build 1 plan"), least("floor canon-hash"));
+    let write = least("floor hash-write");
+    let close = |said: f64, want: f64| assert!((said - want).abs() < 0.16, "{said} against {want}:\n{out}");
+    close(budget_ms(&out, "  the run: "), run);
+    close(budget_ms(&out, "  its plan (every input validated once): "), plan);
+    close(budget_ms(&out, "left for the cases' own work (run - plan - hash-write): "), run - plan - write);
+    close(budget_ms(&out, "beside this plan and hash-write: "), 0.6 * floor - plan - write);
     // each round: the floor over the inputs, then both modes over the logs
-    let calls: Vec<Vec<String>> = std::fs::read_to_string(&record)
-        .expect("the floor ran")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON"))
-        .collect();
+    let calls = floor_calls(&record);
     assert_eq!(calls.len(), 6, "{calls:?}");
     let inputs = &calls[0][1..];
     assert_eq!(calls[0][0], "canon-hash");
@@ -375,6 +333,59 @@ fn the_rounds_budget_times_the_first_builds_plan_and_the_floor_over_the_suites_o
         python(p.path(), "rounds.py", &["1", "suite", "pipeline/same.toml", "--budget", "--", stateval]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("--budget needs --floor FLOOR"), "{err}");
+}
+
+/// A stand-in floor that notes each call's arguments in the file it returns first, and
+/// leaves the copy `hash-write` leaves.
+fn fake_floor(p: &Project) -> (PathBuf, PathBuf) {
+    let record = p.join("floor-calls.jsonl");
+    p.write(
+        "fake-floor",
+        format!(
+            "#!/usr/bin/env python3\nimport json, shutil, sys\n\
+             open({record:?}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n\
+             if sys.argv[1] == 'hash-write':\n    [shutil.copy(l, l + '.floor') for l in sys.argv[2:]]\n",
+            record = record.to_string_lossy()
+        ),
+    );
+    let fake = p.join("fake-floor");
+    make_executable(&fake);
+    (record, fake)
+}
+
+/// The fake floor's calls, each its arguments.
+fn floor_calls(record: &Path) -> Vec<Vec<String>> {
+    std::fs::read_to_string(record)
+        .expect("the floor ran")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect()
+}
+
+/// Two builds, `a` and `b`: this stateval behind wrappers that note in `log` each time
+/// one ran and the command it was given.
+fn noting_builds(p: &Project, log: &Path) -> Vec<String> {
+    let stateval = env!("CARGO_BIN_EXE_stateval");
+    let log = log.to_string_lossy();
+    ["a", "b"]
+        .into_iter()
+        .map(|name| {
+            p.write(name, format!("#!/bin/sh\necho {name} $1 >> '{log}'\nexec '{stateval}' \"$@\"\n"));
+            make_executable(&p.join(name));
+            p.join(name).to_string_lossy().into_owned()
+        })
+        .collect()
+}
+
+/// What the builds of [`noting_builds`] noted, a line each.
+fn noted(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log).expect("the builds ran").lines().map(str::to_string).collect()
+}
+
+/// The milliseconds a budget line of rounds.py gives right after `label`.
+fn budget_ms(out: &str, label: &str) -> f64 {
+    let at = out.find(label).unwrap_or_else(|| panic!("{label:?} in:\n{out}")) + label.len();
+    out[at..].split(" ms").next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("ms after {label:?}"))
 }
 
 fn make_executable(path: &Path) {
