@@ -39,11 +39,13 @@ impl Data {
     /// verified line's data member. Bytes from anywhere else go through
     /// [`checked`](Self::checked) in debug builds.
     pub(crate) fn from_canonical(bytes: &[u8]) -> Data {
-        let text = match std::str::from_utf8(bytes) {
+        // every event's bytes pass here once: the vectorised check, where the standard
+        // library's was 2 % of a replayed run
+        let text = match simdutf8::basic::from_utf8(bytes) {
             Ok(text) => text,
             // canonical bytes are written from Rust strings or cut from a line that
             // passed UTF-8 validation; anything else is a bug in the caller
-            Err(e) => unreachable!("canonical event data is UTF-8: {e}"),
+            Err(_) => unreachable!("canonical event data is UTF-8"),
         };
         Data { text: text.into() }
     }

@@ -127,7 +127,7 @@ impl Conversation {
         }
         let offset = self.base + at;
         // token estimate over the message text as sent
-        let tokens = approx_tokens(std::str::from_utf8(&self.joined[at..]).unwrap_or_default());
+        let tokens = simdutf8::basic::from_utf8(&self.joined[at..]).map_or(0, approx_tokens);
         // a tool result belongs to the unit of the assistant message that called it
         let index = self.messages.len();
         let unit_start = match tool {
