@@ -595,7 +595,11 @@ impl<'a> ToolBoundary<'a> {
         let fault = execution.fault.as_ref();
         let declared = fault.map(|f| f.declared.to_string());
         // the result's canonical text, written once for the event and the caller
-        let result_text = canon::to_canonical_string(&execution.result).ok();
+        let result_text = match execution.result_text.take() {
+            // a fixture's result as written: its text was written once, with the manifest
+            Some(text) => Some(String::from(&*text)),
+            None => canon::to_canonical_string(&execution.result).ok(),
+        };
         let seq = rec.emit(&write::ToolExecuted {
             call_id: call_id.into(),
             tool: tool.into(),

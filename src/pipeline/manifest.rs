@@ -74,6 +74,10 @@ pub struct Scripted {
     /// returned as written, never walked.
     #[serde(skip)]
     pub computed: bool,
+    /// The canonical text of a `result` that is not computed, written once by
+    /// [`Manifest::compile`] rather than at every call that answers with it.
+    #[serde(skip)]
+    pub result_text: Option<Arc<str>>,
 }
 
 /// The answer to a call whose target is absent from the state (see [`Scripted::absent`]).
@@ -674,6 +678,10 @@ impl Manifest {
             }
             for outcome in tool.responses.iter_mut().map(|r| &mut r.outcome).chain(tool.default.as_mut()) {
                 outcome.computed = computed::is_computed(&outcome.result);
+                outcome.result_text = match outcome.computed {
+                    true => None,
+                    false => canon::to_canonical_string(&outcome.result).ok().map(Arc::from),
+                };
             }
             let mut by_args = std::collections::HashMap::<_, Vec<usize>>::new();
             for (j, response) in tool.responses.iter().enumerate() {

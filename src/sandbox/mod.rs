@@ -51,6 +51,9 @@ pub struct Execution {
     pub fixture_error: Option<FixtureError>,
     /// The fixture answers with a protocol error: `result` is its error object.
     pub protocol_error: Option<ProtocolError>,
+    /// The canonical text of `result`, when the fixture had it written already (a
+    /// result that is not computed); `None` says nothing about `result`.
+    pub result_text: Option<std::sync::Arc<str>>,
 }
 
 /// A fixture effect that cannot be applied: a mistake in the manifest (or in the
@@ -236,11 +239,12 @@ impl<'m> Sandbox<'m> {
         } else {
             outcome.result.clone()
         };
+        let result_text = outcome.result_text.clone();
         let effect = applied.map(|(next, patch)| {
             self.state = next;
             patch
         });
-        Execution { is_error: outcome.is_error, ..answer(result, effect) }
+        Execution { is_error: outcome.is_error, result_text, ..answer(result, effect) }
     }
 }
 
@@ -253,6 +257,7 @@ fn answer(result: Value, effect: Option<Value>) -> Execution {
         duration_ms: 0,
         fixture_error: None,
         protocol_error: None,
+        result_text: None,
     }
 }
 
@@ -265,6 +270,7 @@ fn error(message: String) -> Execution {
         duration_ms: 0,
         fixture_error: None,
         protocol_error: None,
+        result_text: None,
     }
 }
 
@@ -308,6 +314,7 @@ fn substitute(template: &Value, args: &Value) -> Result<Value, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::canon;
 
     fn manifest() -> Manifest {
         serde_json::from_value(json!({
@@ -333,6 +340,37 @@ mod tests {
         let mut s = Sandbox::new(&m);
         assert_eq!(s.execute("transfer", &json!({"to": "bob", "amount": 5.0})).result, json!({"ok": "special"}));
         assert_eq!(s.execute("transfer", &json!({"to": "al", "amount": 1})).result, json!({"ok": true}));
+    }
+
+    /// The text written with the manifest is the text of the result the call answers
+    /// with, exactly; a computed result has none, and one a fault replaced has none.
+    #[test]
+    fn a_result_written_with_the_manifest_is_the_canonical_text_of_the_answer() {
+        let m: Manifest = serde_json::from_value(json!({
+            "state": {"n": 2},
+            "tools": [
+                {"name": "fixed", "description": "", "default":
+                    {"result": {"z": [1.50, "é\u{1}"], "a": {"y": 1e3, "b": null}}}},
+                {"name": "computed", "description": "", "default": {"result": {"n": {"$state": "/n"}}}}
+            ]
+        }))
+        .unwrap();
+        let mut compiled = m.clone();
+        compiled.compile().unwrap();
+        let mut s = Sandbox::new(&compiled);
+        let fixed = s.execute("fixed", &json!({}));
+        let text = fixed.result_text.as_deref().expect("a result as written has its text");
+        assert_eq!(text, canon::to_canonical_string(&fixed.result).unwrap());
+        assert_eq!(text, r#"{"a":{"b":null,"y":1000},"z":[1.5,"é\u0001"]}"#);
+        let computed = s.execute("computed", &json!({}));
+        assert_eq!((computed.result, computed.result_text), (json!({"n": 2}), None));
+        // a manifest never compiled has no text: the caller writes it, as before
+        assert!(Sandbox::new(&m).execute("fixed", &json!({})).result_text.is_none());
+        // an injected error answers with its own text, not the fixture's
+        let mut faulted = compiled.clone();
+        faulted.faults = serde_json::from_value(json!([{"tool": "fixed", "fault": "error"}])).unwrap();
+        let e = Sandbox::with_faults(&faulted, &[], 5000).call("fixed", &json!({}));
+        assert!(e.fault.is_some() && e.result_text.is_none(), "{e:?}");
     }
 
     #[test]
