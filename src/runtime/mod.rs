@@ -280,9 +280,19 @@ impl<'a, 'p> Loop<'a, 'p> {
                     (id, c.name, c.args)
                 })
                 .collect();
+            // each call's arguments as canonical text, written once for the model_called
+            // event, the proposal and the execution (an argument without one is left to
+            // each event's writer, which says why)
+            let args_texts: Vec<Option<String>> =
+                calls.iter().map(|(_, _, args)| canon::to_canonical_string(args).ok()).collect();
             let tool_calls: Vec<write::LoggedCall> = calls
                 .iter()
-                .map(|(id, name, args)| write::LoggedCall { id: id.into(), name: name.into(), args: args.into() })
+                .zip(&args_texts)
+                .map(|((id, name, args), text)| write::LoggedCall {
+                    id: id.into(),
+                    name: name.into(),
+                    args: text.as_deref().map_or(Out::Value(args), Out::Canonical),
+                })
                 .collect();
             // the calls' canonical bytes, written once for the event and the assistant
             // message alike (reading them back out of the event was 4 % of a run); a
@@ -332,8 +342,8 @@ impl<'a, 'p> Loop<'a, 'p> {
                 }
                 return Ok(Ok(()));
             }
-            for (call_id, tool, args) in calls {
-                let (result, text) = self.call(&call_id, &tool, &args)?;
+            for ((call_id, tool, args), args_text) in calls.into_iter().zip(args_texts) {
+                let (result, text) = self.call(&call_id, &tool, &args, args_text.as_deref())?;
                 // a broken fixture fails the case; the model never sees its error
                 if let Some(error) = self.boundary.fixture_error.take() {
                     return Ok(Err(Stop { status: RunStatus::Failed, error, logged: true }));
@@ -410,11 +420,15 @@ impl<'a, 'p> Loop<'a, 'p> {
     /// Propose, decide and execute one call; its result, with the result's canonical
     /// text when the `tool_executed` event wrote it (the conversation takes that text
     /// rather than writing the result again).
-    fn call(&mut self, call_id: &str, tool: &str, args: &Value) -> Result<(Value, Option<String>), WriteError> {
-        // the arguments' canonical text, written once for the proposal and the execution
-        // (an argument without one is left to the event's writer, which says why)
-        let args_text = canon::to_canonical_string(args).ok();
-        let written_args = args_text.as_deref().map_or(Out::Value(args), Out::Canonical);
+    /// `args_text` is the arguments' canonical text, when they have one.
+    fn call(
+        &mut self,
+        call_id: &str,
+        tool: &str,
+        args: &Value,
+        args_text: Option<&str>,
+    ) -> Result<(Value, Option<String>), WriteError> {
+        let written_args = args_text.map_or(Out::Value(args), Out::Canonical);
         self.rec.emit(&write::ToolProposed { call_id: call_id.into(), tool: tool.into(), args: written_args })?;
         let class = if memory::is_builtin(tool) { memory::class(tool) } else { self.boundary.class(tool) };
         let taint_source = self.boundary.taint.source_of(args);
@@ -431,7 +445,7 @@ impl<'a, 'p> Loop<'a, 'p> {
             self.rec.emit(&instant_execution(call_id, tool, args, &result, is_error))?;
             return Ok((result, None));
         }
-        let (answer, text) = self.boundary.execute_written(self.rec, call_id, tool, args, args_text.as_deref())?;
+        let (answer, text) = self.boundary.execute_written(self.rec, call_id, tool, args, args_text)?;
         Ok((answer.result, text))
     }
 
