@@ -45,7 +45,8 @@ impl Data {
             Ok(text) => text,
             // canonical bytes are written from Rust strings or cut from a line that
             // passed UTF-8 validation; anything else is a bug in the caller
-            Err(_) => unreachable!("canonical event data is UTF-8"),
+            // (the standard check, only here, for where the bytes went wrong)
+            Err(_) => unreachable!("canonical event data is UTF-8: {:?}", std::str::from_utf8(bytes).err()),
         };
         Data { text: text.into() }
     }
