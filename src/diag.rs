@@ -5,8 +5,10 @@
 //! its JSON Schema, and every error is mapped back to the line and column of the value
 //! it is about, so a user can jump straight to it.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use serde::Deserialize;
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
@@ -354,11 +356,17 @@ fn levenshtein(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// A compiled JSON Schema for one of stateval's input formats, with errors mapped to
-/// messages a person can act on.
+/// A JSON Schema for one of stateval's input formats, with errors mapped to messages a
+/// person can act on.
 pub struct InputSchema {
-    schema: Value,
-    validator: jsonschema::Validator,
+    text: Cow<'static, str>,
+    /// Whether an input is valid, generated when stateval is built
+    /// (`#[jsonschema::validator]`), so that a valid input costs no compilation.
+    generated: Option<fn(&Value) -> bool>,
+    /// The schema compiled, when first wanted: for an input the generated check refuses
+    /// (its errors are the compiled validator's, which reports each of them), or for a
+    /// schema with no generated check.
+    compiled: OnceLock<(Value, jsonschema::Validator)>,
 }
 
 /// One schema violation: where (JSON Pointer) and what.
@@ -369,12 +377,29 @@ pub struct Violation {
 }
 
 impl InputSchema {
-    /// Compile one of the built-in schemas. They are part of the binary and tested, so
-    /// a failure here is a bug, not an input error.
-    pub fn builtin(text: &str) -> Self {
-        let schema: Value = serde_json::from_str(text).expect("built-in schema is valid JSON");
-        let validator = jsonschema::validator_for(&schema).expect("built-in schema compiles");
-        InputSchema { schema, validator }
+    /// A built-in schema with a validity check generated at build time from the same text.
+    pub const fn generated(text: Cow<'static, str>, is_valid: fn(&Value) -> bool) -> Self {
+        InputSchema { text, generated: Some(is_valid), compiled: OnceLock::new() }
+    }
+
+    /// One of the built-in schemas, compiled when first wanted.
+    pub fn builtin(text: impl Into<Cow<'static, str>>) -> Self {
+        InputSchema { text: text.into(), generated: None, compiled: OnceLock::new() }
+    }
+
+    /// The schema compiled. The built-in schemas are part of the binary and tested, so a
+    /// failure here is a bug, not an input error.
+    pub fn compiled(&self) -> &(Value, jsonschema::Validator) {
+        self.compiled.get_or_init(|| {
+            let schema: Value = serde_json::from_str(&self.text).expect("built-in schema is valid JSON");
+            let validator = jsonschema::validator_for(&schema).expect("built-in schema compiles");
+            (schema, validator)
+        })
+    }
+
+    /// The generated validity check, where there is one.
+    pub fn generated_check(&self) -> Option<fn(&Value) -> bool> {
+        self.generated
     }
 
     /// The first violation of `instance`, if any, phrased for people. An unknown field
@@ -384,14 +409,18 @@ impl InputSchema {
         let unknown = |e: &jsonschema::ValidationError<'_>| {
             matches!(e.kind(), jsonschema::error::ValidationErrorKind::AdditionalProperties { .. })
         };
-        let mut errors = self.validator.iter_errors(instance);
+        if self.generated.is_some_and(|is_valid| is_valid(instance)) {
+            return None;
+        }
+        let (schema, validator) = self.compiled();
+        let mut errors = validator.iter_errors(instance);
         let first = errors.next()?;
         let error = if unknown(&first) { first } else { errors.find(|e| unknown(e)).unwrap_or(first) };
         let pointer = error.instance_path().as_str().to_string();
         let message = match error.kind() {
             jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } => {
                 let field = unexpected.first().cloned().unwrap_or_default();
-                let allowed = self.allowed_properties(error.schema_path().as_str());
+                let allowed = allowed_properties(schema, error.schema_path().as_str());
                 let hint = did_you_mean(&field, allowed.iter().map(String::as_str))
                     .map(|s| format!(" (did you mean \"{s}\"?)"))
                     .unwrap_or_default();
@@ -405,17 +434,17 @@ impl InputSchema {
         let place = if pointer.is_empty() { String::new() } else { format!("{pointer}: ") };
         Some(Violation { message: format!("{place}{message}"), pointer })
     }
+}
 
-    /// Property names allowed beside an `additionalProperties` keyword.
-    fn allowed_properties(&self, schema_path: &str) -> Vec<String> {
-        let parent = schema_path.strip_suffix("/additionalProperties").unwrap_or(schema_path);
-        self.schema
-            .pointer(parent)
-            .and_then(|s| s.get("properties"))
-            .and_then(Value::as_object)
-            .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default()
-    }
+/// Property names allowed beside an `additionalProperties` keyword.
+fn allowed_properties(schema: &Value, schema_path: &str) -> Vec<String> {
+    let parent = schema_path.strip_suffix("/additionalProperties").unwrap_or(schema_path);
+    schema
+        .pointer(parent)
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object)
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 /// What kind of JSON value `value` is, as an error message names it ("a list").

@@ -92,8 +92,8 @@ pub(super) fn in_ci() -> bool {
 }
 
 /// Compile, on another core, what the process compiles once and wants only later: the
-/// tool-manifest and case schemas (wanted once the pipeline is read) and the injection and
-/// text-reading patterns (wanted at the first case's tool descriptions). On the main
+/// injection and text-reading patterns (wanted at the first case's tool descriptions),
+/// and the case schema's text put together (its check is generated). On the main
 /// thread they were about a sixteenth of a 50-case suite's work, all of it before the
 /// first case; here they are ready by the time it gets there (or it waits for the
 /// compilation under way, never doing it twice). The detectors' PII patterns are not
@@ -102,7 +102,6 @@ pub(super) fn in_ci() -> bool {
 /// compiling them anyway was 2 % of a 50-case suite's instructions.
 fn warm_up() {
     let warm = || {
-        std::sync::LazyLock::force(&stateval::schemas::TOOLS_SCHEMA);
         std::sync::LazyLock::force(&stateval::schemas::CASE_SCHEMA);
         stateval::text::injection::injection_patterns();
         stateval::text::normalize::warm();
