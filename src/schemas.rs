@@ -114,6 +114,8 @@ mod tests {
             serde_json::json!(-7),
             serde_json::json!(1.5),
             serde_json::json!(""),
+            // a string no `pattern` of these schemas accepts (an id, a pointer, a digest)
+            serde_json::json!(" x/"),
             serde_json::json!([]),
             serde_json::json!({}),
         ];
