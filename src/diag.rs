@@ -389,7 +389,7 @@ impl InputSchema {
 
     /// The schema compiled. The built-in schemas are part of the binary and tested, so a
     /// failure here is a bug, not an input error.
-    pub fn compiled(&self) -> &(Value, jsonschema::Validator) {
+    pub(crate) fn compiled(&self) -> &(Value, jsonschema::Validator) {
         self.compiled.get_or_init(|| {
             let schema: Value = serde_json::from_str(&self.text).expect("built-in schema is valid JSON");
             let validator = jsonschema::validator_for(&schema).expect("built-in schema compiles");
@@ -398,8 +398,15 @@ impl InputSchema {
     }
 
     /// The generated validity check, where there is one.
-    pub fn generated_check(&self) -> Option<fn(&Value) -> bool> {
+    #[cfg(test)]
+    pub(crate) fn generated_check(&self) -> Option<fn(&Value) -> bool> {
         self.generated
+    }
+
+    /// Whether the schema has been compiled in this process.
+    #[cfg(test)]
+    pub(crate) fn is_compiled(&self) -> bool {
+        self.compiled.get().is_some()
     }
 
     /// The first violation of `instance`, if any, phrased for people. An unknown field

@@ -93,8 +93,8 @@ mod tests {
     }
 
     /// `instance`, and variants of it, each wrong in one place: a member added, a member
-    /// taken away, or a value replaced by one of each JSON kind; at up to `places`
-    /// places spread over the whole document.
+    /// taken away, or a value replaced by one of each JSON kind or by a string no pattern
+    /// accepts; at up to `places_wanted` places spread over the whole document.
     fn variants(instance: &Value, places_wanted: usize) -> Vec<Value> {
         fn places(v: &Value, at: String, out: &mut Vec<String>) {
             out.push(at.clone());
@@ -223,6 +223,24 @@ mod tests {
             // the variants reach the checks: most of them are refused
             assert!(broken > instances.len(), "{name}: {broken} refused of {} inputs' variants", instances.len());
         }
+    }
+
+    /// A valid input is passed by the generated check alone; a refused one is reported by
+    /// the schema compiled then, with the message the compiled schema gives.
+    #[test]
+    fn a_valid_input_compiles_nothing_and_a_refused_one_is_reported_as_compiled() {
+        let tools = InputSchema::generated(Cow::Borrowed(TOOLS), ToolsCheck::is_valid);
+        let valid = serde_json::json!({"tools": [{"name": "lookup", "description": "Look a key up."}]});
+        assert_eq!(tools.check(&valid), None);
+        assert!(!tools.is_compiled(), "a valid manifest compiled the tools schema");
+        let mut misspelt = valid.clone();
+        misspelt["tools"][0]["descripton"] = serde_json::json!("x");
+        let violation = tools.check(&misspelt).expect("an unknown field is refused");
+        assert!(tools.is_compiled());
+        assert_eq!(violation.pointer, "/tools/0/descripton");
+        assert_eq!(violation.message, "unknown field \"descripton\" (did you mean \"description\"?)");
+        // the same verdict and message as the schema compiled alone
+        assert_eq!(InputSchema::builtin(TOOLS).check(&misspelt), Some(violation));
     }
 
     #[test]
