@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use std::borrow::Cow;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 
 use super::grounding::{self, CallGrounding, Found, Grounding, Origin, Source};
 use super::{Recorder, idempotency, policy, taint};
@@ -61,64 +61,82 @@ pub struct ToolBoundary<'a> {
     pub fixture_error: Option<String>,
 }
 
-/// What a profile and its manifest give each of their cases alike: the manifest's
-/// poisoned tools, for the names the agent reserves, and the grounding of the profile's
-/// own sources (its system prompt, then its trusted values). Made once for each
-/// profile's text and manifest digest and shared: made for every case they were 1 % of
-/// a 220-case suite's instructions.
-struct Shared {
-    poisoned: Vec<Finding>,
-    grounding: Grounding,
+/// What cases share, made once and kept: a manifest's poisoned tools, for the names the
+/// agent reserves, by the manifest's content digest; and the grounding of a profile's
+/// own sources (its system prompt, then its trusted values), by their text. Made for
+/// every case they were 1 % of a 220-case suite's instructions; kept apart because a
+/// suite with a manifest per case shares one profile's grounding among all of them (made
+/// with each manifest, it was 2 % of such a suite's CPU).
+struct Kept<K, V> {
+    recent: Mutex<Vec<(K, Arc<V>)>>,
 }
 
-/// What [`Shared`] is made from: the manifest by its content digest.
+/// Distinct keys whose parts are kept at once, newest last.
+const KEPT: usize = 16;
+
+impl<K: PartialEq, V> Kept<K, V> {
+    const fn new() -> Self {
+        Kept { recent: Mutex::new(Vec::new()) }
+    }
+
+    /// What `key` was made into before, or `make()`, kept.
+    fn get_or_make(&self, key: K, make: impl FnOnce() -> V) -> Arc<V> {
+        if let Some(found) =
+            self.recent.lock().ok().and_then(|kept| kept.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()))
+        {
+            return found;
+        }
+        let made = Arc::new(make());
+        if let Ok(mut kept) = self.recent.lock() {
+            if kept.len() >= KEPT {
+                kept.remove(0);
+            }
+            kept.push((key, made.clone()));
+        }
+        made
+    }
+}
+
+/// What a manifest's poisoning scan is made from: the manifest by its content digest.
 #[derive(PartialEq)]
-struct SharedKey {
+struct PoisonKey {
     manifest: canon::Digest,
     reserved: Vec<String>,
+}
+
+/// What a profile's grounding is made from.
+#[derive(PartialEq)]
+struct GroundKey {
     system: String,
     trusted_values: Vec<String>,
 }
 
-/// The [`Shared`] parts made lately, newest last.
-type SharedKept = Vec<(SharedKey, Arc<Shared>)>;
-static SHARED: LazyLock<Mutex<SharedKept>> = LazyLock::new(Default::default);
+static POISONED: Kept<PoisonKey, Vec<Finding>> = Kept::new();
+static GROUNDED: Kept<GroundKey, Grounding> = Kept::new();
 
-/// Distinct profiles and manifests whose [`Shared`] parts are kept at once.
-const SHARED_KEPT: usize = 16;
-
-fn make_shared(profile: &AgentProfile, manifest: &Manifest, reserved: &[&str]) -> Shared {
+/// The grounding of `profile`'s own sources.
+fn profile_grounding(profile: &AgentProfile) -> Grounding {
     let mut grounding = Grounding::default();
     let context = |source| Origin { seq: None, source };
     grounding.ground(&serde_json::json!(profile.system), context(Source::SystemPrompt));
     grounding.ground(&serde_json::json!(profile.trusted_values), context(Source::TrustedValues));
-    Shared { poisoned: poisoning::scan(manifest, reserved), grounding }
+    grounding
 }
 
-/// The [`Shared`] parts of `profile` and `manifest`: kept from an earlier case of the
-/// same profile text and manifest content, or made. A manifest without a content digest
-/// (one built in code) is never looked up.
-fn shared(profile: &AgentProfile, manifest: &Manifest, reserved: &[&str]) -> Arc<Shared> {
-    let Some(digest) = manifest.digest else { return Arc::new(make_shared(profile, manifest, reserved)) };
-    let key = SharedKey {
-        manifest: digest,
-        reserved: reserved.iter().map(|r| r.to_string()).collect(),
-        system: profile.system.clone(),
-        trusted_values: profile.trusted_values.to_vec(),
-    };
-    if let Some(found) =
-        SHARED.lock().ok().and_then(|kept| kept.iter().find(|(k, _)| *k == key).map(|(_, s)| s.clone()))
-    {
-        return found;
-    }
-    let made = Arc::new(make_shared(profile, manifest, reserved));
-    if let Ok(mut kept) = SHARED.lock() {
-        if kept.len() >= SHARED_KEPT {
-            kept.remove(0);
-        }
-        kept.push((key, made.clone()));
-    }
-    made
+/// `manifest`'s poisoned tools, kept from an earlier case of the same manifest content
+/// and reserved names, or found. A manifest without a content digest (one built in
+/// code) is never looked up.
+fn poisoned(manifest: &Manifest, reserved: &[&str]) -> Arc<Vec<Finding>> {
+    let Some(digest) = manifest.digest else { return Arc::new(poisoning::scan(manifest, reserved)) };
+    let key = PoisonKey { manifest: digest, reserved: reserved.iter().map(|r| r.to_string()).collect() };
+    POISONED.get_or_make(key, || poisoning::scan(manifest, reserved))
+}
+
+/// The grounding of `profile`'s own sources, kept from an earlier case of the same
+/// prompt and trusted values, or made.
+fn grounded(profile: &AgentProfile) -> Arc<Grounding> {
+    let key = GroundKey { system: profile.system.clone(), trusted_values: profile.trusted_values.to_vec() };
+    GROUNDED.get_or_make(key, || profile_grounding(profile))
 }
 
 impl<'a> ToolBoundary<'a> {
@@ -131,8 +149,7 @@ impl<'a> ToolBoundary<'a> {
         manifest: &'a Manifest,
         reserved: &[&str],
     ) -> Self {
-        let shared = shared(profile, manifest, reserved);
-        let poisoned = shared.poisoned.clone();
+        let poisoned = poisoned(manifest, reserved).as_ref().clone();
         let refused = match profile.poisoned_tools {
             PoisonedTools::Refuse => poisoned.iter().map(|f| f.tool.clone()).collect(),
             _ => Vec::new(),
@@ -143,7 +160,7 @@ impl<'a> ToolBoundary<'a> {
         if profile.poisoned_tools == PoisonedTools::ReadOnly && !observe {
             poisoned.iter().for_each(|f| sandbox.set_read_only(&f.tool));
         }
-        let mut grounding = shared.grounding.clone();
+        let mut grounding = grounded(profile).as_ref().clone();
         let context = |source| Origin { seq: None, source };
         grounding.ground(&serde_json::json!(case.trusted_values), context(Source::TrustedValues));
         let grounds = manifest.tools.iter().any(|t| t.has_sensitive() || t.requested_by().is_some())
@@ -821,24 +838,35 @@ mod tests {
         let a = profile("Pay the payee Acme-Holdings-17 only.", &[]);
         let b = profile("Pay the payee Zed-Partners-42 only.", &["IBAN DE00 1234"]);
         let reserved = ["memory_write"];
-        for (p, m) in [(&a, &bank), (&b, &bank), (&a, &support), (&b, &support)] {
-            let kept = shared(p, m, &reserved);
-            let made = make_shared(p, m, &reserved);
-            assert_eq!(kept.poisoned, made.poisoned);
-            assert_eq!(format!("{:?}", kept.grounding), format!("{:?}", made.grounding));
-            assert!(Arc::ptr_eq(&kept, &shared(p, m, &reserved)), "kept, not made again");
+        for m in [&bank, &support] {
+            let kept = poisoned(m, &reserved);
+            assert_eq!(*kept, poisoning::scan(m, &reserved));
+            assert!(Arc::ptr_eq(&kept, &poisoned(m, &reserved)), "kept, not found again");
+        }
+        for p in [&a, &b] {
+            let kept = grounded(p);
+            assert_eq!(format!("{:?}", kept), format!("{:?}", profile_grounding(p)));
+            assert!(Arc::ptr_eq(&kept, &grounded(p)), "kept, not made again");
         }
         // each profile's own prompt grounds, the other's does not
-        let (ka, kb) = (shared(&a, &bank, &reserved), shared(&b, &bank, &reserved));
-        assert!(ka.grounding.origin_of("Acme-Holdings-17").is_some());
-        assert!(ka.grounding.origin_of("Zed-Partners-42").is_none());
-        assert!(kb.grounding.origin_of("Zed-Partners-42").is_some());
-        assert!(kb.grounding.origin_of("DE00 1234").is_some());
+        let (ga, gb) = (grounded(&a), grounded(&b));
+        assert!(ga.origin_of("Acme-Holdings-17").is_some());
+        assert!(ga.origin_of("Zed-Partners-42").is_none());
+        assert!(gb.origin_of("Zed-Partners-42").is_some());
+        assert!(gb.origin_of("DE00 1234").is_some());
+        // a profile with the same prompt but other trusted values is grounded apart
+        let a_trusting = profile("Pay the payee Acme-Holdings-17 only.", &["IBAN DE00 1234"]);
+        assert!(grounded(&a_trusting).origin_of("DE00 1234").is_some());
+        assert!(grounded(&a).origin_of("DE00 1234").is_none());
         // the bank manifest has a poisoned tool, the support one none
-        assert!(!ka.poisoned.is_empty());
-        assert!(shared(&a, &support, &reserved).poisoned.is_empty());
+        assert!(!poisoned(&bank, &reserved).is_empty());
+        assert!(poisoned(&support, &reserved).is_empty());
         // other reserved names are another scan (a tool may collide with one)
         let none: [&str; 0] = [];
-        assert!(!Arc::ptr_eq(&ka, &shared(&a, &bank, &none)));
+        assert!(!Arc::ptr_eq(&poisoned(&bank, &reserved), &poisoned(&bank, &none)));
+        // a manifest built in code has no digest to be kept by
+        let mut built = bank.clone();
+        built.digest = None;
+        assert!(!Arc::ptr_eq(&poisoned(&built, &reserved), &poisoned(&built, &reserved)));
     }
 }
