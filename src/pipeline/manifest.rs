@@ -505,6 +505,13 @@ pub struct Manifest {
     pub source: Option<String>,
 }
 
+/// What a manifest is validated for: a run, or only a plan's digests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Use {
+    Run,
+    Digests,
+}
+
 impl Manifest {
     pub fn empty() -> Manifest {
         Manifest {
@@ -527,6 +534,16 @@ impl Manifest {
     pub fn load_file(path: &Path, display: &str) -> Result<(Manifest, Digest), InputError> {
         let text = Self::read(path, display)?;
         Ok((Self::validate(&text, display)?, Self::bytes_digest(text.as_bytes())))
+    }
+
+    /// What [`Manifest::load_file`] gives a plan, which keeps only the digests: the
+    /// content digest (`None` for no tools) and the digest of the file's bytes. The
+    /// manifest is validated in full, its input schemas compiled, but the answers are not
+    /// indexed for calls: [`Manifest::reload`] does that when a case runs.
+    pub fn digests_of_file(path: &Path, display: &str) -> Result<(Option<Digest>, Digest), InputError> {
+        let text = Self::read(path, display)?;
+        let manifest = Self::validate_for(&text, display, Use::Digests)?;
+        Ok((manifest.digest, Self::bytes_digest(text.as_bytes())))
     }
 
     /// The digest of a manifest file's bytes, as [`Manifest::load_file`] gives it.
@@ -565,6 +582,11 @@ impl Manifest {
 
     /// Parse, check, compile and digest the text of a manifest read from `display`.
     fn validate(text: &str, display: &str) -> Result<Manifest, InputError> {
+        Self::validate_for(text, display, Use::Run)
+    }
+
+    /// [`Manifest::validate`], for a run or only for its digests.
+    fn validate_for(text: &str, display: &str, used: Use) -> Result<Manifest, InputError> {
         let shown = Path::new(display);
         let text = crate::diag::strip_bom(text);
         let value = parse_json_strict(text).map_err(|(l, c, m)| InputError::new(shown, l, c, m))?;
@@ -662,7 +684,10 @@ impl Manifest {
         }
         fault::check_targets(&manifest.faults, &manifest.tools, manifest.server.as_deref())
             .map_err(|e| at(&format!("/faults/{}/{}", e.index, e.field), e.message))?;
-        manifest.compile().map_err(|(i, m)| at(&format!("/tools/{i}/input_schema"), m))?;
+        manifest.compile_schemas().map_err(|(i, m)| at(&format!("/tools/{i}/input_schema"), m))?;
+        if used == Use::Run {
+            manifest.index();
+        }
         manifest.digest = Some(
             canon::canonical_digest(Context::Content, &value).map_err(|e| InputError::file(shown, e.to_string()))?,
         );
@@ -672,10 +697,26 @@ impl Manifest {
 
     /// Compile every tool's input schema; an error names the tool's index.
     pub fn compile(&mut self) -> Result<(), (usize, String)> {
+        self.compile_schemas()?;
+        self.index();
+        Ok(())
+    }
+
+    /// Each tool's input schema compiled: the part of [`Manifest::compile`] that can
+    /// refuse the manifest (by the index of the tool whose schema does not compile).
+    fn compile_schemas(&mut self) -> Result<(), (usize, String)> {
         for (i, tool) in self.tools.iter_mut().enumerate() {
             if let Some(schema) = &tool.input_schema {
                 tool.validator = Some(validator(schema).map_err(|e| (i, format!("malformed JSON Schema: {e}")))?);
             }
+        }
+        Ok(())
+    }
+
+    /// What a run looks answers up by: each fixed result's canonical text, and the
+    /// keyed responses by their arguments' canonical text. Never refuses.
+    fn index(&mut self) {
+        for tool in &mut self.tools {
             for outcome in tool.responses.iter_mut().map(|r| &mut r.outcome).chain(tool.default.as_mut()) {
                 outcome.computed = computed::is_computed(&outcome.result);
                 outcome.result_text = match outcome.computed {
@@ -691,7 +732,6 @@ impl Manifest {
             }
             tool.by_args = Arc::new(by_args);
         }
-        Ok(())
     }
 
     pub fn tool(&self, name: &str) -> Option<&ToolSpec> {
@@ -1008,6 +1048,37 @@ mod tests {
             let again = Manifest::reload(&path, "m.json", validated.digest, bytes).unwrap();
             assert_eq!(loaded(&again), loaded(&validated), "{}", path.display());
         }
+    }
+
+    #[test]
+    fn a_plan_has_the_digests_of_the_manifest_a_run_loads_and_its_refusals() {
+        let mut files: Vec<_> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tools"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 5, "{files:?}");
+        for path in files {
+            let (loaded, bytes) = Manifest::load_file(&path, "m.json").unwrap();
+            assert!(loaded.tools.iter().all(|t| t.responses.is_empty() || !t.by_args.is_empty()), "indexed for a run");
+            assert_eq!(
+                Manifest::digests_of_file(&path, "m.json").unwrap(),
+                (loaded.digest, bytes),
+                "{}",
+                path.display()
+            );
+        }
+        // a schema that does not compile is refused for the plan as for the run, at its place
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.json");
+        let text = r#"{"tools": [{"name": "a", "description": "d"},
+ {"name": "b", "description": "d", "input_schema": {"type": "object", "properties": {"x": {"pattern": "(?<"}}}}]}"#;
+        std::fs::write(&path, text).unwrap();
+        let run = Manifest::load_file(&path, "m.json").unwrap_err().to_string();
+        let plan = Manifest::digests_of_file(&path, "m.json").unwrap_err().to_string();
+        assert_eq!(plan, run);
+        assert!(plan.contains("m.json:2:") && plan.contains("malformed JSON Schema"), "{plan}");
     }
 
     #[test]

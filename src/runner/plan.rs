@@ -195,9 +195,7 @@ impl Plan {
             }
         }
         let validated: BTreeMap<PathBuf, Result<(Option<Digest>, Digest), InputError>> = {
-            let loaded = crate::par::in_parallel(&files, |(full, shown)| {
-                Manifest::load_file(full, shown).map(|(m, bytes)| (m.digest, bytes))
-            });
+            let loaded = crate::par::in_parallel(&files, |(full, shown)| Manifest::digests_of_file(full, shown));
             files.into_iter().map(|(full, _)| full).zip(loaded).collect()
         };
         for (name, profile) in &pipeline.agents {
