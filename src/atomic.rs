@@ -71,6 +71,69 @@ pub fn replace_unsynced(path: &Path, bytes: &[u8]) -> io::Result<Unsynced> {
     }
 }
 
+/// A file written beside its target under a temporary name, not yet in place: its bytes
+/// can be synced with other files' ([`Unplaced::temp`]), and [`Unplaced::place`] renames
+/// it over the target and syncs the directory. Dropped unplaced, the temporary file goes.
+#[must_use = "a staged file is removed unless placed"]
+pub struct Unplaced {
+    tmp: PathBuf,
+    path: PathBuf,
+    placed: bool,
+}
+
+/// Write `bytes` beside `path` under a temporary name (parent directories created),
+/// neither synced nor in place (see [`Unplaced`]).
+pub fn stage(path: &Path, bytes: &[u8]) -> io::Result<Unplaced> {
+    stage_with(path, |file| file.write_all(bytes))
+}
+
+/// [`stage`] with what `write` writes, streamed to the file rather than held whole.
+pub fn stage_with(path: &Path, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<Unplaced> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let tmp = temp_path(path);
+    let file = create_temp(&tmp)?;
+    // from here on, a failure leaves nothing behind: the unplaced file's drop removes it
+    let unplaced = Unplaced { tmp, path: path.to_path_buf(), placed: false };
+    let mut out = io::BufWriter::with_capacity(64 * 1024, file);
+    write(&mut out)?;
+    out.flush()?;
+    Ok(unplaced)
+}
+
+impl Unplaced {
+    /// The temporary file, to be synced before [`Staged::place`].
+    pub fn temp(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// Make the file's bytes durable, under its temporary name.
+    pub fn sync(&self) -> io::Result<()> {
+        OpenOptions::new().write(true).open(&self.tmp)?.sync_all()
+    }
+
+    /// Rename the file over its target and make the name durable. Its bytes must have
+    /// been synced first ([`Unplaced::sync`], or the caller syncs [`Unplaced::temp`] with
+    /// other files): a file renamed unsynced may be empty after a power loss.
+    pub fn place(mut self) -> io::Result<()> {
+        fs::rename(&self.tmp, &self.path)?;
+        self.placed = true;
+        let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if let Ok(d) = fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Unplaced {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
 fn replace_streamed(
     path: &Path,
     write: impl FnOnce(&mut fs::File) -> io::Result<()>,
@@ -137,6 +200,35 @@ mod tests {
         replace(&path, b"two").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"two");
         assert_eq!(names_in(&dir.path().join("a/b")), ["file.json"]);
+    }
+
+    /// Staged, the target is as it was and only the temporary file holds the bytes;
+    /// placed, the target holds them and nothing else is left; dropped unplaced,
+    /// nothing of it is left.
+    #[test]
+    fn a_staged_file_is_in_place_only_once_placed_and_gone_if_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("runs/r-1/suite.json");
+        replace(&path, b"old").unwrap();
+        let staged = stage(&path, b"new").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"old");
+        assert_eq!(fs::read(staged.temp()).unwrap(), b"new");
+        staged.sync().unwrap();
+        staged.place().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"new");
+        assert_eq!(names_in(&dir.path().join("runs/r-1")), ["suite.json"]);
+        let dropped = stage(&path, b"never").unwrap();
+        assert_eq!(names_in(&dir.path().join("runs/r-1")).len(), 2);
+        drop(dropped);
+        assert_eq!(fs::read(&path).unwrap(), b"new");
+        assert_eq!(names_in(&dir.path().join("runs/r-1")), ["suite.json"]);
+        // a streamed write that fails leaves no temporary file either
+        let failed = stage_with(&path, |out| {
+            out.write_all(b"part")?;
+            Err(io::Error::other("the writer gave up"))
+        });
+        assert!(failed.is_err());
+        assert_eq!(names_in(&dir.path().join("runs/r-1")), ["suite.json"]);
     }
 
     /// Unsynced, the file is already in place whole (a reader or a killed process never

@@ -174,16 +174,27 @@ impl RunManifest {
     /// the file and the hasher together: for 10,000 logs, never a megabyte and a half
     /// held at the end of a run.
     pub fn write(&self, dir: &Path) -> Result<Digest, ManifestError> {
+        let (file, root) = self.stage(dir)?;
+        let io = |source| ManifestError::Io { path: dir.join(MANIFEST_FILE), source };
+        file.sync().map_err(io)?;
+        file.place().map_err(io)?;
+        Ok(root)
+    }
+
+    /// [`RunManifest::write`] up to the rename: `manifest.json`'s bytes under a temporary
+    /// name beside it, not yet synced nor in place, and the run's root. A run syncs them
+    /// while its logs are synced, and puts the file in place once they are.
+    pub fn stage(&self, dir: &Path) -> Result<(crate::atomic::Unplaced, Digest), ManifestError> {
         let path = dir.join(MANIFEST_FILE);
         let mut root = None;
-        crate::atomic::replace_with(&path, |file| {
+        let file = crate::atomic::stage_with(&path, |file| {
             let mut both = Tee { file, hashing: Hashing(canon::Digester::new(Context::Manifest)) };
             self.write_canonical(&mut both)?;
             root = Some(both.hashing.0.finish());
             both.file.write_all(b"\n")
         })
-        .map_err(|source| ManifestError::Io { path: path.clone(), source })?;
-        Ok(root.expect("the manifest was written"))
+        .map_err(|source| ManifestError::Io { path, source })?;
+        Ok((file, root.expect("the manifest was written")))
     }
 
     /// Read `manifest.json` from a run directory. The file must be exactly the

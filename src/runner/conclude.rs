@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use super::{Options, Plan, RunnerError, at, cards, churn, shard};
 use crate::canon::{self, Digest};
-use crate::evidence::{FileEntry, LogEntry, ManifestError, RunManifest, SecretKey};
+use crate::evidence::{FileEntry, LogEntry, RunManifest, SecretKey};
 use crate::gate::Tally;
 use crate::isolation::Confinement;
 use crate::outcome::{CaseOutcome, Cases, RunResult, SuiteOutcome};
@@ -93,10 +93,10 @@ pub(crate) struct Decided {
 pub struct Concluding<'a> {
     plan: &'a Plan,
     store: &'a dyn Store,
-    run: RunRecord,
     manifest: RunManifest,
-    /// `suite.json`'s bytes, as the manifest lists them.
-    suite: Vec<u8>,
+    /// `suite.json`, the manifest and `run.json`, written but not in place (taken when
+    /// [`Concluding::finish`] puts them there).
+    finished: Option<Finished>,
     signer: Option<&'a SecretKey>,
     outcome: SuiteOutcome,
     pub(super) pending: Pending,
@@ -104,7 +104,8 @@ pub struct Concluding<'a> {
 }
 
 /// Verdict files written while concluding that the manifest lists and that are not yet
-/// durable: fsync'd with the logs (one journal commit for all, [`Concluding::unsynced`])
+/// durable (the files that mark the run finished among them, under their temporary
+/// names): fsync'd with the logs (one journal commit for all, [`Concluding::unsynced`])
 /// or, for a caller that does not, by [`Concluding::finish`]; and `verdicts.jsonl` in
 /// dataset order, beside the file the cases appended to, renamed over it once synced.
 pub(super) struct Staged {
@@ -129,9 +130,16 @@ impl Concluding<'_> {
         std::mem::take(&mut self.staged.unsynced)
     }
 
-    /// Wait for the pending work, then write what marks the run finished: `suite.json`,
-    /// the manifest (it anchors the logs and the verdict files, so it waits for them),
-    /// `run.json`.
+    /// Wait for the pending work, then put in place what marks the run finished:
+    /// `suite.json`, the manifest (it anchors the logs and the verdict files, so it
+    /// waits for them), `run.json`.
+    ///
+    /// The three were written under temporary names when the run was concluded, and
+    /// their bytes synced with the logs (or here, by a caller that did not take them);
+    /// once the pending work is done and the last boundary passed, each takes its name
+    /// in turn, durable before the next: the manifest lists `suite.json`, and `run.json`
+    /// says the run finished. Written and synced here one after another, their six
+    /// fsyncs were most of a run's last milliseconds.
     pub fn finish(mut self) -> Result<SuiteOutcome, RunnerError> {
         let waited = self.pending.take().map_or(Ok(()), |p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
         let waited = waited.and_then(|()| sync_each(&std::mem::take(&mut self.staged.unsynced)));
@@ -150,26 +158,56 @@ impl Concluding<'_> {
             }
             return Err(e);
         }
-        let Concluding { plan, store, ref run, ref manifest, signer, ref outcome, ref suite, .. } = self;
-        let outcome = outcome.clone();
+        let finished = self.finished.take().expect("a run is finished once");
+        let (plan, store, manifest, signer) = (self.plan, self.store, &self.manifest, self.signer);
         let layout = plan.layout();
         let run_dir = layout.run_dir(&plan.run_id);
         // beside cases.jsonl, everything else a report needs (reports can be rendered
-        // again later); before the manifest, which lists it and marks the run finished
+        // again later); one directory sync makes its name and the verdicts' durable
         let suite_path = layout.suite_path(&plan.run_id);
-        crate::atomic::replace(&suite_path, suite).map_err(at(&suite_path))?;
+        finished.suite.place().map_err(at(&suite_path))?;
         unchanged(manifest, &run_dir)?;
-        write_manifest(manifest, &run_dir, signer)?;
-        let done = RunRecord { passed: Some(outcome.passed), ..run.clone() };
-        let meta = layout.meta_path(&plan.run_id);
-        crate::atomic::replace(
-            &meta,
-            &serde_json::to_vec_pretty(&done).map_err(|e| RunnerError::Internal(e.to_string()))?,
-        )
-        .map_err(at(&meta))?;
-        store.put_run(&done)?;
+        let manifest_path = run_dir.join(crate::evidence::manifest::MANIFEST_FILE);
+        finished.manifest.place().map_err(at(&manifest_path))?;
+        if let Some(key) = signer {
+            key.sign(finished.root).write(&run_dir).map_err(|e| RunnerError::Internal(e.to_string()))?;
+        }
+        finished.run.place().map_err(at(&layout.meta_path(&plan.run_id)))?;
+        store.put_run(&finished.done)?;
         store.flush()?;
-        Ok(outcome)
+        Ok(self.outcome.clone())
+    }
+}
+
+/// The files that mark a run finished, written under temporary names when it is
+/// concluded and put in place by [`Concluding::finish`] (removed if dropped unplaced).
+struct Finished {
+    suite: crate::atomic::Unplaced,
+    manifest: crate::atomic::Unplaced,
+    /// The run's root: the manifest's digest.
+    root: Digest,
+    run: crate::atomic::Unplaced,
+    /// What `run.json` and the catalog say of the finished run.
+    done: RunRecord,
+}
+
+impl Finished {
+    /// `suite.json` (`suite`), the manifest and the finished `run.json` (`done`) of `plan`'s
+    /// run, written under temporary names beside their own.
+    fn stage(plan: &Plan, suite: &[u8], manifest: &RunManifest, done: RunRecord) -> Result<Finished, RunnerError> {
+        let layout = plan.layout();
+        let (suite_path, meta) = (layout.suite_path(&plan.run_id), layout.meta_path(&plan.run_id));
+        let suite = crate::atomic::stage(&suite_path, suite).map_err(at(&suite_path))?;
+        let (manifest, root) =
+            manifest.stage(&layout.run_dir(&plan.run_id)).map_err(|e| RunnerError::Internal(e.to_string()))?;
+        let bytes = serde_json::to_vec_pretty(&done).map_err(|e| RunnerError::Internal(e.to_string()))?;
+        let run = crate::atomic::stage(&meta, &bytes).map_err(at(&meta))?;
+        Ok(Finished { suite, manifest, root, run, done })
+    }
+
+    /// The temporary files, to be synced before they are put in place.
+    fn temps(&self) -> [PathBuf; 3] {
+        [self.suite.temp(), self.manifest.temp(), self.run.temp()].map(Path::to_path_buf)
     }
 }
 
@@ -313,7 +351,9 @@ pub(crate) fn conclude_staged<'a>(
     // report can carry it
     let manifest = RunManifest::new(&plan.run_id, plan.digest, logs, files, passed);
     outcome.root = Some(manifest.root().to_string());
-    Ok(Concluding { plan, store, run, manifest, suite, signer, outcome, pending: None, staged })
+    let finished = Finished::stage(plan, &suite, &manifest, RunRecord { passed: Some(passed), ..run })?;
+    staged.unsynced.extend(finished.temps());
+    Ok(Concluding { plan, store, manifest, finished: Some(finished), signer, outcome, pending: None, staged })
 }
 
 /// The manifest's entries for the verdict files in `run_dir`, with `suite.json` as
@@ -428,9 +468,13 @@ struct Indexes {
 /// Fsync each of `paths`, at once: the first that fails is the error.
 fn sync_each(paths: &[PathBuf]) -> Result<(), RunnerError> {
     let sync = |path: &PathBuf| std::fs::OpenOptions::new().write(true).open(path).and_then(|f| f.sync_all());
+    let Some((first, rest)) = paths.split_first() else { return Ok(()) };
+    // the first on this thread: a file alone starts no thread (a thread's first
+    // allocations cost a run more memory than its fsync takes time)
     std::thread::scope(|s| {
-        let syncing: Vec<_> = paths.iter().map(|path| s.spawn(move || sync(path).map_err(at(path)))).collect();
-        syncing.into_iter().try_for_each(|t| t.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+        let syncing: Vec<_> = rest.iter().map(|path| s.spawn(move || sync(path).map_err(at(path)))).collect();
+        let here = sync(first).map_err(at(first));
+        syncing.into_iter().fold(here, |done, t| done.and(t.join().unwrap_or_else(|e| std::panic::resume_unwind(e))))
     })
 }
 
@@ -447,17 +491,6 @@ fn unchanged(manifest: &RunManifest, run_dir: &Path) -> Result<(), RunnerError> 
         }
     }
     Ok(())
-}
-
-/// The run's logs (heads and event counts, in dataset order) into `manifest.json`;
-/// signed when a key is given. Returns the run's root.
-fn write_manifest(manifest: &RunManifest, run_dir: &Path, signer: Option<&SecretKey>) -> Result<Digest, RunnerError> {
-    let manifest_error = |e: ManifestError| RunnerError::Internal(e.to_string());
-    let root = manifest.write(run_dir).map_err(manifest_error)?;
-    if let Some(key) = signer {
-        key.sign(root).write(run_dir).map_err(|e| RunnerError::Internal(e.to_string()))?;
-    }
-    Ok(root)
 }
 
 /// Remove an earlier run's directory. It is first renamed aside (one atomic step), so

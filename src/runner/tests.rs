@@ -301,6 +301,35 @@ fn a_run_is_finished_only_after_its_pending_work() -> Result<(), Box<dyn std::er
     Ok(())
 }
 
+/// A run concluded but never finished (its reports failed, a signal came) has written
+/// what marks it finished only under temporary names: dropped, it leaves none of them,
+/// and its directory reads as a run that stopped before its manifest.
+#[test]
+fn a_run_concluded_and_dropped_is_left_unfinished_with_nothing_beside_it() -> Result<(), Box<dyn std::error::Error>> {
+    let (_store_dir, plan, store) = ci_plan_and_catalog_in_a_fresh_store()?;
+    let (layout, options) = (plan.layout(), ONE_JOB);
+    let run_dir = layout.run_dir(&plan.run_id);
+    let names = || -> std::io::Result<Vec<String>> {
+        let mut names: Vec<String> = std::fs::read_dir(&run_dir)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<Result<_, _>>()?;
+        names.sort();
+        Ok(names)
+    };
+    let concluding = concluded_without_cases(&plan, &store, &options)?;
+    let staged: Vec<String> = names()?.into_iter().filter(|n| n.ends_with(".tmp")).collect();
+    assert!(staged.iter().any(|n| n.starts_with(".manifest.json.")), "the manifest is staged: {staged:?}");
+    drop(concluding);
+    let left = names()?;
+    assert!(
+        !left.iter().any(|n| n.starts_with('.') && n.ends_with(".tmp") || n == "manifest.json" || n == "suite.json"),
+        "{left:?}"
+    );
+    let run: RunRecord = serde_json::from_slice(&std::fs::read(layout.meta_path(&plan.run_id))?)?;
+    assert_eq!(run.passed, None, "run.json still says the run is unfinished");
+    Ok(())
+}
+
 /// Every verdict file the manifest lists must be on disk to stay before the manifest is:
 /// `run` hands those not yet synced to the logs' fsync ([`Concluding::unsynced`]), and
 /// `finish` syncs what no caller took. Either way `verdicts.jsonl` ends in dataset
@@ -312,7 +341,7 @@ fn every_verdict_file_the_manifest_lists_is_synced_before_it() -> Result<(), Box
         let (layout, options) = (plan.layout(), ONE_JOB);
         let run_dir = layout.run_dir(&plan.run_id);
         let mut concluding = concluded_without_cases(&plan, &store, &options)?;
-        let mut unsynced: Vec<String> = concluding
+        let unsynced: Vec<String> = concluding
             .unsynced()
             .iter()
             .map(|p| p.strip_prefix(&run_dir).map(|p| p.to_string_lossy().into_owned()))
@@ -323,16 +352,28 @@ fn every_verdict_file_the_manifest_lists_is_synced_before_it() -> Result<(), Box
         }
         assert!(concluding.unsynced().is_empty() || !taken, "taken once");
         concluding.finish()?;
-        // suite.json is written whole and synced by `finish` itself; the sorted verdicts
-        // were synced under their temporary name and renamed into place
-        unsynced.push(crate::outcome::SUITE_FILE.to_string());
+        // the sorted verdicts, suite.json, the manifest and run.json were synced under
+        // their temporary names and renamed into place
         let sorted = layout.verdicts_path(&plan.run_id).with_extension("jsonl.tmp");
         let sorted = sorted.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let synced: Vec<String> =
-            unsynced.into_iter().map(|name| if name == sorted { "verdicts.jsonl".to_string() } else { name }).collect();
+        let pid = format!(".{}.tmp", std::process::id());
+        let placed = |name: String| match name.strip_prefix('.').and_then(|n| n.strip_suffix(&pid)) {
+            _ if name == sorted => "verdicts.jsonl".to_string(),
+            Some(target) => target.to_string(),
+            None => name,
+        };
+        let synced: Vec<String> = unsynced.into_iter().map(placed).collect();
         for listed in RunManifest::read(&run_dir)?.files {
             assert!(synced.contains(&listed.path), "{} is listed but never synced (taken: {taken})", listed.path);
         }
+        for marks_finished in [crate::evidence::manifest::MANIFEST_FILE, "run.json"] {
+            assert!(synced.iter().any(|s| s == marks_finished), "{marks_finished} never synced (taken: {taken})");
+        }
+        let mut left: Vec<String> = std::fs::read_dir(&run_dir)?
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect::<Result<_, _>>()?;
+        left.retain(|name| name.ends_with(".tmp"));
+        assert!(left.is_empty(), "{left:?} left in the run directory (taken: {taken})");
         assert!(!run_dir.join(&sorted).exists(), "{sorted} left beside verdicts.jsonl (taken: {taken})");
         assert!(layout.verdicts_path(&plan.run_id).is_file(), "verdicts.jsonl in place (taken: {taken})");
     }
