@@ -104,12 +104,15 @@ pub struct Concluding<'a> {
 }
 
 /// Verdict files written while concluding that the manifest lists and that are not yet
-/// durable (the files that mark the run finished among them, under their temporary
-/// names): fsync'd with the logs (one journal commit for all, [`Concluding::unsynced`])
+/// durable: fsync'd with the logs (one journal commit for all, [`Concluding::unsynced`])
 /// or, for a caller that does not, by [`Concluding::finish`]; and `verdicts.jsonl` in
 /// dataset order, beside the file the cases appended to, renamed over it once synced.
 pub(super) struct Staged {
     pub(super) unsynced: Vec<PathBuf>,
+    /// The files that mark the run finished, under their temporary names, not yet
+    /// synced: a caller syncs them beside the logs ([`Concluding::finishing`]), or
+    /// [`Concluding::finish`] does.
+    pub(super) finishing: Vec<PathBuf>,
     /// `(sorted, verdicts.jsonl)`.
     verdicts: (PathBuf, PathBuf),
 }
@@ -130,19 +133,29 @@ impl Concluding<'_> {
         std::mem::take(&mut self.staged.unsynced)
     }
 
+    /// `suite.json`, the manifest and `run.json` under their temporary names, not yet
+    /// synced, handed to a caller that syncs them ([`sync_in_turn`]) before its
+    /// [`Concluding::pending`] work ends; those not taken, `finish` syncs itself.
+    pub(super) fn finishing(&mut self) -> Vec<PathBuf> {
+        std::mem::take(&mut self.staged.finishing)
+    }
+
     /// Wait for the pending work, then put in place what marks the run finished:
     /// `suite.json`, the manifest (it anchors the logs and the verdict files, so it
     /// waits for them), `run.json`.
     ///
     /// The three were written under temporary names when the run was concluded, and
-    /// their bytes synced with the logs (or here, by a caller that did not take them);
+    /// their bytes synced beside the logs ([`Concluding::finishing`]; here, by a caller
+    /// that did not take them);
     /// once the pending work is done and the last boundary passed, each takes its name
     /// in turn, durable before the next: the manifest lists `suite.json`, and `run.json`
     /// says the run finished. Written and synced here one after another, their six
     /// fsyncs were most of a run's last milliseconds.
     pub fn finish(mut self) -> Result<SuiteOutcome, RunnerError> {
         let waited = self.pending.take().map_or(Ok(()), |p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
-        let waited = waited.and_then(|()| sync_each(&std::mem::take(&mut self.staged.unsynced)));
+        let mut unsynced = std::mem::take(&mut self.staged.unsynced);
+        unsynced.append(&mut self.staged.finishing);
+        let waited = waited.and_then(|()| sync_each(&unsynced));
         // the verdicts in dataset order take their place even when the run stops here: its
         // directory reads as it always did once every case was decided
         let (sorted, verdicts) = &self.staged.verdicts;
@@ -352,7 +365,7 @@ pub(crate) fn conclude_staged<'a>(
     let manifest = RunManifest::new(&plan.run_id, plan.digest, logs, files, passed);
     outcome.root = Some(manifest.root().to_string());
     let finished = Finished::stage(plan, &suite, &manifest, RunRecord { passed: Some(passed), ..run })?;
-    staged.unsynced.extend(finished.temps());
+    staged.finishing = finished.temps().to_vec();
     Ok(Concluding { plan, store, manifest, finished: Some(finished), signer, outcome, pending: None, staged })
 }
 
@@ -453,7 +466,11 @@ fn write_indexes(plan: &Plan, layout: &Layout, run_dir: &Path, cases: &Cases) ->
     let verdicts = verdicts.into_inner().map_err(|e| e.into_error()).map_err(at(&verdicts_tmp))?.finish();
     let verdicts_name = verdicts_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let files = vec![entry(&verdicts_name, verdicts), entry(shard::UNITS_FILE, units)];
-    let staged = Staged { unsynced: vec![verdicts_tmp.clone(), units_path], verdicts: (verdicts_tmp, verdicts_path) };
+    let staged = Staged {
+        unsynced: vec![verdicts_tmp.clone(), units_path],
+        finishing: Vec::new(),
+        verdicts: (verdicts_tmp, verdicts_path),
+    };
     Ok(Indexes { logs, files, staged })
 }
 
@@ -466,6 +483,15 @@ struct Indexes {
 }
 
 /// Fsync each of `paths`, at once: the first that fails is the error.
+/// Fsync each of `paths` in turn, on this thread: for a few files whose syncs overlap
+/// other work already (a thread each would cost a run more memory than it saves time).
+pub(super) fn sync_in_turn(paths: &[PathBuf]) -> Result<(), RunnerError> {
+    for path in paths {
+        std::fs::OpenOptions::new().write(true).open(path).and_then(|f| f.sync_all()).map_err(at(path))?;
+    }
+    Ok(())
+}
+
 fn sync_each(paths: &[PathBuf]) -> Result<(), RunnerError> {
     let sync = |path: &PathBuf| std::fs::OpenOptions::new().write(true).open(path).and_then(|f| f.sync_all());
     let Some((first, rest)) = paths.split_first() else { return Ok(()) };

@@ -127,9 +127,11 @@ pub fn execute_staged<'a>(
         logs.note(path)?;
     }
     drop(logs);
+    // what marks the run finished is synced after run.json, on its thread
+    let finishing = concluding.finishing();
     concluding.pending = Some(std::thread::spawn(move || {
         let (logs, started) = std::thread::scope(|s| {
-            let started = s.spawn(|| started.sync());
+            let started = s.spawn(|| started.sync().and_then(|()| super::conclude::sync_in_turn(&finishing)));
             (syncer.finish(), started.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
         });
         logs.map(drop).and(started).and(joined(flushing))

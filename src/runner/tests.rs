@@ -341,16 +341,20 @@ fn every_verdict_file_the_manifest_lists_is_synced_before_it() -> Result<(), Box
         let (layout, options) = (plan.layout(), ONE_JOB);
         let run_dir = layout.run_dir(&plan.run_id);
         let mut concluding = concluded_without_cases(&plan, &store, &options)?;
-        let unsynced: Vec<String> = concluding
-            .unsynced()
-            .iter()
-            .map(|p| p.strip_prefix(&run_dir).map(|p| p.to_string_lossy().into_owned()))
-            .collect::<Result<_, _>>()?;
+        let names = |paths: Vec<std::path::PathBuf>| -> Result<Vec<String>, std::path::StripPrefixError> {
+            paths.iter().map(|p| p.strip_prefix(&run_dir).map(|p| p.to_string_lossy().into_owned())).collect()
+        };
+        let (verdict_files, finishing) = (concluding.unsynced(), concluding.finishing());
+        assert_eq!(finishing.len(), 3, "suite.json, the manifest and run.json: {finishing:?}");
         if !taken {
             // handed back: this caller leaves them to `finish`
-            concluding.staged.unsynced = unsynced.iter().map(|name| run_dir.join(name)).collect();
+            concluding.staged.unsynced = verdict_files.clone();
+            concluding.staged.finishing = finishing.clone();
         }
-        assert!(concluding.unsynced().is_empty() || !taken, "taken once");
+        let unsynced: Vec<String> = [names(verdict_files)?, names(finishing)?].concat();
+        // (asked only of a caller that took them: asking takes them)
+        assert!(!taken || concluding.unsynced().is_empty(), "taken once");
+        assert!(!taken || concluding.finishing().is_empty(), "taken once");
         concluding.finish()?;
         // the sorted verdicts, suite.json, the manifest and run.json were synced under
         // their temporary names and renamed into place
