@@ -56,7 +56,7 @@ impl Unsynced {
 /// file empty. For a file that must be in place before work begins and durable only by
 /// the time that work is: a run's `run.json`, whose two fsyncs held back every case.
 pub fn replace_unsynced(path: &Path, bytes: &[u8]) -> io::Result<Unsynced> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = parent_dir(path);
     fs::create_dir_all(dir)?;
     let tmp = temp_path(path);
     let result = create_temp(&tmp)
@@ -89,7 +89,7 @@ pub fn stage(path: &Path, bytes: &[u8]) -> io::Result<Unplaced> {
 
 /// [`stage`] with what `write` writes, streamed to the file rather than held whole.
 pub fn stage_with(path: &Path, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> io::Result<Unplaced> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = parent_dir(path);
     fs::create_dir_all(dir)?;
     let tmp = temp_path(path);
     let file = create_temp(&tmp)?;
@@ -102,7 +102,7 @@ pub fn stage_with(path: &Path, write: impl FnOnce(&mut dyn Write) -> io::Result<
 }
 
 impl Unplaced {
-    /// The temporary file, to be synced before [`Staged::place`].
+    /// The temporary file, to be synced before [`Unplaced::place`].
     pub fn temp(&self) -> &Path {
         &self.tmp
     }
@@ -118,7 +118,7 @@ impl Unplaced {
     pub fn place(mut self) -> io::Result<()> {
         fs::rename(&self.tmp, &self.path)?;
         self.placed = true;
-        let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let dir = parent_dir(&self.path);
         if let Ok(d) = fs::File::open(dir) {
             let _ = d.sync_all();
         }
@@ -139,7 +139,7 @@ fn replace_streamed(
     write: impl FnOnce(&mut fs::File) -> io::Result<()>,
     check: impl FnOnce(&Path) -> Result<(), String>,
 ) -> io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = parent_dir(path);
     fs::create_dir_all(dir)?;
     let tmp = temp_path(path);
     let result = write_synced(&tmp, write)
@@ -173,6 +173,11 @@ fn create_temp(tmp: &Path) -> io::Result<fs::File> {
         }
         other => other,
     }
+}
+
+/// The directory `path` is in (`.` for a bare name).
+fn parent_dir(path: &Path) -> &Path {
+    path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."))
 }
 
 /// `dir/.name.<pid>.tmp`: hidden, beside the target, one per process.

@@ -1034,8 +1034,8 @@ mod tests {
         format!("{}\n{compiled:?}\n{:?} {:?}", serde_json::to_value(m).unwrap(), m.digest, m.source)
     }
 
-    #[test]
-    fn a_manifest_read_again_by_its_bytes_is_the_one_validated() {
+    /// The repository's own tool manifests, in name order.
+    fn shipped_manifests() -> Vec<std::path::PathBuf> {
         let mut files: Vec<_> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tools"))
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -1043,7 +1043,12 @@ mod tests {
             .collect();
         files.sort();
         assert!(files.len() >= 5, "{files:?}");
-        for path in files {
+        files
+    }
+
+    #[test]
+    fn a_manifest_read_again_by_its_bytes_is_the_one_validated() {
+        for path in shipped_manifests() {
             let (validated, bytes) = Manifest::load_file(&path, "m.json").unwrap();
             let again = Manifest::reload(&path, "m.json", validated.digest, bytes).unwrap();
             assert_eq!(loaded(&again), loaded(&validated), "{}", path.display());
@@ -1052,14 +1057,7 @@ mod tests {
 
     #[test]
     fn a_plan_has_the_digests_of_the_manifest_a_run_loads_and_its_refusals() {
-        let mut files: Vec<_> = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tools"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .collect();
-        files.sort();
-        assert!(files.len() >= 5, "{files:?}");
-        for path in files {
+        for path in shipped_manifests() {
             let (loaded, bytes) = Manifest::load_file(&path, "m.json").unwrap();
             assert!(loaded.tools.iter().all(|t| t.responses.is_empty() || !t.by_args.is_empty()), "indexed for a run");
             assert_eq!(

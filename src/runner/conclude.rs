@@ -145,12 +145,11 @@ impl Concluding<'_> {
     /// waits for them), `run.json`.
     ///
     /// The three were written under temporary names when the run was concluded, and
-    /// their bytes synced beside the logs ([`Concluding::finishing`]; here, by a caller
-    /// that did not take them);
-    /// once the pending work is done and the last boundary passed, each takes its name
-    /// in turn, durable before the next: the manifest lists `suite.json`, and `run.json`
-    /// says the run finished. Written and synced here one after another, their six
-    /// fsyncs were most of a run's last milliseconds.
+    /// their bytes synced beside the logs ([`Concluding::finishing`]; here, for a caller
+    /// that did not take them). Once the pending work is done and the last boundary
+    /// passed, each takes its name in turn, durable before the next: the manifest lists
+    /// `suite.json`, and `run.json` says the run finished. Written and synced here one
+    /// after another, their six fsyncs were most of a run's last milliseconds.
     pub fn finish(mut self) -> Result<SuiteOutcome, RunnerError> {
         let waited = self.pending.take().map_or(Ok(()), |p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
         let mut unsynced = std::mem::take(&mut self.staged.unsynced);
@@ -482,9 +481,8 @@ struct Indexes {
     staged: Staged,
 }
 
-/// Fsync each of `paths`, at once: the first that fails is the error.
-/// Fsync each of `paths` in turn, on this thread: for a few files whose syncs overlap
-/// other work already (a thread each would cost a run more memory than it saves time).
+/// Fsync each of `paths` in turn, on this thread: for a few small files whose syncs
+/// overlap other work already, where a thread each would only add threads.
 pub(super) fn sync_in_turn(paths: &[PathBuf]) -> Result<(), RunnerError> {
     for path in paths {
         std::fs::OpenOptions::new().write(true).open(path).and_then(|f| f.sync_all()).map_err(at(path))?;
@@ -492,11 +490,11 @@ pub(super) fn sync_in_turn(paths: &[PathBuf]) -> Result<(), RunnerError> {
     Ok(())
 }
 
+/// Fsync each of `paths`, at once: the first that fails is the error.
 fn sync_each(paths: &[PathBuf]) -> Result<(), RunnerError> {
     let sync = |path: &PathBuf| std::fs::OpenOptions::new().write(true).open(path).and_then(|f| f.sync_all());
     let Some((first, rest)) = paths.split_first() else { return Ok(()) };
-    // the first on this thread: a file alone starts no thread (a thread's first
-    // allocations cost a run more memory than its fsync takes time)
+    // the first on this thread: a file alone starts no thread
     std::thread::scope(|s| {
         let syncing: Vec<_> = rest.iter().map(|path| s.spawn(move || sync(path).map_err(at(path)))).collect();
         let here = sync(first).map_err(at(first));
