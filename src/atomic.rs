@@ -5,8 +5,10 @@
 //! `report::write_file`, which names the step that failed.
 
 use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Seek, Write};
 use std::path::{Path, PathBuf};
+
+use crate::canon::{Digest, Digesting};
 
 /// Make `path` hold exactly `bytes`. Parent directories are created.
 pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -74,10 +76,17 @@ pub fn replace_unsynced(path: &Path, bytes: &[u8]) -> io::Result<Unsynced> {
 /// A file written beside its target under a temporary name, not yet in place: its bytes
 /// can be synced with other files' ([`Unplaced::temp`]), and [`Unplaced::place`] renames
 /// it over the target and syncs the directory. Dropped unplaced, the temporary file goes.
+///
+/// It keeps the file it wrote open, with the length and digest of what it wrote: a
+/// temporary name is found by anything that lists the directory, so what is put in place
+/// is first checked to be that file, holding those bytes, never what stands under the
+/// name by then.
 #[must_use = "a staged file is removed unless placed"]
 pub struct Unplaced {
     tmp: PathBuf,
     path: PathBuf,
+    file: fs::File,
+    written: (u64, Digest),
     placed: bool,
 }
 
@@ -93,12 +102,19 @@ pub fn stage_with(path: &Path, write: impl FnOnce(&mut dyn Write) -> io::Result<
     fs::create_dir_all(dir)?;
     let tmp = temp_path(path);
     let file = create_temp(&tmp)?;
-    // from here on, a failure leaves nothing behind: the unplaced file's drop removes it
-    let unplaced = Unplaced { tmp, path: path.to_path_buf(), placed: false };
-    let mut out = io::BufWriter::with_capacity(64 * 1024, file);
-    write(&mut out)?;
-    out.flush()?;
-    Ok(unplaced)
+    let mut out = io::BufWriter::with_capacity(64 * 1024, Digesting::new(&file));
+    let written = write(&mut out).and_then(|()| out.into_inner().map_err(io::IntoInnerError::into_error));
+    match written {
+        Ok(digesting) => {
+            let (_, bytes, digest) = digesting.finish();
+            Ok(Unplaced { tmp, path: path.to_path_buf(), file, written: (bytes, digest), placed: false })
+        }
+        // a failure leaves nothing behind
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
 }
 
 impl Unplaced {
@@ -109,18 +125,43 @@ impl Unplaced {
 
     /// Make the file's bytes durable, under its temporary name.
     pub fn sync(&self) -> io::Result<()> {
-        OpenOptions::new().write(true).open(&self.tmp)?.sync_all()
+        self.file.sync_all()
     }
 
     /// Rename the file over its target and make the name durable. Its bytes must have
     /// been synced first ([`Unplaced::sync`], or the caller syncs [`Unplaced::temp`] with
     /// other files): a file renamed unsynced may be empty after a power loss.
+    ///
+    /// Refused, with [`io::ErrorKind::InvalidData`] and the target left as it was, when
+    /// the temporary name no longer stands for the file written, or that file no longer
+    /// holds what was written to it.
     pub fn place(mut self) -> io::Result<()> {
+        self.check()?;
         fs::rename(&self.tmp, &self.path)?;
         self.placed = true;
         let dir = parent_dir(&self.path);
         if let Ok(d) = fs::File::open(dir) {
             let _ = d.sync_all();
+        }
+        Ok(())
+    }
+
+    /// The temporary name still names the file written, which holds what was written;
+    /// [`io::ErrorKind::InvalidData`] if not.
+    pub fn check(&self) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let changed = || io::Error::new(io::ErrorKind::InvalidData, "changed since it was written");
+        let (held, named) = (self.file.metadata()?, fs::symlink_metadata(&self.tmp)?);
+        if (held.dev(), held.ino()) != (named.dev(), named.ino()) {
+            return Err(changed());
+        }
+        let mut read = &self.file;
+        read.seek(io::SeekFrom::Start(0))?;
+        let mut digesting = Digesting::new(io::sink());
+        io::copy(&mut read, &mut digesting)?;
+        let (_, bytes, digest) = digesting.finish();
+        if (bytes, digest) != self.written {
+            return Err(changed());
         }
         Ok(())
     }
@@ -165,7 +206,8 @@ fn write_synced(tmp: &Path, write: impl FnOnce(&mut fs::File) -> io::Result<()>)
 
 fn create_temp(tmp: &Path) -> io::Result<fs::File> {
     // a temporary file left by a killed process of the same id is ours to replace
-    let create = || OpenOptions::new().write(true).create_new(true).open(tmp);
+    // readable too: a staged file is read back through it before it is put in place
+    let create = || OpenOptions::new().read(true).write(true).create_new(true).open(tmp);
     match create() {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             fs::remove_file(tmp)?;
@@ -234,6 +276,37 @@ mod tests {
         });
         assert!(failed.is_err());
         assert_eq!(names_in(&dir.path().join("runs/r-1")), ["suite.json"]);
+    }
+
+    /// What is put in place is the file staged, holding what was written to it: one
+    /// rewritten under its temporary name, or another file renamed over that name, is
+    /// refused and the target keeps its old bytes.
+    #[test]
+    fn a_staged_file_changed_under_its_temporary_name_is_not_placed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("manifest.json");
+        replace(&path, b"old").unwrap();
+        type Tamper = fn(&Path);
+        let tamper: [(&str, Tamper); 3] = [
+            ("rewritten in place", |tmp| fs::write(tmp, b"forged").unwrap()),
+            ("same length, other bytes", |tmp| fs::write(tmp, b"wen").unwrap()),
+            ("another file renamed over it", |tmp| {
+                let other = tmp.with_extension("other");
+                fs::write(&other, b"new").unwrap();
+                fs::rename(&other, tmp).unwrap();
+            }),
+        ];
+        for (how, tamper) in tamper {
+            let staged = stage(&path, b"new").unwrap();
+            tamper(staged.temp());
+            let refused = staged.place().expect_err(how);
+            assert_eq!(refused.kind(), io::ErrorKind::InvalidData, "{how}");
+            assert_eq!(fs::read(&path).unwrap(), b"old", "{how}");
+            assert_eq!(names_in(dir.path()), ["manifest.json"], "{how}: the temporary file is removed");
+        }
+        // untouched, it is placed
+        stage(&path, b"new").unwrap().place().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"new");
     }
 
     /// Unsynced, the file is already in place whole (a reader or a killed process never

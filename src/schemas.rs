@@ -89,7 +89,12 @@ mod tests {
             let schema: Value = serde_json::from_str(&text).unwrap();
             assert!(jsonschema::meta::is_valid(&schema), "{name}");
         }
-        LazyLock::force(&CASE_SCHEMA);
+        // each compiles as served (the case schema with the recording schema put in)
+        for schema in
+            [&*CASE_SCHEMA, &RECORDING_SCHEMA, &TOOLS_SCHEMA, &PIPELINE_SCHEMA, &*EVENT_SCHEMA, &JUDGE_RECORDING_SCHEMA]
+        {
+            schema.compiled();
+        }
     }
 
     /// `instance`, and variants of it, each wrong in one place: a member added, a member

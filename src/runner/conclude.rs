@@ -176,18 +176,39 @@ impl Concluding<'_> {
         let run_dir = layout.run_dir(&plan.run_id);
         // beside cases.jsonl, everything else a report needs (reports can be rendered
         // again later); one directory sync makes its name and the verdicts' durable
-        let suite_path = layout.suite_path(&plan.run_id);
-        finished.suite.place().map_err(at(&suite_path))?;
-        unchanged(manifest, &run_dir)?;
+        let (suite_path, meta) = (layout.suite_path(&plan.run_id), layout.meta_path(&plan.run_id));
         let manifest_path = run_dir.join(crate::evidence::manifest::MANIFEST_FILE);
-        finished.manifest.place().map_err(at(&manifest_path))?;
+        // all three are still what the run wrote before the first takes its name: a run
+        // refused here has no manifest
+        for (file, path) in
+            [(&finished.suite, &suite_path), (&finished.manifest, &manifest_path), (&finished.run, &meta)]
+        {
+            file.check().map_err(changed(path))?;
+        }
+        finished.suite.place().map_err(changed(&suite_path))?;
+        unchanged(manifest, &run_dir)?;
+        finished.manifest.place().map_err(changed(&manifest_path))?;
         if let Some(key) = signer {
             key.sign(finished.root).write(&run_dir).map_err(|e| RunnerError::Internal(e.to_string()))?;
         }
-        finished.run.place().map_err(at(&layout.meta_path(&plan.run_id)))?;
+        // changed in the moment since it was checked: the run is taken back
+        if let Err(e) = finished.run.place().map_err(changed(&meta)) {
+            retract(plan, store)?;
+            return Err(e);
+        }
         store.put_run(&finished.done)?;
         store.flush()?;
         Ok(self.outcome.clone())
+    }
+}
+
+/// An error putting the file for `path` in place: one that changed under its temporary
+/// name since the run wrote it (the code under test ran with the run's user id) is
+/// refused as a verdict file changed during the run is.
+fn changed(path: &Path) -> impl FnOnce(std::io::Error) -> RunnerError + '_ {
+    move |e| match e.kind() {
+        std::io::ErrorKind::InvalidData => RunnerError::Changed(path.to_path_buf()),
+        _ => at(path)(e),
     }
 }
 

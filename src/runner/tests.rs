@@ -330,6 +330,37 @@ fn a_run_concluded_and_dropped_is_left_unfinished_with_nothing_beside_it() -> Re
     Ok(())
 }
 
+/// The code under test runs with the run's user id and may outlive its case: whatever
+/// it writes under the temporary names of `suite.json`, the manifest or `run.json` while
+/// the run finishes is never put in place. The run fails as a run whose files changed,
+/// with no manifest, and `run.json` still says it is unfinished.
+#[test]
+fn a_finishing_file_forged_under_its_temporary_name_leaves_the_run_without_a_verdict()
+-> Result<(), Box<dyn std::error::Error>> {
+    for target in ["suite.json", crate::evidence::manifest::MANIFEST_FILE, "run.json"] {
+        let (_store_dir, plan, store) = ci_plan_and_catalog_in_a_fresh_store()?;
+        let (layout, options) = (plan.layout(), ONE_JOB);
+        let run_dir = layout.run_dir(&plan.run_id);
+        let concluding = concluded_without_cases(&plan, &store, &options)?;
+        let temp = concluding
+            .staged
+            .finishing
+            .iter()
+            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!(".{target}."))))
+            .cloned()
+            .ok_or(format!("no staged {target}"))?;
+        std::fs::write(&temp, b"{\"passed\":true}\n")?;
+        match concluding.finish() {
+            Err(RunnerError::Changed(path)) => assert_eq!(path.file_name(), Some(std::ffi::OsStr::new(target))),
+            other => panic!("{target} forged: {:?}", other.map(|o| o.passed)),
+        }
+        assert!(!run_dir.join(crate::evidence::manifest::MANIFEST_FILE).exists(), "{target} forged: a manifest");
+        let run: RunRecord = serde_json::from_slice(&std::fs::read(layout.meta_path(&plan.run_id))?)?;
+        assert_eq!(run.passed, None, "{target} forged: run.json says finished");
+    }
+    Ok(())
+}
+
 /// Every verdict file the manifest lists must be on disk to stay before the manifest is:
 /// `run` hands those not yet synced to the logs' fsync ([`Concluding::unsynced`]), and
 /// `finish` syncs what no caller took. Either way `verdicts.jsonl` ends in dataset
