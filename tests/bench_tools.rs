@@ -243,6 +243,24 @@ fn the_rounds_runner_alternates_fresh_copies_and_hands_the_floor_the_first_build
     let (code, _, err) = python(p.path(), "rounds.py", &["1", "suite", "pipeline/nope.toml", "--", stateval]);
     assert_ne!(code, 0);
     assert!(err.contains("no pipeline pipeline/nope.toml in suite"), "{err}");
+
+    // a suite that holds an earlier run's store is refused: each copy's run would first
+    // replace that run, and time it too; --rerun measures exactly that, on purpose
+    let ran = Command::new(stateval)
+        .args(["run", "pipeline/same.toml"])
+        .current_dir(p.join("suite"))
+        .output()
+        .expect("stateval runs");
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    assert!(p.join("suite/.stateval").is_dir());
+    let (code, out, err) = python(p.path(), "rounds.py", &["1", "suite", "pipeline/same.toml", "--", stateval]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(err.contains("suite holds a store (.stateval) from an earlier run") && err.contains("--rerun"), "{err}");
+    assert!(!out.contains("CPU ms"), "nothing measured: {out}");
+    let (code, out, err) =
+        python(p.path(), "rounds.py", &["1", "suite", "pipeline/same.toml", "--rerun", "--", stateval]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.lines().any(|l| l.starts_with("build 1 ")), "{out}");
 }
 
 #[test]

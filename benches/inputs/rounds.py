@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run whole pipelines with builds taking turns, and the floors over the same logs.
 
-usage: rounds.py ROUNDS SUITE PIPELINE [--jobs N] [--scratch DIR] [--floor FLOOR [--budget]] -- BUILD...
+usage: rounds.py ROUNDS SUITE PIPELINE [--jobs N] [--scratch DIR] [--floor FLOOR [--budget]] [--rerun] -- BUILD...
 
 Each round runs `BUILD run PIPELINE [--jobs N]` once per build, each in a fresh copy of the
 SUITE directory made under DIR (a new temporary directory by default; give one on tmpfs to
@@ -19,14 +19,20 @@ Per command it prints CPU (user + system of that child alone), wall and peak RSS
 median; then the first build's figures over each other build's, and every build's CPU
 over each floor's: the median of the per-round ratios, and least over least. A
 build that fails stops the rounds (exit 1): a failed run's time is no figure.
+
+A SUITE that holds a store (the pipeline's `store`, `.stateval` by default) is refused:
+every copy would hold that earlier run, and each measured run would first replace it
+(the same inputs give the same run id), which on the 50-case suite added 13 ms of wall
+to a 40 ms run. Remove the store, or give --rerun to measure exactly that.
 """
-import argparse, glob, json, os, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, glob, json, os, shutil, statistics, subprocess, sys, tempfile, time, tomllib
 
 
 def parse():
     argv = sys.argv[1:]
     if "--" not in argv:
-        sys.exit("usage: rounds.py ROUNDS SUITE PIPELINE [--jobs N] [--scratch DIR] [--floor FLOOR [--budget]] -- BUILD...")
+        sys.exit("usage: rounds.py ROUNDS SUITE PIPELINE [--jobs N] [--scratch DIR] [--floor FLOOR [--budget]] [--rerun] "
+                 "-- BUILD...")
     cut = argv.index("--")
     p = argparse.ArgumentParser(prog="rounds.py")
     p.add_argument("rounds", type=int)
@@ -36,6 +42,7 @@ def parse():
     p.add_argument("--scratch")
     p.add_argument("--floor")
     p.add_argument("--budget", action="store_true")
+    p.add_argument("--rerun", action="store_true")
     args = p.parse_args(argv[:cut])
     if args.budget and not args.floor:
         sys.exit("rounds.py: --budget needs --floor FLOOR")
@@ -44,7 +51,29 @@ def parse():
         sys.exit("rounds.py: ROUNDS must be at least 1 and at least one BUILD follows --")
     if not os.path.isfile(os.path.join(args.suite, args.pipeline)):
         sys.exit(f"rounds.py: no pipeline {args.pipeline} in {args.suite}")
+    store = store_of(args.suite, args.pipeline)
+    if os.path.exists(store) and not args.rerun:
+        sys.exit(f"rounds.py: {args.suite} holds a store ({os.path.relpath(store, os.path.abspath(args.suite))}) "
+                 "from an earlier run: "
+                 "each measured run would first replace that run, which is not the fresh run the figures are "
+                 "of; remove it, or give --rerun to measure a run that replaces an earlier one")
     return args
+
+
+def store_of(suite, pipeline):
+    """Where a run of `pipeline` in `suite` keeps its store: its `store` (`.stateval` when it
+    names none), relative to the project, which is the directory above a pipeline kept
+    in `pipeline/` and the pipeline file's own directory otherwise (as stateval reads it)."""
+    path = os.path.join(suite, pipeline)
+    try:
+        with open(path, "rb") as f:
+            store = tomllib.load(f).get("pipeline", {}).get("store", ".stateval")
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        sys.exit(f"rounds.py: cannot read {path}: {e}")
+    base = os.path.dirname(os.path.abspath(path))
+    if os.path.basename(base) == "pipeline":
+        base = os.path.dirname(base)
+    return os.path.join(base, store)
 
 
 def measure(cmd, cwd):
