@@ -273,6 +273,32 @@ fn concluded_without_cases<'a>(
     Ok(conclude_staged(plan, store, run, decided, options)?)
 }
 
+/// A rerun replaces the earlier run of its id whole: that run's directory is renamed
+/// aside at once and deleted beside the new run, and it is gone once the start is
+/// synced; a directory a kill left mid-deletion is swept first.
+#[test]
+fn a_rerun_deletes_the_earlier_run_beside_it_and_leaves_nothing_aside() -> Result<(), Box<dyn std::error::Error>> {
+    let (_store_dir, plan, store) = ci_plan_and_catalog_in_a_fresh_store()?;
+    let run_dir = plan.layout().run_dir(&plan.run_id);
+    let runs = run_dir.parent().expect("runs/").to_path_buf();
+    std::fs::create_dir_all(run_dir.join("case-a"))?;
+    std::fs::write(run_dir.join("case-a/0.jsonl"), "the earlier run's log")?;
+    std::fs::write(run_dir.join("planted"), "not this run's")?;
+    let leftover = runs.join(format!(".deleting-{}", plan.run_id));
+    std::fs::create_dir_all(leftover.join("case-b"))?;
+    std::fs::write(leftover.join("case-b/0.jsonl"), "a kill's leftover")?;
+
+    let (_run, started) = start_run(&plan, &store)?;
+    assert!(run_dir.join("run.json").is_file(), "the new run started under its name");
+    assert!(!run_dir.join("planted").exists() && !run_dir.join("case-a").exists(), "nothing of the earlier run in it");
+    started.sync()?;
+    let left: Vec<String> = std::fs::read_dir(&runs)?
+        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<Result<_, _>>()?;
+    assert_eq!(left, [plan.run_id.clone()], "the earlier run and the leftover are both deleted");
+    Ok(())
+}
+
 /// A merge's links are the pending work: the manifest, which anchors the logs and
 /// marks the run finished, must not be written before that work is done.
 #[test]
