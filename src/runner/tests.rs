@@ -295,7 +295,7 @@ fn a_rerun_deletes_the_earlier_run_beside_it_and_leaves_nothing_aside() -> Resul
     let left: Vec<String> = std::fs::read_dir(&runs)?
         .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect::<Result<_, _>>()?;
-    assert_eq!(left, [plan.run_id.clone()], "the earlier run and the leftover are both deleted");
+    assert_eq!(left, std::slice::from_ref(&plan.run_id), "the earlier run and the leftover are both deleted");
     Ok(())
 }
 
