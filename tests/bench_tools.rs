@@ -246,12 +246,8 @@ fn the_rounds_runner_alternates_fresh_copies_and_hands_the_floor_the_first_build
 
     // a suite that holds an earlier run's store is refused: each copy's run would first
     // replace that run, and time it too; --rerun measures exactly that, on purpose
-    let ran = Command::new(stateval)
-        .args(["run", "pipeline/same.toml"])
-        .current_dir(p.join("suite"))
-        .output()
-        .expect("stateval runs");
-    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    let (code, _, err) = stateval_in(&p.join("suite"), &["run", "pipeline/same.toml"]);
+    assert_eq!(code, 0, "{err}");
     assert!(p.join("suite/.stateval").is_dir());
     let (code, out, err) = python(p.path(), "rounds.py", &["1", "suite", "pipeline/same.toml", "--", stateval]);
     assert_eq!(code, 1, "{out}\n{err}");
