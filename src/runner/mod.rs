@@ -31,15 +31,17 @@ mod case;
 mod conclude;
 mod execute;
 mod plan;
+mod start;
 #[cfg(test)]
 mod tests;
 
 pub use case::{ReplayError, ReplayedRun, log_assertions};
 use conclude::verdict;
 pub use conclude::{Concluding, retract};
-pub(crate) use conclude::{Decided, conclude_staged, record_verdicts, start_run};
+pub(crate) use conclude::{Decided, conclude_staged, record_verdicts};
 pub use execute::{Options, Progress, execute, execute_staged};
 pub use plan::{Plan, PlannedAgent, Replayable, Selection};
+pub(crate) use start::start_run;
 
 use std::path::{Path, PathBuf};
 
