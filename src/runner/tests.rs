@@ -284,6 +284,15 @@ fn a_rerun_deletes_the_earlier_run_beside_it_and_leaves_nothing_aside() -> Resul
     std::fs::create_dir_all(run_dir.join("case-a"))?;
     std::fs::write(run_dir.join("case-a/0.jsonl"), "the earlier run's log")?;
     std::fs::write(run_dir.join("planted"), "not this run's")?;
+    // the earlier run's code under test left links to files of the user's in its run
+    // directory; deleted beside the new run, while its agent runs, they go and their
+    // targets stay
+    let outside = tempfile::tempdir()?;
+    std::fs::write(outside.path().join("precious"), "the user's")?;
+    std::fs::create_dir_all(outside.path().join("kept"))?;
+    std::fs::write(outside.path().join("kept/file"), "the user's too")?;
+    std::os::unix::fs::symlink(outside.path().join("precious"), run_dir.join("case-a/link"))?;
+    std::os::unix::fs::symlink(outside.path().join("kept"), run_dir.join("case-a/dir-link"))?;
     let leftover = runs.join(format!(".deleting-{}", plan.run_id));
     std::fs::create_dir_all(leftover.join("case-b"))?;
     std::fs::write(leftover.join("case-b/0.jsonl"), "a kill's leftover")?;
@@ -296,6 +305,12 @@ fn a_rerun_deletes_the_earlier_run_beside_it_and_leaves_nothing_aside() -> Resul
         .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect::<Result<_, _>>()?;
     assert_eq!(left, std::slice::from_ref(&plan.run_id), "the earlier run and the leftover are both deleted");
+    assert_eq!(std::fs::read_to_string(outside.path().join("precious"))?, "the user's", "a link's target is kept");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("kept/file"))?,
+        "the user's too",
+        "so is a linked directory's"
+    );
     Ok(())
 }
 
