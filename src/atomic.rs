@@ -134,11 +134,24 @@ impl Unplaced {
     ///
     /// Refused, with [`io::ErrorKind::InvalidData`] and the target left as it was, when
     /// the temporary name no longer stands for the file written, or that file no longer
-    /// holds what was written to it.
-    pub fn place(mut self) -> io::Result<()> {
+    /// holds what was written to it. Another file renamed over the temporary name after
+    /// that check, before the rename, is found at the target once it is there: it is
+    /// removed and the same error returned, so what the target is left holding is never
+    /// a file the caller did not write.
+    pub fn place(self) -> io::Result<()> {
         self.check()?;
+        self.rename_checked()
+    }
+
+    /// [`Unplaced::place`] after its check: the rename, and the name's file confirmed to
+    /// be the one written.
+    fn rename_checked(mut self) -> io::Result<()> {
         fs::rename(&self.tmp, &self.path)?;
         self.placed = true;
+        if !self.names_held(&self.path)? {
+            let _ = fs::remove_file(&self.path);
+            return Err(changed());
+        }
         let dir = parent_dir(&self.path);
         if let Ok(d) = fs::File::open(dir) {
             let _ = d.sync_all();
@@ -146,13 +159,17 @@ impl Unplaced {
         Ok(())
     }
 
+    /// Does `name` stand for the file this value wrote (the same inode, not a link)?
+    fn names_held(&self, name: &Path) -> io::Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let (held, named) = (self.file.metadata()?, fs::symlink_metadata(name)?);
+        Ok((held.dev(), held.ino()) == (named.dev(), named.ino()))
+    }
+
     /// The temporary name still names the file written, which holds what was written;
     /// [`io::ErrorKind::InvalidData`] if not.
     pub fn check(&self) -> io::Result<()> {
-        use std::os::unix::fs::MetadataExt;
-        let changed = || io::Error::new(io::ErrorKind::InvalidData, "changed since it was written");
-        let (held, named) = (self.file.metadata()?, fs::symlink_metadata(&self.tmp)?);
-        if (held.dev(), held.ino()) != (named.dev(), named.ino()) {
+        if !self.names_held(&self.tmp)? {
             return Err(changed());
         }
         let mut read = &self.file;
@@ -165,6 +182,11 @@ impl Unplaced {
         }
         Ok(())
     }
+}
+
+/// What [`Unplaced::place`] refuses a file with.
+fn changed() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, "changed since it was written")
 }
 
 impl Drop for Unplaced {
@@ -307,6 +329,24 @@ mod tests {
         // untouched, it is placed
         stage(&path, b"new").unwrap().place().unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"new");
+    }
+
+    /// The window between the check and the rename: another file renamed over the
+    /// temporary name there is renamed into place, found there and removed, and the
+    /// placing refused. The target never stays holding it.
+    #[test]
+    fn a_file_swapped_in_after_the_check_is_not_left_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("manifest.json");
+        let staged = stage(&path, b"ours").unwrap();
+        staged.check().expect("untouched so far");
+        let forged = dir.path().join("forged");
+        fs::write(&forged, b"theirs").unwrap();
+        fs::rename(&forged, staged.temp()).unwrap();
+        let refused = staged.rename_checked().expect_err("the swapped file is not ours");
+        assert_eq!(refused.kind(), io::ErrorKind::InvalidData);
+        assert!(!path.exists(), "the swapped file does not stand under the target's name");
+        assert!(names_in(dir.path()).is_empty(), "{:?}", names_in(dir.path()));
     }
 
     /// Unsynced, the file is already in place whole (a reader or a killed process never

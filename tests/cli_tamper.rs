@@ -129,6 +129,11 @@ fn a_verdict_flipped_in_cases_jsonl_while_the_run_goes_on_gets_no_manifest_and_n
         assert_eq!(code, 3, "{phase}: {stderr}");
         assert!(stderr.contains("cases.jsonl changed during the run"), "{phase}: {stderr}");
         assert!(!dir.join("manifest.json").exists(), "{phase}: a manifest was written over the edit");
+        // nothing of the refused run stands as finished: no suite.json, run.json unfinished
+        assert!(!dir.join("suite.json").exists(), "{phase}: suite.json left in place");
+        let run: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("run.json")).expect("run.json")).expect("run.json parses");
+        assert_eq!(run["passed"], Value::Null, "{phase}: {run}");
         assert!(!p.exists("reports/report.json") && !p.exists("reports/junit.xml"), "{phase}: a report");
     }
 }

@@ -145,15 +145,21 @@ impl Concluding<'_> {
         {
             file.check().map_err(changed(path))?;
         }
-        finished.suite.place().map_err(changed(&suite_path))?;
-        unchanged(manifest, &run_dir)?;
-        finished.manifest.place().map_err(changed(&manifest_path))?;
-        if let Some(key) = signer {
-            key.sign(finished.root).write(&run_dir).map_err(|e| RunnerError::Internal(e.to_string()))?;
-        }
-        // changed in the moment since it was checked: the run is taken back
-        if let Err(e) = finished.run.place().map_err(changed(&meta)) {
-            retract(plan, store)?;
+        let placed = (|| {
+            finished.suite.place().map_err(changed(&suite_path))?;
+            unchanged(manifest, &run_dir)?;
+            finished.manifest.place().map_err(changed(&manifest_path))?;
+            if let Some(key) = signer {
+                key.sign(finished.root).write(&run_dir).map_err(|e| RunnerError::Internal(e.to_string()))?;
+            }
+            finished.run.place().map_err(changed(&meta))
+        })();
+        // a file changed in the moment since it was checked, or swapped in as it took its
+        // name: whatever of the run is already in place is taken back
+        if let Err(e) = placed {
+            if matches!(e, RunnerError::Changed(_)) {
+                retract(plan, store)?;
+            }
             return Err(e);
         }
         store.put_run(&finished.done)?;
