@@ -350,9 +350,17 @@ fn sign_refuses_a_run_that_does_not_verify_against_the_printed_root_and_signs_on
     assert!(out.stderr.contains("cases.jsonl: edited after the run"), "{}", out.stderr);
     assert!(!p.exists(format!("{run}/manifest.sig")));
 
-    // the run as it was: signed, and verify --pubkey agrees
+    // the run as it was: signed, and verify --pubkey agrees. Beside it, the same run
+    // renamed aside as a rerun deletes it (or as a kill left it): same manifest, same
+    // root, and no run to sign
     std::fs::remove_dir_all(p.join(&run)).expect("remove");
     copy_dir(&saved, &p.join(&run));
-    stateval(&p, Some(&key), &["sign", ".stateval", "--root", &root]).expect_code(0);
+    let run_name = std::path::Path::new(&run).file_name().expect("a run id").to_string_lossy().into_owned();
+    let doomed = format!(".stateval/runs/.deleting-{run_name}");
+    copy_dir(&saved, &p.join(&doomed));
+    let out = stateval(&p, Some(&key), &["sign", ".stateval", "--root", &root]);
+    out.expect_code(0);
+    assert!(p.exists(format!("{run}/manifest.sig")), "the run itself is signed: {}", out.stdout);
+    assert!(!p.exists(format!("{doomed}/manifest.sig")), "the run being deleted was signed");
     stateval(&p, None, &["verify", &run, "--root", &root, "--pubkey", &public]).expect_code(0);
 }

@@ -96,6 +96,9 @@ fn run_dir(dir: &Path, root: Digest) -> Result<PathBuf, CliError> {
     })?;
     let mut found: Vec<PathBuf> = entries
         .filter_map(Result::ok)
+        // `.deleting-*`: an earlier run being deleted beside a rerun of its id, or left
+        // so by a kill; it holds that run's manifest, root and all, and is no run to sign
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
         .map(|e| e.path())
         .filter(|run| RunManifest::read(run).is_ok_and(|m| m.root() == root))
         .collect();
