@@ -667,6 +667,11 @@ def main() -> int:
     ap.add_argument("--tamper-fixture", action="store_true", help="(self-test) change one byte of a recording in the after side's tree")
     ap.add_argument("-v", "--verbose", action="store_true", help="print each scenario run's time on stderr")
     args = ap.parse_args()
+    # each side runs in a tree of its own: a binary named relative to here is found there
+    # only by its absolute path
+    args.before = os.path.abspath(args.before)
+    if args.after:
+        args.after = os.path.abspath(args.after)
     if args.self_test:
         return self_test(args)
     if not args.after:
