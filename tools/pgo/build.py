@@ -28,6 +28,7 @@ twenty minutes in all on two cores. Python 3.11+ standard library only.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import shutil
@@ -194,8 +195,6 @@ def main() -> None:
     profdata = find_profdata(major, host)
     root = REPO / "target" / "pgo"
     profiles = root / "profiles"
-    shutil.rmtree(profiles, ignore_errors=True)
-    profiles.mkdir(parents=True)
 
     generate = root / "generate"
     flag = f"-Cprofile-generate={profiles}"
@@ -206,15 +205,26 @@ def main() -> None:
     # (docs/speed.md, twenty-first round)
     cargo_build(generate, flag, ["--bin", "stateval"])
     cargo_build(generate, flag, ["--example", "synth"])
+    # emptied only now: the build scripts the builds ran were instrumented too, and left
+    # their counts here
+    shutil.rmtree(profiles, ignore_errors=True)
+    profiles.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="train-", dir=root) as scratch:
         Trainer(generate / "release", profiles, Path(scratch)).train()
     counted = sorted(profiles.glob("*.profraw"))
     if not counted:
         fail(f"the training left no profile in {profiles}")
-    merged = root / "stateval.profdata"
-    merge = [profdata, "merge", "-o", str(merged), *map(str, counted)]
+    merging = root / "merging.profdata"
+    merge = [profdata, "merge", "-o", str(merging), *map(str, counted)]
     if subprocess.run(merge).returncode != 0:
         fail(f"`{profdata} merge` failed")
+    # named by its content: cargo tracks the flag, not the file it names, and would keep
+    # crates optimised with an earlier profile
+    digest = hashlib.sha256(merging.read_bytes()).hexdigest()[:16]
+    for old in root.glob("stateval-*.profdata"):
+        old.unlink()
+    merged = root / f"stateval-{digest}.profdata"
+    merging.rename(merged)
     print(f"tools/pgo/build.py: {len(counted)} processes' counts merged into {merged.relative_to(REPO)}", flush=True)
 
     cargo_build(root / "use", f"-Cprofile-use={merged}", ["--bin", "stateval"])
