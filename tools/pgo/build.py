@@ -195,6 +195,7 @@ def main() -> None:
     profdata = find_profdata(major, host)
     root = REPO / "target" / "pgo"
     profiles = root / "profiles"
+    profiles.mkdir(parents=True, exist_ok=True)
 
     generate = root / "generate"
     flag = f"-Cprofile-generate={profiles}"
