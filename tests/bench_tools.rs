@@ -3,7 +3,8 @@
 //! `benches/inputs/rounds.py` and the floor, `examples/floor.rs`), run at small sizes so
 //! that none of them rots: each generator's output is taken by the stateval of this build,
 //! the rounds runner times that build on it and hands the floor its logs, and the floor
-//! reproduces every hash of a log that build wrote.
+//! reproduces every hash of a log that build wrote. The profile-optimised build
+//! (`tools/pgo/build.py`) is built whole by CI; here only its refusal is checked.
 
 mod common;
 
@@ -421,4 +422,40 @@ fn stateval_in(dir: &Path, args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// `tools/pgo/build.py` refuses an `llvm-profdata` of another LLVM than rustc's, exit 2,
+/// saying which it needs, before it builds anything: a profile written by one LLVM is
+/// not reliably read by another's tools. (CI runs the whole build, `.ci/run`.)
+#[test]
+fn the_pgo_build_refuses_an_llvm_profdata_of_another_llvm_before_building() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // a `cargo` first on PATH that fails loudly: a script that did not refuse builds
+    let fake_cargo = dir.path().join("cargo");
+    std::fs::write(&fake_cargo, "#!/bin/sh\necho 'fake cargo ran' >&2\nexit 97\n").expect("write");
+    make_executable(&fake_cargo);
+    let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
+    let build = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/pgo/build.py");
+    for (name, body, says) in [
+        ("old-profdata", "#!/bin/sh\necho 'LLVM (http://llvm.org/):'\necho '  LLVM version 1.0.0'\n", "is LLVM 1,"),
+        ("mute-profdata", "#!/bin/sh\necho 'Unknown command!'\n", "is of no version it reports,"),
+    ] {
+        let profdata = dir.path().join(name);
+        std::fs::write(&profdata, body).expect("write");
+        make_executable(&profdata);
+        let out = Command::new("python3")
+            .arg(&build)
+            .env("PATH", &path)
+            .env("LLVM_PROFDATA", &profdata)
+            .output()
+            .expect("python3 runs");
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(2), "{name}: {stdout}{stderr}");
+        assert!(stderr.contains(&format!("LLVM_PROFDATA={}", profdata.display())), "{name}: {stderr}");
+        assert!(stderr.contains(says) && stderr.contains("rustc is built on LLVM "), "{name}: {stderr}");
+        assert!(
+            !stderr.contains("fake cargo ran") && !stdout.contains("cargo build"),
+            "{name} built: {stdout}{stderr}"
+        );
+    }
 }
